@@ -1,0 +1,57 @@
+/* base.h — the lowest layer every part of endoret uses: error reporting, checked allocation,
+ * atomic file writes, whole-file reads and a wall clock.
+ *
+ * Errors: library functions never exit. They return a status (ER_OK, ER_RUNTIME, ER_INPUT),
+ * after recording one human-readable message with er_fail(). The CLI prints that message once
+ * and exits with the status, so a user sees exactly one line naming the file/line/field at fault. */
+#ifndef ENDORET_BASE_H
+#define ENDORET_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ENDORET_VERSION "0.1.0"
+
+enum { ER_OK = 0, ER_RUNTIME = 1, ER_INPUT = 2 };
+
+/* Record an error message (printf-style) for this thread and return `code`.
+ * Typical use: `return er_fail(ER_INPUT, "%s: line %d: expected 7 columns", path, line);` */
+int er_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message recorded on this thread ("" if none). */
+const char *er_msg(void);
+void er_clear(void);
+
+/* Allocation that aborts with a message on out-of-memory (the only case where we do not return
+ * a status: there is no useful recovery, and a NULL deref later would hide the cause). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/* 64-byte aligned (AVX-512 lines); free with free(). */
+void *xmalloc_aligned(size_t n);
+
+/* Read a whole file into a NUL-terminated buffer. Returns ER_OK or ER_INPUT (naming the path). */
+int read_file(const char *path, char **data, size_t *len);
+
+/* Atomic file writes: data goes to "<path>.tmp.<pid>", is fsync'd, then renamed over <path>,
+ * so a crash mid-write leaves the old file intact.
+ *   FILE *f; atomic_open(path, &f, &tmp) ... fwrite ... atomic_commit(f, tmp, path)
+ * atomic_abort(f, tmp) removes the temp file on failure. */
+typedef struct { FILE *f; char *tmp; char *path; } atomic_file;
+int atomic_open(atomic_file *af, const char *path);
+int atomic_commit(atomic_file *af);
+void atomic_abort(atomic_file *af);
+int write_file_atomic(const char *path, const void *data, size_t len);
+
+/* mkdir -p; ER_OK or ER_RUNTIME. */
+int make_dirs(const char *path);
+/* Join a directory and a relative path (absolute `rel` is returned as-is). Caller frees. */
+char *path_join(const char *dir, const char *rel);
+/* Directory part of a path ("." when none). Caller frees. */
+char *path_dirname(const char *path);
+
+/* Monotonic wall clock in seconds. */
+double now_seconds(void);
+
+#endif

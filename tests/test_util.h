@@ -1,0 +1,36 @@
+/* test_util.h — helpers shared by the Criterion tests. */
+#ifndef ENDORET_TEST_UTIL_H
+#define ENDORET_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* Tests that take more than ~1 s call SLOW_TEST() first: they skip (saying why) under `make asan`,
+ * which sets ENDORET_FAST=1, and run in `make test`. */
+#define SLOW_TEST()                                                                       \
+    do {                                                                                  \
+        if (getenv("ENDORET_FAST")) cr_skip_test("slow test, skipped when ENDORET_FAST=1 (asan run)"); \
+    } while (0)
+
+/* ../shared/data (or $ENDORET_SHARED/data); tests that need real images skip visibly without it. */
+static inline const char *shared_data_dir(void) {
+    static char buf[1024];
+    const char *root = getenv("ENDORET_SHARED");
+    snprintf(buf, sizeof buf, "%s/data", root ? root : "../shared");
+    struct stat st;
+    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? buf : NULL;
+}
+#define REQUIRE_SHARED_DATA(var)                                                           \
+    const char *var = shared_data_dir();                                                  \
+    if (!var) cr_skip_test("../shared/data not found (set ENDORET_SHARED): real-image test skipped")
+
+/* A fresh temporary directory for a test (removed by the OS's tmp cleaning; tests are forked). */
+static inline const char *test_tmpdir(void) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "/tmp/endoret_test_XXXXXX");
+    return mkdtemp(buf);
+}
+
+#endif
