@@ -1,0 +1,38 @@
+/* manifest.h — a dataset is a CSV manifest with a header line. Known columns (any order, any subset
+ * except `path`, extra columns ignored):  path,label,mask,scene,view,patient,split
+ * Paths (path, mask) are relative to the manifest's folder unless absolute. Fields may be quoted
+ * ("a,b" and "" escapes, RFC 4180). Empty field or absent column = unknown (NULL).
+ * Errors name the file, line and column. */
+#ifndef ENDORET_MANIFEST_H
+#define ENDORET_MANIFEST_H
+
+typedef struct {
+    char *path, *label, *mask, *scene, *view, *patient, *split; /* owned; NULL = unknown */
+} manifest_row;
+
+typedef struct {
+    char *file;  /* the manifest's own path (owned, may be NULL for an in-memory manifest) */
+    char *dir;   /* folder that relative paths are resolved against (owned) */
+    int n, cap;
+    manifest_row *rows;
+} manifest;
+
+int manifest_load(const char *path, manifest *m);
+/* Write atomically, all 7 columns, quoting where needed. Paths are written as stored. */
+int manifest_save(const char *path, const manifest *m);
+void manifest_init(manifest *m, const char *dir);
+/* Append a row; strings are copied (NULL allowed except path). */
+void manifest_add(manifest *m, const manifest_row *row);
+void manifest_free(manifest *m);
+/* Full path of a row's image / mask (caller frees; NULL if the row has no mask). */
+char *manifest_image_path(const manifest *m, int i);
+char *manifest_mask_path(const manifest *m, int i);
+/* Map labels to dense ids 0..nlabels-1 in sorted label order; rows with unknown label get -1.
+ * ids (n ints) and names (nlabels strings) are allocated; free with manifest_free_labels. */
+void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels);
+void manifest_free_labels(int *ids, char **names, int nlabels);
+/* Same dense-id mapping for any string column (scene, patient, view, split). */
+typedef enum { MF_LABEL, MF_SCENE, MF_VIEW, MF_PATIENT, MF_SPLIT } manifest_field;
+void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char ***names, int *n);
+
+#endif

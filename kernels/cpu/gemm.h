@@ -1,0 +1,22 @@
+/* gemm.h — single-precision matrix products, the hot loop of every model (ours, no CPU BLAS).
+ * Row-major: C[m,n] = alpha * op(A) @ op(B) + beta * C, op(X) = X or X^T.
+ *   A is m x k (lda >= k) when transA == 0, else stored k x m (lda >= m);
+ *   B is k x n (ldb >= n) when transB == 0, else stored n x k (ldb >= k);
+ *   C is m x n, ldc >= n. beta == 0 ignores C's old contents (NaN-safe).
+ * Uses OpenMP threads internally (single-threaded when called inside a parallel region). */
+#ifndef ENDORET_GEMM_H
+#define ENDORET_GEMM_H
+
+void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
+           const float *B, int ldb, float beta, float *C, int ldc);
+
+/* `batch` independent products with element strides between consecutive A, B, C matrices. */
+void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                           int lda, long strideA, const float *B, int ldb, long strideB, float beta,
+                           float *C, int ldc, long strideC, int batch);
+
+/* Naive triple loop with double accumulation: the reference the tests compare against. */
+void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif
