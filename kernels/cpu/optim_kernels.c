@@ -5,6 +5,7 @@
 #include "kernels/cpu/optim_kernels.h"
 
 #include <math.h>
+#include <stddef.h>
 
 /* Below this size a parallel region costs more than it saves. */
 #define OPTIM_PAR_MIN 32768
@@ -68,4 +69,12 @@ int all_finite_f32(const float *restrict x, int64_t n) {
 #pragma omp parallel for schedule(static) reduction(| : bad) if (n >= OPTIM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
     return !bad;
+}
+
+const optim_kernel_table optim_kernels_cpu = {adamw_update_f32, sgd_update_f32, sumsq_f32, scale_f32, all_finite_f32};
+
+const optim_kernel_table *optim_kernels_get(int device) {
+    if (device == 0) return &optim_kernels_cpu;
+    if (device == 1 && optim_kernels_cuda) return optim_kernels_cuda();
+    return NULL;
 }
