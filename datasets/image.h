@@ -77,6 +77,8 @@ void image_color_jitter(image *im, rng_t *r, float b, float c, float s, float h)
 void image_grayscale(image *im);                /* luma into all 3 channels */
 /* Gaussian blur with standard deviation sigma (kernel radius ceil(3 sigma)), reflect borders. */
 void image_gaussian_blur(image *im, float sigma, image *scratch);
+/* Same with an explicit odd kernel size (torchvision GaussianBlur(kernel_size, sigma)). */
+void image_gaussian_blur_kernel(image *im, float sigma, int ksize, image *scratch);
 void image_normalize(image *im, const float mean[], const float std[]);
 extern const float IMAGENET_MEAN[3], IMAGENET_STD[3];
 /* sRGB (D65) -> CIELAB; dst gets 3 planes L*, a*, b*. */

@@ -225,8 +225,12 @@ static inline int reflect(int i, int n) {
 }
 
 void image_gaussian_blur(image *im, float sigma, image *scratch) {
-    if (sigma <= 0) return;
-    int rad = (int)ceilf(3 * sigma);
+    image_gaussian_blur_kernel(im, sigma, 2 * (int)ceilf(3 * sigma) + 1, scratch);
+}
+
+void image_gaussian_blur_kernel(image *im, float sigma, int ksize, image *scratch) {
+    if (sigma <= 0 || ksize < 3) return;
+    int rad = ksize / 2;
     float kern[256];
     if (rad > 127) rad = 127;
     double tot = 0;
