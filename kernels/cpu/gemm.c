@@ -14,6 +14,7 @@
  * Every element of C gets the same sequence of floating-point operations whatever the thread
  * count or the order units are taken in, so results are deterministic. */
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,10 +39,18 @@ void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const f
         }
 }
 
-/* ---- kernel choice ---- */
+/* ---- kernel choice ----
+ * The user (or $ENDORET_GEMM_KERNEL) picks an instruction set or one named kernel; with an
+ * instruction set, each call takes the kernel of that set whose tiles waste the least work on
+ * this shape (zero-padded rows/columns at the edges): the AVX-512 kernels run at the same speed on
+ * full tiles, so padding decides (197 rows: 8 rows pads to 200, 14 to 210; n = 64: 64 columns
+ * pads nothing, 48 pads to 96). Deterministic: the choice depends only on the shape. */
 
-static const gemm_kernel *g_kernel;      /* set once, read with __atomic (sgemm may race on first use) */
-static int g_mc, g_kc, g_nc;             /* blocking overrides, 0 = kernel default */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const gemm_kernel *g_set;  /* kernels of the chosen instruction set */
+static int g_count;               /* how many */
+static int g_fixed = -1;          /* index of a kernel chosen by full name, -1 = by shape */
+static int g_mc, g_kc, g_nc;      /* blocking overrides, 0 = kernel default */
 
 static int isa_supported(const char *isa) {
     if (!strcmp(isa, "avx512")) return cpu_has_avx512();
@@ -49,36 +58,47 @@ static int isa_supported(const char *isa) {
     return 1;
 }
 
-static const gemm_kernel *find_kernel(const char *name) {
+/* Finds the set and index for `name` (NULL/"auto": best set, by shape). Returns 0 or -1. */
+static int resolve(const char *name, const gemm_kernel **set, int *count, int *fixed) {
     const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512, gemm_kernels_avx2, gemm_kernels_scalar};
     int automatic = !name || !*name || !strcmp(name, "auto");
     for (int s = 0; s < 3; s++) {
-        int count;
-        const gemm_kernel *ks = sets[s](&count);
-        for (int i = 0; i < count; i++) {
-            if (!isa_supported(ks[i].isa)) break;
-            if (automatic || !strcmp(name, ks[i].isa) || !strcmp(name, ks[i].name)) return &ks[i];
-        }
+        int cnt;
+        const gemm_kernel *ks = sets[s](&cnt);
+        if (!cnt || !isa_supported(ks[0].isa)) continue;
+        if (automatic || !strcmp(name, ks[0].isa)) { *set = ks, *count = cnt, *fixed = -1; return 0; }
+        for (int i = 0; i < cnt; i++)
+            if (!strcmp(name, ks[i].name)) { *set = ks, *count = cnt, *fixed = i; return 0; }
     }
-    return NULL;
+    return -1;
 }
 
-static const gemm_kernel *kernel(void) {
-    const gemm_kernel *k = __atomic_load_n(&g_kernel, __ATOMIC_ACQUIRE);
-    if (k) return k;
-    k = find_kernel(getenv("ENDORET_GEMM_KERNEL"));
-    if (!k) k = find_kernel(NULL);   /* unknown/unsupported name in the environment: best instead */
-    __atomic_store_n(&g_kernel, k, __ATOMIC_RELEASE);
-    return k;
+static void init_from_env(void) {
+    if (resolve(getenv("ENDORET_GEMM_KERNEL"), &g_set, &g_count, &g_fixed))
+        resolve(NULL, &g_set, &g_count, &g_fixed);  /* unknown/unsupported name: best instead */
 }
 
-const char *sgemm_kernel_name(void) { return kernel()->name; }
+static const gemm_kernel *pick_kernel(int tA, int m, int n) {
+    pthread_once(&g_once, init_from_env);
+    if (g_fixed >= 0) return &g_set[g_fixed];
+    const gemm_kernel *best = &g_set[0];
+    double best_cost = 0;
+    for (int i = 0; i < g_count; i++) {
+        const gemm_kernel *K = &g_set[i];
+        double cost = (double)((m + K->mr - 1) / K->mr * K->mr) * ((n + K->nr - 1) / K->nr * K->nr);
+        /* Row-major A packs 8 rows at a time with an in-register transpose; other heights are
+         * copied element by element (measured: ~3% slower when n is small). */
+        if (!tA && K->mr % 8) cost *= 1.03;
+        if (i == 0 || cost < best_cost) best = K, best_cost = cost;
+    }
+    return best;
+}
+
+const char *sgemm_kernel_name(void) { return pick_kernel(0, 1024, 1024)->name; }
 
 int sgemm_use_kernel(const char *name) {
-    const gemm_kernel *k = find_kernel(name);
-    if (!k) return -1;
-    __atomic_store_n(&g_kernel, k, __ATOMIC_RELEASE);
-    return 0;
+    pthread_once(&g_once, init_from_env);
+    return resolve(name, &g_set, &g_count, &g_fixed);
 }
 
 void sgemm_set_blocking(int mc, int kc, int nc) {
@@ -121,20 +141,24 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
             int kc = imin(J->kcb, J->k - pc);
             float beta = pc == 0 ? J->beta : 1.0f;
             /* Contiguous share of the B panels per thread. */
-            for (int jp = npan_b * tid / nt; jp < npan_b * (tid + 1) / nt; jp++)
-                gemm_pack_b(J->tB, J->B, J->ldb, pc, kc, jc + jp * NR, imin(NR, nc - jp * NR), NR,
-                            J->Bp + (long)jp * NR * kc);
+            int b0 = npan_b * tid / nt, b1 = npan_b * (tid + 1) / nt;
+            if (b1 > b0)
+                gemm_pack_b(J->tB, J->B, J->ldb, pc, kc, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR,
+                            NR, J->Bp + (long)b0 * NR * kc);
             for (int ic = 0; ic < J->m; ic += J->mchunk) {
                 int mch = imin(J->mchunk, J->m - ic), npan_a = ceil_div(mch, MR);
-                for (int ip = npan_a * tid / nt; ip < npan_a * (tid + 1) / nt; ip++)
-                    gemm_pack_a(J->tA, J->A, J->lda, ic + ip * MR, imin(MR, mch - ip * MR), pc, kc,
-                                MR, J->Ap + (long)ip * MR * kc);
+                int a0 = npan_a * tid / nt, a1 = npan_a * (tid + 1) / nt;
+                if (a1 > a0)
+                    gemm_pack_a(J->tA, J->A, J->lda, ic + a0 * MR, imin(mch, a1 * MR) - a0 * MR, pc,
+                                kc, MR, J->Ap + (long)a0 * MR * kc);
                 if (tid == 0) __atomic_store_n(&J->counter[(phase + 1) & 1], 0, __ATOMIC_RELAXED);
                 team_barrier(nt);
 
                 /* Work units: MC rows x `per` B panels; about 4 per thread so a thread slowed by
                  * another process on the machine does not hold the others up for long. */
                 int mb = ceil_div(mch, J->mc);
+                int mcu = round_up(ceil_div(mch, mb), MR);  /* equal row blocks: 197 -> 102 + 95 */
+                mb = ceil_div(mch, mcu);
                 int nb = nt > 1 ? imin(npan_b, ceil_div(4 * nt, mb)) : 1;
                 int per = ceil_div(npan_b, nb);
                 nb = ceil_div(npan_b, per);
@@ -143,7 +167,7 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
                     int u = nt > 1 ? __atomic_fetch_add(&J->counter[phase & 1], 1, __ATOMIC_RELAXED)
                                    : J->counter[phase & 1]++;
                     if (u >= units) break;
-                    int i0 = (u / nb) * J->mc, i1 = imin(mch, i0 + J->mc);
+                    int i0 = (u / nb) * mcu, i1 = imin(mch, i0 + mcu);
                     int j0 = (u % nb) * per, j1 = imin(npan_b, j0 + per);
                     for (int jp = j0; jp < j1; jp++) {
                         const float *bp = J->Bp + (long)jp * NR * kc;
@@ -177,7 +201,7 @@ static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, cons
     if (m <= 0 || n <= 0) return;
     if (k <= 0 || alpha == 0.0f) { scale_c(m, n, beta, C, ldc); return; }
 
-    gemm_job J = {.K = kernel(), .tA = tA, .tB = tB, .m = m, .n = n, .k = k, .alpha = alpha,
+    gemm_job J = {.K = pick_kernel(tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k, .alpha = alpha,
                   .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     const gemm_kernel *K = J.K;
     int MC = g_mc ? g_mc : K->mc, KC = g_kc ? g_kc : K->kc, NC = g_nc ? g_nc : K->nc;
