@@ -63,7 +63,8 @@ static int train_image(int argc, char **argv) {
     }
     if (!rc && keys) {
         int n;
-        cfg_print_keys(stdout, image_cfg_specs(&c, &n), n);
+        const cfg_spec *ks = image_cfg_specs(&c, &n);
+        cfg_print_keys(stdout, ks, n);
         goto out;
     }
     if (!rc && !config) rc = er_fail(ER_INPUT, "train image: --config is required (see --help)");
@@ -74,7 +75,8 @@ static int train_image(int argc, char **argv) {
     }
     if (!rc) {
         int n;
-        cfg_text = cfg_to_string(image_cfg_specs(&c, &n), n);
+        const cfg_spec *ks = image_cfg_specs(&c, &n);
+        cfg_text = cfg_to_string(ks, n);
         train_objective obj = image_objective_iface(o);
         double lr = c.blr > 0 ? c.blr * c.batch * c.accum / 256.0 : c.lr;
         train_loop_config lc = {
