@@ -70,7 +70,10 @@ static void write_out(topk_heap *h, int k, int64_t *ids, int32_t *d, int *count)
 
 void scan_search_one_parallel(const bindex *ix, const uint64_t *q, int k, int64_t *out_ids,
                               int32_t *out_d, int *count) {
+    /* one thread per 256k codes at most: waking threads costs more than a small scan */
     int nt = omp_get_max_threads();
+    int64_t want = ix->n / 262144 + 1;
+    if (nt > want) nt = (int)want;
     topk_ent *all = xmalloc((size_t)nt * (k > 0 ? k : 1) * sizeof *all);
     int *cnt = xcalloc((size_t)nt, sizeof *cnt);
     #pragma omp parallel num_threads(nt)
