@@ -35,7 +35,7 @@ void sym_eigen(double *a, int n, double *w, double *v) {
             diag += a[i * n + i] * a[i * n + i];
             for (int j = i + 1; j < n; j++) off += a[i * n + j] * a[i * n + j];
         }
-        if (off <= 1e-30 * (diag > 0 ? diag : 1)) break;
+        if (off <= 1e-22 * (diag > 0 ? diag : 1)) break; /* off-diagonal mass ~1e-11 of the diagonal */
         for (int p = 0; p < n; p++)
             for (int q = p + 1; q < n; q++) {
                 double apq = a[p * n + q];
