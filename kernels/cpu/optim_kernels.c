@@ -1,7 +1,8 @@
 /* optim_kernels.c — CPU (OpenMP, vectorisable) versions of the optimizer kernels; see the header
  * for the exact update rules. Each element is updated independently, so results do not depend on
- * the thread count; sumsq_f32 reduces in double per thread, so its last bits may (harmlessly) vary
- * with the thread count but not between runs with the same count and schedule. */
+ * the thread count. sumsq_f32 sums fixed-size chunks (the size depends only on n) and adds the
+ * chunk sums in order, so the gradient norm, and with it clipping, is bit-identical for any thread
+ * count too. */
 #include "kernels/cpu/optim_kernels.h"
 
 #include <math.h>
@@ -92,10 +93,28 @@ void sgd_update_f32(float *restrict p, const float *restrict g, float *restrict 
     }
 }
 
-double sumsq_f32(const float *restrict x, int64_t n) {
+static double sumsq_chunk(const float *restrict x, int64_t n) {
     double s = 0.0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= OPTIM_PAR_MIN)
+#pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+#define SUMSQ_MAX_CHUNKS 1024
+
+double sumsq_f32(const float *restrict x, int64_t n) {
+    if (n <= 0) return 0.0;
+    int64_t chunk = (n + SUMSQ_MAX_CHUNKS - 1) / SUMSQ_MAX_CHUNKS;
+    if (chunk < 8192) chunk = 8192;
+    const int64_t nchunks = (n + chunk - 1) / chunk;
+    double part[SUMSQ_MAX_CHUNKS];
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t b = c * chunk;
+        part[c] = sumsq_chunk(x + b, n - b < chunk ? n - b : chunk);
+    }
+    double s = 0.0;
+    for (int64_t c = 0; c < nchunks; c++) s += part[c];
     return s;
 }
 

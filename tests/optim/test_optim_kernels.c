@@ -1,6 +1,7 @@
 /* AdamW / SGD / clipping kernels against torch.optim trajectories (float64, tests/ref/optim_refs.h)
  * and against an update written out here in double. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/optim_kernels.h"
@@ -115,8 +116,13 @@ Test(optim_kernels, sumsq_large_and_finite_check) {
     for (int i = 0; i < n; i++) x[i] = (i % 3) ? 1e-3f : -2.0f; /* float accumulation would lose the 1e-6 terms: rel. error ~5e-7 */
     double want = 0;
     for (int i = 0; i < n; i++) want += (double)x[i] * x[i];
+    omp_set_num_threads(1);
+    double got1 = sumsq_f32(x, n);
+    omp_set_num_threads(2);
     double got = sumsq_f32(x, n);
     cr_expect(fabs(got - want) <= 1e-9 * want, "sumsq %.17g want %.17g", got, want);
+    cr_expect(memcmp(&got, &got1, sizeof got) == 0, "1 thread %.17g vs 2 threads %.17g", got1, got);
+    cr_expect_eq(sumsq_f32(x, 0), 0.0);
     cr_expect(all_finite_f32(x, n));
     x[n - 7] = NAN;
     cr_expect(!all_finite_f32(x, n));
