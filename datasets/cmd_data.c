@@ -86,8 +86,8 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
         for (int i = 0; i < m.n; i++) {
             char *ip = manifest_image_path(&m, i), *mp = manifest_mask_path(&m, i);
             int r = image_load(ip, 0, &img);
+            nmask += mp != NULL;
             if (!r && mp) {
-                nmask++;
                 r = image_load(mp, 1, &msk);
                 if (!r && (msk.w != img.w || msk.h != img.h))
                     r = er_fail(ER_INPUT, "%s: mask is %dx%d but its image %s is %dx%d", mp, msk.w, msk.h, ip, img.w,
