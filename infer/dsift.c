@@ -52,7 +52,7 @@ int dsift_compute(const float *img, int w, int h, const dsift_cfg *c, float *des
     const int nx = grid_n(w, c->radius, c->step), ny = grid_n(h, c->radius, c->step);
     const float r = (float)c->radius / f;
     const float TWO_PI = 6.283185307f;
-    #pragma omp parallel for schedule(dynamic) collapse(2)
+    #pragma omp parallel for schedule(dynamic) collapse(2) if (nx * ny >= 256)
     for (int gy = 0; gy < ny; gy++)
         for (int gx = 0; gx < nx; gx++) {
             int id = gy * nx + gx;

@@ -11,12 +11,15 @@
 
 static float sqdist(const float *a, const float *b, int dim) {
     float s = 0;
+    #pragma omp simd reduction(+ : s) /* lets the compiler vectorise the float sum */
     for (int j = 0; j < dim; j++) { float d = a[j] - b[j]; s += d * d; }
     return s;
 }
 
 void kmeans_assign(const float *x, int n, int dim, const float *c, int k, int *label, float *d2) {
-    #pragma omp parallel for schedule(static)
+    /* threads only when there is enough work: on a busy machine small parallel regions cost more
+     * than they save */
+    #pragma omp parallel for schedule(static) if ((double)n * k * dim > 4e6)
     for (int i = 0; i < n; i++) {
         const float *xi = x + (size_t)i * dim;
         float best = FLT_MAX;
@@ -35,7 +38,7 @@ void kmeans_pp_init(const float *x, int n, int dim, int k, uint64_t seed, float 
     float *d2 = xmalloc((size_t)n * sizeof(float));
     int first = (int)rng_below(&r, (uint32_t)n);
     memcpy(c, x + (size_t)first * dim, dim * sizeof(float));
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((double)n * dim > 4e6)
     for (int i = 0; i < n; i++) d2[i] = sqdist(x + (size_t)i * dim, c, dim);
     for (int j = 1; j < k; j++) {
         double tot = 0;
@@ -49,7 +52,7 @@ void kmeans_pp_init(const float *x, int n, int dim, int k, uint64_t seed, float 
         }
         float *cj = c + (size_t)j * dim;
         memcpy(cj, x + (size_t)pick * dim, dim * sizeof(float));
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) if ((double)n * dim > 4e6)
         for (int i = 0; i < n; i++) {
             float d = sqdist(x + (size_t)i * dim, cj, dim);
             if (d < d2[i]) d2[i] = d;
