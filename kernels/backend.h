@@ -145,11 +145,10 @@ typedef struct er_backend {
 
 /* The CPU table (kernels/cpu/backend_cpu.c). */
 extern const er_backend backend_cpu;
-/* The table of `device` (NULL when that backend is not compiled in). The CUDA backend, when built
- * with ENDORET_CUDA, provides `const er_backend *backend_cuda(void)` in kernels/cuda/. */
+/* The table of `device` (NULL when that backend is not linked in). The CUDA backend provides
+ * `const er_backend *backend_cuda(void)` in kernels/cuda/ (referenced weakly, so a CPU-only build
+ * links without it); it may return NULL when no GPU is present at run time. */
 const er_backend *backend_get(int device);
-#ifdef ENDORET_CUDA
 const er_backend *backend_cuda(void);
-#endif
 
 #endif
