@@ -6,7 +6,7 @@
  *
  * Semantics (kernels/backend.h): s = scale * q.k (+ mask[b,h,i,j] for MASK_ADD; -inf where
  * mask == 0 for MASK_BOOL), o = softmax(s) v. A row whose scores are all -inf gets o = 0 and
- * lse = -inf, and contributes no gradient.
+ * lse = +inf (as cpu_attention: exp(s - lse) = 0 in the backward), and contributes no gradient.
  *
  * Layout: a warp owns one row (a query row in the forward and the dq pass, a key row in the dk/dv
  * pass); a lane owns the score of one of the 32 keys (queries) of the current tile and the head
@@ -103,7 +103,7 @@ k_attention_fwd(int H, int Tq, int Tk, int D, float scale, const float *q, const
         int d = lane + 32 * t;
         if (d < D) ob[d] = acc[t] * inv;
     }
-    if (lane == 0) lse[(int64_t)bh * Tq + i] = l > 0.0f ? m + logf(l) : -INFINITY;
+    if (lane == 0) lse[(int64_t)bh * Tq + i] = l > 0.0f ? m + logf(l) : INFINITY;
 }
 
 /* ---------------- backward ---------------- */
@@ -136,7 +136,7 @@ k_attention_dq(int H, int Tq, int Tk, int D, float scale, const float *q, const 
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int i = blockIdx.x * AT_WARPS + warp;
     bool active = i < Tq;
-    float L = -INFINITY, dl = 0.0f;
+    float L = INFINITY, dl = 0.0f;
     if (active) {
         const float *qr = q + b * s.q[0] + h * s.q[1] + (int64_t)i * s.q[2];
         const float *gr = go + b * s.go[0] + h * s.go[1] + (int64_t)i * s.go[2];
@@ -147,7 +147,7 @@ k_attention_dq(int H, int Tq, int Tk, int D, float scale, const float *q, const 
         L = lse[(int64_t)bh * Tq + i];
         dl = delta[(int64_t)bh * Tq + i];
     }
-    if (L == -INFINITY) active = false; /* fully masked row: no gradient */
+    if (L == INFINITY) active = false; /* fully masked row: no gradient */
     const float *kb = k + b * s.k[0] + h * s.k[1], *vb = v + b * s.v[0] + h * s.v[1];
     float acc[DT];
 #pragma unroll
@@ -221,14 +221,14 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
         at_load_tile(Gs, AT_PAD, gb, s.go[2], i0, Tq, D);
         if (threadIdx.x < AT_TILE) {
             int ii = i0 + threadIdx.x;
-            Ls[threadIdx.x] = ii < Tq ? lse[(int64_t)bh * Tq + ii] : -INFINITY;
+            Ls[threadIdx.x] = ii < Tq ? lse[(int64_t)bh * Tq + ii] : INFINITY;
             Ds[threadIdx.x] = ii < Tq ? delta[(int64_t)bh * Tq + ii] : 0.0f;
         }
         __syncthreads();
         if (!active) continue;
         int i = i0 + lane;
         float p = 0.0f, ds = 0.0f;
-        if (i < Tq && Ls[lane] != -INFINITY) {
+        if (i < Tq && Ls[lane] != INFINITY) {
             float dot = 0.0f, dp = 0.0f;
             for (int d = 0; d < D; d++) {
                 dot += Qs[lane * AT_PAD + d] * Ksw[warp][d];

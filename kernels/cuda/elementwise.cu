@@ -208,31 +208,31 @@ __device__ __forceinline__ float un_apply(int op, float x, float alpha, float be
     case UN_SQRT: return sqrtf(x);
     case UN_ABS: return fabsf(x);
     case UN_POW: return powf(x, alpha);
-    case UN_CLAMP: return fminf(fmaxf(x, alpha), beta);
-    case UN_GELU: return x * 0.5f * (1.0f + erff(x * INV_SQRT2));
+    case UN_CLAMP: return x < alpha ? alpha : (x > beta ? beta : x);
+    case UN_GELU: return 0.5f * x * (1.0f + erff(x * INV_SQRT2));
     case UN_RELU: return x > 0.0f ? x : 0.0f;
     case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
     default: return tanhf(x);
     }
 }
 
-/* f'(x) given x and y = f(x) */
-__device__ __forceinline__ float un_deriv(int op, float x, float y, float alpha, float beta) {
+/* gx increment f'(x) * g, given x (v), y = f(x) (w) and g: the expressions of cpu_unary_backward. */
+__device__ __forceinline__ float un_grad(int op, float v, float w, float g, float alpha, float beta) {
     switch (op) {
-    case UN_AFFINE: return alpha;
-    case UN_EXP: return y;
-    case UN_LOG: return 1.0f / x;
-    case UN_SQRT: return 0.5f / y;
-    case UN_ABS: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
-    case UN_POW: return alpha * powf(x, alpha - 1.0f);
-    case UN_CLAMP: return (x >= alpha && x <= beta) ? 1.0f : 0.0f;
+    case UN_AFFINE: return alpha * g;
+    case UN_EXP: return g * w;
+    case UN_LOG: return g / v;
+    case UN_SQRT: return g * 0.5f / w;
+    case UN_ABS: return v > 0.0f ? g : (v < 0.0f ? -g : 0.0f);
+    case UN_POW: return g * alpha * powf(v, alpha - 1.0f);
+    case UN_CLAMP: return v > alpha && v < beta ? g : 0.0f;
     case UN_GELU: {
-        float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
-        return cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x);
+        float d = 0.5f * (1.0f + erff(v * INV_SQRT2)) + v * INV_SQRT_2PI * expf(-0.5f * v * v);
+        return g * d;
     }
-    case UN_RELU: return x > 0.0f ? 1.0f : 0.0f;
-    case UN_SIGMOID: return y * (1.0f - y);
-    default: return 1.0f - y * y;
+    case UN_RELU: return v > 0.0f ? g : 0.0f;
+    case UN_SIGMOID: return g * w * (1.0f - w);
+    default: return g * (1.0f - w * w);
     }
 }
 
@@ -246,7 +246,7 @@ __global__ void k_unary_backward(int op, int64_t n, const float *x, const float 
         float xv = x ? x[i] : 0.0f;
         /* exp/sqrt/sigmoid/tanh use y; recompute it when not given */
         float yv = y ? y[i] : un_apply(op, xv, alpha, beta);
-        gx[i] += un_deriv(op, xv, yv, alpha, beta) * gy[i];
+        gx[i] += un_grad(op, xv, yv, gy[i], alpha, beta);
     }
 }
 
@@ -268,7 +268,9 @@ void cu_unary_backward(int op, int64_t n, const float *x, const float *y, const 
  * One thread per Philox block of 4 consecutive counter indices, so each block is computed once. */
 __global__ void k_dropout(int64_t n, const float *x, float *y, float p, float scale, uint64_t seed,
                           uint64_t stream, uint64_t offset, int accumulate) {
-    const double thresh = (double)p * 4294967296.0;
+    /* the CPU's integer threshold: floor(p * 2^32), 2^32 (drop all) for p >= 1 */
+    const double thr_d = (double)p * 4294967296.0;
+    const uint64_t thr = thr_d >= 4294967296.0 ? 4294967296ull : (uint64_t)thr_d;
     uint64_t first_block = offset >> 2;
     int64_t nblocks = (int64_t)(((offset + (uint64_t)n + 3) >> 2) - first_block);
     GRID_STRIDE(t, nblocks) {
@@ -279,7 +281,7 @@ __global__ void k_dropout(int64_t n, const float *x, float *y, float p, float sc
         for (int j = 0; j < 4; j++) {
             int64_t i = (int64_t)(blk * 4 + j - offset); /* wraps to a huge value below offset */
             if (blk * 4 + j < offset || i >= n) continue;
-            float out = (double)v[j] >= thresh ? x[i] * scale : 0.0f;
+            float out = x[i] * ((uint64_t)v[j] >= thr ? scale : 0.0f); /* NaN stays NaN, as on the CPU */
             if (accumulate) y[i] += out;
             else y[i] = out;
         }

@@ -27,14 +27,14 @@ __global__ void k_layernorm(int64_t cols, const float *x, const float *w, const 
     float *yr = y + r * cols;
     double s = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
-    double mu = cu_block_sum_d(s) / (double)cols;
+    float m = (float)(cu_block_sum_d(s) / (double)cols);
     double q = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        double d = (double)xr[j] - mu;
+        double d = xr[j] - m; /* float difference, as cpu_layernorm */
         q += d * d;
     }
     double var = cu_block_sum_d(q) / (double)cols;
-    float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps));
+    float rs = (float)(1.0 / sqrt(var + eps));
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
         float v = (xr[j] - m) * rs;
         if (w) v *= w[j];
@@ -89,7 +89,7 @@ __global__ void k_layernorm_bwd_wb(int64_t rows, int64_t cols, const float *x, c
     if (j < cols) {
         for (int64_t r = threadIdx.y; r < rows; r += LNW_ROWS) {
             float g = gy[r * cols + j];
-            aw += (double)(g * ((x[r * cols + j] - mean[r]) * rstd[r]));
+            aw += (double)g * ((x[r * cols + j] - mean[r]) * rstd[r]);
             ab += g;
         }
     }
@@ -127,14 +127,15 @@ __global__ void k_softmax(int64_t cols, const float *x, float *y, int log) {
     float mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, xr[j]);
     mx = cu_block_max(mx);
+    if (mx == -INFINITY) mx = 0.0f; /* all -inf: keep it finite (as cpu_softmax) */
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += exp((double)(xr[j] - mx));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(xr[j] - mx);
     s = cu_block_sum_d(s);
     if (log) {
-        float ls = (float)::log(s);
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = xr[j] - mx - ls;
+        float lse = mx + logf((float)s);
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = xr[j] - lse;
     } else {
-        float inv = (float)(1.0 / s);
+        float inv = s > 0.0 ? (float)(1.0 / s) : 0.0f;
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = expf(xr[j] - mx) * inv;
     }
 }
@@ -170,10 +171,10 @@ __global__ void k_l2norm(int64_t cols, const float *x, float *y, float *norm, fl
     const float *xr = x + r * cols;
     double s = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += (double)xr[j] * xr[j];
-    double nrm = sqrt(cu_block_sum_d(s));
-    float inv = (float)(1.0 / fmax(nrm, (double)eps));
+    float n = (float)sqrt(cu_block_sum_d(s));
+    float inv = 1.0f / (n > eps ? n : eps);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[r * cols + j] = xr[j] * inv;
-    if (threadIdx.x == 0 && norm) norm[r] = (float)nrm;
+    if (threadIdx.x == 0 && norm) norm[r] = n;
 }
 
 void cu_l2norm(int64_t rows, int64_t cols, const float *x, float *y, float *norm, float eps) {
@@ -190,13 +191,14 @@ __global__ void k_l2norm_backward(int64_t cols, const float *y, const float *nor
     float *gxr = gx + r * cols;
     float n = norm[r];
     if (!(n > eps)) {
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gxr[j] += gr[j] / eps;
+        float inv = 1.0f / eps;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gxr[j] += gr[j] * inv;
         return;
     }
     double s = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += (double)yr[j] * gr[j];
-    float d = (float)cu_block_sum_d(s);
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gxr[j] += (gr[j] - yr[j] * d) / n;
+    float d = (float)cu_block_sum_d(s), inv = 1.0f / n;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gxr[j] += (gr[j] - yr[j] * d) * inv;
 }
 
 void cu_l2norm_backward(int64_t rows, int64_t cols, const float *y, const float *norm,
@@ -215,13 +217,13 @@ __global__ void k_cross_entropy(int64_t cols, const float *x, const int32_t *lab
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, xr[j]);
     mx = cu_block_max(mx);
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += exp((double)(xr[j] - mx));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += exp((double)xr[j] - mx);
     s = cu_block_sum_d(s);
     if (threadIdx.x == 0) {
         double l = (double)mx + ::log(s);
         int32_t lab = label[r];
         if (lse) lse[r] = (float)l;
-        loss[r] = lab >= 0 && lab < cols ? (float)(l - (double)xr[lab]) : 0.0f;
+        loss[r] = lab >= 0 && lab < cols ? (float)(l - xr[lab]) : 0.0f;
     }
 }
 
@@ -240,9 +242,10 @@ __global__ void k_cross_entropy_backward(int64_t cols, const float *x, const int
     const float *xr = x + r * cols;
     float *gxr = gx + r * cols;
     float l = lse[r];
+    /* same rounding as cpu_cross_entropy_backward: += scale * p, then -= scale at the label */
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float p = expf(xr[j] - l);
-        gxr[j] += scale * (j == lab ? p - 1.0f : p);
+        float v = gxr[j] + scale * expf(xr[j] - l);
+        gxr[j] = j == lab ? v - scale : v;
     }
 }
 

@@ -97,7 +97,7 @@ __global__ void k_reduce_backward(int op, int64_t outer, int64_t len, int64_t in
         int64_t i = e % inner, j = (e / inner) % len, o = e / (inner * len);
         int64_t yi = o * inner + i;
         float g = gy[yi];
-        if (op == RED_MEAN) gx[e] += g / (float)len;
+        if (op == RED_MEAN) gx[e] += g * (1.0f / (float)len);
         else if (op == RED_SUM) gx[e] += g;
         else if (argmax[yi] == j) gx[e] += g;
     }
