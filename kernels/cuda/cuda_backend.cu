@@ -18,6 +18,9 @@
 #include <mutex>
 #include <unordered_map>
 
+extern "C" {
+#include "nn/base.h"
+}
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -289,6 +292,12 @@ static er_backend make_table(void) {
 }
 static const er_backend g_table = make_table();
 
-/* NULL when no device is usable, so `--device cuda` can fail with one clear message
- * (cuda_device_count() == 0 => "no CUDA device"). */
-extern "C" const er_backend *backend_cuda(void) { return ready() ? &g_table : NULL; }
+/* NULL when no device is usable, after recording one clear message (er_msg()), so that
+ * `--device cuda` fails with it. */
+extern "C" const er_backend *backend_cuda(void) {
+    if (ready()) return &g_table;
+    const char *why = cuda_backend_error();
+    er_fail(ER_RUNTIME, "--device cuda: no usable CUDA device (%s)%s%s", cuda_backend_describe(),
+            why ? ": " : "", why ? why : "");
+    return NULL;
+}
