@@ -38,7 +38,7 @@ static int choose_m(int bits, int64_t n) {
     int s = (int)lround(log2((double)(n > 2 ? n : 2)));
     if (s < 8) s = 8;
     if (s > 24) s = 24;
-    int m = (bits + s - 1) / s;
+    int m = bits / s; /* substrings of at least ~log2 n bits (Norouzi et al.'s choice) */
     if (m < 1) m = 1;
     if (m > 64) m = 64;
     while ((bits + m - 1) / m > 24) m++;  /* direct-addressed tables: at most 2^24 buckets */
