@@ -24,6 +24,8 @@ typedef struct {
     int b0[64], len[64];   /* substring bit ranges */
     uint32_t *off[64];     /* (1 << len) + 1 bucket offsets into items */
     uint32_t *items[64];   /* slots, bucket by bucket */
+    uint64_t *icode[64];   /* 64-bit codes only: each item's code stored beside its slot, so a
+                              candidate's distance is computed from memory read in sequence */
     int64_t nbuilt;        /* slots [0, nbuilt) are in the tables */
 } mih_tables;
 
@@ -52,6 +54,8 @@ static void fill_tables(bindex *ix, mih_tables *t) {
         size_t nb = (size_t)1 << t->len[j];
         free(t->off[j]);
         free(t->items[j]);
+        free(t->icode[j]);
+        t->icode[j] = NULL;
         uint32_t *off = xcalloc(nb + 1, sizeof *off);
         for (int64_t s = 0; s < n; s++) off[substr(ix->codes + s * ix->words, t->b0[j], t->len[j]) + 1]++;
         for (size_t b = 0; b < nb; b++) off[b + 1] += off[b];
@@ -60,6 +64,10 @@ static void fill_tables(bindex *ix, mih_tables *t) {
         uint32_t *items = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *items);
         for (int64_t s = 0; s < n; s++) items[pos[substr(ix->codes + s * ix->words, t->b0[j], t->len[j])]++] = (uint32_t)s;
         free(pos);
+        if (ix->words == 1) {
+            t->icode[j] = xmalloc((size_t)(n > 0 ? n : 1) * 8);
+            for (int64_t p = 0; p < n; p++) t->icode[j][p] = ix->codes[items[p]];
+        }
         t->off[j] = off;
         t->items[j] = items;
     }
@@ -92,7 +100,7 @@ void mih_insert(bindex *ix, int64_t slot) {
 void mih_free(bindex *ix) {
     mih_tables *t = ix->impl;
     if (!t) return;
-    for (int j = 0; j < t->m; j++) { free(t->off[j]); free(t->items[j]); }
+    for (int j = 0; j < t->m; j++) { free(t->off[j]); free(t->items[j]); free(t->icode[j]); }
     free(t);
     ix->impl = NULL;
 }
@@ -119,14 +127,28 @@ static void probe(const bindex *ix, const mih_tables *t, int j, int r, const uin
     const int L = t->len[j], W = ix->words;
     const uint32_t key = substr(q, t->b0[j], L);
     const uint32_t *off = t->off[j], *items = t->items[j];
+    const uint64_t *icode = t->icode[j];
     uint64_t lim = 1ULL << L;
     for (uint64_t mask = r ? (1ULL << r) - 1 : 0; mask < lim;) {
         uint32_t b = key ^ (uint32_t)mask;
-        for (uint32_t p = off[b]; p < off[b + 1]; p++) {
-            uint32_t s = items[p];
-            if (!first_visit(v, s) || ix->dead[s]) continue;
-            int32_t d = hamming(q, ix->codes + (int64_t)s * W, W);
-            if (d <= topk_bound(h)) topk_push(h, d, ix->ids[s]);
+        /* distance first, the seen-check only for items that could enter: an item rejected
+         * here stays rejected later (the bound only shrinks), so only pushed items need a stamp */
+        if (icode) {
+            for (uint32_t p = off[b]; p < off[b + 1]; p++) {
+                int32_t d = __builtin_popcountll(icode[p] ^ q[0]);
+                if (d > topk_bound(h)) continue;
+                uint32_t s = items[p];
+                if (!first_visit(v, s) || ix->dead[s]) continue;
+                topk_push(h, d, ix->ids[s]);
+            }
+        } else {
+            for (uint32_t p = off[b]; p < off[b + 1]; p++) {
+                uint32_t s = items[p];
+                int32_t d = hamming(q, ix->codes + (int64_t)s * W, W);
+                if (d > topk_bound(h)) continue;
+                if (!first_visit(v, s) || ix->dead[s]) continue;
+                topk_push(h, d, ix->ids[s]);
+            }
         }
         if (r == 0) break;
         uint64_t c = mask & -mask, rr = mask + c; /* next mask with the same popcount (Gosper) */
