@@ -199,7 +199,7 @@ static void search_rec(const bindex *ix, const bt_tree *t, int id, const uint64_
 void balltree_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
                      int32_t *out_d, int *count) {
     const bt_tree *t = ix->impl;
-    #pragma omp parallel
+    #pragma omp parallel if (nq >= 4)
     {
         topk_ent *e = xmalloc((size_t)(k > 0 ? k : 1) * sizeof *e);
         #pragma omp for schedule(dynamic, 4)

@@ -192,7 +192,7 @@ static void search_one(const bindex *ix, const mih_tables *t, const uint64_t *q,
 void mih_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
                 int32_t *out_d, int *count) {
     const mih_tables *t = ix->impl;
-    #pragma omp parallel
+    #pragma omp parallel if (nq >= 4)
     {
         topk_ent *e = xmalloc((size_t)(k > 0 ? k : 1) * sizeof *e);
         mih_seen v = {xcalloc((size_t)(ix->n > 0 ? ix->n : 1), sizeof(uint32_t)), 0, ix->n > 0 ? ix->n : 1};
