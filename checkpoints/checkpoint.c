@@ -43,6 +43,9 @@ int ckpt_save(const char *path, const ckpt_state *s) {
     for (int i = 0; i < pl->n; i++)
         if (!pl->t[i]->name || !pl->t[i]->name[0] || strlen(pl->t[i]->name) > NAME_MAX_LEN - 32)
             return er_fail(ER_INPUT, "%s: parameter %d has no name (or one too long) to save under", path, i);
+        else if (!strncmp(pl->t[i]->name, "optim.", 6) || !strncmp(pl->t[i]->name, "train.", 6))
+            return er_fail(ER_INPUT, "%s: parameter name '%s' collides with the training-state names (optim.*, train.*)",
+                           path, pl->t[i]->name);
     int cap = pl->n + (o ? 2 * o->n : 0) + 2, nown = 0;
     float **owned = xcalloc((size_t)cap, sizeof *owned);
     char (*names)[NAME_MAX_LEN] = xcalloc(o ? 2 * (size_t)o->n + 1 : 1, sizeof *names);

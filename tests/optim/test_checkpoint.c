@@ -244,3 +244,32 @@ Test(optim_checkpoint, truncated_garbled_and_nan_files_rejected) {
     free(path);
     free(bad);
 }
+
+/* Weights stored as BF16 / F16 by another tool load converted; reserved names cannot be saved. */
+Test(optim_checkpoint, half_precision_weights_and_reserved_names) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "half.safetensors");
+    param_list pl = {0};
+    tensor *w = tensor_param("head.weight", 2, SHAPE(2, 3)), *b = tensor_param("head.bias", 1, SHAPE(2));
+    params_add(&pl, w);
+    params_add(&pl, b);
+    const float wv[6] = {1.0f, -2.5f, 0.15625f, 28672.0f, -0.0f, 0.5f}, bv[2] = {0.25f, -1.0f};
+    uint16_t wh[6], bh[2];
+    for (int i = 0; i < 6; i++) wh[i] = st_f32_to_bf16(wv[i]);
+    for (int i = 0; i < 2; i++) bh[i] = st_f32_to_f16(bv[i]);
+    st_writer *sw = st_writer_new();
+    st_add(sw, "head.weight", ST_BF16, 2, SHAPE(2, 3), wh);
+    st_add(sw, "head.bias", ST_F16, 1, SHAPE(2), bh);
+    cr_assert_eq(st_write(sw, path), ER_OK, "%s", er_msg());
+    st_writer_free(sw);
+    ckpt_state s = {.params = &pl};
+    cr_assert_eq(ckpt_load(path, &s, CKPT_STRICT, NULL), ER_OK, "%s", er_msg());
+    for (int i = 0; i < 6; i++) cr_expect_eq(w->data[i], wv[i], "w[%d] %g", i, w->data[i]); /* all exact in bf16 */
+    for (int i = 0; i < 2; i++) cr_expect_eq(b->data[i], bv[i]);
+    cr_expect_eq(s.step, 0); /* no train.step in the file: unchanged */
+    params_add(&pl, tensor_param("train.step", 1, SHAPE(1)));
+    cr_expect_eq(ckpt_save(path, &s), ER_INPUT);
+    cr_expect(strstr(er_msg(), "collides") != NULL, "%s", er_msg());
+    params_free(&pl);
+    free(path);
+}

@@ -1,6 +1,7 @@
 /* AdamW / SGD / clipping kernels against torch.optim trajectories (float64, tests/ref/optim_refs.h)
  * and against an update written out here in double. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/optim_kernels.h"
@@ -73,6 +74,25 @@ Test(optim_kernels, adamw_long_vector_vs_double) {
     double worst = 0;
     for (int i = 0; i < n; i++) worst = fmax(worst, fabs(p[i] - pd[i]));
     cr_expect_lt(worst, 1e-6, "max |float - double| = %g", worst);
+    /* The vector path must equal the plain float rule bit for bit (same operations, same order):
+     * one more step against the rule written here in float. */
+    float *pf = malloc(n * sizeof *pf), *mf = malloc(n * sizeof *mf), *vf = malloc(n * sizeof *vf);
+    memcpy(pf, p, n * sizeof *pf);
+    memcpy(mf, m, n * sizeof *mf);
+    memcpy(vf, v, n * sizeof *vf);
+    adamw_scalars(&a, 5);
+    adamw_update_f32(p, g, m, v, n, &a);
+    const float decay = 1.0f - a.lr * a.weight_decay;
+    int differ = 0;
+    for (int i = 0; i < n; i++) {
+        float gi = g[i] * a.gscale;
+        float mi = a.beta1 * mf[i] + (1.0f - a.beta1) * gi;
+        float vi = a.beta2 * vf[i] + (1.0f - a.beta2) * gi * gi;
+        float pi = pf[i] * decay - a.step_size * (mi / (sqrtf(vi) * a.inv_sqrt_bc2 + a.eps));
+        differ += memcmp(&pi, &p[i], 4) != 0 || memcmp(&mi, &m[i], 4) != 0 || memcmp(&vi, &v[i], 4) != 0;
+    }
+    cr_expect_eq(differ, 0, "%d elements differ from the scalar float rule", differ);
+    free(pf); free(mf); free(vf);
     free(p); free(g); free(m); free(v); free(pd); free(md); free(vd);
 }
 
@@ -96,8 +116,13 @@ Test(optim_kernels, sumsq_large_and_finite_check) {
     for (int i = 0; i < n; i++) x[i] = (i % 3) ? 1e-3f : -2.0f; /* float accumulation would lose the 1e-6 terms: rel. error ~5e-7 */
     double want = 0;
     for (int i = 0; i < n; i++) want += (double)x[i] * x[i];
+    omp_set_num_threads(1);
+    double got1 = sumsq_f32(x, n);
+    omp_set_num_threads(2);
     double got = sumsq_f32(x, n);
     cr_expect(fabs(got - want) <= 1e-9 * want, "sumsq %.17g want %.17g", got, want);
+    cr_expect(memcmp(&got, &got1, sizeof got) == 0, "1 thread %.17g vs 2 threads %.17g", got1, got);
+    cr_expect_eq(sumsq_f32(x, 0), 0.0);
     cr_expect(all_finite_f32(x, n));
     x[n - 7] = NAN;
     cr_expect(!all_finite_f32(x, n));
