@@ -9,6 +9,8 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
+#include "infer/embeddings.h"
+#include "infer/multiview.h"
 #include "nn/autograd.h"
 #include "nn/base.h"
 #include "nn/mae.h"
@@ -155,6 +157,10 @@ struct image_objective {
     int32_t *shuffle, *restore, *keep;
     int *partner, *inst;
     uint8_t *has_mask, *match;
+    /* held-out re-ID evaluation (eval.manifest): preprocessed images and their scene/view ids */
+    int neval;
+    float *eval_x;
+    int64_t *eval_scene, *eval_view;
 };
 
 static int load_split(const char *path, const char *split, int side, u8img **imgs, u8img **masks, int *n) {
@@ -201,6 +207,46 @@ static void free_cache(u8img *a, int n) {
     free(a);
 }
 
+/* The eval set: every row of eval.manifest (split eval.split) resized to img x img, normalised. */
+static int load_eval(image_objective *o, const image_cfg *c) {
+    manifest m;
+    int rc = manifest_load(c->eval_manifest, &m);
+    if (rc) return rc;
+    int *sc, *vw, nsc, nvw;
+    char **scn, **vwn;
+    manifest_field_ids(&m, MF_SCENE, &sc, &scn, &nsc);
+    manifest_field_ids(&m, MF_VIEW, &vw, &vwn, &nvw);
+    int S = c->img;
+    o->eval_x = xmalloc((size_t)(m.n ? m.n : 1) * 3 * S * S * sizeof(float));
+    o->eval_scene = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
+    o->eval_view = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
+    image src = {0}, dst = {0};
+    aug_workspace ws = {0};
+    int k = 0;
+    for (int i = 0; i < m.n && !rc; i++) {
+        const char *sp = c->eval_split;
+        if (sp && sp[0] && (!m.rows[i].split || strcmp(m.rows[i].split, sp))) continue;
+        char *p = manifest_image_path(&m, i);
+        rc = image_load(p, 3, &src);
+        free(p);
+        if (!rc) rc = aug_eval(&src, S, &ws, &dst);
+        if (rc) break;
+        memcpy(o->eval_x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
+        o->eval_scene[k] = sc[i];
+        o->eval_view[k] = vw[i];
+        k++;
+    }
+    o->neval = k;
+    image_free(&src);
+    image_free(&dst);
+    aug_workspace_free(&ws);
+    manifest_free_labels(sc, scn, nsc);
+    manifest_free_labels(vw, vwn, nvw);
+    manifest_free(&m);
+    if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no eval rows", c->eval_manifest);
+    return rc;
+}
+
 int image_objective_new(const image_cfg *c, image_objective **out) {
     *out = NULL;
     if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
@@ -231,6 +277,7 @@ int image_objective_new(const image_cfg *c, image_objective **out) {
     int side = c->cache_side > 0 ? c->cache_side : c->img * 8 / 7;
     rc = load_split(c->manifest, c->split, side, &o->imgs, &o->masks, &o->n);
     if (rc) goto fail;
+    if (c->eval_manifest && c->eval_manifest[0] && (rc = load_eval(o, c))) goto fail;
     o->perm_epoch = -1;
     o->perm = xmalloc(o->n * sizeof(int));
     o->nthreads = omp_get_max_threads();
@@ -277,6 +324,7 @@ void image_objective_free(image_objective *o) {
     free(o->x); free(o->mx); free(o->scores); free(o->target); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner); free(o->inst);
     free(o->has_mask); free(o->match);
+    free(o->eval_x); free(o->eval_scene); free(o->eval_view);
     free(o);
 }
 
@@ -390,6 +438,35 @@ static int image_on_checkpoint(void *self, int64_t step, int final) {
     return rc;
 }
 
+/* Held-out single-view re-ID: query view 0 against reference view 2 of every eval scene, k = 10,
+ * ISC2021 uAP / Acc@1 / Recall@P90 (infer/multiview.h), on the L2-normalised [CLS]. */
+static int image_eval(void *self, int64_t step, char *buf, size_t n) {
+    image_objective *o = self;
+    int S = o->cfg.img, D = o->vc.dim, bs = 64, rc = ER_OK;
+    emb_set e;
+    emb_alloc(&e, o->neval, D);
+    e.scene = xmalloc(o->neval * sizeof(int64_t));
+    e.view = xmalloc(o->neval * sizeof(int64_t));
+    memcpy(e.scene, o->eval_scene, o->neval * sizeof(int64_t));
+    memcpy(e.view, o->eval_view, o->neval * sizeof(int64_t));
+    for (int b0 = 0; b0 < o->neval && !rc; b0 += bs) {
+        int B = o->neval - b0 < bs ? o->neval - b0 : bs;
+        NO_GRAD {
+            tensor *c = op_l2_normalize(vit_cls(o->enc, o->eval_x + (size_t)b0 * 3 * S * S, B), -1, 1e-12f);
+            if (!c) rc = ER_RUNTIME;
+            else tensor_to_host(c, e.x + (size_t)b0 * D);
+        }
+        nn_step_end();
+    }
+    mv_row rows[9];
+    if (!rc) rc = multiview_eval(&e, 10, 0, 0, rows);
+    if (!rc) snprintf(buf, n, "\"reid_Q1_R1_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",
+                      rows[0].r.uap, rows[0].r.acc1, rows[0].r.recall_p90, rows[0].nscenes);
+    emb_free(&e);
+    (void)step;
+    return rc;
+}
+
 train_objective image_objective_iface(image_objective *o) {
     train_objective t = {0};
     t.name = "image";
@@ -400,5 +477,6 @@ train_objective image_objective_iface(image_objective *o) {
     t.images_per_step = 2 * o->cfg.batch * o->cfg.accum;
     t.step = image_step;
     t.on_checkpoint = image_on_checkpoint;
+    if (o->neval > 0) t.eval = image_eval;
     return t;
 }
