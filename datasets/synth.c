@@ -214,6 +214,8 @@ static float march(const synth_scene *s, const float *C, const float *d, float e
     float dh = sqrtf(d[0] * d[0] + d[1] * d[1]);
     float L = s->slope_fold + (s->label >= 0 ? 2.5f * s->height / s->radius : 0);
     float rate = fabsf(d[2]) + L * dh;
+    /* away from the lesion only the folds' (smaller) slope bound applies */
+    float rate_fold = fabsf(d[2]) + s->slope_fold * dh, rles = s->radius * 1.4f;
     float t = 0, tmax = 60 * s->radius;
     if (C[2] > s->zmax) {
         if (d[2] >= 0) return -1;
@@ -234,7 +236,9 @@ static float march(const synth_scene *s, const float *C, const float *d, float e
         }
         if (f < eps_t * t) return t;
         tprev = t;
-        t += fmaxf(f / rate, 1e-4f * s->radius);
+        float step = f / rate_fold, r0 = sqrtf(x * x + y * y);
+        if (r0 - step * dh <= rles) step = f / rate; /* the step may reach the lesion */
+        t += fmaxf(step, 1e-4f * s->radius);
         if (d[2] >= 0 && z > s->zmax) return -1;
     }
     return -1;
