@@ -6,6 +6,7 @@
 
 #include "datasets/image.h"
 #include "datasets/importers.h"
+#include "datasets/kfold.h"
 #include "datasets/loader.h"
 #include "datasets/manifest.h"
 #include "nn/args.h"
@@ -207,16 +208,73 @@ static int data_bench(int argc, char **argv) {
     return ER_OK;
 }
 
+/* Write a copy of the manifest whose split column is fold0..fold{K-1}. */
+static int data_split(int argc, char **argv) {
+    const char *out = NULL, *by = "label";
+    int folds = 5, seed = 0;
+    arg_spec specs[] = {
+        {"folds", ARG_INT, &folds, "number of folds (default 5)"},
+        {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped) (default label)"},
+        {"seed", ARG_INT, &seed, "seed (default 0)"},
+        {"out", ARG_STR, &out, "manifest to write (required)"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient --out OUT.csv";
+    int rc = parse(argc, argv, specs, 4, usage, 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *path = pos[0];
+    free(pos);
+    if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
+    manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
+                     : !strcmp(by, "patient") ? MF_PATIENT : (manifest_field)-1;
+    if ((int)f < 0) return er_fail(ER_INPUT, "data split: --by must be label, scene or patient (got '%s')", by);
+    manifest m = {0};
+    if ((rc = manifest_load(path, &m))) return rc;
+    int *ids, n, *fold = xmalloc(sizeof(int) * (m.n ? m.n : 1));
+    char **names;
+    manifest_field_ids(&m, f, &ids, &names, &n);
+    rc = f == MF_LABEL ? kfold_stratified(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold)
+                       : kfold_grouped(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold);
+    if (!rc) {
+        char buf[32];
+        for (int i = 0; i < m.n; i++) {
+            free(m.rows[i].split);
+            snprintf(buf, sizeof buf, "fold%d", fold[i]);
+            m.rows[i].split = xstrdup(buf);
+        }
+        /* paths stay relative to the input manifest's folder: write next to it or use absolute paths */
+        char *din = path_dirname(path), *dout = path_dirname(out);
+        if (strcmp(din, dout))
+            for (int i = 0; i < m.n; i++) {
+                char *ip = manifest_image_path(&m, i), *mp = manifest_mask_path(&m, i);
+                char abs_i[4096], abs_m[4096];
+                if (realpath(ip, abs_i)) free(m.rows[i].path), m.rows[i].path = xstrdup(abs_i);
+                if (mp && realpath(mp, abs_m)) free(m.rows[i].mask), m.rows[i].mask = xstrdup(abs_m);
+                free(ip), free(mp);
+            }
+        free(din), free(dout);
+        rc = manifest_save(out, &m);
+        if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
+    }
+    manifest_free_labels(ids, names, n);
+    free(fold);
+    manifest_free(&m);
+    return rc;
+}
+
 int cmd_data(int argc, char **argv) {
-    const char *usage = "endoret data import|check|bench ... (endoret data SUB --help)";
+    const char *usage = "endoret data import|check|bench|split ... (endoret data SUB --help)";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: %s\n  import  --layout class-folders|image-mask|scenes SRC --out manifest.csv\n"
                "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
-               "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n", usage);
+               "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
+               "  split   MANIFEST --folds K --by label|scene|patient --out OUT.csv   k-fold split column\n", usage);
         return argc < 2 ? ER_INPUT : 0;
     }
     if (!strcmp(argv[1], "import")) return data_import(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check")) return data_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return data_bench(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench)", argv[1]);
+    if (!strcmp(argv[1], "split")) return data_split(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench, split)", argv[1]);
 }
