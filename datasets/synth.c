@@ -264,8 +264,9 @@ void synth_render_view(const synth_scene *s, int view, int size, image *img, ima
                 float P[3] = {c.C[0] + t * d[0], c.C[1] + t * d[1], c.C[2] + t * d[2]};
                 float fp = t * pix; /* pixel footprint on the surface (world units) */
                 float e = fmaxf(0.5f * fp, 0.002f * s->radius);
-                float hx = (height_full(s, P[0] + e, P[1], fp) - height_full(s, P[0] - e, P[1], fp)) / (2 * e);
-                float hy = (height_full(s, P[0], P[1] + e, fp) - height_full(s, P[0], P[1] - e, fp)) / (2 * e);
+                float h0 = height_full(s, P[0], P[1], fp); /* forward differences: 3 evaluations */
+                float hx = (height_full(s, P[0] + e, P[1], fp) - h0) / e;
+                float hy = (height_full(s, P[0], P[1] + e, fp) - h0) / e;
                 float n[3] = {-hx, -hy, 1};
                 norm3(n);
                 float rho = lesion_rho(s, P[0], P[1]);
