@@ -30,7 +30,7 @@ static int data_import(int argc, char **argv) {
     arg_spec specs[] = {
         {"layout", ARG_STR, &layout, "class-folders | image-mask | scenes"},
         {"out", ARG_STR, &out, "manifest to write (paths are written relative to its folder)"},
-        {"label", ARG_STR, &label, "image-mask layout: label to give every row (default: none)"},
+        {"label", ARG_STR, &label, "image-mask layout: label to give every row"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -122,7 +122,7 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
 static int data_check(int argc, char **argv) {
     int threads = 0, verbose = 0;
     arg_spec specs[] = {
-        {"threads", ARG_INT, &threads, "decode threads (default: OpenMP default)"},
+        {"threads", ARG_INT, &threads, "decode threads (0 = OpenMP default)"},
         {"verbose", ARG_FLAG, &verbose, "list every problem"},
     };
     char **pos = NULL;
@@ -169,16 +169,16 @@ static int data_bench(int argc, char **argv) {
     const char *aug = "sscd", *split = NULL;
     int batches = 0, json = 0, seed = 0;
     arg_spec specs[] = {
-        {"batch", ARG_INT, &cfg.batch, "images per batch (default 32)"},
-        {"size", ARG_INT, &cfg.size, "output side (default 224)"},
-        {"threads", ARG_INT, &cfg.threads, "worker threads (default 2)"},
-        {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead (default 2)"},
-        {"aug", ARG_STR, &aug, "eval | sscd | scene | mae (default sscd)"},
-        {"copies", ARG_INT, &cfg.copies, "augmented copies per image (default 1)"},
-        {"batches", ARG_INT, &batches, "stop after this many batches (default: one epoch)"},
+        {"batch", ARG_INT, &cfg.batch, "images per batch"},
+        {"size", ARG_INT, &cfg.size, "output side"},
+        {"threads", ARG_INT, &cfg.threads, "worker threads"},
+        {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead"},
+        {"aug", ARG_STR, &aug, "eval | sscd | scene | mae"},
+        {"copies", ARG_INT, &cfg.copies, "augmented copies per image"},
+        {"batches", ARG_INT, &batches, "stop after this many batches (0 = one epoch)"},
         {"fast-decode", ARG_FLAG, &cfg.fast_decode, "JPEG DCT downscaling while the short side stays >= size"},
         {"split", ARG_STR, &split, "only rows of this split"},
-        {"seed", ARG_INT, &seed, "seed (default 0)"},
+        {"seed", ARG_INT, &seed, "seed"},
         {"json", ARG_FLAG, &json, "machine-readable output"},
     };
     char **pos = NULL;
@@ -213,9 +213,9 @@ static int data_split(int argc, char **argv) {
     const char *out = NULL, *by = "label";
     int folds = 5, seed = 0;
     arg_spec specs[] = {
-        {"folds", ARG_INT, &folds, "number of folds (default 5)"},
-        {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped) (default label)"},
-        {"seed", ARG_INT, &seed, "seed (default 0)"},
+        {"folds", ARG_INT, &folds, "number of folds"},
+        {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped)"},
+        {"seed", ARG_INT, &seed, "seed"},
         {"out", ARG_STR, &out, "manifest to write (required)"},
     };
     char **pos = NULL;
