@@ -71,8 +71,6 @@ static void print_counts(const manifest *m, manifest_field f, const char *what) 
     manifest_free_labels(ids, names, n);
 }
 
-int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out);
-
 /* Decode every image and mask; report missing, unreadable, corrupt files and size mismatches. */
 int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out) {
     manifest m = {0};
@@ -134,36 +132,6 @@ static int data_check(int argc, char **argv) {
     return data_check_manifest(path, threads, verbose, NULL);
 }
 
-/* Loader throughput: images/s delivered (decode + augmentation + batch copy). */
-int data_bench_loader(const char *path, const loader_config *cfg, int max_batches, double *ips, int *nimg_out);
-int data_bench_loader(const char *path, const loader_config *cfg, int max_batches, double *ips, int *nimg_out) {
-    manifest m = {0};
-    int rc = manifest_load(path, &m);
-    if (rc) return rc;
-    loader *L;
-    rc = loader_open(&L, &m, cfg);
-    if (rc) {
-        manifest_free(&m);
-        return rc;
-    }
-    double t0 = now_seconds();
-    long nimg = 0;
-    int nb = 0;
-    loader_start_epoch(L, 0);
-    const loader_batch *b;
-    while (!(rc = loader_next(L, &b)) && b && (max_batches <= 0 || nb < max_batches)) {
-        nimg += b->n_images;
-        nb++;
-    }
-    double dt = now_seconds() - t0;
-    loader_close(L);
-    manifest_free(&m);
-    if (rc) return rc;
-    *ips = nimg / dt;
-    *nimg_out = (int)nimg;
-    return ER_OK;
-}
-
 static int data_bench(int argc, char **argv) {
     loader_config cfg = loader_defaults();
     const char *aug = "sscd", *split = NULL;
@@ -197,7 +165,7 @@ static int data_bench(int argc, char **argv) {
     cfg.seed = (uint64_t)(uint32_t)seed;
     double ips;
     int n;
-    rc = data_bench_loader(path, &cfg, batches, &ips, &n);
+    rc = loader_bench(path, &cfg, batches, &ips, &n);
     if (rc) return rc;
     if (json)
         printf("{\"manifest\":\"%s\",\"aug\":\"%s\",\"batch\":%d,\"size\":%d,\"threads\":%d,\"images\":%d,"
