@@ -59,14 +59,14 @@ int cmd_synth(int argc, char **argv) {
         json = 0;
     arg_spec specs[] = {
         {"out", ARG_STR, &out, "output folder (required)"},
-        {"scenes", ARG_INT, &scenes, "number of scenes (default 100)"},
-        {"views", ARG_INT, &views, "views per scene (default 4)"},
-        {"size", ARG_INT, &size, "image side in pixels (default 128)"},
-        {"seed", ARG_INT, &seed, "random seed (default 0); same seed => byte-identical files"},
-        {"threads", ARG_INT, &threads, "render threads (default: OpenMP default)"},
+        {"scenes", ARG_INT, &scenes, "number of scenes"},
+        {"views", ARG_INT, &views, "views per scene"},
+        {"size", ARG_INT, &size, "image side in pixels"},
+        {"seed", ARG_INT, &seed, "random seed; same seed => byte-identical files"},
+        {"threads", ARG_INT, &threads, "render threads (0 = OpenMP default)"},
         {"background", ARG_FLAG, &background, "also write one lesion-free view per scene (label none)"},
         {"sheet", ARG_STR, &sheet, "also write a contact sheet PNG (rows = scenes, columns = views)"},
-        {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet (default 8)"},
+        {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet"},
         {"json", ARG_FLAG, &json, "machine-readable summary"},
     };
     char **pos = NULL;

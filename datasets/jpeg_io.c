@@ -84,18 +84,20 @@ static int decode(const uint8_t *buf, size_t len, const char *name, int channels
         int y = ci.output_scanline;
         JSAMPROW rp = row;
         jpeg_read_scanlines(&ci, &rp, 1);
-        float *o = out->data + (size_t)y * w;
+        float *restrict o = out->data + (size_t)y * w;
+        const uint8_t *restrict px = row; /* non-volatile copy: lets the loop vectorise */
         if (nc == 1) {
-            for (int x = 0; x < w; x++) o[x] = row[x] * s;
+            for (int x = 0; x < w; x++) o[x] = px[x] * s;
             if (oc == 3) {
                 memcpy(o + hw, o, w * sizeof(float));
                 memcpy(o + 2 * hw, o, w * sizeof(float));
             }
         } else {
+            float *restrict o1 = o + hw, *restrict o2 = o + 2 * hw;
             for (int x = 0; x < w; x++) {
-                o[x] = row[3 * x] * s;
-                o[x + hw] = row[3 * x + 1] * s;
-                o[x + 2 * hw] = row[3 * x + 2] * s;
+                o[x] = px[3 * x] * s;
+                o1[x] = px[3 * x + 1] * s;
+                o2[x] = px[3 * x + 2] * s;
             }
         }
     }
