@@ -362,7 +362,6 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         if (mk->px) from_u8(mk, &o->msrc[t]);
         int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], mk->px ? &o->msrc[t] : NULL, S, &o->ws[t], &out, mk->px ? &mout : NULL)
                              : aug_mae(&r, &o->src[t], mk->px ? &o->msrc[t] : NULL, S, &o->ws[t], &out, mk->px ? &mout : NULL);
-        if (!o->advanced) image_normalize(&out, IMAGENET_MEAN, IMAGENET_STD);
         if (rc || out.data != o->x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
         o->has_mask[s] = mk->px != NULL;
         if (!mk->px) memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
