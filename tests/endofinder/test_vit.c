@@ -144,3 +144,55 @@ Test(endofinder_vit, backward_reaches_every_trainable_parameter) {
     nn_step_end();
     vit_free(v);
 }
+
+/* `endoret embed` on the timm-layout file and on our own re-saved copy writes the same embeddings. */
+int cmd_embed(int argc, char **argv);
+#include "datasets/image.h"
+#include "datasets/manifest.h"
+#include "infer/embeddings.h"
+
+Test(endofinder_vit, embed_command_timm_file_equals_round_trip) {
+    const char *d = test_tmpdir();
+    /* two 16x16 images + a manifest */
+    manifest m;
+    manifest_init(&m, d);
+    for (int i = 0; i < 2; i++) {
+        uint8_t px[16 * 16 * 3];
+        for (int k = 0; k < 16 * 16 * 3; k++) px[k] = (uint8_t)((k * (7 + i * 5)) % 251);
+        char name[32], *p;
+        snprintf(name, sizeof name, "im%d.png", i);
+        p = path_join(d, name);
+        cr_assert_eq(png_save_u8(p, px, 3, 16, 16), 0, "%s", er_msg());
+        free(p);
+        manifest_row r = {.path = name, .scene = i ? "b" : "a", .view = "0", .label = "polyp"};
+        manifest_add(&m, &r);
+    }
+    char *man = path_join(d, "m.csv");
+    cr_assert_eq(manifest_save(man, &m), 0);
+    manifest_free(&m);
+    /* our copy of the timm file */
+    vit *v = load_ref();
+    char *ours = path_join(d, "ours.safetensors");
+    st_writer *w = st_writer_new();
+    params_add_st(&v->params, w, "");
+    vit_config_add_meta(&v->cfg, w);
+    cr_assert_eq(st_write(w, ours), 0);
+    st_writer_free(w);
+    vit_free(v);
+    char *e1 = path_join(d, "e1.safetensors"), *e2 = path_join(d, "e2.safetensors");
+    char *a1[] = {"embed", "--model", REF_FILE, "--heads", "4", "--manifest", man, "--out", e1, NULL};
+    char *a2[] = {"embed", "--model", ours, "--manifest", man, "--out", e2, NULL};
+    cr_assert_eq(cmd_embed(9, a1), 0, "%s", er_msg());
+    cr_assert_eq(cmd_embed(7, a2), 0, "%s", er_msg());
+    emb_set x, y;
+    cr_assert_eq(emb_load(e1, &x), 0);
+    cr_assert_eq(emb_load(e2, &y), 0);
+    cr_assert_eq(x.n, 2); cr_assert_eq(x.dim, VREF_D); cr_assert_eq(y.dim, VREF_D);
+    cr_assert(memcmp(x.x, y.x, sizeof(float) * 2 * VREF_D) == 0, "timm file and round trip embed differently");
+    cr_assert(x.scene && x.scene[0] == 0 && x.scene[1] == 1);
+    double n0 = 0;
+    for (int k = 0; k < VREF_D; k++) n0 += (double)x.x[k] * x.x[k];
+    cr_assert(fabs(n0 - 1) < 1e-5, "descriptors are L2-normalised");
+    emb_free(&x); emb_free(&y);
+    free(man); free(ours); free(e1); free(e2);
+}
