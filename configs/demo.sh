@@ -10,7 +10,7 @@
 set -eu
 BIN=${1:-build/endoret}
 OUT=${DEMO_OUT:-out/demo}
-STEPS=${DEMO_STEPS:-150}
+STEPS=${DEMO_STEPS:-300}
 SCENES=${DEMO_SCENES:-400}
 THREADS=${DEMO_THREADS:-2}
 CFG=configs/demo_image.cfg
