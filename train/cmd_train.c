@@ -90,7 +90,7 @@ static int train_image(int argc, char **argv) {
         if (!quiet)
             fprintf(stderr, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
                     c.arch, c.img, c.img, v->cfg.dim, v->cfg.depth, v->cfg.heads,
-                    (long long)params_numel(obj.params), obj.steps_per_epoch > 0 ? (int)(obj.steps_per_epoch * c.batch * c.accum) : 0,
+                    (long long)params_numel(obj.params), image_objective_images(o),
                     c.batch, 2, c.accum, (long long)obj.steps_per_epoch, lr, c.out);
         rc = train_loop_run(&lc, &obj);
         if (!rc && !quiet) fprintf(stderr, "done: %s/checkpoint.safetensors, %s/encoder.safetensors, %s/log.jsonl, %s/loss.svg\n", c.out, c.out, c.out, c.out);

@@ -55,5 +55,7 @@ void image_objective_free(image_objective *o);
 train_objective image_objective_iface(image_objective *o);
 vit *image_objective_encoder(image_objective *o);
 param_list *image_objective_params(image_objective *o);
+/* Number of training images loaded. */
+int image_objective_images(const image_objective *o);
 
 #endif
