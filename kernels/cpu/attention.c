@@ -50,7 +50,7 @@ static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const
         }
         double s = 0;
         for (int j = 0; j < Tk; j++) {
-            float e = expf(sr[j] - m);
+            float e = exp_vec(sr[j] - m);
             sr[j] = e;
             s += e;
         }
@@ -93,7 +93,7 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
     for (int i = 0; i < Tq; i++) {
         float *pr = P + (int64_t)i * Tk;
         float l = lrow[i];
-        for (int j = 0; j < Tk; j++) pr[j] = expf(pr[j] - l); /* exp(-inf) = 0 for masked */
+        for (int j = 0; j < Tk; j++) pr[j] = exp_vec(pr[j] - l); /* exp(-inf) = 0 for masked */
         double s = 0;
         for (int d = 0; d < D; d++) s += (double)gob[i * gos[2] + d] * ob[i * os[2] + d];
         Di[i] = (float)s;

@@ -94,7 +94,7 @@ void cpu_softmax(int64_t rows, int64_t cols, const float *x, float *y, int log) 
             for (int64_t j = 0; j < cols; j++) yr[j] = xr[j] - lse;
         } else {
             for (int64_t j = 0; j < cols; j++) {
-                float e = expf(xr[j] - m);
+                float e = exp_vec(xr[j] - m);
                 yr[j] = e;
                 s += e;
             }
