@@ -34,6 +34,8 @@ struct tape_node {
     int64_t i[8];            /* small integer arguments */
     float f[4];              /* small float arguments */
     tape_node *prev;
+    int grad_alias;          /* out's gradient is a packed view of in[0]'s (same element order):
+                                set for tape_alias_backward, or by ops that add to it (bias add) */
 };
 
 /* ---- grad mode ---- */
@@ -48,6 +50,10 @@ void no_grad_exit(int prev);
  * Returns a new node linked to `out` (out->node, out gets T_REQUIRES_GRAD) when grad mode is on and
  * one of the inputs requires grad; otherwise NULL and nothing is recorded. */
 tape_node *tape_record(const char *op, backward_fn fn, tensor *out, int nin, tensor *const *in);
+/* Backward function of ops whose output is the input with the same packed element order (reshape,
+ * squeeze, unsqueeze, clone): the output's gradient buffer becomes a view of the input's, so the
+ * gradient flows through with no copy and this backward does nothing. */
+void tape_alias_backward(tape_node *n);
 /* The gradient buffer of x for a backward function to accumulate into (allocated zero-filled on
  * first use: arena for activations, long-lived for long-lived leaves), or NULL if x needs none. */
 tensor *grad_buf(tensor *x);

@@ -1,13 +1,15 @@
 /* ops_shape.c — reshape, permute/transpose, slice, (un)squeeze as views; contiguous, clone,
- * concat, split. A view's backward adds its packed gradient into the matching region of the
- * input's packed gradient, found by applying the same view to the gradient buffer. */
+ * concat, split. Gradients are packed in the tensor's shape: a permute/slice backward adds into
+ * the matching region of the input's gradient (the same view applied to the gradient buffer);
+ * ops that keep the packed order (reshape, squeeze, clone) share the input's gradient buffer. */
 #include <string.h>
 
 #include "nn/ops_util.h"
 
 /* ---- contiguous / clone ---- */
 
-static void copy_backward(tape_node *n) { ops_accum(n->in[0], n->out->grad->data); }
+/* clone / reshape / (un)squeeze keep the packed element order: gradients alias (autograd.h). */
+#define copy_backward tape_alias_backward
 
 tensor *op_clone(tensor *x) {
     if (!x) return NULL;

@@ -230,7 +230,9 @@ void tensor_fill(tensor *t, float v) {
         return;
     }
     int64_t zs[T_MAX_DIMS] = {0};
-    be->copy_strided(t->ndim, t->shape, &v, zs, t->data, t->stride, 0); /* CPU only path */
+    float *dv = arena_alloc(arena_default(t->device), sizeof(float)); /* v in device memory */
+    be->upload(dv, &v, sizeof v);
+    be->copy_strided(t->ndim, t->shape, dv, zs, t->data, t->stride, 0);
 }
 
 float tensor_item(const tensor *t) {

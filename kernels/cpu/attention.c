@@ -68,7 +68,7 @@ void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float
                    const int64_t *os, float *lse, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = 2 * (size_t)Tq * Tk + (size_t)Tq;
-    if (nh >= nt && nt > 1) {
+    if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
             head_forward(bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
@@ -123,7 +123,7 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
                             const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = 2 * (size_t)Tq * Tk + (size_t)Tq;
-    if (nh >= nt && nt > 1) {
+    if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
             head_backward(bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,

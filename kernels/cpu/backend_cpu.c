@@ -61,9 +61,14 @@ void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int
     int nd = cpu_coalesce(ndim, shape, st, 2);
     int64_t inner = shape[nd - 1], sx = xs[nd - 1], sy = ys[nd - 1], outer = 1;
     for (int i = 0; i < nd - 1; i++) outer *= shape[i];
+    /* blocks of at most CHUNK inner elements, so one long row still spreads over threads */
+    const int64_t CHUNK = 8192;
+    int64_t nchunk = (inner + CHUNK - 1) / CHUNK;
     #pragma omp parallel for if (outer * inner > CPU_PAR_MIN)
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t xo = 0, yo = 0, r = o;
+    for (int64_t blk = 0; blk < outer * nchunk; blk++) {
+        int64_t o = blk / nchunk, c0 = (blk % nchunk) * CHUNK;
+        int64_t len = inner - c0 < CHUNK ? inner - c0 : CHUNK;
+        int64_t xo = c0 * sx, yo = c0 * sy, r = o;
         for (int d = nd - 2; d >= 0; d--) {
             int64_t c = r % shape[d];
             r /= shape[d];
@@ -75,14 +80,14 @@ void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int
         if (sx == 1 && sy == 1) {
             if (accumulate) {
                 #pragma omp simd
-                for (int64_t i = 0; i < inner; i++) yp[i] += xp[i];
+                for (int64_t i = 0; i < len; i++) yp[i] += xp[i];
             } else {
-                memcpy(yp, xp, (size_t)inner * sizeof(float));
+                memcpy(yp, xp, (size_t)len * sizeof(float));
             }
         } else if (accumulate) {
-            for (int64_t i = 0; i < inner; i++) yp[i * sy] += xp[i * sx];
+            for (int64_t i = 0; i < len; i++) yp[i * sy] += xp[i * sx];
         } else {
-            for (int64_t i = 0; i < inner; i++) yp[i * sy] = xp[i * sx];
+            for (int64_t i = 0; i < len; i++) yp[i * sy] = xp[i * sx];
         }
     }
 }
@@ -91,6 +96,29 @@ void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int
  * each output accumulates in double. */
 void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
                 int accumulate) {
+    /* Fast path: y keeps a suffix of x's dims and is 1 on the leading ones (bias gradients):
+     * a column sum over rows = cpu_reduce with outer 1. */
+    int lead = 0;
+    while (lead < ndim && yshape[lead] == 1) lead++;
+    int suffix_ok = lead > 0;
+    for (int i = lead; i < ndim; i++)
+        if (yshape[i] != xshape[i]) suffix_ok = 0;
+    if (suffix_ok) {
+        int64_t rows = 1, cols = 1;
+        for (int i = 0; i < lead; i++) rows *= xshape[i];
+        for (int i = lead; i < ndim; i++) cols *= xshape[i];
+        if (!accumulate) {
+            cpu_reduce(RED_SUM, 1, rows, cols, x, y, NULL);
+            return;
+        }
+        float buf[1024];
+        for (int64_t c0 = 0; c0 < cols; c0 += 1024) { /* reduce into a stack buffer, then add */
+            int64_t cl = cols - c0 < 1024 ? cols - c0 : 1024;
+            cpu_reduce_strided_cols(rows, cols, cl, x + c0, buf);
+            for (int64_t c = 0; c < cl; c++) y[c0 + c] += buf[c];
+        }
+        return;
+    }
     /* Strides of x (packed) and of y as seen from x's index space (0 on reduced dims). */
     int64_t xs[ER_MAX_DIMS], ysx[ER_MAX_DIMS], acc = 1, yacc = 1;
     for (int i = ndim - 1; i >= 0; i--) {
@@ -129,6 +157,23 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
         y[e] = accumulate ? y[e] + (float)s : (float)s;
     }
     (void)ysx;
+}
+
+/* out[c] = sum_r x[r * ld + c], c < ncols (double accumulation, column blocks in parallel). */
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out) {
+    const int64_t CB = 64;
+    int64_t nb = (ncols + CB - 1) / CB;
+    #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t c0 = b * CB, cl = ncols - c0 < CB ? ncols - c0 : CB;
+        double acc[64] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * ld + c0;
+            #pragma omp simd
+            for (int64_t c = 0; c < cl; c++) acc[c] += xr[c];
+        }
+        for (int64_t c = 0; c < cl; c++) out[c0 + c] = (float)acc[c];
+    }
 }
 
 const er_backend backend_cpu = {

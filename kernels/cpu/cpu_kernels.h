@@ -20,6 +20,9 @@ void cpu_copy_strided(int ndim, const int64_t *shape, const float *x, const int6
 void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
                 int accumulate);
 
+/* out[c] = sum_r x[r * ld + c] for c < ncols */
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out);
+
 void cpu_binary(int op, int ndim, const int64_t *shape, const float *a, const int64_t *as,
                 const float *b, const int64_t *bs, float *y);
 void cpu_binary_grad(int op, int side, int ndim, const int64_t *shape, const float *a,
