@@ -164,7 +164,7 @@ int cmd_bench_gemm(int argc, char **argv) {
         printf("sgemm %s, %d threads, %d reps after 1 warm-up, median GFLOP/s (best in brackets)\n",
                sgemm_kernel_name(), threads, reps);
         printf("OpenBLAS: %s\n", have_ob ? "found (dlopen), measured interleaved with ours" : "not found, ours only");
-        printf("%-24s %-2s %11s %11s %7s  %s\n", "m x n x k", "op", "ours", "openblas", "ratio", "what");
+        printf("%-16s %-2s %-6s %11s %11s %7s  %s\n", "m x n x k", "op", "tile", "ours", "openblas", "ratio", "what");
     }
 
     double *t_ours = xmalloc(sizeof(double) * reps), *t_ob = xmalloc(sizeof(double) * reps);
@@ -201,21 +201,23 @@ int cmd_bench_gemm(int argc, char **argv) {
             go = flops / t_ob[reps / 2] * 1e-9, gobest = flops / t_ob[0] * 1e-9;
         }
         char dims[48], op[3] = {s->tA ? 't' : 'n', s->tB ? 't' : 'n', 0};
+        const char *kname = sgemm_kernel_for(s->tA, s->m, s->n), *tile = strchr(kname, '-');
+        tile = tile ? tile + 1 : kname;
         if (s->batch > 1) snprintf(dims, sizeof dims, "%d@%dx%dx%d", s->batch, s->m, s->n, s->k);
         else snprintf(dims, sizeof dims, "%dx%dx%d", s->m, s->n, s->k);
         if (json) {
             printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"transA\":%d,\"transB\":%d,\"threads\":%d,"
                    "\"reps\":%d,\"kernel\":\"%s\",\"gflops\":%.2f,\"gflops_best\":%.2f",
-                   s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps, sgemm_kernel_name(), g, gbest);
+                   s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps, kname, g, gbest);
             if (have_ob)
                 printf(",\"openblas_gflops\":%.2f,\"openblas_gflops_best\":%.2f,\"ratio\":%.3f", go,
                        gobest, g / go);
             printf("}\n");
         } else if (have_ob) {
-            printf("%-24s %-2s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, g, gbest, go, gobest,
-                   g / go, s->what);
+            printf("%-16s %-2s %-6s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, tile, g, gbest, go,
+                   gobest, g / go, s->what);
         } else {
-            printf("%-24s %-2s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, g, gbest, "-", "-", s->what);
+            printf("%-16s %-2s %-6s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, tile, g, gbest, "-", "-", s->what);
         }
         fflush(stdout);
         free(A), free(B), free(C);
