@@ -15,7 +15,7 @@ int cmd_eval_perceived(int argc, char **argv);
 
 Test(perceived_cmd, bow_train_embed_draw_eval) {
     const char *dir = test_tmpdir();
-    char data[300], man[300], voc[300], emb[300], embs[300], sheet[300], gt[300], outp[300];
+    char data[300], man[400], voc[300], emb[300], embs[300], sheet[300], gt[300], outp[300];
     snprintf(data, sizeof data, "%s/synth", dir);
     snprintf(man, sizeof man, "%s/manifest.csv", data);
     snprintf(voc, sizeof voc, "%s/vocab.safetensors", dir);
