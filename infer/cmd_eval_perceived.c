@@ -152,13 +152,13 @@ int cmd_eval_perceived(int argc, char **argv) {
     arg_spec specs[] = {
         {"gt", ARG_STR, &gt_path, "Likert pair file (a,b,score,observer)"},
         {"emb", ARG_STR, &emb_arg, "embedding file(s), comma-separated (ids = the pair ids)"},
-        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2, one or one per file (default: the file's own)"},
-        {"names", ARG_STR, &names_arg, "method names, comma-separated (default: file names)"},
+        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2, one or one per file"},
+        {"names", ARG_STR, &names_arg, "method names, comma-separated"},
         {"out", ARG_STR, &out, "folder for histograms.csv, hist_*.svg, recall.csv, recall.svg"},
-        {"bins", ARG_INT, &bins, "histogram bins (default 20)"},
-        {"kmax", ARG_INT, &kmax, "largest k of the sparse recall curves (default 20)"},
+        {"bins", ARG_INT, &bins, "histogram bins"},
+        {"kmax", ARG_INT, &kmax, "largest k of the sparse recall curves"},
         {"group", ARG_STR, &group_arg, "auto|scene|none: items of the same scene are not recall candidates (auto = scene if present)"},
-        {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row (default 0.05)"},
+        {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row"},
         {"json", ARG_FLAG, &json, "one JSON line"},
     };
     char **pos = NULL;
