@@ -138,3 +138,58 @@ void sparse_recall(const likert_gt *gt, const int *ia, const int *ib, const pdis
     }
     free(rk); free(hits); free(has1); free(has2);
 }
+
+typedef struct { double d; int item, pos; } cand;
+static int cmp_cand(const void *pa, const void *pb) {
+    const cand *a = pa, *b = pb;
+    if (a->d != b->d) return a->d < b->d ? -1 : 1;
+    return a->item - b->item;
+}
+
+double sparse_recall_scored(const likert_gt *gt, const int *ia, const int *ib, const pdist_set *p, const int64_t *group,
+                            int npts, double *curve, int *nq) {
+    /* both directions of every couple, grouped by query */
+    const int m = 2 * gt->npairs;
+    int *q = xmalloc((m ? m : 1) * sizeof(int)), *o = xmalloc((m ? m : 1) * sizeof(int)), *ord = xmalloc((m ? m : 1) * sizeof(int));
+    char *pos = xmalloc(m ? m : 1);
+    for (int k = 0; k < gt->npairs; k++) {
+        q[2 * k] = ia[k]; o[2 * k] = ib[k]; q[2 * k + 1] = ib[k]; o[2 * k + 1] = ia[k];
+        pos[2 * k] = pos[2 * k + 1] = gt->pairs[k].score > 0;
+    }
+    /* counting sort of the entries by query */
+    int n = p->n;
+    int *start = xcalloc(n + 1, sizeof(int));
+    for (int e = 0; e < m; e++) start[q[e] + 1]++;
+    for (int i = 0; i < n; i++) start[i + 1] += start[i];
+    int *fill = xmalloc((n ? n : 1) * sizeof(int));
+    memcpy(fill, start, n * sizeof(int));
+    for (int e = 0; e < m; e++) ord[fill[q[e]]++] = e;
+    free(fill);
+    for (int t = 0; t < npts; t++) curve[t] = 0;
+    *nq = 0;
+    cand *c = xmalloc((m ? m : 1) * sizeof *c);
+    for (int i = 0; i < n; i++) {
+        int nc = 0, nr = 0;
+        for (int s = start[i]; s < start[i + 1]; s++) {
+            int e = ord[s];
+            if (group && group[i] >= 0 && group[o[e]] == group[i]) continue;
+            c[nc++] = (cand){pdist_ij(p, i, o[e]), o[e], pos[e]};
+            nr += pos[e];
+        }
+        if (nr == 0) continue;
+        qsort(c, nc, sizeof *c, cmp_cand);
+        for (int t = 0; t < npts; t++) {
+            int top = (int)ceil((double)(t + 1) / npts * nc - 1e-9), hit = 0;
+            for (int r = 0; r < top && r < nc; r++) hit += c[r].pos;
+            curve[t] += (double)hit / nr;
+        }
+        (*nq)++;
+    }
+    double auc = 0;
+    for (int t = 0; t < npts; t++) {
+        curve[t] = *nq ? curve[t] / *nq : NAN;
+        auc += curve[t] / npts;
+    }
+    free(c); free(start); free(q); free(o); free(ord); free(pos);
+    return auc;
+}
