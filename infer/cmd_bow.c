@@ -37,24 +37,43 @@ static int load_gray(const manifest *m, int i, int max_side, image *im, image *t
     return ER_OK;
 }
 
-/* Descriptors of every selected row (sel == NULL: all). */
+/* Descriptors of every selected row (sel == NULL: all), images in parallel (one decoder and
+ * scratch image per thread; the per-image kernels then run single-threaded inside). The first
+ * failure's message is kept and re-raised on the calling thread. */
 static int all_descriptors(const manifest *m, const int *sel, int nsel, const dsift_cfg *c, int max_side, float ***desc, int **nd) {
     *desc = xcalloc(nsel ? nsel : 1, sizeof **desc);
     *nd = xcalloc(nsel ? nsel : 1, sizeof **nd);
-    image im = {0}, tmp = {0};
-    int rc = ER_OK;
+    int rc = ER_OK, done = 0;
+    char msg[512] = "";
     double t0 = now_seconds();
-    for (int j = 0; j < nsel && !rc; j++) {
-        int i = sel ? sel[j] : j;
-        if ((rc = load_gray(m, i, max_side, &im, &tmp))) break;
-        (*desc)[j] = bow_image_descriptors(im.data, im.w, im.h, c, &(*nd)[j]);
-        if (isatty(2) && (j % 50 == 49 || j == nsel - 1))
-            fprintf(stderr, "\rdense SIFT: %d/%d images, %.1f img/s ", j + 1, nsel, (j + 1) / (now_seconds() - t0 + 1e-9));
+    #pragma omp parallel
+    {
+        image im = {0}, tmp = {0};
+        #pragma omp for schedule(dynamic, 4)
+        for (int j = 0; j < nsel; j++) {
+            int bad;
+            #pragma omp atomic read
+            bad = rc;
+            if (bad) continue;
+            int i = sel ? sel[j] : j, r = load_gray(m, i, max_side, &im, &tmp);
+            if (r) {
+                #pragma omp critical(bow_err)
+                if (!rc) { rc = r; snprintf(msg, sizeof msg, "%s", er_msg()); }
+                continue;
+            }
+            (*desc)[j] = bow_image_descriptors(im.data, im.w, im.h, c, &(*nd)[j]);
+            int k;
+            #pragma omp atomic capture
+            k = ++done;
+            if (isatty(2) && (k % 50 == 0 || k == nsel))
+                fprintf(stderr, "\rdense SIFT: %d/%d images, %.1f img/s ", k, nsel, k / (now_seconds() - t0 + 1e-9));
+        }
+        image_free(&im);
+        image_free(&tmp);
     }
     if (isatty(2) && nsel) fputc('\n', stderr);
-    image_free(&im);
-    image_free(&tmp);
-    return rc;
+    if (rc) return er_fail(rc, "%s", msg);
+    return ER_OK;
 }
 static void free_descriptors(float **d, int *nd, int n) {
     for (int i = 0; i < n; i++) free(d[i]);
@@ -158,20 +177,35 @@ static int cmd_bow_embed(int argc, char **argv) {
     if ((rc = manifest_load(mpath, &m))) { bow_vocab_free(&v); return rc; }
     const int K = v.k;
     float *h = xmalloc((size_t)(m.n ? m.n : 1) * K * sizeof(float));
-    image im = {0}, tmp = {0};
     double t0 = now_seconds();
     long long tot = 0;
-    for (int i = 0; i < m.n && !rc; i++) {
-        if ((rc = load_gray(&m, i, max_side, &im, &tmp))) break;
-        int nd;
-        float *d = bow_image_descriptors(im.data, im.w, im.h, &v.sift, &nd);
-        bow_signature(&v, d, nd, h + (size_t)i * K);
-        tot += nd;
-        free(d);
+    char msg[512] = "";
+    #pragma omp parallel reduction(+ : tot)
+    {
+        image im = {0}, tmp = {0};
+        #pragma omp for schedule(dynamic, 4)
+        for (int i = 0; i < m.n; i++) {
+            int bad;
+            #pragma omp atomic read
+            bad = rc;
+            if (bad) continue;
+            int r = load_gray(&m, i, max_side, &im, &tmp);
+            if (r) {
+                #pragma omp critical(bow_err)
+                if (!rc) { rc = r; snprintf(msg, sizeof msg, "%s", er_msg()); }
+                continue;
+            }
+            int nd;
+            float *d = bow_image_descriptors(im.data, im.w, im.h, &v.sift, &nd);
+            bow_signature(&v, d, nd, h + (size_t)i * K);
+            tot += nd;
+            free(d);
+        }
+        image_free(&im);
+        image_free(&tmp);
     }
+    if (rc) rc = er_fail(rc, "%s", msg);
     double t1 = now_seconds();
-    image_free(&im);
-    image_free(&tmp);
     int *lab = NULL, *sc = NULL, *vw = NULL, nlab = 0, nsc = 0, nvw = 0;
     char **lnames = NULL, **snames = NULL, **vnames = NULL;
     if (!rc) {
