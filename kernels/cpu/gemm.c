@@ -1,6 +1,28 @@
-/* gemm.c — PLACEHOLDER implementation (straightforward loops) so the rest of the tree links while
- * the packed AVX-512 kernel is written; replaced by the optimised version. */
+/* gemm.c — sgemm driver: GotoBLAS/BLIS loop nest over packed panels, OpenMP threads, kernel
+ * choice at run time, alpha/beta semantics, batched products, and the naive reference.
+ *
+ * Loop nest (per thread team):
+ *   for jc in N by NC:                      columns of C / B
+ *     for pc in K by KC:                    depth; first block applies beta, later ones add
+ *       pack B[pc:pc+KC, jc:jc+NC]          shared, split across threads (L3 resident)
+ *       for ic in M by MCHUNK:
+ *         pack A[ic:ic+MCHUNK, pc:pc+KC]    shared, split across threads
+ *         barrier
+ *         work units (MC rows x some NR-panels), taken dynamically by the threads:
+ *           for jr (NR panel of B, L1 resident): for ir (MR panel of A, from L2): micro-kernel
+ *         barrier
+ * Every element of C gets the same sequence of floating-point operations whatever the thread
+ * count or the order units are taken in, so results are deterministic. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_internal.h"
+#include "nn/base.h"
+
+/* ---- naive reference ---- */
 
 static inline float at(const float *X, int ld, int trans, int r, int c) {
     return trans ? X[(long)c * ld + r] : X[(long)r * ld + c];
@@ -17,22 +39,220 @@ void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const f
         }
 }
 
+/* ---- kernel choice ----
+ * The user (or $ENDORET_GEMM_KERNEL) picks an instruction set or one named kernel; with an
+ * instruction set, each call takes the kernel of that set whose tiles waste the least work on
+ * this shape (zero-padded rows/columns at the edges): the AVX-512 kernels run at the same speed on
+ * full tiles, so padding decides (197 rows: 8 rows pads to 200, 14 to 210; n = 64: 64 columns
+ * pads nothing, 48 pads to 96). Deterministic: the choice depends only on the shape. */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const gemm_kernel *g_set;  /* kernels of the chosen instruction set */
+static int g_count;               /* how many */
+static int g_fixed = -1;          /* index of a kernel chosen by full name, -1 = by shape */
+static int g_mc, g_kc, g_nc;      /* blocking overrides, 0 = kernel default */
+
+static int isa_supported(const char *isa) {
+    if (!strcmp(isa, "avx512")) return cpu_has_avx512();
+    if (!strcmp(isa, "avx2")) return cpu_has_avx2_fma();
+    return 1;
+}
+
+/* Finds the set and index for `name` (NULL/"auto": best set, by shape). Returns 0 or -1. */
+static int resolve(const char *name, const gemm_kernel **set, int *count, int *fixed) {
+    const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512, gemm_kernels_avx2, gemm_kernels_scalar};
+    int automatic = !name || !*name || !strcmp(name, "auto");
+    for (int s = 0; s < 3; s++) {
+        int cnt;
+        const gemm_kernel *ks = sets[s](&cnt);
+        if (!cnt || !isa_supported(ks[0].isa)) continue;
+        if (automatic || !strcmp(name, ks[0].isa)) { *set = ks, *count = cnt, *fixed = -1; return 0; }
+        for (int i = 0; i < cnt; i++)
+            if (!strcmp(name, ks[i].name)) { *set = ks, *count = cnt, *fixed = i; return 0; }
+    }
+    return -1;
+}
+
+static void init_from_env(void) {
+    if (resolve(getenv("ENDORET_GEMM_KERNEL"), &g_set, &g_count, &g_fixed))
+        resolve(NULL, &g_set, &g_count, &g_fixed);  /* unknown/unsupported name: best instead */
+}
+
+static const gemm_kernel *pick_kernel(int tA, int m, int n) {
+    pthread_once(&g_once, init_from_env);
+    if (g_fixed >= 0) return &g_set[g_fixed];
+    const gemm_kernel *best = &g_set[0];
+    double best_cost = 0;
+    for (int i = 0; i < g_count; i++) {
+        const gemm_kernel *K = &g_set[i];
+        double cost = (double)((m + K->mr - 1) / K->mr * K->mr) * ((n + K->nr - 1) / K->nr * K->nr);
+        /* Row-major A packs 8 rows at a time with an in-register transpose; other heights are
+         * copied element by element (measured: ~3% slower when n is small). */
+        if (!tA && K->mr % 8) cost *= 1.03;
+        if (i == 0 || cost < best_cost) best = K, best_cost = cost;
+    }
+    return best;
+}
+
+const char *sgemm_kernel_name(void) { return pick_kernel(0, 1024, 1024)->name; }
+
+int sgemm_use_kernel(const char *name) {
+    pthread_once(&g_once, init_from_env);
+    return resolve(name, &g_set, &g_count, &g_fixed);
+}
+
+void sgemm_set_blocking(int mc, int kc, int nc) {
+    g_mc = mc > 0 ? mc : 0;
+    g_kc = kc > 0 ? kc : 0;
+    g_nc = nc > 0 ? nc : 0;
+}
+
+/* ---- driver ---- */
+
+typedef struct {
+    const gemm_kernel *K;
+    int tA, tB, m, n, k;
+    float alpha, beta;
+    const float *A, *B;
+    long lda, ldb, ldc;
+    float *C;
+    int mc, kcb, ncb, mchunk;  /* blocking actually used */
+    float *Ap, *Bp;            /* shared packing buffers */
+    int counter[2];            /* work-unit counters, alternating between compute phases */
+} gemm_job;
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static inline int round_up(int a, int b) { return ceil_div(a, b) * b; }
+
+static void team_barrier(int nt) {
+    if (nt > 1) {
+#pragma omp barrier
+    }
+}
+
+static void gemm_thread(gemm_job *J, int tid, int nt) {
+    const gemm_kernel *K = J->K;
+    const int MR = K->mr, NR = K->nr;
+    int phase = 0;
+    for (int jc = 0; jc < J->n; jc += J->ncb) {
+        int nc = imin(J->ncb, J->n - jc), npan_b = ceil_div(nc, NR);
+        for (int pc = 0; pc < J->k; pc += J->kcb) {
+            int kc = imin(J->kcb, J->k - pc);
+            float beta = pc == 0 ? J->beta : 1.0f;
+            /* Contiguous share of the B panels per thread. */
+            int b0 = npan_b * tid / nt, b1 = npan_b * (tid + 1) / nt;
+            if (b1 > b0)
+                gemm_pack_b(J->tB, J->B, J->ldb, pc, kc, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR,
+                            NR, J->Bp + (long)b0 * NR * kc);
+            for (int ic = 0; ic < J->m; ic += J->mchunk) {
+                int mch = imin(J->mchunk, J->m - ic), npan_a = ceil_div(mch, MR);
+                int a0 = npan_a * tid / nt, a1 = npan_a * (tid + 1) / nt;
+                if (a1 > a0)
+                    gemm_pack_a(J->tA, J->A, J->lda, ic + a0 * MR, imin(mch, a1 * MR) - a0 * MR, pc,
+                                kc, MR, J->Ap + (long)a0 * MR * kc);
+                if (tid == 0) __atomic_store_n(&J->counter[(phase + 1) & 1], 0, __ATOMIC_RELAXED);
+                team_barrier(nt);
+
+                /* Work units: MC rows x `per` B panels; about 4 per thread so a thread slowed by
+                 * another process on the machine does not hold the others up for long. */
+                int mb = ceil_div(mch, J->mc);
+                int mcu = round_up(ceil_div(mch, mb), MR);  /* equal row blocks: 197 -> 102 + 95 */
+                mb = ceil_div(mch, mcu);
+                int nb = nt > 1 ? imin(npan_b, ceil_div(4 * nt, mb)) : 1;
+                int per = ceil_div(npan_b, nb);
+                nb = ceil_div(npan_b, per);
+                int units = mb * nb;
+                for (;;) {
+                    int u = nt > 1 ? __atomic_fetch_add(&J->counter[phase & 1], 1, __ATOMIC_RELAXED)
+                                   : J->counter[phase & 1]++;
+                    if (u >= units) break;
+                    int i0 = (u / nb) * mcu, i1 = imin(mch, i0 + mcu);
+                    int j0 = (u % nb) * per, j1 = imin(npan_b, j0 + per);
+                    for (int jp = j0; jp < j1; jp++) {
+                        const float *bp = J->Bp + (long)jp * NR * kc;
+                        int col = jp * NR, nr = imin(NR, nc - col);
+                        for (int i = i0; i < i1; i += MR) {
+                            float *c = J->C + (long)(ic + i) * J->ldc + jc + col;
+                            K->fn(kc, J->Ap + (long)i * kc, bp, c, J->ldc, J->alpha, beta,
+                                  imin(MR, i1 - i), nr);
+                        }
+                    }
+                }
+                phase++;
+                team_barrier(nt);
+            }
+        }
+    }
+}
+
+/* C = beta * C (beta == 0 writes zeros without reading C). */
+static void scale_c(int m, int n, float beta, float *C, int ldc) {
+    if (beta == 1.0f) return;
+    for (int i = 0; i < m; i++) {
+        float *c = C + (long)i * ldc;
+        if (beta == 0.0f) memset(c, 0, sizeof(float) * n);
+        else for (int j = 0; j < n; j++) c[j] *= beta;
+    }
+}
+
+static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc, int nt) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0 || alpha == 0.0f) { scale_c(m, n, beta, C, ldc); return; }
+
+    gemm_job J = {.K = pick_kernel(tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k, .alpha = alpha,
+                  .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    const gemm_kernel *K = J.K;
+    int MC = g_mc ? g_mc : K->mc, KC = g_kc ? g_kc : K->kc, NC = g_nc ? g_nc : K->nc;
+    MC = round_up(MC, K->mr);
+    NC = round_up(NC, K->nr);
+    /* Equal-sized depth and column blocks (k = 300 -> 2 x 150, not 256 + 44). */
+    J.kcb = ceil_div(k, ceil_div(k, KC));
+    J.ncb = round_up(ceil_div(n, ceil_div(n, NC)), K->nr);
+    J.mc = MC;
+    /* Pack all of A's rows for one depth block when that stays within ~16 MB, else in chunks. */
+    long cap = (4L << 20) / J.kcb;
+    J.mchunk = m <= cap ? m : (int)(cap / MC > 0 ? cap / MC * MC : MC);
+
+    /* Threads: no more than there is work for (about 64^3 multiply-adds per thread). */
+    double flops = 2.0 * m * n * k;
+    if (flops < nt * 2.0 * 64 * 64 * 64) nt = (int)(flops / (2.0 * 64 * 64 * 64));
+    if (nt < 1) nt = 1;
+
+    J.Ap = xmalloc_aligned(sizeof(float) * (size_t)round_up(J.mchunk, K->mr) * J.kcb);
+    J.Bp = xmalloc_aligned(sizeof(float) * (size_t)J.ncb * J.kcb);
+    if (nt == 1) {
+        gemm_thread(&J, 0, 1);
+    } else {
+#pragma omp parallel num_threads(nt)
+        gemm_thread(&J, omp_get_thread_num(), omp_get_num_threads());
+    }
+    free(J.Ap);
+    free(J.Bp);
+}
+
+static int team_size(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
 void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
            const float *B, int ldb, float beta, float *C, int ldc) {
-    #pragma omp parallel for if ((long)m * n * k > 100000)
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            float s = 0;
-            for (int p = 0; p < k; p++) s += at(A, lda, transA, i, p) * at(B, ldb, transB, p, j);
-            float old = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
-            C[(long)i * ldc + j] = alpha * s + old;
-        }
+    sgemm_threads(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size());
 }
 
 void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
                            int lda, long strideA, const float *B, int ldb, long strideB, float beta,
                            float *C, int ldc, long strideC, int batch) {
+    int nt = team_size();
+    double flops = 2.0 * m * n * k;
+    /* Many small products (attention heads): one product per thread beats splitting each one. */
+    if (nt > 1 && batch >= nt && flops < 2.0 * 512 * 512 * 512) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+        for (int b = 0; b < batch; b++)
+            sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb,
+                          beta, C + b * strideC, ldc, 1);
+        return;
+    }
     for (int b = 0; b < batch; b++)
-        sgemm(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-              C + b * strideC, ldc);
+        sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                      C + b * strideC, ldc, nt);
 }

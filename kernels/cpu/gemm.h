@@ -19,4 +19,18 @@ void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float al
 void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 
+/* The micro-kernel in use, e.g. "avx512-14x32": the best one this CPU supports (checked at run
+ * time), unless $ENDORET_GEMM_KERNEL or sgemm_use_kernel() chose another. */
+const char *sgemm_kernel_name(void);
+
+/* Use the kernel named by its instruction set ("avx512", "avx2", "scalar") or full name
+ * ("avx512-6x64"); NULL or "auto" = the best for this CPU. Returns 0, or -1 (nothing changed)
+ * when the name is unknown or this CPU cannot run it. For tests and benchmarks: do not call it
+ * while another thread is inside sgemm. */
+int sgemm_use_kernel(const char *name);
+
+/* Override the cache blocking (rows of A, depth, columns of B per packed block); 0 keeps the
+ * kernel's default. Values are rounded to multiples of the micro-tile. For tuning runs only. */
+void sgemm_set_blocking(int mc, int kc, int nc);
+
 #endif

@@ -1,0 +1,39 @@
+/* cpu_info.c — runtime CPU feature detection and the one-line description of the CPU backend
+ * that `endoret --version` prints ("openmp avx512 (2 threads)"). Detection is at run time, so a
+ * binary built for a generic x86-64 still picks the best sgemm kernel on the machine it runs on. */
+#include <stdio.h>
+#include <omp.h>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_internal.h"
+
+int cpu_has_avx512(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks that the OS saves the zmm state (XGETBV). */
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+#else
+    return 0;
+#endif
+}
+
+int cpu_has_avx2_fma(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+const char *cpu_backend_describe(void) {
+    static char buf[96];
+    const char *isa = sgemm_kernel_name();
+    char isa_word[16];
+    int i = 0;
+    while (isa[i] && isa[i] != '-' && i < (int)sizeof isa_word - 1) { isa_word[i] = isa[i]; i++; }
+    isa_word[i] = 0;
+    snprintf(buf, sizeof buf, "openmp %s (%d threads)", isa_word, omp_get_max_threads());
+    return buf;
+}

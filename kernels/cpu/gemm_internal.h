@@ -1,0 +1,41 @@
+/* gemm_internal.h — what the sgemm driver (gemm.c), the packing routines (gemm_pack.c) and the
+ * micro-kernels (gemm_ukr_*.c) share. Not part of the public API.
+ *
+ * Packed layouts (BLIS/GotoBLAS): an A micro-panel holds MR rows of op(A) for kc steps, stored
+ * k-major (Ap[p*MR + i]); a B micro-panel holds NR columns of op(B), stored k-major
+ * (Bp[p*NR + j]). Rows/columns past the matrix edge are packed as zeros, so a micro-kernel always
+ * runs a full MR x NR tile and only its final store looks at the true tile size. */
+#ifndef ENDORET_GEMM_INTERNAL_H
+#define ENDORET_GEMM_INTERNAL_H
+
+/* C[0:mr, 0:nr] = alpha * (Ap @ Bp) + beta * C  (beta == 0: C is only written, never read).
+ * mr <= MR and nr <= NR give the valid part of the tile at the matrix edge. */
+typedef void (*gemm_ukr_fn)(long kc, const float *Ap, const float *Bp, float *C, long ldc,
+                            float alpha, float beta, int mr, int nr);
+
+typedef struct {
+    const char *name;   /* "avx512-14x32", ... */
+    const char *isa;    /* "avx512", "avx2", "scalar": what sgemm_use_kernel() accepts */
+    int mr, nr;         /* micro-tile */
+    int mc, kc, nc;     /* cache blocking defaults (mc multiple of mr, nc multiple of nr) */
+    gemm_ukr_fn fn;
+} gemm_kernel;
+
+/* The compiled-in kernels of each instruction set, default first; *count = 0 when the set was not
+ * compiled in (non-x86 or non-GCC-compatible builds). The caller checks CPU support. */
+const gemm_kernel *gemm_kernels_avx512(int *count);
+const gemm_kernel *gemm_kernels_avx2(int *count);
+const gemm_kernel *gemm_kernels_scalar(int *count);
+
+/* Pack rows [i0, i0+mc) x depth [p0, p0+kc) of op(A) into ceil(mc/mr) micro-panels at Ap. */
+void gemm_pack_a(int transA, const float *A, long lda, int i0, int mc, int p0, int kc, int mr,
+                 float *Ap);
+/* Pack depth [p0, p0+kc) x columns [j0, j0+nc) of op(B) into ceil(nc/nr) micro-panels at Bp. */
+void gemm_pack_b(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
+                 float *Bp);
+
+/* Runtime CPU features (cpu_info.c): non-zero when the CPU and OS support them. */
+int cpu_has_avx512(void);  /* AVX-512 F+VL+DQ+BW */
+int cpu_has_avx2_fma(void);
+
+#endif

@@ -1,0 +1,114 @@
+/* gemm_pack.c — copy blocks of op(A) and op(B) into the contiguous, k-major micro-panels the
+ * micro-kernels stream through (layouts in gemm_internal.h). Transposition is handled here, so
+ * the micro-kernels see one layout for all four transA/transB combinations. Edges are zero-padded.
+ *
+ * Loop order follows the source layout: when a depth step p is a contiguous row of the source
+ * (A transposed, B not), the p loop is outermost and each source row is read once, left to right,
+ * across all panels; otherwise a panel's rows are read side by side. Walking one panel at a time
+ * down a row-major source would touch a new page per step. */
+#include <string.h>
+
+#include "kernels/cpu/gemm_internal.h"
+
+/* Copy `len` floats of a contiguous run into a panel row and zero the rest up to `width`. */
+static inline void copy_pad(float *restrict d, const float *restrict s, int len, int width) {
+    int j = 0;
+    for (; j < len; j++) d[j] = s[j];
+    for (; j < width; j++) d[j] = 0.0f;
+}
+
+/* Panels cut from a source whose depth steps are contiguous rows (op(X)[.., p] = X[p][..]). */
+static void pack_rows_by_depth(const float *X, long ldx, int p0, int kc, int c0, int len, int w,
+                               float *P) {
+    int npan = (len + w - 1) / w;
+    for (int p = 0; p < kc; p++) {
+        const float *s = X + (long)(p0 + p) * ldx + c0;
+        for (int q = 0; q < npan; q++) {
+            int cnt = len - q * w < w ? len - q * w : w;
+            copy_pad(P + (long)q * w * kc + (long)p * w, s + q * w, cnt, w);
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_TRANSPOSE 1
+/* 8 source lines x 8 depth steps -> 8 panel rows of 8 consecutive floats: one in-register 8x8
+ * transpose (AVX2) instead of 64 scalar strided stores. Called only when the CPU has AVX2. */
+__attribute__((target("avx2"))) static void transpose_8x8_strips(const float *src, long ldx,
+                                                                  int kc8, int w, float *d) {
+    for (int p = 0; p < kc8; p += 8, d += 8L * w) {
+        __m256 r0 = _mm256_loadu_ps(src + 0 * ldx + p), r1 = _mm256_loadu_ps(src + 1 * ldx + p);
+        __m256 r2 = _mm256_loadu_ps(src + 2 * ldx + p), r3 = _mm256_loadu_ps(src + 3 * ldx + p);
+        __m256 r4 = _mm256_loadu_ps(src + 4 * ldx + p), r5 = _mm256_loadu_ps(src + 5 * ldx + p);
+        __m256 r6 = _mm256_loadu_ps(src + 6 * ldx + p), r7 = _mm256_loadu_ps(src + 7 * ldx + p);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        _mm256_storeu_ps(d + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(d + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+}
+#endif
+
+/* Panels cut from a source whose rows are the panel's lines (op(X)[r, p] = X[r][p]): per panel,
+ * read its `w` source rows side by side in 8-deep strips so the strip being written stays in L1.
+ * Groups of 8 full lines go through the AVX2 8x8 transpose when the CPU has it. */
+static void pack_rows_by_line(const float *X, long ldx, int p0, int kc, int r0, int len, int w,
+                              float *P) {
+#ifdef HAVE_AVX2_TRANSPOSE
+    const int fast = cpu_has_avx2_fma();
+#else
+    const int fast = 0;
+#endif
+    for (int q = 0; q * w < len; q++, P += (long)w * kc) {
+        int cnt = len - q * w < w ? len - q * w : w;
+        const float *src = X + (long)(r0 + q * w) * ldx + p0;
+        int p = 0;
+#ifdef HAVE_AVX2_TRANSPOSE
+        if (fast && cnt == w && w % 8 == 0 && kc >= 8) {
+            int kc8 = kc / 8 * 8;
+            for (int g = 0; g < w; g += 8) transpose_8x8_strips(src + (long)g * ldx, ldx, kc8, w, P + g);
+            p = kc8;
+        }
+#endif
+        for (; p + 8 <= kc; p += 8) {
+            float *d = P + (long)p * w;
+            for (int r = 0; r < cnt; r++) {
+                const float *s = src + (long)r * ldx + p;
+                for (int t = 0; t < 8; t++) d[t * w + r] = s[t];
+            }
+            for (int r = cnt; r < w; r++)
+                for (int t = 0; t < 8; t++) d[t * w + r] = 0.0f;
+        }
+        for (; p < kc; p++) {
+            float *d = P + (long)p * w;
+            int r = 0;
+            for (; r < cnt; r++) d[r] = src[(long)r * ldx + p];
+            for (; r < w; r++) d[r] = 0.0f;
+        }
+    }
+}
+
+void gemm_pack_a(int transA, const float *A, long lda, int i0, int mc, int p0, int kc, int mr,
+                 float *Ap) {
+    if (transA) pack_rows_by_depth(A, lda, p0, kc, i0, mc, mr, Ap);  /* A stored k x m */
+    else pack_rows_by_line(A, lda, p0, kc, i0, mc, mr, Ap);          /* A stored m x k */
+}
+
+void gemm_pack_b(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
+                 float *Bp) {
+    if (transB) pack_rows_by_line(B, ldb, p0, kc, j0, nc, nr, Bp);   /* B stored n x k */
+    else pack_rows_by_depth(B, ldb, p0, kc, j0, nc, nr, Bp);         /* B stored k x n */
+}

@@ -1,0 +1,52 @@
+/* gemm_ukr_avx512.c — AVX-512 FMA micro-kernels for sgemm (see gemm_internal.h for the packed
+ * layouts). Compiled with a target attribute, so a build for a CPU without AVX-512 (e.g.
+ * -march=x86-64-v3) still contains them; gemm.c calls them only after a runtime CPU check.
+ *
+ * One tile: MR rows x NV*16 columns of C live in MR*NV zmm accumulators for the whole kc loop.
+ * Per depth step: NV vector loads of B, MR broadcasts of A, MR*NV FMAs. 32 zmm registers bound
+ * MR*NV + NV <= 31 or so. Four shapes are compiled in: on full tiles they run at the same speed
+ * (~113 GFLOP/s on one Zen 4 core with data in L1, bench/RESULTS_gemm.md), so gemm.c picks, per
+ * call, the one whose tiles pad the matrix least; 8x48 is first (ties, and 8-row A panels pack
+ * with an 8x8 transpose). */
+#include "kernels/cpu/gemm_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,fma")
+#include <immintrin.h>
+
+/* Each variant is the same template (gemm_ukr_avx512_tile.h) with compile-time MR and NV, so the
+ * loops unroll fully and the MR x NV accumulators stay in registers. */
+#define MR 14
+#define NV 2
+#include "kernels/cpu/gemm_ukr_avx512_tile.h"
+#define MR 12
+#define NV 2
+#include "kernels/cpu/gemm_ukr_avx512_tile.h"
+#define MR 8
+#define NV 3
+#include "kernels/cpu/gemm_ukr_avx512_tile.h"
+#define MR 6
+#define NV 4
+#include "kernels/cpu/gemm_ukr_avx512_tile.h"
+#pragma GCC pop_options
+
+/* Blocking: the B micro-panel (kc x NR) stays in the 32 KiB L1 across the MC/MR tiles that reuse
+ * it, the A block (mc x kc) in the private L2 (1 MiB on Zen 4), the packed B block in L3. */
+static const gemm_kernel kernels[] = {
+    {"avx512-8x48", "avx512", 8, 48, 160, 256, 2016, ukr_avx512_8x3},
+    {"avx512-6x64", "avx512", 6, 64, 144, 256, 2048, ukr_avx512_6x4},
+    {"avx512-14x32", "avx512", 14, 32, 168, 256, 2048, ukr_avx512_14x2},
+    {"avx512-12x32", "avx512", 12, 32, 144, 256, 2048, ukr_avx512_12x2},
+};
+
+const gemm_kernel *gemm_kernels_avx512(int *count) {
+    *count = (int)(sizeof kernels / sizeof kernels[0]);
+    return kernels;
+}
+#else
+const gemm_kernel *gemm_kernels_avx512(int *count) {
+    *count = 0;
+    return 0;
+}
+#endif
