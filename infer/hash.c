@@ -206,7 +206,7 @@ int hasher_fit(hasher *h, hash_kind kind, const float *x, int64_t n, int dim, in
 
 void hasher_encode(const hasher *h, const float *x, int64_t n, uint64_t *codes) {
     const int W = hash_words(h->bits), D = h->dim;
-    #pragma omp parallel
+    #pragma omp parallel if (n >= 256) /* a parallel region costs more than a few rows */
     {
         double *row = xmalloc((size_t)D * sizeof *row);
         #pragma omp for schedule(static)

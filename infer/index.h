@@ -28,6 +28,8 @@ typedef struct bindex {
     uint8_t *dead;          /* cap; 1 = deleted */
     int64_t ndead;
     int mih_m;              /* MIH substrings (0 = choose from n and bits) */
+    int64_t *idmap;         /* open addressing id -> slot + 1 (0 = empty); dead slots stay */
+    int64_t idmap_cap;
     void *impl;             /* kind-specific structure */
 } bindex;
 

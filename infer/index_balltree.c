@@ -5,7 +5,8 @@
  * max(0, d(q, center) - radius) exceeds the current k-th distance; equal bounds are not pruned
  * because an item at that distance with a smaller id could still enter the top-k.
  * Build: split on two far-apart pivots (farthest from the first item, then farthest from that):
- * the half of the items relatively nearer to the first pivot goes left (balanced), centers are the bitwise majority of up to 256
+ * the half of the items relatively nearer to the first pivot goes left (balanced; a natural
+ * nearer-pivot split measured slower on clustered codes), centers are the bitwise majority of up to 256
  * items. Leaves hold item slots in growable arrays so an insert needs no rebuild: it walks down
  * to the nearer child, widening radii on the way. */
 #include "infer/index.h"
@@ -22,6 +23,8 @@ typedef struct {
     int32_t left, right;      /* children, -1 for a leaf */
     int32_t nitem, capitem;   /* leaf items */
     int64_t *items;           /* slots */
+    uint64_t *codes;          /* the leaf's codes, contiguous (nitem * words): a leaf scan streams
+                                 memory instead of gathering codes scattered over the database */
 } bt_node;
 
 typedef struct {
@@ -119,6 +122,8 @@ static int build_rec(bindex *ix, bt_tree *t, int64_t *s, int64_t n) {
         nd->nitem = nd->capitem = (int32_t)n;
         nd->items = xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
         memcpy(nd->items, s, (size_t)n * sizeof(int64_t));
+        nd->codes = xmalloc((size_t)(n > 0 ? n : 1) * W * 8);
+        for (int64_t i = 0; i < n; i++) memcpy(nd->codes + i * W, ix->codes + s[i] * W, (size_t)W * 8);
         return id;
     }
     int l = build_rec(ix, t, s, split);
@@ -157,7 +162,9 @@ void balltree_insert(bindex *ix, int64_t slot) {
     if (nd->nitem == nd->capitem) {
         nd->capitem = nd->capitem ? 2 * nd->capitem : 8;
         nd->items = xrealloc(nd->items, (size_t)nd->capitem * sizeof(int64_t));
+        nd->codes = xrealloc(nd->codes, (size_t)nd->capitem * W * 8);
     }
+    memcpy(nd->codes + (size_t)nd->nitem * W, x, (size_t)W * 8);
     nd->items[nd->nitem++] = slot;
 }
 
@@ -169,10 +176,11 @@ static void search_rec(const bindex *ix, const bt_tree *t, int id, const uint64_
     const int W = ix->words;
     if (nd->left < 0) {
         for (int i = 0; i < nd->nitem; i++) {
-            int64_t s = nd->items[i];
-            if (ix->dead[s]) continue;
-            int32_t d = hamming(q, ix->codes + s * W, W);
-            if (d <= topk_bound(h)) topk_push(h, d, ix->ids[s]);
+            int32_t d = hamming(q, nd->codes + (size_t)i * W, W);
+            if (d <= topk_bound(h)) {
+                int64_t s = nd->items[i];
+                if (!ix->dead[s]) topk_push(h, d, ix->ids[s]);
+            }
         }
         return;
     }
@@ -191,7 +199,7 @@ static void search_rec(const bindex *ix, const bt_tree *t, int id, const uint64_
 void balltree_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
                      int32_t *out_d, int *count) {
     const bt_tree *t = ix->impl;
-    #pragma omp parallel
+    #pragma omp parallel if (nq >= 4)
     {
         topk_ent *e = xmalloc((size_t)(k > 0 ? k : 1) * sizeof *e);
         #pragma omp for schedule(dynamic, 4)
@@ -228,7 +236,7 @@ int balltree_stats(const bindex *ix, int *depth, int64_t *leaves) {
 void balltree_free(bindex *ix) {
     bt_tree *t = ix->impl;
     if (!t) return;
-    for (int i = 0; i < t->nnode; i++) free(t->nodes[i].items);
+    for (int i = 0; i < t->nnode; i++) { free(t->nodes[i].items); free(t->nodes[i].codes); }
     free(t->nodes);
     free(t->centers);
     free(t);

@@ -52,7 +52,7 @@ int findex_build(findex *ix, int dim, const float *x, const int64_t *ids, int64_
         memset(ix->dead, 0, (size_t)n);
     }
     ix->n = n;
-    #pragma omp parallel for
+    #pragma omp parallel for if (n >= 4096)
     for (int64_t i = 0; i < n; i++) l2norm_row(ix->x + i * dim, dim);
     return ER_OK;
 }
@@ -108,7 +108,7 @@ void findex_search(const findex *ix, const float *q, int nq, int k, int64_t *out
         for (int64_t s0 = 0; s0 < ix->n; s0 += FBLOCK) {
             int nb = (int)(ix->n - s0 < FBLOCK ? ix->n - s0 : FBLOCK);
             sgemm(0, 1, b, nb, D, 1.0f, qn, D, ix->x + s0 * D, D, 0.0f, sim, nb);
-            #pragma omp parallel for schedule(static)
+            #pragma omp parallel for schedule(static) if (b >= 8)
             for (int i = 0; i < b; i++) {
                 const float *si = sim + (size_t)i * nb;
                 for (int j = 0; j < nb; j++) {

@@ -24,6 +24,8 @@ typedef struct {
     int b0[64], len[64];   /* substring bit ranges */
     uint32_t *off[64];     /* (1 << len) + 1 bucket offsets into items */
     uint32_t *items[64];   /* slots, bucket by bucket */
+    uint64_t *icode[64];   /* 64-bit codes only: each item's code stored beside its slot, so a
+                              candidate's distance is computed from memory read in sequence */
     int64_t nbuilt;        /* slots [0, nbuilt) are in the tables */
 } mih_tables;
 
@@ -38,7 +40,7 @@ static int choose_m(int bits, int64_t n) {
     int s = (int)lround(log2((double)(n > 2 ? n : 2)));
     if (s < 8) s = 8;
     if (s > 24) s = 24;
-    int m = (bits + s - 1) / s;
+    int m = bits / s; /* substrings of at least ~log2 n bits (Norouzi et al.'s choice) */
     if (m < 1) m = 1;
     if (m > 64) m = 64;
     while ((bits + m - 1) / m > 24) m++;  /* direct-addressed tables: at most 2^24 buckets */
@@ -52,6 +54,8 @@ static void fill_tables(bindex *ix, mih_tables *t) {
         size_t nb = (size_t)1 << t->len[j];
         free(t->off[j]);
         free(t->items[j]);
+        free(t->icode[j]);
+        t->icode[j] = NULL;
         uint32_t *off = xcalloc(nb + 1, sizeof *off);
         for (int64_t s = 0; s < n; s++) off[substr(ix->codes + s * ix->words, t->b0[j], t->len[j]) + 1]++;
         for (size_t b = 0; b < nb; b++) off[b + 1] += off[b];
@@ -60,6 +64,10 @@ static void fill_tables(bindex *ix, mih_tables *t) {
         uint32_t *items = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *items);
         for (int64_t s = 0; s < n; s++) items[pos[substr(ix->codes + s * ix->words, t->b0[j], t->len[j])]++] = (uint32_t)s;
         free(pos);
+        if (ix->words == 1) {
+            t->icode[j] = xmalloc((size_t)(n > 0 ? n : 1) * 8);
+            for (int64_t p = 0; p < n; p++) t->icode[j][p] = ix->codes[items[p]];
+        }
         t->off[j] = off;
         t->items[j] = items;
     }
@@ -92,7 +100,7 @@ void mih_insert(bindex *ix, int64_t slot) {
 void mih_free(bindex *ix) {
     mih_tables *t = ix->impl;
     if (!t) return;
-    for (int j = 0; j < t->m; j++) { free(t->off[j]); free(t->items[j]); }
+    for (int j = 0; j < t->m; j++) { free(t->off[j]); free(t->items[j]); free(t->icode[j]); }
     free(t);
     ix->impl = NULL;
 }
@@ -104,13 +112,52 @@ static double binom(int n, int r) {
     return c;
 }
 
-/* per-thread scratch: generation stamps so an item is checked once per query */
-typedef struct { uint32_t *stamp; uint32_t gen; int64_t cap; } mih_seen;
+/* per-thread scratch: the set of slots already pushed for the current query. Only items that
+ * pass the distance bound are recorded (a few hundred per query), so a small open-addressing set
+ * replaces an n-sized stamp array (no 40 MB per thread at n = 10M, no page faults). */
+typedef struct { uint32_t *key; uint32_t *used; int cap, n; } mih_seen;
 
-static inline int first_visit(mih_seen *v, int64_t s) {
-    if (v->stamp[s] == v->gen) return 0;
-    v->stamp[s] = v->gen;
+static void seen_clear(mih_seen *v) {
+    for (int i = 0; i < v->n; i++) v->key[v->used[i]] = 0;
+    v->n = 0;
+}
+
+static inline uint32_t seen_hash(uint32_t s) { return (s * 2654435761u) >> 7; }
+
+static int seen_has(const mih_seen *v, uint32_t s) {
+    for (uint32_t h = seen_hash(s) & (v->cap - 1);; h = (h + 1) & (v->cap - 1)) {
+        if (!v->key[h]) return 0;
+        if (v->key[h] == s + 1) return 1;
+    }
+}
+
+static void seen_grow(mih_seen *v);
+
+/* 1 if s was not in the set (and adds it) */
+static int first_visit(mih_seen *v, uint32_t s) {
+    uint32_t h = seen_hash(s) & (v->cap - 1);
+    for (; v->key[h]; h = (h + 1) & (v->cap - 1))
+        if (v->key[h] == s + 1) return 0;
+    v->key[h] = s + 1;
+    v->used[v->n++] = h;
+    if (2 * v->n > v->cap) seen_grow(v);
     return 1;
+}
+
+static void seen_init(mih_seen *v, int cap) {
+    v->cap = cap;
+    v->n = 0;
+    v->key = xcalloc((size_t)cap, sizeof *v->key);
+    v->used = xmalloc((size_t)cap * sizeof *v->used);
+}
+
+static void seen_grow(mih_seen *v) {
+    mih_seen w;
+    seen_init(&w, 2 * v->cap);
+    for (int i = 0; i < v->n; i++) first_visit(&w, v->key[v->used[i]] - 1);
+    free(v->key);
+    free(v->used);
+    *v = w;
 }
 
 /* probe every bucket of table j at substring distance exactly r from the query */
@@ -119,14 +166,28 @@ static void probe(const bindex *ix, const mih_tables *t, int j, int r, const uin
     const int L = t->len[j], W = ix->words;
     const uint32_t key = substr(q, t->b0[j], L);
     const uint32_t *off = t->off[j], *items = t->items[j];
+    const uint64_t *icode = t->icode[j];
     uint64_t lim = 1ULL << L;
     for (uint64_t mask = r ? (1ULL << r) - 1 : 0; mask < lim;) {
         uint32_t b = key ^ (uint32_t)mask;
-        for (uint32_t p = off[b]; p < off[b + 1]; p++) {
-            uint32_t s = items[p];
-            if (!first_visit(v, s) || ix->dead[s]) continue;
-            int32_t d = hamming(q, ix->codes + (int64_t)s * W, W);
-            if (d <= topk_bound(h)) topk_push(h, d, ix->ids[s]);
+        /* distance first, the seen-check only for items that could enter: an item rejected
+         * here stays rejected later (the bound only shrinks), so only pushed items need a stamp */
+        if (icode) {
+            for (uint32_t p = off[b]; p < off[b + 1]; p++) {
+                int32_t d = __builtin_popcountll(icode[p] ^ q[0]);
+                if (d > topk_bound(h)) continue;
+                uint32_t s = items[p];
+                if (!first_visit(v, s) || ix->dead[s]) continue;
+                topk_push(h, d, ix->ids[s]);
+            }
+        } else {
+            for (uint32_t p = off[b]; p < off[b + 1]; p++) {
+                uint32_t s = items[p];
+                int32_t d = hamming(q, ix->codes + (int64_t)s * W, W);
+                if (d > topk_bound(h)) continue;
+                if (!first_visit(v, s) || ix->dead[s]) continue;
+                topk_push(h, d, ix->ids[s]);
+            }
         }
         if (r == 0) break;
         uint64_t c = mask & -mask, rr = mask + c; /* next mask with the same popcount (Gosper) */
@@ -137,8 +198,7 @@ static void probe(const bindex *ix, const mih_tables *t, int j, int r, const uin
 static void search_one(const bindex *ix, const mih_tables *t, const uint64_t *q, int k, mih_seen *v,
                        topk_heap *h) {
     const int W = ix->words, m = t->m;
-    v->gen++;
-    if (v->gen == 0) { memset(v->stamp, 0, (size_t)v->cap * sizeof *v->stamp); v->gen = 1; }
+    seen_clear(v);
     for (int64_t s = t->nbuilt; s < ix->n; s++) /* pending items */
         if (!ix->dead[s]) {
             int32_t d = hamming(q, ix->codes + s * W, W);
@@ -153,7 +213,7 @@ static void search_one(const bindex *ix, const mih_tables *t, const uint64_t *q,
         for (int j = 0; j < m; j++) cost += binom(t->len[j], r);
         if (r > 0 && cost > live) { /* enumerating would cost more than scanning: finish by scan */
             for (int64_t s = 0; s < t->nbuilt; s++)
-                if (v->stamp[s] != v->gen && !ix->dead[s]) {
+                if (!ix->dead[s] && !seen_has(v, (uint32_t)s)) {
                     int32_t d = hamming(q, ix->codes + s * W, W);
                     if (d <= topk_bound(h)) topk_push(h, d, ix->ids[s]);
                 }
@@ -170,10 +230,11 @@ static void search_one(const bindex *ix, const mih_tables *t, const uint64_t *q,
 void mih_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
                 int32_t *out_d, int *count) {
     const mih_tables *t = ix->impl;
-    #pragma omp parallel
+    #pragma omp parallel if (nq >= 4)
     {
         topk_ent *e = xmalloc((size_t)(k > 0 ? k : 1) * sizeof *e);
-        mih_seen v = {xcalloc((size_t)(ix->n > 0 ? ix->n : 1), sizeof(uint32_t)), 0, ix->n > 0 ? ix->n : 1};
+        mih_seen v;
+        seen_init(&v, 1024);
         #pragma omp for schedule(dynamic, 1)
         for (int i = 0; i < nq; i++) {
             topk_heap h;
@@ -186,7 +247,8 @@ void mih_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out
                 out_d[(size_t)i * k + j] = j < c ? e[j].d : -1;
             }
         }
-        free(v.stamp);
+        free(v.key);
+        free(v.used);
         free(e);
     }
 }
@@ -202,7 +264,7 @@ int64_t mih_range(const bindex *ix, const uint64_t *q, int r, int64_t *out_ids, 
     const mih_tables *t = ix->impl;
     const int W = ix->words, m = t->m;
     int rs = (r + 1 + m - 1) / m - 1; /* substring radius: ceil((r+1)/m) - 1 = floor(r/m) */
-    mih_seen v = {xcalloc((size_t)(ix->n > 0 ? ix->n : 1), sizeof(uint32_t)), 1, ix->n};
+    uint8_t *seen = xcalloc((size_t)(ix->n > 0 ? ix->n : 1), 1);
     dist_id *res = xmalloc((size_t)(ix->n > 0 ? ix->n : 1) * sizeof *res);
     int64_t c = 0;
     for (int j = 0; j < m; j++) {
@@ -213,7 +275,8 @@ int64_t mih_range(const bindex *ix, const uint64_t *q, int r, int64_t *out_ids, 
                 uint32_t b = key ^ (uint32_t)mask;
                 for (uint32_t p = t->off[j][b]; p < t->off[j][b + 1]; p++) {
                     uint32_t s = t->items[j][p];
-                    if (!first_visit(&v, s) || ix->dead[s]) continue;
+                    if (seen[s] || ix->dead[s]) continue;
+                    seen[s] = 1;
                     int32_t d = hamming(q, ix->codes + (int64_t)s * W, W);
                     if (d <= r) { res[c].d = d; res[c].id = ix->ids[s]; c++; }
                 }
@@ -231,6 +294,6 @@ int64_t mih_range(const bindex *ix, const uint64_t *q, int r, int64_t *out_ids, 
     qsort(res, (size_t)c, sizeof *res, cmp_dist_id);
     for (int64_t i = 0; i < c; i++) { out_ids[i] = res[i].id; out_d[i] = res[i].d; }
     free(res);
-    free(v.stamp);
+    free(seen);
     return c;
 }

@@ -107,7 +107,7 @@ void scan_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *ou
         return;
     }
     int nbatch = (nq + Q_BATCH - 1) / Q_BATCH;
-    #pragma omp parallel
+    #pragma omp parallel if (nbatch > 1 || ix->n > 65536)
     {
         topk_ent *e = xmalloc((size_t)Q_BATCH * (k > 0 ? k : 1) * sizeof *e);
         topk_heap h[Q_BATCH];
