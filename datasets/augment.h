@@ -24,7 +24,7 @@ void aug_workspace_free(aug_workspace *ws);
  * Deviations, on purpose: the rotation angle is shared by image and mask (the reference samples
  * them separately, a bug); the overlays have no font or emoji files, so "text" is a line of
  * random 5x7 bitmap glyphs and "emoji" a filled face-like disc, with the spec's size, opacity,
- * colour and position distributions. PIL's blur radius is used as the Gaussian sigma. */
+ * colour and position distributions. The blur is PIL's GaussianBlur(radius): three box passes. */
 int aug_sscd_advanced(rng_t *r, const image *src, const image *mask, int size, aug_workspace *ws,
                       image *out, image *mask_out);
 /* EndoFinder-scene train transform (spec 2.5): resize short side to size*256/224, RandomCrop(size),

@@ -12,9 +12,11 @@ void aug_workspace_free(aug_workspace *ws) {
 
 static float uni(rng_t *r, float a, float b) { return a + (b - a) * rng_uniform(r); }
 
-/* Alpha-blend colour `col` with opacity `op` into pixel (y, x) of an RGB image. */
-static inline void blend_px(image *im, int y, int x, const float col[3], float op) {
+/* Alpha-blend colour `col` with opacity `op` into pixel (y, x) of an RGB image; with `mirror` the
+ * pixel is (y, W-1-x), so drawing on an unflipped image equals drawing on the flipped one. */
+static inline void blend_px(image *im, int y, int x, const float col[3], float op, int mirror) {
     if (x < 0 || y < 0 || x >= im->w || y >= im->h) return;
+    if (mirror) x = im->w - 1 - x;
     for (int k = 0; k < 3; k++) {
         float *p = &IMG_AT(im, k, y, x);
         *p = (1 - op) * *p + op * col[k];
@@ -24,7 +26,7 @@ static inline void blend_px(image *im, int y, int x, const float col[3], float o
 /* Text stand-in: 1..10 random 5x7 bitmap glyphs (a glyph = 7 rows of 5 random bits with at least
  * two pixels per row set), height U(.1,.3)·min(W,H), opacity U(.1,1), colour U{0..255}^3, top-left
  * at (fx W, fy H). */
-static void overlay_text(rng_t *r, image *im) {
+static void overlay_text(rng_t *r, image *im, int mirror) {
     float px = uni(r, 0.1f, 0.3f) * (im->w < im->h ? im->w : im->h) / 7.0f;
     float op = uni(r, 0.1f, 1.0f), col[3];
     for (int k = 0; k < 3; k++) col[k] = rng_below(r, 256) / 255.0f;
@@ -43,14 +45,14 @@ static void overlay_text(rng_t *r, image *im) {
                 int x0 = (int)(ox + (g * 6 + x) * px), y0 = (int)(oy + y * px);
                 int x1 = (int)(ox + (g * 6 + x + 1) * px), y1 = (int)(oy + (y + 1) * px);
                 for (int yy = y0; yy < (y1 > y0 ? y1 : y0 + 1); yy++)
-                    for (int xx = x0; xx < (x1 > x0 ? x1 : x0 + 1); xx++) blend_px(im, yy, xx, col, op);
+                    for (int xx = x0; xx < (x1 > x0 ? x1 : x0 + 1); xx++) blend_px(im, yy, xx, col, op, mirror);
             }
     }
 }
 
 /* Emoji stand-in: a face-like disc (yellowish face, two dark eyes, a mouth arc), side
  * U(.1,.5)·min(W,H), opacity U(.7,1), top-left at (fx W, fy H). */
-static void overlay_emoji(rng_t *r, image *im) {
+static void overlay_emoji(rng_t *r, image *im, int mirror) {
     float side = uni(r, 0.1f, 0.5f) * (im->w < im->h ? im->w : im->h);
     float op = uni(r, 0.7f, 1.0f);
     float ox = rng_uniform(r) * im->w, oy = rng_uniform(r) * im->h;
@@ -66,16 +68,14 @@ static void overlay_emoji(rng_t *r, image *im) {
                       ((dx - 0.35f) * (dx - 0.35f) + (dy + 0.3f) * (dy + 0.3f) < 0.02f);
             float md = sqrtf(dx * dx + (dy - 0.05f) * (dy - 0.05f));
             int mouth = dy > 0.2f && fabsf(md - 0.5f) < 0.07f;
-            blend_px(im, y, x, eye || mouth ? dark : face, op);
+            blend_px(im, y, x, eye || mouth ? dark : face, op, mirror);
         }
 }
 
-static void rotate_pair(float deg, const image *src, const image *mask, aug_workspace *ws, image *dst,
-                        image *mdst) {
-    image_rotate(src, dst, deg, 0);
-    if (mask) image_rotate(mask, mdst, deg, 1);
-}
-
+/* The horizontal flip (step 1) is deferred to the 224 output: flip-then-X equals X'-then-flip,
+ * where X' rotates by the opposite angle, draws overlays mirrored and mirrors the crop box. This
+ * avoids copying and flipping the full-resolution source; the source is copied only when a
+ * rotation or overlay has to modify it. */
 int aug_sscd_advanced(rng_t *r, const image *src, const image *mask, int size, aug_workspace *ws,
                       image *out, image *mask_out) {
     if (src->c != 3) return er_fail(ER_INPUT, "SSCD augmentation needs an RGB image (got %d channels)", src->c);
@@ -83,38 +83,46 @@ int aug_sscd_advanced(rng_t *r, const image *src, const image *mask, int size, a
         return er_fail(ER_INPUT, "SSCD augmentation: mask %dx%d differs from image %dx%d", mask->w, mask->h, src->w,
                        src->h);
     const image *m = mask && mask_out ? mask : NULL;
-    image_copy(&ws->a, src);
-    if (m) image_copy(&ws->m1, m);
-    if (rng_uniform(r) < 0.5f) {
-        image_hflip(&ws->a);
-        if (m) image_hflip(&ws->m1);
+    const image *cur = src, *curm = m; /* current image/mask (copy-on-write into ws->a / ws->m1) */
+    int flip = rng_uniform(r) < 0.5f;
+    float sgn = flip ? -1.0f : 1.0f;
+    if (rng_uniform(r) < 0.05f) {
+        float deg = sgn * 90.0f * (1 + rng_below(r, 3));
+        image_rotate(cur, &ws->a, deg, 0);
+        cur = &ws->a;
+        if (m) image_rotate(curm, &ws->m1, deg, 1), curm = &ws->m1;
+    }
+    int text = rng_uniform(r) < 0.1f;
+    if (text) {
+        if (cur != &ws->a) image_copy(&ws->a, cur), cur = &ws->a;
+        overlay_text(r, &ws->a, flip);
+    }
+    if (rng_uniform(r) < 0.2f) {
+        if (cur != &ws->a) image_copy(&ws->a, cur), cur = &ws->a;
+        overlay_emoji(r, &ws->a, flip);
     }
     if (rng_uniform(r) < 0.05f) {
-        float deg = 90.0f * (1 + rng_below(r, 3));
-        rotate_pair(deg, &ws->a, m ? &ws->m1 : NULL, ws, &ws->b, &ws->m2);
-        image_copy(&ws->a, &ws->b);
-        if (m) image_copy(&ws->m1, &ws->m2);
-    }
-    if (rng_uniform(r) < 0.1f) overlay_text(r, &ws->a);
-    if (rng_uniform(r) < 0.2f) overlay_emoji(r, &ws->a);
-    if (rng_uniform(r) < 0.05f) {
-        float deg = (float)rng_below(r, 360);
-        rotate_pair(deg, &ws->a, m ? &ws->m1 : NULL, ws, &ws->b, &ws->m2);
-        image_copy(&ws->a, &ws->b);
-        if (m) image_copy(&ws->m1, &ws->m2);
+        float deg = sgn * (float)rng_below(r, 360);
+        image_rotate(cur, &ws->b, deg, 0);
+        image_copy(&ws->a, &ws->b), cur = &ws->a;
+        if (m) {
+            image_rotate(curm, &ws->m2, deg, 1);
+            image_copy(&ws->m1, &ws->m2), curm = &ws->m1;
+        }
     }
     static const float scale[2] = {0.08f, 1.0f}, ratio[2] = {3.0f / 4, 4.0f / 3};
     int top, left, ch, cw;
-    rrc_params(r, ws->a.h, ws->a.w, scale, ratio, &top, &left, &ch, &cw);
-    image_crop(&ws->a, &ws->b, top, left, ch, cw);
-    image_resize(&ws->b, out, size, size, RESIZE_BILINEAR);
+    rrc_params(r, cur->h, cur->w, scale, ratio, &top, &left, &ch, &cw);
+    if (flip) left = cur->w - left - cw; /* the box seen in the flipped image */
+    image_resize_crop(cur, top, left, ch, cw, out, size, size, RESIZE_BILINEAR);
+    if (flip) image_hflip(out);
     if (m) {
-        image_crop(&ws->m1, &ws->m2, top, left, ch, cw);
-        image_resize(&ws->m2, mask_out, size, size, RESIZE_NEAREST);
+        image_resize_crop(curm, top, left, ch, cw, mask_out, size, size, RESIZE_NEAREST);
+        if (flip) image_hflip(mask_out);
     }
     if (rng_uniform(r) < 0.8f) image_color_jitter(out, r, 0.8f, 0.8f, 0.8f, 0.2f);
     if (rng_uniform(r) < 0.2f) image_grayscale(out);
-    if (rng_uniform(r) < 0.5f) image_gaussian_blur(out, uni(r, 1.0f, 5.0f), &ws->c);
+    if (rng_uniform(r) < 0.5f) image_pil_gaussian_blur(out, uni(r, 1.0f, 5.0f), &ws->c);
     if (rng_uniform(r) < 0.2f) {
         int rc = image_jpeg_roundtrip(out, (int)rng_below(r, 101));
         if (rc) return rc;

@@ -6,6 +6,7 @@
 
 #include "datasets/image.h"
 #include "datasets/importers.h"
+#include "datasets/kfold.h"
 #include "datasets/loader.h"
 #include "datasets/manifest.h"
 #include "nn/args.h"
@@ -29,7 +30,7 @@ static int data_import(int argc, char **argv) {
     arg_spec specs[] = {
         {"layout", ARG_STR, &layout, "class-folders | image-mask | scenes"},
         {"out", ARG_STR, &out, "manifest to write (paths are written relative to its folder)"},
-        {"label", ARG_STR, &label, "image-mask layout: label to give every row (default: none)"},
+        {"label", ARG_STR, &label, "image-mask layout: label to give every row"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -69,8 +70,6 @@ static void print_counts(const manifest *m, manifest_field f, const char *what) 
     free(cnt);
     manifest_free_labels(ids, names, n);
 }
-
-int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out);
 
 /* Decode every image and mask; report missing, unreadable, corrupt files and size mismatches. */
 int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out) {
@@ -121,7 +120,7 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
 static int data_check(int argc, char **argv) {
     int threads = 0, verbose = 0;
     arg_spec specs[] = {
-        {"threads", ARG_INT, &threads, "decode threads (default: OpenMP default)"},
+        {"threads", ARG_INT, &threads, "decode threads (0 = OpenMP default)"},
         {"verbose", ARG_FLAG, &verbose, "list every problem"},
     };
     char **pos = NULL;
@@ -133,51 +132,21 @@ static int data_check(int argc, char **argv) {
     return data_check_manifest(path, threads, verbose, NULL);
 }
 
-/* Loader throughput: images/s delivered (decode + augmentation + batch copy). */
-int data_bench_loader(const char *path, const loader_config *cfg, int max_batches, double *ips, int *nimg_out);
-int data_bench_loader(const char *path, const loader_config *cfg, int max_batches, double *ips, int *nimg_out) {
-    manifest m = {0};
-    int rc = manifest_load(path, &m);
-    if (rc) return rc;
-    loader *L;
-    rc = loader_open(&L, &m, cfg);
-    if (rc) {
-        manifest_free(&m);
-        return rc;
-    }
-    double t0 = now_seconds();
-    long nimg = 0;
-    int nb = 0;
-    loader_start_epoch(L, 0);
-    const loader_batch *b;
-    while (!(rc = loader_next(L, &b)) && b && (max_batches <= 0 || nb < max_batches)) {
-        nimg += b->n_images;
-        nb++;
-    }
-    double dt = now_seconds() - t0;
-    loader_close(L);
-    manifest_free(&m);
-    if (rc) return rc;
-    *ips = nimg / dt;
-    *nimg_out = (int)nimg;
-    return ER_OK;
-}
-
 static int data_bench(int argc, char **argv) {
     loader_config cfg = loader_defaults();
     const char *aug = "sscd", *split = NULL;
     int batches = 0, json = 0, seed = 0;
     arg_spec specs[] = {
-        {"batch", ARG_INT, &cfg.batch, "images per batch (default 32)"},
-        {"size", ARG_INT, &cfg.size, "output side (default 224)"},
-        {"threads", ARG_INT, &cfg.threads, "worker threads (default 2)"},
-        {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead (default 2)"},
-        {"aug", ARG_STR, &aug, "eval | sscd | scene | mae (default sscd)"},
-        {"copies", ARG_INT, &cfg.copies, "augmented copies per image (default 1)"},
-        {"batches", ARG_INT, &batches, "stop after this many batches (default: one epoch)"},
+        {"batch", ARG_INT, &cfg.batch, "images per batch"},
+        {"size", ARG_INT, &cfg.size, "output side"},
+        {"threads", ARG_INT, &cfg.threads, "worker threads"},
+        {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead"},
+        {"aug", ARG_STR, &aug, "eval | sscd | scene | mae"},
+        {"copies", ARG_INT, &cfg.copies, "augmented copies per image"},
+        {"batches", ARG_INT, &batches, "stop after this many batches (0 = one epoch)"},
         {"fast-decode", ARG_FLAG, &cfg.fast_decode, "JPEG DCT downscaling while the short side stays >= size"},
         {"split", ARG_STR, &split, "only rows of this split"},
-        {"seed", ARG_INT, &seed, "seed (default 0)"},
+        {"seed", ARG_INT, &seed, "seed"},
         {"json", ARG_FLAG, &json, "machine-readable output"},
     };
     char **pos = NULL;
@@ -196,7 +165,7 @@ static int data_bench(int argc, char **argv) {
     cfg.seed = (uint64_t)(uint32_t)seed;
     double ips;
     int n;
-    rc = data_bench_loader(path, &cfg, batches, &ips, &n);
+    rc = loader_bench(path, &cfg, batches, &ips, &n);
     if (rc) return rc;
     if (json)
         printf("{\"manifest\":\"%s\",\"aug\":\"%s\",\"batch\":%d,\"size\":%d,\"threads\":%d,\"images\":%d,"
@@ -207,16 +176,73 @@ static int data_bench(int argc, char **argv) {
     return ER_OK;
 }
 
+/* Write a copy of the manifest whose split column is fold0..fold{K-1}. */
+static int data_split(int argc, char **argv) {
+    const char *out = NULL, *by = "label";
+    int folds = 5, seed = 0;
+    arg_spec specs[] = {
+        {"folds", ARG_INT, &folds, "number of folds"},
+        {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped)"},
+        {"seed", ARG_INT, &seed, "seed"},
+        {"out", ARG_STR, &out, "manifest to write (required)"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient --out OUT.csv";
+    int rc = parse(argc, argv, specs, 4, usage, 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *path = pos[0];
+    free(pos);
+    if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
+    manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
+                     : !strcmp(by, "patient") ? MF_PATIENT : (manifest_field)-1;
+    if ((int)f < 0) return er_fail(ER_INPUT, "data split: --by must be label, scene or patient (got '%s')", by);
+    manifest m = {0};
+    if ((rc = manifest_load(path, &m))) return rc;
+    int *ids, n, *fold = xmalloc(sizeof(int) * (m.n ? m.n : 1));
+    char **names;
+    manifest_field_ids(&m, f, &ids, &names, &n);
+    rc = f == MF_LABEL ? kfold_stratified(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold)
+                       : kfold_grouped(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold);
+    if (!rc) {
+        char buf[32];
+        for (int i = 0; i < m.n; i++) {
+            free(m.rows[i].split);
+            snprintf(buf, sizeof buf, "fold%d", fold[i]);
+            m.rows[i].split = xstrdup(buf);
+        }
+        /* paths stay relative to the input manifest's folder: write next to it or use absolute paths */
+        char *din = path_dirname(path), *dout = path_dirname(out);
+        if (strcmp(din, dout))
+            for (int i = 0; i < m.n; i++) {
+                char *ip = manifest_image_path(&m, i), *mp = manifest_mask_path(&m, i);
+                char abs_i[4096], abs_m[4096];
+                if (realpath(ip, abs_i)) free(m.rows[i].path), m.rows[i].path = xstrdup(abs_i);
+                if (mp && realpath(mp, abs_m)) free(m.rows[i].mask), m.rows[i].mask = xstrdup(abs_m);
+                free(ip), free(mp);
+            }
+        free(din), free(dout);
+        rc = manifest_save(out, &m);
+        if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
+    }
+    manifest_free_labels(ids, names, n);
+    free(fold);
+    manifest_free(&m);
+    return rc;
+}
+
 int cmd_data(int argc, char **argv) {
-    const char *usage = "endoret data import|check|bench ... (endoret data SUB --help)";
+    const char *usage = "endoret data import|check|bench|split ... (endoret data SUB --help)";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: %s\n  import  --layout class-folders|image-mask|scenes SRC --out manifest.csv\n"
                "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
-               "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n", usage);
+               "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
+               "  split   MANIFEST --folds K --by label|scene|patient --out OUT.csv   k-fold split column\n", usage);
         return argc < 2 ? ER_INPUT : 0;
     }
     if (!strcmp(argv[1], "import")) return data_import(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check")) return data_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return data_bench(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench)", argv[1]);
+    if (!strcmp(argv[1], "split")) return data_split(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench, split)", argv[1]);
 }

@@ -8,9 +8,8 @@
 #include "nn/args.h"
 #include "nn/base.h"
 
-/* A grid of views: one row per scene (first `rows` scenes), one column per view, images on the
- * left half of each cell pair and the mask outline drawn in green on top (so the label region
- * is visible on the sheet). */
+/* A grid of views: one row per scene (first `rows` scenes), one column per view, with the mask
+ * outline drawn in green and a label marker in the top-left corner. */
 static int write_sheet(const char *path, const synth_config *cfg, int rows) {
     int S = cfg->size, V = cfg->views, gap = 2;
     if (rows > cfg->scenes) rows = cfg->scenes;
@@ -36,7 +35,7 @@ static int write_sheet(const char *path, const synth_config *cfg, int rows) {
                                          msk.data[(y + 1) * S + x] == 0);
                     for (int k = 0; k < 3; k++) {
                         float val = img.data[k * hw + y * S + x];
-                        if (edge && cfg->background >= 0) val = k == 1 ? 1.0f : 0.0f;
+                        if (edge) val = k == 1 ? 1.0f : 0.0f;
                         o[k] = (uint8_t)(val < 0 ? 0 : val > 1 ? 255 : val * 255 + 0.5f);
                     }
                 }
@@ -59,14 +58,14 @@ int cmd_synth(int argc, char **argv) {
         json = 0;
     arg_spec specs[] = {
         {"out", ARG_STR, &out, "output folder (required)"},
-        {"scenes", ARG_INT, &scenes, "number of scenes (default 100)"},
-        {"views", ARG_INT, &views, "views per scene (default 4)"},
-        {"size", ARG_INT, &size, "image side in pixels (default 128)"},
-        {"seed", ARG_INT, &seed, "random seed (default 0); same seed => byte-identical files"},
-        {"threads", ARG_INT, &threads, "render threads (default: OpenMP default)"},
+        {"scenes", ARG_INT, &scenes, "number of scenes"},
+        {"views", ARG_INT, &views, "views per scene"},
+        {"size", ARG_INT, &size, "image side in pixels"},
+        {"seed", ARG_INT, &seed, "random seed; same seed => byte-identical files"},
+        {"threads", ARG_INT, &threads, "render threads (0 = OpenMP default)"},
         {"background", ARG_FLAG, &background, "also write one lesion-free view per scene (label none)"},
         {"sheet", ARG_STR, &sheet, "also write a contact sheet PNG (rows = scenes, columns = views)"},
-        {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet (default 8)"},
+        {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet"},
         {"json", ARG_FLAG, &json, "machine-readable summary"},
     };
     char **pos = NULL;

@@ -53,6 +53,9 @@ typedef enum { RESIZE_NEAREST, RESIZE_BILINEAR, RESIZE_BICUBIC } resize_mode;
  * scale factor), as torch.nn.functional.interpolate(antialias=True, align_corners=False) and PIL.
  * Bicubic uses a = -0.5. NEAREST picks floor((i + 0.5) * in/out) like PIL (used for masks). */
 void image_resize(const image *src, image *dst, int h, int w, resize_mode mode);
+/* Resize the in-bounds rectangle (top, left, ch, cw) of src: crop + resize without the copy. */
+void image_resize_crop(const image *src, int top, int left, int ch, int cw, image *dst, int h, int w,
+                       resize_mode mode);
 /* Crop (top, left, h, w); pixels outside the source are 0 (torchvision's crop pads). */
 void image_crop(const image *src, image *dst, int top, int left, int h, int w);
 void image_center_crop(const image *src, image *dst, int h, int w);
@@ -77,6 +80,8 @@ void image_color_jitter(image *im, rng_t *r, float b, float c, float s, float h)
 void image_grayscale(image *im);                /* luma into all 3 channels */
 /* Gaussian blur with standard deviation sigma (kernel radius ceil(3 sigma)), reflect borders. */
 void image_gaussian_blur(image *im, float sigma, image *scratch);
+/* PIL ImageFilter.GaussianBlur(radius): 3 box-blur passes with PIL's fractional box radius. */
+void image_pil_gaussian_blur(image *im, float radius, image *scratch);
 /* Same with an explicit odd kernel size (torchvision GaussianBlur(kernel_size, sigma)). */
 void image_gaussian_blur_kernel(image *im, float sigma, int ksize, image *scratch);
 void image_normalize(image *im, const float mean[], const float std[]);

@@ -49,7 +49,7 @@ static int list_dir(const char *dir, int want_dirs, strlist *out) {
         free(p);
     }
     closedir(d);
-    qsort(out->v, out->n, sizeof(char *), cmp_str);
+    if (out->n > 1) qsort(out->v, out->n, sizeof(char *), cmp_str);
     return ER_OK;
 }
 

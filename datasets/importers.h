@@ -17,4 +17,8 @@ int import_class_folders(const char *src, const char *out_path, manifest *m);
 int import_image_mask(const char *src, const char *out_path, const char *label, manifest *m);
 int import_scenes(const char *src, const char *out_path, manifest *m);
 
+/* `endoret data check`: decode every image and mask of a manifest (threads: 0 = OpenMP default),
+ * print counts and problems; ER_INPUT naming the first bad file when there is any. */
+int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out);
+
 #endif

@@ -84,18 +84,20 @@ static int decode(const uint8_t *buf, size_t len, const char *name, int channels
         int y = ci.output_scanline;
         JSAMPROW rp = row;
         jpeg_read_scanlines(&ci, &rp, 1);
-        float *o = out->data + (size_t)y * w;
+        float *restrict o = out->data + (size_t)y * w;
+        const uint8_t *restrict px = row; /* non-volatile copy: lets the loop vectorise */
         if (nc == 1) {
-            for (int x = 0; x < w; x++) o[x] = row[x] * s;
+            for (int x = 0; x < w; x++) o[x] = px[x] * s;
             if (oc == 3) {
                 memcpy(o + hw, o, w * sizeof(float));
                 memcpy(o + 2 * hw, o, w * sizeof(float));
             }
         } else {
+            float *restrict o1 = o + hw, *restrict o2 = o + 2 * hw;
             for (int x = 0; x < w; x++) {
-                o[x] = row[3 * x] * s;
-                o[x + hw] = row[3 * x + 1] * s;
-                o[x + 2 * hw] = row[3 * x + 2] * s;
+                o[x] = px[3 * x] * s;
+                o1[x] = px[3 * x + 1] * s;
+                o2[x] = px[3 * x + 2] * s;
             }
         }
     }
@@ -121,17 +123,16 @@ int image_jpeg_roundtrip(image *im, int quality) {
     ci.err = jpeg_std_error(&e.pub);
     e.pub.error_exit = jerr_exit;
     e.pub.output_message = jerr_output;
-    unsigned char *volatile mem = NULL;
+    unsigned char *m = NULL; /* written by libjpeg through &m (memory, not a register) */
     unsigned long memlen = 0;
     uint8_t *volatile row = NULL;
     if (setjmp(e.jb)) {
         free(row);
         jpeg_destroy_compress(&ci);
-        free(mem);
+        free(m);
         return er_fail(ER_RUNTIME, "jpeg re-encode failed: %s", e.msg);
     }
     jpeg_create_compress(&ci);
-    unsigned char *m = NULL;
     jpeg_mem_dest(&ci, &m, &memlen);
     ci.image_width = im->w, ci.image_height = im->h;
     ci.input_components = im->c;
@@ -152,12 +153,10 @@ int image_jpeg_roundtrip(image *im, int quality) {
         jpeg_write_scanlines(&ci, &rp, 1);
     }
     jpeg_finish_compress(&ci);
-    mem = m;
     jpeg_destroy_compress(&ci);
     free(row);
-    row = NULL;
-    int c = im->c;
-    int rc = decode(mem, memlen, "jpeg re-encode", c, 0, im);
+    unsigned char *mem = m;
+    int rc = decode(mem, memlen, "jpeg re-encode", im->c, 0, im);
     free(mem);
     return rc;
 }

@@ -391,3 +391,31 @@ void loader_close(loader *L) {
     manifest_free_labels(L->scene_id, L->scene_names, L->nscenes);
     free(L);
 }
+
+int loader_bench(const char *path, const loader_config *cfg, int max_batches, double *ips, int *nimg_out) {
+    manifest m = {0};
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    loader *L;
+    rc = loader_open(&L, &m, cfg);
+    if (rc) {
+        manifest_free(&m);
+        return rc;
+    }
+    double t0 = now_seconds();
+    long nimg = 0;
+    int nb = 0;
+    loader_start_epoch(L, 0);
+    const loader_batch *b;
+    while (!(rc = loader_next(L, &b)) && b && (max_batches <= 0 || nb < max_batches)) {
+        nimg += b->n_images;
+        nb++;
+    }
+    double dt = now_seconds() - t0;
+    loader_close(L);
+    manifest_free(&m);
+    if (rc) return rc;
+    *ips = nimg / dt;
+    *nimg_out = (int)nimg;
+    return ER_OK;
+}

@@ -60,4 +60,10 @@ int loader_start_epoch(loader *L, int epoch);
 int loader_next(loader *L, const loader_batch **b);
 void loader_close(loader *L);
 
+/* Throughput of one epoch (or max_batches > 0 batches) from a manifest: images/s delivered, i.e.
+ * read + decode + augmentation + batch copy, wall clock from epoch start (`endoret data bench`;
+ * the building block for `endoret bench loader`). */
+int loader_bench(const char *manifest_path, const loader_config *cfg, int max_batches, double *images_per_s,
+                 int *n_images);
+
 #endif

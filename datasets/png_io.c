@@ -154,7 +154,7 @@ int png_save_u8(const char *path, const uint8_t *hwc, int c, int h, int w) {
     png_set_write_fn(p, &dst, png_write_mem, png_flush_mem);
     png_set_IHDR(p, info, w, h, 8, c == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(p, 6);
+    png_set_compression_level(p, 3);
     png_write_info(p, info);
     for (int y = 0; y < h; y++) png_write_row(p, (png_bytep)(hwc + (size_t)y * w * c));
     png_write_end(p, info);

@@ -65,38 +65,51 @@ static void plan_free(axis_plan *p) {
     free(p->start), free(p->count), free(p->w);
 }
 
-static void resize_nearest(const image *src, image *dst, int h, int w) {
-    image_ensure(dst, src->c, h, w);
-    double sy = (double)src->h / h, sx = (double)src->w / w;
+static void resize_nearest(const image *src, int top, int left, int ch, int cw, image *dst, int h, int w) {
+    double sy = (double)ch / h, sx = (double)cw / w;
     for (int c = 0; c < src->c; c++)
         for (int y = 0; y < h; y++) {
             int iy = (int)((y + 0.5) * sy);
-            if (iy >= src->h) iy = src->h - 1;
+            if (iy >= ch) iy = ch - 1;
             for (int x = 0; x < w; x++) {
                 int ix = (int)((x + 0.5) * sx);
-                if (ix >= src->w) ix = src->w - 1;
-                IMG_AT(dst, c, y, x) = IMG_AT(src, c, iy, ix);
+                if (ix >= cw) ix = cw - 1;
+                IMG_AT(dst, c, y, x) = IMG_AT(src, c, top + iy, left + ix);
             }
         }
 }
 
 void image_resize(const image *src, image *dst, int h, int w, resize_mode mode) {
-    if (mode == RESIZE_NEAREST) {
-        resize_nearest(src, dst, h, w);
-        return;
-    }
-    if (h == src->h && w == src->w) {
+    if (h == src->h && w == src->w && mode != RESIZE_NEAREST) {
         if (dst != src) image_copy(dst, src);
         return;
     }
+    image_resize_crop(src, 0, 0, src->h, src->w, dst, h, w, mode);
+}
+
+void image_resize_crop(const image *src, int top, int left, int ch, int cw, image *dst, int h, int w,
+                       resize_mode mode) {
+    if (mode == RESIZE_NEAREST) {
+        if (dst == src) { /* in place: resample from a copy */
+            image tmp = {0};
+            image_copy(&tmp, src);
+            image_ensure(dst, tmp.c, h, w);
+            resize_nearest(&tmp, top, left, ch, cw, dst, h, w);
+            image_free(&tmp);
+        } else {
+            image_ensure(dst, src->c, h, w);
+            resize_nearest(src, top, left, ch, cw, dst, h, w);
+        }
+        return;
+    }
     axis_plan px, py;
-    plan_axis(&px, src->w, w, mode);
-    plan_axis(&py, src->h, h, mode);
-    int C = src->c, H = src->h;
+    plan_axis(&px, cw, w, mode);
+    plan_axis(&py, ch, h, mode);
+    int C = src->c, H = ch;
     float *tmp = xmalloc_aligned(sizeof(float) * (size_t)C * H * w);
     for (int c = 0; c < C; c++)
         for (int y = 0; y < H; y++) {
-            const float *in = src->data + ((size_t)c * H + y) * src->w;
+            const float *in = src->data + ((size_t)c * src->h + top + y) * src->w + left;
             float *o = tmp + ((size_t)c * H + y) * w;
             for (int x = 0; x < w; x++) {
                 const float *wt = px.w + (size_t)x * px.ntaps;

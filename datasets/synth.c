@@ -214,6 +214,8 @@ static float march(const synth_scene *s, const float *C, const float *d, float e
     float dh = sqrtf(d[0] * d[0] + d[1] * d[1]);
     float L = s->slope_fold + (s->label >= 0 ? 2.5f * s->height / s->radius : 0);
     float rate = fabsf(d[2]) + L * dh;
+    /* away from the lesion only the folds' (smaller) slope bound applies */
+    float rate_fold = fabsf(d[2]) + s->slope_fold * dh, rles = s->radius * 1.4f;
     float t = 0, tmax = 60 * s->radius;
     if (C[2] > s->zmax) {
         if (d[2] >= 0) return -1;
@@ -234,7 +236,9 @@ static float march(const synth_scene *s, const float *C, const float *d, float e
         }
         if (f < eps_t * t) return t;
         tprev = t;
-        t += fmaxf(f / rate, 1e-4f * s->radius);
+        float step = f / rate_fold, r0 = sqrtf(x * x + y * y);
+        if (r0 - step * dh <= rles) step = f / rate; /* the step may reach the lesion */
+        t += fmaxf(step, 1e-4f * s->radius);
         if (d[2] >= 0 && z > s->zmax) return -1;
     }
     return -1;
@@ -260,8 +264,9 @@ void synth_render_view(const synth_scene *s, int view, int size, image *img, ima
                 float P[3] = {c.C[0] + t * d[0], c.C[1] + t * d[1], c.C[2] + t * d[2]};
                 float fp = t * pix; /* pixel footprint on the surface (world units) */
                 float e = fmaxf(0.5f * fp, 0.002f * s->radius);
-                float hx = (height_full(s, P[0] + e, P[1], fp) - height_full(s, P[0] - e, P[1], fp)) / (2 * e);
-                float hy = (height_full(s, P[0], P[1] + e, fp) - height_full(s, P[0], P[1] - e, fp)) / (2 * e);
+                float h0 = height_full(s, P[0], P[1], fp); /* forward differences: 3 evaluations */
+                float hx = (height_full(s, P[0] + e, P[1], fp) - h0) / e;
+                float hy = (height_full(s, P[0], P[1] + e, fp) - h0) / e;
                 float n[3] = {-hx, -hy, 1};
                 norm3(n);
                 float rho = lesion_rho(s, P[0], P[1]);

@@ -72,11 +72,11 @@ void image_rotate(const image *src, image *dst, float deg, int nearest) {
     image_ensure(dst, src->c, H, W);
     double t = deg * M_PI / 180.0, ct = cos(t), st = sin(t);
     double cx = W * 0.5, cy = H * 0.5;
-    for (int y = 0; y < H; y++)
-        for (int x = 0; x < W; x++) {
-            double dx = x + 0.5 - cx, dy = y + 0.5 - cy;
-            double sx = ct * dx - st * dy + cx - 0.5; /* source in pixel-index coords */
-            double sy = st * dx + ct * dy + cy - 0.5;
+    for (int y = 0; y < H; y++) {
+        double dy = y + 0.5 - cy, dx0 = 0.5 - cx;
+        /* source position for x = 0, then step (ct, st) per output pixel */
+        double sx = ct * dx0 - st * dy + cx - 0.5, sy = st * dx0 + ct * dy + cy - 0.5;
+        for (int x = 0; x < W; x++, sx += ct, sy += st) {
             if (nearest) {
                 int ix = (int)floor(sx + 0.5), iy = (int)floor(sy + 0.5);
                 for (int c = 0; c < src->c; c++)
@@ -84,6 +84,10 @@ void image_rotate(const image *src, image *dst, float deg, int nearest) {
                 continue;
             }
             int x0 = (int)floor(sx), y0 = (int)floor(sy);
+            if (x0 < -1 || y0 < -1 || x0 >= W || y0 >= H) {
+                for (int c = 0; c < src->c; c++) IMG_AT(dst, c, y, x) = 0.0f;
+                continue;
+            }
             float fx = (float)(sx - x0), fy = (float)(sy - y0);
             for (int c = 0; c < src->c; c++) {
                 float v = 0;
@@ -95,6 +99,7 @@ void image_rotate(const image *src, image *dst, float deg, int nearest) {
                 IMG_AT(dst, c, y, x) = v;
             }
         }
+    }
 }
 
 void rrc_params(rng_t *r, int h, int w, const float scale[2], const float ratio[2], int *top,
@@ -259,6 +264,50 @@ void image_gaussian_blur_kernel(image *im, float sigma, int ksize, image *scratc
                 float wk = kern[k + rad];
                 for (int x = 0; x < W; x++) o[x] += wk * in[x];
             }
+        }
+    }
+}
+
+/* PIL ImageFilter.GaussianBlur(radius): three passes of a box blur whose fractional radius makes
+ * the passes' variance radius^2 (PIL's _gaussian_blur_radius), edges extended (clamped). */
+static float pil_box_radius(float radius, int passes) {
+    float sigma2 = radius * radius / passes;
+    float L = sqrtf(12.0f * sigma2 + 1.0f);
+    float l = floorf((L - 1.0f) / 2.0f);
+    float a = (2 * l + 1) * (l * (l + 1) - 3 * sigma2);
+    a /= 6 * (sigma2 - (l + 1) * (l + 1));
+    return l + a;
+}
+
+/* One box pass along a line of n samples (in -> out), running sum over the clamped line. */
+static inline float clamped(const float *in, int j, int n) { return in[j < 0 ? 0 : j >= n ? n - 1 : j]; }
+static void box_line(const float *in, float *out, int n, float r) {
+    int ri = (int)r;
+    float inv = 1.0f / (2 * r + 1), fw = (r - ri) * inv; /* weight of the two partial edge taps */
+    double acc = 0;
+    for (int k = -ri; k <= ri; k++) acc += clamped(in, k, n);
+    for (int x = 0; x < n; x++) {
+        out[x] = (float)(acc * inv) + fw * (clamped(in, x - ri - 1, n) + clamped(in, x + ri + 1, n));
+        acc += clamped(in, x + ri + 1, n) - clamped(in, x - ri, n);
+    }
+}
+
+void image_pil_gaussian_blur(image *im, float radius, image *scratch) {
+    if (radius <= 0) return;
+    float r = pil_box_radius(radius, 3);
+    int H = im->h, W = im->w, n = H > W ? H : W;
+    image_ensure(scratch, 1, 2, n);
+    float *t0 = scratch->data, *t1 = scratch->data + n;
+    for (int c = 0; c < im->c; c++) {
+        float *P = im->data + (size_t)c * H * W;
+        for (int y = 0; y < H; y++) {
+            float *row = P + (size_t)y * W;
+            box_line(row, t0, W, r), box_line(t0, t1, W, r), box_line(t1, row, W, r);
+        }
+        for (int x = 0; x < W; x++) {
+            for (int y = 0; y < H; y++) t0[y] = P[(size_t)y * W + x];
+            box_line(t0, t1, H, r), box_line(t1, t0, H, r), box_line(t0, t1, H, r);
+            for (int y = 0; y < H; y++) P[(size_t)y * W + x] = t1[y];
         }
     }
 }

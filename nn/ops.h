@@ -5,6 +5,8 @@
  *
  * Memory: results are per-step (die at nn_step_end). Views (reshape of contiguous data, permute,
  * transpose, slice, squeeze/unsqueeze) share their input's data; everything else is a new tensor.
+ * A result may be a strided view (e.g. attention's): read it with tensor_to_host, or make it
+ * packed with op_contiguous, rather than assuming `data` is row-major.
  * Index arrays (int32, host memory) are copied by the op, so the caller may free them right away.
  *
  * Errors: a bad shape/axis returns NULL after er_fail(ER_INPUT, ...). Every op returns NULL when
@@ -87,7 +89,8 @@ tensor *op_l2_normalize(tensor *x, int axis, float eps);           /* x / max(||
  * q [B, H, Tq, D], k, v [B, H, Tk, D] (any strides with unit stride on D, so q/k/v may be views
  * of one packed qkv projection). mask: NULL, or [.., .., Tq, Tk] broadcastable to [B, H, Tq, Tk]
  * (kind MASK_ADD: added to the scores; MASK_BOOL: 0 = masked out). scale <= 0 => 1/sqrt(D).
- * Result [B, H, Tq, D]. The mask gets no gradient. */
+ * Result [B, H, Tq, D], a view of [B, Tq, H, D] storage, so transpose(1, 2) + reshape to
+ * [B, Tq, H * D] costs no copy. The mask gets no gradient. */
 tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale);
 
 /* ---- losses (ops_loss.c) ---- */

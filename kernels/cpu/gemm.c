@@ -15,6 +15,7 @@
  * count or the order units are taken in, so results are deterministic. */
 #include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,7 +95,15 @@ static const gemm_kernel *pick_kernel(int tA, int m, int n) {
     return best;
 }
 
-const char *sgemm_kernel_name(void) { return pick_kernel(0, 1024, 1024)->name; }
+const char *sgemm_kernel_name(void) {
+    static char buf[32];
+    pthread_once(&g_once, init_from_env);
+    if (g_fixed >= 0 || g_count == 1) return g_set[g_fixed >= 0 ? g_fixed : 0].name;
+    snprintf(buf, sizeof buf, "%s-auto", g_set[0].isa);
+    return buf;
+}
+
+const char *sgemm_kernel_for(int transA, int m, int n) { return pick_kernel(transA, m, n)->name; }
 
 int sgemm_use_kernel(const char *name) {
     pthread_once(&g_once, init_from_env);

@@ -150,10 +150,10 @@ Test(cuda, storage_fill_copy_strided_sum_to) {
         expect_close(acc ? "copy_strided (+=)" : "copy_strided", yc, dy, n, 0);
         free(yc);
     }
-    /* sum_to: [5,7,33] -> [1,7,1], [5,1,33], [1,1,1] */
-    int64_t ys1[3] = {1, 7, 1}, ys2[3] = {5, 1, 33}, ys3[3] = {1, 1, 1};
-    const int64_t *targets[3] = {ys1, ys2, ys3};
-    for (int t = 0; t < 3; t++) {
+    /* sum_to: [5,7,33] -> [1,7,1], [5,1,33], [1,1,1], and the column-sum cases [1,7,33], [1,1,33] */
+    int64_t ys1[3] = {1, 7, 1}, ys2[3] = {5, 1, 33}, ys3[3] = {1, 1, 1}, ys4[3] = {1, 7, 33}, ys5[3] = {1, 1, 33};
+    const int64_t *targets[5] = {ys1, ys2, ys3, ys4, ys5};
+    for (int t = 0; t < 5; t++) {
         int64_t m = targets[t][0] * targets[t][1] * targets[t][2];
         float *yc = rnd(m, -1, 1, 3), *dyt = devf(yc, m);
         CPU->sum_to(3, shape, x, targets[t], yc, 1);

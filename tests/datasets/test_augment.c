@@ -41,6 +41,75 @@ Test(datasets_augment, sscd_shape_seeded_mask_binary) {
     aug_workspace_free(&ws);
 }
 
+/* The spec's order done eagerly (flip the full image first, then rotate, crop, resize); samples
+ * that draw an overlay are skipped (-1). Must equal aug_sscd_advanced, which defers the flip. */
+static int eager_sscd(rng_t *r, const image *src, int size, image *out) {
+    image a = {0}, b = {0}, s = {0};
+    image_copy(&a, src);
+    if (rng_uniform(r) < 0.5f) image_hflip(&a);
+    if (rng_uniform(r) < 0.05f) {
+        image_rotate(&a, &b, 90.0f * (1 + rng_below(r, 3)), 0);
+        image_copy(&a, &b);
+    }
+    int skip = rng_uniform(r) < 0.1f;
+    skip |= !skip && rng_uniform(r) < 0.2f;
+    if (!skip && rng_uniform(r) < 0.05f) {
+        image_rotate(&a, &b, (float)rng_below(r, 360), 0);
+        image_copy(&a, &b);
+    }
+    if (!skip) {
+        const float scale[2] = {0.08f, 1.0f}, ratio[2] = {3.0f / 4, 4.0f / 3};
+        int t, l, ch, cw;
+        rrc_params(r, a.h, a.w, scale, ratio, &t, &l, &ch, &cw);
+        image_crop(&a, &b, t, l, ch, cw);
+        image_resize(&b, out, size, size, RESIZE_BILINEAR);
+        if (rng_uniform(r) < 0.8f) image_color_jitter(out, r, 0.8f, 0.8f, 0.8f, 0.2f);
+        if (rng_uniform(r) < 0.2f) image_grayscale(out);
+        if (rng_uniform(r) < 0.5f) image_pil_gaussian_blur(out, 1.0f + 4.0f * rng_uniform(r), &s);
+        if (rng_uniform(r) < 0.2f) image_jpeg_roundtrip(out, (int)rng_below(r, 101));
+        image_normalize(out, IMAGENET_MEAN, IMAGENET_STD);
+    }
+    image_free(&a), image_free(&b), image_free(&s);
+    return skip ? -1 : 0;
+}
+
+Test(datasets_augment, sscd_deferred_flip_equals_eager_order) {
+    image src = {0}, msk = {0}, o1 = {0}, o2 = {0};
+    aug_workspace ws = {0};
+    synth_scene sc;
+    synth_scene_make(3, 2, 0, &sc);
+    synth_render_view(&sc, 1, 90, &src, &msk);
+    image_crop(&src, &o1, 0, 0, 90, 77); /* non-square, so a wrong mirror would show */
+    image_copy(&src, &o1);
+    int compared = 0, flipped_rot = 0;
+    for (int k = 0; k < 20000 && (compared < 40 || flipped_rot < 6); k++) {
+        /* peek at the draws: flip, then a rotation that is not 180 degrees (sign matters) */
+        rng_t p = rng_make(4, rng_stream(RNG_AUGMENT, 1, k));
+        int flip = rng_uniform(&p) < 0.5f, rot = 0;
+        if (rng_uniform(&p) < 0.05f) rot |= rng_below(&p, 3) != 1;
+        int text = rng_uniform(&p) < 0.1f, emoji = !text && rng_uniform(&p) < 0.2f;
+        if (!text && !emoji && rng_uniform(&p) < 0.05f) rot |= 1;
+        int interesting = flip && rot && !text && !emoji;
+        if (compared >= 40 && !interesting) continue;
+        rng_t r1 = rng_make(4, rng_stream(RNG_AUGMENT, 1, k)), r2 = r1;
+        if (eager_sscd(&r2, &src, 40, &o2)) continue;
+        cr_assert_eq(aug_sscd_advanced(&r1, &src, NULL, 40, &ws, &o1, NULL), ER_OK);
+        double mean = 0, mx = 0;
+        for (int i = 0; i < 3 * 40 * 40; i++) {
+            double d = fabs(o1.data[i] - o2.data[i]);
+            mean += d, mx = d > mx ? d : mx;
+        }
+        mean /= 3 * 40 * 40;
+        cr_assert_lt(mean, 2e-3, "sample %d: mean diff %g", k, mean);
+        cr_assert_lt(mx, 0.1, "sample %d: max diff %g", k, mx);
+        flipped_rot += interesting;
+        compared++;
+    }
+    cr_assert_geq(flipped_rot, 6);
+    image_free(&src), image_free(&msk), image_free(&o1), image_free(&o2);
+    aug_workspace_free(&ws);
+}
+
 Test(datasets_augment, scene_mae_eval_shapes) {
     image src = {0}, msk = {0}, o = {0}, mo = {0};
     aug_workspace ws = {0};

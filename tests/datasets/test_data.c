@@ -11,8 +11,6 @@
 #include "nn/base.h"
 #include "tests/test_util.h"
 
-int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out);
-
 static void write_png(const char *dir, const char *rel, int c, int h, int w, float v) {
     char *p = path_join(dir, rel), *d = path_dirname(p);
     make_dirs(d);

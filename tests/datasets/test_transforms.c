@@ -183,6 +183,23 @@ Test(datasets_transforms, blur_keeps_constant_and_smooths) {
     image_free(&a), image_free(&s);
 }
 
+/* PIL's box-pass Gaussian: the impulse response has variance radius^2 and sums to 1. */
+Test(datasets_transforms, pil_blur_impulse_variance) {
+    float radii[3] = {1.0f, 2.7f, 5.0f};
+    for (int k = 0; k < 3; k++) {
+        image a = {0}, s = {0};
+        image_ensure(&a, 1, 1, 121);
+        memset(a.data, 0, sizeof(float) * 121);
+        a.data[60] = 1;
+        image_pil_gaussian_blur(&a, radii[k], &s);
+        double sum = 0, var = 0;
+        for (int x = 0; x < 121; x++) sum += a.data[x], var += a.data[x] * (x - 60.0) * (x - 60.0);
+        cr_assert_float_eq(sum, 1.0, 1e-5);
+        cr_assert_float_eq(var, radii[k] * radii[k], 0.02 * radii[k] * radii[k], "radius %f: variance %f", radii[k], var);
+        image_free(&a), image_free(&s);
+    }
+}
+
 Test(datasets_transforms, normalize_imagenet) {
     image a = {0};
     image_ensure(&a, 3, 1, 2);

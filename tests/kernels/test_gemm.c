@@ -10,7 +10,10 @@
 #include "nn/rng.h"
 #include "tests/test_util.h"
 
-static const char *isas[] = {"avx512", "avx2", "scalar"};
+/* Every compiled kernel by full name (those this CPU cannot run are skipped), then "auto". */
+static const char *isas[] = {"avx512-8x48", "avx512-6x64", "avx512-14x32", "avx512-12x32",
+                             "avx2-6x16",   "scalar-4x8",  "auto"};
+#define NKERNELS ((int)(sizeof isas / sizeof isas[0]))
 
 static void fill(float *x, long n, uint32_t seed) {
     rng_t r = rng_make(seed, rng_stream(42, seed, 0));
@@ -69,7 +72,7 @@ static const int odd_shapes[][3] = {
 };
 
 Test(kernels_gemm, odd_shapes_all_transposes_all_kernels) {
-    for (int ki = 0; ki < 3; ki++) {
+    for (int ki = 0; ki < NKERNELS; ki++) {
         if (sgemm_use_kernel(isas[ki])) continue;  /* this CPU cannot run it */
         for (int s = 0; s < (int)(sizeof odd_shapes / sizeof odd_shapes[0]); s++)
             for (int t = 0; t < 4; t++)
@@ -80,7 +83,7 @@ Test(kernels_gemm, odd_shapes_all_transposes_all_kernels) {
 
 Test(kernels_gemm, padded_leading_dims_alpha_beta) {
     const float ab[][2] = {{1.0f, 1.0f}, {-0.5f, 2.0f}, {2.0f, -1.0f}, {0.75f, 0.0f}};
-    for (int ki = 0; ki < 3; ki++) {
+    for (int ki = 0; ki < NKERNELS; ki++) {
         if (sgemm_use_kernel(isas[ki])) continue;
         for (int t = 0; t < 4; t++)
             for (int a = 0; a < 4; a++) {
@@ -91,7 +94,7 @@ Test(kernels_gemm, padded_leading_dims_alpha_beta) {
 }
 
 Test(kernels_gemm, beta_zero_ignores_nan_in_c) {
-    for (int ki = 0; ki < 3; ki++) {
+    for (int ki = 0; ki < NKERNELS; ki++) {
         if (sgemm_use_kernel(isas[ki])) continue;
         for (int t = 0; t < 4; t++) {
             check_one(t >> 1, t & 1, 19, 35, 13, 1.0f, 0.0f, 2, 1, 5);
@@ -153,6 +156,10 @@ Test(kernels_gemm, deterministic_for_fixed_threads) {
     omp_set_num_threads(1);
     sgemm(0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C3, n);
     cr_assert(memcmp(C1, C3, sizeof(float) * m * n) == 0, "1 thread != 2 threads");
+    /* More threads than cores (the 16-thread work split, run on whatever cores exist). */
+    omp_set_num_threads(16);
+    sgemm(0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C3, n);
+    cr_assert(memcmp(C1, C3, sizeof(float) * m * n) == 0, "16 threads != 2 threads");
     free(A), free(B), free(C1), free(C2), free(C3);
 }
 
@@ -174,5 +181,11 @@ Test(kernels_gemm, kernel_selection) {
     cr_assert_eq(sgemm_use_kernel("no-such-kernel"), -1);
     cr_assert_eq(sgemm_use_kernel("scalar"), 0);
     cr_assert_str_eq(sgemm_kernel_name(), "scalar-4x8");
+    cr_assert_str_eq(sgemm_kernel_for(0, 10, 10), "scalar-4x8");
+    if (sgemm_use_kernel("avx512") == 0) {
+        cr_assert_str_eq(sgemm_kernel_name(), "avx512-auto");
+        cr_assert_str_eq(sgemm_kernel_for(0, 197, 64), "avx512-6x64", "n = 64 fits 64-wide tiles exactly");
+        cr_assert_str_eq(sgemm_kernel_for(0, 200, 96), "avx512-8x48");
+    }
     cr_assert_eq(sgemm_use_kernel(NULL), 0);
 }
