@@ -36,11 +36,15 @@ static inline uint32_t substr(const uint64_t *x, int b0, int len) {
     return (uint32_t)(v & ((1ULL << len) - 1));
 }
 
+/* Norouzi et al. suggest substrings of ~log2 n bits (about one item per bucket). With each code
+ * stored beside its slot a bucket is scanned sequentially, so fewer, fuller buckets win: measured
+ * on clustered 64-bit codes, ~0.7 log2 n bits was best at 100k (12-13 bits), 1M and 10M (16 bits:
+ * 0.23 vs 0.30 ms and 0.69 vs 1.06 ms per query against 21-bit substrings). */
 static int choose_m(int bits, int64_t n) {
-    int s = (int)lround(log2((double)(n > 2 ? n : 2)));
+    int s = (int)lround(0.7 * log2((double)(n > 2 ? n : 2)));
     if (s < 8) s = 8;
     if (s > 24) s = 24;
-    int m = bits / s; /* substrings of at least ~log2 n bits (Norouzi et al.'s choice) */
+    int m = bits / s;
     if (m < 1) m = 1;
     if (m > 64) m = 64;
     while ((bits + m - 1) / m > 24) m++;  /* direct-addressed tables: at most 2^24 buckets */
