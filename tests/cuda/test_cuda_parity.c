@@ -467,6 +467,8 @@ Test(cuda, fused_optimizer_steps) {
     float bad = NAN;
     GPU->upload(dg + 17, &bad, sizeof bad);
     cr_assert_eq(cuda_all_finite(dg, n), 0, "a NaN must be reported");
+    const optim_kernel_table *ot = optim_kernels_get(DEV_CUDA);
+    cr_assert(ot && ot->all_finite == cuda_all_finite, "optim_kernels_get(DEV_CUDA) must be the CUDA table");
     GPU->free(dp); GPU->free(dg); GPU->free(dm); GPU->free(dv);
     free(p); free(g); free(m); free(v);
 #endif
