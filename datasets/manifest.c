@@ -1,0 +1,229 @@
+/* manifest.c — CSV manifest reader/writer (RFC 4180 quoting); see manifest.h. */
+#include "datasets/manifest.h"
+#include "nn/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const COLUMNS[7] = {"path", "label", "mask", "scene", "view", "patient", "split"};
+
+static char **row_field(manifest_row *r, int col) {
+    char **f[7] = {&r->path, &r->label, &r->mask, &r->scene, &r->view, &r->patient, &r->split};
+    return f[col];
+}
+
+void manifest_init(manifest *m, const char *dir) {
+    memset(m, 0, sizeof *m);
+    m->dir = xstrdup(dir ? dir : ".");
+}
+
+static char *dup_or_null(const char *s) { return s && *s ? xstrdup(s) : NULL; }
+
+void manifest_add(manifest *m, const manifest_row *row) {
+    if (m->n == m->cap) m->rows = xrealloc(m->rows, sizeof *m->rows * (size_t)(m->cap = m->cap ? 2 * m->cap : 64));
+    manifest_row *r = &m->rows[m->n++];
+    memset(r, 0, sizeof *r);
+    for (int c = 0; c < 7; c++) *row_field(r, c) = dup_or_null(*row_field((manifest_row *)row, c));
+}
+
+void manifest_free(manifest *m) {
+    for (int i = 0; i < m->n; i++)
+        for (int c = 0; c < 7; c++) free(*row_field(&m->rows[i], c));
+    free(m->rows);
+    free(m->file);
+    free(m->dir);
+    memset(m, 0, sizeof *m);
+}
+
+/* One CSV record starting at *pos. Fields are returned NUL-terminated in a scratch buffer.
+ * Returns number of fields, 0 at end of input, -1 on a quoting error (message set). */
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    int line;           /* line number where the current record starts (1-based) */
+    int next_line;
+    char *buf;
+    size_t cap;
+    char **fields;
+    int fcap;
+} csv_reader;
+
+static int csv_record(csv_reader *r, const char *path) {
+    if (r->pos >= r->len) return 0;
+    r->line = r->next_line;
+    size_t n = 0;
+    int nf = 0;
+    size_t field_start = 0;
+    int in_quotes = 0, was_quoted = 0;
+    if (r->cap < r->len + 1) r->buf = xrealloc(r->buf, r->cap = r->len + 1);
+    int starts_cap = 16;
+    size_t *starts = xmalloc(sizeof(size_t) * (size_t)starts_cap);
+    for (;;) {
+        int at_end = r->pos >= r->len;
+        char c = at_end ? '\n' : r->s[r->pos];
+        if (!at_end) r->pos++;
+        if (in_quotes) {
+            if (at_end) { free(starts); return er_fail(ER_INPUT, "%s: line %d: unterminated quoted field", path, r->line), -1; }
+            if (c == '"') {
+                if (r->pos < r->len && r->s[r->pos] == '"') { r->buf[n++] = '"'; r->pos++; }
+                else in_quotes = 0;
+            } else {
+                if (c == '\n') r->next_line++;
+                r->buf[n++] = c;
+            }
+            continue;
+        }
+        if (c == '"' ) {
+            if (n != field_start || was_quoted) { free(starts); return er_fail(ER_INPUT, "%s: line %d, column %d: stray quote inside a field", path, r->line, nf + 1), -1; }
+            in_quotes = was_quoted = 1;
+            continue;
+        }
+        if (c == ',' || c == '\n') {
+            if (nf == starts_cap) starts = xrealloc(starts, sizeof(size_t) * (size_t)(starts_cap *= 2));
+            starts[nf++] = field_start;
+            /* trim a trailing \r (CRLF files) on unquoted last fields */
+            if (c == '\n' && !was_quoted && n > field_start && r->buf[n - 1] == '\r') n--;
+            r->buf[n++] = 0;
+            field_start = n;
+            was_quoted = 0;
+            if (c == '\n') { r->next_line++; break; }
+            continue;
+        }
+        if (was_quoted && c != '\r') { free(starts); return er_fail(ER_INPUT, "%s: line %d, column %d: characters after a closing quote", path, r->line, nf + 1), -1; }
+        if (!was_quoted) r->buf[n++] = c;
+    }
+    if (nf > r->fcap) r->fields = xrealloc(r->fields, sizeof(char *) * (size_t)(r->fcap = nf));
+    for (int i = 0; i < nf; i++) r->fields[i] = r->buf + starts[i];
+    free(starts);
+    return nf;
+}
+
+int manifest_load(const char *path, manifest *m) {
+    char *text;
+    size_t len;
+    int rc = read_file(path, &text, &len);
+    if (rc) return rc;
+    char *dir = path_dirname(path);
+    manifest_init(m, dir);
+    free(dir);
+    m->file = xstrdup(path);
+    csv_reader r = {text, len, 0, 1, 1, NULL, 0, NULL, 0};
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB && (unsigned char)text[2] == 0xBF) r.pos = 3;
+    int nf = csv_record(&r, path);
+    int colmap[64];
+    if (nf < 0) rc = ER_INPUT;
+    else if (nf == 0) rc = er_fail(ER_INPUT, "%s: empty file (a manifest needs a header line with a 'path' column)", path);
+    else if (nf > 64) rc = er_fail(ER_INPUT, "%s: line 1: %d columns in the header (at most 64)", path, nf);
+    int has_path = 0;
+    for (int i = 0; rc == ER_OK && i < nf; i++) {
+        colmap[i] = -1;
+        for (int c = 0; c < 7; c++)
+            if (!strcmp(r.fields[i], COLUMNS[c])) {
+                for (int j = 0; j < i; j++)
+                    if (colmap[j] == c) rc = er_fail(ER_INPUT, "%s: line 1: column '%s' appears twice", path, COLUMNS[c]);
+                colmap[i] = c;
+                has_path |= c == 0;
+            }
+    }
+    if (rc == ER_OK && !has_path)
+        rc = er_fail(ER_INPUT, "%s: line 1: header has no 'path' column (expected path,label,mask,scene,view,patient,split)", path);
+    int ncols = nf;
+    while (rc == ER_OK) {
+        int k = csv_record(&r, path);
+        if (k < 0) { rc = ER_INPUT; break; }
+        if (k == 0) break;
+        if (k == 1 && r.fields[0][0] == 0) continue; /* blank line */
+        if (k != ncols) {
+            rc = er_fail(ER_INPUT, "%s: line %d: %d columns, the header has %d", path, r.line, k, ncols);
+            break;
+        }
+        manifest_row row = {0};
+        for (int i = 0; i < k; i++)
+            if (colmap[i] >= 0) *row_field(&row, colmap[i]) = r.fields[i];
+        if (!row.path || !row.path[0]) {
+            int col = 0;
+            for (int i = 0; i < k; i++) if (colmap[i] == 0) col = i + 1;
+            rc = er_fail(ER_INPUT, "%s: line %d, column %d (path): empty path", path, r.line, col);
+            break;
+        }
+        manifest_add(m, &row);
+    }
+    free(r.buf);
+    free(r.fields);
+    free(text);
+    if (rc) manifest_free(m);
+    return rc;
+}
+
+static void put_field(FILE *f, const char *s) {
+    if (!s) return;
+    if (!strpbrk(s, ",\"\n\r")) { fputs(s, f); return; }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int manifest_save(const char *path, const manifest *m) {
+    atomic_file af;
+    int rc = atomic_open(&af, path);
+    if (rc) return rc;
+    fputs("path,label,mask,scene,view,patient,split\n", af.f);
+    for (int i = 0; i < m->n; i++) {
+        for (int c = 0; c < 7; c++) {
+            if (c) fputc(',', af.f);
+            put_field(af.f, *row_field(&m->rows[i], c));
+        }
+        fputc('\n', af.f);
+    }
+    return atomic_commit(&af);
+}
+
+char *manifest_image_path(const manifest *m, int i) { return path_join(m->dir, m->rows[i].path); }
+
+char *manifest_mask_path(const manifest *m, int i) {
+    return m->rows[i].mask ? path_join(m->dir, m->rows[i].mask) : NULL;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char ***names, int *n) {
+    static const int col_of[] = {[MF_LABEL] = 1, [MF_SCENE] = 3, [MF_VIEW] = 4, [MF_PATIENT] = 5, [MF_SPLIT] = 6};
+    int col = col_of[field];
+    char **all = xmalloc(sizeof(char *) * (size_t)(m->n ? m->n : 1));
+    int cnt = 0;
+    for (int i = 0; i < m->n; i++) {
+        char *v = *row_field(&m->rows[i], col);
+        if (v) all[cnt++] = v;
+    }
+    qsort(all, (size_t)cnt, sizeof(char *), cmp_str);
+    int u = 0;
+    for (int i = 0; i < cnt; i++)
+        if (!u || strcmp(all[u - 1], all[i])) all[u++] = all[i];
+    char **out = xmalloc(sizeof(char *) * (size_t)(u ? u : 1));
+    for (int i = 0; i < u; i++) out[i] = xstrdup(all[i]);
+    int *id = xmalloc(sizeof(int) * (size_t)(m->n ? m->n : 1));
+    for (int i = 0; i < m->n; i++) {
+        char *v = *row_field(&m->rows[i], col);
+        id[i] = -1;
+        if (!v) continue;
+        char **hit = bsearch(&v, out, (size_t)u, sizeof(char *), cmp_str);
+        id[i] = (int)(hit - out);
+    }
+    free(all);
+    *ids = id;
+    *names = out;
+    *n = u;
+}
+
+void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels) {
+    manifest_field_ids(m, MF_LABEL, ids, names, nlabels);
+}
+
+void manifest_free_labels(int *ids, char **names, int nlabels) {
+    free(ids);
+    for (int i = 0; i < nlabels; i++) free(names[i]);
+    free(names);
+}

@@ -1,0 +1,217 @@
+/* backend_cpu.c — the CPU op table, storage functions and strided data movement. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "nn/base.h"
+
+#pragma weak backend_cuda
+
+static void *cpu_alloc(size_t bytes) { return xmalloc_aligned(bytes ? bytes : 64); }
+static void cpu_free(void *p) { free(p); }
+static void cpu_copy(void *dst, const void *src, size_t n) {
+    if (n) memmove(dst, src, n);
+}
+
+int cpu_coalesce(int ndim, int64_t *shape, int64_t *const *strides, int nstr) {
+    int nd = 0;
+    for (int i = 0; i < ndim; i++) { /* drop size-1 dims */
+        if (shape[i] == 1) continue;
+        shape[nd] = shape[i];
+        for (int s = 0; s < nstr; s++) strides[s][nd] = strides[s][i];
+        nd++;
+    }
+    if (nd == 0) {
+        shape[0] = 1;
+        for (int s = 0; s < nstr; s++) strides[s][0] = 1;
+        return 1;
+    }
+    int out = 0;
+    for (int i = 1; i < nd; i++) {
+        int merge = 1;
+        for (int s = 0; s < nstr; s++)
+            if (strides[s][out] != strides[s][i] * shape[i]) merge = 0;
+        if (merge) {
+            shape[out] *= shape[i];
+            for (int s = 0; s < nstr; s++) strides[s][out] = strides[s][i];
+        } else {
+            out++;
+            shape[out] = shape[i];
+            for (int s = 0; s < nstr; s++) strides[s][out] = strides[s][i];
+        }
+    }
+    return out + 1;
+}
+
+void cpu_fill(float *y, int64_t n, float v) {
+    #pragma omp parallel for simd if (n > CPU_PAR_MIN * 4)
+    for (int64_t i = 0; i < n; i++) y[i] = v;
+}
+
+void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int64_t *xs0, float *y,
+                      const int64_t *ys0, int accumulate) {
+    int64_t shape[ER_MAX_DIMS + 1], xs[ER_MAX_DIMS + 1], ys[ER_MAX_DIMS + 1];
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = shape0[i];
+        xs[i] = xs0[i];
+        ys[i] = ys0[i];
+    }
+    int64_t *st[2] = {xs, ys};
+    int nd = cpu_coalesce(ndim, shape, st, 2);
+    int64_t inner = shape[nd - 1], sx = xs[nd - 1], sy = ys[nd - 1], outer = 1;
+    for (int i = 0; i < nd - 1; i++) outer *= shape[i];
+    /* blocks of at most CHUNK inner elements, so one long row still spreads over threads */
+    const int64_t CHUNK = 8192;
+    int64_t nchunk = (inner + CHUNK - 1) / CHUNK;
+    #pragma omp parallel for if (outer * inner > CPU_PAR_MIN)
+    for (int64_t blk = 0; blk < outer * nchunk; blk++) {
+        int64_t o = blk / nchunk, c0 = (blk % nchunk) * CHUNK;
+        int64_t len = inner - c0 < CHUNK ? inner - c0 : CHUNK;
+        int64_t xo = c0 * sx, yo = c0 * sy, r = o;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t c = r % shape[d];
+            r /= shape[d];
+            xo += c * xs[d];
+            yo += c * ys[d];
+        }
+        const float *xp = x + xo;
+        float *yp = y + yo;
+        if (sx == 1 && sy == 1) {
+            if (accumulate) {
+                #pragma omp simd
+                for (int64_t i = 0; i < len; i++) yp[i] += xp[i];
+            } else {
+                memcpy(yp, xp, (size_t)len * sizeof(float));
+            }
+        } else if (accumulate) {
+            for (int64_t i = 0; i < len; i++) yp[i * sy] += xp[i * sx];
+        } else {
+            for (int64_t i = 0; i < len; i++) yp[i * sy] = xp[i * sx];
+        }
+    }
+}
+
+/* y[yshape] (+)= sum over broadcast dims of x[xshape]. Parallel over y's elements' outer part;
+ * each output accumulates in double. */
+void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
+                int accumulate) {
+    /* Fast path: y keeps a suffix of x's dims and is 1 on the leading ones (bias gradients):
+     * a column sum over rows = cpu_reduce with outer 1. */
+    int lead = 0;
+    while (lead < ndim && yshape[lead] == 1) lead++;
+    int suffix_ok = lead > 0;
+    for (int i = lead; i < ndim; i++)
+        if (yshape[i] != xshape[i]) suffix_ok = 0;
+    if (suffix_ok) {
+        int64_t rows = 1, cols = 1;
+        for (int i = 0; i < lead; i++) rows *= xshape[i];
+        for (int i = lead; i < ndim; i++) cols *= xshape[i];
+        if (!accumulate) {
+            cpu_reduce(RED_SUM, 1, rows, cols, x, y, NULL);
+            return;
+        }
+        float buf[1024];
+        for (int64_t c0 = 0; c0 < cols; c0 += 1024) { /* reduce into a stack buffer, then add */
+            int64_t cl = cols - c0 < 1024 ? cols - c0 : 1024;
+            cpu_reduce_strided_cols(rows, cols, cl, x + c0, buf);
+            for (int64_t c = 0; c < cl; c++) y[c0 + c] += buf[c];
+        }
+        return;
+    }
+    /* Strides of x (packed) and of y as seen from x's index space (0 on reduced dims). */
+    int64_t xs[ER_MAX_DIMS], ysx[ER_MAX_DIMS], acc = 1, yacc = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        xs[i] = acc;
+        acc *= xshape[i];
+        ysx[i] = yshape[i] == 1 ? 0 : yacc;
+        yacc *= yshape[i];
+    }
+    int64_t ny = yacc, nx = acc;
+    /* Enumerate y elements; for each, sum the x box over reduced dims. */
+    int red[ER_MAX_DIMS], nred = 0, keep[ER_MAX_DIMS], nkeep = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (yshape[i] == 1 && xshape[i] != 1) red[nred++] = i;
+        else keep[nkeep++] = i;
+    }
+    int64_t nbox = ny > 0 ? nx / ny : 0;
+    #pragma omp parallel for if (nx > CPU_PAR_MIN && ny > 1)
+    for (int64_t e = 0; e < ny; e++) {
+        int64_t base = 0, r = e;
+        for (int k = nkeep - 1; k >= 0; k--) {
+            int d = keep[k];
+            int64_t c = r % xshape[d];
+            r /= xshape[d];
+            base += c * xs[d];
+        }
+        double s = 0;
+        for (int64_t b = 0; b < nbox; b++) {
+            int64_t off = base, rr = b;
+            for (int k = nred - 1; k >= 0; k--) {
+                int d = red[k];
+                off += (rr % xshape[d]) * xs[d];
+                rr /= xshape[d];
+            }
+            s += x[off];
+        }
+        y[e] = accumulate ? y[e] + (float)s : (float)s;
+    }
+    (void)ysx;
+}
+
+/* out[c] = sum_r x[r * ld + c], c < ncols (double accumulation, column blocks in parallel). */
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out) {
+    const int64_t CB = 64;
+    int64_t nb = (ncols + CB - 1) / CB;
+    #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t c0 = b * CB, cl = ncols - c0 < CB ? ncols - c0 : CB;
+        double acc[64] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * ld + c0;
+            #pragma omp simd
+            for (int64_t c = 0; c < cl; c++) acc[c] += xr[c];
+        }
+        for (int64_t c = 0; c < cl; c++) out[c0 + c] = (float)acc[c];
+    }
+}
+
+const er_backend backend_cpu = {
+    .name = "cpu",
+    .device = DEV_CPU,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .fill = cpu_fill,
+    .copy_strided = cpu_copy_strided,
+    .sum_to = cpu_sum_to,
+    .binary = cpu_binary,
+    .binary_grad = cpu_binary_grad,
+    .unary = cpu_unary,
+    .unary_backward = cpu_unary_backward,
+    .dropout = cpu_dropout,
+    .reduce = cpu_reduce,
+    .reduce_backward = cpu_reduce_backward,
+    .gemm_batched = sgemm_strided_batched,
+    .layernorm = cpu_layernorm,
+    .layernorm_backward = cpu_layernorm_backward,
+    .softmax = cpu_softmax,
+    .softmax_backward = cpu_softmax_backward,
+    .l2norm = cpu_l2norm,
+    .l2norm_backward = cpu_l2norm_backward,
+    .cross_entropy = cpu_cross_entropy,
+    .cross_entropy_backward = cpu_cross_entropy_backward,
+    .gather = cpu_gather,
+    .scatter_add = cpu_scatter_add,
+    .attention_workspace = cpu_attention_workspace,
+    .attention = cpu_attention,
+    .attention_backward = cpu_attention_backward,
+};
+
+const er_backend *backend_get(int device) {
+    if (device == DEV_CPU) return &backend_cpu;
+    if (device == DEV_CUDA && backend_cuda) return backend_cuda();
+    return NULL;
+}

@@ -1,0 +1,119 @@
+/* cpu_kernels.h — the CPU kernels that fill backend_cpu (kernels/backend.h documents each one),
+ * plus shared helpers for strided iteration. Internal to kernels/cpu. */
+#ifndef ENDORET_CPU_KERNELS_H
+#define ENDORET_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#include <math.h>
+#include <string.h>
+
+/* exp(x) in a form GCC vectorises (glibc expf is a scalar call): x = n ln2 + r, |r| <= ln2 / 2,
+ * exp(r) by a degree-6 Taylor polynomial (relative error < 2e-7), 2^n built in the exponent bits.
+ * Returns 0 below -87.3 (so exp(-inf) = 0) and +inf above 88.7, like expf. */
+static inline float exp_vec(float x) {
+    float xc = x > 88.7f ? 88.7f : x;
+    xc = xc < -87.3f ? -87.3f : xc;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 1.3888889e-3f;
+    p = p * r + 8.3333333e-3f;
+    p = p * r + 4.1666667e-2f;
+    p = p * r + 1.6666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t ni = (int32_t)n;
+    if (ni > 127) { /* 2^128 is not a float: use 2^127 * 2 */
+        ni = 127;
+        p *= 2.0f;
+    }
+    int32_t bits = (ni + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.3f ? 0.0f : (x > 88.7f ? INFINITY : p * scale);
+}
+
+/* erf(x), Abramowitz & Stegun 7.1.26 (1.5e-7 in exact arithmetic; measured < 6e-7 in float,
+ * tests/nn/test_ops_elementwise.c), vectorisable. */
+static inline float erf_vec(float x) {
+    float a = x < 0 ? -x : x;
+    float t = 1.0f / (1.0f + 0.3275911f * a);
+    float y = 1.061405429f;
+    y = y * t - 1.453152027f;
+    y = y * t + 1.421413741f;
+    y = y * t - 0.284496736f;
+    y = y * t + 0.254829592f;
+    y = 1.0f - y * t * exp_vec(-a * a);
+    return x < 0 ? -y : y;
+}
+
+/* Below this many elements a kernel runs single-threaded (thread start-up costs more). */
+#define CPU_PAR_MIN 32768
+
+/* Drops size-1 dims and merges dims that are contiguous in all `nstr` stride arrays (in place).
+ * Returns the new ndim (>= 1). */
+int cpu_coalesce(int ndim, int64_t *shape, int64_t *const *strides, int nstr);
+
+void cpu_fill(float *y, int64_t n, float v);
+void cpu_copy_strided(int ndim, const int64_t *shape, const float *x, const int64_t *xs, float *y,
+                      const int64_t *ys, int accumulate);
+void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
+                int accumulate);
+
+/* out[c] = sum_r x[r * ld + c] for c < ncols */
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out);
+
+void cpu_binary(int op, int ndim, const int64_t *shape, const float *a, const int64_t *as,
+                const float *b, const int64_t *bs, float *y);
+void cpu_binary_grad(int op, int side, int ndim, const int64_t *shape, const float *a,
+                     const int64_t *as, const float *b, const int64_t *bs, const float *gy, float *g,
+                     int accumulate);
+void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float beta);
+void cpu_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy, float *gx,
+                        float alpha, float beta);
+void cpu_dropout(int64_t n, const float *x, float *y, float p, uint64_t seed, uint64_t stream,
+                 uint64_t offset, int accumulate);
+
+void cpu_reduce(int op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y,
+                int32_t *argmax);
+void cpu_reduce_backward(int op, int64_t outer, int64_t len, int64_t inner, const float *gy,
+                         const int32_t *argmax, float *gx);
+void cpu_softmax(int64_t rows, int64_t cols, const float *x, float *y, int log);
+void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,
+                          int log);
+void cpu_l2norm(int64_t rows, int64_t cols, const float *x, float *y, float *norm, float eps);
+void cpu_l2norm_backward(int64_t rows, int64_t cols, const float *y, const float *norm,
+                         const float *gy, float *gx, float eps);
+void cpu_cross_entropy(int64_t rows, int64_t cols, const float *x, const int32_t *label, float *loss,
+                       float *lse);
+void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *x, const int32_t *label,
+                                const float *lse, float scale, float *gx);
+
+void cpu_layernorm(int64_t rows, int64_t cols, const float *x, const float *w, const float *b,
+                   float eps, float *y, float *mean, float *rstd);
+void cpu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
+                            const float *mean, const float *rstd, const float *gy, float *gx,
+                            float *gw, float *gb);
+
+void cpu_gather(int64_t outer, int64_t L, int64_t inner, const float *x, const int32_t *idx,
+                int64_t idx_stride, int64_t K, float *y);
+void cpu_scatter_add(int64_t outer, int64_t K, int64_t inner, const float *x, const int32_t *idx,
+                     int64_t idx_stride, int64_t L, float *y);
+
+size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D);
+void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
+                   const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                   const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms, float *o,
+                   const int64_t *os, float *lse, float *work);
+void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
+                            const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                            const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
+                            const float *o, const int64_t *os, const float *go, const int64_t *gos,
+                            const float *lse, float *gq, const int64_t *gqs, float *gk,
+                            const int64_t *gks, float *gv, const int64_t *gvs, float *work);
+
+#endif

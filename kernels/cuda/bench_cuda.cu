@@ -1,0 +1,166 @@
+/* bench_cuda.cu — GPU benchmark: `endoret bench cuda` (wired by cmd_bench: it calls
+ * cuda_bench_main(argc, argv) with argv[0] = "cuda").
+ *
+ * Measures, through the backend table (the same code paths training uses):
+ *   - GEMM TFLOP/s for the ViT-B/16 and ViT-L/16 linear layers (qkv, proj, fc1, fc2 on
+ *     batch x tokens rows), fp32 and bf16 modes, as a fraction of "cuBLAS peak" = the rate of a
+ *     large square GEMM (8192^3) in the same mode on the same device;
+ *   - fused attention forward and backward (B x H x 197 x 64 heads), TFLOP/s by the usual count
+ *     (forward 4*B*H*T*T*D, backward 10*B*H*T*T*D).
+ * Timing: CUDA events around `iters` back-to-back launches after 3 warm-up launches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "nn/args.h"
+#include "nn/base.h"
+}
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+
+
+static float time_ms(void (*fn)(void *), void *arg, int iters) {
+    cudaStream_t st = cuda_stream();
+    for (int i = 0; i < 3; i++) fn(arg);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a, st);
+    for (int i = 0; i < iters; i++) fn(arg);
+    cudaEventRecord(b, st);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms / iters;
+}
+
+/* y[M, N] = x[M, K] @ w[N, K]^T, as op_linear calls it */
+struct gemm_job {
+    int m, n, k;
+    float *x, *w, *y;
+};
+static void run_gemm(void *p) {
+    gemm_job *j = (gemm_job *)p;
+    cu_gemm_batched(0, 1, j->m, j->n, j->k, 1.0f, j->x, j->k, 0, j->w, j->k, 0, 0.0f, j->y, j->n, 0, 1);
+}
+
+struct attn_job {
+    int B, H, T, D, backward;
+    float *q, *k, *v, *o, *lse, *go, *gq, *gk, *gv, *work;
+};
+static void run_attn(void *p) {
+    attn_job *j = (attn_job *)p;
+    int64_t s[3] = {(int64_t)j->H * j->T * j->D, (int64_t)j->T * j->D, j->D};
+    float scale = 0.125f;
+    if (!j->backward)
+        cu_attention(j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL, NULL,
+                     j->o, s, j->lse, j->work);
+    else
+        cu_attention_backward(j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL,
+                              NULL, j->o, s, j->go, s, j->lse, j->gq, s, j->gk, s, j->gv, s, j->work);
+}
+
+static float *dev_filled(const er_backend *g, size_t n, float v) {
+    float *p = (float *)g->alloc(n * sizeof(float));
+    if (p) g->fill(p, (int64_t)n, v);
+    return p;
+}
+
+extern "C" int cuda_bench_main(int argc, char **argv) {
+    int iters = 20, batch_b = 64, batch_l = 32, json = 0;
+    arg_spec specs[] = {
+        {"iters", ARG_INT, &iters, "timed repetitions per measurement"},
+        {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes"},
+        {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes"},
+        {"json", ARG_FLAG, &json, "one JSON object per measurement"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    int rc = args_parse(argc, argv, specs, 4, "endoret bench cuda [options]", &pos, &npos);
+    free(pos);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (iters < 1 || batch_b < 1 || batch_l < 1) return er_fail(ER_INPUT, "bench cuda: --iters and --batch-* must be >= 1");
+    const er_backend *g = backend_cuda();
+    if (!g) return er_fail(ER_RUNTIME, "bench cuda: no CUDA device (%s)", cuda_backend_describe());
+    if (!json) printf("device: %s\n", cuda_backend_describe());
+
+    /* cuBLAS reference rate per precision: a large square product */
+    double peak[2] = {0, 0};
+    const int P = 8192;
+    {
+        gemm_job j = {P, P, P, dev_filled(g, (size_t)P * P, 0.01f), dev_filled(g, (size_t)P * P, 0.01f),
+                      (float *)g->alloc((size_t)P * P * sizeof(float))};
+        if (!j.x || !j.w || !j.y) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
+        for (int bf = 0; bf <= 1; bf++) {
+            cuda_set_precision(bf);
+            float ms = time_ms(run_gemm, &j, iters < 5 ? iters : 5);
+            peak[bf] = 2.0 * P * P * (double)P / (ms * 1e-3) / 1e12;
+            if (json) printf("{\"bench\":\"gemm_peak\",\"precision\":\"%s\",\"m\":%d,\"tflops\":%.2f}\n", bf ? "bf16" : "fp32", P, peak[bf]);
+            else printf("cuBLAS square %d^3 %-4s: %7.1f TFLOP/s (reference peak)\n", P, bf ? "bf16" : "fp32", peak[bf]);
+        }
+        g->free(j.x);
+        g->free(j.w);
+        g->free(j.y);
+    }
+
+    /* ViT linear layers: rows = batch * 197 tokens (full encoder) */
+    struct vit { const char *name; int C, batch; } vits[2] = {{"ViT-B/16", 768, batch_b}, {"ViT-L/16", 1024, batch_l}};
+    for (int vi = 0; vi < 2; vi++) {
+        int C = vits[vi].C, M = vits[vi].batch * 197;
+        const struct { const char *layer; int n, k; } layers[4] = {{"qkv", 3 * C, C}, {"proj", C, C}, {"fc1", 4 * C, C}, {"fc2", C, 4 * C}};
+        for (int li = 0; li < 4; li++) {
+            gemm_job j = {M, layers[li].n, layers[li].k, dev_filled(g, (size_t)M * layers[li].k, 0.01f),
+                          dev_filled(g, (size_t)layers[li].n * layers[li].k, 0.01f),
+                          (float *)g->alloc((size_t)M * layers[li].n * sizeof(float))};
+            if (!j.x || !j.w || !j.y) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
+            for (int bf = 0; bf <= 1; bf++) {
+                cuda_set_precision(bf);
+                float ms = time_ms(run_gemm, &j, iters);
+                double tf = 2.0 * M * (double)j.n * j.k / (ms * 1e-3) / 1e12;
+                if (json)
+                    printf("{\"bench\":\"gemm\",\"model\":\"%s\",\"layer\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"precision\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f,\"of_peak\":%.3f}\n",
+                           vits[vi].name, layers[li].layer, M, j.n, j.k, bf ? "bf16" : "fp32", ms, tf, tf / peak[bf]);
+                else
+                    printf("%s %-4s [%6d x %5d x %5d] %-4s: %8.3f ms %7.1f TFLOP/s (%3.0f%% of cuBLAS peak)\n", vits[vi].name,
+                           layers[li].layer, M, j.n, j.k, bf ? "bf16" : "fp32", ms, tf, 100.0 * tf / peak[bf]);
+            }
+            g->free(j.x);
+            g->free(j.w);
+            g->free(j.y);
+        }
+    }
+    cuda_set_precision(0);
+
+    /* fused attention, T = 197 tokens, D = 64 */
+    for (int vi = 0; vi < 2; vi++) {
+        int H = vits[vi].C / 64, B = vits[vi].batch, T = 197, D = 64;
+        size_t n = (size_t)B * H * T * D;
+        attn_job j = {B, H, T, D, 0, dev_filled(g, n, 0.01f), dev_filled(g, n, 0.02f), dev_filled(g, n, 0.03f),
+                      dev_filled(g, n, 0.f), dev_filled(g, (size_t)B * H * T, 0.f), dev_filled(g, n, 0.01f),
+                      dev_filled(g, n, 0.f), dev_filled(g, n, 0.f), dev_filled(g, n, 0.f),
+                      dev_filled(g, cu_attention_workspace(B, H, T, T, D), 0.f)};
+        if (!j.work) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
+        for (int bw = 0; bw <= 1; bw++) {
+            j.backward = bw;
+            float ms = time_ms(run_attn, &j, iters);
+            double fl = (bw ? 10.0 : 4.0) * B * H * (double)T * T * D;
+            double tf = fl / (ms * 1e-3) / 1e12;
+            if (json)
+                printf("{\"bench\":\"attention\",\"model\":\"%s\",\"B\":%d,\"H\":%d,\"T\":%d,\"D\":%d,\"pass\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
+                       vits[vi].name, B, H, T, D, bw ? "backward" : "forward", ms, tf);
+            else
+                printf("%s attention %-8s B=%d H=%d T=%d D=%d: %8.3f ms %6.1f TFLOP/s\n", vits[vi].name,
+                       bw ? "backward" : "forward", B, H, T, D, ms, tf);
+        }
+        float *bufs[] = {j.q, j.k, j.v, j.o, j.lse, j.go, j.gq, j.gk, j.gv, j.work};
+        for (float *b : bufs) g->free(b);
+    }
+    if (cuda_synchronize() || cuda_backend_error()) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
+    return ER_OK;
+}

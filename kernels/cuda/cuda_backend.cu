@@ -1,0 +1,303 @@
+/* cuda_backend.cu — the CUDA op table, device storage and process-wide state.
+ *
+ * Storage: a caching allocator over plain cudaMalloc (never managed memory). Freed blocks go to a
+ * size-keyed cache and are reused by later allocations of a similar size, so a training step's
+ * arena growth costs cudaMalloc only on the first step. On an out-of-memory failure the cache is
+ * returned to the driver and the allocation retried once.
+ *
+ * Ordering: every table function enqueues on one process-wide stream (cuda_stream()); copies to
+ * the host synchronise it, so host code sees finished results. The CPU table
+ * (kernels/cpu/backend_cpu.c) is the reference each kernel mirrors. */
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+extern "C" {
+#include "nn/base.h"
+}
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+/* ---- process-wide state ---- */
+static std::once_flag g_once;
+static int g_ndev = 0;           /* usable devices (0: none / no driver) */
+static int g_ready = 0;          /* stream + handles created */
+static char g_devname[300] = "";
+static cudaStream_t g_stream = 0;
+static cublasHandle_t g_cublas = 0;
+static int g_bf16 = 0;
+static std::mutex g_err_mu;
+static char g_err[512] = "";
+
+int cuda_record(cudaError_t e, const char *what, const char *file, int line) {
+    if (e == cudaSuccess) return 0;
+    std::lock_guard<std::mutex> lk(g_err_mu);
+    if (!g_err[0])
+        snprintf(g_err, sizeof g_err, "%s:%d: %s: %s", file, line, what, cudaGetErrorString(e));
+    return 1;
+}
+
+void cuda_record_msg(const char *msg, const char *file, int line) {
+    std::lock_guard<std::mutex> lk(g_err_mu);
+    if (!g_err[0]) snprintf(g_err, sizeof g_err, "%s:%d: %s", file, line, msg);
+}
+
+static void init_once(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+        cudaGetLastError(); /* clear the sticky "no device" status */
+        g_ndev = 0;
+        return;
+    }
+    int dev = 0;
+    const char *env = getenv("ENDORET_CUDA_DEVICE");
+    if (env && *env) dev = atoi(env);
+    if (dev < 0 || dev >= n) dev = 0;
+    cudaDeviceProp prop;
+    if (cudaSetDevice(dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    snprintf(g_devname, sizeof g_devname, "%.200s (sm_%d%d, %.0f GiB)", prop.name, prop.major,
+             prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    if (CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking))) return;
+    if (cublasCreate(&g_cublas) != CUBLAS_STATUS_SUCCESS) {
+        cuda_record_msg("cublasCreate failed", __FILE__, __LINE__);
+        return;
+    }
+    cublasSetStream(g_cublas, g_stream);
+    g_ndev = n;
+    g_ready = 1;
+}
+
+static int ready(void) {
+    std::call_once(g_once, init_once);
+    return g_ready;
+}
+
+extern "C" int cuda_device_count(void) {
+    ready();
+    return g_ndev;
+}
+
+cudaStream_t cuda_stream(void) {
+    ready();
+    return g_stream;
+}
+
+struct cublasContext *cuda_cublas(void) {
+    ready();
+    return g_cublas;
+}
+
+extern "C" void cuda_set_precision(int bf16) { g_bf16 = bf16 ? 1 : 0; }
+extern "C" int cuda_get_precision(void) { return g_bf16; }
+
+extern "C" const char *cuda_backend_error(void) {
+    std::lock_guard<std::mutex> lk(g_err_mu);
+    return g_err[0] ? g_err : NULL;
+}
+
+extern "C" void cuda_backend_clear_error(void) {
+    std::lock_guard<std::mutex> lk(g_err_mu);
+    g_err[0] = 0;
+}
+
+extern "C" int cuda_synchronize(void) {
+    if (!ready()) return 1;
+    return CUDA_CHECK(cudaStreamSynchronize(g_stream));
+}
+
+extern "C" const char *cuda_backend_describe(void) {
+    static char buf[512];
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    size_t dnn = cudnnGetVersion();
+    int cbl_major = 0, cbl_minor = 0, cbl_patch = 0;
+    cublasGetProperty(MAJOR_VERSION, &cbl_major);
+    cublasGetProperty(MINOR_VERSION, &cbl_minor);
+    cublasGetProperty(PATCH_LEVEL, &cbl_patch);
+    int n = cuda_device_count();
+    char dev[340];
+    if (n > 0) snprintf(dev, sizeof dev, "device: %s", g_devname);
+    else snprintf(dev, sizeof dev, "no device");
+    /* cuDNN 9 encodes its version as major*10000 + minor*100 + patch. */
+    snprintf(buf, sizeof buf,
+             "compiled (CUDA %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, sm_80+sm_90; %s)",
+             rt / 1000, (rt % 1000) / 10, dnn / 10000, (dnn % 10000) / 100, dnn % 100, cbl_major,
+             cbl_minor, cbl_patch, dev);
+    return buf;
+}
+
+/* ---- caching allocator ---- */
+static std::mutex g_mem_mu;
+static std::multimap<size_t, void *> g_cache;       /* rounded size -> free block */
+static std::unordered_map<void *, size_t> g_live;   /* block -> rounded size */
+static size_t g_cached = 0, g_live_bytes = 0;
+
+/* 512-byte granularity below 1 MiB, 2 MiB above: few distinct sizes, little waste. */
+static size_t round_size(size_t b) {
+    if (b == 0) b = 1;
+    if (b < (1u << 20)) return (b + 511) & ~(size_t)511;
+    const size_t g = 2u << 20;
+    return (b + g - 1) / g * g;
+}
+
+static void empty_cache_locked(void) {
+    for (auto &kv : g_cache) cudaFree(kv.second);
+    g_cache.clear();
+    g_cached = 0;
+}
+
+static void *cu_alloc(size_t bytes) {
+    if (!ready()) {
+        cuda_record_msg("alloc: no CUDA device", __FILE__, __LINE__);
+        return NULL;
+    }
+    size_t sz = round_size(bytes);
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    /* Reuse a cached block of at least sz bytes but not more than twice as large. */
+    auto it = g_cache.lower_bound(sz);
+    if (it != g_cache.end() && it->first <= 2 * sz) {
+        void *p = it->second;
+        size_t have = it->first;
+        g_cache.erase(it);
+        g_cached -= have;
+        g_live[p] = have;
+        g_live_bytes += have;
+        return p;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, sz);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaStreamSynchronize(g_stream); /* cached blocks may still be in use by queued kernels */
+        empty_cache_locked();
+        e = cudaMalloc(&p, sz);
+    }
+    if (e != cudaSuccess) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "cudaMalloc(%zu bytes) failed (%zu bytes in use)", sz, g_live_bytes);
+        cuda_record(e, msg, __FILE__, __LINE__);
+        return NULL;
+    }
+    g_live[p] = sz;
+    g_live_bytes += sz;
+    return p;
+}
+
+/* A freed block may still be read by kernels queued on the stream; since every later user of the
+ * block enqueues on the same stream, reuse is ordered after them (no sync needed). */
+static void cu_free(void *p) {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    auto it = g_live.find(p);
+    if (it == g_live.end()) {
+        cuda_record_msg("free: pointer not from this allocator", __FILE__, __LINE__);
+        return;
+    }
+    g_cache.insert(std::make_pair(it->second, p));
+    g_cached += it->second;
+    g_live_bytes -= it->second;
+    g_live.erase(it);
+}
+
+extern "C" size_t cuda_cached_bytes(void) {
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    return g_cached;
+}
+extern "C" size_t cuda_allocated_bytes(void) {
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    return g_live_bytes;
+}
+extern "C" void cuda_empty_cache(void) {
+    if (!ready()) return;
+    cudaStreamSynchronize(g_stream);
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    empty_cache_locked();
+}
+
+/* ---- copies ---- */
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream()));
+}
+/* From pageable host memory: synchronous, so the caller may reuse its buffer at once. */
+static void cu_upload(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    if (!CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream())))
+        CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+}
+static void cu_download(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    if (!CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cuda_stream())))
+        CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+}
+
+extern "C" void *cuda_host_alloc(size_t bytes) {
+    if (!ready()) return NULL;
+    void *p = NULL;
+    if (CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 64))) return NULL;
+    return p;
+}
+extern "C" void cuda_host_free(void *p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+extern "C" void cuda_upload_async(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream()));
+}
+
+/* ---- the table ---- */
+static er_backend make_table(void) {
+    er_backend t;
+    memset(&t, 0, sizeof t);
+    t.name = "cuda";
+    t.device = DEV_CUDA;
+    t.alloc = cu_alloc;
+    t.free = cu_free;
+    t.copy = cu_copy;
+    t.upload = cu_upload;
+    t.download = cu_download;
+    t.fill = cu_fill;
+    t.copy_strided = cu_copy_strided;
+    t.sum_to = cu_sum_to;
+    t.binary = cu_binary;
+    t.binary_grad = cu_binary_grad;
+    t.unary = cu_unary;
+    t.unary_backward = cu_unary_backward;
+    t.dropout = cu_dropout;
+    t.reduce = cu_reduce;
+    t.reduce_backward = cu_reduce_backward;
+    t.gemm_batched = cu_gemm_batched;
+    t.layernorm = cu_layernorm;
+    t.layernorm_backward = cu_layernorm_backward;
+    t.softmax = cu_softmax;
+    t.softmax_backward = cu_softmax_backward;
+    t.l2norm = cu_l2norm;
+    t.l2norm_backward = cu_l2norm_backward;
+    t.cross_entropy = cu_cross_entropy;
+    t.cross_entropy_backward = cu_cross_entropy_backward;
+    t.gather = cu_gather;
+    t.scatter_add = cu_scatter_add;
+    t.attention_workspace = cu_attention_workspace;
+    t.attention = cu_attention;
+    t.attention_backward = cu_attention_backward;
+    return t;
+}
+static const er_backend g_table = make_table();
+
+/* NULL when no device is usable, after recording one clear message (er_msg()), so that
+ * `--device cuda` fails with it. */
+extern "C" const er_backend *backend_cuda(void) {
+    if (ready()) return &g_table;
+    const char *why = cuda_backend_error();
+    er_fail(ER_RUNTIME, "--device cuda: no usable CUDA device (%s)%s%s", cuda_backend_describe(),
+            why ? ": " : "", why ? why : "");
+    return NULL;
+}

@@ -1,0 +1,49 @@
+/* cuda_backend.h — the C-callable extras of the CUDA backend (the op table itself is
+ * backend_cuda() in kernels/backend.h). Everything here exists only in ENDORET_CUDA builds. */
+#ifndef ENDORET_CUDA_BACKEND_H
+#define ENDORET_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "compiled (CUDA 13.0, cuDNN 9.x, cuBLAS x.y; device: <name> | no device)" for --version. */
+const char *cuda_backend_describe(void);
+/* Number of usable CUDA devices (0 when the driver or device is missing; never fails). */
+int cuda_device_count(void);
+
+/* Matrix-product precision, process-wide (--precision fp32|bf16): 0 = fp32 math (no TF32),
+ * 1 = bf16 tensor-core multiplies with fp32 accumulation and fp32 storage. */
+void cuda_set_precision(int bf16);
+int cuda_get_precision(void);
+
+/* First CUDA failure since the last clear ("file:line: call: message"), or NULL. Table functions
+ * return void, so callers check this once per step (it also syncs the stream to catch faults). */
+const char *cuda_backend_error(void);
+void cuda_backend_clear_error(void);
+/* Wait for all queued work; returns 0, or 1 after recording an error. */
+int cuda_synchronize(void);
+
+/* Caching allocator: bytes held in the free cache / handed out; give cached blocks back. */
+size_t cuda_cached_bytes(void);
+size_t cuda_allocated_bytes(void);
+void cuda_empty_cache(void);
+
+/* Pinned (page-locked) host buffers for the loader, and an asynchronous upload from them on the
+ * backend's stream (ordered before the next kernel; the host buffer must stay untouched until
+ * cuda_synchronize or a later download). */
+void *cuda_host_alloc(size_t bytes);
+void cuda_host_free(void *p);
+void cuda_upload_async(void *dst_dev, const void *src_pinned, size_t bytes);
+
+/* `endoret bench cuda` (kernels/cuda/bench_cuda.cu); argv[0] is "cuda". */
+int cuda_bench_main(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

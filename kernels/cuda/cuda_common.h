@@ -1,0 +1,136 @@
+/* cuda_common.h — shared pieces of the CUDA kernels (internal to kernels/cuda, C++ side only):
+ * the process-wide stream and library handles, the sticky error record, launch helpers and the
+ * strided-index walker that mirrors kernels/cpu's coalesced loops.
+ *
+ * Error model: table functions return void (kernels/backend.h), so a failed CUDA call records one
+ * message (first failure wins) that cuda_backend_error() (kernels/cuda/cuda_backend.h) returns;
+ * callers check it once per step. Kernels never allocate (the table's contract). */
+#ifndef ENDORET_CUDA_COMMON_H
+#define ENDORET_CUDA_COMMON_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* backend.h has no C++ guard; its declarations (backend_cuda) have C linkage. */
+extern "C" {
+#include "kernels/backend.h"
+}
+
+struct cublasContext;
+
+/* The stream every table function enqueues on (created with the backend). */
+cudaStream_t cuda_stream(void);
+/* cuBLAS handle bound to cuda_stream(). */
+struct cublasContext *cuda_cublas(void);
+/* Record the first failure (file:line: what: cuda message). Returns 1 if `e` is an error. */
+int cuda_record(cudaError_t e, const char *what, const char *file, int line);
+void cuda_record_msg(const char *msg, const char *file, int line);
+
+#define CUDA_CHECK(call) cuda_record((call), #call, __FILE__, __LINE__)
+/* After a kernel launch: catches bad launch configurations (not asynchronous faults). */
+#define CUDA_LAUNCHED(name) cuda_record(cudaGetLastError(), name, __FILE__, __LINE__)
+
+/* A grid of 256-thread blocks covering n elements with a grid-stride loop (capped). */
+static inline unsigned cuda_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 65535LL * 8) b = 65535LL * 8;
+    return (unsigned)b;
+}
+
+/* A strided view passed by value to kernels: shape plus up to 3 stride sets, after coalescing. */
+struct cu_index {
+    int ndim;
+    int64_t shape[ER_MAX_DIMS];
+    int64_t st[3][ER_MAX_DIMS];
+};
+
+/* Build a cu_index from `nstr` stride arrays, dropping size-1 dims and merging dims that are
+ * contiguous in every stride set (the same coalescing as cpu_coalesce). */
+static inline cu_index cu_index_make(int ndim, const int64_t *shape, const int64_t *const *strides,
+                                     int nstr) {
+    cu_index ix;
+    int nd = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 1) continue;
+        ix.shape[nd] = shape[i];
+        for (int s = 0; s < nstr; s++) ix.st[s][nd] = strides[s][i];
+        nd++;
+    }
+    if (nd == 0) {
+        ix.shape[0] = 1;
+        for (int s = 0; s < nstr; s++) ix.st[s][0] = 1;
+        nd = 1;
+    }
+    int out = 0;
+    for (int i = 1; i < nd; i++) {
+        int merge = 1;
+        for (int s = 0; s < nstr; s++)
+            if (ix.st[s][out] != ix.st[s][i] * ix.shape[i]) merge = 0;
+        if (merge) {
+            ix.shape[out] *= ix.shape[i];
+            for (int s = 0; s < nstr; s++) ix.st[s][out] = ix.st[s][i];
+        } else {
+            out++;
+            ix.shape[out] = ix.shape[i];
+            for (int s = 0; s < nstr; s++) ix.st[s][out] = ix.st[s][i];
+        }
+    }
+    ix.ndim = out + 1;
+    return ix;
+}
+
+static inline int64_t cu_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+#ifdef __CUDACC__
+/* Offsets of the linear (row-major) element e in each of the first NS stride sets. */
+template <int NS>
+__device__ __forceinline__ void cu_offsets(const cu_index &ix, int64_t e, int64_t *off) {
+    for (int s = 0; s < NS; s++) off[s] = 0;
+    for (int d = ix.ndim - 1; d >= 0; d--) {
+        int64_t c = e % ix.shape[d];
+        e /= ix.shape[d];
+        for (int s = 0; s < NS; s++) off[s] += c * ix.st[s][d];
+    }
+}
+
+__device__ __forceinline__ float cu_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double cu_warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float cu_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* Block-wide sum in double (blockDim.x a multiple of 32, <= 1024); every thread gets the result. */
+__device__ __forceinline__ double cu_block_sum_d(double v) {
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = cu_warp_sum_d(v);
+    __syncthreads(); /* part[] may still be read by a previous call */
+    if (lane == 0) part[w] = v;
+    __syncthreads();
+    double t = lane < nw ? part[lane] : 0.0;
+    return cu_warp_sum_d(t);
+}
+__device__ __forceinline__ float cu_block_max(float v) {
+    __shared__ float partm[32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = cu_warp_max(v);
+    __syncthreads();
+    if (lane == 0) partm[w] = v;
+    __syncthreads();
+    float t = lane < nw ? partm[lane] : -INFINITY;
+    return cu_warp_max(t);
+}
+#endif
+
+#endif

@@ -1,0 +1,162 @@
+/* arena.c — bump allocator with chunk chaining and coalescing on reset (see arena.h). */
+#include "nn/arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "nn/base.h"
+
+typedef struct chunk {
+    char *mem;
+    size_t size, used;
+    struct chunk *next; /* older chunks */
+} chunk;
+
+typedef struct region {
+    chunk *head;        /* current chunk */
+    size_t total_used;  /* bytes handed out since reset, all chunks */
+    size_t align;
+    int on_device;
+} region;
+
+struct arena {
+    int device;
+    const er_backend *be;
+    region dev, host;
+    long sys_allocs;
+};
+
+static void *region_sys_alloc(arena *a, region *r, size_t n) {
+    a->sys_allocs++;
+    if (r->on_device) return a->be->alloc(n);
+    return xmalloc_aligned(n);
+}
+
+static void region_sys_free(arena *a, region *r, void *p) {
+    if (r->on_device) a->be->free(p);
+    else free(p);
+}
+
+static chunk *chunk_new(arena *a, region *r, size_t size) {
+    chunk *c = xcalloc(1, sizeof *c);
+    c->mem = region_sys_alloc(a, r, size);
+    c->size = size;
+    return c;
+}
+
+static void *region_alloc(arena *a, region *r, size_t bytes) {
+    size_t n = (bytes + r->align - 1) / r->align * r->align;
+    if (n == 0) n = r->align;
+    chunk *c = r->head;
+    if (!c || c->used + n > c->size) {
+        size_t size = c ? c->size * 2 : 1 << 20;
+        while (size < n) size *= 2;
+        chunk *nc = chunk_new(a, r, size);
+        nc->next = c;
+        r->head = c = nc;
+    }
+    void *p = c->mem + c->used;
+    c->used += n;
+    r->total_used += n;
+    return p;
+}
+
+static void region_reset(arena *a, region *r) {
+    chunk *c = r->head;
+    if (c && c->next) { /* several chunks were needed: replace by one big enough for all */
+        size_t total = 0;
+        for (chunk *x = c; x; x = x->next) total += x->size;
+        while (c) {
+            chunk *nx = c->next;
+            region_sys_free(a, r, c->mem);
+            free(c);
+            c = nx;
+        }
+        r->head = chunk_new(a, r, total);
+    } else if (c) {
+        c->used = 0;
+    }
+    r->total_used = 0;
+}
+
+static void region_free(arena *a, region *r) {
+    for (chunk *c = r->head; c;) {
+        chunk *nx = c->next;
+        region_sys_free(a, r, c->mem);
+        free(c);
+        c = nx;
+    }
+    r->head = NULL;
+}
+
+arena *arena_new(int device, size_t initial_bytes) {
+    const er_backend *be = backend_get(device);
+    if (!be) return NULL;
+    arena *a = xcalloc(1, sizeof *a);
+    a->device = device;
+    a->be = be;
+    a->dev.align = 64;
+    a->dev.on_device = 1;
+    a->host.align = 16;
+    if (initial_bytes) a->dev.head = chunk_new(a, &a->dev, initial_bytes);
+    return a;
+}
+
+void arena_free(arena *a) {
+    if (!a) return;
+    region_free(a, &a->dev);
+    region_free(a, &a->host);
+    free(a);
+}
+
+void *arena_alloc(arena *a, size_t bytes) { return region_alloc(a, &a->dev, bytes); }
+
+void *arena_calloc(arena *a, size_t bytes) {
+    void *p = region_alloc(a, &a->dev, bytes);
+    if (a->device == DEV_CPU) memset(p, 0, bytes);
+    else a->be->fill(p, (int64_t)(bytes / sizeof(float)), 0.0f);
+    return p;
+}
+
+void *arena_alloc_host(arena *a, size_t bytes) {
+    void *p = region_alloc(a, &a->host, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+void arena_reset(arena *a) {
+    region_reset(a, &a->dev);
+    region_reset(a, &a->host);
+}
+
+int arena_device(const arena *a) { return a->device; }
+size_t arena_used(const arena *a) { return a->dev.total_used; }
+long arena_sys_allocs(const arena *a) { return a->sys_allocs; }
+
+size_t arena_capacity(const arena *a) {
+    size_t s = 0;
+    for (chunk *c = a->dev.head; c; c = c->next) s += c->size;
+    for (chunk *c = a->host.head; c; c = c->next) s += c->size;
+    return s;
+}
+
+static arena *defaults[DEV_COUNT];
+
+arena *arena_default(int device) {
+    if (device < 0 || device >= DEV_COUNT) return NULL;
+    if (!defaults[device]) defaults[device] = arena_new(device, 0);
+    return defaults[device];
+}
+
+void arena_default_reset_all(void) {
+    for (int d = 0; d < DEV_COUNT; d++)
+        if (defaults[d]) arena_reset(defaults[d]);
+}
+
+void arena_default_free_all(void) {
+    for (int d = 0; d < DEV_COUNT; d++) {
+        arena_free(defaults[d]);
+        defaults[d] = NULL;
+    }
+}

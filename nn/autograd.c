@@ -1,0 +1,128 @@
+/* autograd.c — the tape: recording, reverse walk, grad mode, gradient buffers. */
+#include "nn/autograd.h"
+
+#include "nn/arena.h"
+#include "nn/base.h"
+
+static int g_grad_enabled = 1;
+static tape_node *g_tail; /* newest node */
+static int g_count;
+
+int grad_enabled(void) { return g_grad_enabled; }
+
+int no_grad_enter(void) {
+    int prev = g_grad_enabled;
+    g_grad_enabled = 0;
+    return prev;
+}
+
+void no_grad_exit(int prev) { g_grad_enabled = prev; }
+
+tape_node *tape_record(const char *op, backward_fn fn, tensor *out, int nin, tensor *const *in) {
+    if (!g_grad_enabled || !out) return NULL;
+    int any = 0;
+    for (int i = 0; i < nin; i++)
+        if (in[i] && (in[i]->flags & T_REQUIRES_GRAD)) any = 1;
+    if (!any) return NULL;
+    tape_node *n = arena_alloc_host(arena_default(out->device), sizeof *n);
+    n->op = op;
+    n->backward = fn;
+    n->out = out;
+    n->nin = nin < TAPE_MAX_IN ? nin : TAPE_MAX_IN;
+    for (int i = 0; i < n->nin; i++) n->in[i] = in[i];
+    n->grad_alias = fn == tape_alias_backward;
+    n->prev = g_tail;
+    g_tail = n;
+    g_count++;
+    out->flags |= T_REQUIRES_GRAD;
+    out->node = n;
+    return n;
+}
+
+void tape_alias_backward(tape_node *n) { (void)n; }
+
+tensor *grad_buf(tensor *x) {
+    if (!x || !(x->flags & T_REQUIRES_GRAD)) return NULL;
+    if (!x->grad && x->node && x->node->grad_alias) {
+        /* in[0] may need no gradient (e.g. frozen weight, trainable bias): then x gets its own */
+        tensor *gin = grad_buf(x->node->in[0]);
+        if (gin) {
+            int64_t st[T_MAX_DIMS], acc = 1;
+            for (int i = x->ndim - 1; i >= 0; i--) {
+                st[i] = acc;
+                acc *= x->shape[i];
+            }
+            x->grad = tensor_view(gin, x->ndim, x->shape, st, 0);
+        }
+    }
+    if (!x->grad) {
+        if (x->flags & T_LONG_LIVED) x->grad = tensor_new_on(x->device, x->ndim, x->shape);
+        else x->grad = tensor_zeros(x->device, x->ndim, x->shape);
+    }
+    return x->grad;
+}
+
+void tape_clear(void) {
+    /* Outputs keep pointing at dead nodes only until the arena reset; clear the links now so a
+     * tensor that survives (e.g. a long-lived view) cannot reach a freed node. */
+    for (tape_node *n = g_tail; n; n = n->prev)
+        if (n->out && n->out->node == n) n->out->node = NULL;
+    g_tail = NULL;
+    g_count = 0;
+}
+
+int tape_size(void) { return g_count; }
+
+static int run_backward(tensor *out) {
+    /* Walk newest -> oldest: every node's output gradient is complete when the node runs, because
+     * all its consumers were recorded after it. Nodes whose output received no gradient (not on
+     * the loss's path) are skipped. */
+    int prev = no_grad_enter();
+    for (tape_node *n = g_tail; n; n = n->prev) {
+        if (!n->out->grad) continue;
+        n->backward(n);
+    }
+    no_grad_exit(prev);
+    tape_clear();
+    return ER_OK;
+}
+
+int backward(tensor *loss) {
+    if (!loss) return er_fail(ER_INPUT, "backward: loss is NULL (an op before it failed: %s)", er_msg());
+    if (tensor_numel(loss) != 1) {
+        char b[96];
+        return er_fail(ER_INPUT, "backward: loss must have one element, got shape %s",
+                       tensor_shape_str(loss, b, sizeof b));
+    }
+    if (!(loss->flags & T_REQUIRES_GRAD)) return er_fail(ER_INPUT, "backward: loss does not require grad (no_grad mode or no trainable input)");
+    if (!loss->node && !(loss->flags & T_LONG_LIVED))
+        return er_fail(ER_INPUT, "backward: the loss has no recorded graph (backward already ran on it: the tape is consumed)");
+    tensor *g = grad_buf(loss);
+    const er_backend *be = tensor_backend(g);
+    float one = 1.0f, cur;
+    be->download(&cur, g->data, sizeof cur);
+    one += cur;
+    be->upload(g->data, &one, sizeof one);
+    return run_backward(loss);
+}
+
+int backward_with(tensor *out, const tensor *grad_out) {
+    if (!out || !grad_out) return er_fail(ER_INPUT, "backward_with: NULL tensor (%s)", er_msg());
+    if (!tensor_same_shape(out, grad_out))
+        return er_fail(ER_INPUT, "backward_with: gradient shape differs from output shape");
+    if (!(out->flags & T_REQUIRES_GRAD)) return er_fail(ER_INPUT, "backward_with: output does not require grad");
+    tensor *g = grad_buf(out);
+    tensor_backend(g)->copy_strided(g->ndim, g->shape, grad_out->data, grad_out->stride, g->data,
+                                    g->stride, 1);
+    return run_backward(out);
+}
+
+void zero_grad(const param_list *pl) {
+    for (int i = 0; i < pl->n; i++)
+        if (pl->t[i]->grad) tensor_fill(pl->t[i]->grad, 0.0f);
+}
+
+void nn_step_end(void) {
+    tape_clear();
+    arena_default_reset_all();
+}

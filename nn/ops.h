@@ -1,0 +1,103 @@
+/* ops.h — the differentiable op set. Each op: checks shapes, allocates its result in the per-step
+ * arena of the inputs' device, calls the backend kernel (kernels/backend.h), and records a tape
+ * node when grad mode is on and an input requires grad (nn/autograd.h). In no_grad mode the very
+ * same code runs and records nothing.
+ *
+ * Memory: results are per-step (die at nn_step_end). Views (reshape of contiguous data, permute,
+ * transpose, slice, squeeze/unsqueeze) share their input's data; everything else is a new tensor.
+ * A result may be a strided view (e.g. attention's): read it with tensor_to_host, or make it
+ * packed with op_contiguous, rather than assuming `data` is row-major.
+ * Index arrays (int32, host memory) are copied by the op, so the caller may free them right away.
+ *
+ * Errors: a bad shape/axis returns NULL after er_fail(ER_INPUT, ...). Every op returns NULL when
+ * given a NULL input, so a whole forward pass can be checked once at the end.
+ * Axes may be negative (counted from the end). */
+#ifndef ENDORET_OPS_H
+#define ENDORET_OPS_H
+
+#include <stdint.h>
+
+#include "nn/autograd.h"
+#include "nn/tensor.h"
+
+/* ---- matrix products (ops_matmul.c) ---- */
+/* a [..., M, K] (or [..., K, M] when transA) @ b [..., K, N] (or [..., N, K] when transB).
+ * Batch dims must be equal, or b may be 2-D (shared weight). Result [..., M, N]. */
+tensor *op_matmul(tensor *a, tensor *b, int transA, int transB);
+/* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL): torch.nn.Linear. */
+tensor *op_linear(tensor *x, tensor *w, tensor *bias);
+
+/* ---- elementwise (ops_elementwise.c) ---- numpy broadcasting */
+tensor *op_add(tensor *a, tensor *b);
+tensor *op_sub(tensor *a, tensor *b);
+tensor *op_mul(tensor *a, tensor *b);
+tensor *op_div(tensor *a, tensor *b);
+tensor *op_add_scalar(tensor *x, float s);
+tensor *op_mul_scalar(tensor *x, float s);
+tensor *op_affine(tensor *x, float alpha, float beta); /* alpha * x + beta */
+tensor *op_neg(tensor *x);
+tensor *op_exp(tensor *x);
+tensor *op_log(tensor *x);
+tensor *op_sqrt(tensor *x);
+tensor *op_pow(tensor *x, float p);
+tensor *op_abs(tensor *x);                              /* gradient sign(x), 0 at 0 */
+tensor *op_clamp(tensor *x, float lo, float hi);         /* gradient 1 strictly inside */
+tensor *op_gelu(tensor *x);                              /* erf form */
+tensor *op_relu(tensor *x);
+tensor *op_sigmoid(tensor *x);
+tensor *op_tanh(tensor *x);
+/* Inverted dropout with a Philox mask: element i kept iff rng_at(seed, stream, i) >= p * 2^32.
+ * Identity when !training or p == 0. Same mask on every backend. */
+tensor *op_dropout(tensor *x, float p, uint64_t seed, uint64_t stream, int training);
+
+/* ---- reductions (ops_reduce.c) ---- double accumulation */
+tensor *op_sum(tensor *x, int axis, int keepdim);
+tensor *op_mean(tensor *x, int axis, int keepdim);
+tensor *op_max(tensor *x, int axis, int keepdim);        /* gradient to the first max */
+tensor *op_sum_all(tensor *x);                           /* scalar (ndim 0) */
+tensor *op_mean_all(tensor *x);
+
+/* ---- shape (ops_shape.c) ---- */
+tensor *op_reshape(tensor *x, int ndim, const int64_t *shape); /* one -1 allowed; view if possible */
+tensor *op_permute(tensor *x, const int *perm);                /* view */
+tensor *op_transpose(tensor *x, int a0, int a1);               /* view */
+tensor *op_slice(tensor *x, int axis, int64_t start, int64_t end); /* view, [start, end) */
+tensor *op_unsqueeze(tensor *x, int axis);                     /* view */
+tensor *op_squeeze(tensor *x, int axis);                       /* view, that dim must be 1 */
+/* Broadcast view to `shape` (numpy rules: size-1 dims repeat with stride 0, new leading dims may
+ * be added; -1 keeps a dim), e.g. cls_token [1, 1, C] -> [B, 1, C]. Gradient: summed back. */
+tensor *op_expand(tensor *x, int ndim, const int64_t *shape);
+tensor *op_contiguous(tensor *x);                              /* x itself when already packed */
+tensor *op_clone(tensor *x);                                   /* always a new packed copy */
+tensor *op_concat(int n, tensor *const *xs, int axis);
+/* Splits x along axis into n parts of sizes[i] (sum = dim); parts are views. ER_OK or error. */
+int op_split(tensor *x, int axis, int n, const int64_t *sizes, tensor **out);
+
+/* ---- indexing (ops_index.c) ---- x viewed as (outer, L, inner) around `axis` ---- */
+/* y = x.index_select(axis, idx[0..n)) (same indices for every outer position). */
+tensor *op_index_select(tensor *x, int axis, const int32_t *idx, int n);
+/* Per-outer indices, torch.gather along `axis` with the index broadcast over trailing dims:
+ * y[o, j, :] = x[o, idx[o * K + j], :], idx has outer * K entries. MAE: keep = gather(x, 1, ids_keep). */
+tensor *op_gather(tensor *x, int axis, const int32_t *idx, int K);
+/* Inverse placement: y has L along axis, zeros elsewhere, y[o, idx[o * K + j], :] += x[o, j, :]. */
+tensor *op_scatter(tensor *x, int axis, const int32_t *idx, int64_t L);
+
+/* ---- normalisation and activations over the last axis (ops_norm.c) ---- */
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps); /* w, b [C] or NULL */
+tensor *op_softmax(tensor *x, int axis);
+tensor *op_log_softmax(tensor *x, int axis);
+tensor *op_l2_normalize(tensor *x, int axis, float eps);           /* x / max(||x||, eps) */
+
+/* ---- attention (ops_attention.c) ----
+ * q [B, H, Tq, D], k, v [B, H, Tk, D] (any strides with unit stride on D, so q/k/v may be views
+ * of one packed qkv projection). mask: NULL, or [.., .., Tq, Tk] broadcastable to [B, H, Tq, Tk]
+ * (kind MASK_ADD: added to the scores; MASK_BOOL: 0 = masked out). scale <= 0 => 1/sqrt(D).
+ * Result [B, H, Tq, D], a view of [B, Tq, H, D] storage, so transpose(1, 2) + reshape to
+ * [B, Tq, H * D] costs no copy. The mask gets no gradient. */
+tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale);
+
+/* ---- losses (ops_loss.c) ---- */
+/* Mean over rows with label >= 0 of -log_softmax(logits[r])[label[r]]; logits [N, C]. */
+tensor *op_cross_entropy(tensor *logits, const int32_t *labels);
+
+#endif

@@ -1,0 +1,105 @@
+/* ops_attention.c — multi-head scaled dot-product attention, softmax(Q K^T * scale + mask) V.
+ * The kernel keeps one head's score block at a time and the backward recomputes it (see
+ * kernels/cpu/attention.c); q/k/v may be strided views of one packed qkv projection. */
+#include <math.h>
+
+#include "nn/ops_util.h"
+
+typedef struct {
+    tensor *mask;
+    int mask_kind;
+    int64_t ms[4];
+    float *lse;
+} attn_ctx;
+
+/* (b, h, t) strides; a size-1 token dim gets the packed stride so gemm's leading dim is valid. */
+static void strides3(const tensor *t, int64_t *s) {
+    s[0] = t->stride[0];
+    s[1] = t->stride[1];
+    s[2] = t->shape[2] == 1 ? t->shape[3] : t->stride[2];
+}
+
+static void attention_backward(tape_node *n) {
+    tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *o = n->out;
+    attn_ctx *c = n->ctx;
+    tensor *gq = grad_buf(q), *gk = grad_buf(k), *gv = grad_buf(v);
+    int B = (int)q->shape[0], H = (int)q->shape[1], Tq = (int)q->shape[2], Tk = (int)k->shape[2];
+    int D = (int)q->shape[3];
+    int64_t qs[3], ks[3], vs[3], os[3], gos[3], gqs[3], gks[3], gvs[3];
+    strides3(q, qs);
+    strides3(k, ks);
+    strides3(v, vs);
+    strides3(o, os);
+    strides3(o->grad, gos);
+    strides3(gq ? gq : q, gqs);
+    strides3(gk ? gk : k, gks);
+    strides3(gv ? gv : v, gvs);
+    const er_backend *be = BE(q);
+    float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
+    be->attention_backward(B, H, Tq, Tk, D, n->f[0], q->data, qs, k->data, ks, v->data, vs,
+                           c->mask_kind, c->mask ? c->mask->data : NULL, c->ms, o->data, os,
+                           o->grad->data, gos, c->lse, gq ? gq->data : NULL, gqs,
+                           gk ? gk->data : NULL, gks, gv ? gv->data : NULL, gvs, work);
+}
+
+static tensor *unit_last(tensor *t) { return t && t->stride[3] != 1 && t->shape[3] > 1 ? op_clone(t) : t; }
+
+tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale) {
+    if (!q || !k || !v) return NULL;
+    char s0[96], s1[96], s2[96];
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || k->shape[0] != q->shape[0] ||
+        v->shape[0] != q->shape[0] || k->shape[1] != q->shape[1] || v->shape[1] != q->shape[1] ||
+        k->shape[3] != q->shape[3] || v->shape[3] != q->shape[3] || v->shape[2] != k->shape[2]) {
+        er_fail(ER_INPUT, "attention: q %s, k %s, v %s: need [B,H,Tq,D], [B,H,Tk,D], [B,H,Tk,D]",
+                ops_shape(q, s0), ops_shape(k, s1), ops_shape(v, s2));
+        return NULL;
+    }
+    int B = (int)q->shape[0], H = (int)q->shape[1], Tq = (int)q->shape[2], Tk = (int)k->shape[2];
+    int D = (int)q->shape[3];
+    if (mask_kind != MASK_NONE && !mask) mask_kind = MASK_NONE;
+    int64_t ms[4] = {0, 0, 0, 0};
+    if (mask_kind != MASK_NONE) {
+        const int64_t want[4] = {B, H, Tq, Tk};
+        int ok = mask->ndim >= 2 && mask->ndim <= 4;
+        for (int i = 0; ok && i < mask->ndim; i++) {
+            int d = 4 - mask->ndim + i;
+            int64_t m = mask->shape[i];
+            if (m != want[d] && m != 1) ok = 0;
+            ms[d] = m == 1 ? 0 : mask->stride[i];
+        }
+        if (!ok) {
+            er_fail(ER_INPUT, "attention: mask %s does not broadcast to [%d, %d, %d, %d]",
+                    ops_shape(mask, s0), B, H, Tq, Tk);
+            return NULL;
+        }
+    }
+    if (scale <= 0) scale = 1.0f / sqrtf((float)D);
+    q = unit_last(q);
+    k = unit_last(k);
+    v = unit_last(v);
+    /* stored as [B, Tq, H, D] and returned as the [B, H, Tq, D] view: the usual
+     * transpose(1, 2) + reshape to [B, Tq, H * D] that follows is then free */
+    tensor *ob = ops_new(q, 4, SHAPE(B, Tq, H, D));
+    tensor *o = tensor_view(ob, 4, SHAPE(B, H, Tq, D), SHAPE(ob->stride[0], ob->stride[2], ob->stride[1], 1), 0);
+    const er_backend *be = BE(q);
+    attn_ctx *c = arena_alloc_host(arena_default(q->device), sizeof *c);
+    c->mask = mask_kind ? mask : NULL;
+    c->mask_kind = mask_kind;
+    for (int i = 0; i < 4; i++) c->ms[i] = ms[i];
+    c->lse = ops_scratch(q->device, (int64_t)B * H * Tq);
+    float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
+    int64_t qs[3], ks[3], vs[3], os[3];
+    strides3(q, qs);
+    strides3(k, ks);
+    strides3(v, vs);
+    strides3(o, os);
+    be->attention(B, H, Tq, Tk, D, scale, q->data, qs, k->data, ks, v->data, vs, mask_kind,
+                  c->mask ? c->mask->data : NULL, ms, o->data, os, c->lse, work);
+    tensor *in[3] = {q, k, v};
+    tape_node *n = tape_record("attention", attention_backward, o, 3, in);
+    if (n) {
+        n->ctx = c;
+        n->f[0] = scale;
+    }
+    return o;
+}

@@ -1,0 +1,60 @@
+/* ops_util.h — helpers shared by the nn/ops_*.c files (internal). */
+#ifndef ENDORET_OPS_UTIL_H
+#define ENDORET_OPS_UTIL_H
+
+#include "nn/arena.h"
+#include "nn/autograd.h"
+#include "nn/base.h"
+#include "nn/ops.h"
+#include "nn/tensor.h"
+
+#define BE(t) tensor_backend(t)
+
+/* Normalises a possibly negative axis; -1 (after er_fail) when out of range. */
+static inline int ops_axis(const char *op, const tensor *x, int axis) {
+    int a = axis < 0 ? axis + x->ndim : axis;
+    if (a < 0 || a >= x->ndim) {
+        er_fail(ER_INPUT, "%s: axis %d out of range for a %d-dim tensor", op, axis, x->ndim);
+        return -1;
+    }
+    return a;
+}
+
+/* A packed arena result on x's device. */
+static inline tensor *ops_new(const tensor *like, int ndim, const int64_t *shape) {
+    return tensor_empty(like->device, ndim, shape);
+}
+
+/* Device arena scratch of n floats / n int32 (valid until the step ends). */
+static inline float *ops_scratch(int device, int64_t n) {
+    return arena_alloc(arena_default(device), (size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+/* Copies a host int32 array to device arena memory. */
+static inline int32_t *ops_upload_idx(int device, const int32_t *idx, int64_t n) {
+    int32_t *d = arena_alloc(arena_default(device), (size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (n > 0) backend_get(device)->upload(d, idx, (size_t)n * sizeof(int32_t));
+    return d;
+}
+
+/* Split of a packed shape around `axis`: outer * len * inner. */
+static inline void ops_split3(const tensor *x, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
+    int64_t o = 1, in = 1;
+    for (int i = 0; i < axis; i++) o *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) in *= x->shape[i];
+    *outer = o;
+    *len = x->shape[axis];
+    *inner = in;
+}
+
+static inline const char *ops_shape(const tensor *t, char *buf) { return tensor_shape_str(t, buf, 96); }
+
+/* Adds a packed gradient g (x's shape) into x's gradient buffer, if x needs one. */
+static inline void ops_accum(tensor *x, const float *g) {
+    tensor *gx = grad_buf(x);
+    if (!gx) return;
+    int64_t n = tensor_numel(x), s[1] = {1}, sh[1] = {n};
+    BE(x)->copy_strided(1, sh, g, s, gx->data, s, 1);
+}
+
+#endif

@@ -1,0 +1,153 @@
+/* optim.c — AdamW / SGD over parameter lists; arithmetic in kernels/cpu/optim_kernels.c (and the
+ * CUDA mirror). See optim.h. */
+#include "nn/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/optim_kernels.h"
+#include "nn/base.h"
+#include "nn/schedule.h"
+
+/* Does the last dotted component of `name` equal `word`, or end with "_" + word? */
+static int last_component_is(const char *name, const char *word, int allow_prefixed) {
+    const char *last = strrchr(name, '.');
+    last = last ? last + 1 : name;
+    size_t n = strlen(last), w = strlen(word);
+    if (!strcmp(last, word)) return 1;
+    return allow_prefixed && n > w + 1 && last[n - w - 1] == '_' && !strcmp(last + n - w, word);
+}
+
+int optim_no_weight_decay(const tensor *p) {
+    if ((p->flags & T_NO_DECAY) || p->ndim <= 1) return 1;
+    const char *name = p->name ? p->name : "";
+    size_t n = strlen(name);
+    if (n >= 5 && !strcmp(name + n - 5, ".bias")) return 1;
+    if (last_component_is(name, "pos_embed", 1)) return 1; /* pos_embed, decoder_pos_embed */
+    static const char *const tokens[] = {"cls_token", "dist_token", "reg_token", "register_tokens", "mask_token"};
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        if (last_component_is(name, tokens[i], 0)) return 1;
+    return 0;
+}
+
+optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
+    optim_config cfg = *cfg_in;
+    if (cfg.kind == OPTIM_ADAMW && cfg.beta1 == 0 && cfg.beta2 == 0 && cfg.eps == 0) {
+        cfg.beta1 = 0.9;
+        cfg.beta2 = 0.999;
+        cfg.eps = 1e-8;
+    }
+    if (cfg.kind != OPTIM_ADAMW && cfg.kind != OPTIM_SGD) { er_fail(ER_INPUT, "optimizer: unknown kind %d", (int)cfg.kind); return NULL; }
+    if (!(cfg.lr >= 0) || !(cfg.weight_decay >= 0)) { er_fail(ER_INPUT, "optimizer: lr %g and weight_decay %g must be >= 0", cfg.lr, cfg.weight_decay); return NULL; }
+    if (cfg.kind == OPTIM_ADAMW && !(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1 && cfg.eps > 0)) {
+        er_fail(ER_INPUT, "optimizer: AdamW needs 0 <= beta1, beta2 < 1 and eps > 0 (got %g, %g, %g)", cfg.beta1, cfg.beta2, cfg.eps);
+        return NULL;
+    }
+    if (cfg.kind == OPTIM_SGD && (!(cfg.momentum >= 0 && cfg.momentum < 1) || (cfg.nesterov && cfg.momentum == 0))) {
+        er_fail(ER_INPUT, "optimizer: SGD momentum %g must be in [0, 1) and > 0 with nesterov", cfg.momentum);
+        return NULL;
+    }
+    int use_layer_decay = cfg.layer_decay > 0 && cfg.layer_decay != 1;
+    if (use_layer_decay && cfg.depth <= 0) { er_fail(ER_INPUT, "optimizer: layer_decay %g needs the model depth", cfg.layer_decay); return NULL; }
+    for (int i = 0; i < pl->n; i++)
+        if (!optim_kernels_get(pl->t[i]->device)) {
+            er_fail(ER_RUNTIME, "optimizer: parameter '%s' is on device %d, which has no optimizer kernels in this build",
+                    pl->t[i]->name ? pl->t[i]->name : "?", pl->t[i]->device);
+            return NULL;
+        }
+    optimizer *o = xcalloc(1, sizeof *o);
+    o->cfg = cfg;
+    o->lr = cfg.lr;
+    o->ps = xcalloc(pl->n ? (size_t)pl->n : 1, sizeof *o->ps);
+    for (int i = 0; i < pl->n; i++) {
+        tensor *p = pl->t[i];
+        if (!(p->flags & T_REQUIRES_GRAD)) continue; /* frozen: no state */
+        optim_param *q = &o->ps[o->n++];
+        q->p = p;
+        q->wd = optim_no_weight_decay(p) ? 0.0f : (float)cfg.weight_decay;
+        q->lr_scale = use_layer_decay ? (float)layer_decay_scale(p->name ? p->name : "", cfg.depth, cfg.layer_decay) : 1.0f;
+        if (cfg.kind == OPTIM_ADAMW) {
+            q->m = tensor_new_on(p->device, p->ndim, p->shape);
+            q->v = tensor_new_on(p->device, p->ndim, p->shape);
+        } else if (cfg.momentum > 0) {
+            q->m = tensor_new_on(p->device, p->ndim, p->shape);
+        }
+    }
+    return o;
+}
+
+void optim_free(optimizer *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) {
+        tensor_free(o->ps[i].m);
+        tensor_free(o->ps[i].v);
+    }
+    free(o->ps);
+    free(o);
+}
+
+void optim_set_lr(optimizer *o, double lr) { o->lr = lr; }
+
+int optim_find(const optimizer *o, const char *name) {
+    for (int i = 0; i < o->n; i++)
+        if (o->ps[i].p->name && !strcmp(o->ps[i].p->name, name)) return i;
+    return -1;
+}
+
+/* Parameters and their grads are long-lived packed tensors; a strided view would make the flat
+ * kernels wrong, so refuse it. */
+static int check_packed(const optim_param *q) {
+    const tensor *p = q->p;
+    if (!tensor_is_contiguous(p) || (p->grad && !tensor_is_contiguous(p->grad)))
+        return er_fail(ER_RUNTIME, "optimizer: parameter '%s' or its grad is not contiguous", p->name ? p->name : "?");
+    return ER_OK;
+}
+
+int optim_step(optimizer *o) {
+    const int64_t t = o->step + 1;
+    for (int i = 0; i < o->n; i++) {
+        optim_param *q = &o->ps[i];
+        tensor *p = q->p;
+        if (!p->grad) continue; /* never received a gradient buffer: nothing to apply (as PyTorch's grad None) */
+        int rc = check_packed(q);
+        if (rc) return rc;
+        const optim_kernel_table *k = optim_kernels_get(p->device);
+        int64_t n = tensor_numel(p);
+        float lr = (float)(o->lr * q->lr_scale);
+        if (o->cfg.kind == OPTIM_ADAMW) {
+            adamw_args a = {.lr = lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2, .eps = (float)o->cfg.eps,
+                            .weight_decay = q->wd, .gscale = 1.0f};
+            adamw_scalars(&a, t);
+            k->adamw(p->data, p->grad->data, q->m->data, q->v->data, n, &a);
+        } else {
+            sgd_args a = {.lr = lr, .momentum = (float)o->cfg.momentum, .weight_decay = q->wd, .gscale = 1.0f,
+                          .nesterov = o->cfg.nesterov, .first = o->step == 0};
+            k->sgd(p->data, p->grad->data, q->m ? q->m->data : NULL, n, &a);
+        }
+    }
+    o->step = t;
+    return ER_OK;
+}
+
+void optim_zero_grad(optimizer *o) {
+    for (int i = 0; i < o->n; i++)
+        if (o->ps[i].p->grad) tensor_fill(o->ps[i].p->grad, 0.0f);
+}
+
+double optim_clip_grad_norm(optimizer *o, double max_norm) {
+    double sumsq = 0.0;
+    for (int i = 0; i < o->n; i++) {
+        const tensor *g = o->ps[i].p->grad;
+        if (g) sumsq += optim_kernels_get(g->device)->sumsq(g->data, tensor_numel(g));
+    }
+    double norm = sqrt(sumsq);
+    if (max_norm > 0 && isfinite(norm) && norm > max_norm) {
+        float coef = (float)(max_norm / (norm + 1e-6));
+        for (int i = 0; i < o->n; i++) {
+            tensor *g = o->ps[i].p->grad;
+            if (g) optim_kernels_get(g->device)->scale(g->data, tensor_numel(g), coef);
+        }
+    }
+    return norm;
+}

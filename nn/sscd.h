@@ -1,0 +1,50 @@
+/* sscd.h — the SSCD contrastive objective used by EndoFinder: a descriptor head on the [CLS] output,
+ * L2-normalised, trained with InfoNCE over all positive pairs of the batch plus the differential-
+ * entropy (KoLeo) regulariser. (SSCD sscd/train.py::SSCD.loss; EF engine_pretrain.py)
+ *
+ * With unit embeddings e_i, S = E E^T, P = match matrix (same instance, or shared MixUp/CutMix
+ * source; includes i == i), Neg(i) = {k : !P_ik}, Pos(i) = {j != i : P_ij}:
+ *   l_ij = exp(S_ij / tau),   p_ij = l_ij / (l_ij + sum_{k in Neg(i)} l_ik + 1e-6)
+ *   InfoNCE = (1/N) sum_i sum_{j in Pos(i)} -log p_ij                   (per_anchor_mean = 0)
+ *           = mean over anchors with positives of mean_{j in Pos(i)} -log p_ij   (= 1, MixUp mode)
+ *   entropy = -mean_i log sqrt(max(2 - 2 max_{k in Neg(i)} S_ik, 1e-6))  (rows without negatives skipped)
+ *   loss    = InfoNCE + entropy_weight * entropy
+ * The value and gradient are computed in double on the host (N is a batch: small). */
+#ifndef ENDORET_SSCD_H
+#define ENDORET_SSCD_H
+
+#include <stdint.h>
+
+#include "nn/tensor.h"
+
+typedef struct {
+    double infonce, entropy; /* entropy unweighted */
+    double total;
+    double pos_sim, neg_sim, nn_sim; /* mean positive / negative / nearest-negative similarity */
+} sscd_stats;
+
+/* Pure double-precision reference: loss of unit embeddings e [N,d] (host) and, when grad != NULL,
+ * dloss/de [N,d] (e treated as free variables). match: N*N bytes (1 = positive or self). */
+double sscd_loss_host(const float *e, int N, int d, const uint8_t *match, double tau,
+                      double entropy_weight, int per_anchor_mean, double *grad, sscd_stats *st);
+
+/* The autograd op: e [N,d] (any device; usually the L2-normalised descriptors) -> scalar loss. */
+tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
+                  sscd_stats *st);
+
+/* Match matrix from instance ids (ids[i] == ids[j]). */
+void sscd_match_from_ids(const int *ids, int N, uint8_t *match);
+/* Match matrix from MixUp/CutMix sources: sample i mixes instances a[i] and b[i] with weight lam[i]
+ * on a (lam 1 = unmixed); P_ij = (Y Y^T > 0) where Y_i = lam e_a + (1-lam) e_b, ContrastiveMixup. */
+void sscd_match_from_mix(const int *a, const int *b, const float *lam, int N, uint8_t *match);
+
+/* The descriptor head: "head.weight" [out, in], "head.bias" [out] (EF: Linear(1024, 512)). */
+typedef struct {
+    tensor *w, *b;
+    int in, out;
+} sscd_head;
+void sscd_head_init(sscd_head *h, int in, int out, uint64_t seed, param_list *pl);
+/* cls [N, in] -> L2-normalised descriptor [N, out] (out == 0: just normalise cls). */
+tensor *sscd_descriptor(const sscd_head *h, tensor *cls);
+
+#endif

@@ -1,0 +1,282 @@
+/* tensor.c — tensor views, long-lived and per-step construction, host transfer, param lists. */
+#include "nn/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/arena.h"
+#include "nn/base.h"
+
+static int check_shape(int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > T_MAX_DIMS) return er_fail(ER_INPUT, "tensor: %d dims (max %d)", ndim, T_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) return er_fail(ER_INPUT, "tensor: negative size %lld in dim %d", (long long)shape[i], i);
+    return ER_OK;
+}
+
+static void set_packed(tensor *t, int ndim, const int64_t *shape) {
+    t->ndim = ndim;
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->stride[i] = s;
+        s *= shape[i];
+    }
+}
+
+static int64_t shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+const er_backend *tensor_backend(const tensor *t) { return backend_get(t->device); }
+
+/* ---------------- long-lived ---------------- */
+
+tensor *tensor_new_on(int device, int ndim, const int64_t *shape) {
+    if (check_shape(ndim, shape)) return NULL;
+    const er_backend *be = backend_get(device);
+    if (!be) {
+        er_fail(ER_INPUT, "tensor: device %d not compiled in", device);
+        return NULL;
+    }
+    tensor *t = xcalloc(1, sizeof *t);
+    set_packed(t, ndim, shape);
+    t->device = device;
+    t->flags = T_LONG_LIVED;
+    int64_t n = shape_numel(ndim, shape);
+    er_storage *st = xcalloc(1, sizeof *st);
+    st->numel = (size_t)n;
+    st->device = device;
+    st->refcount = 1;
+    st->data = be->alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    be->fill(st->data, n, 0.0f);
+    t->storage = st;
+    t->data = st->data;
+    return t;
+}
+
+tensor *tensor_new(int ndim, const int64_t *shape) { return tensor_new_on(DEV_CPU, ndim, shape); }
+
+tensor *tensor_from_host_new(int ndim, const int64_t *shape, const float *host) {
+    tensor *t = tensor_new(ndim, shape);
+    if (t && host) memcpy(t->data, host, (size_t)tensor_numel(t) * sizeof(float));
+    return t;
+}
+
+tensor *tensor_param_on(int device, const char *name, int ndim, const int64_t *shape) {
+    tensor *t = tensor_new_on(device, ndim, shape);
+    if (!t) return NULL;
+    t->flags |= T_PARAM | T_REQUIRES_GRAD;
+    if (ndim <= 1) t->flags |= T_NO_DECAY;
+    t->name = xstrdup(name ? name : "");
+    t->grad = tensor_new_on(device, ndim, shape);
+    return t;
+}
+
+tensor *tensor_param(const char *name, int ndim, const int64_t *shape) {
+    return tensor_param_on(DEV_CPU, name, ndim, shape);
+}
+
+void tensor_free(tensor *t) {
+    if (!t || !(t->flags & T_LONG_LIVED)) return;
+    if (t->storage && --t->storage->refcount == 0) {
+        backend_get(t->storage->device)->free(t->storage->data);
+        free(t->storage);
+    }
+    if (t->grad) tensor_free(t->grad);
+    free(t->name);
+    free(t);
+}
+
+/* ---------------- per-step ---------------- */
+
+tensor *tensor_empty(int device, int ndim, const int64_t *shape) {
+    if (check_shape(ndim, shape)) return NULL;
+    arena *a = arena_default(device);
+    if (!a) {
+        er_fail(ER_INPUT, "tensor: device %d not compiled in", device);
+        return NULL;
+    }
+    tensor *t = arena_alloc_host(a, sizeof *t);
+    set_packed(t, ndim, shape);
+    t->device = device;
+    t->data = arena_alloc(a, (size_t)shape_numel(ndim, shape) * sizeof(float));
+    return t;
+}
+
+tensor *tensor_zeros(int device, int ndim, const int64_t *shape) {
+    tensor *t = tensor_empty(device, ndim, shape);
+    if (t) backend_get(device)->fill(t->data, tensor_numel(t), 0.0f);
+    return t;
+}
+
+tensor *tensor_from_host(int ndim, const int64_t *shape, const float *host) {
+    tensor *t = tensor_empty(DEV_CPU, ndim, shape);
+    if (t && host) memcpy(t->data, host, (size_t)tensor_numel(t) * sizeof(float));
+    return t;
+}
+
+tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                    int64_t offset_elems) {
+    if (check_shape(ndim, shape)) return NULL;
+    tensor *v = arena_alloc_host(arena_default(t->device), sizeof *v);
+    v->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        v->shape[i] = shape[i];
+        v->stride[i] = stride[i];
+    }
+    v->device = t->device;
+    v->dtype = t->dtype;
+    v->flags = t->flags & T_REQUIRES_GRAD;
+    v->data = t->data + offset_elems;
+    v->offset = t->offset + offset_elems;
+    return v;
+}
+
+/* ---------------- queries ---------------- */
+
+int64_t tensor_numel(const tensor *t) { return shape_numel(t->ndim, t->shape); }
+
+int tensor_is_contiguous(const tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s) return 0;
+        s *= t->shape[i];
+    }
+    return 1;
+}
+
+int tensor_same_shape(const tensor *a, const tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+const char *tensor_shape_str(const tensor *t, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* ---------------- data ---------------- */
+
+static void packed_strides(const tensor *t, int64_t *s) {
+    int64_t acc = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        s[i] = acc;
+        acc *= t->shape[i];
+    }
+}
+
+void tensor_to_host(const tensor *t, float *host) {
+    const er_backend *be = tensor_backend(t);
+    int64_t n = tensor_numel(t);
+    if (tensor_is_contiguous(t)) {
+        be->download(host, t->data, (size_t)n * sizeof(float));
+        return;
+    }
+    int64_t ps[T_MAX_DIMS];
+    packed_strides(t, ps);
+    if (t->device == DEV_CPU) {
+        be->copy_strided(t->ndim, t->shape, t->data, t->stride, host, ps, 0);
+        return;
+    }
+    float *tmp = be->alloc((size_t)n * sizeof(float));
+    be->copy_strided(t->ndim, t->shape, t->data, t->stride, tmp, ps, 0);
+    be->download(host, tmp, (size_t)n * sizeof(float));
+    be->free(tmp);
+}
+
+void tensor_copy_from_host(tensor *t, const float *host) {
+    const er_backend *be = tensor_backend(t);
+    int64_t n = tensor_numel(t);
+    if (tensor_is_contiguous(t)) {
+        be->upload(t->data, host, (size_t)n * sizeof(float));
+        return;
+    }
+    int64_t ps[T_MAX_DIMS];
+    packed_strides(t, ps);
+    if (t->device == DEV_CPU) {
+        be->copy_strided(t->ndim, t->shape, host, ps, t->data, t->stride, 0);
+        return;
+    }
+    float *tmp = be->alloc((size_t)n * sizeof(float));
+    be->upload(tmp, host, (size_t)n * sizeof(float));
+    be->copy_strided(t->ndim, t->shape, tmp, ps, t->data, t->stride, 0);
+    be->free(tmp);
+}
+
+int tensor_copy(tensor *dst, const tensor *src) {
+    if (!tensor_same_shape(dst, src) || dst->device != src->device) {
+        char a[96], b[96];
+        return er_fail(ER_INPUT, "tensor_copy: shapes %s and %s differ (or devices)",
+                       tensor_shape_str(dst, a, sizeof a), tensor_shape_str(src, b, sizeof b));
+    }
+    tensor_backend(dst)->copy_strided(dst->ndim, dst->shape, src->data, src->stride, dst->data,
+                                      dst->stride, 0);
+    return ER_OK;
+}
+
+void tensor_fill(tensor *t, float v) {
+    const er_backend *be = tensor_backend(t);
+    if (tensor_is_contiguous(t)) {
+        be->fill(t->data, tensor_numel(t), v);
+        return;
+    }
+    int64_t zs[T_MAX_DIMS] = {0};
+    float *dv = arena_alloc(arena_default(t->device), sizeof(float)); /* v in device memory */
+    be->upload(dv, &v, sizeof v);
+    be->copy_strided(t->ndim, t->shape, dv, zs, t->data, t->stride, 0);
+}
+
+float tensor_item(const tensor *t) {
+    float v;
+    tensor_backend(t)->download(&v, t->data, sizeof v);
+    return v;
+}
+
+tensor *tensor_clone_new(const tensor *t) {
+    tensor *c = tensor_new_on(t->device, t->ndim, t->shape);
+    if (c) tensor_copy(c, t);
+    return c;
+}
+
+void tensor_set_requires_grad(tensor *t, int on) {
+    if (on) t->flags |= T_REQUIRES_GRAD;
+    else t->flags &= ~(uint32_t)T_REQUIRES_GRAD;
+}
+
+/* ---------------- parameter lists ---------------- */
+
+void params_add(param_list *pl, tensor *p) {
+    if (pl->n == pl->cap) {
+        pl->cap = pl->cap ? 2 * pl->cap : 16;
+        pl->t = xrealloc(pl->t, (size_t)pl->cap * sizeof *pl->t);
+    }
+    pl->t[pl->n++] = p;
+}
+
+tensor *params_find(const param_list *pl, const char *name) {
+    for (int i = 0; i < pl->n; i++)
+        if (pl->t[i]->name && strcmp(pl->t[i]->name, name) == 0) return pl->t[i];
+    return NULL;
+}
+
+int64_t params_numel(const param_list *pl) {
+    int64_t n = 0;
+    for (int i = 0; i < pl->n; i++) n += tensor_numel(pl->t[i]);
+    return n;
+}
+
+void params_free(param_list *pl) {
+    for (int i = 0; i < pl->n; i++) tensor_free(pl->t[i]);
+    free(pl->t);
+    pl->t = NULL;
+    pl->n = pl->cap = 0;
+}

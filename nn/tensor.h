@@ -1,0 +1,116 @@
+/* tensor.h — a tensor is a view (shape, strides, offset) over fp32 storage on one device.
+ *
+ * Memory model (see nn/arena.h for the whole picture):
+ *   - tensor_new / tensor_param / tensor_from_host_new: LONG-LIVED. The struct and a refcounted
+ *     storage are malloc'd; tensor_free releases them (storage freed when its last long-lived view
+ *     goes). Parameters get a long-lived zero-filled `grad` of the same shape, freed with them.
+ *   - tensor_empty / tensor_zeros / tensor_from_host / every op result: PER-STEP. Struct and data
+ *     come from the device's default arena and die at arena_reset (nn_step_end). Never tensor_free
+ *     them; never keep them across steps. Per-step views of long-lived tensors are fine (the
+ *     long-lived storage outlives the step); the reverse (a long-lived view of arena data) is not.
+ *   - `data` points at element [0,...,0] (storage base + offset), in device memory.
+ * All ops (nn/ops.h) accept any strides; kernels get contiguous data where they need it.
+ * Error handling: constructors given bad shapes return NULL after er_fail (nn/base.h). */
+#ifndef ENDORET_TENSOR_H
+#define ENDORET_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#define T_MAX_DIMS ER_MAX_DIMS
+
+enum { DT_F32 = 0 };
+
+/* tensor flags */
+enum {
+    T_REQUIRES_GRAD = 1u << 0, /* gradients flow into this tensor */
+    T_PARAM = 1u << 1,         /* a named, trainable parameter (long-lived, has grad) */
+    T_LONG_LIVED = 1u << 2,    /* struct is malloc'd (tensor_free), not arena-owned */
+    T_NO_DECAY = 1u << 3,      /* hint for optimizers: exempt from weight decay (norms, biases,
+                                  pos-embed, tokens); set by tensor_param for ndim <= 1 */
+};
+
+typedef struct er_storage {
+    float *data;    /* device memory */
+    size_t numel;
+    int device;
+    int refcount;   /* long-lived views holding it */
+} er_storage;
+
+struct tape_node;
+
+typedef struct tensor {
+    float *data;                 /* first element = storage base + offset */
+    int64_t shape[T_MAX_DIMS];
+    int64_t stride[T_MAX_DIMS];  /* in elements */
+    int64_t offset;              /* in elements, from the storage base */
+    int ndim;                    /* 0 = scalar (numel 1) */
+    int dtype;                   /* DT_F32 */
+    int device;                  /* DEV_CPU / DEV_CUDA */
+    uint32_t flags;
+    er_storage *storage;         /* long-lived storage, NULL for arena data */
+    struct tensor *grad;         /* same shape, contiguous; NULL until needed */
+    char *name;                  /* parameters: timm name ("blocks.0.attn.qkv.weight") */
+    struct tape_node *node;      /* op that produced it in the current tape, NULL for leaves */
+} tensor;
+
+/* ---- long-lived ---- */
+tensor *tensor_new(int ndim, const int64_t *shape);               /* zeros, CPU */
+tensor *tensor_new_on(int device, int ndim, const int64_t *shape);/* zeros */
+tensor *tensor_from_host_new(int ndim, const int64_t *shape, const float *host); /* CPU copy */
+/* A trainable parameter named `name` (copied): zeros, T_PARAM | T_REQUIRES_GRAD, zero grad. */
+tensor *tensor_param(const char *name, int ndim, const int64_t *shape);
+tensor *tensor_param_on(int device, const char *name, int ndim, const int64_t *shape);
+/* Frees a long-lived tensor and its grad; NULL is a no-op; arena tensors are ignored. */
+void tensor_free(tensor *t);
+
+/* ---- per-step (arena) ---- */
+tensor *tensor_empty(int device, int ndim, const int64_t *shape); /* uninitialised */
+tensor *tensor_zeros(int device, int ndim, const int64_t *shape);
+tensor *tensor_from_host(int ndim, const int64_t *shape, const float *host); /* CPU, copied */
+/* A per-step view struct sharing t's data: carries T_REQUIRES_GRAD only (no name, grad or node);
+ * not recorded by autograd (ops such as op_permute/op_slice record their views). */
+tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                    int64_t offset_elems);
+
+/* ---- queries ---- */
+int64_t tensor_numel(const tensor *t);
+int tensor_is_contiguous(const tensor *t);
+int tensor_same_shape(const tensor *a, const tensor *b);
+const er_backend *tensor_backend(const tensor *t);
+/* "[2, 3, 4]" into buf. */
+const char *tensor_shape_str(const tensor *t, char *buf, size_t n);
+
+/* ---- data ---- */
+/* Copies (any strides) to a packed host array of numel floats. */
+void tensor_to_host(const tensor *t, float *host);
+/* Writes a packed host array into t (any strides). */
+void tensor_copy_from_host(tensor *t, const float *host);
+/* dst <- src (same shape, any strides, same device); not recorded by autograd. */
+int tensor_copy(tensor *dst, const tensor *src);
+void tensor_fill(tensor *t, float v);
+float tensor_item(const tensor *t); /* element 0 (scalars, losses) */
+/* Long-lived packed copy (no autograd link). */
+tensor *tensor_clone_new(const tensor *t);
+
+/* Marks/unmarks a leaf as needing gradients (long-lived leaves get a long-lived grad). */
+void tensor_set_requires_grad(tensor *t, int on);
+
+/* Element helpers for shapes: SHAPE(2, 3) -> (const int64_t[]){2, 3}, count first. */
+#define SHAPE(...) (const int64_t[]){__VA_ARGS__}
+
+/* ---- parameter lists: what a model hands to optimizers, zero_grad and checkpoints ---- */
+typedef struct param_list {
+    tensor **t;
+    int n, cap;
+} param_list;
+
+void params_add(param_list *pl, tensor *p);
+tensor *params_find(const param_list *pl, const char *name); /* NULL if absent */
+int64_t params_numel(const param_list *pl);
+/* Frees every tensor in the list and the list's array. */
+void params_free(param_list *pl);
+
+#endif

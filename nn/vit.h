@@ -1,0 +1,105 @@
+/* vit.h — the Vision Transformer image encoder (timm layout), as used by MAE, EndoFinder and DINOv2.
+ *
+ *   image [B,3,H,W] -> patches [B,L,3*p*p] (conv with stride = kernel is exactly a reshape + linear)
+ *   -> patch_embed.proj -> + pos_embed[patches] -> (optional MAE keep-gather) -> prepend [CLS]
+ *   (+ pos_embed[0]) and register tokens -> depth x pre-norm block -> norm.
+ *   block: x += ls1 * attn.proj(MHSA(attn.qkv(norm1(x))));  x += ls2 * mlp.fc2(gelu(mlp.fc1(norm2(x))))
+ *
+ * Parameter names are timm's, so timm / MAE / DINOv2 safetensors files load unchanged:
+ *   cls_token [1,1,D], reg_token [1,R,D], pos_embed [1,P+L,D] (P = pos_prefix prefix tokens with a
+ *   position: 1 = [CLS] as timm/MAE, 0 = timm no_embed_class), patch_embed.proj.weight [D,3,p,p],
+ *   patch_embed.proj.bias, blocks.N.{norm1,attn.qkv,attn.proj,ls1.gamma,norm2,mlp.fc1,mlp.fc2,ls2.gamma},
+ *   norm.weight / norm.bias.
+ * A fixed 2-D sin-cos pos_embed (MAE) is stored like the learned one but frozen (no gradient). */
+#ifndef ENDORET_VIT_H
+#define ENDORET_VIT_H
+
+#include <stdint.h>
+
+#include "checkpoints/safetensors.h"
+#include "nn/tensor.h"
+
+typedef struct {
+    int img;            /* training image side (square); the pos-embed grid is img / patch */
+    int patch;          /* 14 or 16 (any divisor of img works) */
+    int in_chans;       /* 3 */
+    int dim, depth, heads;
+    double mlp_ratio;   /* 4 */
+    int qkv_bias;       /* 1 */
+    int registers;      /* register tokens (DINOv2 "reg" models), 0 = none */
+    int pos_prefix;     /* prefix tokens that carry a pos-embed row: 1 ([CLS]) or 0 */
+    double layerscale;  /* LayerScale init value, 0 = no LayerScale */
+    int pos_fixed;      /* 1 = fixed 2-D sin-cos (MAE, frozen), 0 = learned (trunc-normal 0.02) */
+    double eps;         /* LayerNorm eps, 1e-6 as timm ViTs */
+} vit_config;
+
+/* vit_tiny (192/12/3), vit_small (384/12/6), vit_base (768/12/12), vit_large (1024/24/16); an
+ * optional "_patch14"/"_patch16" suffix sets the patch. Defaults: img 224, patch 16, mlp 4, qkv
+ * bias, no registers, no LayerScale, fixed sin-cos pos-embed, eps 1e-6. ER_INPUT on unknown names. */
+int vit_config_preset(const char *name, vit_config *c);
+/* Shape checks (dims divisible, img multiple of patch ...): ER_OK or ER_INPUT naming the field. */
+int vit_config_check(const vit_config *c);
+
+/* One pre-norm transformer block's parameters (shared with the MAE decoder). */
+typedef struct {
+    tensor *norm1_w, *norm1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ls1;
+    tensor *norm2_w, *norm2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b, *ls2;
+} vit_block;
+
+/* Creates the block's parameters named "<prefix>.norm1.weight" ... and appends them to pl,
+ * initialised as MAE (xavier-uniform linears, zero biases, unit norms; LayerScale = ls_init). */
+void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
+                    double ls_init, uint64_t seed, param_list *pl);
+/* x [B,T,D] -> [B,T,D]. */
+tensor *vit_block_forward(const vit_block *b, tensor *x, int heads, float eps);
+
+typedef struct {
+    vit_config cfg;
+    int grid;           /* patches per side at cfg.img */
+    int L;              /* grid * grid */
+    tensor *cls_token, *reg_token, *pos_embed, *patch_w, *patch_b, *norm_w, *norm_b;
+    vit_block *blocks;
+    param_list params;  /* every tensor above (frozen ones included: they are saved too) */
+} vit;
+
+/* A new encoder initialised from `seed` (same seed => same weights). NULL + er_msg on a bad config. */
+vit *vit_new(const vit_config *cfg, uint64_t seed);
+void vit_free(vit *v);
+
+/* Image [B,C,H,W] (host, H = W = any multiple of patch) -> patches [B,L,C*p*p] in conv-weight order
+ * (c, dy, dx), the input of patch_embed.proj. */
+void vit_patchify(const float *img, int B, int C, int H, int W, int p, float *out);
+
+/* Encoder forward. img: host [B,C,H,W] with H = W = cfg.img. keep: NULL (all L patches) or
+ * B*K patch indices per sample (MAE). Result [B, 1 + R + K, D] after the final norm: token 0 is
+ * [CLS], then the R registers, then the kept patches in the order of `keep`. */
+tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K);
+/* [CLS] output [B, D] of full (unmasked) images. */
+tensor *vit_cls(vit *v, const float *img, int B);
+
+/* Resample the patch rows of pos_embed to a new image side (bicubic, as timm
+ * resample_abs_pos_embed / MAE interpolate_pos_embed; fixed sin-cos ones are recomputed). */
+int vit_set_img(vit *v, int img);
+
+/* Forward FLOPs (multiply-add = 2) for B images of T tokens (T = 1 + R + L unmasked). */
+double vit_forward_flops(const vit_config *c, int B, int T);
+
+/* ---- weights ---- */
+/* Load every tensor of pl from f under "<prefix><name>" (prefix may be ""); shapes must match,
+ * except pos_embed-like rows (resampled bicubically by the caller via vit_load). strict: a tensor
+ * of pl missing in f is an error; otherwise it keeps its value. */
+int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict);
+/* Add every tensor of pl (host data, float32) to a writer; `host` receives malloc'd copies for
+ * non-CPU tensors that the caller frees after st_write (NULL for CPU-only builds is fine). */
+void params_add_st(const param_list *pl, st_writer *w, const char *prefix);
+/* Infer a vit_config from a timm/MAE/endoret file (names under `prefix`): dim and patch from
+ * patch_embed.proj.weight, depth from blocks.N, heads = dim / 64 (timm's convention) unless the
+ * metadata "endoret.vit.heads" says otherwise, registers from reg_token, LayerScale from
+ * blocks.0.ls1.gamma, img from pos_embed rows. */
+int vit_config_from_st(const st_file *f, const char *prefix, vit_config *c);
+/* Build + load an encoder from a file (strict: every encoder tensor must be present). */
+vit *vit_load(const st_file *f, const char *prefix);
+/* Metadata entries describing cfg (endoret.vit.*), so vit_config_from_st finds it exactly. */
+void vit_config_add_meta(const vit_config *c, st_writer *w);
+
+#endif

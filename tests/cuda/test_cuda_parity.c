@@ -1,0 +1,551 @@
+/* test_cuda_parity.c — every entry of the CUDA op table against the CPU table (the reference) on
+ * the same random inputs, plus a few training steps of a tiny transformer on both backends.
+ *
+ * Tolerances (|gpu - cpu| <= rtol * (|cpu| + max|cpu|), i.e. relative to the element and to the
+ * tensor's scale):
+ *   exact            fill, copies, gather, dropout masks, max/argmax, binary/affine ops
+ *   1e-5             fp32 kernels (elementwise maths, reductions, norms, softmax, losses, GEMM,
+ *                    attention): different summation orders, fp32 with double row statistics
+ *   2e-2             GEMM in bf16 mode (8-bit mantissa inputs, fp32 accumulation)
+ *   1e-4             losses of 3 SGD steps of a tiny transformer (errors compound over steps)
+ * Compiles in every build; skips with "no CUDA device: ..." when the build has no CUDA or the
+ * machine has no GPU (CI, this repository's development machine). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "nn/base.h"
+#include "nn/ops.h"
+#include "nn/rng.h"
+#include "tests/test_util.h"
+#ifdef ENDORET_CUDA
+#include "kernels/cpu/optim_kernels.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_optim.h"
+#endif
+
+static const er_backend *CPU, *GPU;
+static int GPU_DEV = DEV_CUDA, SELFTEST = 0;
+
+/* ENDORET_PARITY_SELFTEST=1 without a GPU runs every test with the CPU table on both sides: it
+ * checks the harness itself (buffer sizes, layouts; under `make asan` too), not the CUDA kernels. */
+static void require_gpu(void) {
+    CPU = backend_get(DEV_CPU);
+    if (getenv("ENDORET_PARITY_SELFTEST") && !backend_get(DEV_CUDA)) {
+        GPU = CPU;
+        GPU_DEV = DEV_CPU;
+        SELFTEST = 1;
+        return;
+    }
+#ifndef ENDORET_CUDA
+    cr_skip_test("no CUDA device: built without CUDA (make CUDA=1 on a machine with nvcc)");
+#else
+    if (cuda_device_count() == 0)
+        cr_skip_test("no CUDA device: cudaGetDeviceCount reports none (CUDA build); parity test needs a GPU run");
+    cuda_set_precision(0);
+#endif
+    GPU = backend_get(DEV_CUDA);
+    cr_assert_not_null(GPU, "CUDA device present but backend_get(DEV_CUDA) is NULL");
+}
+
+static void gpu_ok(const char *what) {
+#ifdef ENDORET_CUDA
+    if (SELFTEST) return;
+    cuda_synchronize();
+    const char *e = cuda_backend_error();
+    cr_assert_null(e, "%s: CUDA error: %s", what, e ? e : "");
+#else
+    (void)what;
+#endif
+}
+
+/* ---- host/device buffers ---- */
+static float *rnd(int64_t n, float lo, float hi, uint32_t tag) {
+    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    rng_t r = rng_make(1234, rng_stream(RNG_SAMPLING, tag, 0));
+    for (int64_t i = 0; i < n; i++) h[i] = lo + (hi - lo) * rng_uniform(&r);
+    return h;
+}
+static void *dev_from(const void *h, size_t bytes) {
+    void *d = GPU->alloc(bytes ? bytes : 4);
+    GPU->upload(d, h, bytes);
+    return d;
+}
+static float *devf(const float *h, int64_t n) { return dev_from(h, (size_t)n * sizeof(float)); }
+static float *host_of(const float *d, int64_t n) {
+    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    GPU->download(h, d, (size_t)n * sizeof(float));
+    return h;
+}
+static float *copyf(const float *h, int64_t n) {
+    float *c = malloc((size_t)(n ? n : 1) * sizeof(float));
+    memcpy(c, h, (size_t)n * sizeof(float));
+    return c;
+}
+
+/* Compare the GPU result d (device) with the CPU result ref (host). */
+static void expect_close(const char *what, const float *ref, const float *d, int64_t n, double rtol) {
+    gpu_ok(what);
+    float *got = host_of(d, n);
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
+    int64_t worst = -1;
+    double worst_excess = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = ref[i], b = got[i];
+        if (isinf(a) || isnan(a)) {
+            if (!((isnan(a) && isnan(b)) || a == b)) { worst = i; break; }
+            continue;
+        }
+        double err = fabs(a - b), tol = rtol * (fabs(a) + scale);
+        if (!(err <= tol) && (worst < 0 || err - tol > worst_excess)) {
+            worst = i;
+            worst_excess = err - tol;
+        }
+    }
+    if (worst >= 0)
+        cr_assert_fail("%s: element %lld: cpu %.9g, cuda %.9g (rtol %g, tensor scale %g, n %lld)", what,
+                       (long long)worst, ref[worst], got[worst], rtol, scale, (long long)n);
+    free(got);
+}
+static void expect_same_i32(const char *what, const int32_t *ref, const int32_t *d, int64_t n) {
+    gpu_ok(what);
+    int32_t *got = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    GPU->download(got, d, (size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(ref[i], got[i], "%s: element %lld: cpu %d, cuda %d", what, (long long)i, ref[i], got[i]);
+    free(got);
+}
+
+static void contig(int nd, const int64_t *shape, int64_t *st) {
+    int64_t acc = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= shape[i];
+    }
+}
+
+Test(cuda, storage_fill_copy_strided_sum_to) {
+    require_gpu();
+    int64_t shape[3] = {5, 7, 33}, n = 5 * 7 * 33;
+    float *x = rnd(n, -1, 1, 1), *y = rnd(n, -1, 1, 2);
+    float *dx = devf(x, n), *dy = devf(y, n);
+    /* device copy round trip */
+    float *dz = GPU->alloc(n * sizeof(float));
+    GPU->copy(dz, dx, n * sizeof(float));
+    expect_close("copy", x, dz, n, 0);
+    GPU->fill(dz, n, 0.25f);
+    float *f = malloc(n * sizeof(float));
+    CPU->fill(f, n, 0.25f);
+    expect_close("fill", f, dz, n, 0);
+    /* transpose-copy x[5,7,33] -> y viewed permuted (33,7,5), accumulate and not */
+    int64_t vs[3] = {1, 33, 7 * 33}, vshape[3] = {33, 7, 5}, ys[3];
+    contig(3, vshape, ys);
+    for (int acc = 0; acc <= 1; acc++) {
+        float *yc = copyf(y, n);
+        GPU->upload(dy, y, n * sizeof(float));
+        CPU->copy_strided(3, vshape, x, vs, yc, ys, acc);
+        GPU->copy_strided(3, vshape, dx, vs, dy, ys, acc);
+        expect_close(acc ? "copy_strided (+=)" : "copy_strided", yc, dy, n, 0);
+        free(yc);
+    }
+    /* sum_to: [5,7,33] -> [1,7,1], [5,1,33], [1,1,1], and the column-sum cases [1,7,33], [1,1,33] */
+    int64_t ys1[3] = {1, 7, 1}, ys2[3] = {5, 1, 33}, ys3[3] = {1, 1, 1}, ys4[3] = {1, 7, 33}, ys5[3] = {1, 1, 33};
+    const int64_t *targets[5] = {ys1, ys2, ys3, ys4, ys5};
+    for (int t = 0; t < 5; t++) {
+        int64_t m = targets[t][0] * targets[t][1] * targets[t][2];
+        float *yc = rnd(m, -1, 1, 3), *dyt = devf(yc, m);
+        CPU->sum_to(3, shape, x, targets[t], yc, 1);
+        GPU->sum_to(3, shape, dx, targets[t], dyt, 1);
+        expect_close("sum_to", yc, dyt, m, 1e-5);
+        free(yc);
+        GPU->free(dyt);
+    }
+    /* a large box to a scalar (the block-reduction path) */
+    int64_t bigshape[1] = {100000}, one[1] = {1};
+    float *big = rnd(100000, -1, 1, 4), *dbig = devf(big, 100000), s_cpu = 0, *ds = devf(&s_cpu, 1);
+    CPU->sum_to(1, bigshape, big, one, &s_cpu, 0);
+    GPU->sum_to(1, bigshape, dbig, one, ds, 0);
+    expect_close("sum_to scalar", &s_cpu, ds, 1, 1e-5);
+    GPU->free(dx); GPU->free(dy); GPU->free(dz); GPU->free(dbig); GPU->free(ds);
+    free(x); free(y); free(f); free(big);
+}
+
+Test(cuda, binary_and_grad_with_broadcast) {
+    require_gpu();
+    int64_t shape[3] = {4, 6, 37}, n = 4 * 6 * 37;
+    int64_t as[3] = {6 * 37, 37, 1}, bs[3] = {0, 1, 0}; /* b is [1, 6, 1] broadcast */
+    float *a = rnd(n, -2, 2, 10), *b = rnd(6, 0.5f, 2, 11);
+    float *da = devf(a, n), *db = devf(b, 6), *dy = GPU->alloc(n * sizeof(float));
+    float *gy = rnd(n, -1, 1, 12), *dgy = devf(gy, n), *y = malloc(n * sizeof(float));
+    for (int op = 0; op < BIN_COUNT; op++) {
+        CPU->binary(op, 3, shape, a, as, b, bs, y);
+        GPU->binary(op, 3, shape, da, as, db, bs, dy);
+        expect_close("binary", y, dy, n, 0);
+        for (int side = 0; side <= 1; side++) {
+            float *g = rnd(n, -1, 1, 13), *dg = devf(g, n);
+            CPU->binary_grad(op, side, 3, shape, a, as, b, bs, gy, g, 1);
+            GPU->binary_grad(op, side, 3, shape, da, as, db, bs, dgy, dg, 1);
+            expect_close("binary_grad", g, dg, n, 1e-6);
+            free(g);
+            GPU->free(dg);
+        }
+    }
+    GPU->free(da); GPU->free(db); GPU->free(dy); GPU->free(dgy);
+    free(a); free(b); free(gy); free(y);
+}
+
+Test(cuda, unary_forward_backward) {
+    require_gpu();
+    int64_t n = 10007;
+    for (int op = 0; op < UN_COUNT; op++) {
+        int positive = op == UN_LOG || op == UN_SQRT || op == UN_POW;
+        float *x = rnd(n, positive ? 0.1f : -3, 3, 20 + op), *gy = rnd(n, -1, 1, 40 + op);
+        float alpha = op == UN_POW ? 1.7f : (op == UN_CLAMP ? -0.5f : 0.8f), beta = op == UN_CLAMP ? 1.2f : 0.3f;
+        float *y = malloc(n * sizeof(float)), *gx = rnd(n, -1, 1, 60 + op);
+        float *dx = devf(x, n), *dy = GPU->alloc(n * sizeof(float)), *dgy = devf(gy, n), *dgx = devf(gx, n);
+        CPU->unary(op, n, x, y, alpha, beta);
+        GPU->unary(op, n, dx, dy, alpha, beta);
+        expect_close("unary", y, dy, n, 1e-6);
+        CPU->unary_backward(op, n, x, y, gy, gx, alpha, beta);
+        GPU->unary_backward(op, n, dx, dy, dgy, dgx, alpha, beta);
+        expect_close("unary_backward", gx, dgx, n, 1e-5);
+        GPU->free(dx); GPU->free(dy); GPU->free(dgy); GPU->free(dgx);
+        free(x); free(gy); free(y); free(gx);
+    }
+}
+
+Test(cuda, dropout_mask_is_identical) {
+    require_gpu();
+    int64_t n = 4099;
+    float *x = rnd(n, -1, 1, 80), *y = rnd(n, -1, 1, 81);
+    float *dx = devf(x, n), *dy = devf(y, n);
+    const uint64_t offsets[3] = {0, 3, 1000001};
+    for (int t = 0; t < 3; t++)
+        for (int acc = 0; acc <= 1; acc++) {
+            CPU->dropout(n, x, y, 0.3f, 42, rng_stream(RNG_DROPOUT, 7, t), offsets[t], acc);
+            GPU->dropout(n, dx, dy, 0.3f, 42, rng_stream(RNG_DROPOUT, 7, t), offsets[t], acc);
+            expect_close("dropout", y, dy, n, 0);
+        }
+    GPU->free(dx); GPU->free(dy);
+    free(x); free(y);
+}
+
+Test(cuda, reduce_and_backward) {
+    require_gpu();
+    const int64_t cases[3][3] = {{13, 1000, 1}, {7, 50, 65}, {1, 5, 3}};
+    for (int c = 0; c < 3; c++) {
+        int64_t o = cases[c][0], l = cases[c][1], in = cases[c][2], n = o * l * in, m = o * in;
+        float *x = rnd(n, -5, 5, 90 + c), *gy = rnd(m, -1, 1, 95 + c);
+        float *dx = devf(x, n), *dgy = devf(gy, m);
+        for (int op = 0; op < RED_COUNT; op++) {
+            float *y = malloc(m * sizeof(float)), *dy = GPU->alloc(m * sizeof(float));
+            int32_t *am = malloc(m * sizeof(int32_t)), *dam = GPU->alloc(m * sizeof(int32_t));
+            CPU->reduce(op, o, l, in, x, y, op == RED_MAX ? am : NULL);
+            GPU->reduce(op, o, l, in, dx, dy, op == RED_MAX ? dam : NULL);
+            expect_close("reduce", y, dy, m, op == RED_MAX ? 0 : 1e-6);
+            if (op == RED_MAX) expect_same_i32("argmax", am, dam, m);
+            float *gx = rnd(n, -1, 1, 99), *dgx = devf(gx, n);
+            CPU->reduce_backward(op, o, l, in, gy, am, gx);
+            GPU->reduce_backward(op, o, l, in, dgy, dam, dgx);
+            expect_close("reduce_backward", gx, dgx, n, 1e-6);
+            free(y); free(am); free(gx);
+            GPU->free(dy); GPU->free(dam); GPU->free(dgx);
+        }
+        GPU->free(dx); GPU->free(dgy);
+        free(x); free(gy);
+    }
+}
+
+/* Row-major products with every transpose combination, batched with strides, beta 0 and 1. */
+static void gemm_case(int bf16, double rtol) {
+#ifdef ENDORET_CUDA
+    if (!SELFTEST) cuda_set_precision(bf16);
+#endif
+    const int m = 37, n = 45, k = 67, batch = 3;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int beta_i = 0; beta_i <= 1; beta_i++) {
+                int lda = ta ? m + 3 : k + 1, ldb = tb ? k + 2 : n, ldc = n + 5;
+                long sA = (long)(ta ? k : m) * lda, sB = (long)(tb ? n : k) * ldb, sC = (long)m * ldc;
+                float *A = rnd(sA * batch, -1, 1, 100), *B = rnd(sB * batch, -1, 1, 101);
+                float *C = rnd(sC * batch, -1, 1, 102);
+                float *dA = devf(A, sA * batch), *dB = devf(B, sB * batch), *dC = devf(C, sC * batch);
+                float beta = beta_i ? 1.0f : 0.0f;
+                CPU->gemm_batched(ta, tb, m, n, k, 0.7f, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+                GPU->gemm_batched(ta, tb, m, n, k, 0.7f, dA, lda, sA, dB, ldb, sB, beta, dC, ldc, sC, batch);
+                expect_close(bf16 ? "gemm bf16" : "gemm fp32", C, dC, sC * batch, rtol);
+                GPU->free(dA); GPU->free(dB); GPU->free(dC);
+                free(A); free(B); free(C);
+            }
+#ifdef ENDORET_CUDA
+    if (!SELFTEST) cuda_set_precision(0);
+#endif
+}
+
+Test(cuda, gemm_fp32) {
+    require_gpu();
+    gemm_case(0, 1e-5);
+}
+
+Test(cuda, gemm_bf16) {
+    require_gpu();
+    gemm_case(1, 2e-2);
+}
+
+Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
+    require_gpu();
+    const int64_t R = 37, C = 300, n = R * C;
+    float *x = rnd(n, -3, 3, 110), *w = rnd(C, 0.5f, 1.5f, 111), *b = rnd(C, -1, 1, 112);
+    float *gy = rnd(n, -1, 1, 113);
+    float *dx = devf(x, n), *dw = devf(w, C), *db = devf(b, C), *dgy = devf(gy, n);
+    float *y = malloc(n * sizeof(float)), *mean = malloc(R * sizeof(float)), *rstd = malloc(R * sizeof(float));
+    float *dy = GPU->alloc(n * sizeof(float)), *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4);
+    CPU->layernorm(R, C, x, w, b, 1e-6f, y, mean, rstd);
+    GPU->layernorm(R, C, dx, dw, db, 1e-6f, dy, dmean, drstd);
+    expect_close("layernorm y", y, dy, n, 1e-5);
+    expect_close("layernorm mean", mean, dmean, R, 1e-5);
+    expect_close("layernorm rstd", rstd, drstd, R, 1e-5);
+    float *gx = rnd(n, -1, 1, 114), *gw = rnd(C, -1, 1, 115), *gb = rnd(C, -1, 1, 116);
+    float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
+    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb);
+    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb);
+    expect_close("layernorm gx", gx, dgx, n, 1e-5);
+    expect_close("layernorm gw", gw, dgw, C, 1e-5);
+    expect_close("layernorm gb", gb, dgb, C, 1e-5);
+
+    for (int lg = 0; lg <= 1; lg++) {
+        CPU->softmax(R, C, x, y, lg);
+        GPU->softmax(R, C, dx, dy, lg);
+        expect_close("softmax", y, dy, n, 1e-5);
+        GPU->upload(dgx, gx, n * 4);
+        CPU->softmax_backward(R, C, y, gy, gx, lg);
+        GPU->softmax_backward(R, C, dy, dgy, dgx, lg);
+        expect_close("softmax_backward", gx, dgx, n, 1e-5);
+    }
+
+    float *nrm = malloc(R * 4), *dnrm = GPU->alloc(R * 4);
+    CPU->l2norm(R, C, x, y, nrm, 1e-12f);
+    GPU->l2norm(R, C, dx, dy, dnrm, 1e-12f);
+    expect_close("l2norm y", y, dy, n, 1e-5);
+    expect_close("l2norm norm", nrm, dnrm, R, 1e-5);
+    GPU->upload(dgx, gx, n * 4);
+    CPU->l2norm_backward(R, C, y, nrm, gy, gx, 1e-12f);
+    GPU->l2norm_backward(R, C, dy, dnrm, dgy, dgx, 1e-12f);
+    expect_close("l2norm_backward", gx, dgx, n, 1e-5);
+
+    int32_t lab[37];
+    for (int r = 0; r < R; r++) lab[r] = r % 5 == 4 ? -1 : (r * 17) % C;
+    int32_t *dlab = dev_from(lab, sizeof lab);
+    float *loss = malloc(R * 4), *lse = malloc(R * 4), *dloss = GPU->alloc(R * 4), *dlse = GPU->alloc(R * 4);
+    CPU->cross_entropy(R, C, x, lab, loss, lse);
+    GPU->cross_entropy(R, C, dx, dlab, dloss, dlse);
+    expect_close("cross_entropy loss", loss, dloss, R, 1e-5);
+    expect_close("cross_entropy lse", lse, dlse, R, 1e-5);
+    GPU->upload(dgx, gx, n * 4);
+    CPU->cross_entropy_backward(R, C, x, lab, lse, 0.25f, gx);
+    GPU->cross_entropy_backward(R, C, dx, dlab, dlse, 0.25f, dgx);
+    expect_close("cross_entropy_backward", gx, dgx, n, 1e-5);
+
+    GPU->free(dx); GPU->free(dw); GPU->free(db); GPU->free(dgy); GPU->free(dy); GPU->free(dmean);
+    GPU->free(drstd); GPU->free(dgx); GPU->free(dgw); GPU->free(dgb); GPU->free(dnrm); GPU->free(dlab);
+    GPU->free(dloss); GPU->free(dlse);
+    free(x); free(w); free(b); free(gy); free(y); free(mean); free(rstd); free(gx); free(gw); free(gb);
+    free(nrm); free(loss); free(lse);
+}
+
+Test(cuda, gather_scatter_add) {
+    require_gpu();
+    const int64_t O = 3, L = 20, I = 17, K = 9;
+    float *x = rnd(O * L * I, -1, 1, 120), *y = malloc(O * K * I * 4);
+    int32_t idx[27];
+    for (int i = 0; i < 27; i++) idx[i] = (i * 7 + 3) % 20; /* repeats across o, distinct within */
+    int32_t *didx = dev_from(idx, sizeof idx);
+    float *dx = devf(x, O * L * I), *dy = GPU->alloc(O * K * I * 4);
+    for (int per_outer = 0; per_outer <= 1; per_outer++) {
+        int64_t st = per_outer ? K : 0;
+        CPU->gather(O, L, I, x, idx, st, K, y);
+        GPU->gather(O, L, I, dx, didx, st, K, dy);
+        expect_close("gather", y, dy, O * K * I, 0);
+        float *acc = rnd(O * L * I, -1, 1, 121), *dacc = devf(acc, O * L * I);
+        CPU->scatter_add(O, K, I, y, idx, st, L, acc);
+        GPU->scatter_add(O, K, I, dy, didx, st, L, dacc);
+        expect_close("scatter_add", acc, dacc, O * L * I, 1e-6);
+        free(acc);
+        GPU->free(dacc);
+    }
+    GPU->free(didx); GPU->free(dx); GPU->free(dy);
+    free(x); free(y);
+}
+
+/* q/k/v as views of one packed [B, T, 3, H, D] projection (the ViT layout), o [B, T, H, D]. */
+static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
+    int64_t nq = (int64_t)B * T * 3 * H * D, nkv = (int64_t)B * Tk * 2 * H * D, no = (int64_t)B * T * H * D;
+    int64_t qs[3] = {(int64_t)T * 3 * H * D, D, 3 * H * D};       /* (b, h, t) strides in the q buffer */
+    int64_t kvs[3] = {(int64_t)Tk * 2 * H * D, D, 2 * H * D};     /* k and v from a [B, Tk, 2, H, D] buffer */
+    int64_t os[3] = {(int64_t)T * H * D, D, H * D};
+    float *qb = rnd(nq, -1, 1, 130), *kvb = rnd(nkv, -1, 1, 131), *go = rnd(no, -1, 1, 132);
+    float *q = qb, *k = kvb, *v = kvb + H * D;
+    int64_t nm = (int64_t)B * T * Tk, ms[4] = {(int64_t)T * Tk, 0, Tk, 1}; /* [B, 1, T, Tk] */
+    float *mask = rnd(nm, -2, 1, 133);
+    if (mask_kind == MASK_BOOL) /* drop ~1/3 of the keys, and every key of query row 1 */
+        for (int64_t i = 0; i < nm; i++) mask[i] = (mask[i] > -1.0f && (i / Tk) % T != 1) ? 1.0f : 0.0f;
+    float scale = 1.0f / sqrtf((float)D);
+    float *o = malloc(no * 4), *lse = malloc((size_t)B * H * T * 4);
+    float *work = malloc(CPU->attention_workspace(B, H, T, Tk, D) * 4);
+    float *dqb = devf(qb, nq), *dkvb = devf(kvb, nkv), *dgo = devf(go, no), *dmask = devf(mask, nm);
+    float *dout = GPU->alloc(no * 4), *dlse = GPU->alloc((size_t)B * H * T * 4);
+    float *dwork = GPU->alloc((GPU->attention_workspace(B, H, T, Tk, D) + 1) * 4);
+    const float *mk = mask_kind ? mask : NULL, *dmk = mask_kind ? dmask : NULL;
+    CPU->attention(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, lse, work);
+    GPU->attention(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms, dout,
+                   os, dlse, dwork);
+    expect_close("attention o", o, dout, no, 1e-5);
+    expect_close("attention lse", lse, dlse, (int64_t)B * H * T, 1e-5);
+    /* gradients into packed buffers with the same layout as the inputs, accumulated */
+    float *gq = rnd(nq, -1, 1, 134), *gkv = rnd(nkv, -1, 1, 135);
+    float *dgq = devf(gq, nq), *dgkv = devf(gkv, nkv);
+    CPU->attention_backward(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, go, os,
+                            lse, gq, qs, gkv, kvs, gkv + H * D, kvs, work);
+    GPU->attention_backward(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms,
+                            dout, os, dgo, os, dlse, dgq, qs, dgkv, kvs, dgkv + H * D, kvs, dwork);
+    expect_close("attention gq", gq, dgq, nq, 1e-5);
+    expect_close("attention gk/gv", gkv, dgkv, nkv, 1e-5);
+    GPU->free(dqb); GPU->free(dkvb); GPU->free(dgo); GPU->free(dmask); GPU->free(dout); GPU->free(dlse);
+    GPU->free(dwork); GPU->free(dgq); GPU->free(dgkv);
+    free(qb); free(kvb); free(go); free(mask); free(o); free(lse); free(work); free(gq); free(gkv);
+}
+
+Test(cuda, attention_forward_backward) {
+    require_gpu();
+    attention_case(2, 3, 50, 64, 50, MASK_NONE);  /* ViT-like head dim */
+    attention_case(1, 2, 37, 40, 70, MASK_ADD);   /* D not a multiple of 32, Tq != Tk */
+    attention_case(2, 2, 33, 128, 65, MASK_BOOL); /* largest head dim, a fully masked row */
+    attention_case(1, 1, 5, 16, 3, MASK_NONE);    /* tiny */
+}
+
+/* Fused AdamW / SGD on the GPU against adamw_update_f32 / sgd_update_f32 of kernels/cpu/optim_kernels.c. */
+Test(cuda, fused_optimizer_steps) {
+    require_gpu();
+    if (SELFTEST) cr_skip_test("self-test mode: cuda_adamw_step needs a GPU");
+#ifdef ENDORET_CUDA
+    const int64_t n = 5000;
+    float *p = rnd(n, -1, 1, 140), *g = rnd(n, -1, 1, 141), *m = rnd(n, -0.1f, 0.1f, 142);
+    float *v = rnd(n, 0, 0.01f, 143);
+    float *dp = devf(p, n), *dg = devf(g, n), *dm = devf(m, n), *dv = devf(v, n);
+    adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.05f, .gscale = 0.5f};
+    for (int t = 1; t <= 3; t++) {
+        adamw_scalars(&a, t);
+        adamw_update_f32(p, g, m, v, n, &a);
+        cuda_adamw_step(dp, dg, dm, dv, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step_size,
+                        a.inv_sqrt_bc2, a.gscale);
+    }
+    expect_close("adamw p", p, dp, n, 1e-6);
+    expect_close("adamw m", m, dm, n, 1e-6);
+    expect_close("adamw v", v, dv, n, 1e-6);
+    for (int nesterov = 0; nesterov <= 1; nesterov++) {
+        float *buf = rnd(n, -0.1f, 0.1f, 144), *dbuf = devf(buf, n);
+        sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .gscale = 1.0f, .nesterov = nesterov};
+        for (int t = 0; t < 2; t++) {
+            sa.first = t == 0;
+            sgd_update_f32(p, g, buf, n, &sa);
+            cuda_sgd_step(dp, dg, dbuf, n, sa.lr, sa.momentum, sa.weight_decay, sa.gscale, sa.nesterov, sa.first);
+        }
+        expect_close("sgd p", p, dp, n, 1e-6);
+        expect_close("sgd buf", buf, dbuf, n, 1e-6);
+        free(buf);
+        GPU->free(dbuf);
+    }
+    double ss = sumsq_f32(g, n), gss = cuda_sumsq(dg, n);
+    cr_assert(fabs(gss - ss) <= 1e-9 * ss, "sumsq: cpu %.12g cuda %.12g", ss, gss);
+    cuda_scale(dg, n, 0.5f);
+    scale_f32(g, n, 0.5f);
+    expect_close("scale", g, dg, n, 0);
+    cr_assert_eq(cuda_all_finite(dg, n), 1);
+    float bad = NAN;
+    GPU->upload(dg + 17, &bad, sizeof bad);
+    cr_assert_eq(cuda_all_finite(dg, n), 0, "a NaN must be reported");
+    const optim_kernel_table *ot = optim_kernels_get(DEV_CUDA);
+    cr_assert(ot && ot->all_finite == cuda_all_finite, "optim_kernels_get(DEV_CUDA) must be the CUDA table");
+    GPU->free(dp); GPU->free(dg); GPU->free(dm); GPU->free(dv);
+    free(p); free(g); free(m); free(v);
+#endif
+}
+
+/* ---- a tiny transformer block trained for 3 SGD steps on each backend ---- */
+#define TB 2
+#define TT 9
+#define TC 16
+#define TH 2
+#define TNC 5
+enum { P_LNW, P_LNB, P_QKVW, P_QKVB, P_PROJW, P_PROJB, P_HEADW, P_HEADB, P_COUNT };
+static const int64_t pshape[P_COUNT][2] = {{TC, 0}, {TC, 0}, {3 * TC, TC}, {3 * TC, 0}, {TC, TC}, {TC, 0},
+                                           {TNC, TC}, {TNC, 0}};
+
+static float tiny_step(int dev, tensor **P, const float *xin, const int32_t *labels) {
+    tensor *x = tensor_empty(dev, 3, SHAPE(TB, TT, TC));
+    tensor_copy_from_host(x, xin);
+    tensor *h = op_layernorm(x, P[P_LNW], P[P_LNB], 1e-6f);
+    tensor *qkv = op_linear(h, P[P_QKVW], P[P_QKVB]);                      /* [B, T, 3C] */
+    qkv = op_reshape(qkv, 5, SHAPE(TB, TT, 3, TH, TC / TH));
+    qkv = op_permute(qkv, (const int[]){2, 0, 3, 1, 4});                   /* [3, B, H, T, D] views */
+    tensor *parts[3];
+    cr_assert_eq(op_split(qkv, 0, 3, SHAPE(1, 1, 1), parts), ER_OK, "%s", er_msg());
+    tensor *q = op_squeeze(parts[0], 0), *k = op_squeeze(parts[1], 0), *v = op_squeeze(parts[2], 0);
+    tensor *a = op_attention(q, k, v, NULL, MASK_NONE, 0.0f);                /* [B, H, T, D] */
+    a = op_reshape(op_contiguous(op_transpose(a, 1, 2)), 3, SHAPE(TB, TT, TC));
+    tensor *y = op_add(x, op_linear(op_gelu(a), P[P_PROJW], P[P_PROJB]));
+    tensor *pooled = op_mean(y, 1, 0);                                     /* [B, C] */
+    tensor *logits = op_linear(pooled, P[P_HEADW], P[P_HEADB]);
+    tensor *loss = op_cross_entropy(logits, labels);
+    cr_assert_not_null(loss, "tiny model forward on %s: %s", dev ? "cuda" : "cpu", er_msg());
+    float lv = tensor_item(loss);
+    cr_assert_eq(backward(loss), ER_OK, "%s", er_msg());
+    /* plain SGD on the host copy (the same float arithmetic for both backends) */
+    for (int i = 0; i < P_COUNT; i++) {
+        int64_t n = tensor_numel(P[i]);
+        float *w = malloc(n * 4), *g = malloc(n * 4);
+        tensor_to_host(P[i], w);
+        tensor_to_host(P[i]->grad, g);
+        for (int64_t j = 0; j < n; j++) w[j] -= 0.5f * g[j];
+        tensor_copy_from_host(P[i], w);
+        free(w);
+        free(g);
+    }
+    param_list pl = {P, P_COUNT, P_COUNT};
+    zero_grad(&pl);
+    nn_step_end();
+    return lv;
+}
+
+Test(cuda, tiny_transformer_training_matches_cpu) {
+    require_gpu();
+    tensor *P[2][P_COUNT];
+    for (int i = 0; i < P_COUNT; i++) {
+        int nd = pshape[i][1] ? 2 : 1;
+        int64_t n = pshape[i][0] * (nd == 2 ? pshape[i][1] : 1);
+        float *init = rnd(n, -0.4f, 0.4f, 200 + i);
+        if (i == P_LNW)
+            for (int64_t j = 0; j < n; j++) init[j] += 1.0f;
+        for (int d = 0; d < 2; d++) {
+            P[d][i] = tensor_param_on(d ? GPU_DEV : DEV_CPU, "p", nd, pshape[i]);
+            cr_assert_not_null(P[d][i]);
+            tensor_copy_from_host(P[d][i], init);
+        }
+        free(init);
+    }
+    float *x = rnd(TB * TT * TC, -1, 1, 220);
+    int32_t labels[TB] = {1, 3};
+    for (int step = 0; step < 3; step++) {
+        float lc = tiny_step(DEV_CPU, P[0], x, labels);
+        float lg = tiny_step(GPU_DEV, P[1], x, labels);
+        gpu_ok("tiny transformer step");
+        cr_assert(fabsf(lc - lg) <= 1e-4f * fabsf(lc), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
+        if (step == 2) cr_log_info("tiny transformer losses after 3 steps: cpu %.7g cuda %.7g", lc, lg);
+    }
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < P_COUNT; i++) tensor_free(P[d][i]);
+    free(x);
+}

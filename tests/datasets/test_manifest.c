@@ -1,0 +1,79 @@
+/* Manifest CSV: columns in any order, quoting, CRLF, errors with line and column. */
+#include "tests/test_util.h"
+#include "datasets/manifest.h"
+#include "nn/base.h"
+
+#include <string.h>
+
+static int load_text(const char *text, manifest *m, char **pathout) {
+    char *path = path_join(test_tmpdir(), "m.csv");
+    write_file_atomic(path, text, strlen(text));
+    int rc = manifest_load(path, m);
+    if (pathout) *pathout = path; else free(path);
+    return rc;
+}
+
+Test(manifest, parses_columns_quotes_crlf_and_resolves_paths) {
+    manifest m;
+    char *path;
+    const char *text = "split,path,label,extra,scene\r\n"
+                       "train,img/a.png,adenoma,x,s1\r\n"
+                       "test,\"img/b, with comma.png\",\"say \"\"hi\"\"\",,s2\r\n"
+                       "\r\n"
+                       "val,/abs/c.png,,y,\r\n";
+    cr_assert_eq(load_text(text, &m, &path), ER_OK, "%s", er_msg());
+    cr_assert_eq(m.n, 3);
+    cr_expect_str_eq(m.rows[1].path, "img/b, with comma.png");
+    cr_expect_str_eq(m.rows[1].label, "say \"hi\"");
+    cr_expect_str_eq(m.rows[0].split, "train");
+    cr_expect_null(m.rows[2].label);
+    cr_expect_null(m.rows[2].scene);
+    cr_expect_null(m.rows[0].mask);
+    char *p0 = manifest_image_path(&m, 0), *p2 = manifest_image_path(&m, 2);
+    char *dir = path_dirname(path);
+    char *want = path_join(dir, "img/a.png");
+    cr_expect_str_eq(p0, want);
+    cr_expect_str_eq(p2, "/abs/c.png");
+    int *ids; char **names; int nl;
+    manifest_label_ids(&m, &ids, &names, &nl);
+    cr_expect_eq(nl, 2);
+    cr_expect_str_eq(names[0], "adenoma");
+    cr_expect_eq(ids[0], 0);
+    cr_expect_eq(ids[1], 1);
+    cr_expect_eq(ids[2], -1);
+    manifest_free_labels(ids, names, nl);
+    /* save and reload: identical rows */
+    char *out = path_join(dir, "out.csv");
+    cr_assert_eq(manifest_save(out, &m), ER_OK);
+    manifest m2;
+    cr_assert_eq(manifest_load(out, &m2), ER_OK, "%s", er_msg());
+    cr_assert_eq(m2.n, 3);
+    cr_expect_str_eq(m2.rows[1].path, m.rows[1].path);
+    cr_expect_str_eq(m2.rows[1].label, m.rows[1].label);
+    manifest_free(&m2);
+    manifest_free(&m);
+    free(p0); free(p2); free(dir); free(want); free(out); free(path);
+}
+
+Test(manifest, errors_name_line_and_column) {
+    manifest m;
+    cr_expect_eq(load_text("label,split\nx,y\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "'path'") != NULL, "%s", er_msg());
+    cr_expect_eq(load_text("path,label\na.png,x\nb.png\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "line 3") != NULL, "%s", er_msg());
+    cr_expect_eq(load_text("path,label\na.png,\"unterminated\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "line 2") != NULL, "%s", er_msg());
+    cr_expect_eq(load_text("path,label\na.png,x\"y\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "column 2") != NULL, "%s", er_msg());
+    cr_expect_eq(load_text("path,label\n,x\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "empty path") != NULL, "%s", er_msg());
+    cr_expect_eq(load_text("", &m, NULL), ER_INPUT);
+    cr_expect_eq(load_text("path,path\na,b\n", &m, NULL), ER_INPUT);
+    cr_expect_eq(manifest_load("/nonexistent/manifest.csv", &m), ER_INPUT);
+}
+
+Test(manifest, multiline_quoted_field_keeps_line_numbers) {
+    manifest m;
+    cr_assert_eq(load_text("path,label\n\"a\nb.png\",x\nc.png\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "line 4") != NULL, "%s", er_msg());
+}

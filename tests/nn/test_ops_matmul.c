@@ -1,0 +1,105 @@
+/* matmul (batched, transposed operands, transposed views, shared weights) and linear. */
+#include <math.h>
+
+#include "tests/nn/gradcheck.h"
+#include "tests/test_util.h"
+
+typedef struct { int tA, tB, view; } mm_ctx;
+
+/* With view = 1 the transposed operand is passed as a transposed view (tA/tB = 0) instead. */
+static tensor *f_matmul(tensor **in, void *cv) {
+    mm_ctx *c = cv;
+    if (c->view) {
+        tensor *a = c->tA ? op_transpose(in[0], -1, -2) : in[0];
+        tensor *b = c->tB ? op_transpose(in[1], -1, -2) : in[1];
+        return op_matmul(a, b, 0, 0);
+    }
+    return op_matmul(in[0], in[1], c->tA, c->tB);
+}
+
+static void check_matmul(int batch, int M, int N, int K, int shared_b, mm_ctx c, int seed) {
+    int64_t as[3], bs[3];
+    int na = batch ? 3 : 2, nb = batch && !shared_b ? 3 : 2;
+    int o = na - 2;
+    if (batch) as[0] = batch;
+    as[o] = c.tA ? K : M;
+    as[o + 1] = c.tA ? M : K;
+    o = nb - 2;
+    if (nb == 3) bs[0] = batch;
+    bs[o] = c.tB ? N : K;
+    bs[o + 1] = c.tB ? K : N;
+    tensor *a = gc_rand(na, as, seed, -1, 1), *b = gc_rand(nb, bs, seed + 1, -1, 1);
+    tensor *in[2] = {a, b};
+    tensor *y = f_matmul(in, &c);
+    cr_assert_not_null(y, "%s", er_msg());
+    int nbat = batch ? batch : 1;
+    for (int p = 0; p < nbat; p++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int k = 0; k < K; k++) {
+                    const float *A = a->data + (na == 3 ? (int64_t)p * M * K : 0);
+                    const float *B = b->data + (nb == 3 ? (int64_t)p * K * N : 0);
+                    double va = c.tA ? A[k * M + i] : A[i * K + k];
+                    double vb = c.tB ? B[j * K + k] : B[k * N + j];
+                    s += va * vb;
+                }
+                cr_assert_float_eq(y->data[((int64_t)p * M + i) * N + j], s, 1e-4 * (1 + fabs(s)),
+                                   "b%d M%d N%d K%d tA%d tB%d view%d", batch, M, N, K, c.tA, c.tB, c.view);
+            }
+    gc_opts o2 = gc_default();
+    o2.max_elems = 120;
+    cr_assert_eq(gradcheck("matmul", f_matmul, &c, 2, in, o2), 0, "b%d M%d N%d K%d tA%d tB%d view%d shared%d",
+                 batch, M, N, K, c.tA, c.tB, c.view, shared_b);
+    gc_free(2, in);
+    nn_step_end();
+}
+
+Test(nn_matmul, all_transposes_batched_shared_views) {
+    const int dims[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 1}, {2, 4, 197}};
+    for (int d = 0; d < 4; d++)
+        for (int t = 0; t < 4; t++)
+            for (int view = 0; view < 2; view++) {
+                mm_ctx c = {t & 1, t >> 1, view};
+                check_matmul(0, dims[d][0], dims[d][1], dims[d][2], 0, c, 10 * d + t);
+                check_matmul(3, dims[d][0], dims[d][1], dims[d][2], 0, c, 10 * d + t + 100);
+                check_matmul(2, dims[d][0], dims[d][1], dims[d][2], 1, c, 10 * d + t + 200);
+            }
+}
+
+static tensor *f_linear(tensor **in, void *c) { return op_linear(in[0], in[1], c ? in[2] : NULL); }
+
+Test(nn_matmul, linear_with_and_without_bias) {
+    tensor *in[3] = {gc_rand(3, SHAPE(2, 17, 5), 1, -1, 1), gc_rand(2, SHAPE(3, 5), 2, -1, 1),
+                     gc_rand(1, SHAPE(3), 3, -1, 1)};
+    tensor *y = op_linear(in[0], in[1], in[2]);
+    cr_assert_eq(y->ndim, 3);
+    cr_assert_eq(y->shape[2], 3);
+    for (int r = 0; r < 34; r++)
+        for (int o = 0; o < 3; o++) {
+            double s = in[2]->data[o];
+            for (int k = 0; k < 5; k++) s += (double)in[0]->data[r * 5 + k] * in[1]->data[o * 5 + k];
+            cr_assert_float_eq(y->data[r * 3 + o], s, 1e-5);
+        }
+    cr_assert_eq(gradcheck("linear", f_linear, (void *)1, 3, in, gc_default()), 0);
+    cr_assert_eq(gradcheck("linear_nobias", f_linear, NULL, 2, in, gc_default()), 0);
+    cr_assert_null(op_linear(in[0], in[2], NULL));
+    gc_free(3, in);
+}
+
+Test(nn_matmul, frozen_weight_trainable_bias) {
+    /* only the bias requires grad: its gradient is the column sum of the output gradient */
+    tensor *x = tensor_new(2, SHAPE(3, 4)), *w = tensor_new(2, SHAPE(2, 4));
+    tensor *b = tensor_param("head.bias", 1, SHAPE(2));
+    for (int i = 0; i < 12; i++) x->data[i] = 0.1f * i;
+    for (int i = 0; i < 8; i++) w->data[i] = 0.2f * i - 0.5f;
+    tensor *y = op_linear(x, w, b);
+    float g[6] = {1, 2, 3, 4, 5, 6};
+    cr_assert_eq(backward_with(y, tensor_from_host(2, SHAPE(3, 2), g)), ER_OK, "%s", er_msg());
+    cr_assert_float_eq(b->grad->data[0], 1 + 3 + 5, 1e-6);
+    cr_assert_float_eq(b->grad->data[1], 2 + 4 + 6, 1e-6);
+    cr_assert_null(w->grad);
+    tensor_free(x);
+    tensor_free(w);
+    tensor_free(b);
+}

@@ -1,0 +1,46 @@
+/* config.h — the training config file: plain `key = value` lines, with [section] headers or dotted
+ * keys (both spell the same key: `[train]` + `lr = 1e-4` is `train.lr = 1e-4`).
+ *
+ *   # comment (also after a value: `lr = 1e-4  # paper`)
+ *   include = vit_large.cfg     # another config, path relative to this file, read in place
+ *   [model]
+ *   arch = vit_large
+ *   [train]
+ *   lr = 1.25e-4
+ *
+ * A trainer declares its keys in a table of cfg_spec (like nn/args.h): name, type, where to store
+ * it, a one-line help. Values are checked against the type (int, double, string, bool = true/false/
+ * 1/0/yes/no); an unknown key, a wrong type, a missing '=' or an unclosed section is ER_INPUT with
+ * one message "file:line: ...". `--set key=value` overrides go through the same checks, reported as
+ * "--set key=value: ...". Later assignments win (so --set after the file overrides it). */
+#ifndef ENDORET_TRAIN_CONFIG_H
+#define ENDORET_TRAIN_CONFIG_H
+
+#include <stdio.h>
+
+typedef enum { CFG_INT, CFG_DOUBLE, CFG_STR, CFG_BOOL } cfg_type;
+
+typedef struct {
+    const char *key;  /* "section.name" */
+    cfg_type type;
+    void *dst;        /* int* / double* / char** (owned by the config: free with cfg_free_strings) / int* */
+    const char *help;
+} cfg_spec;
+
+/* Read a config file into the spec table. String values replace (and free) earlier ones only when
+ * they were set by this module; initial string defaults must be NULL or set with cfg_set_str. */
+int cfg_load(const char *path, const cfg_spec *specs, int n);
+/* Apply one "key=value" override (`origin` names it in messages, e.g. "--set"). */
+int cfg_set(const char *kv, const char *origin, const cfg_spec *specs, int n);
+/* Set a string slot to a copy of `value` (frees the previous one). */
+void cfg_set_str(char **slot, const char *value);
+/* Free every CFG_STR value and NULL the slots. */
+void cfg_free_strings(const cfg_spec *specs, int n);
+/* Write the effective config as `key = value` lines, one per spec, in table order. */
+void cfg_write(FILE *f, const cfg_spec *specs, int n);
+/* The same as a malloc'd string (for checkpoint metadata). */
+char *cfg_to_string(const cfg_spec *specs, int n);
+/* Print the keys with their types and help (for --help). */
+void cfg_print_keys(FILE *f, const cfg_spec *specs, int n);
+
+#endif

@@ -1,0 +1,326 @@
+/* loop.c — the shared training loop: schedule, accumulation, clipping, logging, checkpoints, resume. */
+#include "train/loop.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoints/checkpoint.h"
+#include "nn/autograd.h"
+#include "nn/base.h"
+#include "nn/json.h"
+#include "nn/ops.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+
+volatile int train_interrupted = 0;
+
+static void on_signal(int sig) {
+    (void)sig;
+    train_interrupted = 1;
+}
+
+void loss_terms_set(loss_terms *t, const char *name, double value) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->name[i], name)) { t->value[i] = value; return; }
+    if (t->n < LOSS_TERMS_MAX) {
+        t->name[t->n] = name;
+        t->value[t->n++] = value;
+    }
+}
+
+/* ---------------------------------------------------------------- history + SVG */
+
+typedef struct {
+    int n, cap, nseries;
+    double *x;
+    double *y[LOSS_TERMS_MAX + 1];
+    const char *names[LOSS_TERMS_MAX + 1];
+    char *owned_names[LOSS_TERMS_MAX + 1];
+} history;
+
+static void hist_add(history *h, double x, const loss_terms *t, double loss) {
+    if (h->nseries == 0) {
+        h->names[0] = "loss";
+        h->nseries = 1;
+        for (int i = 0; i < t->n && h->nseries <= LOSS_TERMS_MAX; i++) {
+            h->owned_names[h->nseries] = xstrdup(t->name[i]);
+            h->names[h->nseries] = h->owned_names[h->nseries];
+            h->nseries++;
+        }
+    }
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 256;
+        h->x = xrealloc(h->x, h->cap * sizeof(double));
+        for (int s = 0; s < LOSS_TERMS_MAX + 1; s++) h->y[s] = xrealloc(h->y[s], h->cap * sizeof(double));
+    }
+    h->x[h->n] = x;
+    h->y[0][h->n] = loss;
+    for (int s = 1; s < h->nseries; s++) {
+        double v = NAN;
+        for (int i = 0; i < t->n; i++)
+            if (!strcmp(t->name[i], h->names[s])) v = t->value[i];
+        h->y[s][h->n] = v;
+    }
+    h->n++;
+}
+
+static void hist_free(history *h) {
+    free(h->x);
+    for (int s = 0; s < LOSS_TERMS_MAX + 1; s++) { free(h->y[s]); free(h->owned_names[s]); }
+    memset(h, 0, sizeof *h);
+}
+
+int svg_loss_curve(const char *path, const char *title, int n, const double *x, int nseries,
+                   const char *const *names, const double *const *y) {
+    static const char *colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
+    const double W = 720, H = 420, ml = 60, mr = 150, mt = 30, mb = 40;
+    double x0 = n ? x[0] : 0, x1 = n ? x[n - 1] : 1, y0 = INFINITY, y1 = -INFINITY;
+    for (int s = 0; s < nseries; s++)
+        for (int i = 0; i < n; i++)
+            if (isfinite(y[s][i])) { y0 = fmin(y0, y[s][i]); y1 = fmax(y1, y[s][i]); }
+    if (!isfinite(y0)) { y0 = 0; y1 = 1; }
+    if (y1 - y0 < 1e-12) { y1 += 0.5; y0 -= 0.5; }
+    if (x1 <= x0) x1 = x0 + 1;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return er_fail(ER_RUNTIME, "%s: out of memory", path);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"18\" font-size=\"14\">%s</text>\n", ml, title);
+    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n", ml, mt, W - ml - mr, H - mt - mb);
+    for (int k = 0; k <= 4; k++) {
+        double v = y0 + (y1 - y0) * k / 4, py = H - mb - (H - mt - mb) * k / 4;
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", ml - 4, py + 4, v);
+        double xv = x0 + (x1 - x0) * k / 4, px = ml + (W - ml - mr) * k / 4;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f</text>\n", px, H - mb + 16, xv);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", ml + (W - ml - mr) / 2, H - 6);
+    for (int s = 0; s < nseries; s++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colors[s % 9]);
+        for (int i = 0; i < n; i++) {
+            if (!isfinite(y[s][i])) continue;
+            double px = ml + (W - ml - mr) * (x[i] - x0) / (x1 - x0);
+            double py = H - mb - (H - mt - mb) * (y[s][i] - y0) / (y1 - y0);
+            fprintf(f, "%.1f,%.1f ", px, py);
+        }
+        fprintf(f, "\"/>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">%s</text>\n", W - mr + 8, mt + 14 + 16.0 * s, colors[s % 9], names[s]);
+    }
+    fprintf(f, "</svg>\n");
+    fclose(f);
+    int rc = write_file_atomic(path, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* Re-read the log of a resumed run: keep the lines up to `step`, rebuild the history. */
+static int reload_log(const char *path, int64_t step, history *h) {
+    char *text = NULL;
+    size_t len = 0;
+    if (access(path, F_OK) != 0) return ER_OK;
+    int rc = read_file(path, &text, &len);
+    if (rc) return rc;
+    char *out = xmalloc(len + 1);
+    size_t olen = 0;
+    char *p = text;
+    while (p && *p) {
+        char *nl = strchr(p, '\n');
+        size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+        json_value v;
+        if (ll && json_parse(p, ll, path, &v) == ER_OK) {
+            const json_value *js = json_get(&v, "step");
+            int keep = js && js->type == JSON_NUMBER && js->number <= step;
+            if (keep) {
+                memcpy(out + olen, p, ll);
+                olen += ll;
+                out[olen++] = '\n';
+                const json_value *jl = json_get(&v, "loss");
+                if (jl && jl->type == JSON_NUMBER) {
+                    loss_terms t = {0};
+                    for (int i = 0; i < v.n; i++) {
+                        const char *k = v.keys[i];
+                        if (!strncmp(k, "loss_", 5) && v.items[i].type == JSON_NUMBER && t.n < LOSS_TERMS_MAX) {
+                            t.name[t.n] = k + 5;
+                            t.value[t.n++] = v.items[i].number;
+                        }
+                    }
+                    hist_add(h, js->number, &t, jl->number);
+                }
+            }
+            json_free(&v);
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    rc = write_file_atomic(path, out, olen);
+    free(out);
+    free(text);
+    return rc;
+}
+
+static void fmt_time(double s, char *buf, size_t n) {
+    if (!isfinite(s) || s < 0) s = 0;
+    int h = (int)(s / 3600), m = (int)(fmod(s, 3600) / 60), sec = (int)fmod(s, 60);
+    if (h) snprintf(buf, n, "%dh%02dm", h, m);
+    else snprintf(buf, n, "%dm%02ds", m, sec);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+int train_loop_run(const train_loop_config *c, train_objective *obj) {
+    if (c->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1");
+    if (obj->steps_per_epoch < 1) return er_fail(ER_INPUT, "training set too small for one step");
+    int64_t total = c->steps > 0 ? c->steps : (int64_t)c->epochs * obj->steps_per_epoch;
+    if (total < 1) return er_fail(ER_INPUT, "nothing to train: set train.steps or train.epochs");
+    int64_t warmup = c->warmup_steps >= 0 ? c->warmup_steps : (int64_t)llround(c->warmup_epochs * obj->steps_per_epoch);
+    if (warmup > total) warmup = total;
+    lr_schedule sched = {c->lr, c->min_lr, warmup, total};
+    int rc = make_dirs(c->out_dir);
+    if (rc) return rc;
+    char *ckpt_path = path_join(c->out_dir, "checkpoint.safetensors");
+    char *log_path = path_join(c->out_dir, "log.jsonl");
+    char *svg_path = path_join(c->out_dir, "loss.svg");
+    optim_config oc = {0};
+    oc.kind = OPTIM_ADAMW;
+    oc.lr = c->lr;
+    oc.weight_decay = c->weight_decay;
+    oc.beta1 = c->beta1;
+    oc.beta2 = c->beta2;
+    oc.eps = c->eps;
+    optimizer *opt = optim_new(&oc, obj->params);
+    history hist = {0};
+    FILE *logf = NULL;
+    int64_t step = 0;
+    const char *last_good = NULL;
+    if (!opt) { rc = ER_INPUT; goto done; }
+    if (c->resume) {
+        ckpt_state s = {.params = obj->params, .opt = opt};
+        rc = ckpt_load(c->resume, &s, CKPT_STRICT, NULL);
+        if (rc) goto done;
+        step = s.step;
+        rc = reload_log(log_path, step, &hist);
+        if (rc) goto done;
+        last_good = c->resume;
+        fprintf(stderr, "resumed from %s at step %lld\n", c->resume, (long long)step);
+    }
+    logf = fopen(log_path, c->resume ? "a" : "w");
+    if (!logf) { rc = er_fail(ER_RUNTIME, "%s: cannot open for writing", log_path); goto done; }
+    train_interrupted = 0;
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    int tty = c->progress && isatty(2);
+    double t_start = now_seconds(), t_win = t_start;
+    int64_t step0 = step, win_steps = 0, ran = 0;
+    double win_loss = 0;
+    while (step < total) {
+        double lr = lr_at(&sched, step);
+        optim_set_lr(opt, lr);
+        loss_terms terms = {0}, acc = {0};
+        double loss_sum = 0;
+        for (int micro = 0; micro < c->accum; micro++) {
+            memset(&terms, 0, sizeof terms);
+            tensor *loss = obj->step(obj->self, step, micro, &terms);
+            if (!loss) { rc = ER_RUNTIME; nn_step_end(); goto stop; }
+            double lv = tensor_item(loss);
+            if (!isfinite(lv)) {
+                char parts[512] = "";
+                size_t o = 0;
+                for (int i = 0; i < terms.n && o < sizeof parts; i++)
+                    o += snprintf(parts + o, sizeof parts - o, " %s=%g", terms.name[i], terms.value[i]);
+                rc = er_fail(ER_RUNTIME, "step %lld: loss is %s (%s); training stopped before the update; last good checkpoint: %s",
+                             (long long)step, isnan(lv) ? "NaN" : "Inf", o ? parts + 1 : "no terms",
+                             last_good ? last_good : "none (no checkpoint written yet)");
+                nn_step_end();
+                goto stop;
+            }
+            if (c->accum > 1) loss = op_mul_scalar(loss, (float)(1.0 / c->accum));
+            rc = backward(loss);
+            nn_step_end();
+            if (rc) goto stop;
+            loss_sum += lv / c->accum;
+            for (int i = 0; i < terms.n; i++) {
+                double prev = 0;
+                for (int j = 0; j < acc.n; j++) if (!strcmp(acc.name[j], terms.name[i])) prev = acc.value[j];
+                loss_terms_set(&acc, terms.name[i], prev + terms.value[i] / c->accum);
+            }
+        }
+        double gnorm = optim_clip_grad_norm(opt, c->clip);
+        if (!isfinite(gnorm)) {
+            rc = er_fail(ER_RUNTIME, "step %lld: gradient norm is %s; training stopped before the update; last good checkpoint: %s",
+                         (long long)step, isnan(gnorm) ? "NaN" : "Inf", last_good ? last_good : "none (no checkpoint written yet)");
+            goto stop;
+        }
+        rc = optim_step(opt);
+        optim_zero_grad(opt);
+        if (rc) goto stop;
+        step++;
+        ran++;
+        win_steps++;
+        win_loss += loss_sum;
+        int last = step == total;
+        if (c->log_every > 0 && (step % c->log_every == 0 || last)) {
+            double now = now_seconds();
+            double ips = win_steps * (double)obj->images_per_step / fmax(now - t_win, 1e-9);
+            double eta = (total - step) * (now - t_start) / fmax((double)(step - step0), 1);
+            fprintf(logf, "{\"step\": %lld, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6g", (long long)step,
+                    (double)step / obj->steps_per_epoch, lr, loss_sum);
+            for (int i = 0; i < acc.n; i++) fprintf(logf, ", \"loss_%s\": %.6g", acc.name[i], acc.value[i]);
+            fprintf(logf, ", \"grad_norm\": %.6g, \"img_per_s\": %.2f, \"time_s\": %.2f}\n", gnorm, ips, now - t_start);
+            fflush(logf);
+            hist_add(&hist, (double)step, &acc, loss_sum);
+            char eta_s[32];
+            fmt_time(eta, eta_s, sizeof eta_s);
+            char line[512];
+            size_t o = snprintf(line, sizeof line, "step %lld/%lld  loss %.4f", (long long)step, (long long)total, win_loss / win_steps);
+            for (int i = 0; i < acc.n && o < sizeof line; i++)
+                o += snprintf(line + o, sizeof line - o, "  %s %.4f", acc.name[i], acc.value[i]);
+            if (o < sizeof line)
+                snprintf(line + o, sizeof line - o, "  lr %.2e  %.1f img/s  ETA %s", lr, ips, eta_s);
+            if (c->progress) fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
+            t_win = now;
+            win_steps = 0;
+            win_loss = 0;
+        }
+        if (obj->eval && c->eval_every > 0 && (step % c->eval_every == 0 || last)) {
+            char body[1024] = "";
+            rc = obj->eval(obj->self, step, body, sizeof body);
+            nn_step_end();
+            if (rc) goto stop;
+            fprintf(logf, "{\"step\": %lld, \"eval\": {%s}}\n", (long long)step, body);
+            fflush(logf);
+            if (c->progress) fprintf(stderr, "%seval @ step %lld: %s\n", tty ? "\n" : "", (long long)step, body);
+        }
+        int interrupted = train_interrupted || (c->stop_after > 0 && ran >= c->stop_after && !last);
+        if ((c->ckpt_every > 0 && step % c->ckpt_every == 0) || last || interrupted) {
+            ckpt_state s = {.params = obj->params, .opt = opt, .step = step, .config = c->config_text};
+            rc = ckpt_save(ckpt_path, &s);
+            if (rc) goto stop;
+            last_good = ckpt_path;
+            if (obj->on_checkpoint && (rc = obj->on_checkpoint(obj->self, step, last))) goto stop;
+            if (hist.n) svg_loss_curve(svg_path, "training loss", hist.n, hist.x, hist.nseries, hist.names,
+                                       (const double *const *)hist.y);
+        }
+        if (interrupted) {
+            if (tty) fputc('\n', stderr);
+            rc = er_fail(ER_RUNTIME, "interrupted at step %lld/%lld; checkpoint written to %s (continue with --resume %s)",
+                         (long long)step, (long long)total, ckpt_path, ckpt_path);
+            goto stop;
+        }
+    }
+    if (tty) fputc('\n', stderr);
+stop:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+done:
+    if (logf) fclose(logf);
+    optim_free(opt);
+    hist_free(&hist);
+    free(ckpt_path);
+    free(log_path);
+    free(svg_path);
+    return rc;
+}

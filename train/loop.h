@@ -1,0 +1,82 @@
+/* loop.h — THE training loop of endoret, shared by every objective (image, scene, pgcon, dual).
+ *
+ * An objective supplies its parameters and a `step` function that builds the loss of one
+ * micro-batch of a given optimizer step; the loop owns everything else:
+ *   - steps (from epochs x steps_per_epoch or given), warm-up + cosine lr (nn/schedule.h), AdamW
+ *     (nn/optim.h) with timm's weight-decay groups, gradient accumulation (accum micro-batches per
+ *     update = the effective batch), global-norm clipping;
+ *   - a progress line (step, loss terms, lr, img/s, ETA) and a log: <out>/log.jsonl (one JSON object
+ *     per logged step) and <out>/loss.svg (the loss curves, rewritten at each checkpoint and at the end);
+ *   - periodic evaluation through the objective's eval hook (logged as {"eval": ...});
+ *   - atomic checkpoints <out>/checkpoint.safetensors every ckpt_every steps and at the end
+ *     (checkpoints/checkpoint.h: every parameter under its timm name, so the file is also a weights
+ *     file, the AdamW moments, the step and the config text);
+ *   - --resume: restores all of it; because batches, augmentations and masks are pure functions of
+ *     (seed, step, sample), the resumed run is bit-identical to an uninterrupted one;
+ *   - SIGINT/SIGTERM: finish the current step, write the checkpoint, return ER_RUNTIME saying so;
+ *   - a NaN/Inf loss or gradient stops before the update with one message naming the step and the
+ *     last good checkpoint.
+ * The objective's `step` must make its batch depend only on (seed, step, micro) — never on how
+ * many steps ran in this process. */
+#ifndef ENDORET_TRAIN_LOOP_H
+#define ENDORET_TRAIN_LOOP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "checkpoints/safetensors.h"
+#include "nn/tensor.h"
+
+#define LOSS_TERMS_MAX 8
+
+typedef struct {
+    int n;
+    const char *name[LOSS_TERMS_MAX];
+    double value[LOSS_TERMS_MAX];
+} loss_terms;
+
+void loss_terms_set(loss_terms *t, const char *name, double value);
+
+typedef struct train_objective {
+    const char *name;          /* "image", ... (written in the checkpoint) */
+    void *self;
+    param_list *params;        /* everything saved; trainable = T_REQUIRES_GRAD */
+    int64_t steps_per_epoch;   /* optimizer steps per epoch */
+    int images_per_step;       /* images consumed by one optimizer step (for img/s) */
+    /* Loss (scalar tensor) of micro-batch `micro` (0..accum-1) of optimizer step `step`; terms gets
+     * the named parts (already divided for accumulation is NOT expected: the loop scales). NULL + er_msg
+     * on failure. */
+    tensor *(*step)(void *self, int64_t step, int micro, loss_terms *terms);
+    /* Optional: evaluation at `step`; fills a JSON object body ("\"uAP\": 0.5, ...") into buf. */
+    int (*eval)(void *self, int64_t step, char *buf, size_t n);
+    /* Optional: called after each checkpoint (e.g. to export the encoder weights). */
+    int (*on_checkpoint)(void *self, int64_t step, int final);
+} train_objective;
+
+typedef struct {
+    int64_t steps;          /* total optimizer steps (0: epochs * steps_per_epoch) */
+    int epochs;
+    int64_t warmup_steps;   /* < 0: warmup_epochs * steps_per_epoch */
+    double warmup_epochs;
+    double lr, min_lr, weight_decay, beta1, beta2, eps;
+    double clip;            /* max global grad norm, 0 = off */
+    int accum;              /* micro-batches per update */
+    int log_every, ckpt_every, eval_every;
+    int progress;           /* 1: progress line on stderr */
+    const char *out_dir;
+    const char *resume;     /* checkpoint to resume from, or NULL */
+    const char *config_text;/* effective config, stored in the checkpoint */
+    int64_t stop_after;     /* testing aid: return after this many steps in this process (0 = off),
+                               writing a checkpoint as if interrupted */
+} train_loop_config;
+
+int train_loop_run(const train_loop_config *c, train_objective *obj);
+
+/* Set by SIGINT/SIGTERM while a loop runs. */
+extern volatile int train_interrupted;
+
+/* Write an SVG line chart of the series (x, y[k]) to path (atomic). */
+int svg_loss_curve(const char *path, const char *title, int n, const double *x, int nseries,
+                   const char *const *names, const double *const *y);
+
+#endif

@@ -1,0 +1,59 @@
+/* objective_image.h — EndoFinder's image-encoder objective: MAE (random or lesion-guided masking)
+ * + SSCD InfoNCE/entropy on two augmented views of every image, plugged into train/loop.h.
+ *
+ * One micro-batch: B images of the training split -> 2 views each (SSCD ADVANCED augmentation or
+ * MAE crop+flip, masks carried through the geometry) ordered [view 0 of all B; view 1 of all B]
+ * -> MixUp/CutMix on the 2B views (extra positives) -> per-sample masking -> ViT on the kept
+ * patches -> MAE decoder + masked MSE, and [CLS] -> head -> L2 norm -> InfoNCE + entropy.
+ * loss = w_mae * MSE + w_con * (InfoNCE + entropy_weight * entropy)   (EF: 0.5, 1, 5, tau 0.05)
+ * Everything random derives from (seed, step, micro, sample): resume is bit-exact. */
+#ifndef ENDORET_OBJECTIVE_IMAGE_H
+#define ENDORET_OBJECTIVE_IMAGE_H
+
+#include "nn/vit.h"
+#include "train/config.h"
+#include "train/loop.h"
+
+typedef struct {
+    /* model */
+    char *arch;
+    int img, patch, dim, depth, heads, registers, pos_learned;
+    double layerscale;
+    int head_dim;                  /* SSCD projection (EF 512); 0 = no head, contrast the CLS */
+    int dec_dim, dec_depth, dec_heads;
+    /* losses */
+    double mask_ratio;
+    char *masking;                 /* "guided" | "random" */
+    int norm_pix;
+    double w_mae, w_con, tau, entropy_weight;
+    double mix_prob;               /* MixUp/CutMix probability per view (SSCD 0.05) */
+    /* data */
+    char *manifest, *split, *aug;  /* aug: "advanced" | "mae" */
+    int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
+    char *eval_manifest, *eval_split;
+    /* optimisation */
+    int epochs, steps, batch, accum, seed, threads;
+    double lr, blr, min_lr, weight_decay, beta1, beta2, warmup_epochs, clip;
+    int warmup_steps;
+    /* bookkeeping */
+    char *out;
+    int log_every, ckpt_every, eval_every;
+} image_cfg;
+
+/* Defaults = the paper's settings (configs/endofinder_image.cfg spells them out). */
+void image_cfg_defaults(image_cfg *c);
+/* The config key table bound to c (n receives its length). */
+const cfg_spec *image_cfg_specs(image_cfg *c, int *n);
+/* Model part of the config -> vit_config. */
+int image_cfg_vit(const image_cfg *c, vit_config *v);
+void image_cfg_free(image_cfg *c);
+
+typedef struct image_objective image_objective;
+/* Builds the model (seeded) and loads the training data. */
+int image_objective_new(const image_cfg *c, image_objective **out);
+void image_objective_free(image_objective *o);
+train_objective image_objective_iface(image_objective *o);
+vit *image_objective_encoder(image_objective *o);
+param_list *image_objective_params(image_objective *o);
+
+#endif
