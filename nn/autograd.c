@@ -95,6 +95,8 @@ int backward(tensor *loss) {
                        tensor_shape_str(loss, b, sizeof b));
     }
     if (!(loss->flags & T_REQUIRES_GRAD)) return er_fail(ER_INPUT, "backward: loss does not require grad (no_grad mode or no trainable input)");
+    if (!loss->node && !(loss->flags & T_LONG_LIVED))
+        return er_fail(ER_INPUT, "backward: the loss has no recorded graph (backward already ran on it: the tape is consumed)");
     tensor *g = grad_buf(loss);
     const er_backend *be = tensor_backend(g);
     float one = 1.0f, cur;

@@ -64,6 +64,9 @@ tensor *op_transpose(tensor *x, int a0, int a1);               /* view */
 tensor *op_slice(tensor *x, int axis, int64_t start, int64_t end); /* view, [start, end) */
 tensor *op_unsqueeze(tensor *x, int axis);                     /* view */
 tensor *op_squeeze(tensor *x, int axis);                       /* view, that dim must be 1 */
+/* Broadcast view to `shape` (numpy rules: size-1 dims repeat with stride 0, new leading dims may
+ * be added; -1 keeps a dim), e.g. cls_token [1, 1, C] -> [B, 1, C]. Gradient: summed back. */
+tensor *op_expand(tensor *x, int ndim, const int64_t *shape);
 tensor *op_contiguous(tensor *x);                              /* x itself when already packed */
 tensor *op_clone(tensor *x);                                   /* always a new packed copy */
 tensor *op_concat(int n, tensor *const *xs, int axis);
