@@ -15,11 +15,11 @@ int cmd_serve(int argc, char **argv) {
     double tau = 0.1;
     arg_spec specs[] = {
         {"index", ARG_STR, &index, "case database (endoret index build)"},
-        {"query", ARG_STR, &query, "embedding file of the queries (default: the database's cases, leave-one-out)"},
-        {"manifest", ARG_STR, &man, "manifest of the query images (default: the one named in the query file)"},
-        {"k", ARG_INT, &k, "neighbours shown and voting (default 10)"},
+        {"query", ARG_STR, &query, "embedding file of the queries (none: the database's cases, leave-one-out)"},
+        {"manifest", ARG_STR, &man, "manifest of the query images (none: the one named in the query file)"},
+        {"k", ARG_INT, &k, "neighbours shown and voting"},
         {"vote", ARG_STR, &vote, "majority (ties -> nearest) | weighted (exp(sim/tau))"},
-        {"tau", ARG_DOUBLE, &tau, "temperature of the weighted vote (default 0.1)"},
+        {"tau", ARG_DOUBLE, &tau, "temperature of the weighted vote"},
         {"float", ARG_FLAG, &use_float, "neighbours by float cosine instead of Hamming"},
         {"limit", ARG_INT, &limit, "at most this many queries (0 = all)"},
         {"port", ARG_INT, &port, "TCP port (0 = any free port)"},

@@ -127,7 +127,7 @@ static const char *CSS =
     "h2{font-size:18px;margin:0 0 10px}"
     ".panel{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px 18px;margin:0 0 18px}"
     ".grid{display:flex;flex-wrap:wrap;gap:18px 36px;align-items:flex-start}"
-    ".big{font-size:28px;font-weight:600}.mute{color:var(--mute)}"
+    ".acc{max-width:240px}.big{font-size:28px;font-weight:600}.mute{color:var(--mute)}"
     "table{border-collapse:collapse;font-size:14px}th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:right}"
     "th:first-child,td:first-child{text-align:left}thead th{color:var(--mute);font-weight:600}"
     "table.conf td.diag{background:#e3f1e7;font-weight:600}table.params td{text-align:left}"
@@ -142,11 +142,12 @@ static const char *CSS =
     ".bars{display:flex;flex-direction:column;gap:3px;margin-top:6px;max-width:420px}"
     ".bar{display:flex;align-items:center;gap:8px;font-size:13px}.bar span.name{width:110px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
     ".bar .track{flex:1;height:10px;background:#eceff4;border-radius:5px;overflow:hidden}.bar .fill{height:100%;background:var(--accent)}"
-    "ol.nbs{list-style:none;padding:0;margin:14px 0 0;display:grid;grid-template-columns:repeat(auto-fill,minmax(104px,1fr));gap:10px}"
-    "ol.nbs li{border:1px solid var(--line);border-radius:6px;padding:5px;font-size:12px;line-height:1.35;background:#fbfbfc}"
+    "ol.nbs{list-style:none;padding:0;margin:14px 0 0;display:grid;grid-template-columns:repeat(auto-fill,minmax(94px,1fr));gap:8px}"
+    "ol.nbs li{border:1px solid var(--line);border-radius:6px;padding:4px;font-size:11.5px;line-height:1.3;background:#fbfbfc}"
     "ol.nbs li.same{border-color:#9fd0ae;background:#f2faf4}ol.nbs li.diff{border-color:#e8b3ae;background:#fdf4f3}"
     "ol.nbs img,.noimg{width:100%;aspect-ratio:1;object-fit:cover;border-radius:4px;display:block;background:#ddd}"
     ".noimg{display:flex;align-items:center;justify-content:center;color:var(--mute);font-size:11px}"
+    "ol.nbs .pt{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}table.qlist td,table.qlist th{text-align:left}"
     ".rank{font-weight:700;color:var(--mute)}.lab{font-weight:600}"
     "a{color:var(--accent)}footer{color:var(--mute);font-size:12px;text-align:center;padding:10px}";
 
@@ -186,7 +187,7 @@ void report_html_params(html_buf *b, const report_data *r) {
 
 void report_html_summary(html_buf *b, const report_data *r) {
     int C = r->nclass;
-    hb_puts(b, "<section class=\"panel\"><h2>Summary</h2><div class=\"grid\"><div>");
+    hb_puts(b, "<section class=\"panel\"><h2>Summary</h2><div class=\"grid\"><div class=\"acc\">");
     if (r->scored) {
         hb_printf(b, "<div class=\"big\" id=\"accuracy\">%.1f%%</div><div class=\"mute\">vote accuracy: %d of %d queries with a known "
                      "diagnosis predicted correctly</div>", 100.0 * r->accuracy, r->correct, r->scored);
@@ -232,8 +233,16 @@ void report_vote_text(const report_data *r, int i, char *out, size_t n) {
         return;
     }
     const char *name = report_label(r, w->pred);
-    if (w->voters == w->nnb) snprintf(out, n, "%d of %d similar past cases were %s", w->agree, w->nnb, name);
-    else snprintf(out, n, "%d of %d similar past cases with a known diagnosis were %s", w->agree, w->voters, name);
+    int len;
+    if (w->voters == w->nnb) len = snprintf(out, n, "%d of %d similar past cases were %s", w->agree, w->nnb, name);
+    else len = snprintf(out, n, "%d of %d similar past cases with a known diagnosis were %s", w->agree, w->voters, name);
+    if (r->weighted || len < 0 || (size_t)len >= n) return;
+    /* a majority tie is decided by the nearest case: say so */
+    for (int c = 0; c < r->nclass; c++) {
+        int cnt = 0;
+        for (int j = 0; j < w->nnb; j++) cnt += w->nb[j].label == c;
+        if (c != w->pred && cnt == w->agree) { snprintf(out + len, n - len, " (a tie, decided by the nearest case)"); return; }
+    }
 }
 
 static void image_tag(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
@@ -302,12 +311,13 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
         hb_printf(b, "<span class=\"rank\">#%d</span> <span class=\"lab\">", j + 1);
         hb_esc(b, report_label(r, n->label));
         hb_puts(b, "</span><br>");
-        if (n->hamming >= 0) hb_printf(b, "Hamming %d / %d", n->hamming, r->bits);
-        else hb_printf(b, "cosine dist %.3f", n->cosine);
+        if (n->hamming >= 0) hb_printf(b, "<span title=\"Hamming distance of the %d-bit codes\">Hamming %d</span>", r->bits, n->hamming);
+        else hb_printf(b, "<span title=\"cosine distance 1 - cos\">cos dist %.3f</span>", n->cosine);
         hb_printf(b, "<br>case %lld", (long long)n->id);
-        if (n->scene >= 0) hb_printf(b, " &middot; scene %lld", (long long)n->scene);
-        if (n->view >= 0) hb_printf(b, " &middot; view %lld", (long long)n->view);
-        if (n->patient) { hb_puts(b, "<br>patient "); hb_esc(b, n->patient); }
+        if (n->view >= 0) hb_printf(b, ", view %lld", (long long)n->view);
+        /* the patient names the lesion across databases; the stored scene is a dense id */
+        if (n->patient) { hb_puts(b, "<span class=\"pt\">patient "); hb_esc(b, n->patient); hb_puts(b, "</span>"); }
+        else if (n->scene >= 0) hb_printf(b, "<span class=\"pt\">scene %lld</span>", (long long)n->scene);
         hb_puts(b, "</li>");
     }
     hb_puts(b, "</ol></section>\n");

@@ -392,3 +392,76 @@ Test(report, server_refuses_bad_config) {
     retrieval_server_cfg badk = {f.db, NULL, NULL, NULL, 0, {0, 0, 0.1, 0, 0}};
     cr_expect_eq(retrieval_server_start(&badk, &s, &port), ER_INPUT);
 }
+
+/* the vote sentence on hand-built votes: agreement count, unlabelled neighbours, the tie note */
+Test(report, vote_sentence) {
+    report_data r = {0};
+    char *names[2] = {"a", "b"};
+    r.nclass = 2;
+    r.label_names = names;
+    report_neighbour nb[4] = {{.label = 1}, {.label = 0}, {.label = 0}, {.label = 1}};
+    report_query q = {.nnb = 4, .nb = nb, .pred = 1, .agree = 2, .voters = 4};
+    r.nq = 1;
+    r.q = &q;
+    char t[256];
+    report_vote_text(&r, 0, t, sizeof t);
+    cr_expect_str_eq(t, "2 of 4 similar past cases were b (a tie, decided by the nearest case)");
+    r.weighted = 1; /* a weighted vote has no tie to explain */
+    report_vote_text(&r, 0, t, sizeof t);
+    cr_expect_str_eq(t, "2 of 4 similar past cases were b");
+    r.weighted = 0;
+    nb[0].label = -1;
+    q.pred = 0;
+    q.voters = 3;
+    report_vote_text(&r, 0, t, sizeof t);
+    cr_expect_str_eq(t, "2 of 3 similar past cases with a known diagnosis were a");
+    for (int j = 0; j < 4; j++) nb[j].label = -1;
+    q.pred = -1;
+    q.agree = q.voters = 0;
+    report_vote_text(&r, 0, t, sizeof t);
+    cr_expect_str_eq(t, "none of the 4 similar past cases has a known diagnosis");
+}
+
+/* --vote weighted: each card's prediction is the label with the largest sum of exp(sim / tau) */
+Test(report, weighted_vote_prediction) {
+    fixture f;
+    make_fixture(&f);
+    char out[600];
+    snprintf(out, sizeof out, "%s/w.html", f.dir);
+    char *argv[] = {"report", "--index", f.db, "--query", f.qemb, "--k", "7", "--vote", "weighted", "--tau", "0.5", "--float", "--out", out};
+    cr_assert_eq(cmd_report(14, argv), ER_OK, "%s", er_msg());
+    char *html = read_text(out);
+    int differs = 0; /* queries where the weighted vote and a majority vote disagree */
+    for (int i = 0; i < NQ; i++) {
+        /* independent ranking and scores */
+        double d[NDB];
+        int used[NDB] = {0};
+        const float *q = f.qx + i * DIM;
+        for (int c = 0; c < NDB; c++) {
+            double dot = 0, na = 0, nb = 0;
+            for (int k = 0; k < DIM; k++) { dot += q[k] * f.dbx[c * DIM + k]; na += q[k] * q[k]; nb += f.dbx[c * DIM + k] * f.dbx[c * DIM + k]; }
+            d[c] = 1 - dot / sqrt(na * nb);
+        }
+        double score[2] = {0, 0};
+        int first = -1, votes[2] = {0, 0};
+        for (int j = 0; j < 7; j++) {
+            int best = -1;
+            for (int c = 0; c < NDB; c++) if (!used[c] && (best < 0 || d[c] < d[best])) best = c;
+            used[best] = 1;
+            if (first < 0) first = f.dblab[best];
+            score[f.dblab[best]] += exp((1 - d[best]) / 0.5);
+            votes[f.dblab[best]]++;
+        }
+        int pred = score[0] > score[1] ? 0 : score[1] > score[0] ? 1 : first;
+        differs += pred != (votes[0] > votes[1] ? 0 : 1); /* 7 votes, 2 labels: no tie */
+        char *sec = query_section(html, i);
+        char want[200];
+        snprintf(want, sizeof want, "predicted: <span class=\"pred\">%s</span>", pred == 0 ? EVIL_ESC : "benign");
+        cr_expect(strstr(sec, want), "query %d: expected '%s'", i, want);
+        cr_expect_null(strstr(sec, "a tie"), "weighted vote with a tie note");
+        free(sec);
+    }
+    cr_expect(strstr(html, "similarity-weighted"), "parameters do not name the weighted vote");
+    cr_expect_gt(differs, 0, "the fixture does not tell a weighted vote from a majority vote");
+    free(html);
+}
