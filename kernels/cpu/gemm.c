@@ -216,8 +216,9 @@ static void run_grid(const gemm_job *J0, int nt) {
     if (!tr) tr = 1;
     const int tc = nt / tr;
 #pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), r = t / tc, c = t % tc;
+    /* Loop, in case the runtime gave fewer threads than asked (OMP_THREAD_LIMIT, dynamic teams). */
+    for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
+        int r = t / tc, c = t % tc;
         int r0 = (int)((long)pm * r / tr) * MR, r1 = imin(J0->m, (int)((long)pm * (r + 1) / tr) * MR);
         int c0 = (int)((long)pn * c / tc) * NR, c1 = imin(J0->n, (int)((long)pn * (c + 1) / tc) * NR);
         if (r1 > r0 && c1 > c0) {
