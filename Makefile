@@ -26,6 +26,7 @@ ifeq ($(CUDA),1)
   CFLAGS    += -DENDORET_CUDA -I$(CUDA_HOME)/include
   NVCCFLAGS ?= -O3 -std=c++17 -I. -DENDORET_CUDA --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+               -gencode arch=compute_90,code=compute_90 \
                -Xcompiler -fopenmp,-Wall
   LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart -lcublas -lcublasLt -lcudnn -lstdc++
   CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
@@ -54,11 +55,17 @@ deps:
 $(BUILD)/endoret: $(MAIN_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+# Objects depend on the flags they were built with: switching CUDA=0/1, ARCH or sanitizers in the
+# same BUILD folder rebuilds instead of linking stale objects.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CFLAGS) $(NVCCFLAGS) CUDA=$(CUDA)
+$(shell mkdir -p $(BUILD); echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "nn/args.h"
 #include "nn/base.h"
 #include "nn/rng.h"
@@ -75,6 +76,42 @@ static void run_openblas(const openblas *ob, const shape *s, const float *A, con
                   C + (long)b * s->m * s->n, s->n);
 }
 
+/* --ukernels: each compiled micro-kernel this CPU runs, on one thread, with its packed panels in
+ * L1 (kc = 256, 8 A panels in turn): the in-core ceiling, free of packing and cache misses. */
+static void bench_ukernels(int json) {
+    const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512, gemm_kernels_avx2, gemm_kernels_scalar};
+    const int kc = 256, calls = 2000;
+    for (int si = 0; si < 3; si++) {
+        int count;
+        const gemm_kernel *ks = sets[si](&count);
+        if (!count || (!strcmp(ks[0].isa, "avx512") && !cpu_has_avx512()) ||
+            (!strcmp(ks[0].isa, "avx2") && !cpu_has_avx2_fma()))
+            continue;
+        for (int i = 0; i < count; i++) {
+            const gemm_kernel *K = &ks[i];
+            float *Ap = xmalloc_aligned(sizeof(float) * K->mr * kc * 8),
+                  *Bp = xmalloc_aligned(sizeof(float) * K->nr * kc),
+                  *C = xmalloc_aligned(sizeof(float) * K->mr * K->nr * 8);
+            for (long j = 0; j < (long)K->mr * kc * 8; j++) Ap[j] = 1e-3f * (float)(j % 7);
+            for (long j = 0; j < (long)K->nr * kc; j++) Bp[j] = 1e-3f * (float)(j % 5);
+            memset(C, 0, sizeof(float) * K->mr * K->nr * 8);
+            double best = 1e30;
+            for (int rep = 0; rep < 15; rep++) {
+                double t0 = now_seconds();
+                for (int c = 0; c < calls; c++)
+                    K->fn(kc, Ap + (long)(c & 7) * K->mr * kc, Bp, C + (long)(c & 7) * K->mr * K->nr,
+                          K->nr, 1.0f, 1.0f, K->mr, K->nr);
+                double t = now_seconds() - t0;
+                if (t < best) best = t;
+            }
+            double g = 2.0 * K->mr * K->nr * kc * calls / best * 1e-9;
+            if (json) printf("{\"ukernel\":\"%s\",\"mr\":%d,\"nr\":%d,\"kc\":%d,\"gflops_best\":%.2f}\n", K->name, K->mr, K->nr, kc, g);
+            else printf("%-14s %2d x %-2d  kc=%d  %6.1f GFLOP/s (best of 15, 1 thread, panels in L1)\n", K->name, K->mr, K->nr, kc, g);
+            free(Ap), free(Bp), free(C);
+        }
+    }
+}
+
 static void pause_ms(int ms) {
     struct timespec ts = {0, ms * 1000000L};
     nanosleep(&ts, NULL);
@@ -121,7 +158,8 @@ bad:
 }
 
 int cmd_bench_gemm(int argc, char **argv) {
-    int threads = omp_get_max_threads(), reps = 7, json = 0, mc = 0, kc = 0, nc = 0, no_ref = 0;
+    int threads = omp_get_max_threads(), reps = 7, json = 0, mc = 0, kc = 0, nc = 0, no_ref = 0,
+        ukernels = 0;
     const char *kernel_name = NULL, *shapes_text = NULL;
     arg_spec specs[] = {
         {"threads", ARG_INT, &threads, "threads for ours and OpenBLAS (default: OpenMP's)"},
@@ -133,6 +171,7 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"kc", ARG_INT, &kc, "override depth per block (tuning)"},
         {"nc", ARG_INT, &nc, "override columns of B per block (tuning)"},
         {"no-openblas", ARG_FLAG, &no_ref, "do not look for OpenBLAS"},
+        {"ukernels", ARG_FLAG, &ukernels, "only measure each micro-kernel with its data in L1"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -147,6 +186,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     if (kernel_name && sgemm_use_kernel(kernel_name))
         return er_fail(ER_INPUT, "--kernel: '%s' is unknown or not supported by this CPU", kernel_name);
     sgemm_set_blocking(mc, kc, nc);
+    if (ukernels) { bench_ukernels(json); return ER_OK; }
 
     const shape *shapes = default_shapes;
     shape *custom = NULL;
@@ -164,7 +204,7 @@ int cmd_bench_gemm(int argc, char **argv) {
         printf("sgemm %s, %d threads, %d reps after 1 warm-up, median GFLOP/s (best in brackets)\n",
                sgemm_kernel_name(), threads, reps);
         printf("OpenBLAS: %s\n", have_ob ? "found (dlopen), measured interleaved with ours" : "not found, ours only");
-        printf("%-24s %-2s %11s %11s %7s  %s\n", "m x n x k", "op", "ours", "openblas", "ratio", "what");
+        printf("%-16s %-2s %-6s %11s %11s %7s  %s\n", "m x n x k", "op", "tile", "ours", "openblas", "ratio", "what");
     }
 
     double *t_ours = xmalloc(sizeof(double) * reps), *t_ob = xmalloc(sizeof(double) * reps);
@@ -201,21 +241,23 @@ int cmd_bench_gemm(int argc, char **argv) {
             go = flops / t_ob[reps / 2] * 1e-9, gobest = flops / t_ob[0] * 1e-9;
         }
         char dims[48], op[3] = {s->tA ? 't' : 'n', s->tB ? 't' : 'n', 0};
+        const char *kname = sgemm_kernel_for(s->tA, s->m, s->n), *tile = strchr(kname, '-');
+        tile = tile ? tile + 1 : kname;
         if (s->batch > 1) snprintf(dims, sizeof dims, "%d@%dx%dx%d", s->batch, s->m, s->n, s->k);
         else snprintf(dims, sizeof dims, "%dx%dx%d", s->m, s->n, s->k);
         if (json) {
             printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"transA\":%d,\"transB\":%d,\"threads\":%d,"
                    "\"reps\":%d,\"kernel\":\"%s\",\"gflops\":%.2f,\"gflops_best\":%.2f",
-                   s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps, sgemm_kernel_name(), g, gbest);
+                   s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps, kname, g, gbest);
             if (have_ob)
                 printf(",\"openblas_gflops\":%.2f,\"openblas_gflops_best\":%.2f,\"ratio\":%.3f", go,
                        gobest, g / go);
             printf("}\n");
         } else if (have_ob) {
-            printf("%-24s %-2s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, g, gbest, go, gobest,
-                   g / go, s->what);
+            printf("%-16s %-2s %-6s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, tile, g, gbest, go,
+                   gobest, g / go, s->what);
         } else {
-            printf("%-24s %-2s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, g, gbest, "-", "-", s->what);
+            printf("%-16s %-2s %-6s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, tile, g, gbest, "-", "-", s->what);
         }
         fflush(stdout);
         free(A), free(B), free(C);

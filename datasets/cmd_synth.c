@@ -8,9 +8,8 @@
 #include "nn/args.h"
 #include "nn/base.h"
 
-/* A grid of views: one row per scene (first `rows` scenes), one column per view, images on the
- * left half of each cell pair and the mask outline drawn in green on top (so the label region
- * is visible on the sheet). */
+/* A grid of views: one row per scene (first `rows` scenes), one column per view, with the mask
+ * outline drawn in green and a label marker in the top-left corner. */
 static int write_sheet(const char *path, const synth_config *cfg, int rows) {
     int S = cfg->size, V = cfg->views, gap = 2;
     if (rows > cfg->scenes) rows = cfg->scenes;
@@ -36,7 +35,7 @@ static int write_sheet(const char *path, const synth_config *cfg, int rows) {
                                          msk.data[(y + 1) * S + x] == 0);
                     for (int k = 0; k < 3; k++) {
                         float val = img.data[k * hw + y * S + x];
-                        if (edge && cfg->background >= 0) val = k == 1 ? 1.0f : 0.0f;
+                        if (edge) val = k == 1 ? 1.0f : 0.0f;
                         o[k] = (uint8_t)(val < 0 ? 0 : val > 1 ? 255 : val * 255 + 0.5f);
                     }
                 }

@@ -123,17 +123,16 @@ int image_jpeg_roundtrip(image *im, int quality) {
     ci.err = jpeg_std_error(&e.pub);
     e.pub.error_exit = jerr_exit;
     e.pub.output_message = jerr_output;
-    unsigned char *volatile mem = NULL;
+    unsigned char *m = NULL; /* written by libjpeg through &m (memory, not a register) */
     unsigned long memlen = 0;
     uint8_t *volatile row = NULL;
     if (setjmp(e.jb)) {
         free(row);
         jpeg_destroy_compress(&ci);
-        free(mem);
+        free(m);
         return er_fail(ER_RUNTIME, "jpeg re-encode failed: %s", e.msg);
     }
     jpeg_create_compress(&ci);
-    unsigned char *m = NULL;
     jpeg_mem_dest(&ci, &m, &memlen);
     ci.image_width = im->w, ci.image_height = im->h;
     ci.input_components = im->c;
@@ -154,12 +153,10 @@ int image_jpeg_roundtrip(image *im, int quality) {
         jpeg_write_scanlines(&ci, &rp, 1);
     }
     jpeg_finish_compress(&ci);
-    mem = m;
     jpeg_destroy_compress(&ci);
     free(row);
-    row = NULL;
-    int c = im->c;
-    int rc = decode(mem, memlen, "jpeg re-encode", c, 0, im);
+    unsigned char *mem = m;
+    int rc = decode(mem, memlen, "jpeg re-encode", im->c, 0, im);
     free(mem);
     return rc;
 }

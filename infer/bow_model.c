@@ -116,17 +116,32 @@ void bow_signature(const bow_vocab *v, const float *desc, int n, float *hist) {
     free(lab);
 }
 
+typedef struct { int64_t g; int i; } grp_row;
+static int cmp_grp_row(const void *pa, const void *pb) {
+    const grp_row *a = pa, *b = pb;
+    if (a->g != b->g) return a->g < b->g ? -1 : 1;
+    return a->i - b->i;
+}
+
 int bow_pool(const float *h, int n, int K, const int64_t *group, float **out, int64_t **gid, int **first_row) {
+    /* group of each row via a sort by (group, row): O(n log n) */
     int *g = xmalloc((n ? n : 1) * sizeof(int)), ng = 0;
     int64_t *ids = xmalloc((n ? n : 1) * sizeof(int64_t));
     int *first = xmalloc((n ? n : 1) * sizeof(int));
+    grp_row *t = xmalloc((n ? n : 1) * sizeof *t);
+    for (int i = 0; i < n; i++) t[i] = (grp_row){group && group[i] >= 0 ? group[i] : -1, i};
+    qsort(t, n, sizeof *t, cmp_grp_row);
+    int *leader = xmalloc((n ? n : 1) * sizeof(int)); /* first row of the row's group */
+    for (int s = 0; s < n; s++) leader[t[s].i] = (t[s].g >= 0 && s > 0 && t[s - 1].g == t[s].g) ? leader[t[s - 1].i] : t[s].i;
+    free(t);
+    /* number groups in order of first appearance */
+    int *num = xmalloc((n ? n : 1) * sizeof(int));
     for (int i = 0; i < n; i++) {
-        int found = -1;
-        if (group && group[i] >= 0)
-            for (int j = 0; j < ng && found < 0; j++) if (ids[j] == group[i] && group[first[j]] >= 0) found = j;
-        if (found < 0) { ids[ng] = group ? group[i] : i; first[ng] = i; found = ng++; }
-        g[i] = found;
+        if (leader[i] == i) { num[i] = ng; ids[ng] = group ? group[i] : i; first[ng] = i; ng++; }
+        g[i] = num[leader[i]];
     }
+    free(num);
+    free(leader);
     float *o = xcalloc((size_t)(ng ? ng : 1) * K, sizeof(float));
     for (int i = 0; i < n; i++)
         for (int k = 0; k < K; k++) o[(size_t)g[i] * K + k] += h[(size_t)i * K + k];

@@ -236,10 +236,11 @@ int casedb_open(const char *path, casedb *db) {
     }
     db->sql = s;
     db->path = xstrdup(path);
-    char buf[4096], buf2[64];
+    char *buf = xmalloc(1 << 20), buf2[64]; /* label names can be long */
     int rc = ER_OK;
+    const size_t BUFSZ = 1 << 20;
     if (exec(s, path, "PRAGMA synchronous=FULL;")) { rc = er_fail(ER_INPUT, "%s: not a case database (%s)", path, sqlite3_errmsg(s)); goto fail; }
-    const char *fmt = meta_text(s, "format", buf, sizeof buf);
+    const char *fmt = meta_text(s, "format", buf, BUFSZ);
     if (!fmt || strcmp(fmt, FORMAT)) {
         rc = er_fail(ER_INPUT, "%s: not an endoret case database (%s)", path,
                      sqlite3_errcode(s) != SQLITE_OK && sqlite3_errcode(s) != SQLITE_DONE && sqlite3_errcode(s) != SQLITE_ROW
@@ -256,8 +257,8 @@ int casedb_open(const char *path, casedb *db) {
     }
     if (!(v = meta_text(s, "hash", buf2, sizeof buf2)) || hash_kind_parse(v, &hk)) { rc = er_fail(ER_INPUT, "%s: corrupt meta: hash", path); goto fail; }
     if (!(v = meta_text(s, "index", buf2, sizeof buf2)) || index_kind_parse(v, &db->kind)) { rc = er_fail(ER_INPUT, "%s: corrupt meta: index", path); goto fail; }
-    if ((v = meta_text(s, "model", buf, sizeof buf))) db->model = xstrdup(v);
-    if ((v = meta_text(s, "label_names", buf, sizeof buf)) && *v) {
+    if ((v = meta_text(s, "model", buf, BUFSZ))) db->model = xstrdup(v);
+    if ((v = meta_text(s, "label_names", buf, BUFSZ)) && *v) {
         char *names = xstrdup(v), *save = NULL;
         for (char *t = strtok_r(names, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
             db->label_names = xrealloc(db->label_names, (size_t)(db->nlabel_names + 1) * sizeof(char *));
@@ -316,8 +317,10 @@ int casedb_open(const char *path, casedb *db) {
     if (rc) goto fail;
     mem_reserve(db, 1);
     map_rebuild(db);
+    free(buf);
     return ER_OK;
 fail:;
+    free(buf);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", er_msg());
     casedb_close(db);
@@ -369,18 +372,25 @@ int casedb_delete(casedb *db, const int64_t *ids, int n) {
     sqlite3_finalize(st);
     if (!rc) rc = exec(s, db->path, "COMMIT;");
     if (rc) { sqlite3_exec(s, "ROLLBACK;", NULL, NULL, NULL); return rc; }
+    /* memory side: drop the rows in one compaction pass, then one map rebuild (O(n + deletions)) */
+    uint8_t *gone = xcalloc((size_t)(db->n > 0 ? db->n : 1), 1);
     for (int i = 0; i < n; i++) {
         int64_t r = casedb_row(db, ids[i]);
-        if (r < 0) continue; /* the same id twice in the list */
+        if (r < 0 || gone[r]) continue; /* the same id twice in the list */
+        gone[r] = 1;
         bindex_delete(&db->ix, ids[i]);
         findex_delete(&db->fx, ids[i]);
-        free(db->paths[r]);
-        free(db->patient[r]);
-        int64_t last = --db->n; /* swap-remove keeps the row arrays dense */
-        db->ids[r] = db->ids[last]; db->labels[r] = db->labels[last]; db->scene[r] = db->scene[last];
-        db->view[r] = db->view[last]; db->paths[r] = db->paths[last]; db->patient[r] = db->patient[last];
-        map_rebuild(db);
     }
+    int64_t w = 0;
+    for (int64_t r = 0; r < db->n; r++) {
+        if (gone[r]) { free(db->paths[r]); free(db->patient[r]); continue; }
+        db->ids[w] = db->ids[r]; db->labels[w] = db->labels[r]; db->scene[w] = db->scene[r];
+        db->view[w] = db->view[r]; db->paths[w] = db->paths[r]; db->patient[w] = db->patient[r];
+        w++;
+    }
+    db->n = w;
+    free(gone);
+    map_rebuild(db);
     return ER_OK;
 }
 

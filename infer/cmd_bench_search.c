@@ -45,7 +45,7 @@ static uint64_t flip_mask(rng_t *r, int and_count) {
 
 int cmd_bench_search(int argc, char **argv) {
     int n = 1000000, bits = 64, k = 10, nq = 200, dim = 128, json = 0, seed = 1, float_max = 2000000, check = 1, mih_m = 0;
-    const char *data = "clustered";
+    const char *data = "clustered", *only = "scan,balltree,mih";
     arg_spec specs[] = {
         {"n", ARG_INT, &n, "database size (default 1000000)"},
         {"bits", ARG_INT, &bits, "code length (default 64)"},
@@ -56,10 +56,11 @@ int cmd_bench_search(int argc, char **argv) {
         {"float-max", ARG_INT, &float_max, "largest float database timed directly (default 2000000)"},
         {"check", ARG_INT, &check, "1 = verify every index returns the scan's top-k (default 1)"},
         {"seed", ARG_INT, &seed, "data seed"},
+        {"indexes", ARG_STR, &only, "binary indexes to time (default scan,balltree,mih; the scan always runs: it is the reference)"},
         {"mih-m", ARG_INT, &mih_m, "multi-index hashing substrings (0 = about log2 n bits each)"},
         {"json", ARG_FLAG, &json, "one JSON line per index"},
     };
-    int rc = args_parse(argc, argv, specs, 11, "endoret bench search [--n N] [--bits B] [--k K] [--json]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, 12, "endoret bench search [--n N] [--bits B] [--k K] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (n < 1 || bits < 1 || bits > 4096 || k < 1 || nq < 1 || dim < 1 || float_max < 1)
@@ -141,6 +142,7 @@ int cmd_bench_search(int argc, char **argv) {
     int32_t *dref = xmalloc((size_t)nq * k * 4), *dgot = xmalloc((size_t)nq * k * 4);
     double scan_ms = 0, mih_ms = 0, bt_ms = 0;
     for (int kind = 0; kind < 3; kind++) {
+        if (kind && !strstr(only, index_kind_name((index_kind)kind))) continue;
         bindex ix;
         t0 = now_seconds();
         if ((rc = bindex_build(&ix, (index_kind)kind, bits, codes, ids, n, mih_m))) goto out2;

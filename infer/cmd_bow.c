@@ -37,24 +37,43 @@ static int load_gray(const manifest *m, int i, int max_side, image *im, image *t
     return ER_OK;
 }
 
-/* Descriptors of every selected row (sel == NULL: all). */
+/* Descriptors of every selected row (sel == NULL: all), images in parallel (one decoder and
+ * scratch image per thread; the per-image kernels then run single-threaded inside). The first
+ * failure's message is kept and re-raised on the calling thread. */
 static int all_descriptors(const manifest *m, const int *sel, int nsel, const dsift_cfg *c, int max_side, float ***desc, int **nd) {
     *desc = xcalloc(nsel ? nsel : 1, sizeof **desc);
     *nd = xcalloc(nsel ? nsel : 1, sizeof **nd);
-    image im = {0}, tmp = {0};
-    int rc = ER_OK;
+    int rc = ER_OK, done = 0;
+    char msg[512] = "";
     double t0 = now_seconds();
-    for (int j = 0; j < nsel && !rc; j++) {
-        int i = sel ? sel[j] : j;
-        if ((rc = load_gray(m, i, max_side, &im, &tmp))) break;
-        (*desc)[j] = bow_image_descriptors(im.data, im.w, im.h, c, &(*nd)[j]);
-        if (isatty(2) && (j % 50 == 49 || j == nsel - 1))
-            fprintf(stderr, "\rdense SIFT: %d/%d images, %.1f img/s ", j + 1, nsel, (j + 1) / (now_seconds() - t0 + 1e-9));
+    #pragma omp parallel
+    {
+        image im = {0}, tmp = {0};
+        #pragma omp for schedule(dynamic, 4)
+        for (int j = 0; j < nsel; j++) {
+            int bad;
+            #pragma omp atomic read
+            bad = rc;
+            if (bad) continue;
+            int i = sel ? sel[j] : j, r = load_gray(m, i, max_side, &im, &tmp);
+            if (r) {
+                #pragma omp critical(bow_err)
+                if (!rc) { rc = r; snprintf(msg, sizeof msg, "%s", er_msg()); }
+                continue;
+            }
+            (*desc)[j] = bow_image_descriptors(im.data, im.w, im.h, c, &(*nd)[j]);
+            int k;
+            #pragma omp atomic capture
+            k = ++done;
+            if (isatty(2) && (k % 50 == 0 || k == nsel))
+                fprintf(stderr, "\rdense SIFT: %d/%d images, %.1f img/s ", k, nsel, k / (now_seconds() - t0 + 1e-9));
+        }
+        image_free(&im);
+        image_free(&tmp);
     }
     if (isatty(2) && nsel) fputc('\n', stderr);
-    image_free(&im);
-    image_free(&tmp);
-    return rc;
+    if (rc) return er_fail(rc, "%s", msg);
+    return ER_OK;
 }
 static void free_descriptors(float **d, int *nd, int n) {
     for (int i = 0; i < n; i++) free(d[i]);
@@ -79,13 +98,13 @@ static int cmd_bow_train(int argc, char **argv) {
         {"manifest", ARG_STR, &mpath, "training images (manifest CSV)"},
         {"out", ARG_STR, &out, "vocabulary file to write (safetensors)"},
         {"k", ARG_INT, &k, "number of visual words (paper: 100 per class)"},
-        {"step", ARG_INT, &c.step, "grid step in pixels (default 20)"},
-        {"radius", ARG_INT, &c.radius, "disk radius in pixels (default 60)"},
+        {"step", ARG_INT, &c.step, "grid step in pixels"},
+        {"radius", ARG_INT, &c.radius, "disk radius in pixels"},
         {"downscale", ARG_INT, &c.downscale, "box-downscale factor before SIFT (0 = radius/8)"},
         {"rotate", ARG_INT, &c.rotate, "1 = rotation-normalised descriptors (default), 0 = upright"},
-        {"max-desc", ARG_INT, &max_desc, "descriptors used by k-means (default 100000)"},
-        {"iters", ARG_INT, &iters, "k-means iterations at most (default 50)"},
-        {"seed", ARG_INT, &seed, "random seed (default 1)"},
+        {"max-desc", ARG_INT, &max_desc, "descriptors used by k-means"},
+        {"iters", ARG_INT, &iters, "k-means iterations at most"},
+        {"seed", ARG_INT, &seed, "random seed"},
         {"split", ARG_STR, &split, "use only rows whose split column equals this"},
         {"max-side", ARG_INT, &max_side, "resize images so the longest side is at most this (0 = as stored)"},
         {"json", ARG_FLAG, &json, "one JSON line"},
@@ -158,20 +177,35 @@ static int cmd_bow_embed(int argc, char **argv) {
     if ((rc = manifest_load(mpath, &m))) { bow_vocab_free(&v); return rc; }
     const int K = v.k;
     float *h = xmalloc((size_t)(m.n ? m.n : 1) * K * sizeof(float));
-    image im = {0}, tmp = {0};
     double t0 = now_seconds();
     long long tot = 0;
-    for (int i = 0; i < m.n && !rc; i++) {
-        if ((rc = load_gray(&m, i, max_side, &im, &tmp))) break;
-        int nd;
-        float *d = bow_image_descriptors(im.data, im.w, im.h, &v.sift, &nd);
-        bow_signature(&v, d, nd, h + (size_t)i * K);
-        tot += nd;
-        free(d);
+    char msg[512] = "";
+    #pragma omp parallel reduction(+ : tot)
+    {
+        image im = {0}, tmp = {0};
+        #pragma omp for schedule(dynamic, 4)
+        for (int i = 0; i < m.n; i++) {
+            int bad;
+            #pragma omp atomic read
+            bad = rc;
+            if (bad) continue;
+            int r = load_gray(&m, i, max_side, &im, &tmp);
+            if (r) {
+                #pragma omp critical(bow_err)
+                if (!rc) { rc = r; snprintf(msg, sizeof msg, "%s", er_msg()); }
+                continue;
+            }
+            int nd;
+            float *d = bow_image_descriptors(im.data, im.w, im.h, &v.sift, &nd);
+            bow_signature(&v, d, nd, h + (size_t)i * K);
+            tot += nd;
+            free(d);
+        }
+        image_free(&im);
+        image_free(&tmp);
     }
+    if (rc) rc = er_fail(rc, "%s", msg);
     double t1 = now_seconds();
-    image_free(&im);
-    image_free(&tmp);
     int *lab = NULL, *sc = NULL, *vw = NULL, nlab = 0, nsc = 0, nvw = 0;
     char **lnames = NULL, **snames = NULL, **vnames = NULL;
     if (!rc) {
@@ -248,18 +282,18 @@ static int cmd_bow_cv(int argc, char **argv) {
         {"gt", ARG_STR, &gtpath, "Likert pair file"},
         {"m", ARG_INT, &cfg.m, "repetitions (paper: 30)"},
         {"q", ARG_INT, &cfg.q, "folds (paper: 3)"},
-        {"k", ARG_INT, &cfg.k, "visual words (default 200)"},
-        {"step", ARG_INT, &c.step, "grid step (default 20)"},
-        {"radius", ARG_INT, &c.radius, "disk radius (default 60)"},
+        {"k", ARG_INT, &cfg.k, "visual words"},
+        {"step", ARG_INT, &c.step, "grid step"},
+        {"radius", ARG_INT, &c.radius, "disk radius"},
         {"downscale", ARG_INT, &c.downscale, "box-downscale factor (0 = radius/8)"},
         {"rotate", ARG_INT, &c.rotate, "rotation-normalised descriptors (1/0)"},
-        {"max-desc", ARG_INT, &cfg.max_desc, "descriptors per k-means (default 50000)"},
-        {"iters", ARG_INT, &cfg.iters, "k-means iterations at most (default 30)"},
+        {"max-desc", ARG_INT, &cfg.max_desc, "descriptors per k-means"},
+        {"iters", ARG_INT, &cfg.iters, "k-means iterations at most"},
         {"gamma", ARG_DOUBLE, &cfg.metric.gamma, "weight of the dissimilar term (paper: 5)"},
-        {"slope", ARG_DOUBLE, &cfg.metric.slope, "logistic slope (default 1)"},
-        {"lambda", ARG_DOUBLE, &cfg.metric.lambda, "l2 pull of w towards 1 (default 0)"},
-        {"max-iter", ARG_INT, &cfg.metric.max_iter, "metric-learning iterations at most (default 300)"},
-        {"seed", ARG_INT, &seed, "random seed (default 1)"},
+        {"slope", ARG_DOUBLE, &cfg.metric.slope, "logistic slope"},
+        {"lambda", ARG_DOUBLE, &cfg.metric.lambda, "l2 pull of w towards 1"},
+        {"max-iter", ARG_INT, &cfg.metric.max_iter, "metric-learning iterations at most"},
+        {"seed", ARG_INT, &seed, "random seed"},
         {"max-side", ARG_INT, &max_side, "resize images so the longest side is at most this (0 = as stored)"},
         {"verbose", ARG_FLAG, &verbose, "per-fold progress on stderr"},
         {"json", ARG_FLAG, &json, "one JSON line"},

@@ -203,6 +203,10 @@ static int eval_retrieval(int argc, char **argv) {
     if ((rc = check_dims(&q, &r))) goto out;
     if (!q.labels || !r.labels) { rc = er_fail(ER_INPUT, "eval retrieval needs labels in both --query and --ref"); goto out; }
     int n = r.n;
+    if ((double)q.n * n > 2e8) { /* full rankings are kept in memory */
+        rc = er_fail(ER_INPUT, "eval retrieval: %d queries x %d gallery items is too large for full rankings (limit 2e8 pairs)", q.n, n);
+        goto out;
+    }
     int64_t *ids = xmalloc((size_t)q.n * n * 8);
     double *score = xmalloc((size_t)q.n * n * 8);
     int *cnt = xmalloc((size_t)q.n * sizeof(int));

@@ -7,7 +7,7 @@
  * Correlations are between the similarity (-distance) and the mean pair score. With two or more
  * descriptors, every ordered pair of methods is compared with Steiger's z1* (and Meng-Rosenthal-
  * Rubin) on Kendall tau-b and on Pearson r. --out writes histograms.csv, hist_<name>.svg,
- * recall.csv and recall.svg. */
+ * recall.csv / recall.svg (paper's sparse recall at k) and recall_scored.csv / .svg (spec §3.4). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +71,8 @@ typedef struct {
     double bd[6];         /* Bhattacharyya between levels (0,1)(0,2)(0,3)(1,2)(1,3)(2,3) */
     double *recall;       /* 3 * kmax */
     int npos[3];
+    double scored[20], scored_auc; /* spec §3.4 curve at x = 0.05 .. 1 */
+    int scored_nq;
 } method;
 
 static const int BD_PAIRS[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -92,7 +94,7 @@ static int write_outputs(const char *out, method *m, int nm, int bins, int kmax)
     rc = atomic_commit(&af);
     free(path);
     if (rc) return rc;
-    double *x = xmalloc((bins + kmax) * sizeof(double)), *y = xmalloc(4 * bins * sizeof(double));
+    double *x = xmalloc((bins + kmax + 20) * sizeof(double)), *y = xmalloc(4 * bins * sizeof(double));
     for (int i = 0; i < nm && !rc; i++) {
         psvg_series s[4];
         char label[4][64];
@@ -140,6 +142,25 @@ static int write_outputs(const char *out, method *m, int nm, int bins, int kmax)
         free(s);
         free(label);
     }
+    if (!rc) {
+        path = path_join(out, "recall_scored.csv");
+        if (!(rc = atomic_open(&af, path))) {
+            fprintf(af.f, "method,position,recall\n");
+            for (int i = 0; i < nm; i++)
+                for (int t = 0; t < 20; t++) fprintf(af.f, "%s,%.2f,%.9g\n", m[i].name, (t + 1) / 20.0, m[i].scored[t]);
+            rc = atomic_commit(&af);
+        }
+        free(path);
+    }
+    if (!rc) {
+        psvg_series *s = xmalloc(nm * sizeof *s);
+        for (int t = 0; t < 20; t++) x[t] = (t + 1) / 20.0;
+        for (int i = 0; i < nm; i++) s[i] = (psvg_series){m[i].name, x, m[i].scored, 20, 0};
+        path = path_join(out, "recall_scored.svg");
+        rc = psvg_write(path, "sparse recall among the scored candidates of each query", "normalised position t/|C_q|", "mean recall", s, nm);
+        free(path);
+        free(s);
+    }
     free(x);
     free(y);
     return rc;
@@ -152,13 +173,13 @@ int cmd_eval_perceived(int argc, char **argv) {
     arg_spec specs[] = {
         {"gt", ARG_STR, &gt_path, "Likert pair file (a,b,score,observer)"},
         {"emb", ARG_STR, &emb_arg, "embedding file(s), comma-separated (ids = the pair ids)"},
-        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2, one or one per file (default: the file's own)"},
-        {"names", ARG_STR, &names_arg, "method names, comma-separated (default: file names)"},
+        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2, one or one per file"},
+        {"names", ARG_STR, &names_arg, "method names, comma-separated"},
         {"out", ARG_STR, &out, "folder for histograms.csv, hist_*.svg, recall.csv, recall.svg"},
-        {"bins", ARG_INT, &bins, "histogram bins (default 20)"},
-        {"kmax", ARG_INT, &kmax, "largest k of the sparse recall curves (default 20)"},
+        {"bins", ARG_INT, &bins, "histogram bins"},
+        {"kmax", ARG_INT, &kmax, "largest k of the sparse recall curves"},
         {"group", ARG_STR, &group_arg, "auto|scene|none: items of the same scene are not recall candidates (auto = scene if present)"},
-        {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row (default 0.05)"},
+        {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row"},
         {"json", ARG_FLAG, &json, "one JSON line"},
     };
     char **pos = NULL;
@@ -213,6 +234,7 @@ int cmd_eval_perceived(int argc, char **argv) {
         if (strcmp(group_arg, "none")) group = m[i].e.scene;
         m[i].recall = xmalloc(3 * kmax * sizeof(double));
         sparse_recall(&gt, m[i].ia, m[i].ib, &m[i].p, group, kmax, m[i].recall, m[i].npos);
+        m[i].scored_auc = sparse_recall_scored(&gt, m[i].ia, m[i].ib, &m[i].p, group, 20, m[i].scored, &m[i].scored_nq);
     }
     corr_ztest *st = NULL, *st_p = NULL, *mrr_t = NULL, *mrr_p = NULL;
     double *taub = NULL, *rb = NULL;
@@ -266,7 +288,9 @@ int cmd_eval_perceived(int argc, char **argv) {
                     if (q) putchar(',');
                     jnum(stdout, key, m[i].bd[q]);
                 }
-                printf("},\"sparse_recall_similar\":[");
+                printf("},");
+                jnum(stdout, "sparse_recall_scored_auc", m[i].scored_auc);
+                printf(",\"sparse_recall_scored_queries\":%d,\"sparse_recall_similar\":[", m[i].scored_nq);
                 for (int k = 0; k < kmax; k++) printf("%s%.6g", k ? "," : "", isfinite(m[i].recall[2 * kmax + k]) ? m[i].recall[2 * kmax + k] : -1);
                 printf("]}");
             }
@@ -321,6 +345,8 @@ int cmd_eval_perceived(int argc, char **argv) {
                 }
                 putchar('\n');
             }
+            printf("\nsparse recall among each query's scored candidates (spec 3.4), area under the curve:\n");
+            for (int i = 0; i < nm; i++) printf("  %-24s %.4f over %d queries\n", m[i].name, m[i].scored_auc, m[i].scored_nq);
             if (nm >= 2) {
                 printf("\npairwise tests (z > 0: first method better correlated):\n");
                 for (int i = 0; i < nm; i++)
@@ -329,7 +355,7 @@ int cmd_eval_perceived(int argc, char **argv) {
                                i + 1, j + 1, st[i * nm + j].z, st[i * nm + j].p_two, mrr_t[i * nm + j].z, mrr_t[i * nm + j].p_two,
                                st_p[i * nm + j].z, st_p[i * nm + j].p_two, mrr_p[i * nm + j].z, mrr_p[i * nm + j].p_two);
             }
-            if (out) printf("\nwrote %s/{histograms.csv,hist_*.svg,recall.csv,recall.svg}\n", out);
+            if (out) printf("\nwrote %s/{histograms.csv,hist_*.svg,recall.csv,recall.svg,recall_scored.csv,recall_scored.svg}\n", out);
         }
         free(cs);
     }

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* image paths / patients from a manifest whose rows match the embedding rows */
+/* image paths / patients (and labels, when the embedding file has none) from a manifest whose
+ * rows match the embedding rows */
 static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, char ***patient, manifest *m) {
     *paths = *patient = NULL;
     if (!mpath || !*mpath) return ER_OK;
@@ -17,6 +18,20 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
     if (m->n != e->n) {
         manifest_free(m);
         return er_fail(ER_INPUT, "--manifest: %s has %d rows but the embedding file has %d", mpath, m->n, e->n);
+    }
+    if (!e->labels) { /* labels from the manifest when the embedding file has none */
+        emb_set *w = (emb_set *)e;
+        int *lab, nl;
+        char **names;
+        manifest_label_ids(m, &lab, &names, &nl);
+        if (nl > 0) {
+            w->labels = xmalloc((size_t)e->n * sizeof(int64_t));
+            for (int i = 0; i < e->n; i++) w->labels[i] = lab[i];
+            w->nlabel_names = nl;
+            w->label_names = xmalloc((size_t)nl * sizeof(char *));
+            for (int i = 0; i < nl; i++) w->label_names[i] = xstrdup(names[i]);
+        }
+        manifest_free_labels(lab, names, nl);
     }
     *paths = xcalloc((size_t)e->n, sizeof(char *));
     *patient = xcalloc((size_t)e->n, sizeof(char *));

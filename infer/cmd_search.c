@@ -24,6 +24,7 @@ int cmd_search(int argc, char **argv) {
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1 (got %d)", k);
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
+    if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */
     emb_set q;
     if ((rc = load_emb(query, "--query", &q))) { casedb_close(&db); return rc; }
     if (q.dim != db.dim) {

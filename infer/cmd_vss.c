@@ -28,13 +28,13 @@ static int cmd_vss_draw(int argc, char **argv) {
     arg_spec specs[] = {
         {"emb", ARG_STR, &emb_path, "embedding file of the prior descriptor"},
         {"n", ARG_INT, &n, "number of couples to draw"},
-        {"seed", ARG_INT, &seed, "random seed (default 1)"},
+        {"seed", ARG_INT, &seed, "random seed"},
         {"out", ARG_STR, &out, "scoring sheet to write (CSV)"},
-        {"manifest", ARG_STR, &manifest_path, "manifest for image paths and patients (default: the file's own)"},
+        {"manifest", ARG_STR, &manifest_path, "manifest for image paths and patients"},
         {"group", ARG_STR, &group_arg, "auto|patient|scene|none: who counts as the same patient"},
         {"per-process", ARG_INT, &per, "candidates per reference item (paper: 3)"},
-        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2 (default: the file's own)"},
-        {"bins", ARG_INT, &bins, "histogram bins of the prior-distance density (default 30)"},
+        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2"},
+        {"bins", ARG_INT, &bins, "histogram bins of the prior-distance density"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -142,8 +142,8 @@ static int cmd_vss_serve(int argc, char **argv) {
         {"sheet", ARG_STR, &cfg.sheet, "scoring sheet from `vss draw`"},
         {"scores", ARG_STR, &cfg.scores, "scores CSV to append to (a,b,score,observer; created if absent)"},
         {"observer", ARG_STR, &cfg.observer, "observer name"},
-        {"port", ARG_INT, &cfg.port, "TCP port (default 8090; 0 = any free port)"},
-        {"bind", ARG_STR, &cfg.bind, "IPv4 address to listen on (default 127.0.0.1: this machine only)"},
+        {"port", ARG_INT, &cfg.port, "TCP port (0 = any free port)"},
+        {"bind", ARG_STR, &cfg.bind, "IPv4 address to listen on (127.0.0.1 = this machine only)"},
     };
     char **pos = NULL;
     int npos = 0;

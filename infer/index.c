@@ -37,6 +37,26 @@ static void reserve(bindex *ix, int64_t cap) {
     ix->cap = nc;
 }
 
+static uint64_t id_hash(int64_t id) {
+    uint64_t x = (uint64_t)id * 0x9E3779B97F4A7C15ULL;
+    return x ^ (x >> 29);
+}
+
+static void idmap_put(bindex *ix, int64_t slot) {
+    uint64_t h = id_hash(ix->ids[slot]) & (ix->idmap_cap - 1);
+    while (ix->idmap[h]) h = (h + 1) & (ix->idmap_cap - 1);
+    ix->idmap[h] = slot + 1;
+}
+
+/* keep the table at most half full: rebuild at twice the slot capacity */
+static void idmap_rebuild(bindex *ix) {
+    free(ix->idmap);
+    ix->idmap_cap = 16;
+    while (ix->idmap_cap < 2 * ix->cap) ix->idmap_cap *= 2;
+    ix->idmap = xcalloc((size_t)ix->idmap_cap, sizeof *ix->idmap);
+    for (int64_t s = 0; s < ix->n; s++) idmap_put(ix, s);
+}
+
 static void build_structure(bindex *ix) {
     if (ix->kind == INDEX_BALLTREE) balltree_build(ix);
     else if (ix->kind == INDEX_MIH) mih_build(ix);
@@ -70,6 +90,7 @@ int bindex_build(bindex *ix, index_kind kind, int bits, const uint64_t *codes, c
         memset(ix->dead, 0, (size_t)n);
     }
     ix->n = n;
+    idmap_rebuild(ix);
     /* bits beyond `bits` must be zero or they would count in the distance */
     int tail = bits % 64;
     if (tail)
@@ -84,15 +105,19 @@ void bindex_free(bindex *ix) {
     free(ix->codes);
     free(ix->ids);
     free(ix->dead);
+    free(ix->idmap);
     memset(ix, 0, sizeof *ix);
 }
 
 int64_t bindex_count(const bindex *ix) { return ix->n - ix->ndead; }
 
 static int64_t find_slot(const bindex *ix, int64_t id) {
-    for (int64_t i = 0; i < ix->n; i++)
-        if (ix->ids[i] == id && !ix->dead[i]) return i;
-    return -1;
+    if (!ix->idmap) return -1;
+    for (uint64_t h = id_hash(id) & (ix->idmap_cap - 1);; h = (h + 1) & (ix->idmap_cap - 1)) {
+        int64_t e = ix->idmap[h];
+        if (!e) return -1;
+        if (ix->ids[e - 1] == id && !ix->dead[e - 1]) return e - 1;
+    }
 }
 
 int bindex_add(bindex *ix, const uint64_t *code, int64_t id) {
@@ -105,6 +130,8 @@ int bindex_add(bindex *ix, const uint64_t *code, int64_t id) {
     if (tail) ix->codes[s * ix->words + ix->words - 1] &= (~0ULL >> (64 - tail));
     ix->ids[s] = id;
     ix->dead[s] = 0;
+    if (2 * (ix->n + 1) > ix->idmap_cap) idmap_rebuild(ix);
+    else idmap_put(ix, s);
     if (ix->kind == INDEX_BALLTREE) balltree_insert(ix, s);
     else if (ix->kind == INDEX_MIH) mih_insert(ix, s);
     return ER_OK;

@@ -28,6 +28,8 @@ typedef struct bindex {
     uint8_t *dead;          /* cap; 1 = deleted */
     int64_t ndead;
     int mih_m;              /* MIH substrings (0 = choose from n and bits) */
+    int64_t *idmap;         /* open addressing id -> slot + 1 (0 = empty); dead slots stay */
+    int64_t idmap_cap;
     void *impl;             /* kind-specific structure */
 } bindex;
 
@@ -35,7 +37,7 @@ const char *index_kind_name(index_kind k);
 int index_kind_parse(const char *s, index_kind *k); /* ER_INPUT naming the value */
 
 /* Build over n codes (copied). Ids must be unique (ER_INPUT naming the duplicate). mih_m = 0 picks
- * the number of substrings from n (substrings of ~log2 n bits). */
+ * the number of substrings from n (substrings of ~0.7 log2 n bits). */
 int bindex_build(bindex *ix, index_kind kind, int bits, const uint64_t *codes, const int64_t *ids,
                  int64_t n, int mih_m);
 void bindex_free(bindex *ix);

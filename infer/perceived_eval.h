@@ -44,4 +44,13 @@ double bhattacharyya(const double *p, const double *q, int nbins);
 void sparse_recall(const likert_gt *gt, const int *ia, const int *ib, const pdist_set *p, const int64_t *group,
                    int kmax, double *recall, int npos[3]);
 
+/* Sparse recall restricted to the scored candidates (spec §3.4): for a query q, C_q = the items
+ * scored with q (other groups only when group != NULL), R_q = those with mean score > 0; C_q is
+ * ranked by distance to q (ties by index) and Rec_q(x) = |R_q ∩ top_ceil(x |C_q|)| / |R_q| at the
+ * normalised positions x = (t+1)/npts, t = 0..npts-1. The curve is the mean over the queries with
+ * R_q non-empty (*nq of them); every couple makes both of its items queries. Returns the area
+ * under the curve (mean of the points). */
+double sparse_recall_scored(const likert_gt *gt, const int *ia, const int *ib, const pdist_set *p, const int64_t *group,
+                            int npts, double *curve, int *nq);
+
 #endif

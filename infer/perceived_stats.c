@@ -53,7 +53,6 @@ double corr_spearman(const double *x, const double *y, int n) {
 }
 
 /* ---- Kendall: per-item counts so that leave-one-out is O(1) per item ---- */
-static double sgn(double v) { return (v > 0) - (v < 0); }
 static double tau_from(double P, double Q, double T, double U) {
     double den = (P + Q + T) * (P + Q + U);
     return den > 0 ? (P - Q) / sqrt(den) : NAN;
@@ -63,15 +62,18 @@ static void kendall_counts(const double *x, const double *y, int n, double *cnt,
     for (int i = 0; i < 4 * n; i++) cnt[i] = 0;
     #pragma omp parallel for schedule(dynamic, 64) if (n > 2000)
     for (int i = 0; i < n; i++) {
-        double c[4] = {0, 0, 0, 0};
+        /* branch-free counts (vectorisable); the j == i term is tied in both and counts nowhere */
+        long c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+        const double xi = x[i], yi = y[i];
+        #pragma omp simd reduction(+ : c0, c1, c2, c3)
         for (int j = 0; j < n; j++) {
-            if (j == i) continue;
-            double a = sgn(x[i] - x[j]), b = sgn(y[i] - y[j]);
-            if (a != 0 && b != 0) c[a == b ? 0 : 1] += 1;
-            else if (a == 0 && b != 0) c[2] += 1;
-            else if (a != 0 && b == 0) c[3] += 1;
+            int a = (xi > x[j]) - (xi < x[j]), b = (yi > y[j]) - (yi < y[j]), ab = a * b;
+            c0 += ab > 0;
+            c1 += ab < 0;
+            c2 += (a == 0) & (b != 0);
+            c3 += (a != 0) & (b == 0);
         }
-        for (int k = 0; k < 4; k++) cnt[4 * i + k] = c[k];
+        cnt[4 * i] = c0; cnt[4 * i + 1] = c1; cnt[4 * i + 2] = c2; cnt[4 * i + 3] = c3;
     }
     for (int k = 0; k < 4; k++) tot[k] = 0;
     for (int i = 0; i < n; i++)
@@ -134,18 +136,24 @@ void corr_summary_compute(const double *x, const double *y, int n, corr_summary 
 
         /* Spearman leave-one-out: removing item i lowers the average rank of every larger value by
          * 1 and of every value tied with x_i by 1/2; the other ranks are unchanged. */
-        double *rx = xmalloc(4 * n * sizeof(double)), *ry = rx + n, *ux = ry + n, *uy = ux + n;
+        double *rx = xmalloc(2 * n * sizeof(double)), *ry = rx + n;
         ranks_average(x, n, rx);
         ranks_average(y, n, ry);
+        const double c = 0.5 * (n + 1); /* mean rank: centring keeps the one-pass sums accurate */
+        #pragma omp parallel for schedule(static) if (n > 2000)
         for (int i = 0; i < n; i++) {
-            int m = 0;
+            double su = 0, sv = 0, suu = 0, svv = 0, suv = 0;
+            const double xi = x[i], yi = y[i];
+            #pragma omp simd reduction(+ : su, sv, suu, svv, suv)
             for (int j = 0; j < n; j++) {
-                if (j == i) continue;
-                ux[m] = rx[j] - (x[j] > x[i] ? 1.0 : x[j] == x[i] ? 0.5 : 0.0);
-                uy[m] = ry[j] - (y[j] > y[i] ? 1.0 : y[j] == y[i] ? 0.5 : 0.0);
-                m++;
+                double u = rx[j] - c - (x[j] > xi ? 1.0 : x[j] == xi ? 0.5 : 0.0);
+                double v = ry[j] - c - (y[j] > yi ? 1.0 : y[j] == yi ? 0.5 : 0.0);
+                double keep = j != i;
+                u *= keep; v *= keep;
+                su += u; sv += v; suu += u * u; svv += v * v; suv += u * v;
             }
-            th[i] = corr_pearson(ux, uy, m);
+            double m = n - 1, vu = suu - su * su / m, vv = svv - sv * sv / m, cuv = suv - su * sv / m;
+            th[i] = vu > 0 && vv > 0 ? cuv / sqrt(vu * vv) : NAN;
         }
         o->se_spearman = jackknife_se(th, n);
         free(rx);

@@ -10,7 +10,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "infer/perceived_draw.h"
 #include "infer/perceived_likert.h"
@@ -163,7 +166,28 @@ static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state
     if (pair < 0 || pair >= s->sheet.n) return reply_text(c, MHD_HTTP_BAD_REQUEST, "pair index out of range\n");
     if (likert_level((int)sc) < 0) return reply_text(c, MHD_HTTP_BAD_REQUEST, "score must be -2, -1, 1 or 2\n");
     pthread_mutex_lock(&s->mu);
+    /* Several servers (observers) may share one scores file: under an exclusive lock on
+     * "<scores>.lock", re-read the file, append, and replace it atomically. */
+    char *lock_path = xmalloc(strlen(s->scores_path) + 6);
+    sprintf(lock_path, "%s.lock", s->scores_path);
+    int lk = open(lock_path, O_CREAT | O_RDWR, 0644);
+    free(lock_path);
+    if (lk < 0 || flock(lk, LOCK_EX) != 0) {
+        if (lk >= 0) close(lk);
+        pthread_mutex_unlock(&s->mu);
+        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not lock the scores file\n");
+    }
+    free(s->text);
+    int rc = load_scores(s);
+    if (rc) {
+        flock(lk, LOCK_UN);
+        close(lk);
+        pthread_mutex_unlock(&s->mu);
+        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the scores file on disk is no longer valid\n");
+    }
     if (s->done[pair]) {
+        flock(lk, LOCK_UN);
+        close(lk);
         pthread_mutex_unlock(&s->mu);
         return reply_text(c, MHD_HTTP_CONFLICT, "this couple is already scored by this observer\n");
     }
@@ -171,9 +195,11 @@ static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state
     snprintf(line, sizeof line, "%lld,%lld,%+d,%s\n", (long long)s->sheet.rows[pair].a, (long long)s->sheet.rows[pair].b, (int)sc, s->observer);
     size_t old = s->len;
     text_append(s, line);
-    int rc = write_file_atomic(s->scores_path, s->text, s->len);
+    rc = write_file_atomic(s->scores_path, s->text, s->len);
     if (rc) { s->len = old; s->text[old] = 0; }
     else s->done[pair] = 1;
+    flock(lk, LOCK_UN);
+    close(lk);
     pthread_mutex_unlock(&s->mu);
     if (rc) return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not write the scores file\n");
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);

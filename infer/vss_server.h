@@ -3,8 +3,9 @@
  * Each answer is appended to the scores CSV (a,b,score,observer — the ground-truth format of
  * perceived_likert.h), the whole file being rewritten atomically (temp + fsync + rename), so a
  * crash never leaves a half-written line. Restarting with the same files resumes at the first
- * couple this observer has not scored. HTTP is libmicrohttpd (internal polling thread), bound
- * to 127.0.0.1 by default.
+ * couple this observer has not scored. Several servers (one per observer) may share one scores
+ * file: each answer re-reads and rewrites it under an flock on "<scores>.lock". HTTP is
+ * libmicrohttpd (internal polling thread), bound to 127.0.0.1 by default.
  *   GET  /                 the next couple (or "all scored")
  *   GET  /image/<pair>/a|b the image files named in the sheet
  *   POST /score            form fields pair=<index>&score=<-2|-1|1|2>  -> 303 to /

@@ -30,6 +30,7 @@ tape_node *tape_record(const char *op, backward_fn fn, tensor *out, int nin, ten
     n->out = out;
     n->nin = nin < TAPE_MAX_IN ? nin : TAPE_MAX_IN;
     for (int i = 0; i < n->nin; i++) n->in[i] = in[i];
+    n->grad_alias = fn == tape_alias_backward;
     n->prev = g_tail;
     g_tail = n;
     g_count++;
@@ -42,14 +43,17 @@ void tape_alias_backward(tape_node *n) { (void)n; }
 
 tensor *grad_buf(tensor *x) {
     if (!x || !(x->flags & T_REQUIRES_GRAD)) return NULL;
-    if (!x->grad && x->node && x->node->backward == tape_alias_backward) {
+    if (!x->grad && x->node && x->node->grad_alias) {
+        /* in[0] may need no gradient (e.g. frozen weight, trainable bias): then x gets its own */
         tensor *gin = grad_buf(x->node->in[0]);
-        int64_t st[T_MAX_DIMS], acc = 1;
-        for (int i = x->ndim - 1; i >= 0; i--) {
-            st[i] = acc;
-            acc *= x->shape[i];
+        if (gin) {
+            int64_t st[T_MAX_DIMS], acc = 1;
+            for (int i = x->ndim - 1; i >= 0; i--) {
+                st[i] = acc;
+                acc *= x->shape[i];
+            }
+            x->grad = tensor_view(gin, x->ndim, x->shape, st, 0);
         }
-        x->grad = tensor_view(gin, x->ndim, x->shape, st, 0);
     }
     if (!x->grad) {
         if (x->flags & T_LONG_LIVED) x->grad = tensor_new_on(x->device, x->ndim, x->shape);
@@ -91,6 +95,8 @@ int backward(tensor *loss) {
                        tensor_shape_str(loss, b, sizeof b));
     }
     if (!(loss->flags & T_REQUIRES_GRAD)) return er_fail(ER_INPUT, "backward: loss does not require grad (no_grad mode or no trainable input)");
+    if (!loss->node && !(loss->flags & T_LONG_LIVED))
+        return er_fail(ER_INPUT, "backward: the loss has no recorded graph (backward already ran on it: the tape is consumed)");
     tensor *g = grad_buf(loss);
     const er_backend *be = tensor_backend(g);
     float one = 1.0f, cur;

@@ -34,6 +34,8 @@ struct tape_node {
     int64_t i[8];            /* small integer arguments */
     float f[4];              /* small float arguments */
     tape_node *prev;
+    int grad_alias;          /* out's gradient is a packed view of in[0]'s (same element order):
+                                set for tape_alias_backward, or by ops that add to it (bias add) */
 };
 
 /* ---- grad mode ---- */

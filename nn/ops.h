@@ -5,6 +5,8 @@
  *
  * Memory: results are per-step (die at nn_step_end). Views (reshape of contiguous data, permute,
  * transpose, slice, squeeze/unsqueeze) share their input's data; everything else is a new tensor.
+ * A result may be a strided view (e.g. attention's): read it with tensor_to_host, or make it
+ * packed with op_contiguous, rather than assuming `data` is row-major.
  * Index arrays (int32, host memory) are copied by the op, so the caller may free them right away.
  *
  * Errors: a bad shape/axis returns NULL after er_fail(ER_INPUT, ...). Every op returns NULL when
@@ -62,6 +64,9 @@ tensor *op_transpose(tensor *x, int a0, int a1);               /* view */
 tensor *op_slice(tensor *x, int axis, int64_t start, int64_t end); /* view, [start, end) */
 tensor *op_unsqueeze(tensor *x, int axis);                     /* view */
 tensor *op_squeeze(tensor *x, int axis);                       /* view, that dim must be 1 */
+/* Broadcast view to `shape` (numpy rules: size-1 dims repeat with stride 0, new leading dims may
+ * be added; -1 keeps a dim), e.g. cls_token [1, 1, C] -> [B, 1, C]. Gradient: summed back. */
+tensor *op_expand(tensor *x, int ndim, const int64_t *shape);
 tensor *op_contiguous(tensor *x);                              /* x itself when already packed */
 tensor *op_clone(tensor *x);                                   /* always a new packed copy */
 tensor *op_concat(int n, tensor *const *xs, int axis);
@@ -87,7 +92,8 @@ tensor *op_l2_normalize(tensor *x, int axis, float eps);           /* x / max(||
  * q [B, H, Tq, D], k, v [B, H, Tk, D] (any strides with unit stride on D, so q/k/v may be views
  * of one packed qkv projection). mask: NULL, or [.., .., Tq, Tk] broadcastable to [B, H, Tq, Tk]
  * (kind MASK_ADD: added to the scores; MASK_BOOL: 0 = masked out). scale <= 0 => 1/sqrt(D).
- * Result [B, H, Tq, D]. The mask gets no gradient. */
+ * Result [B, H, Tq, D], a view of [B, Tq, H, D] storage, so transpose(1, 2) + reshape to
+ * [B, Tq, H * D] costs no copy. The mask gets no gradient. */
 tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale);
 
 /* ---- losses (ops_loss.c) ---- */

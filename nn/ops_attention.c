@@ -77,7 +77,10 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     q = unit_last(q);
     k = unit_last(k);
     v = unit_last(v);
-    tensor *o = ops_new(q, 4, SHAPE(B, H, Tq, D));
+    /* stored as [B, Tq, H, D] and returned as the [B, H, Tq, D] view: the usual
+     * transpose(1, 2) + reshape to [B, Tq, H * D] that follows is then free */
+    tensor *ob = ops_new(q, 4, SHAPE(B, Tq, H, D));
+    tensor *o = tensor_view(ob, 4, SHAPE(B, H, Tq, D), SHAPE(ob->stride[0], ob->stride[2], ob->stride[1], 1), 0);
     const er_backend *be = BE(q);
     attn_ctx *c = arena_alloc_host(arena_default(q->device), sizeof *c);
     c->mask = mask_kind ? mask : NULL;

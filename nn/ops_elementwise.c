@@ -38,8 +38,12 @@ static void binary_backward(tape_node *n) {
             BE(y)->binary_grad(op, side, nd, shape, a->data, as, b->data, bs, y->grad->data, gx->data, 1);
             continue;
         }
-        float *tmp = ops_scratch(y->device, tensor_numel(y));
-        BE(y)->binary_grad(op, side, nd, shape, a->data, as, b->data, bs, y->grad->data, tmp, 0);
+        const float *tmp = y->grad->data; /* add, and sub's a side: the gradient is gy itself */
+        if (!(op == BIN_ADD || (op == BIN_SUB && side == 0))) {
+            float *t = ops_scratch(y->device, tensor_numel(y));
+            BE(y)->binary_grad(op, side, nd, shape, a->data, as, b->data, bs, y->grad->data, t, 0);
+            tmp = t;
+        }
         int64_t xs[T_MAX_DIMS];
         for (int i = 0; i < nd; i++) {
             int ix = i - (nd - x->ndim);

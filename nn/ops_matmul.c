@@ -142,6 +142,33 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
     return y;
 }
 
+/* Bias added in place to a fresh matmul result; the output is a new struct over the same data
+ * whose gradient aliases the matmul's (grad_alias), so only the bias gradient is computed here. */
+static void bias_backward(tape_node *n) {
+    tensor *b = n->in[1], *gb = grad_buf(b), *y = n->out;
+    if (!gb) return;
+    int64_t ones[T_MAX_DIMS], N = b->shape[0];
+    for (int i = 0; i < y->ndim; i++) ones[i] = 1;
+    ones[y->ndim - 1] = N;
+    BE(y)->sum_to(y->ndim, y->shape, y->grad->data, ones, gb->data, 1);
+}
+
+static tensor *add_bias_inplace(tensor *y, tensor *bias) {
+    int64_t st[T_MAX_DIMS], bs[T_MAX_DIMS] = {0};
+    int64_t acc = 1;
+    for (int i = y->ndim - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= y->shape[i];
+    }
+    bs[y->ndim - 1] = bias->stride[0];
+    BE(y)->binary(BIN_ADD, y->ndim, y->shape, y->data, st, bias->data, bs, y->data);
+    tensor *z = tensor_view(y, y->ndim, y->shape, st, 0);
+    tensor *in[2] = {y, bias};
+    tape_node *n = tape_record("bias_add", bias_backward, z, 2, in);
+    if (n) n->grad_alias = 1;
+    return z;
+}
+
 tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
     if (!x || !w) return NULL;
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1] ||
@@ -154,5 +181,5 @@ tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
     tensor *x2 = x->ndim == 1 ? op_unsqueeze(x, 0) : x;
     tensor *y = op_matmul(x2, w, 0, 1);
     if (x->ndim == 1) y = op_squeeze(y, 0);
-    return bias ? op_add(y, bias) : y;
+    return bias && y ? add_bias_inplace(y, bias) : y;
 }

@@ -151,6 +151,43 @@ tensor *op_transpose(tensor *x, int a0, int a1) {
     return op_permute(x, perm);
 }
 
+/* ---- expand ---- */
+
+static void expand_backward(tape_node *n) {
+    tensor *x = n->in[0], *gx = grad_buf(x), *y = n->out;
+    if (!gx) return;
+    int64_t xs[T_MAX_DIMS];
+    for (int i = 0; i < y->ndim; i++) {
+        int ix = i - (y->ndim - x->ndim);
+        xs[i] = ix >= 0 ? x->shape[ix] : 1;
+    }
+    BE(x)->sum_to(y->ndim, y->shape, y->grad->data, xs, gx->data, 1);
+}
+
+tensor *op_expand(tensor *x, int ndim, const int64_t *shape) {
+    if (!x) return NULL;
+    if (ndim < x->ndim || ndim > T_MAX_DIMS) {
+        er_fail(ER_INPUT, "expand: %d dims for a %d-dim tensor", ndim, x->ndim);
+        return NULL;
+    }
+    int64_t sh[T_MAX_DIMS], st[T_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) {
+        int ix = i - (ndim - x->ndim);
+        int64_t d = ix >= 0 ? x->shape[ix] : 1, want = shape[i] == -1 && ix >= 0 ? d : shape[i];
+        if (want < 0 || (d != 1 && d != want)) {
+            char b[96];
+            er_fail(ER_INPUT, "expand: cannot expand %s to size %lld in dim %d", ops_shape(x, b),
+                    (long long)shape[i], i);
+            return NULL;
+        }
+        sh[i] = want;
+        st[i] = ix >= 0 && d == want ? x->stride[ix] : 0;
+    }
+    tensor *y = tensor_view(x, ndim, sh, st, 0);
+    tape_record("expand", expand_backward, y, 1, &x);
+    return y;
+}
+
 /* ---- slice ---- */
 
 static void slice_backward(tape_node *n) {

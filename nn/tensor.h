@@ -70,7 +70,8 @@ void tensor_free(tensor *t);
 tensor *tensor_empty(int device, int ndim, const int64_t *shape); /* uninitialised */
 tensor *tensor_zeros(int device, int ndim, const int64_t *shape);
 tensor *tensor_from_host(int ndim, const int64_t *shape, const float *host); /* CPU, copied */
-/* A per-step view struct sharing t's data (same flags except T_PARAM/T_LONG_LIVED, no node). */
+/* A per-step view struct sharing t's data: carries T_REQUIRES_GRAD only (no name, grad or node);
+ * not recorded by autograd (ops such as op_permute/op_slice record their views). */
 tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
                     int64_t offset_elems);
 

@@ -42,6 +42,7 @@ static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const
     for (int i = 0; i < Tq; i++) {
         float *sr = S + (int64_t)i * Tk;
         float m = -INFINITY;
+        #pragma omp simd reduction(max : m)
         for (int j = 0; j < Tk; j++) m = sr[j] > m ? sr[j] : m;
         if (m == -INFINITY) { /* fully masked row: output 0, no gradient */
             for (int j = 0; j < Tk; j++) sr[j] = 0.0f;
@@ -49,12 +50,14 @@ static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const
             continue;
         }
         double s = 0;
+        #pragma omp simd reduction(+ : s)
         for (int j = 0; j < Tk; j++) {
-            float e = expf(sr[j] - m);
+            float e = exp_vec(sr[j] - m);
             sr[j] = e;
             s += e;
         }
         float inv = (float)(1.0 / s);
+        #pragma omp simd
         for (int j = 0; j < Tk; j++) sr[j] *= inv;
         lrow[i] = m + (float)log(s);
     }
@@ -93,7 +96,8 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
     for (int i = 0; i < Tq; i++) {
         float *pr = P + (int64_t)i * Tk;
         float l = lrow[i];
-        for (int j = 0; j < Tk; j++) pr[j] = expf(pr[j] - l); /* exp(-inf) = 0 for masked */
+        #pragma omp simd
+        for (int j = 0; j < Tk; j++) pr[j] = exp_vec(pr[j] - l); /* exp(-inf) = 0 for masked */
         double s = 0;
         for (int d = 0; d < D; d++) s += (double)gob[i * gos[2] + d] * ob[i * os[2] + d];
         Di[i] = (float)s;
@@ -105,7 +109,9 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
     sgemm(0, 1, Tq, Tk, D, 1.0f, gob, (int)gos[2], vb, (int)vs[2], 0.0f, dP, Tk); /* dP = dO V^T */
     for (int i = 0; i < Tq; i++) {
         float *pr = P + (int64_t)i * Tk, *dr = dP + (int64_t)i * Tk;
-        for (int j = 0; j < Tk; j++) dr[j] = pr[j] * (dr[j] - Di[i]); /* dS */
+        const float di = Di[i];
+        #pragma omp simd
+        for (int j = 0; j < Tk; j++) dr[j] = pr[j] * (dr[j] - di); /* dS */
     }
     if (gq)
         sgemm(0, 0, Tq, D, Tk, scale, dP, Tk, k + b * ks[0] + h * ks[1], (int)ks[2], 1.0f,

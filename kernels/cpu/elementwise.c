@@ -96,10 +96,11 @@ void cpu_binary_grad(int op, int side, int ndim, const int64_t *shape0, const fl
 
 #undef OUT
 
-static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+/* GELU, exact erf form (torch/timm default), with the vectorisable erf/exp of cpu_kernels.h */
+static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erf_vec(x * 0.70710678118654752f)); }
 static inline float gelu_d(float x) {
     const float inv_sqrt2pi = 0.39894228040143268f;
-    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * inv_sqrt2pi * expf(-0.5f * x * x);
+    return 0.5f * (1.0f + erf_vec(x * 0.70710678118654752f)) + x * inv_sqrt2pi * exp_vec(-0.5f * x * x);
 }
 
 void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float beta) {

@@ -19,9 +19,12 @@ void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float al
 void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 
-/* The micro-kernel in use, e.g. "avx512-14x32": the best one this CPU supports (checked at run
- * time), unless $ENDORET_GEMM_KERNEL or sgemm_use_kernel() chose another. */
+/* The micro-kernels in use: "avx512-auto" (the best instruction set this CPU supports, checked
+ * at run time; the tile is then picked per call by shape), or one kernel's full name such as
+ * "avx512-8x48" when $ENDORET_GEMM_KERNEL or sgemm_use_kernel() fixed it. */
 const char *sgemm_kernel_name(void);
+/* The kernel a product with this op(A), m and n would use. */
+const char *sgemm_kernel_for(int transA, int m, int n);
 
 /* Use the kernel named by its instruction set ("avx512", "avx2", "scalar") or full name
  * ("avx512-6x64"); NULL or "auto" = the best for this CPU. Returns 0, or -1 (nothing changed)

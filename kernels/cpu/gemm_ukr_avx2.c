@@ -42,8 +42,11 @@ static void ukr_6x16(long kc, const float *restrict Ap, const float *restrict Bp
         return;
     }
     /* Edge tile: spill to a small buffer, then update only the valid part of C. */
+    /* (Unrolled, so c is never indexed at run time and stays in registers in the main loop.) */
     float t[MR * 8 * NV];
+#pragma GCC unroll 8
     for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(t + i * 8 * NV + 8 * v, c[i][v]);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {

@@ -31,13 +31,15 @@
 #include "kernels/cpu/gemm_ukr_avx512_tile.h"
 #pragma GCC pop_options
 
-/* Blocking: the B micro-panel (kc x NR) stays in the 32 KiB L1 across the MC/MR tiles that reuse
- * it, the A block (mc x kc) in the private L2 (1 MiB on Zen 4), the packed B block in L3. */
+/* Blocking: the A block (mc x kc, ~240 KB) stays in the private L2 (1 MiB on Zen 4) while the
+ * B micro-panels stream past it, the packed B block (kc x nc, <= 6 MB) in the 32 MiB L3. kc = 384
+ * measured 1-5 % faster than 256 on the k-heavy ViT shapes (fewer passes over C) and equal on
+ * 1024^3 (bench/RESULTS_gemm.md); the kernels are at peak in L1 and L2 alike. */
 static const gemm_kernel kernels[] = {
-    {"avx512-8x48", "avx512", 8, 48, 160, 256, 4080, ukr_avx512_8x3},
-    {"avx512-6x64", "avx512", 6, 64, 144, 256, 4096, ukr_avx512_6x4},
-    {"avx512-14x32", "avx512", 14, 32, 168, 256, 4096, ukr_avx512_14x2},
-    {"avx512-12x32", "avx512", 12, 32, 144, 256, 4096, ukr_avx512_12x2},
+    {"avx512-8x48", "avx512", 8, 48, 160, 384, 4080, ukr_avx512_8x3},
+    {"avx512-6x64", "avx512", 6, 64, 144, 384, 4096, ukr_avx512_6x4},
+    {"avx512-14x32", "avx512", 14, 32, 168, 384, 4096, ukr_avx512_14x2},
+    {"avx512-12x32", "avx512", 12, 32, 144, 384, 4096, ukr_avx512_12x2},
 };
 
 const gemm_kernel *gemm_kernels_avx512(int *count) {

@@ -10,6 +10,9 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
+#ifdef ENDORET_CUDA
+#include "kernels/cuda/cuda_optim.h"
+#endif
 
 /* Below this size a parallel region costs more than it saves. */
 #define OPTIM_PAR_MIN 32768
@@ -132,8 +135,22 @@ int all_finite_f32(const float *restrict x, int64_t n) {
 
 const optim_kernel_table optim_kernels_cpu = {adamw_update_f32, sgd_update_f32, sumsq_f32, scale_f32, all_finite_f32};
 
+#ifdef ENDORET_CUDA
+/* The CUDA mirror (kernels/cuda/optim.cu) takes the argument structs as plain scalars. */
+static void cuda_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
+    cuda_adamw_step(p, g, m, v, n, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->step_size, a->inv_sqrt_bc2,
+                    a->gscale);
+}
+static void cuda_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
+    cuda_sgd_step(p, g, buf, n, a->lr, a->momentum, a->weight_decay, a->gscale, a->nesterov, a->first);
+}
+static const optim_kernel_table optim_kernels_cuda = {cuda_adamw, cuda_sgd, cuda_sumsq, cuda_scale, cuda_all_finite};
+#endif
+
 const optim_kernel_table *optim_kernels_get(int device) {
     if (device == 0) return &optim_kernels_cpu;
-    if (device == 1 && optim_kernels_cuda) return optim_kernels_cuda();
+#ifdef ENDORET_CUDA
+    if (device == 1) return &optim_kernels_cuda;
+#endif
     return NULL;
 }

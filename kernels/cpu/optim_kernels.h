@@ -47,9 +47,9 @@ void scale_f32(float *x, int64_t n, float s);
 int all_finite_f32(const float *x, int64_t n);
 
 /* The same kernels as a per-device table (pointers are device memory of that device), so
- * nn/optim.c updates parameters wherever they live. A CUDA build provides optim_kernels_cuda()
- * in kernels/cuda/; until it exists the weak reference stays NULL and optim_kernels_get(DEV_CUDA)
- * returns NULL (nn/optim.c then fails with a clear message instead of touching device memory). */
+ * nn/optim.c updates parameters wherever they live. CUDA builds (ENDORET_CUDA) fill the DEV_CUDA
+ * entry from kernels/cuda/cuda_optim.h; otherwise optim_kernels_get(DEV_CUDA) is NULL and
+ * nn/optim.c fails with a clear message instead of touching device memory. */
 typedef struct {
     void (*adamw)(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a);
     void (*sgd)(float *p, const float *g, float *buf, int64_t n, const sgd_args *a);
@@ -59,7 +59,6 @@ typedef struct {
 } optim_kernel_table;
 
 extern const optim_kernel_table optim_kernels_cpu;
-const optim_kernel_table *optim_kernels_cuda(void) __attribute__((weak));
 /* Table of a device (DEV_CPU = 0, DEV_CUDA = 1 as kernels/backend.h), or NULL when not built. */
 const optim_kernel_table *optim_kernels_get(int device);
 

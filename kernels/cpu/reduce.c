@@ -84,17 +84,20 @@ void cpu_softmax(int64_t rows, int64_t cols, const float *x, float *y, int log) 
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
         float m = -INFINITY;
+        #pragma omp simd reduction(max : m)
         for (int64_t j = 0; j < cols; j++) m = xr[j] > m ? xr[j] : m;
         if (m == -INFINITY) m = 0; /* all -inf: keep it finite */
         double s = 0;
         if (log) {
-            for (int64_t j = 0; j < cols; j++) s += expf(xr[j] - m);
+            #pragma omp simd reduction(+ : s)
+            for (int64_t j = 0; j < cols; j++) s += exp_vec(xr[j] - m);
             float lse = m + (float)logf((float)s);
             #pragma omp simd
             for (int64_t j = 0; j < cols; j++) yr[j] = xr[j] - lse;
         } else {
+            #pragma omp simd reduction(+ : s)
             for (int64_t j = 0; j < cols; j++) {
-                float e = expf(xr[j] - m);
+                float e = exp_vec(xr[j] - m);
                 yr[j] = e;
                 s += e;
             }
@@ -114,10 +117,13 @@ void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const floa
         float *xr = gx + r * cols;
         double d = 0;
         if (log) {
+            #pragma omp simd reduction(+ : d)
             for (int64_t j = 0; j < cols; j++) d += gr[j];
             float df = (float)d;
-            for (int64_t j = 0; j < cols; j++) xr[j] += gr[j] - expf(yr[j]) * df;
+            #pragma omp simd
+            for (int64_t j = 0; j < cols; j++) xr[j] += gr[j] - exp_vec(yr[j]) * df;
         } else {
+            #pragma omp simd reduction(+ : d)
             for (int64_t j = 0; j < cols; j++) d += (double)gr[j] * yr[j];
             float df = (float)d;
             #pragma omp simd

@@ -20,7 +20,7 @@ extern "C" {
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-extern "C" int cuda_bench_main(int argc, char **argv);
+
 
 static float time_ms(void (*fn)(void *), void *arg, int iters) {
     cudaStream_t st = cuda_stream();

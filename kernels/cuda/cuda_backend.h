@@ -39,6 +39,9 @@ void *cuda_host_alloc(size_t bytes);
 void cuda_host_free(void *p);
 void cuda_upload_async(void *dst_dev, const void *src_pinned, size_t bytes);
 
+/* `endoret bench cuda` (kernels/cuda/bench_cuda.cu); argv[0] is "cuda". */
+int cuda_bench_main(int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

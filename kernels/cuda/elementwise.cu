@@ -91,8 +91,44 @@ __global__ void k_sum_to_block(sum_to_plan p, int64_t nbox, const float *x, floa
     if (threadIdx.x == 0) y[e] = accumulate ? y[e] + (float)s : (float)s;
 }
 
+/* Column sums (the bias-gradient case, cpu_sum_to's fast path): a block owns 32 columns, its 32
+ * thread rows stride over the data rows with coalesced reads, then combine in shared memory. */
+#define CS_COLS 32
+#define CS_ROWS 32
+__global__ void k_colsum(int64_t rows, int64_t cols, const float *x, float *y, int accumulate) {
+    __shared__ double part[CS_ROWS][CS_COLS + 1];
+    int64_t c = (int64_t)blockIdx.x * CS_COLS + threadIdx.x;
+    double s = 0.0;
+    if (c < cols)
+        for (int64_t r = threadIdx.y; r < rows; r += CS_ROWS) s += x[r * cols + c];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        for (int t = 1; t < CS_ROWS; t++) s += part[t][threadIdx.x];
+        y[c] = accumulate ? y[c] + (float)s : (float)s;
+    }
+}
+
 void cu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
                int accumulate) {
+    /* y keeps a suffix of x's dims and is 1 on the leading ones: a column sum */
+    int lead = 0;
+    while (lead < ndim && yshape[lead] == 1) lead++;
+    int suffix_ok = lead > 0;
+    for (int i = lead; i < ndim; i++)
+        if (yshape[i] != xshape[i]) suffix_ok = 0;
+    if (suffix_ok) {
+        int64_t rows = 1, cols = 1;
+        for (int i = 0; i < lead; i++) rows *= xshape[i];
+        for (int i = lead; i < ndim; i++) cols *= xshape[i];
+        if (cols >= 32 && rows > 1) {
+            dim3 th(CS_COLS, CS_ROWS);
+            k_colsum<<<(unsigned)((cols + CS_COLS - 1) / CS_COLS), th, 0, cuda_stream()>>>(rows, cols, x, y,
+                                                                                         accumulate);
+            CUDA_LAUNCHED("sum_to (columns)");
+            return;
+        }
+    }
     sum_to_plan p;
     p.nkeep = p.nred = 0;
     int64_t xs[ER_MAX_DIMS], acc = 1, ny = 1, nx = 1;

@@ -4,6 +4,10 @@
  * same order. */
 #include <math.h>
 
+extern "C" {
+#include "kernels/cpu/optim_kernels.h"
+}
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_optim.h"
 
@@ -125,4 +129,19 @@ extern "C" int cuda_all_finite(const float *x, int64_t n) {
     k_nonfinite<<<RED_BLOCKS, OPT_THREADS, 0, cuda_stream()>>>(x, n, g_partials);
     CUDA_LAUNCHED("all_finite");
     return sum_partials() == 0.0;
+}
+
+/* ---- the per-device optimizer table nn/optim.c uses (kernels/cpu/optim_kernels.h) ---- */
+static void tab_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
+    cuda_adamw_step(p, g, m, v, n, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->step_size,
+                    a->inv_sqrt_bc2, a->gscale);
+}
+static void tab_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
+    cuda_sgd_step(p, g, buf, n, a->lr, a->momentum, a->weight_decay, a->gscale, a->nesterov, a->first);
+}
+
+/* NULL without a device, so nn/optim.c reports it instead of touching device memory. */
+extern "C" const optim_kernel_table *optim_kernels_cuda(void) {
+    static const optim_kernel_table t = {tab_adamw, tab_sgd, cuda_sumsq, cuda_scale, cuda_all_finite};
+    return cuda_device_count() > 0 ? &t : NULL;
 }

@@ -20,6 +20,7 @@
 #include "nn/rng.h"
 #include "tests/test_util.h"
 #ifdef ENDORET_CUDA
+#include "kernels/cpu/optim_kernels.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optim.h"
 #endif
@@ -150,10 +151,10 @@ Test(cuda, storage_fill_copy_strided_sum_to) {
         expect_close(acc ? "copy_strided (+=)" : "copy_strided", yc, dy, n, 0);
         free(yc);
     }
-    /* sum_to: [5,7,33] -> [1,7,1], [5,1,33], [1,1,1] */
-    int64_t ys1[3] = {1, 7, 1}, ys2[3] = {5, 1, 33}, ys3[3] = {1, 1, 1};
-    const int64_t *targets[3] = {ys1, ys2, ys3};
-    for (int t = 0; t < 3; t++) {
+    /* sum_to: [5,7,33] -> [1,7,1], [5,1,33], [1,1,1], and the column-sum cases [1,7,33], [1,1,33] */
+    int64_t ys1[3] = {1, 7, 1}, ys2[3] = {5, 1, 33}, ys3[3] = {1, 1, 1}, ys4[3] = {1, 7, 33}, ys5[3] = {1, 1, 33};
+    const int64_t *targets[5] = {ys1, ys2, ys3, ys4, ys5};
+    for (int t = 0; t < 5; t++) {
         int64_t m = targets[t][0] * targets[t][1] * targets[t][2];
         float *yc = rnd(m, -1, 1, 3), *dyt = devf(yc, m);
         CPU->sum_to(3, shape, x, targets[t], yc, 1);
@@ -425,8 +426,8 @@ Test(cuda, attention_forward_backward) {
     attention_case(1, 1, 5, 16, 3, MASK_NONE);    /* tiny */
 }
 
-/* AdamW reference: torch.optim.AdamW's update in the order of kernels/cpu/optim_kernels.c. */
-Test(cuda, fused_adamw_step) {
+/* Fused AdamW / SGD on the GPU against adamw_update_f32 / sgd_update_f32 of kernels/cpu/optim_kernels.c. */
+Test(cuda, fused_optimizer_steps) {
     require_gpu();
     if (SELFTEST) cr_skip_test("self-test mode: cuda_adamw_step needs a GPU");
 #ifdef ENDORET_CUDA
@@ -434,26 +435,40 @@ Test(cuda, fused_adamw_step) {
     float *p = rnd(n, -1, 1, 140), *g = rnd(n, -1, 1, 141), *m = rnd(n, -0.1f, 0.1f, 142);
     float *v = rnd(n, 0, 0.01f, 143);
     float *dp = devf(p, n), *dg = devf(g, n), *dm = devf(m, n), *dv = devf(v, n);
-    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.05f, gs = 0.5f;
-    const int t = 7;
-    float step = (float)(lr / (1.0 - pow(b1, t))), ibc2 = (float)(1.0 / sqrt(1.0 - pow(b2, t)));
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] * gs;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] * (1.0f - lr * wd) - step * (mi / (sqrtf(vi) * ibc2 + eps));
+    adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.05f, .gscale = 0.5f};
+    for (int t = 1; t <= 3; t++) {
+        adamw_scalars(&a, t);
+        adamw_update_f32(p, g, m, v, n, &a);
+        cuda_adamw_step(dp, dg, dm, dv, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step_size,
+                        a.inv_sqrt_bc2, a.gscale);
     }
-    cuda_adamw_step(dp, dg, dm, dv, n, lr, b1, b2, eps, wd, step, ibc2, gs);
     expect_close("adamw p", p, dp, n, 1e-6);
     expect_close("adamw m", m, dm, n, 1e-6);
     expect_close("adamw v", v, dv, n, 1e-6);
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
-    double gss = cuda_sumsq(dg, n);
+    for (int nesterov = 0; nesterov <= 1; nesterov++) {
+        float *buf = rnd(n, -0.1f, 0.1f, 144), *dbuf = devf(buf, n);
+        sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .gscale = 1.0f, .nesterov = nesterov};
+        for (int t = 0; t < 2; t++) {
+            sa.first = t == 0;
+            sgd_update_f32(p, g, buf, n, &sa);
+            cuda_sgd_step(dp, dg, dbuf, n, sa.lr, sa.momentum, sa.weight_decay, sa.gscale, sa.nesterov, sa.first);
+        }
+        expect_close("sgd p", p, dp, n, 1e-6);
+        expect_close("sgd buf", buf, dbuf, n, 1e-6);
+        free(buf);
+        GPU->free(dbuf);
+    }
+    double ss = sumsq_f32(g, n), gss = cuda_sumsq(dg, n);
     cr_assert(fabs(gss - ss) <= 1e-9 * ss, "sumsq: cpu %.12g cuda %.12g", ss, gss);
+    cuda_scale(dg, n, 0.5f);
+    scale_f32(g, n, 0.5f);
+    expect_close("scale", g, dg, n, 0);
     cr_assert_eq(cuda_all_finite(dg, n), 1);
+    float bad = NAN;
+    GPU->upload(dg + 17, &bad, sizeof bad);
+    cr_assert_eq(cuda_all_finite(dg, n), 0, "a NaN must be reported");
+    const optim_kernel_table *ot = optim_kernels_get(DEV_CUDA);
+    cr_assert(ot && ot->all_finite == cuda_all_finite, "optim_kernels_get(DEV_CUDA) must be the CUDA table");
     GPU->free(dp); GPU->free(dg); GPU->free(dm); GPU->free(dv);
     free(p); free(g); free(m); free(v);
 #endif

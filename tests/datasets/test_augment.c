@@ -265,3 +265,38 @@ Test(datasets_augment, mask_patch_fraction_counts) {
     cr_assert_float_eq(f[3], 0.0f, 1e-6);
     image_free(&m);
 }
+
+/* PGCon on real Kvasir-SEG sizes: the reference geometry applies (S >= 500 -> 500/75/400, else
+ * 316/50/280-300) and the prior centre is the a* argmax of the side crop unless clamped. */
+Test(datasets_augment, pgcon_views_on_kvasir) {
+    REQUIRE_SHARED_DATA(data);
+    const char *names[3] = {"cju0qkwl35piu0993l0dewei2.jpg", "cju0qoxqj9q6s0835b43399p4.jpg",
+                            "cju0qx73cjw570799j4n5cjze.jpg"};
+    image src = {0}, crop = {0}, lab = {0};
+    aug_workspace ws = {0};
+    pgcon_views v = {0};
+    for (int i = 0; i < 3; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "kvasir_seg/images/%s", names[i]);
+        char *p = path_join(data, rel);
+        cr_assert_eq(image_load(p, 3, &src), ER_OK, "%s", er_msg());
+        pgcon_geometry g = pgcon_geometry_for(src.h, src.w);
+        int S = src.h < src.w ? src.h : src.w;
+        cr_assert_eq(g.side, S >= 500 ? 500 : 316);
+        rng_t r = rng_make(1, i);
+        cr_assert_eq(pgcon_make_views(&r, &src, &g, &ws, &v), ER_OK, "%s", er_msg());
+        image_center_crop(&src, &crop, g.side, g.side);
+        int ys, xs;
+        lab_a_argmax(&crop, &ys, &xs);
+        int b = g.half;
+        int ex = xs < b ? b : xs > g.side - b ? g.side - b : xs, ey = ys < b ? b : ys > g.side - b ? g.side - b : ys;
+        cr_assert(v.cx == ex && v.cy == ey, "%s: centre %d,%d expected %d,%d", names[i], v.cx, v.cy, ex, ey);
+        image_rgb_to_lab(&crop, &lab);
+        size_t hw = (size_t)g.side * g.side;
+        for (size_t k = 0; k < hw; k++) cr_assert_leq(lab.data[hw + k], lab.data[hw + (size_t)ys * g.side + xs]);
+        free(p);
+    }
+    pgcon_views_free(&v);
+    aug_workspace_free(&ws);
+    image_free(&src), image_free(&crop), image_free(&lab);
+}

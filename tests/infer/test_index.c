@@ -13,7 +13,7 @@
  * around 8 centres) */
 static uint64_t *make_codes(int n, int bits, int mode, uint64_t seed) {
     int W = (bits + 63) / 64;
-    uint64_t *c = calloc((size_t)n * W, 8), cent[8][8];
+    uint64_t *c = calloc((size_t)n * W, 8), cent[8][64];
     rng_t r = rng_make(seed, 99);
     for (int a = 0; a < 8; a++)
         for (int w = 0; w < W; w++) cent[a][w] = rng_u64(&r);
@@ -69,6 +69,9 @@ Test(infer_index, all_kinds_equal_brute_force_random) {
     check_all(1500, 128, 0, 5, 20, 0);
     check_all(1000, 100, 0, 12, 20, 0); /* bits not a multiple of 64 */
     check_all(600, 16, 0, 50, 20, 0);    /* short codes: very many ties */
+    check_all(400, 512, 2, 5, 10, 0);    /* multiples of 512 bits: the one-code-per-pass path */
+    check_all(300, 1024, 2, 7, 10, 0);   /* EndoFinder's 1024-bit codes */
+    check_all(300, 192, 2, 7, 10, 0);    /* 3 words: the portable path */
 }
 
 Test(infer_index, all_kinds_equal_brute_force_ties_and_duplicates) {

@@ -181,5 +181,11 @@ Test(kernels_gemm, kernel_selection) {
     cr_assert_eq(sgemm_use_kernel("no-such-kernel"), -1);
     cr_assert_eq(sgemm_use_kernel("scalar"), 0);
     cr_assert_str_eq(sgemm_kernel_name(), "scalar-4x8");
+    cr_assert_str_eq(sgemm_kernel_for(0, 10, 10), "scalar-4x8");
+    if (sgemm_use_kernel("avx512") == 0) {
+        cr_assert_str_eq(sgemm_kernel_name(), "avx512-auto");
+        cr_assert_str_eq(sgemm_kernel_for(0, 197, 64), "avx512-6x64", "n = 64 fits 64-wide tiles exactly");
+        cr_assert_str_eq(sgemm_kernel_for(0, 200, 96), "avx512-8x48");
+    }
     cr_assert_eq(sgemm_use_kernel(NULL), 0);
 }

@@ -117,4 +117,14 @@ static inline double gc_maxdiff(const float *a, const double *b, int64_t n) {
     return m;
 }
 
+/* max |t - b| over t's elements in packed order (t may be a strided view) */
+static inline double gc_maxdiff_t(const tensor *t, const double *b) {
+    int64_t n = tensor_numel(t);
+    float *h = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    tensor_to_host(t, h);
+    double m = gc_maxdiff(h, b, n);
+    free(h);
+    return m;
+}
+
 #endif

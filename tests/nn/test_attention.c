@@ -68,7 +68,7 @@ static void run_case(int B, int H, int Tq, int Tk, int D, int kind, int seed, in
     cr_assert_not_null(o, "%s", er_msg());
     double *ref = malloc(sizeof(double) * B * H * Tq * D);
     ref_attention(B, H, Tq, Tk, D, in[0]->data, in[1]->data, in[2]->data, mask ? mask->data : NULL, kind, ref);
-    cr_assert_lt(gc_maxdiff(o->data, ref, (int64_t)B * H * Tq * D), 2e-5, "B%d H%d Tq%d Tk%d D%d kind %d", B, H, Tq, Tk, D, kind);
+    cr_assert_lt(gc_maxdiff_t(o, ref), 2e-5, "B%d H%d Tq%d Tk%d D%d kind %d", B, H, Tq, Tk, D, kind);
     if (check_grad) {
         gc_opts go = gc_default();
         go.max_elems = max_elems;
@@ -113,7 +113,7 @@ Test(nn_attention, packed_qkv_views_and_grad) {
                 }
     double *ref = malloc(sizeof(double) * B * H * T * D);
     ref_attention(B, H, T, T, D, q, k, v, NULL, MASK_NONE, ref);
-    cr_assert_lt(gc_maxdiff(o->data, ref, (int64_t)B * H * T * D), 2e-5);
+    cr_assert_lt(gc_maxdiff_t(o, ref), 2e-5);
     gc_opts go = gc_default();
     go.max_elems = 100;
     cr_assert_eq(gradcheck("attention_packed", f_attn, &c, 1, in, go), 0);
@@ -130,4 +130,31 @@ Test(nn_attention, shape_errors) {
     tensor_free(q);
     tensor_free(k);
     tensor_free(m);
+}
+
+Test(nn_attention, fully_masked_row_gives_zero_and_no_nan) {
+    int B = 1, H = 2, Tq = 3, Tk = 4, D = 5;
+    tensor *in[3] = {gc_rand(4, SHAPE(B, H, Tq, D), 11, -1, 1), gc_rand(4, SHAPE(B, H, Tk, D), 12, -1, 1),
+                     gc_rand(4, SHAPE(B, H, Tk, D), 13, -1, 1)};
+    tensor *mask = tensor_new(2, SHAPE(Tq, Tk));
+    for (int j = 0; j < Tk; j++) {
+        mask->data[0 * Tk + j] = 1;      /* row 0: all visible */
+        mask->data[1 * Tk + j] = 0;      /* row 1: fully masked */
+        mask->data[2 * Tk + j] = j == 2; /* row 2: one key */
+    }
+    at_ctx c = {mask, MASK_BOOL, 0, H};
+    tensor *o = f_attn(in, &c);
+    double *ref = malloc(sizeof(double) * B * H * Tq * D);
+    ref_attention(B, H, Tq, Tk, D, in[0]->data, in[1]->data, in[2]->data, mask->data, MASK_BOOL, ref);
+    cr_assert_lt(gc_maxdiff_t(o, ref), 2e-5);
+    float h[2 * 3 * 5];
+    tensor_to_host(o, h);
+    for (int hh = 0; hh < H; hh++)
+        for (int d = 0; d < D; d++) cr_assert_eq(h[(hh * Tq + 1) * D + d], 0.0f);
+    cr_assert_eq(gradcheck("attention_masked_rows", f_attn, &c, 3, in, gc_default()), 0);
+    for (int i = 0; i < 3; i++)
+        for (int64_t e = 0; e < tensor_numel(in[i]); e++) cr_assert(isfinite(in[i]->grad->data[e]));
+    free(ref);
+    tensor_free(mask);
+    gc_free(3, in);
 }

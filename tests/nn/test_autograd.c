@@ -54,8 +54,11 @@ Test(nn_autograd, gradient_accumulates_over_two_backwards) {
     mlp_init(&m, 3, 17, 2, 2);
     tensor *x = gc_rand(2, SHAPE(5, 3), 3, -1, 1);
     int32_t labels[5] = {0, 1, 1, 0, 1};
-    cr_assert_eq(backward(op_cross_entropy(mlp_forward(&m, x), labels)), ER_OK);
+    tensor *loss1 = op_cross_entropy(mlp_forward(&m, x), labels);
+    cr_assert_eq(backward(loss1), ER_OK);
     cr_assert_eq(tape_size(), 0, "backward consumes the tape");
+    cr_assert_eq(backward(loss1), ER_INPUT, "a second backward on a consumed graph is an error");
+    cr_assert(strstr(er_msg(), "consumed"), "%s", er_msg());
     int64_t n = params_numel(&m.params);
     float *g1 = malloc(sizeof(float) * n);
     for (int i = 0, o = 0; i < m.params.n; o += (int)tensor_numel(m.params.t[i]), i++)

@@ -86,3 +86,20 @@ Test(nn_matmul, linear_with_and_without_bias) {
     cr_assert_null(op_linear(in[0], in[2], NULL));
     gc_free(3, in);
 }
+
+Test(nn_matmul, frozen_weight_trainable_bias) {
+    /* only the bias requires grad: its gradient is the column sum of the output gradient */
+    tensor *x = tensor_new(2, SHAPE(3, 4)), *w = tensor_new(2, SHAPE(2, 4));
+    tensor *b = tensor_param("head.bias", 1, SHAPE(2));
+    for (int i = 0; i < 12; i++) x->data[i] = 0.1f * i;
+    for (int i = 0; i < 8; i++) w->data[i] = 0.2f * i - 0.5f;
+    tensor *y = op_linear(x, w, b);
+    float g[6] = {1, 2, 3, 4, 5, 6};
+    cr_assert_eq(backward_with(y, tensor_from_host(2, SHAPE(3, 2), g)), ER_OK, "%s", er_msg());
+    cr_assert_float_eq(b->grad->data[0], 1 + 3 + 5, 1e-6);
+    cr_assert_float_eq(b->grad->data[1], 2 + 4 + 6, 1e-6);
+    cr_assert_null(w->grad);
+    tensor_free(x);
+    tensor_free(w);
+    tensor_free(b);
+}

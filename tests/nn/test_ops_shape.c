@@ -92,3 +92,22 @@ Test(nn_shape, clone_copies_and_grad) {
     cr_assert_eq(gradcheck("clone", f_clone, NULL, 1, in, gc_default()), 0);
     tensor_free(x);
 }
+
+static tensor *f_expand(tensor **in, void *c) {
+    tensor *cls = op_expand(in[0], 3, SHAPE(3, 1, -1));             /* [1, 1, 4] -> [3, 1, 4] */
+    tensor *seq = op_concat(2, (tensor *[]){cls, in[1]}, 1);       /* [3, 1 + 5, 4] */
+    return op_mul(seq, op_expand(in[2], 3, SHAPE(3, 6, 4)));       /* [4] -> [3, 6, 4] */
+}
+
+Test(nn_shape, expand_view_and_grad) {
+    tensor *in[3] = {gc_rand(3, SHAPE(1, 1, 4), 7, -1, 1), gc_rand(3, SHAPE(3, 5, 4), 8, -1, 1),
+                     gc_rand(1, SHAPE(4), 9, -1, 1)};
+    tensor *e = op_expand(in[0], 3, SHAPE(3, 2, 4));
+    cr_assert_eq(e->data, in[0]->data, "expand is a view");
+    float h[24];
+    tensor_to_host(e, h);
+    for (int i = 0; i < 24; i++) cr_assert_eq(h[i], in[0]->data[i % 4]);
+    cr_assert_eq(gradcheck("expand", f_expand, NULL, 3, in, gc_default()), 0);
+    cr_assert_null(op_expand(in[1], 3, SHAPE(3, 6, 4)));
+    gc_free(3, in);
+}

@@ -110,7 +110,7 @@ Test(optim_learning, mlp_learns_spiral) {
 }
 
 /* Same seed, same thread count => bit-identical weights; another seed => different weights.
- * Exact resume: 30 steps, save, 20 more == load the save, 20 steps. */
+ * Exact resume: 10 steps, save, 6 more == load the save, 6 steps. */
 Test(optim_learning, mlp_determinism_and_exact_resume) {
     float xs[2 * SP_N];
     int32_t ys[SP_N];
@@ -121,14 +121,14 @@ Test(optim_learning, mlp_determinism_and_exact_resume) {
     mlp_build(&c, 8);
     optim_config cfg = {.kind = OPTIM_ADAMW, .lr = 0.02, .weight_decay = 0.05};
     optimizer *oa = optim_new(&cfg, &a), *ob = optim_new(&cfg, &b), *oc = optim_new(&cfg, &c);
-    mlp_train(&a, oa, 0, 30, xs, ys);
+    mlp_train(&a, oa, 0, 10, xs, ys);
     const char *dir = test_tmpdir();
     char *path = path_join(dir, "mlp.safetensors");
-    ckpt_state sa = {.params = &a, .opt = oa, .step = 30};
+    ckpt_state sa = {.params = &a, .opt = oa, .step = 10};
     cr_assert_eq(ckpt_save(path, &sa), ER_OK, "%s", er_msg());
-    mlp_train(&a, oa, 30, 20, xs, ys);
-    mlp_train(&b, ob, 0, 50, xs, ys);
-    mlp_train(&c, oc, 0, 50, xs, ys);
+    mlp_train(&a, oa, 10, 6, xs, ys);
+    mlp_train(&b, ob, 0, 16, xs, ys);
+    mlp_train(&c, oc, 0, 16, xs, ys);
     for (int i = 0; i < a.n; i++) {
         cr_expect_eq(memcmp(a.t[i]->data, b.t[i]->data, sizeof(float) * tensor_numel(a.t[i])), 0,
                      "%s differs between two runs with the same seed", a.t[i]->name);
@@ -137,8 +137,8 @@ Test(optim_learning, mlp_determinism_and_exact_resume) {
     /* resume into c (other seed, other state) */
     ckpt_state sc = {.params = &c, .opt = oc};
     cr_assert_eq(ckpt_load(path, &sc, CKPT_STRICT, NULL), ER_OK, "%s", er_msg());
-    cr_expect_eq(sc.step, 30);
-    mlp_train(&c, oc, sc.step, 20, xs, ys);
+    cr_expect_eq(sc.step, 10);
+    mlp_train(&c, oc, sc.step, 6, xs, ys);
     for (int i = 0; i < a.n; i++)
         cr_expect_eq(memcmp(a.t[i]->data, c.t[i]->data, sizeof(float) * tensor_numel(a.t[i])), 0,
                      "%s: resumed run differs from the uninterrupted one", a.t[i]->name);

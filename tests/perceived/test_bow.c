@@ -48,7 +48,6 @@ Test(perceived_bow, vocab_roundtrip_signature_pool) {
  * scored by class. The cross-validation driver runs, pools test couples, and the BoW distance
  * correlates positively with the scores before and after learning. */
 Test(perceived_bow, cv_on_synthetic_descriptors) {
-    SLOW_TEST();
     const int n = 24, per = 40;
     float *buf = xmalloc((size_t)n * per * DSIFT_DIM * sizeof(float)), *desc[24];
     int nd[24];

@@ -85,8 +85,8 @@ Test(perceived_cmd, eval_json_and_files) {
     cr_assert(c, "%s", text);
     cr_assert(json_num(c, "steiger_z_tau") > 2 && json_num(c, "steiger_p_greater_tau") < 0.05);
     free(text);
-    const char *files[] = {"histograms.csv", "hist_good.svg", "hist_bad.svg", "recall.csv", "recall.svg"};
-    for (int i = 0; i < 5; i++) {
+    const char *files[] = {"histograms.csv", "hist_good.svg", "hist_bad.svg", "recall.csv", "recall.svg", "recall_scored.csv", "recall_scored.svg"};
+    for (int i = 0; i < 7; i++) {
         char p[400];
         snprintf(p, sizeof p, "%s/%s", outdir, files[i]);
         cr_assert_eq(read_file(p, &text, &len), ER_OK, "%s", p);

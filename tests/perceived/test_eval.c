@@ -61,6 +61,15 @@ Test(perceived_eval, sparse_recall_hand_made) {
     int64_t group[] = {7, 7, 8, 9, 9};
     sparse_recall(&g, ia, ib, &p, group, 4, rec, npos);
     cr_assert_float_eq(rec[0], 1.0, 1e-12);
+    /* spec §3.4 variant, ranking only the scored candidates of each query (worked out by hand:
+     * queries 0, 2, 1 find their positive first, query 4 ranks the negative 3 before the positive
+     * 1; query 3 has no positive) */
+    double curve[2];
+    int nq;
+    double auc = sparse_recall_scored(&g, ia, ib, &p, NULL, 2, curve, &nq);
+    cr_assert(nq == 4 && curve[0] == 0.75 && curve[1] == 1.0 && auc == 0.875, "nq %d curve %f %f", nq, curve[0], curve[1]);
+    sparse_recall_scored(&g, ia, ib, &p, group, 2, curve, &nq);
+    cr_assert(nq == 4 && curve[0] == 1.0 && curve[1] == 1.0);
     /* histograms: one judgement per record, at its pair's distance */
     double dist[4];
     for (int k = 0; k < g.npairs; k++) dist[k] = pdist_ij(&p, ia[k], ib[k]);

@@ -43,3 +43,48 @@ Test(perceived_likert, missing_file) {
     likert_gt g;
     cr_assert_eq(likert_load("/nonexistent/pairs.csv", &g), ER_INPUT);
 }
+
+/* Garbage in: random bytes and random mutations of a valid file give ER_OK or ER_INPUT with a
+ * message, never a crash (run under ASan by `make asan`). */
+#include "infer/perceived_draw.h"
+#include "nn/rng.h"
+
+Test(perceived_likert, fuzz_parsers_no_crash) {
+    const char *valid = "a,b,score,observer\n1,2,+1,alice\n3,4,-2,bob\n";
+    const char *sheet = "pair,a,b,process,prior_distance,image_a,image_b\n0,1,2,0,0.5,x.png,y.png\n1,3,4,0,0.7,,\n";
+    const char *dir = test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/s.csv", dir);
+    rng_t r = rng_make(99, 1);
+    char buf[256];
+    const char alphabet[] = "0123456789,+-\n\r #abxyz.\"";
+    for (int it = 0; it < 300; it++) {
+        const char *base = it % 2 ? valid : sheet;
+        size_t n = strlen(base);
+        memcpy(buf, base, n + 1);
+        int muts = 1 + rng_below(&r, 4);
+        for (int m = 0; m < muts; m++) {
+            size_t at = rng_below(&r, (uint32_t)n);
+            if (it % 5 == 4) buf[at] = (char)(1 + rng_below(&r, 255)); /* any byte */
+            else buf[at] = alphabet[rng_below(&r, sizeof alphabet - 1)];
+        }
+        if (it % 7 == 6) buf[rng_below(&r, (uint32_t)n)] = 0; /* truncation */
+        likert_gt g;
+        int rc = likert_parse(buf, "fuzz.csv", &g);
+        cr_assert(rc == ER_OK || rc == ER_INPUT);
+        if (rc == ER_OK) {
+            for (int k = 0; k < g.npairs; k++) cr_assert(g.pairs[k].a < g.pairs[k].b && g.pairs[k].nscores > 0);
+            likert_free(&g);
+        } else {
+            cr_assert(strstr(er_msg(), "fuzz.csv"), "%s", er_msg());
+        }
+        FILE *f = fopen(path, "wb"); /* plain write: no fsync per iteration */
+        cr_assert(f);
+        fwrite(buf, 1, strlen(buf), f);
+        fclose(f);
+        vss_sheet s;
+        rc = vss_sheet_load(path, &s);
+        cr_assert(rc == ER_OK || rc == ER_INPUT);
+        if (rc == ER_OK) vss_sheet_free(&s);
+    }
+}

@@ -120,6 +120,31 @@ Test(perceived_vss, serve_score_restart_resume, .timeout = 30) {
     likert_free(&g);
 }
 
+/* Two observers' servers running at once on one scores file: interleaved answers are all kept. */
+Test(perceived_vss, two_servers_one_file, .timeout = 30) {
+    const char *dir = test_tmpdir();
+    char sheet[256], scores[256];
+    snprintf(sheet, sizeof sheet, "%s/sheet.csv", dir);
+    snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
+    write_file_atomic(sheet, "pair,a,b,process,prior_distance,image_a,image_b\n0,1,2,0,0.5,,\n1,3,4,0,0.7,,\n", 76);
+    vss_server_cfg ca = {sheet, scores, "alice", NULL, 0}, cb = {sheet, scores, "bob", NULL, 0};
+    vss_server *sa, *sb;
+    int pa, pb;
+    cr_assert_eq(vss_server_start(&ca, &sa, &pa), ER_OK, "%s", er_msg());
+    cr_assert_eq(vss_server_start(&cb, &sb, &pb), ER_OK, "%s", er_msg());
+    static char body[4096];
+    cr_assert_eq(http(pa, "POST", "/score", FORM, "pair=0&score=2", body, sizeof body), 303);
+    cr_assert_eq(http(pb, "POST", "/score", FORM, "pair=0&score=1", body, sizeof body), 303);
+    cr_assert_eq(http(pa, "POST", "/score", FORM, "pair=1&score=-1", body, sizeof body), 303);
+    cr_assert_eq(http(pb, "POST", "/score", FORM, "pair=1&score=-2", body, sizeof body), 303);
+    vss_server_stop(sa);
+    vss_server_stop(sb);
+    likert_gt g;
+    cr_assert_eq(likert_load(scores, &g), ER_OK, "%s", er_msg());
+    cr_assert(g.nrec == 4 && g.npairs == 2 && g.pairs[0].score == 1.5 && g.pairs[1].score == -1.5, "nrec %d", g.nrec);
+    likert_free(&g);
+}
+
 Test(perceived_vss, start_errors) {
     const char *dir = test_tmpdir();
     char sheet[256], scores[256];

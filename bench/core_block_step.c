@@ -1,0 +1,87 @@
+/* core_block_step.c — times one pre-norm ViT block (forward + backward) built from nn/ops.h:
+ * the op layer + CPU kernels + sgemm together, as a training step uses them.
+ * Standalone program (not part of the endoret binary); build and run from the repo root:
+ *   cc -std=c11 -D_GNU_SOURCE -O3 -march=native -fopenmp -I. -o build/core_block_step \
+ *      bench/core_block_step.c nn/tensor.c nn/arena.c nn/autograd.c nn/ops_*.c nn/base.c \
+ *      nn/rng.c kernels/cpu/backend_cpu.c kernels/cpu/elementwise.c kernels/cpu/reduce.c \
+ *      kernels/cpu/norm.c kernels/cpu/index.c kernels/cpu/attention.c kernels/cpu/gemm*.c \
+ *      kernels/cpu/cpu_info.c -lm
+ *   build/core_block_step [batch] [iters]      (ViT-S block: 197 tokens, width 384, 6 heads)
+ * Prints the median forward / backward milliseconds, the GFLOP/s of the block's matrix
+ * products and attention, images/s for one block, and the arena size after the step. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nn/arena.h"
+#include "nn/base.h"
+#include "nn/ops.h"
+#include "nn/rng.h"
+
+#define T 197
+#define C 384
+#define H 6
+#define HID 1536
+
+static tensor *param(param_list *pl, const char *n, int nd, const int64_t *sh, float sc) {
+    tensor *t = tensor_param(n, nd, sh);
+    rng_t r = rng_make(1, rng_stream(RNG_INIT, (uint32_t)pl->n, 0));
+    for (int64_t i = 0; i < tensor_numel(t); i++) t->data[i] = sc * rng_normal(&r);
+    params_add(pl, t);
+    return t;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    int B = argc > 1 ? atoi(argv[1]) : 8, iters = argc > 2 ? atoi(argv[2]) : 5;
+    if (B < 1 || iters < 1 || iters > 100) return fprintf(stderr, "usage: core_block_step [batch] [iters<=100]\n"), 2;
+    param_list pl = {0};
+    tensor *n1w = param(&pl, "norm1.weight", 1, SHAPE(C), 0.1f), *n1b = param(&pl, "norm1.bias", 1, SHAPE(C), 0.1f);
+    tensor *qw = param(&pl, "attn.qkv.weight", 2, SHAPE(3 * C, C), 0.05f), *qb = param(&pl, "attn.qkv.bias", 1, SHAPE(3 * C), 0.1f);
+    tensor *pw = param(&pl, "attn.proj.weight", 2, SHAPE(C, C), 0.05f), *pb = param(&pl, "attn.proj.bias", 1, SHAPE(C), 0.1f);
+    tensor *n2w = param(&pl, "norm2.weight", 1, SHAPE(C), 0.1f), *n2b = param(&pl, "norm2.bias", 1, SHAPE(C), 0.1f);
+    tensor *f1w = param(&pl, "mlp.fc1.weight", 2, SHAPE(HID, C), 0.05f), *f1b = param(&pl, "mlp.fc1.bias", 1, SHAPE(HID), 0.1f);
+    tensor *f2w = param(&pl, "mlp.fc2.weight", 2, SHAPE(C, HID), 0.02f), *f2b = param(&pl, "mlp.fc2.bias", 1, SHAPE(C), 0.1f);
+    tensor *x = tensor_new(3, SHAPE(B, T, C));
+    rng_t r = rng_make(2, 0);
+    for (int64_t i = 0; i < tensor_numel(x); i++) x->data[i] = rng_normal(&r);
+    double fw[101], bw[101];
+    for (int it = 0; it <= iters; it++) { /* iteration 0 warms the arena up */
+        double t0 = now_seconds();
+        tensor *h = op_layernorm(x, n1w, n1b, 1e-6f);
+        tensor *qkv = op_reshape(op_linear(h, qw, qb), 5, SHAPE(B, T, 3, H, C / H));
+        tensor *p = op_permute(qkv, (int[]){2, 0, 3, 1, 4});
+        tensor *q = op_squeeze(op_slice(p, 0, 0, 1), 0), *k = op_squeeze(op_slice(p, 0, 1, 2), 0),
+               *v = op_squeeze(op_slice(p, 0, 2, 3), 0);
+        tensor *a = op_reshape(op_transpose(op_attention(q, k, v, NULL, MASK_NONE, 0), 1, 2), 3, SHAPE(B, T, C));
+        tensor *y = op_add(x, op_linear(a, pw, pb));
+        h = op_gelu(op_linear(op_layernorm(y, n2w, n2b, 1e-6f), f1w, f1b));
+        tensor *out = op_add(y, op_linear(h, f2w, f2b));
+        tensor *loss = op_mean_all(op_mul(out, out));
+        double t1 = now_seconds();
+        if (backward(loss)) return fprintf(stderr, "%s\n", er_msg()), 1;
+        double t2 = now_seconds();
+        if (it) {
+            fw[it - 1] = t1 - t0;
+            bw[it - 1] = t2 - t1;
+        }
+        zero_grad(&pl);
+        if (it < iters) nn_step_end();
+    }
+    size_t arena_mb = arena_capacity(arena_default(DEV_CPU)) >> 20;
+    qsort(fw, iters, sizeof *fw, cmp);
+    qsort(bw, iters, sizeof *bw, cmp);
+    double f = fw[iters / 2], b = bw[iters / 2];
+    double flops = 2.0 * B * T * ((double)C * 3 * C + (double)C * C + 2.0 * C * HID) + 4.0 * B * T * T * C;
+    printf("{\"batch\": %d, \"tokens\": %d, \"width\": %d, \"heads\": %d, \"fwd_ms\": %.1f, \"bwd_ms\": %.1f, "
+           "\"fwd_gflops\": %.1f, \"bwd_gflops\": %.1f, \"img_per_s_block\": %.1f, \"arena_mb\": %zu}\n",
+           B, T, C, H, f * 1e3, b * 1e3, flops / f * 1e-9, 2 * flops / b * 1e-9, B / (f + b), arena_mb);
+    nn_step_end();
+    tensor_free(x);
+    params_free(&pl);
+    arena_default_free_all();
+    return 0;
+}
