@@ -21,6 +21,9 @@
 #include "nn/optim.h"
 #include "nn/rng.h"
 #include "nn/vit.h"
+#ifdef ENDORET_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 static double sgemm_ceiling(int reps) {
     const int n = 1024;
@@ -120,9 +123,17 @@ static int bench_train(int argc, char **argv) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n");
+        printf("usage: endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
+               "       endoret bench cuda [options]   (GPU GEMM/attention figures; CUDA builds only)\n");
         return argc < 2 ? ER_INPUT : ER_OK;
     }
     if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "bench: unknown benchmark '%s' (train; gemm and search have their own)", argv[1]);
+    if (!strcmp(argv[1], "cuda")) {
+#ifdef ENDORET_CUDA
+        return cuda_bench_main(argc - 1, argv + 1);
+#else
+        return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");
+#endif
+    }
+    return er_fail(ER_INPUT, "bench: unknown benchmark '%s' (train, cuda; gemm and search have their own)", argv[1]);
 }
