@@ -46,6 +46,8 @@ int png_save_u8(const char *path, const uint8_t *hwc, int c, int h, int w);
 /* Encode to a JPEG in memory at `quality` (clamped to 1..100, 4:2:0) and decode it back into
  * `im` (the SSCD "encoding quality" augmentation). RGB or gray. */
 int image_jpeg_roundtrip(image *im, int quality);
+/* Encode a 1- or 3-channel image as a JPEG in memory (*out malloc'd, free() it). */
+int image_encode_jpeg(const image *im, int quality, uint8_t **out, size_t *len);
 
 /* ---- geometry (resize.c, transforms.c) ---- */
 typedef enum { RESIZE_NEAREST, RESIZE_BILINEAR, RESIZE_BICUBIC } resize_mode;

@@ -115,8 +115,11 @@ int image_decode_jpeg_scaled(const uint8_t *buf, size_t len, const char *name, i
     return decode(buf, len, name, channels, min_side, out);
 }
 
-int image_jpeg_roundtrip(image *im, int quality) {
-    if (im->c != 1 && im->c != 3) return er_fail(ER_INPUT, "jpeg re-encode: %d channels", im->c);
+int image_encode_jpeg(const image *im, int quality, uint8_t **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    if (im->c != 1 && im->c != 3) return er_fail(ER_INPUT, "jpeg encode: %d channels (1 or 3 expected)", im->c);
+    if (im->w < 1 || im->h < 1) return er_fail(ER_INPUT, "jpeg encode: empty image");
     quality = quality < 1 ? 1 : quality > 100 ? 100 : quality;
     struct jpeg_compress_struct ci;
     jerr_t e;
@@ -130,7 +133,7 @@ int image_jpeg_roundtrip(image *im, int quality) {
         free(row);
         jpeg_destroy_compress(&ci);
         free(m);
-        return er_fail(ER_RUNTIME, "jpeg re-encode failed: %s", e.msg);
+        return er_fail(ER_RUNTIME, "jpeg encode failed: %s", e.msg);
     }
     jpeg_create_compress(&ci);
     jpeg_mem_dest(&ci, &m, &memlen);
@@ -141,7 +144,7 @@ int image_jpeg_roundtrip(image *im, int quality) {
     jpeg_set_quality(&ci, quality, TRUE);
     jpeg_start_compress(&ci, TRUE);
     size_t hw = (size_t)im->w * im->h;
-    row = malloc((size_t)im->w * im->c);
+    row = xmalloc((size_t)im->w * im->c);
     for (int y = 0; y < im->h; y++) {
         for (int x = 0; x < im->w; x++)
             for (int k = 0; k < im->c; k++) {
@@ -155,8 +158,18 @@ int image_jpeg_roundtrip(image *im, int quality) {
     jpeg_finish_compress(&ci);
     jpeg_destroy_compress(&ci);
     free(row);
-    unsigned char *mem = m;
-    int rc = decode(mem, memlen, "jpeg re-encode", im->c, 0, im);
+    *out = m;
+    *len = memlen;
+    return ER_OK;
+}
+
+int image_jpeg_roundtrip(image *im, int quality) {
+    if (im->c != 1 && im->c != 3) return er_fail(ER_INPUT, "jpeg re-encode: %d channels", im->c);
+    uint8_t *mem;
+    size_t memlen;
+    int rc = image_encode_jpeg(im, quality, &mem, &memlen);
+    if (rc) return rc;
+    rc = decode(mem, memlen, "jpeg re-encode", im->c, 0, im);
     free(mem);
     return rc;
 }

@@ -8,8 +8,6 @@
 
 #include "datasets/image.h"
 
-/* Encode an RGB or gray image as a baseline JPEG in memory (quality 1..100). *out is malloc'ed. */
-int jpeg_encode_mem(const image *im, int quality, uint8_t **out, size_t *len);
 /* Standard base64 (RFC 4648, with padding); returns a malloc'ed NUL-terminated string. */
 char *base64_encode(const uint8_t *data, size_t len);
 /* Load an image file, shrink it (antialiased bilinear, aspect kept) so its longer side is at most

@@ -257,7 +257,7 @@ Test(report, base64_and_jpeg_thumbnail) {
         for (int p = 0; p < 600; p++) im.data[c * 600 + p] = c == 0 ? 0.8f : c == 1 ? 0.3f : 0.1f;
     uint8_t *jpg;
     size_t len;
-    cr_assert_eq(jpeg_encode_mem(&im, 90, &jpg, &len), ER_OK, "%s", er_msg());
+    cr_assert_eq(image_encode_jpeg(&im, 90, &jpg, &len), ER_OK, "%s", er_msg());
     cr_expect_str_eq(image_mime_type(jpg, len), "image/jpeg");
     cr_assert_eq(image_decode_jpeg(jpg, len, "mem", 3, &back), ER_OK, "%s", er_msg());
     cr_expect_eq(back.w, 30);
