@@ -26,8 +26,8 @@ int cmd_classify(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, 7, "endoret classify --index DB --query Q.safetensors [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    int weighted = !strcmp(vote, "weighted");
-    if (!weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
+    int weighted;
+    if ((rc = knn_parse_vote(vote, &weighted))) return rc;
     if (k == 0) k = weighted ? 290 : 6;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
     if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");

@@ -12,35 +12,24 @@
 #include "nn/base.h"
 
 int cmd_report(int argc, char **argv) {
-    const char *index = NULL, *query = NULL, *man = NULL, *out = NULL, *vote = "majority";
-    int k = 10, limit = 0, use_float = 0, thumb = 112, json = 0;
-    double tau = 0.1;
+    report_opts o = REPORT_OPTS_INIT;
+    const char *out = NULL;
+    int thumb = 112, json = 0;
     arg_spec specs[] = {
-        {"index", ARG_STR, &index, "case database (endoret index build)"},
-        {"query", ARG_STR, &query, "embedding file of the queries (none: the database's cases, leave-one-out)"},
-        {"manifest", ARG_STR, &man, "manifest of the query images (none: the one named in the query file)"},
-        {"k", ARG_INT, &k, "neighbours shown and voting"},
-        {"vote", ARG_STR, &vote, "majority (ties -> nearest) | weighted (exp(sim/tau))"},
-        {"tau", ARG_DOUBLE, &tau, "temperature of the weighted vote"},
-        {"float", ARG_FLAG, &use_float, "neighbours by float cosine instead of Hamming"},
-        {"limit", ARG_INT, &limit, "at most this many queries (0 = all)"},
+        REPORT_ARG_SPECS(o),
         {"thumb", ARG_INT, &thumb, "thumbnail side in pixels"},
         {"out", ARG_STR, &out, "HTML file to write"},
         {"json", ARG_FLAG, &json, "machine-readable summary"},
     };
-    int rc = args_parse(argc, argv, specs, 11,
+    int rc = args_parse(argc, argv, specs, REPORT_NARGS + 3,
                         "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 10] [--vote majority|weighted] "
                         "[--limit N] --out report.html", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    int weighted = !strcmp(vote, "weighted");
-    if (!weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
-    if (!index) return er_fail(ER_INPUT, "--index is required");
+    if ((rc = report_opts_check(&o))) return rc;
     if (!out) return er_fail(ER_INPUT, "--out is required (the HTML file to write)");
-    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (limit < 0) return er_fail(ER_INPUT, "--limit must be >= 0");
     if (thumb < 16 || thumb > 1024) return er_fail(ER_INPUT, "--thumb must be in 16..1024");
-    if (man && !query) return er_fail(ER_INPUT, "--manifest describes the query images: give --query too");
+    const char *index = o.index, *query = o.query, *man = o.manifest, *vote = o.vote;
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
     emb_set q;
@@ -49,10 +38,9 @@ int cmd_report(int argc, char **argv) {
         if ((rc = load_emb(query, "--query", &q))) { casedb_close(&db); return rc; }
         have_q = 1;
     }
-    report_cfg cfg = {k, weighted, tau, use_float, limit};
     report_data r;
     double t0 = now_seconds();
-    rc = report_build(&db, index, have_q ? &q : NULL, query, man, &cfg, &r);
+    rc = report_build(&db, index, have_q ? &q : NULL, query, man, &o.cfg, &r);
     if (have_q) emb_free(&q);
     casedb_close(&db);
     if (rc) return rc;

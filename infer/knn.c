@@ -115,3 +115,10 @@ int knn_cv(const float *x, int n, int dim, const int *label, const int *group, i
     free(db); free(qs); free(dbrow); free(qrow); free(nb); free(lab); free(sim); free(cnt);
     return rc;
 }
+
+int knn_parse_vote(const char *vote, int *weighted) {
+    if (vote && !strcmp(vote, "majority")) *weighted = 0;
+    else if (vote && !strcmp(vote, "weighted")) *weighted = 1;
+    else return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote ? vote : "");
+    return ER_OK;
+}

@@ -16,6 +16,8 @@
 
 int knn_majority(const int64_t *labels, int k, int nclass, double *score);
 int knn_weighted(const int64_t *labels, const double *sims, int k, int nclass, double tau, double *score);
+/* "majority" -> 0, "weighted" -> 1; anything else ER_INPUT naming --vote. */
+int knn_parse_vote(const char *vote, int *weighted);
 
 /* Similarity the weighted vote uses: cosine for floats, 1 - 2H/bits for binary codes (the cosine
  * of the +-1 codes). */

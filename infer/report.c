@@ -181,3 +181,14 @@ void report_free(report_data *r) {
     free(r->index_path); free(r->query_path); free(r->manifest_path); free(r->model);
     memset(r, 0, sizeof *r);
 }
+
+int report_opts_check(report_opts *o) {
+    int rc = knn_parse_vote(o->vote, &o->cfg.weighted);
+    if (rc) return rc;
+    if (!o->index) return er_fail(ER_INPUT, "--index is required");
+    if (o->cfg.k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    if (!(o->cfg.tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
+    if (o->cfg.limit < 0) return er_fail(ER_INPUT, "--limit must be >= 0");
+    if (o->manifest && !o->query) return er_fail(ER_INPUT, "--manifest describes the query images: give --query too");
+    return ER_OK;
+}

@@ -68,6 +68,26 @@ typedef struct {
     int limit;            /* at most this many queries (0 = all) */
 } report_cfg;
 
+/* The options `endoret report` and `endoret serve` share: where cases and queries come from and how
+ * the neighbours vote. REPORT_ARG_SPECS(o) expands to their REPORT_NARGS arg_spec entries (nn/args.h). */
+typedef struct {
+    const char *index, *query, *manifest, *vote;
+    report_cfg cfg;
+} report_opts;
+#define REPORT_OPTS_INIT {NULL, NULL, NULL, "majority", {10, 0, 0.1, 0, 0}}
+#define REPORT_NARGS 8
+#define REPORT_ARG_SPECS(o)                                                                                   \
+    {"index", ARG_STR, &(o).index, "case database (endoret index build)"},                                   \
+    {"query", ARG_STR, &(o).query, "embedding file of the queries (none: the database's cases, leave-one-out)"}, \
+    {"manifest", ARG_STR, &(o).manifest, "manifest of the query images (none: the one named in the query file)"}, \
+    {"k", ARG_INT, &(o).cfg.k, "neighbours shown and voting"},                                               \
+    {"vote", ARG_STR, &(o).vote, "majority (ties -> nearest) | weighted (exp(sim/tau))"},                    \
+    {"tau", ARG_DOUBLE, &(o).cfg.tau, "temperature of the weighted vote"},                                   \
+    {"float", ARG_FLAG, &(o).cfg.use_float, "neighbours by float cosine instead of Hamming"},                \
+    {"limit", ARG_INT, &(o).cfg.limit, "at most this many queries (0 = all)"}
+/* Checks the parsed options (ER_INPUT naming the flag) and sets cfg.weighted from vote. */
+int report_opts_check(report_opts *o);
+
 /* q == NULL: leave-one-out over the database's cases. qman: the query manifest (NULL = none; the
  * caller may pass the one named in q->manifest). Paths are stored as given / as the manifest
  * resolves them. */
