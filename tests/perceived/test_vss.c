@@ -1,12 +1,8 @@
-/* The scoring web tool with a real HTTP client (a minimal HTTP/1.1 client over a loopback socket,
- * written here so the test needs no extra library): load the page, fetch an image, submit scores,
+/* The scoring web tool with a real HTTP client (tests/test_http.h: a minimal HTTP/1.1 client over a
+ * loopback socket, so the test needs no extra library): load the page, fetch an image, submit scores,
  * reject malformed POSTs with 400, restart the server and resume. Also: couple drawing. */
-#include <arpa/inet.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "infer/perceived_draw.h"
@@ -14,37 +10,16 @@
 #include "infer/vss_server.h"
 #include "nn/base.h"
 #include "nn/rng.h"
+#include "tests/test_http.h"
 #include "tests/test_util.h"
 
 /* One request; returns the status code, body copied into body (NUL-terminated, truncated). */
 static int http(int port, const char *method, const char *path, const char *ctype, const char *payload, char *body, size_t cap) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
-    char req[2048];
-    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n", method, path);
-    if (payload) n += snprintf(req + n, sizeof req - n, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, strlen(payload));
-    n += snprintf(req + n, sizeof req - n, "\r\n%s", payload ? payload : "");
-    cr_assert(write(fd, req, n) == n);
-    static char resp[1 << 20];
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof resp - 1 && (r = read(fd, resp + got, sizeof resp - 1 - got)) > 0) got += r;
-    resp[got] = 0;
-    close(fd);
-    int status = 0;
-    cr_assert(sscanf(resp, "HTTP/1.%*d %d", &status) == 1, "no status line in '%.80s'", resp);
-    char *b = strstr(resp, "\r\n\r\n");
-    size_t bl = b ? got - (b + 4 - resp) : 0;
+    const char *b;
+    size_t bl;
+    int status = test_http(port, method, path, ctype, payload, &b, &bl);
     if (bl > cap - 1) bl = cap - 1;
-    if (b) memcpy(body, b + 4, bl);
+    memcpy(body, b, bl);
     body[bl] = 0;
     return status;
 }

@@ -19,6 +19,7 @@
 #include "infer/thumbnail.h"
 #include "nn/base.h"
 #include "nn/rng.h"
+#include "tests/test_http.h"
 #include "tests/test_util.h"
 
 int cmd_report(int argc, char **argv);
@@ -272,33 +273,9 @@ Test(report, base64_and_jpeg_thumbnail) {
 }
 
 /* ---- server ---- */
-static char resp_buf[1 << 20];
-
-/* One GET (or other method); returns the status code; body/len point into a static buffer. */
+/* One request without a body; returns the status code; body/len point into a static buffer. */
 static int http(int port, const char *method, const char *path, const char **body, size_t *blen) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
-    char req[1024];
-    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", method, path);
-    cr_assert(write(fd, req, n) == n);
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof resp_buf - 1 && (r = read(fd, resp_buf + got, sizeof resp_buf - 1 - got)) > 0) got += r;
-    resp_buf[got] = 0;
-    close(fd);
-    int status = 0;
-    cr_assert(sscanf(resp_buf, "HTTP/1.%*d %d", &status) == 1, "no status line in '%.80s'", resp_buf);
-    char *b = strstr(resp_buf, "\r\n\r\n");
-    *body = b ? b + 4 : "";
-    *blen = b ? got - (b + 4 - resp_buf) : 0;
-    return status;
+    return test_http(port, method, path, NULL, NULL, body, blen);
 }
 
 Test(report, server_pages_images_traversal, .timeout = 60) {
