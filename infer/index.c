@@ -160,12 +160,7 @@ void bindex_search_ref(const bindex *ix, const uint64_t *q, int nq, int k, int64
         topk_init(&h, e, k);
         for (int64_t s = 0; s < ix->n; s++)
             if (!ix->dead[s]) topk_push(&h, hamming(q + (size_t)i * ix->words, ix->codes + s * ix->words, ix->words), ix->ids[s]);
-        int c = topk_finish(&h);
-        count[i] = c;
-        for (int j = 0; j < k; j++) {
-            out_ids[(size_t)i * k + j] = j < c ? e[j].id : -1;
-            out_d[(size_t)i * k + j] = j < c ? e[j].d : -1;
-        }
+        count[i] = topk_finish_row(&h, out_ids + (size_t)i * k, out_d + (size_t)i * k);
     }
     free(e);
 }

@@ -208,12 +208,7 @@ void balltree_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t
             topk_heap h;
             topk_init(&h, e, k);
             if (k > 0 && t->nnode > 0) search_rec(ix, t, 0, qi, hamming(qi, t->centers, ix->words), &h);
-            int c = topk_finish(&h);
-            count[i] = c;
-            for (int j = 0; j < k; j++) {
-                out_ids[(size_t)i * k + j] = j < c ? e[j].id : -1;
-                out_d[(size_t)i * k + j] = j < c ? e[j].d : -1;
-            }
+            count[i] = topk_finish_row(&h, out_ids + (size_t)i * k, out_d + (size_t)i * k);
         }
         free(e);
     }

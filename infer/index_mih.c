@@ -244,12 +244,7 @@ void mih_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out
             topk_heap h;
             topk_init(&h, e, k);
             search_one(ix, t, q + (size_t)i * ix->words, k, &v, &h);
-            int c = topk_finish(&h);
-            count[i] = c;
-            for (int j = 0; j < k; j++) {
-                out_ids[(size_t)i * k + j] = j < c ? e[j].id : -1;
-                out_d[(size_t)i * k + j] = j < c ? e[j].d : -1;
-            }
+            count[i] = topk_finish_row(&h, out_ids + (size_t)i * k, out_d + (size_t)i * k);
         }
         free(v.key);
         free(v.used);

@@ -40,3 +40,12 @@
 
 HEAP_IMPL(topk, topk_ent, int32_t, topk_less)
 HEAP_IMPL(topkf, topkf_ent, float, topkf_less)
+
+int topk_finish_row(topk_heap *h, int64_t *ids, int32_t *d) {
+    int c = topk_finish(h);
+    for (int j = 0; j < h->k; j++) {
+        ids[j] = j < c ? h->e[j].id : -1;
+        d[j] = j < c ? h->e[j].d : -1;
+    }
+    return c;
+}

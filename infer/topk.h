@@ -27,6 +27,9 @@ void topk_push(topk_heap *h, int32_t d, int64_t id);
 static inline int32_t topk_bound(const topk_heap *h) { return h->n < h->k ? INT32_MAX : h->e[0].d; }
 /* Sort the kept entries ascending (destroys the heap order); returns the count. */
 int topk_finish(topk_heap *h);
+/* topk_finish, then write the k result slots of one query (ids / distances, -1 past the count);
+ * returns the count. Every Hamming index ends a query with this. */
+int topk_finish_row(topk_heap *h, int64_t *ids, int32_t *d);
 
 void topkf_init(topkf_heap *h, topkf_ent *e, int k);
 void topkf_push(topkf_heap *h, float d, int64_t id);
