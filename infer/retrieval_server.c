@@ -1,6 +1,7 @@
 /* retrieval_server.c — see retrieval_server.h. The report data and the id -> image table are
  * read-only once the daemon runs, so request handlers share them without a lock. */
 #include "infer/retrieval_server.h"
+#include "infer/http_reply.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -25,21 +26,8 @@ struct retrieval_server {
 };
 
 /* ---- HTTP helpers ---- */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg) {
-    return reply(c, status, "text/plain; charset=utf-8", msg, strlen(msg));
-}
 static enum MHD_Result reply_html(struct MHD_Connection *c, html_buf *b) {
-    enum MHD_Result r = reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", b->s, b->len);
+    enum MHD_Result r = http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", b->s, b->len);
     hb_free(b);
     return r;
 }
@@ -67,8 +55,8 @@ static enum MHD_Result page_index(retrieval_server *s, struct MHD_Connection *c)
 
 static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c, const char *arg) {
     int64_t i;
-    if (!parse_index(arg, &i)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /query/<row number>\n");
-    if (i >= s->rep.nq) return reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
+    if (!parse_index(arg, &i)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /query/<row number>\n");
+    if (i >= s->rep.nq) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
     html_buf b = {0};
     char title[64];
     snprintf(title, sizeof title, "endoret: query %lld", (long long)s->rep.q[i].id);
@@ -85,12 +73,12 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
 }
 
 static enum MHD_Result send_image(struct MHD_Connection *c, const char *path) {
-    if (!path) return reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
+    if (!path) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
     char *data;
     size_t len;
-    if (read_file(path, &data, &len)) return reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
+    if (read_file(path, &data, &len)) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
     const char *type = image_mime_type((const uint8_t *)data, len);
-    enum MHD_Result r = type ? reply(c, MHD_HTTP_OK, type, data, len) : reply_text(c, MHD_HTTP_NOT_FOUND, "not an image file\n");
+    enum MHD_Result r = type ? http_reply(c, MHD_HTTP_OK, type, data, len) : http_reply_text(c, MHD_HTTP_NOT_FOUND, "not an image file\n");
     free(data);
     return r;
 }
@@ -98,32 +86,32 @@ static enum MHD_Result send_image(struct MHD_Connection *c, const char *path) {
 static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c, const char *rest) {
     int64_t v;
     if (!strncmp(rest, "query/", 6)) {
-        if (!parse_index(rest + 6, &v)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/query/<row number>\n");
-        if (v >= s->rep.nq) return reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
+        if (!parse_index(rest + 6, &v)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/query/<row number>\n");
+        if (v >= s->rep.nq) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
         return send_image(c, s->rep.q[v].image);
     }
     if (!strncmp(rest, "case/", 5)) {
-        if (!parse_index(rest + 5, &v)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
+        if (!parse_index(rest + 5, &v)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
         int64_t lo = 0, hi = s->ncase; /* binary search over the ascending ids */
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
             if (s->case_id[mid] < v) lo = mid + 1; else hi = mid;
         }
-        if (lo >= s->ncase || s->case_id[lo] != v) return reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
+        if (lo >= s->ncase || s->case_id[lo] != v) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
         return send_image(c, s->case_image[lo]);
     }
-    return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
                                const char *upload_data, size_t *upload_size, void **con_cls) {
     retrieval_server *s = cls;
-    if (strcmp(method, "GET") && strcmp(method, "HEAD")) return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
-    if (*upload_size) return reply_text(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body\n");
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
+    if (*upload_size) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body\n");
     if (!strcmp(url, "/")) return page_index(s, c);
     if (!strncmp(url, "/query/", 7)) return page_query(s, c, url + 7);
     if (!strncmp(url, "/image/", 7)) return route_image(s, c, url + 7);
-    return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
 static void free_server(retrieval_server *s) {

@@ -1,5 +1,6 @@
 /* vss_server.c — see vss_server.h. */
 #include "infer/vss_server.h"
+#include "infer/http_reply.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -67,18 +68,6 @@ static int load_scores(vss_server *s) {
 }
 
 /* ---- HTTP helpers ---- */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg) {
-    return reply(c, status, "text/plain; charset=utf-8", msg, strlen(msg));
-}
 
 static enum MHD_Result page(vss_server *s, struct MHD_Connection *c) {
     pthread_mutex_lock(&s->mu);
@@ -108,7 +97,7 @@ static enum MHD_Result page(vss_server *s, struct MHD_Connection *c) {
     }
     n += snprintf(html + n, 8192 - n, "</body></html>\n");
     pthread_mutex_unlock(&s->mu);
-    enum MHD_Result r = reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", html, n);
+    enum MHD_Result r = http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", html, n);
     free(html);
     return r;
 }
@@ -117,18 +106,18 @@ static enum MHD_Result image(vss_server *s, struct MHD_Connection *c, const char
     int pair;
     char side, extra;
     if (sscanf(url, "/image/%d/%c%c", &pair, &side, &extra) != 2 || pair < 0 || pair >= s->sheet.n || (side != 'a' && side != 'b'))
-        return reply_text(c, MHD_HTTP_NOT_FOUND, "no such image\n");
+        return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such image\n");
     const char *img = side == 'a' ? s->sheet.rows[pair].image_a : s->sheet.rows[pair].image_b;
-    if (!img || !*img) return reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
+    if (!img || !*img) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
     char *path = path_join(s->sheet.dir, img), *data;
     size_t len;
     int rc = read_file(path, &data, &len);
     free(path);
-    if (rc) return reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
+    if (rc) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
     const char *ext = strrchr(img, '.'), *type = "application/octet-stream";
     if (ext && (!strcasecmp(ext, ".png"))) type = "image/png";
     else if (ext && (!strcasecmp(ext, ".jpg") || !strcasecmp(ext, ".jpeg"))) type = "image/jpeg";
-    enum MHD_Result r = reply(c, MHD_HTTP_OK, type, data, len);
+    enum MHD_Result r = http_reply(c, MHD_HTTP_OK, type, data, len);
     free(data);
     return r;
 }
@@ -162,9 +151,9 @@ static int parse_int(const char *s, long *v) {
 static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state *ps) {
     long pair, sc;
     if (ps->bad || !parse_int(ps->pair, &pair) || !parse_int(ps->score, &sc))
-        return reply_text(c, MHD_HTTP_BAD_REQUEST, "expected form fields pair=<index>&score=<-2|-1|1|2>\n");
-    if (pair < 0 || pair >= s->sheet.n) return reply_text(c, MHD_HTTP_BAD_REQUEST, "pair index out of range\n");
-    if (likert_level((int)sc) < 0) return reply_text(c, MHD_HTTP_BAD_REQUEST, "score must be -2, -1, 1 or 2\n");
+        return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected form fields pair=<index>&score=<-2|-1|1|2>\n");
+    if (pair < 0 || pair >= s->sheet.n) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "pair index out of range\n");
+    if (likert_level((int)sc) < 0) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "score must be -2, -1, 1 or 2\n");
     pthread_mutex_lock(&s->mu);
     /* Several servers (observers) may share one scores file: under an exclusive lock on
      * "<scores>.lock", re-read the file, append, and replace it atomically. */
@@ -175,7 +164,7 @@ static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state
     if (lk < 0 || flock(lk, LOCK_EX) != 0) {
         if (lk >= 0) close(lk);
         pthread_mutex_unlock(&s->mu);
-        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not lock the scores file\n");
+        return http_reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not lock the scores file\n");
     }
     free(s->text);
     int rc = load_scores(s);
@@ -183,13 +172,13 @@ static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state
         flock(lk, LOCK_UN);
         close(lk);
         pthread_mutex_unlock(&s->mu);
-        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the scores file on disk is no longer valid\n");
+        return http_reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the scores file on disk is no longer valid\n");
     }
     if (s->done[pair]) {
         flock(lk, LOCK_UN);
         close(lk);
         pthread_mutex_unlock(&s->mu);
-        return reply_text(c, MHD_HTTP_CONFLICT, "this couple is already scored by this observer\n");
+        return http_reply_text(c, MHD_HTTP_CONFLICT, "this couple is already scored by this observer\n");
     }
     char line[256];
     snprintf(line, sizeof line, "%lld,%lld,%+d,%s\n", (long long)s->sheet.rows[pair].a, (long long)s->sheet.rows[pair].b, (int)sc, s->observer);
@@ -201,7 +190,7 @@ static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state
     flock(lk, LOCK_UN);
     close(lk);
     pthread_mutex_unlock(&s->mu);
-    if (rc) return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not write the scores file\n");
+    if (rc) return http_reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not write the scores file\n");
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Location", "/");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
@@ -216,9 +205,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (*upload_size) return MHD_NO;
         if (!strcmp(url, "/")) return page(s, c);
         if (!strncmp(url, "/image/", 7)) return image(s, c, url);
-        return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+        return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
     }
-    if (strcmp(method, "POST")) return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST only\n");
+    if (strcmp(method, "POST")) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST only\n");
     post_state *ps = *con_cls;
     if (!ps) { /* first call: headers only */
         ps = xcalloc(1, sizeof *ps);
@@ -235,8 +224,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *upload_size = 0;
         return MHD_YES;
     }
-    if (ps->bad == 2) return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
-    if (ps->bad == 3) return reply_text(c, MHD_HTTP_BAD_REQUEST, "expected an application/x-www-form-urlencoded body\n");
+    if (ps->bad == 2) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    if (ps->bad == 3) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected an application/x-www-form-urlencoded body\n");
     return score(s, c, ps);
 }
 
