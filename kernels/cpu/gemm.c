@@ -142,7 +142,18 @@ static void team_barrier(int nt) {
     }
 }
 
+static int g_precision = SGEMM_FP32;
+
+int sgemm_set_precision(int precision) {
+    if (precision != SGEMM_FP32 && precision != SGEMM_BF16) return -1;
+    g_precision = precision;
+    return 0;
+}
+
+int sgemm_precision(void) { return g_precision; }
+
 static void gemm_thread(gemm_job *J, int tid, int nt) {
+    const int bf16 = g_precision == SGEMM_BF16;
     const gemm_kernel *K = J->K;
     const int MR = K->mr, NR = K->nr;
     int phase = 0;
@@ -156,12 +167,14 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
             if (b1 > b0)
                 gemm_pack_b(J->tB, J->B, J->ldb, pc, kc, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR,
                             NR, J->Bp + (long)b0 * NR * kc);
+            if (b1 > b0 && bf16) gemm_round_bf16(J->Bp + (long)b0 * NR * kc, (long)(b1 - b0) * NR * kc);
             for (int ic = 0; ic < J->m; ic += J->mchunk) {
                 int mch = imin(J->mchunk, J->m - ic), npan_a = ceil_div(mch, MR);
                 int a0 = npan_a * tid / nt, a1 = npan_a * (tid + 1) / nt;
                 if (a1 > a0)
                     gemm_pack_a(J->tA, J->A, J->lda, ic + a0 * MR, imin(mch, a1 * MR) - a0 * MR, pc,
                                 kc, MR, J->Ap + (long)a0 * MR * kc);
+                if (a1 > a0 && bf16) gemm_round_bf16(J->Ap + (long)a0 * MR * kc, (long)(a1 - a0) * MR * kc);
                 if (tid == 0) __atomic_store_n(&J->counter[(phase + 1) & 1], 0, __ATOMIC_RELAXED);
                 team_barrier(nt);
 

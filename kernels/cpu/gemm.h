@@ -36,4 +36,13 @@ int sgemm_use_kernel(const char *name);
  * kernel's default. Values are rounded to multiples of the micro-tile. For tuning runs only. */
 void sgemm_set_blocking(int mc, int kc, int nc);
 
+/* Precision of every product (process-wide, like cuda_set_precision; `--precision`):
+ *   SGEMM_FP32 (default): fp32 inputs, fp32 accumulation.
+ *   SGEMM_BF16: mixed precision: op(A) and op(B) rounded to bf16 (round to nearest even) as they
+ *               are packed, products accumulated in fp32, C in fp32 (alpha/beta in fp32).
+ * Returns 0, or -1 (nothing changed) for an unknown value. Not while another thread is in sgemm. */
+enum { SGEMM_FP32 = 0, SGEMM_BF16 = 1 };
+int sgemm_set_precision(int precision);
+int sgemm_precision(void);
+
 #endif

@@ -34,6 +34,9 @@ void gemm_pack_a(int transA, const float *A, long lda, int i0, int mc, int p0, i
 void gemm_pack_b(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
                  float *Bp);
 
+/* Round n packed floats to bf16 in place (nearest even; NaN stays NaN): the SGEMM_BF16 inputs. */
+void gemm_round_bf16(float *P, long n);
+
 /* Runtime CPU features (cpu_info.c): non-zero when the CPU and OS support them. */
 int cpu_has_avx512(void);  /* AVX-512 F+VL+DQ+BW */
 int cpu_has_avx2_fma(void);

@@ -6,6 +6,7 @@
  * (A transposed, B not), the p loop is outermost and each source row is read once, left to right,
  * across all panels; otherwise a panel's rows are read side by side. Walking one panel at a time
  * down a row-major source would touch a new page per step. */
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/cpu/gemm_internal.h"
@@ -111,4 +112,15 @@ void gemm_pack_b(int transB, const float *B, long ldb, int p0, int kc, int j0, i
                  float *Bp) {
     if (transB) pack_rows_by_line(B, ldb, p0, kc, j0, nc, nr, Bp);   /* B stored n x k */
     else pack_rows_by_depth(B, ldb, p0, kc, j0, nc, nr, Bp);         /* B stored k x n */
+}
+
+void gemm_round_bf16(float *P, long n) {
+    for (long i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &P[i], 4);
+        if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) u |= 0x00400000u; /* quiet NaN */
+        else u += 0x7fffu + ((u >> 16) & 1u);                                     /* nearest even */
+        u &= 0xffff0000u;
+        memcpy(&P[i], &u, 4);
+    }
 }
