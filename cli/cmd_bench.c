@@ -1,12 +1,16 @@
 /* cmd_bench.c — `endoret bench train`: ViT training and inference throughput on this machine.
  *
  *   endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--steps 3] [--json]
- * train_img_per_s: forward + backward + AdamW update of the whole encoder on random images (loss =
- * mean square of the [CLS] output, so every block gets a gradient); infer_img_per_s: the no_grad
- * forward. gflops: achieved training GFLOP/s, counting 3x the forward FLOPs (the usual
- * forward + 2x backward estimate; attention and all linear layers, multiply-add = 2);
- * mfu_vs_sgemm: that rate divided by the sgemm GFLOP/s measured in the same run on a square
- * 1024^3 product with the same threads (the ceiling any ViT step could reach here). */
+ *       [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae] [--mask-ratio 0.75]
+ * objective cls (default): forward + backward + AdamW update of the whole encoder on random images
+ * (loss = mean square of the [CLS] output, so every block gets a gradient). objective mae: one MAE
+ * pre-training step as the MAE paper / torch_vit_bench.py (75 % random masking, the encoder on the
+ * kept patches, an 8-block 512-wide decoder, masked-patch MSE on norm_pix targets, AdamW).
+ * infer_img_per_s: the no_grad encoder forward on full images. gflops: achieved training GFLOP/s,
+ * counting 3x the forward FLOPs (forward + 2x backward; attention and all linear layers,
+ * multiply-add = 2). mfu: that rate divided by a square GEMM measured in the same run with the same
+ * precision on the same device (sgemm 1024^3 on the CPU, cuBLAS 8192^3 on CUDA): the ceiling any
+ * ViT step could reach there. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -17,33 +21,48 @@
 #include "nn/args.h"
 #include "nn/autograd.h"
 #include "nn/base.h"
+#include "nn/mae.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "nn/rng.h"
 #include "nn/vit.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-static double sgemm_ceiling(int reps) {
-    const int n = 1024;
-    float *a = xmalloc_aligned((size_t)n * n * 4), *b = xmalloc_aligned((size_t)n * n * 4), *c = xmalloc_aligned((size_t)n * n * 4);
-    for (size_t i = 0; i < (size_t)n * n; i++) { a[i] = (float)(i % 13) * 0.1f; b[i] = (float)(i % 7) * 0.1f; }
-    sgemm(0, 0, n, n, n, 1, a, n, b, n, 0, c, n); /* warm-up */
+/* Best GFLOP/s of a square n^3 product through the device's GEMM (with the current precision). */
+static double gemm_ceiling(int device, int reps) {
+    const er_backend *be = backend_get(device);
+    const int n = device == DEV_CPU ? 1024 : 8192;
+    size_t bytes = (size_t)n * n * sizeof(float);
+    float *a = be->alloc(bytes), *b = be->alloc(bytes), *c = be->alloc(bytes);
+    be->fill(a, (int64_t)n * n, 0.01f);
+    be->fill(b, (int64_t)n * n, 0.02f);
+    float sink;
     double best = 0;
-    for (int r = 0; r < reps; r++) {
+    for (int r = 0; r <= reps; r++) {
         double t = now_seconds();
-        sgemm(0, 0, n, n, n, 1, a, n, b, n, 0, c, n);
+        be->gemm_batched(0, 0, n, n, n, 1, a, n, 0, b, n, 0, 0, c, n, 0, 1);
+        be->download(&sink, c, sizeof sink); /* waits for the product */
         double g = 2.0 * n * n * n / (now_seconds() - t) / 1e9;
-        if (g > best) best = g;
+        if (r > 0 && g > best) best = g; /* r = 0 warms up */
     }
-    free(a); free(b); free(c);
+    be->free(a); be->free(b); be->free(c);
     return best;
 }
 
+/* Forward FLOPs of one pre-norm block over T tokens of width D (multiply-add = 2). */
+static double block_flops(double T, double D, double hid) {
+    return 2.0 * T * D * 3 * D + 2.0 * 2 * T * T * D + 2.0 * T * D * D + 2.0 * 2 * T * D * hid;
+}
+
+enum { DEC_DIM = 512, DEC_DEPTH = 8, DEC_HEADS = 16 }; /* MAE's decoder for ViT-B/L/H */
+
 static int bench_train(int argc, char **argv) {
-    const char *model = "vit_small";
+    const char *model = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
     int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0;
+    double mask_ratio = 0.75;
     arg_spec specs[] = {
         {"model", ARG_STR, &model, "vit_tiny | vit_small | vit_base | vit_large (+ _patch14)"},
         {"img", ARG_INT, &img, "image side"},
@@ -52,34 +71,64 @@ static int bench_train(int argc, char **argv) {
         {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
         {"steps", ARG_INT, &steps, "timed steps (after one warm-up step)"},
         {"json", ARG_FLAG, &json, "one JSON line"},
+        {"device", ARG_STR, &device_s, "cpu | cuda"},
+        {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
+        {"objective", ARG_STR, &objective, "cls (encoder, mean-square [CLS] loss) | mae (MAE pre-training step)"},
+        {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)"},
     };
-    int rc = args_parse(argc, argv, specs, 7, "endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, 11,
+                        "endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
+                        "                    [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae]", NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
+    int device;
+    if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) return rc; /* before any work */
+    int mae = !strcmp(objective, "mae");
+    if (!mae && strcmp(objective, "cls")) return er_fail(ER_INPUT, "bench train: --objective must be cls or mae, got '%s'", objective);
     if (batch < 1 || steps < 1) return er_fail(ER_INPUT, "bench train: --batch and --steps must be >= 1");
+    if (mae && !(mask_ratio > 0 && mask_ratio < 1)) return er_fail(ER_INPUT, "bench train: --mask-ratio must be in (0, 1)");
     if (threads > 0) omp_set_num_threads(threads);
     vit_config c;
     if ((rc = vit_config_preset(model, &c))) return rc;
     c.img = img;
     if (patch > 0) c.patch = patch;
-    vit *v = vit_new(&c, 1);
+    vit *v = vit_new_on(device, &c, 1);
     if (!v) return ER_INPUT;
+    param_list all = {0};
+    for (int i = 0; i < v->params.n; i++) params_add(&all, v->params.t[i]);
+    mae_decoder dec = {0};
+    int L = v->L, K = mae ? mae_len_keep(L, mask_ratio) : L;
+    if (mae && (rc = mae_decoder_init_on(device, &dec, &c, DEC_DIM, DEC_DEPTH, DEC_HEADS, 2, &all))) goto out_model;
     float *x = xmalloc((size_t)batch * 3 * img * img * sizeof(float));
     rng_t r = rng_make(1, rng_stream(RNG_SAMPLING, 0, 0));
     for (size_t i = 0; i < (size_t)batch * 3 * img * img; i++) x[i] = rng_normal(&r);
+    int32_t *shuffle = xmalloc((size_t)batch * L * sizeof(int32_t)), *restore = xmalloc((size_t)batch * L * sizeof(int32_t));
+    int32_t *keep = xmalloc((size_t)batch * L * sizeof(int32_t));
+    float *mask = xmalloc((size_t)batch * L * sizeof(float));
     optim_config oc = {.kind = OPTIM_ADAMW, .lr = 1e-4, .weight_decay = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
-    optimizer *opt = optim_new(&oc, &v->params);
-    if (!opt) { vit_free(v); free(x); return ER_INPUT; }
+    optimizer *opt = optim_new(&oc, &all);
+    if (!opt) { rc = ER_INPUT; goto out; }
     double t_train = 0;
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
-        tensor *cls = vit_cls(v, x, batch);
-        tensor *loss = op_mean_all(op_mul(cls, cls));
+        tensor *loss;
+        if (mae) { /* masking is host work of the step, as in a real run */
+            mae_masking(batch, L, K, NULL, NULL, 1, (uint64_t)s, shuffle, restore, mask);
+            for (int b = 0; b < batch; b++) memcpy(keep + (size_t)b * K, shuffle + (size_t)b * L, K * sizeof(int32_t));
+            tensor *xt = tensor_upload(device, 4, SHAPE(batch, 3, img, img), x);
+            tensor *latent = vit_forward_t(v, xt, keep, K);
+            tensor *pred = mae_decoder_forward(&dec, latent, c.registers, restore);
+            loss = mae_loss_t(pred, mae_target_t(xt, c.patch, 1), mask);
+        } else {
+            tensor *cls = vit_cls(v, x, batch);
+            loss = op_mean_all(op_mul(cls, cls));
+        }
         if (!loss) { rc = ER_RUNTIME; break; }
         rc = backward(loss);
         nn_step_end();
         if (!rc) rc = optim_step(opt);
         optim_zero_grad(opt);
+        if (!rc) rc = er_device_check(device, "bench train"); /* also waits for the step's kernels */
         if (s > 0) t_train += now_seconds() - t0;
     }
     double t_inf = 0;
@@ -93,37 +142,55 @@ static int bench_train(int argc, char **argv) {
         nn_step_end();
         if (s > 0) t_inf += now_seconds() - t0;
     }
-    int T = 1 + c.registers + (img / c.patch) * (img / c.patch);
-    double fwd = vit_forward_flops(&c, batch, T);
+    int T = 1 + c.registers + L;
+    double fwd_full = vit_forward_flops(&c, batch, T), fwd = fwd_full;
+    if (mae) {
+        double D = c.dim, Td = 1 + L, P = (double)c.patch * c.patch * c.in_chans;
+        fwd = vit_forward_flops(&c, batch, 1 + c.registers + K)           /* encoder on the kept patches */
+            + 2.0 * batch * (L - K) * P * D                                /* every patch is embedded */
+            + batch * (2.0 * (1 + c.registers + K) * D * DEC_DIM          /* decoder_embed */
+                       + DEC_DEPTH * block_flops(Td, DEC_DIM, 4.0 * DEC_DIM) + 2.0 * Td * DEC_DIM * P);
+    }
     double train_ips = steps * batch / t_train, inf_ips = steps * batch / t_inf;
-    double gflops = 3 * fwd * steps / t_train / 1e9, inf_gflops = fwd * steps / t_inf / 1e9;
-    double ceiling = rc ? 0 : sgemm_ceiling(3);
+    double gflops = 3 * fwd * steps / t_train / 1e9, inf_gflops = fwd_full * steps / t_inf / 1e9;
+    double ceiling = rc ? 0 : gemm_ceiling(device, 3);
+    if (!rc) rc = er_device_check(device, "bench train");
     int nthreads = omp_get_max_threads();
+    const char *kernel = device == DEV_CPU ? sgemm_kernel_name() : "cublas";
     if (!rc) {
         if (json)
-            printf("{\"bench\": \"train\", \"model\": \"%s\", \"img\": %d, \"patch\": %d, \"batch\": %d, \"threads\": %d, "
+            printf("{\"bench\": \"train\", \"model\": \"%s\", \"objective\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
+                   "\"img\": %d, \"patch\": %d, \"batch\": %d, \"threads\": %d, "
                    "\"params\": %lld, \"train_img_per_s\": %.3f, \"infer_img_per_s\": %.3f, \"gflops\": %.2f, "
-                   "\"infer_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"mfu_vs_sgemm\": %.4f, \"infer_mfu_vs_sgemm\": %.4f, "
-                   "\"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\"}\n",
-                   model, img, c.patch, batch, nthreads, (long long)params_numel(&v->params), train_ips, inf_ips,
-                   gflops, inf_gflops, ceiling, gflops / ceiling, inf_gflops / ceiling, fwd / batch / 1e9, sgemm_kernel_name());
+                   "\"infer_gflops\": %.2f, \"gemm_peak_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"mfu\": %.4f, \"mfu_vs_sgemm\": %.4f, "
+                   "\"infer_mfu_vs_sgemm\": %.4f, \"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\"}\n",
+                   model, objective, device_s, precision, img, c.patch, batch, nthreads, (long long)params_numel(&all), train_ips,
+                   inf_ips, gflops, inf_gflops, ceiling, ceiling, gflops / ceiling, gflops / ceiling, inf_gflops / ceiling,
+                   fwd / batch / 1e9, kernel);
         else
-            printf("bench train: %s %dx%d patch %d, batch %d, %d threads, %lld parameters\n"
-                   "  train (fwd+bwd+AdamW): %.2f img/s  %.1f GFLOP/s (%.0f%% of sgemm %.1f GFLOP/s)\n"
-                   "  infer (no_grad fwd):   %.2f img/s  %.1f GFLOP/s (%.0f%% of sgemm)\n"
+            printf("bench train: %s %dx%d patch %d, objective %s%s, batch %d, %s/%s, %d threads, %lld parameters\n"
+                   "  train (fwd+bwd+AdamW): %.2f img/s  %.1f GFLOP/s (MFU %.0f%% of a %s %d^3 GEMM at %.1f GFLOP/s)\n"
+                   "  infer (no_grad fwd):   %.2f img/s  %.1f GFLOP/s (%.0f%%)\n"
                    "  forward: %.3f GFLOP/image (training counted as 3x)\n",
-                   model, img, img, c.patch, batch, nthreads, (long long)params_numel(&v->params), train_ips, gflops,
-                   100 * gflops / ceiling, ceiling, inf_ips, inf_gflops, 100 * inf_gflops / ceiling, fwd / batch / 1e9);
+                   model, img, img, c.patch, objective, mae ? " (75% masking, 8x512 decoder)" : "", batch, device_s, precision,
+                   nthreads, (long long)params_numel(&all), train_ips, gflops, 100 * gflops / ceiling, kernel,
+                   device == DEV_CPU ? 1024 : 8192, ceiling, inf_ips, inf_gflops, 100 * inf_gflops / ceiling, fwd / batch / 1e9);
     }
+out:
     optim_free(opt);
+    free(x); free(shuffle); free(restore); free(keep); free(mask);
+out_model:
+    for (int i = v->params.n; i < all.n; i++) tensor_free(all.t[i]);
+    free(all.t);
+    mae_decoder_free(&dec);
     vit_free(v);
-    free(x);
     return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
         printf("usage: endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
+               "                          [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae]\n"
                "       endoret bench cuda [options]   (GPU GEMM/attention figures; CUDA builds only)\n");
         return argc < 2 ? ER_INPUT : ER_OK;
     }

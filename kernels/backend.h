@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the .cu files of kernels/cuda include this header from C++ */
+#endif
+
 #define ER_MAX_DIMS 6
 
 enum { DEV_CPU = 0, DEV_CUDA = 1, DEV_COUNT = 2 };
@@ -150,5 +154,9 @@ extern const er_backend backend_cpu;
  * links without it); it may return NULL when no GPU is present at run time. */
 const er_backend *backend_get(int device);
 const er_backend *backend_cuda(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

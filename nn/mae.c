@@ -135,6 +135,14 @@ int mae_decoder_init(mae_decoder *d, const vit_config *enc, int dim, int depth, 
     return ER_OK;
 }
 
+int mae_decoder_init_on(int device, mae_decoder *d, const vit_config *enc, int dim, int depth, int heads,
+                        uint64_t seed, param_list *pl) {
+    int first = pl->n;
+    int rc = mae_decoder_init(d, enc, dim, depth, heads, seed, pl);
+    for (int i = first; !rc && i < pl->n; i++) rc = tensor_to_device(pl->t[i], device);
+    return rc;
+}
+
 void mae_decoder_free(mae_decoder *d) {
     free(d->blocks);
     d->blocks = NULL;
@@ -160,23 +168,42 @@ tensor *mae_decoder_forward(const mae_decoder *d, tensor *latent, int registers,
     return op_slice(x, 1, 1, 1 + L);
 }
 
-tensor *mae_loss(tensor *pred, const float *target, const float *mask) {
-    if (!pred) return NULL;
-    int64_t B = pred->shape[0], L = pred->shape[1], P = pred->shape[2];
-    tensor *t = tensor_from_host(3, SHAPE(B, L, P), target);
-    tensor *m = tensor_from_host(2, SHAPE(B, L), mask);
-    if (pred->device != DEV_CPU) {
-        /* move the host-side inputs to the prediction's device */
-        tensor *td = tensor_empty(pred->device, 3, SHAPE(B, L, P));
-        tensor *md = tensor_empty(pred->device, 2, SHAPE(B, L));
-        tensor_copy_from_host(td, target);
-        tensor_copy_from_host(md, mask);
-        t = td; m = md;
+tensor *mae_target_t(tensor *img, int p, int norm_pix) {
+    if (!img) return NULL;
+    if (img->ndim != 4 || p < 1 || img->shape[2] % p || img->shape[3] % p) {
+        char b[96];
+        er_fail(ER_INPUT, "mae_target: image %s is not [B, C, H, W] with H, W multiples of %d", tensor_shape_str(img, b, sizeof b), p);
+        return NULL;
     }
-    double msum = 0;
+    int64_t B = img->shape[0], C = img->shape[1], gh = img->shape[2] / p, gw = img->shape[3] / p, P = (int64_t)p * p * C;
+    tensor *x = op_reshape(img, 6, SHAPE(B, C, gh, p, gw, p));
+    x = op_permute(x, (const int[]){0, 2, 4, 3, 5, 1});                 /* (b, gy, gx, dy, dx, c) */
+    x = op_reshape(op_contiguous(x), 3, SHAPE(B, gh * gw, P));
+    if (!norm_pix) return x;
+    tensor *d = op_sub(x, op_mean(x, -1, 1));
+    tensor *var = op_mul_scalar(op_sum(op_mul(d, d), -1, 1), (float)(1.0 / (P > 1 ? P - 1 : 1))); /* unbiased */
+    return op_div(d, op_sqrt(op_add_scalar(var, 1e-6f)));
+}
+
+tensor *mae_loss_t(tensor *pred, tensor *target, const float *mask) {
+    if (!pred || !target) return NULL;
+    if (!tensor_same_shape(pred, target) || pred->ndim != 3 || pred->device != target->device) {
+        char a[96], b[96];
+        er_fail(ER_INPUT, "mae_loss: prediction %s and target %s differ (shape or device)", tensor_shape_str(pred, a, sizeof a),
+                tensor_shape_str(target, b, sizeof b));
+        return NULL;
+    }
+    int64_t B = pred->shape[0], L = pred->shape[1];
+    double msum = 0; /* B*L host floats: the normaliser needs no device round trip */
     for (int64_t i = 0; i < B * L; i++) msum += mask[i];
-    tensor *diff = op_sub(pred, t);
+    tensor *m = tensor_upload(pred->device, 2, SHAPE(B, L), mask);
+    tensor *diff = op_sub(pred, target);
     tensor *per_patch = op_mean(op_mul(diff, diff), -1, 0);              /* [B,L] */
     tensor *loss = op_sum_all(op_mul(per_patch, m));
     return op_mul_scalar(loss, msum > 0 ? (float)(1.0 / msum) : 0.0f);
+}
+
+tensor *mae_loss(tensor *pred, const float *target, const float *mask) {
+    if (!pred) return NULL;
+    return mae_loss_t(pred, tensor_upload(pred->device, pred->ndim, pred->shape, target), mask);
 }

@@ -45,14 +45,23 @@ typedef struct {
  * decoder_blocks.N.*, decoder_norm.*, decoder_pred.*. ER_INPUT on a bad size. */
 int mae_decoder_init(mae_decoder *d, const vit_config *enc, int dim, int depth, int heads, uint64_t seed,
                      param_list *pl);
+/* The same parameters (same host Philox draws) moved to `device`. */
+int mae_decoder_init_on(int device, mae_decoder *d, const vit_config *enc, int dim, int depth, int heads,
+                        uint64_t seed, param_list *pl);
 void mae_decoder_free(mae_decoder *d); /* frees the block array; tensors belong to the list */
 
 /* latent: encoder output [B, 1 + R + K, De] ([CLS], R registers, kept patches in shuffle order);
  * returns pred [B, L, p*p*C] in the original patch order. */
 tensor *mae_decoder_forward(const mae_decoder *d, tensor *latent, int registers, const int32_t *ids_restore);
 
-/* sum_l mask[b,l] * mean_j (pred - target)^2 / sum mask (MSE on removed patches only).
- * target and mask are host arrays ([B,L,P] and [B,L]). */
+/* mae_target on the image tensor's device through nn/ops: img [B,C,H,W] -> [B, L, p*p*C] (view ops +
+ * one strided copy; norm_pix: mean / unbiased variance over the last axis, as mae_target). */
+tensor *mae_target_t(tensor *img, int p, int norm_pix);
+
+/* sum_l mask[b,l] * mean_j (pred - target)^2 / sum mask (MSE on removed patches only), on pred's
+ * device. target: a tensor on that device (mae_target_t); mask: host [B,L] (uploaded once). */
+tensor *mae_loss_t(tensor *pred, tensor *target, const float *mask);
+/* The same with a host target [B,L,P] (uploaded). */
 tensor *mae_loss(tensor *pred, const float *target, const float *mask);
 
 #endif

@@ -1,4 +1,5 @@
-/* sscd.c — SSCD InfoNCE + entropy loss (double precision, host) as an autograd op, and its head. */
+/* sscd.c — SSCD InfoNCE + entropy loss (nn/ops on any device; a double-precision host reference), and
+ * its head. */
 #include "nn/sscd.h"
 
 #include <math.h>
@@ -89,22 +90,29 @@ double sscd_loss_host(const float *e, int N, int d, const uint8_t *match, double
     return total;
 }
 
-/* Backward: grad_e += dL * saved gradient (stored in the node's saved[0], host layout). */
-static void sscd_backward(tape_node *n) {
-    tensor *e = n->in[0];
-    tensor *ge = grad_buf(e);
-    if (!ge) return;
-    float gout;
-    tensor_to_host(n->out->grad, &gout);
-    int64_t cnt = tensor_numel(e);
-    const double *g = n->ctx;
-    float *host = xmalloc(cnt * sizeof(float));
-    tensor_to_host(ge, host);
-    for (int64_t i = 0; i < cnt; i++) host[i] += (float)(gout * g[i]);
-    tensor_copy_from_host(ge, host);
-    free(host);
+/* Host statistics of the similarity matrix (logging only: N x N floats downloaded once). */
+static void sim_stats(const float *S, int N, const uint8_t *match, sscd_stats *st) {
+    double pos = 0, neg = 0, nn = 0;
+    long np = 0, nneg = 0, rows = 0;
+    for (int i = 0; i < N; i++) {
+        int best = -1;
+        for (int k = 0; k < N; k++) {
+            float v = S[(size_t)i * N + k];
+            if (match[(size_t)i * N + k]) { if (k != i) { pos += v; np++; } continue; }
+            neg += v; nneg++;
+            if (best < 0 || v > S[(size_t)i * N + best]) best = k;
+        }
+        if (best >= 0) { nn += S[(size_t)i * N + best]; rows++; }
+    }
+    st->pos_sim = np ? pos / np : 0;
+    st->neg_sim = nneg ? neg / nneg : 0;
+    st->nn_sim = rows ? nn / rows : 0;
 }
 
+/* The loss from nn/ops on e's device (autograd gives the gradient). Host work is only the N x N
+ * masks built from `match` (one upload each). With Ls = S / tau and a per-row shift c_i = max_k
+ * Ls_ik (a constant: computed without recording), -log p_ij = c_i + log(a_ij + Z'_i + 1e-6 e^-c_i)
+ * - Ls_ij, a = exp(Ls - c) <= 1, Z'_i = sum_{k in Neg(i)} a_ik: no overflow for any tau. */
 tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
                   sscd_stats *st) {
     if (!e) return NULL;
@@ -112,20 +120,66 @@ tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_we
         er_fail(ER_INPUT, "sscd_loss: embeddings must be [N, d]");
         return NULL;
     }
-    int N = (int)e->shape[0], d = (int)e->shape[1];
-    float *host = xmalloc((size_t)N * d * sizeof(float));
-    tensor_to_host(e, host);
-    int need_grad = grad_enabled() && (e->flags & T_REQUIRES_GRAD);
-    double *g = need_grad ? arena_alloc_host(arena_default(DEV_CPU), (size_t)N * d * sizeof(double)) : NULL;
-    double v = sscd_loss_host(host, N, d, match, tau, entropy_weight, per_anchor_mean, g, st);
-    free(host);
-    float vf = (float)v;
-    tensor *out = tensor_empty(e->device, 0, NULL);
-    tensor_copy_from_host(out, &vf);
-    tensor *ins[1] = {e};
-    tape_node *n = need_grad ? tape_record("sscd_loss", sscd_backward, out, 1, ins) : NULL;
-    if (n) n->ctx = g;
-    return out;
+    if (!(tau > 0)) {
+        er_fail(ER_INPUT, "sscd_loss: tau must be > 0 (got %g)", tau);
+        return NULL;
+    }
+    int N = (int)e->shape[0], dev = e->device;
+    /* masks: negm (1 = negative), posw (weight of each positive pair), bigneg (-8 on non-negatives
+     * so the row max over negatives ignores them; S is in [-1, 1]), roww (1/N on rows with a negative) */
+    float *negm = xmalloc((size_t)N * N * sizeof(float)), *posw = xcalloc((size_t)N * N, sizeof(float));
+    float *bigneg = xmalloc((size_t)N * N * sizeof(float)), *roww = xmalloc((size_t)N * sizeof(float));
+    int anchors = 0;
+    for (int i = 0; i < N; i++) {
+        int np = 0;
+        for (int j = 0; j < N; j++) if (j != i && match[(size_t)i * N + j]) np++;
+        if (np > 0) anchors++;
+    }
+    for (int i = 0; i < N; i++) {
+        int np = 0, nneg = 0;
+        for (int j = 0; j < N; j++) {
+            int m = match[(size_t)i * N + j] != 0;
+            negm[(size_t)i * N + j] = m ? 0.0f : 1.0f;
+            bigneg[(size_t)i * N + j] = m ? -8.0f : 0.0f;
+            nneg += !m;
+            if (m && j != i) np++;
+        }
+        float w = np > 0 ? (float)(per_anchor_mean ? 1.0 / ((double)np * anchors) : 1.0 / N) : 0.0f;
+        for (int j = 0; j < N; j++)
+            if (j != i && match[(size_t)i * N + j]) posw[(size_t)i * N + j] = w;
+        roww[i] = nneg > 0 ? (float)(1.0 / N) : 0.0f;
+    }
+    tensor *tneg = tensor_upload(dev, 2, SHAPE(N, N), negm), *tpos = tensor_upload(dev, 2, SHAPE(N, N), posw);
+    tensor *tbig = tensor_upload(dev, 2, SHAPE(N, N), bigneg), *trow = tensor_upload(dev, 1, SHAPE(N), roww);
+    free(negm); free(posw); free(bigneg); free(roww);
+
+    tensor *S = op_matmul(e, e, 0, 1);                                   /* [N,N] */
+    tensor *Ls = op_mul_scalar(S, (float)(1.0 / tau));
+    tensor *c = NULL, *epsr = NULL;
+    NO_GRAD {
+        c = op_max(Ls, -1, 1);                                            /* [N,1], constant */
+        epsr = op_mul_scalar(op_exp(op_neg(c)), 1e-6f);
+    }
+    tensor *a = op_exp(op_sub(Ls, c));
+    tensor *Z = op_sum(op_mul(a, tneg), -1, 1);                          /* [N,1] */
+    tensor *den = op_add(op_add(a, Z), epsr);
+    tensor *nll = op_sub(op_add(op_log(den), c), Ls);                    /* -log p_ij */
+    tensor *infonce = op_sum_all(op_mul(nll, tpos));
+    /* KoLeo: -0.5 log max(2 - 2 max_{k in Neg(i)} S_ik, 1e-6), mean over the N rows */
+    tensor *nn = op_max(op_add(S, tbig), -1, 0);                         /* [N] */
+    tensor *q = op_clamp(op_affine(nn, -2.0f, 2.0f), 1e-6f, 1e30f);
+    tensor *entropy = op_sum_all(op_mul(op_mul_scalar(op_log(q), -0.5f), trow));
+    tensor *loss = op_add(infonce, op_mul_scalar(entropy, (float)entropy_weight));
+    if (loss && st) {
+        st->infonce = tensor_item(infonce);
+        st->entropy = tensor_item(entropy);
+        st->total = tensor_item(loss);
+        float *hs = xmalloc((size_t)N * N * sizeof(float));
+        tensor_to_host(S, hs);
+        sim_stats(hs, N, match, st);
+        free(hs);
+    }
+    return loss;
 }
 
 void sscd_match_from_ids(const int *ids, int N, uint8_t *match) {
@@ -158,6 +212,12 @@ void sscd_head_init(sscd_head *h, int in, int out, uint64_t seed, param_list *pl
     init_xavier_uniform(h->w->data, tensor_numel(h->w), in, out, 1.0f, &r);
     h->b = tensor_param("head.bias", 1, SHAPE(out));
     params_add(pl, h->b);
+}
+
+int sscd_head_init_on(int device, sscd_head *h, int in, int out, uint64_t seed, param_list *pl) {
+    sscd_head_init(h, in, out, seed, pl);
+    int rc = tensor_to_device(h->w, device);
+    return rc ? rc : tensor_to_device(h->b, device);
 }
 
 tensor *sscd_descriptor(const sscd_head *h, tensor *cls) {

@@ -9,7 +9,8 @@
  *           = mean over anchors with positives of mean_{j in Pos(i)} -log p_ij   (= 1, MixUp mode)
  *   entropy = -mean_i log sqrt(max(2 - 2 max_{k in Neg(i)} S_ik, 1e-6))  (rows without negatives skipped)
  *   loss    = InfoNCE + entropy_weight * entropy
- * The value and gradient are computed in double on the host (N is a batch: small). */
+ * sscd_loss runs on the embeddings' device through nn/ops (fp32, autograd); sscd_loss_host is the
+ * double-precision host reference the tests compare both with. */
 #ifndef ENDORET_SSCD_H
 #define ENDORET_SSCD_H
 
@@ -28,7 +29,9 @@ typedef struct {
 double sscd_loss_host(const float *e, int N, int d, const uint8_t *match, double tau,
                       double entropy_weight, int per_anchor_mean, double *grad, sscd_stats *st);
 
-/* The autograd op: e [N,d] (any device; usually the L2-normalised descriptors) -> scalar loss. */
+/* The differentiable loss: e [N,d] (any device; the L2-normalised descriptors) -> scalar loss on
+ * that device. st (may be NULL) receives the terms and similarity statistics (downloads a few
+ * scalars and the N x N similarities: logging only). */
 tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
                   sscd_stats *st);
 
@@ -44,6 +47,8 @@ typedef struct {
     int in, out;
 } sscd_head;
 void sscd_head_init(sscd_head *h, int in, int out, uint64_t seed, param_list *pl);
+/* The same weights moved to `device`; ER_INPUT when it cannot be used. */
+int sscd_head_init_on(int device, sscd_head *h, int in, int out, uint64_t seed, param_list *pl);
 /* cls [N, in] -> L2-normalised descriptor [N, out] (out == 0: just normalise cls). */
 tensor *sscd_descriptor(const sscd_head *h, tensor *cls);
 

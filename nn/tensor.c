@@ -91,6 +91,49 @@ void tensor_free(tensor *t) {
     free(t);
 }
 
+static int move_storage(tensor *t, int device) {
+    if (t->device == device) return ER_OK;
+    const er_backend *to = backend_get(device);
+    if (!to) return er_fail(ER_INPUT, "tensor '%s': device %d is not usable (%s)", t->name ? t->name : "?", device, er_msg());
+    if (!(t->flags & T_LONG_LIVED) || !t->storage || t->storage->refcount != 1 || t->offset != 0 ||
+        !tensor_is_contiguous(t) || (int64_t)t->storage->numel != tensor_numel(t))
+        return er_fail(ER_INPUT, "tensor '%s': only a packed long-lived tensor with its own storage can move", t->name ? t->name : "?");
+    const er_backend *from = backend_get(t->device);
+    size_t n = t->storage->numel, bytes = n * sizeof(float);
+    float *dst = to->alloc(bytes > 0 ? bytes : sizeof(float));
+    if (t->device == DEV_CPU) {
+        to->upload(dst, t->data, bytes);
+    } else if (device == DEV_CPU) {
+        from->download(dst, t->data, bytes);
+    } else { /* device to another device: through the host */
+        float *tmp = xmalloc(bytes > 0 ? bytes : sizeof(float));
+        from->download(tmp, t->data, bytes);
+        to->upload(dst, tmp, bytes);
+        free(tmp);
+    }
+    from->free(t->storage->data);
+    t->storage->data = dst;
+    t->storage->device = device;
+    t->data = dst;
+    t->device = device;
+    return ER_OK;
+}
+
+int tensor_to_device(tensor *t, int device) {
+    if (!t) return ER_OK;
+    int rc = move_storage(t, device);
+    if (!rc && t->grad) rc = move_storage(t->grad, device);
+    return rc;
+}
+
+int params_to_device(const param_list *pl, int device) {
+    for (int i = 0; i < pl->n; i++) {
+        int rc = tensor_to_device(pl->t[i], device);
+        if (rc) return rc;
+    }
+    return ER_OK;
+}
+
 /* ---------------- per-step ---------------- */
 
 tensor *tensor_empty(int device, int ndim, const int64_t *shape) {
@@ -116,6 +159,12 @@ tensor *tensor_zeros(int device, int ndim, const int64_t *shape) {
 tensor *tensor_from_host(int ndim, const int64_t *shape, const float *host) {
     tensor *t = tensor_empty(DEV_CPU, ndim, shape);
     if (t && host) memcpy(t->data, host, (size_t)tensor_numel(t) * sizeof(float));
+    return t;
+}
+
+tensor *tensor_upload(int device, int ndim, const int64_t *shape, const float *host) {
+    tensor *t = tensor_empty(device, ndim, shape);
+    if (t && host) backend_get(device)->upload(t->data, host, (size_t)tensor_numel(t) * sizeof(float));
     return t;
 }
 

@@ -65,11 +65,20 @@ tensor *tensor_param(const char *name, int ndim, const int64_t *shape);
 tensor *tensor_param_on(int device, const char *name, int ndim, const int64_t *shape);
 /* Frees a long-lived tensor and its grad; NULL is a no-op; arena tensors are ignored. */
 void tensor_free(tensor *t);
+/* Moves a long-lived tensor (and its grad) to `device` in place: new storage there holding the same
+ * bits, the old storage released; the struct, name and flags stay, so pointers into a model remain
+ * valid. A no-op when already there. ER_INPUT when the device is not usable or t is not a packed
+ * long-lived tensor with its own storage. Models are built on the host (the same Philox draws on
+ * every device) and moved: CPU and CUDA runs start bit-identical. */
+int tensor_to_device(tensor *t, int device);
+
 
 /* ---- per-step (arena) ---- */
 tensor *tensor_empty(int device, int ndim, const int64_t *shape); /* uninitialised */
 tensor *tensor_zeros(int device, int ndim, const int64_t *shape);
 tensor *tensor_from_host(int ndim, const int64_t *shape, const float *host); /* CPU, copied */
+/* A per-step tensor on `device` holding a copy of the packed host array (one upload). */
+tensor *tensor_upload(int device, int ndim, const int64_t *shape, const float *host);
 /* A per-step view struct sharing t's data: carries T_REQUIRES_GRAD only (no name, grad or node);
  * not recorded by autograd (ops such as op_permute/op_slice record their views). */
 tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
@@ -112,5 +121,7 @@ tensor *params_find(const param_list *pl, const char *name); /* NULL if absent *
 int64_t params_numel(const param_list *pl);
 /* Frees every tensor in the list and the list's array. */
 void params_free(param_list *pl);
+/* tensor_to_device on every tensor of the list (see tensor_to_device). */
+int params_to_device(const param_list *pl, int device);
 
 #endif

@@ -177,6 +177,15 @@ vit *vit_new(const vit_config *cfg, uint64_t seed) {
     return v;
 }
 
+vit *vit_new_on(int device, const vit_config *cfg, uint64_t seed) {
+    vit *v = vit_new(cfg, seed);
+    if (v && params_to_device(&v->params, device)) {
+        vit_free(v);
+        return NULL;
+    }
+    return v;
+}
+
 void vit_free(vit *v) {
     if (!v) return;
     params_free(&v->params);
@@ -202,33 +211,33 @@ void vit_patchify(const float *img, int B, int C, int H, int W, int p, float *ou
             }
 }
 
-tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K) {
+/* Image tensor [B,C,H,W] -> patches [B,L,C*p*p] with view ops on the image's device: the reshape
+ * to [B,C,g,p,g,p] is free, the permute to (b, gy, gx, c, dy, dx) is one strided copy. */
+static tensor *patchify_op(tensor *img, int p) {
+    int64_t B = img->shape[0], C = img->shape[1], gh = img->shape[2] / p, gw = img->shape[3] / p;
+    tensor *x = op_reshape(img, 6, SHAPE(B, C, gh, p, gw, p));
+    x = op_permute(x, (const int[]){0, 2, 4, 1, 3, 5});
+    return op_reshape(op_contiguous(x), 3, SHAPE(B, gh * gw, C * p * p));
+}
+
+/* Everything after the patches: embedding, positions, keep-gather, prefix tokens, blocks, norm. */
+static tensor *forward_patches(vit *v, tensor *patches, int B, const int32_t *keep, int K) {
     const vit_config *c = &v->cfg;
-    int D = c->dim, L = v->L, p = c->patch, P = c->pos_prefix, R = c->registers;
-    int64_t pd = (int64_t)c->in_chans * p * p;
-    /* patches go straight into an arena tensor: no grad is needed for the input */
-    tensor *patches = tensor_empty(v->patch_w->device, 3, SHAPE(B, L, pd));
-    if (!patches) return NULL;
-    if (patches->device == DEV_CPU) {
-        vit_patchify(img, B, c->in_chans, c->img, c->img, p, patches->data);
-    } else {
-        float *tmp = xmalloc((size_t)B * L * pd * sizeof(float));
-        vit_patchify(img, B, c->in_chans, c->img, c->img, p, tmp);
-        tensor_copy_from_host(patches, tmp);
-        free(tmp);
-    }
+    int D = c->dim, L = v->L, P = c->pos_prefix, R = c->registers;
+    int64_t pd = (int64_t)c->in_chans * c->patch * c->patch;
     tensor *w = op_reshape(v->patch_w, 2, SHAPE(D, pd));
     tensor *x = op_linear(patches, w, v->patch_b);                             /* [B,L,D] */
     x = op_add(x, op_slice(v->pos_embed, 1, P, P + L));
     if (keep) x = op_gather(x, 1, keep, K);                                    /* [B,K,D] */
-    tensor *zeros = tensor_zeros(x ? x->device : DEV_CPU, 3, SHAPE(B, 1, D));
+    int dev = v->patch_w->device;
+    tensor *zeros = tensor_zeros(dev, 3, SHAPE(B, 1, D));
     tensor *cls = op_add(zeros, v->cls_token);                                 /* [B,1,D] */
     if (P >= 1) cls = op_add(cls, op_slice(v->pos_embed, 1, 0, 1));
     tensor *parts[3];
     int np = 0;
     parts[np++] = cls;
     if (R > 0) {
-        tensor *reg = op_add(tensor_zeros(x ? x->device : DEV_CPU, 3, SHAPE(B, R, D)), v->reg_token);
+        tensor *reg = op_add(tensor_zeros(dev, 3, SHAPE(B, R, D)), v->reg_token);
         if (P > 1) reg = op_add(reg, op_slice(v->pos_embed, 1, 1, P));
         parts[np++] = reg;
     }
@@ -236,6 +245,35 @@ tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K)
     x = op_concat(np, parts, 1);
     for (int i = 0; i < c->depth; i++) x = vit_block_forward(&v->blocks[i], x, c->heads, (float)c->eps);
     return op_layernorm(x, v->norm_w, v->norm_b, (float)c->eps);
+}
+
+tensor *vit_forward_t(vit *v, tensor *img, const int32_t *keep, int K) {
+    if (!img) return NULL;
+    const vit_config *c = &v->cfg;
+    if (img->ndim != 4 || img->shape[1] != c->in_chans || img->shape[2] != c->img || img->shape[3] != c->img) {
+        char b[96];
+        er_fail(ER_INPUT, "vit: image tensor %s, expected [B, %d, %d, %d]", tensor_shape_str(img, b, sizeof b),
+                c->in_chans, c->img, c->img);
+        return NULL;
+    }
+    if (img->device != v->patch_w->device) {
+        er_fail(ER_INPUT, "vit: image on %s, model on %s", img->device ? "cuda" : "cpu", v->patch_w->device ? "cuda" : "cpu");
+        return NULL;
+    }
+    return forward_patches(v, patchify_op(img, c->patch), (int)img->shape[0], keep, K);
+}
+
+tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K) {
+    const vit_config *c = &v->cfg;
+    int dev = v->patch_w->device;
+    if (dev != DEV_CPU) /* one upload of the images; patchify runs on the device */
+        return vit_forward_t(v, tensor_upload(dev, 4, SHAPE(B, c->in_chans, c->img, c->img), img), keep, K);
+    /* CPU: patches go straight into an arena tensor (no grad is needed for the input) */
+    int64_t pd = (int64_t)c->in_chans * c->patch * c->patch;
+    tensor *patches = tensor_empty(DEV_CPU, 3, SHAPE(B, v->L, pd));
+    if (!patches) return NULL;
+    vit_patchify(img, B, c->in_chans, c->img, c->img, c->patch, patches->data);
+    return forward_patches(v, patches, B, keep, K);
 }
 
 tensor *vit_cls(vit *v, const float *img, int B) {
@@ -358,13 +396,24 @@ int params_load_st(const param_list *pl, const st_file *f, const char *prefix, i
     return ER_OK;
 }
 
-void params_add_st(const param_list *pl, st_writer *w, const char *prefix) {
+float *params_add_st(const param_list *pl, st_writer *w, const char *prefix) {
+    int64_t off_dev = 0;
+    for (int i = 0; i < pl->n; i++)
+        if (pl->t[i]->device != DEV_CPU || !tensor_is_contiguous(pl->t[i])) off_dev += tensor_numel(pl->t[i]);
+    float *host = off_dev ? xmalloc((size_t)off_dev * sizeof(float)) : NULL, *h = host;
     for (int i = 0; i < pl->n; i++) {
         tensor *t = pl->t[i];
         char name[512];
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        st_add(w, name, ST_F32, t->ndim, t->shape, t->data);
+        const float *data = t->data;
+        if (t->device != DEV_CPU || !tensor_is_contiguous(t)) { /* download through the backend */
+            tensor_to_host(t, h);
+            data = h;
+            h += tensor_numel(t);
+        }
+        st_add(w, name, ST_F32, t->ndim, t->shape, data);
     }
+    return host;
 }
 
 static int meta_int(const st_file *f, const char *key, int *out) {

@@ -64,16 +64,24 @@ typedef struct {
 
 /* A new encoder initialised from `seed` (same seed => same weights). NULL + er_msg on a bad config. */
 vit *vit_new(const vit_config *cfg, uint64_t seed);
+/* The same weights (initialised on the host with the same Philox streams) moved to `device`
+ * (DEV_CPU / DEV_CUDA), so a CPU and a CUDA model of one seed start bit-identical. NULL + er_msg
+ * when the device cannot be used. */
+vit *vit_new_on(int device, const vit_config *cfg, uint64_t seed);
 void vit_free(vit *v);
 
 /* Image [B,C,H,W] (host, H = W = any multiple of patch) -> patches [B,L,C*p*p] in conv-weight order
  * (c, dy, dx), the input of patch_embed.proj. */
 void vit_patchify(const float *img, int B, int C, int H, int W, int p, float *out);
 
-/* Encoder forward. img: host [B,C,H,W] with H = W = cfg.img. keep: NULL (all L patches) or
+/* Encoder forward. img: host [B,C,H,W] with H = W = cfg.img (uploaded once when the model is on a
+ * device). keep: NULL (all L patches) or
  * B*K patch indices per sample (MAE). Result [B, 1 + R + K, D] after the final norm: token 0 is
  * [CLS], then the R registers, then the kept patches in the order of `keep`. */
 tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K);
+/* The same from an image tensor [B,C,H,W] already on the model's device (patchify runs there as
+ * view ops + one strided copy). keep/K as above (host indices, uploaded by the gather op). */
+tensor *vit_forward_t(vit *v, tensor *img, const int32_t *keep, int K);
 /* [CLS] output [B, D] of full (unmasked) images. */
 tensor *vit_cls(vit *v, const float *img, int B);
 
@@ -89,9 +97,10 @@ double vit_forward_flops(const vit_config *c, int B, int T);
  * except pos_embed-like rows (resampled bicubically by the caller via vit_load). strict: a tensor
  * of pl missing in f is an error; otherwise it keeps its value. */
 int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict);
-/* Add every tensor of pl (host data, float32) to a writer; `host` receives malloc'd copies for
- * non-CPU tensors that the caller frees after st_write (NULL for CPU-only builds is fine). */
-void params_add_st(const param_list *pl, st_writer *w, const char *prefix);
+/* Add every tensor of pl (float32) to a writer. Tensors on a device (or strided) are downloaded
+ * into one malloc'd block that is returned: free() it after st_write. NULL when every tensor is a
+ * packed CPU tensor (their own data is referenced). */
+float *params_add_st(const param_list *pl, st_writer *w, const char *prefix);
 /* Infer a vit_config from a timm/MAE/endoret file (names under `prefix`): dim and patch from
  * patch_embed.proj.weight, depth from blocks.N, heads = dim / 64 (timm's convention) unless the
  * metadata "endoret.vit.heads" says otherwise, registers from reg_token, LayerScale from

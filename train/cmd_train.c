@@ -42,7 +42,7 @@ static int train_image(int argc, char **argv) {
     char **rest, **sets;
     int nrest, nsets;
     int rc = split_sets(argc, argv, &rest, &nrest, &sets, &nsets);
-    const char *config = NULL, *resume = NULL;
+    const char *config = NULL, *resume = NULL, *device = NULL, *precision = NULL;
     int quiet = 0, keys = 0, stop_after = 0;
     arg_spec specs[] = {
         {"config", ARG_STR, &config, "config file (configs/endofinder_image.cfg, configs/demo_image.cfg)"},
@@ -50,14 +50,16 @@ static int train_image(int argc, char **argv) {
         {"quiet", ARG_FLAG, &quiet, "no progress line"},
         {"keys", ARG_FLAG, &keys, "list the config keys with their defaults and exit"},
         {"stop-after", ARG_INT, &stop_after, "testing aid: stop (with a checkpoint) after N steps"},
+        {"device", ARG_STR, &device, "cpu | cuda (overrides train.device)"},
+        {"precision", ARG_STR, &precision, "fp32 | bf16 (overrides train.precision)"},
     };
     image_cfg c;
     image_cfg_defaults(&c);
     image_objective *o = NULL;
     char *cfg_text = NULL;
     if (!rc) {
-        rc = args_parse(nrest, rest, specs, 5,
-                        "endoret train image --config C [--set key=value ...] [--resume CKPT]\n"
+        rc = args_parse(nrest, rest, specs, 7,
+                        "endoret train image --config C [--set key=value ...] [--resume CKPT] [--device cpu|cuda] [--precision fp32|bf16]\n"
                         "  EndoFinder image encoder: MAE (lesion-guided masking) + SSCD InfoNCE/entropy", NULL, NULL);
         if (rc == ARGS_HELP) { rc = ER_OK; goto out; }
     }
@@ -69,6 +71,8 @@ static int train_image(int argc, char **argv) {
     }
     if (!rc && !config) rc = er_fail(ER_INPUT, "train image: --config is required (see --help)");
     if (!rc) rc = image_cfg_from_args(&c, config, sets, nsets);
+    if (!rc && device) cfg_set_str(&c.device, device);
+    if (!rc && precision) cfg_set_str(&c.precision, precision);
     if (!rc) {
         if (c.threads > 0) omp_set_num_threads(c.threads);
         rc = image_objective_new(&c, &o);
@@ -88,9 +92,9 @@ static int train_image(int argc, char **argv) {
         };
         vit *v = image_objective_encoder(o);
         if (!quiet)
-            fprintf(stderr, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
+            fprintf(stderr, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters) on %s/%s, %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
                     c.arch, c.img, c.img, v->cfg.dim, v->cfg.depth, v->cfg.heads,
-                    (long long)params_numel(obj.params), image_objective_images(o),
+                    (long long)params_numel(obj.params), c.device, c.precision, image_objective_images(o),
                     c.batch, 2, c.accum, (long long)obj.steps_per_epoch, lr, c.out);
         rc = train_loop_run(&lc, &obj);
         if (!rc && !quiet) fprintf(stderr, "done: %s/checkpoint.safetensors, %s/encoder.safetensors, %s/log.jsonl, %s/loss.svg\n", c.out, c.out, c.out, c.out);

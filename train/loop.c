@@ -13,6 +13,7 @@
 #include "nn/json.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "nn/schedule.h"
 
 volatile int train_interrupted = 0;
@@ -189,6 +190,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     oc.beta2 = c->beta2;
     oc.eps = c->eps;
     optimizer *opt = optim_new(&oc, obj->params);
+    int device = obj->params->n ? obj->params->t[0]->device : DEV_CPU;
     history hist = {0};
     FILE *logf = NULL;
     int64_t step = 0;
@@ -257,6 +259,12 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
         rc = optim_step(opt);
         optim_zero_grad(opt);
         if (rc) goto stop;
+        {   /* GPU kernels report failures asynchronously: check once per step, before logging or a
+             * checkpoint could record a broken state */
+            char what[64];
+            snprintf(what, sizeof what, "step %lld", (long long)step);
+            if ((rc = er_device_check(device, what))) goto stop;
+        }
         step++;
         ran++;
         win_steps++;

@@ -15,7 +15,9 @@
  *     (seed, step, sample), the resumed run is bit-identical to an uninterrupted one;
  *   - SIGINT/SIGTERM: finish the current step, write the checkpoint, return ER_RUNTIME saying so;
  *   - a NaN/Inf loss or gradient stops before the update with one message naming the step and the
- *     last good checkpoint.
+ *     last good checkpoint;
+ *   - parameters, gradients and AdamW state live on the parameters' device (train.device); a CUDA
+ *     failure (cuda_backend_error) is checked once per step and stops the run with its message.
  * The objective's `step` must make its batch depend only on (seed, step, micro) — never on how
  * many steps ran in this process. */
 #ifndef ENDORET_TRAIN_LOOP_H

@@ -15,8 +15,12 @@
 #include "nn/base.h"
 #include "nn/mae.h"
 #include "nn/ops.h"
+#include "nn/precision.h"
 #include "nn/rng.h"
 #include "nn/sscd.h"
+#ifdef ENDORET_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 /* ---------------------------------------------------------------- config */
 
@@ -36,6 +40,8 @@ void image_cfg_defaults(image_cfg *c) {
     c->lr = 1.25e-4; c->min_lr = 0; c->weight_decay = 0.05; c->beta1 = 0.9; c->beta2 = 0.95;
     c->warmup_epochs = 5; c->warmup_steps = -1; c->clip = 0;
     cfg_set_str(&c->out, "out/train_image");
+    cfg_set_str(&c->device, "cpu");
+    cfg_set_str(&c->precision, "fp32");
     c->log_every = 10; c->ckpt_every = 500; c->eval_every = 0;
 }
 
@@ -86,6 +92,8 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("train.clip", CFG_DOUBLE, clip, "max global gradient norm (0 = off)");
     K("train.seed", CFG_INT, seed, "seed of init, data order, augmentation and masking");
     K("train.threads", CFG_INT, threads, "OpenMP threads (0 = default)");
+    K("train.device", CFG_STR, device, "cpu | cuda (--device)");
+    K("train.precision", CFG_STR, precision, "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
     K("out.dir", CFG_STR, out, "output folder (checkpoint, log, loss curve, encoder)");
     K("out.log_every", CFG_INT, log_every, "log/progress every N steps");
     K("out.ckpt_every", CFG_INT, ckpt_every, "checkpoint every N steps (and at the end)");
@@ -145,6 +153,8 @@ struct image_objective {
     sscd_head head;
     param_list all;       /* encoder + decoder + head (the training state) */
     int use_mae, use_con, K, guided, advanced;
+    int device;           /* where parameters, activations and optimizer state live */
+    int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
     int n;                /* training images */
     u8img *imgs, *masks;  /* masks[i].px NULL when the row has none */
     int64_t perm_epoch;
@@ -153,7 +163,7 @@ struct image_objective {
     aug_workspace *ws;
     image *src, *msrc;    /* per-thread decoded sources */
     /* per micro-batch host buffers */
-    float *x, *mx, *scores, *target, *mask, *lam;
+    float *x, *mx, *scores, *mask, *lam;
     int32_t *shuffle, *restore, *keep;
     int *partner, *inst;
     uint8_t *has_mask, *match;
@@ -249,6 +259,9 @@ static int load_eval(image_objective *o, const image_cfg *c) {
 
 int image_objective_new(const image_cfg *c, image_objective **out) {
     *out = NULL;
+    int device, rc0;
+    if ((rc0 = er_device_parse(c->device, &device))) return rc0;   /* before any work */
+    if ((rc0 = er_set_precision(c->precision))) return rc0;
     if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
     if (c->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1");
     if (c->mask_ratio < 0 || c->mask_ratio >= 1) return er_fail(ER_INPUT, "mae.mask_ratio must be in [0, 1)");
@@ -261,9 +274,10 @@ int image_objective_new(const image_cfg *c, image_objective **out) {
     if (c->tau <= 0) return er_fail(ER_INPUT, "loss.tau must be > 0");
     image_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c; /* strings stay owned by the caller's config */
+    o->device = device;
     int rc = image_cfg_vit(c, &o->vc);
     if (rc) { free(o); return rc; }
-    o->enc = vit_new(&o->vc, (uint64_t)c->seed);
+    o->enc = vit_new_on(device, &o->vc, (uint64_t)c->seed);
     if (!o->enc) { free(o); return ER_INPUT; }
     for (int i = 0; i < o->enc->params.n; i++) params_add(&o->all, o->enc->params.t[i]);
     o->use_mae = c->w_mae > 0;
@@ -271,9 +285,10 @@ int image_objective_new(const image_cfg *c, image_objective **out) {
     o->guided = !strcmp(c->masking, "guided");
     o->advanced = !strcmp(c->aug, "advanced");
     o->K = c->mask_ratio > 0 ? mae_len_keep(o->enc->L, c->mask_ratio) : o->enc->L;
-    if (o->use_mae && (rc = mae_decoder_init(&o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
-                                             (uint64_t)c->seed + 1, &o->all))) goto fail;
-    if (o->use_con) sscd_head_init(&o->head, o->vc.dim, c->head_dim, (uint64_t)c->seed + 2, &o->all);
+    if (o->use_mae && (rc = mae_decoder_init_on(device, &o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
+                                                (uint64_t)c->seed + 1, &o->all))) goto fail;
+    if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, (uint64_t)c->seed + 2, &o->all)))
+        goto fail;
     int side = c->cache_side > 0 ? c->cache_side : c->img * 8 / 7;
     rc = load_split(c->manifest, c->split, side, &o->imgs, &o->masks, &o->n);
     if (rc) goto fail;
@@ -284,11 +299,16 @@ int image_objective_new(const image_cfg *c, image_objective **out) {
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
     o->msrc = xcalloc(o->nthreads, sizeof(image));
-    int M = 2 * c->batch, L = o->enc->L, S = c->img, P = o->vc.patch * o->vc.patch * 3;
-    o->x = xmalloc((size_t)M * 3 * S * S * sizeof(float));
+    int M = 2 * c->batch, L = o->enc->L, S = c->img;
+#ifdef ENDORET_CUDA
+    if (device == DEV_CUDA) { /* page-locked: the per-step image upload is asynchronous */
+        o->x = cuda_host_alloc((size_t)M * 3 * S * S * sizeof(float));
+        o->pinned = o->x != NULL;
+    }
+#endif
+    if (!o->x) o->x = xmalloc((size_t)M * 3 * S * S * sizeof(float));
     o->mx = xmalloc((size_t)M * S * S * sizeof(float));
     o->scores = xmalloc((size_t)M * L * sizeof(float));
-    o->target = xmalloc((size_t)M * L * P * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
     o->shuffle = xmalloc((size_t)M * L * sizeof(int32_t));
@@ -321,7 +341,10 @@ void image_objective_free(image_objective *o) {
         image_free(&o->msrc[t]);
     }
     free(o->ws); free(o->src); free(o->msrc);
-    free(o->x); free(o->mx); free(o->scores); free(o->target); free(o->mask); free(o->lam);
+#ifdef ENDORET_CUDA
+    if (o->pinned) { cuda_host_free(o->x); o->x = NULL; }
+#endif
+    free(o->x); free(o->mx); free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner); free(o->inst);
     free(o->has_mask); free(o->match);
     free(o->eval_x); free(o->eval_scene); free(o->eval_view);
@@ -342,6 +365,22 @@ static int instance_at(image_objective *o, int64_t i) {
         o->perm_epoch = epoch;
     }
     return o->perm[i % o->n];
+}
+
+/* The M augmented views [M,3,S,S] as a per-step tensor on the model's device. */
+static tensor *upload_views(image_objective *o, int M) {
+    int S = o->cfg.img;
+    tensor *t = tensor_empty(o->device, 4, SHAPE(M, 3, S, S));
+    if (!t) return NULL;
+    size_t bytes = (size_t)M * 3 * S * S * sizeof(float);
+#ifdef ENDORET_CUDA
+    if (o->pinned) { /* ordered before the forward's kernels on the backend stream */
+        cuda_upload_async(t->data, o->x, bytes);
+        return t;
+    }
+#endif
+    backend_get(o->device)->upload(t->data, o->x, bytes);
+    return t;
 }
 
 static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
@@ -392,13 +431,17 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         for (int s = 0; s < M; s++) memcpy(o->keep + (size_t)s * K, o->shuffle + (size_t)s * L, K * sizeof(int32_t));
         keep = o->keep;
     }
-    tensor *latent = vit_forward(o->enc, o->x, M, keep, K);
+    /* the 2B views go to the device once; patchify, the MAE target and both losses run there.
+     * Host-side per step: augmentation, masking indices (gathered on the device by op_gather) and
+     * the B*L patch mask / N*N match masks (tiny). */
+    tensor *xt = upload_views(o, M);
+    tensor *latent = vit_forward_t(o->enc, xt, keep, K);
     if (!latent) return NULL;
     tensor *loss = NULL;
     if (o->use_mae) {
-        mae_target(o->x, M, 3, S, S, p, c->norm_pix, o->target);
+        tensor *target = mae_target_t(xt, p, c->norm_pix);
         tensor *pred = mae_decoder_forward(&o->dec, latent, o->vc.registers, o->restore);
-        tensor *lm = mae_loss(pred, o->target, o->mask);
+        tensor *lm = mae_loss_t(pred, target, o->mask);
         if (!lm) return NULL;
         loss_terms_set(terms, "mae", tensor_item(lm));
         loss = op_mul_scalar(lm, (float)c->w_mae);
@@ -424,7 +467,7 @@ static int image_on_checkpoint(void *self, int64_t step, int final) {
     image_objective *o = self;
     char *path = path_join(o->cfg.out, "encoder.safetensors");
     st_writer *w = st_writer_new();
-    params_add_st(&o->enc->params, w, "");
+    float *host = params_add_st(&o->enc->params, w, ""); /* device tensors: downloaded copies */
     vit_config_add_meta(&o->enc->cfg, w);
     st_add_meta(w, "format", "pt");
     st_add_meta(w, "endoret.kind", "weights");
@@ -433,6 +476,7 @@ static int image_on_checkpoint(void *self, int64_t step, int final) {
     st_add_meta(w, "endoret.step", buf);
     int rc = st_write(w, path);
     st_writer_free(w);
+    free(host);
     free(path);
     (void)final;
     return rc;

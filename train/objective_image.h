@@ -33,6 +33,8 @@ typedef struct {
     char *eval_manifest, *eval_split;
     /* optimisation */
     int epochs, steps, batch, accum, seed, threads;
+    char *device;                  /* "cpu" | "cuda" (train.device, --device) */
+    char *precision;               /* "fp32" | "bf16" (train.precision, --precision) */
     double lr, blr, min_lr, weight_decay, beta1, beta2, warmup_epochs, clip;
     int warmup_steps;
     /* bookkeeping */
@@ -49,7 +51,9 @@ int image_cfg_vit(const image_cfg *c, vit_config *v);
 void image_cfg_free(image_cfg *c);
 
 typedef struct image_objective image_objective;
-/* Builds the model (seeded) and loads the training data. */
+/* Checks train.device / train.precision first (ER_INPUT with one message when the device cannot be
+ * used: before any other work), sets the process-wide precision, builds the model (seeded, on the
+ * host, then moved to the device) and loads the training data. */
 int image_objective_new(const image_cfg *c, image_objective **out);
 void image_objective_free(image_objective *o);
 train_objective image_objective_iface(image_objective *o);

@@ -11,10 +11,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* backend.h has no C++ guard; its declarations (backend_cuda) have C linkage. */
-extern "C" {
+/* backend.h has its own extern "C" guard: backend_cuda() and the table keep C linkage. */
 #include "kernels/backend.h"
-}
 
 struct cublasContext;
 
