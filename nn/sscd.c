@@ -110,9 +110,10 @@ static void sim_stats(const float *S, int N, const uint8_t *match, sscd_stats *s
 }
 
 /* The loss from nn/ops on e's device (autograd gives the gradient). Host work is only the N x N
- * masks built from `match` (one upload each). With Ls = S / tau and a per-row shift c_i = max_k
- * Ls_ik (a constant: computed without recording), -log p_ij = c_i + log(a_ij + Z'_i + 1e-6 e^-c_i)
- * - Ls_ij, a = exp(Ls - c) <= 1, Z'_i = sum_{k in Neg(i)} a_ik: no overflow for any tau. */
+ * masks built from `match` (one upload each). In log space, with Ls = S / tau:
+ *   LZ_i = logsumexp({Ls_ik : k in Neg(i)} + {log 1e-6})      (a log_softmax over N + 1 columns)
+ *   -log p_ij = logsumexp(Ls_ij, LZ_i) - Ls_ij = -log_softmax([Ls_ij, LZ_i])[0]
+ * so no exp overflows or underflows to log(0) for any tau (the host reference works in double). */
 tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
                   sscd_stats *st) {
     if (!e) return NULL;
@@ -125,9 +126,10 @@ tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_we
         return NULL;
     }
     int N = (int)e->shape[0], dev = e->device;
-    /* masks: negm (1 = negative), posw (weight of each positive pair), bigneg (-8 on non-negatives
-     * so the row max over negatives ignores them; S is in [-1, 1]), roww (1/N on rows with a negative) */
-    float *negm = xmalloc((size_t)N * N * sizeof(float)), *posw = xcalloc((size_t)N * N, sizeof(float));
+    /* masks: offneg (-1e30 on non-negatives: drops them from the logsumexp), posw (weight of each
+     * positive pair), bigneg (-8 on non-negatives so the row max over negatives ignores them; unit
+     * embeddings have S in [-1, 1]), roww (1/N on rows with a negative) */
+    float *offneg = xmalloc((size_t)N * N * sizeof(float)), *posw = xcalloc((size_t)N * N, sizeof(float));
     float *bigneg = xmalloc((size_t)N * N * sizeof(float)), *roww = xmalloc((size_t)N * sizeof(float));
     int anchors = 0;
     for (int i = 0; i < N; i++) {
@@ -139,7 +141,7 @@ tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_we
         int np = 0, nneg = 0;
         for (int j = 0; j < N; j++) {
             int m = match[(size_t)i * N + j] != 0;
-            negm[(size_t)i * N + j] = m ? 0.0f : 1.0f;
+            offneg[(size_t)i * N + j] = m ? -1e30f : 0.0f;
             bigneg[(size_t)i * N + j] = m ? -8.0f : 0.0f;
             nneg += !m;
             if (m && j != i) np++;
@@ -149,21 +151,20 @@ tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_we
             if (j != i && match[(size_t)i * N + j]) posw[(size_t)i * N + j] = w;
         roww[i] = nneg > 0 ? (float)(1.0 / N) : 0.0f;
     }
-    tensor *tneg = tensor_upload(dev, 2, SHAPE(N, N), negm), *tpos = tensor_upload(dev, 2, SHAPE(N, N), posw);
+    tensor *toff = tensor_upload(dev, 2, SHAPE(N, N), offneg), *tpos = tensor_upload(dev, 2, SHAPE(N, N), posw);
     tensor *tbig = tensor_upload(dev, 2, SHAPE(N, N), bigneg), *trow = tensor_upload(dev, 1, SHAPE(N), roww);
-    free(negm); free(posw); free(bigneg); free(roww);
+    tensor *leps = tensor_empty(dev, 2, SHAPE(N, 1));
+    if (leps) tensor_fill(leps, (float)log(1e-6));
+    free(offneg); free(posw); free(bigneg); free(roww);
 
     tensor *S = op_matmul(e, e, 0, 1);                                   /* [N,N] */
     tensor *Ls = op_mul_scalar(S, (float)(1.0 / tau));
-    tensor *c = NULL, *epsr = NULL;
-    NO_GRAD {
-        c = op_max(Ls, -1, 1);                                            /* [N,1], constant */
-        epsr = op_mul_scalar(op_exp(op_neg(c)), 1e-6f);
-    }
-    tensor *a = op_exp(op_sub(Ls, c));
-    tensor *Z = op_sum(op_mul(a, tneg), -1, 1);                          /* [N,1] */
-    tensor *den = op_add(op_add(a, Z), epsr);
-    tensor *nll = op_sub(op_add(op_log(den), c), Ls);                    /* -log p_ij */
+    tensor *negs[2] = {op_add(Ls, toff), leps};
+    tensor *row = op_concat(2, negs, 1);                                 /* [N,N+1] */
+    tensor *LZ = op_sub(op_slice(row, 1, N, N + 1), op_slice(op_log_softmax(row, -1), 1, N, N + 1)); /* [N,1] */
+    tensor *pair[2] = {op_unsqueeze(Ls, 2), op_unsqueeze(op_expand(LZ, 2, SHAPE(N, N)), 2)};
+    tensor *lp = op_log_softmax(op_concat(2, pair, 2), -1);             /* [N,N,2] */
+    tensor *nll = op_neg(op_reshape(op_slice(lp, 2, 0, 1), 2, SHAPE(N, N))); /* -log p_ij */
     tensor *infonce = op_sum_all(op_mul(nll, tpos));
     /* KoLeo: -0.5 log max(2 - 2 max_{k in Neg(i)} S_ik, 1e-6), mean over the N rows */
     tensor *nn = op_max(op_add(S, tbig), -1, 0);                         /* [N] */
