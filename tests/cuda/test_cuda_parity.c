@@ -8,16 +8,24 @@
  *                    attention): different summation orders, fp32 with double row statistics
  *   2e-2             GEMM in bf16 mode (8-bit mantissa inputs, fp32 accumulation)
  *   1e-4             losses of 3 SGD steps of a tiny transformer (errors compound over steps)
+ *   1e-5 / 1e-3      a tiny ViT + MAE decoder + SSCD head built with vit_new_on & co.: the first
+ *                    loss (same bits in, fp32 kernels) / the losses after AdamW steps with clipping
+ *                    (AdamW divides by sqrt(v): near-zero gradients amplify summation-order noise)
  * Compiles in every build; skips with "no CUDA device: ..." when the build has no CUDA or the
  * machine has no GPU (CI, this repository's development machine). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoints/checkpoint.h"
 #include "kernels/backend.h"
 #include "nn/base.h"
+#include "nn/mae.h"
 #include "nn/ops.h"
+#include "nn/optim.h"
 #include "nn/rng.h"
+#include "nn/sscd.h"
+#include "nn/vit.h"
 #include "tests/test_util.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cpu/optim_kernels.h"
@@ -548,4 +556,138 @@ Test(cuda, tiny_transformer_training_matches_cpu) {
     for (int d = 0; d < 2; d++)
         for (int i = 0; i < P_COUNT; i++) tensor_free(P[d][i]);
     free(x);
+}
+
+/* ---- the EndoFinder model on a device: ViT + MAE decoder + SSCD head, AdamW with clipping ---- */
+#define MB 4      /* images: 2 instances x 2 views */
+#define MIMG 16
+#define MP 4
+
+typedef struct {
+    vit *enc;
+    mae_decoder dec;
+    sscd_head head;
+    param_list all;
+    optimizer *opt;
+} model_on;
+
+static void model_build(model_on *m, int dev) {
+    vit_config c;
+    cr_assert_eq(vit_config_preset("vit_tiny", &c), ER_OK);
+    c.img = MIMG; c.patch = MP; c.dim = 32; c.depth = 2; c.heads = 2;
+    memset(m, 0, sizeof *m);
+    m->enc = vit_new_on(dev, &c, 11);
+    cr_assert_not_null(m->enc, "vit_new_on(%d): %s", dev, er_msg());
+    for (int i = 0; i < m->enc->params.n; i++) params_add(&m->all, m->enc->params.t[i]);
+    cr_assert_eq(mae_decoder_init_on(dev, &m->dec, &c, 16, 1, 2, 12, &m->all), ER_OK, "%s", er_msg());
+    cr_assert_eq(sscd_head_init_on(dev, &m->head, 32, 16, 13, &m->all), ER_OK, "%s", er_msg());
+    for (int i = 0; i < m->all.n; i++) cr_assert_eq(m->all.t[i]->device, dev, "%s not moved", m->all.t[i]->name);
+    optim_config oc = {.kind = OPTIM_ADAMW, .lr = 3e-3, .weight_decay = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    m->opt = optim_new(&oc, &m->all);
+    cr_assert_not_null(m->opt, "%s", er_msg());
+}
+
+static void model_free(model_on *m) {
+    optim_free(m->opt);
+    for (int i = m->enc->params.n; i < m->all.n; i++) tensor_free(m->all.t[i]);
+    free(m->all.t);
+    mae_decoder_free(&m->dec);
+    vit_free(m->enc);
+}
+
+/* One training step as train/objective_image.c does it; returns the loss and the grad norm. */
+static float model_step(model_on *m, int64_t step, const float *x, double *gnorm) {
+    const int L = (MIMG / MP) * (MIMG / MP), K = L / 2;
+    int32_t shuffle[MB * 16], restore[MB * 16], keep[MB * 16];
+    float mask[MB * 16];
+    mae_masking(MB, L, K, NULL, NULL, 5, (uint64_t)step, shuffle, restore, mask);
+    for (int b = 0; b < MB; b++) memcpy(keep + b * K, shuffle + b * L, K * sizeof(int32_t));
+    int dev = m->enc->patch_w->device;
+    tensor *xt = tensor_upload(dev, 4, SHAPE(MB, 3, MIMG, MIMG), x);
+    tensor *latent = vit_forward_t(m->enc, xt, keep, K);
+    tensor *pred = mae_decoder_forward(&m->dec, latent, 0, restore);
+    tensor *lm = mae_loss_t(pred, mae_target_t(xt, MP, 1), mask);
+    tensor *cls = op_reshape(op_slice(latent, 1, 0, 1), 2, SHAPE(MB, 32));
+    int ids[MB] = {0, 1, 0, 1};
+    uint8_t match[MB * MB];
+    sscd_match_from_ids(ids, MB, match);
+    sscd_stats st;
+    tensor *lc = sscd_loss(sscd_descriptor(&m->head, cls), match, 0.05, 5, 0, &st);
+    tensor *loss = op_add(op_mul_scalar(lm, 0.5f), lc);
+    cr_assert_not_null(loss, "model forward on %s: %s", dev ? "cuda" : "cpu", er_msg());
+    float lv = tensor_item(loss);
+    cr_assert_eq(backward(loss), ER_OK, "%s", er_msg());
+    nn_step_end();
+    *gnorm = optim_clip_grad_norm(m->opt, 0.5); /* small: clipping is active */
+    cr_assert_eq(optim_step(m->opt), ER_OK, "%s", er_msg());
+    optim_zero_grad(m->opt);
+    return lv;
+}
+
+static float *params_host(const param_list *pl, int64_t *n) {
+    *n = params_numel(pl);
+    float *h = malloc((size_t)*n * sizeof(float)), *p = h;
+    for (int i = 0; i < pl->n; i++) {
+        tensor_to_host(pl->t[i], p);
+        p += tensor_numel(pl->t[i]);
+    }
+    return h;
+}
+
+Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
+    require_gpu();
+    model_on mc, mg;
+    model_build(&mc, DEV_CPU);
+    model_build(&mg, GPU_DEV);
+    /* built on the host from the same Philox streams, then moved: bit-identical start */
+    int64_t n, n2;
+    float *a = params_host(&mc.all, &n), *b = params_host(&mg.all, &n2);
+    cr_assert_eq(n, n2);
+    cr_assert(memcmp(a, b, (size_t)n * sizeof(float)) == 0, "initial weights differ between devices");
+    free(a); free(b);
+    float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 230);
+    for (int step = 0; step < 3; step++) {
+        double gc, gg;
+        float lc = model_step(&mc, step, x, &gc);
+        float lg = model_step(&mg, step, x, &gg);
+        gpu_ok("vit/mae/sscd step");
+        double tol = step == 0 ? 1e-5 : 1e-3;
+        cr_assert(fabsf(lc - lg) <= tol * fabsf(lc), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
+        cr_assert(fabs(gc - gg) <= 1e-4 * gc, "step %d: grad norm cpu %.7g cuda %.7g", step, gc, gg);
+        cr_assert(gc > 0.5, "step %d: grad norm %.3g: clipping was not exercised", step, gc);
+        cr_log_info("vit+mae+sscd step %d: loss cpu %.7g cuda %.7g, grad norm cpu %.6g cuda %.6g", step, lc, lg, gc, gg);
+    }
+    /* a checkpoint written from the device loads into a CPU model: the same bits */
+    char *path = path_join(test_tmpdir(), "device.safetensors");
+    ckpt_state ss = {.params = &mg.all, .opt = mg.opt, .step = 3, .config = "parity"};
+    cr_assert_eq(ckpt_save(path, &ss), ER_OK, "%s", er_msg());
+    gpu_ok("checkpoint save");
+    model_on mr;
+    model_build(&mr, DEV_CPU);
+    ckpt_state ls = {.params = &mr.all, .opt = mr.opt};
+    cr_assert_eq(ckpt_load(path, &ls, CKPT_STRICT, NULL), ER_OK, "%s", er_msg());
+    cr_assert_eq(ls.step, 3);
+    a = params_host(&mg.all, &n);
+    b = params_host(&mr.all, &n2);
+    cr_assert(memcmp(a, b, (size_t)n * sizeof(float)) == 0, "device checkpoint -> CPU model changed the weights");
+    free(a); free(b);
+    cr_assert_eq(mr.opt->step, mg.opt->step);
+    for (int i = 0; i < mg.opt->n; i++) {
+        int64_t k = tensor_numel(mg.opt->ps[i].v);
+        float *va = malloc(k * 4), *vb = malloc(k * 4);
+        tensor_to_host(mg.opt->ps[i].v, va);
+        tensor_to_host(mr.opt->ps[i].v, vb);
+        cr_assert(memcmp(va, vb, k * 4) == 0, "AdamW v of %s", mg.opt->ps[i].p->name);
+        free(va); free(vb);
+    }
+    /* and the CPU copy continues like the device model */
+    double gr, gg;
+    float lr_ = model_step(&mr, 3, x, &gr), lg = model_step(&mg, 3, x, &gg);
+    gpu_ok("step after reload");
+    cr_assert(fabsf(lr_ - lg) <= 1e-5f * fabsf(lg), "after reload: cpu %.7g cuda %.7g", lr_, lg);
+    free(path);
+    free(x);
+    model_free(&mc);
+    model_free(&mg);
+    model_free(&mr);
 }
