@@ -117,6 +117,26 @@ static inline void emu_launch(dim3 grid, dim3 block, const std::function<void()>
             }
 }
 
+/* Kernels without __syncthreads / warp shuffles (emulate.py decides): the threads of each block run
+ * one after another on the calling thread. Without barriers CUDA gives no ordering between threads,
+ * so any result this produces is one a GPU may produce too. */
+static inline void emu_launch_seq(dim3 grid, dim3 block, const std::function<void()> &fn) {
+    unsigned nt = block.x * block.y * block.z;
+    gridDim = grid;
+    blockDim = block;
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++)
+                for (unsigned t = 0; t < nt; t++) {
+                    t_linear = (int)t;
+                    threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+                    blockIdx = dim3(bx, by, bz);
+                    fn();
+                }
+    t_linear = 0;
+    threadIdx = blockIdx = dim3(0, 0, 0);
+}
+
 /* ---- runtime API ---- */
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };

@@ -39,8 +39,53 @@ def split_top(s):
     return [p.strip() for p in parts]
 
 
+# Block-level synchronisation: a kernel that (transitively) uses one of these needs real threads.
+SYNC_WORDS = {"__syncthreads", "__syncwarp", "__shfl_xor_sync", "__shfl_sync", "__shfl_down_sync",
+              "__shfl_up_sync", "cu_warp_sum", "cu_warp_sum_d", "cu_warp_max", "cu_block_sum_d", "cu_block_max"}
+FUNC = re.compile(r"(?:__global__|__device__)[^;{()]*?\b([A-Za-z_]\w*)\s*\(")
+
+
+def function_bodies(src):
+    """name -> body text of every __global__ / __device__ function defined in src."""
+    out = {}
+    for m in FUNC.finditer(src):
+        i = src.find("{", m.end())
+        semi = src.find(";", m.end())
+        if i < 0 or (0 <= semi < i):  # a declaration
+            continue
+        depth, j = 0, i
+        while j < len(src):
+            if src[j] == "{":
+                depth += 1
+            elif src[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        out[m.group(1)] = out.get(m.group(1), "") + src[i:j + 1]
+    return out
+
+
+def syncing_kernels(src):
+    """(names of functions that use block/warp synchronisation, directly or through a callee,
+    names of all functions found). A kernel whose body is not found counts as synchronising."""
+    bodies = function_bodies(re.sub(r"__launch_bounds__\s*\([^)]*\)", "", src))
+    sync = set(SYNC_WORDS)
+    changed = True
+    while changed:
+        changed = False
+        for name, body in bodies.items():
+            if name not in sync and any(re.search(r"\b%s\b" % re.escape(w), body) for w in sync):
+                sync.add(name)
+                changed = True
+    return sync, set(bodies)
+
+
 def rewrite_launches(src):
-    """kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(dim3(grid), dim3(block), [&]{ kernel(args); })"""
+    """kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(dim3(grid), dim3(block), [&]{ kernel(args); });
+    kernels without block/warp synchronisation run their threads one after another on the calling
+    thread (emu_launch_seq): same results (no barrier means no ordering between threads), far faster."""
+    sync, known = syncing_kernels(src)
     out, pos = [], 0
     while True:
         m = LAUNCH.search(src, pos)
@@ -64,7 +109,9 @@ def rewrite_launches(src):
             j += 1
         args = src[i:j + 1]
         out.append(src[pos:m.start()])
-        out.append(f"emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [&] {{ {m.group(1)}{args}; }})")
+        base = m.group(1).split("<")[0]
+        launcher = "emu_launch" if base in sync or base not in known else "emu_launch_seq"
+        out.append(f"{launcher}(dim3({cfg[0]}), dim3({cfg[1]}), [&] {{ {m.group(1)}{args}; }})")
         pos = j + 1
 
 
