@@ -104,31 +104,39 @@ __global__ void k_nonfinite(const float *x, int64_t n, double *part) {
     if (threadIdx.x == 0) part[blockIdx.x] = bad;
 }
 
-static double sum_partials(void) {
+/* Blocks for n elements: up to RED_BLOCKS, fewer for small tensors (biases, norms) so they cost one
+ * small launch; the partials are summed in block order, so the result is deterministic for each n. */
+static int red_blocks(int64_t n) {
+    int64_t b = (n + OPT_THREADS - 1) / OPT_THREADS;
+    return b < 1 ? 1 : b > RED_BLOCKS ? RED_BLOCKS : (int)b;
+}
+
+static double sum_partials(int nb) {
     cudaStream_t st = cuda_stream();
-    if (CUDA_CHECK(cudaMemcpyAsync(g_host_partials, g_partials, RED_BLOCKS * sizeof(double),
-                                   cudaMemcpyDeviceToHost, st)))
+    if (CUDA_CHECK(cudaMemcpyAsync(g_host_partials, g_partials, nb * sizeof(double), cudaMemcpyDeviceToHost, st)))
         return NAN;
     if (CUDA_CHECK(cudaStreamSynchronize(st))) return NAN;
     double s = 0.0;
-    for (int b = 0; b < RED_BLOCKS; b++) s += g_host_partials[b];
+    for (int b = 0; b < nb; b++) s += g_host_partials[b];
     return s;
 }
 
 extern "C" double cuda_sumsq(const float *x, int64_t n) {
     if (n <= 0) return 0.0;
     if (!scratch()) return NAN;
-    k_sumsq<<<RED_BLOCKS, OPT_THREADS, 0, cuda_stream()>>>(x, n, g_partials);
+    int nb = red_blocks(n);
+    k_sumsq<<<nb, OPT_THREADS, 0, cuda_stream()>>>(x, n, g_partials);
     CUDA_LAUNCHED("sumsq");
-    return sum_partials();
+    return sum_partials(nb);
 }
 
 extern "C" int cuda_all_finite(const float *x, int64_t n) {
     if (n <= 0) return 1;
     if (!scratch()) return 0;
-    k_nonfinite<<<RED_BLOCKS, OPT_THREADS, 0, cuda_stream()>>>(x, n, g_partials);
+    int nb = red_blocks(n);
+    k_nonfinite<<<nb, OPT_THREADS, 0, cuda_stream()>>>(x, n, g_partials);
     CUDA_LAUNCHED("all_finite");
-    return sum_partials() == 0.0;
+    return sum_partials(nb) == 0.0;
 }
 
 /* ---- the per-device optimizer table nn/optim.c uses (kernels/cpu/optim_kernels.h) ---- */

@@ -3,6 +3,7 @@
  * executed and compared with the CPU table on a machine without a GPU (tests/cuda/emulate.py).
  *
  * Model: a launch runs its blocks one after another; the threads of a block are real std::threads
+ * (kernels without block/warp synchronisation run them one after another on one thread instead)
  * (so __syncthreads is a real barrier), grouped into warps of 32 consecutive linear thread ids
  * whose shuffles exchange values through a per-warp slot array between two warp barriers.
  * __shared__ becomes `static`, which is per-block memory because only one block runs at a time.
@@ -84,37 +85,51 @@ static inline float atomicAdd(float *p, float v) {
     return old;
 }
 
-/* kernel<<<grid, block, smem, stream>>>(args) is rewritten to emu_launch(grid, block, [&]{ kernel(args); }) */
+/* kernel<<<grid, block, smem, stream>>>(args) is rewritten to emu_launch(grid, block, [&]{ kernel(args); }).
+ * One std::thread per CUDA thread of a block, created once per launch: the threads run block after
+ * block, separated by a launch-wide gate whose completion step builds the next block's barriers. */
 static inline void emu_launch(dim3 grid, dim3 block, const std::function<void()> &fn) {
-    unsigned nt = block.x * block.y * block.z;
+    unsigned nt = block.x * block.y * block.z, nblocks = grid.x * grid.y * grid.z;
     gridDim = grid;
     blockDim = block;
-    for (unsigned bz = 0; bz < grid.z; bz++)
-        for (unsigned by = 0; by < grid.y; by++)
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                emu_block b;
-                b.bar.reset(new std::barrier<>(nt));
-                for (unsigned w = 0; w < (nt + 31) / 32; w++) {
-                    unsigned n = nt - w * 32 < 32 ? nt - w * 32 : 32;
-                    b.warp_bar.emplace_back(new std::barrier<>(n));
-                }
-                b.slots.assign(nt, 0);
-                g_emu_block = &b;
-                std::vector<std::thread> th;
-                th.reserve(nt);
-                for (unsigned t = 0; t < nt; t++)
-                    th.emplace_back([&, t, bx, by, bz] {
-                        t_linear = (int)t;
-                        threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-                        blockIdx = dim3(bx, by, bz);
-                        fn();
-                        /* an exited thread no longer takes part in barriers (as on the GPU) */
-                        b.warp_bar[t / 32]->arrive_and_drop();
-                        b.bar->arrive_and_drop();
-                    });
-                for (auto &x : th) x.join();
-                g_emu_block = nullptr;
+    if (nblocks == 0 || nt == 0) return;
+    emu_block b;
+    auto setup = [&b, nt]() {
+        b.bar.reset(new std::barrier<>(nt));
+        b.warp_bar.clear();
+        for (unsigned w = 0; w < (nt + 31) / 32; w++) {
+            unsigned n = nt - w * 32 < 32 ? nt - w * 32 : 32;
+            b.warp_bar.emplace_back(new std::barrier<>(n));
+        }
+        b.slots.assign(nt, 0);
+    };
+    unsigned cur = 0;
+    setup();
+    auto next = [&]() noexcept {
+        cur++;
+        if (cur < nblocks) setup();
+    };
+    std::barrier<decltype(next)> gate(nt, next);
+    g_emu_block = &b;
+    std::vector<std::thread> th;
+    th.reserve(nt);
+    for (unsigned t = 0; t < nt; t++)
+        th.emplace_back([&, t] {
+            for (;;) {
+                unsigned blk = cur; /* published by the gate's completion step */
+                if (blk >= nblocks) break;
+                t_linear = (int)t;
+                threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+                blockIdx = dim3(blk % grid.x, (blk / grid.x) % grid.y, blk / (grid.x * grid.y));
+                fn();
+                /* an exited thread no longer takes part in barriers (as on the GPU) */
+                b.warp_bar[t / 32]->arrive_and_drop();
+                b.bar->arrive_and_drop();
+                gate.arrive_and_wait();
             }
+        });
+    for (auto &x : th) x.join();
+    g_emu_block = nullptr;
 }
 
 /* Kernels without __syncthreads / warp shuffles (emulate.py decides): the threads of each block run
