@@ -8,6 +8,7 @@ Prints one JSON line with the same keys as the C benchmark.
   objective mae: one MAE pre-training step (75 % random masking, encoder on the kept patches,
                  8-block 512-wide decoder, norm_pix MSE on the removed patches, AdamW)
   infer = no_grad encoder forward on full images.
+  attention: F.scaled_dot_product_attention where torch has it (>= 2.0, as timm), else matmul+softmax.
   --precision bf16: torch.autocast(device, dtype=torch.bfloat16) around forward (the usual mixed
   precision: bf16 matmuls, fp32 weights and AdamW state), like endoret's --precision bf16.
   mfu: training GFLOP/s (3x forward FLOPs, the count endoret uses) over a square matmul measured in
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 
 CONFIGS = {"vit_tiny": (192, 12, 3), "vit_small": (384, 12, 6), "vit_base": (768, 12, 12), "vit_large": (1024, 24, 16)}
 DEC = (512, 8, 16)  # MAE decoder width, depth, heads
+SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
 class Block(nn.Module):
@@ -42,7 +44,10 @@ class Block(nn.Module):
     def forward(self, x):
         B, T, D = x.shape
         q, k, v = self.qkv(self.norm1(x)).reshape(B, T, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
-        a = ((q @ k.transpose(-2, -1)) * (D // self.h) ** -0.5).softmax(-1) @ v
+        if SDPA:  # torch >= 2: the fused attention timm uses (flash / memory-efficient kernels)
+            a = F.scaled_dot_product_attention(q, k, v)
+        else:
+            a = ((q @ k.transpose(-2, -1)) * (D // self.h) ** -0.5).softmax(-1) @ v
         x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
@@ -214,7 +219,7 @@ def main():
            "infer_img_per_s": round(a.steps * a.batch / t_inf, 3),
            "gflops": round(gflops, 2), "infer_gflops": round(inf_gflops, 2),
            "gemm_peak_gflops": round(peak, 2), "gemm_peak_n": n, "mfu": round(gflops / peak, 4),
-           "loss": round(float(loss), 5)}
+           "attention": "sdpa" if SDPA else "matmul+softmax", "loss": round(float(loss), 5)}
     if dev.type == "cuda":
         rec["gpu"] = torch.cuda.get_device_name()
     print(json.dumps(rec))
