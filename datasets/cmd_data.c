@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/copies.h"
 #include "datasets/image.h"
 #include "datasets/importers.h"
 #include "datasets/kfold.h"
@@ -176,24 +177,29 @@ static int data_bench(int argc, char **argv) {
     return ER_OK;
 }
 
-/* Write a copy of the manifest whose split column is fold0..fold{K-1}. */
+/* Write a copy of the manifest whose split column is fold0..fold{K-1}, or, with --holdout-fold F,
+ * "test" for the rows of fold F and "train" for all others (a fixed train/test split that
+ * `train image` (data.split = train) and `embed --split test` respect). */
 static int data_split(int argc, char **argv) {
     const char *out = NULL, *by = "label";
-    int folds = 5, seed = 0;
+    int folds = 5, seed = 0, holdout = -1;
     arg_spec specs[] = {
         {"folds", ARG_INT, &folds, "number of folds"},
         {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped)"},
         {"seed", ARG_INT, &seed, "seed"},
+        {"holdout-fold", ARG_INT, &holdout, "write split test for this fold and train for the others (-1 = fold names)"},
         {"out", ARG_STR, &out, "manifest to write (required)"},
     };
     char **pos = NULL;
     int npos = 0;
-    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient --out OUT.csv";
-    int rc = parse(argc, argv, specs, 4, usage, 1, &pos, &npos);
+    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv";
+    int rc = parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, 1, &pos, &npos);
     if (rc) return rc == ARGS_HELP ? 0 : rc;
     const char *path = pos[0];
     free(pos);
     if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
+    if (holdout < -1 || holdout >= folds)
+        return er_fail(ER_INPUT, "data split: --holdout-fold %d is not a fold of 0..%d (or -1)", holdout, folds - 1);
     manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
                      : !strcmp(by, "patient") ? MF_PATIENT : (manifest_field)-1;
     if ((int)f < 0) return er_fail(ER_INPUT, "data split: --by must be label, scene or patient (got '%s')", by);
@@ -208,7 +214,8 @@ static int data_split(int argc, char **argv) {
         char buf[32];
         for (int i = 0; i < m.n; i++) {
             free(m.rows[i].split);
-            snprintf(buf, sizeof buf, "fold%d", fold[i]);
+            if (holdout >= 0) snprintf(buf, sizeof buf, "%s", fold[i] == holdout ? "test" : "train");
+            else snprintf(buf, sizeof buf, "fold%d", fold[i]);
             m.rows[i].split = xstrdup(buf);
         }
         /* paths stay relative to the input manifest's folder: write next to it or use absolute paths */
@@ -223,7 +230,12 @@ static int data_split(int argc, char **argv) {
             }
         free(din), free(dout);
         rc = manifest_save(out, &m);
-        if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
+        if (!rc && holdout >= 0) {
+            int ntest = 0;
+            for (int i = 0; i < m.n; i++) ntest += fold[i] == holdout;
+            printf("data split: %d rows, fold %d of %d by %s held out: %d train, %d test -> %s\n", m.n, holdout, folds, by,
+                   m.n - ntest, ntest, out);
+        } else if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
     }
     manifest_free_labels(ids, names, n);
     free(fold);
@@ -231,18 +243,56 @@ static int data_split(int argc, char **argv) {
     return rc;
 }
 
+/* Augmented copies of a split for copy-detection re-ID (datasets/copies.h). */
+static int data_copies(int argc, char **argv) {
+    copies_config cfg = {0};
+    const char *preset = "copydet", *format = "jpg";
+    int seed = 0;
+    cfg.copies = 5;
+    cfg.size = 256;
+    arg_spec specs[] = {
+        {"manifest", ARG_STR, &cfg.manifest, "source manifest (required)"},
+        {"split", ARG_STR, &cfg.split, "only rows of this split (default: all rows)"},
+        {"out", ARG_STR, &cfg.out_dir, "output folder: manifest.csv, copies.csv, images/ (required)"},
+        {"copies", ARG_INT, &cfg.copies, "copies per source image (default 5)"},
+        {"seed", ARG_INT, &seed, "seed (a copy is a function of seed, source row, copy index)"},
+        {"preset", ARG_STR, &preset, "light | copydet (default) | strong"},
+        {"size", ARG_INT, &cfg.size, "side of the square copies (default 256)"},
+        {"format", ARG_STR, &format, "jpg (default; the file is the JPEG re-encoding) | png"},
+        {"threads", ARG_INT, &cfg.threads, "threads (0 = OpenMP default)"},
+    };
+    const char *usage = "endoret data copies --manifest M --split S --out DIR --copies N --seed S [--preset copydet]";
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, NULL, NULL);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    if (!cfg.manifest || !cfg.out_dir) return er_fail(ER_INPUT, "data copies: --manifest and --out are required (%s)", usage);
+    if (!(cfg.preset = copy_preset_find(preset)))
+        return er_fail(ER_INPUT, "data copies: unknown --preset '%s' (%s)", preset, copy_preset_names());
+    if (strcmp(format, "jpg") && strcmp(format, "png"))
+        return er_fail(ER_INPUT, "data copies: --format must be jpg or png (got '%s')", format);
+    cfg.png = !strcmp(format, "png");
+    cfg.seed = (uint64_t)(uint32_t)seed;
+    double t0 = now_seconds();
+    int n;
+    if ((rc = copies_make(&cfg, &n))) return rc;
+    printf("data copies: %d source images x %d copies (preset %s, seed %d, %dx%d %s) -> %s/manifest.csv in %.1f s\n", n,
+           cfg.copies, preset, seed, cfg.size, cfg.size, format, cfg.out_dir, now_seconds() - t0);
+    return ER_OK;
+}
+
 int cmd_data(int argc, char **argv) {
-    const char *usage = "endoret data import|check|bench|split ... (endoret data SUB --help)";
+    const char *usage = "endoret data import|check|bench|split|copies ... (endoret data SUB --help)";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: %s\n  import  --layout class-folders|image-mask|scenes SRC --out manifest.csv\n"
                "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
                "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
-               "  split   MANIFEST --folds K --by label|scene|patient --out OUT.csv   k-fold split column\n", usage);
+               "  split   MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv   k-fold split column\n"
+               "  copies  --manifest M --split S --out DIR --copies N --seed S [--preset copydet]   copy-detection queries\n", usage);
         return argc < 2 ? ER_INPUT : 0;
     }
     if (!strcmp(argv[1], "import")) return data_import(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check")) return data_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return data_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "split")) return data_split(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench, split)", argv[1]);
+    if (!strcmp(argv[1], "copies")) return data_copies(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench, split, copies)", argv[1]);
 }

@@ -110,10 +110,36 @@ static int check_dims(const emb_set *q, const emb_set *r) {
     return ER_OK;
 }
 
+/* `eval reid --emb E --ref-view V`: one embedding file, references = view V of each scene, queries =
+ * the other views (copy detection: `data copies` writes originals as view 0, copies as 1..N). */
+static int eval_reid_views(const char *ep, int ref_view, int k, int json) {
+    emb_set e;
+    int rc = load_emb(ep, "--emb", &e);
+    if (rc) return rc;
+    reid_view_result res;
+    rc = reid_eval_ref_view(&e, ref_view, k, &res);
+    if (!rc) {
+        if (json) {
+            printf("{\"uAP\": "); json_put_num(stdout, res.r.uap);
+            printf(", \"acc1\": "); json_put_num(stdout, res.r.acc1);
+            printf(", \"recall_p90\": "); json_put_num(stdout, res.r.recall_p90);
+            printf(", \"queries\": %d, \"references\": %d, \"k\": %d}\n", res.nqueries, res.nrefs, k < res.nrefs ? k : res.nrefs);
+        } else {
+            printf("re-identification against reference view %d: %d queries (the other views), %d references, top-%d by cosine\n",
+                   ref_view, res.nqueries, res.nrefs, k < res.nrefs ? k : res.nrefs);
+            printf("  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", res.r.uap, res.r.acc1, res.r.recall_p90);
+        }
+    }
+    emb_free(&e);
+    return rc;
+}
+
 static int eval_reid(int argc, char **argv) {
-    const char *qp = NULL, *rp = NULL, *gtp = NULL, *hash_s = NULL;
-    int k = 10, bits = 0, json = 0;
+    const char *qp = NULL, *rp = NULL, *gtp = NULL, *hash_s = NULL, *ep = NULL;
+    int k = 10, bits = 0, json = 0, ref_view = -1;
     arg_spec specs[] = {
+        {"emb", ARG_STR, &ep, "one embedding file with scene/view ids (with --ref-view, instead of --query/--ref/--gt)"},
+        {"ref-view", ARG_INT, &ref_view, "with --emb: view id of the references; every other view is a query"},
         {"query", ARG_STR, &qp, "query embeddings"},
         {"ref", ARG_STR, &rp, "reference embeddings"},
         {"gt", ARG_STR, &gtp, "ground truth CSV (query_id,reference_id)"},
@@ -122,10 +148,17 @@ static int eval_reid(int argc, char **argv) {
         {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
         {"json", ARG_FLAG, &json, "{\"uAP\", \"acc1\", \"recall_p90\"}"},
     };
-    int rc = args_parse(argc, argv, specs, 7, "endoret eval reid --query Q --ref R --gt GT.csv [--json]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
+                        "endoret eval reid --query Q --ref R --gt GT.csv [--json] | --emb E --ref-view V [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    if (ep || ref_view >= 0) {
+        if (!ep || ref_view < 0) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--ref-view >= 0)");
+        if (qp || rp || gtp) return er_fail(ER_INPUT, "eval reid: use either --emb/--ref-view or --query/--ref/--gt");
+        if (bits) return er_fail(ER_INPUT, "eval reid: --bits is not supported with --emb/--ref-view");
+        return eval_reid_views(ep, ref_view, k, json);
+    }
     reid_gt *gt;
     int64_t ngt;
     if ((rc = load_gt(gtp, &gt, &ngt))) return rc;

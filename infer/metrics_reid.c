@@ -1,5 +1,6 @@
 /* metrics_reid.c — uAP, Acc@1 and Recall@P90 exactly as the ISC2021 evaluation code defines them. */
 #include "infer/metrics.h"
+#include "infer/index.h"
 #include "nn/base.h"
 
 #include <stdlib.h>
@@ -80,4 +81,66 @@ int reid_metrics(const reid_pred *p, int64_t np, const reid_gt *gt, int64_t ngt,
     free(s);
     free(g);
     return ER_OK;
+}
+
+int reid_eval_ref_view(const emb_set *e, int64_t ref_view, int k, reid_view_result *out) {
+    memset(out, 0, sizeof *out);
+    if (!e->scene || !e->view) return er_fail(ER_INPUT, "re-ID against a reference view needs `scene` and `view` in the embedding file");
+    if (k < 1) return er_fail(ER_INPUT, "re-ID: k must be >= 1");
+    int64_t maxs = -1;
+    for (int i = 0; i < e->n; i++) if (e->scene[i] > maxs) maxs = e->scene[i];
+    if (maxs < 0) return er_fail(ER_INPUT, "re-ID: no scene ids in the embedding file");
+    int64_t *ref_of = xmalloc((size_t)(maxs + 1) * sizeof *ref_of); /* scene -> row of its reference */
+    for (int64_t s = 0; s <= maxs; s++) ref_of[s] = -1;
+    int nr = 0, nq = 0, rc = ER_OK;
+    for (int i = 0; i < e->n && !rc; i++) {
+        if (e->view[i] != ref_view || e->scene[i] < 0) continue;
+        if (ref_of[e->scene[i]] >= 0)
+            rc = er_fail(ER_INPUT, "re-ID: scene %lld has two rows with reference view %lld (items %lld and %lld)",
+                         (long long)e->scene[i], (long long)ref_view, (long long)e->ids[ref_of[e->scene[i]]], (long long)e->ids[i]);
+        ref_of[e->scene[i]] = i;
+        nr++;
+    }
+    for (int i = 0; i < e->n && !rc; i++)
+        nq += e->scene[i] >= 0 && e->view[i] != ref_view && ref_of[e->scene[i]] >= 0;
+    if (!rc && !nr) rc = er_fail(ER_INPUT, "re-ID: no row has reference view %lld", (long long)ref_view);
+    if (!rc && !nq) rc = er_fail(ER_INPUT, "re-ID: no query rows (views other than %lld in a scene with a reference)", (long long)ref_view);
+    if (rc) { free(ref_of); return rc; }
+    const int D = e->dim;
+    float *rx = xmalloc((size_t)nr * D * sizeof *rx), *qx = xmalloc((size_t)nq * D * sizeof *qx);
+    int64_t *rid = xmalloc((size_t)nr * sizeof *rid), *qid = xmalloc((size_t)nq * sizeof *qid);
+    reid_gt *gt = xmalloc((size_t)nq * sizeof *gt);
+    int a = 0, b = 0;
+    for (int i = 0; i < e->n; i++) {
+        if (e->scene[i] < 0 || ref_of[e->scene[i]] < 0) continue;
+        if (e->view[i] == ref_view) {
+            memcpy(rx + (size_t)a * D, e->x + (size_t)i * D, D * sizeof(float));
+            rid[a++] = e->ids[i];
+        } else {
+            memcpy(qx + (size_t)b * D, e->x + (size_t)i * D, D * sizeof(float));
+            qid[b] = e->ids[i];
+            gt[b] = (reid_gt){e->ids[i], e->ids[ref_of[e->scene[i]]]};
+            b++;
+        }
+    }
+    int kk = k < nr ? k : nr;
+    int64_t *nid = xmalloc((size_t)nq * kk * sizeof *nid);
+    float *nd = xmalloc((size_t)nq * kk * sizeof *nd);
+    int *cnt = xmalloc((size_t)nq * sizeof *cnt);
+    reid_pred *pred = xmalloc((size_t)nq * kk * sizeof *pred);
+    findex fx;
+    rc = findex_build(&fx, D, rx, rid, nr);
+    if (!rc) {
+        findex_search(&fx, qx, nq, kk, nid, nd, cnt);
+        findex_free(&fx);
+        int64_t np = 0;
+        for (int q = 0; q < nq; q++)
+            for (int j = 0; j < cnt[q]; j++) /* 1 - cos -> ISC score -|q - r|^2 = -2 (1 - cos) */
+                pred[np++] = (reid_pred){qid[q], nid[(size_t)q * kk + j], -2.0 * nd[(size_t)q * kk + j]};
+        rc = reid_metrics(pred, np, gt, nq, &out->r);
+        out->nqueries = nq;
+        out->nrefs = nr;
+    }
+    free(ref_of); free(rx); free(qx); free(rid); free(qid); free(gt); free(nid); free(nd); free(cnt); free(pred);
+    return rc;
 }
