@@ -39,7 +39,7 @@ TEST_SRC := $(wildcard tests/*.c tests/*/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all test asan bench demo clean cuda-check deps
+.PHONY: all test asan bench demo kvasir-reid clean cuda-check deps
 all: deps $(BUILD)/endoret
 
 # A fresh machine: install the Debian packages when any is missing (apt-get, as root or via sudo),
@@ -97,10 +97,16 @@ bench: deps $(BUILD)/endoret
 	$(BUILD)/endoret bench gemm
 	$(BUILD)/endoret bench search --n 1000000 --bits 64 --k 10
 	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2
+	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2 --precision bf16
 
 DEMO_OUT ?= out/demo
 demo: deps $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo.sh $(BUILD)/endoret
+
+# Real data: Kvasir-SEG copy detection (needs ../shared/data/kvasir_seg; ~20-25 min on 2 cores).
+KVASIR_OUT ?= out/kvasir_reid
+kvasir-reid: deps $(BUILD)/endoret
+	KVASIR_OUT=$(KVASIR_OUT) sh configs/kvasir_reid.sh $(BUILD)/endoret
 
 clean:
 	rm -rf build
