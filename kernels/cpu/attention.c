@@ -33,33 +33,37 @@ static void scores(int b, int h, int Tq, int Tk, int D, float scale, const float
     }
 }
 
+/* In-place softmax of one score row; returns its log-sum-exp (+inf for a fully masked row, whose
+ * output is 0 and which gets no gradient). Reference for softmax_row_avx512. */
+static float softmax_row_ref(float *sr, int Tk) {
+    float m = -INFINITY;
+    #pragma omp simd reduction(max : m)
+    for (int j = 0; j < Tk; j++) m = sr[j] > m ? sr[j] : m;
+    if (m == -INFINITY) {
+        for (int j = 0; j < Tk; j++) sr[j] = 0.0f;
+        return INFINITY;
+    }
+    #pragma omp simd
+    for (int j = 0; j < Tk; j++) sr[j] = exp_vec(sr[j] - m);
+    double s = 0;
+    #pragma omp simd reduction(+ : s)
+    for (int j = 0; j < Tk; j++) s += sr[j];
+    float inv = (float)(1.0 / s);
+    #pragma omp simd
+    for (int j = 0; j < Tk; j++) sr[j] *= inv;
+    return m + (float)log(s);
+}
+
 static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const float *q,
                          const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                          const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                          float *o, const int64_t *os, float *lse, float *S, int H) {
     scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, S);
     float *lrow = lse + ((int64_t)b * H + h) * Tq;
-    for (int i = 0; i < Tq; i++) {
-        float *sr = S + (int64_t)i * Tk;
-        float m = -INFINITY;
-        #pragma omp simd reduction(max : m)
-        for (int j = 0; j < Tk; j++) m = sr[j] > m ? sr[j] : m;
-        if (m == -INFINITY) { /* fully masked row: output 0, no gradient */
-            for (int j = 0; j < Tk; j++) sr[j] = 0.0f;
-            lrow[i] = INFINITY;
-            continue;
-        }
-        double s = 0;
-        #pragma omp simd reduction(+ : s)
-        for (int j = 0; j < Tk; j++) {
-            float e = exp_vec(sr[j] - m);
-            sr[j] = e;
-            s += e;
-        }
-        float inv = (float)(1.0 / s);
-        #pragma omp simd
-        for (int j = 0; j < Tk; j++) sr[j] *= inv;
-        lrow[i] = m + (float)log(s);
+    if (cpu_simd()) {
+        for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_avx512(S + (int64_t)i * Tk, Tk);
+    } else {
+        for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_ref(S + (int64_t)i * Tk, Tk);
     }
     sgemm(0, 0, Tq, D, Tk, 1.0f, S, Tk, v + b * vs[0] + h * vs[1], (int)vs[2], 0.0f,
           o + b * os[0] + h * os[1], (int)os[2]);

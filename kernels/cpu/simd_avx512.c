@@ -1,0 +1,141 @@
+/* simd_avx512.c — AVX-512 versions of the transcendental-heavy elementwise kernels: exact-erf GELU
+ * forward/backward and the softmax row of attention. Compiled with a target attribute (like
+ * gemm_ukr_avx512.c), so a generic x86-64 build still contains them; callers use them only when
+ * cpu_simd() (run-time CPU check) says so. The scalar references are erf_pw / exp_vec in
+ * cpu_kernels.h and the loops that call these functions; tests/kernels/test_simd.c compares them.
+ * Same algorithms as the references (same polynomials, same range reduction), FMA where the
+ * references round twice, so results agree to ~1 ulp, and every element depends only on its own
+ * input: results do not depend on the thread count. */
+#include <stdlib.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_internal.h"
+
+int cpu_simd(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *e = getenv("ENDORET_NO_SIMD");
+        cached = cpu_has_avx512() && !(e && *e && *e != '0');
+    }
+    return cached;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,fma")
+#include <immintrin.h>
+
+/* exp_vec of cpu_kernels.h on 16 lanes: n = round(x / ln2), r = x - n ln2 (two-part ln2),
+ * degree-6 Taylor polynomial, times 2^n by scalef. 0 below -87.3, +inf above 88.7, NaN kept. */
+static inline __m512 exp16(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(88.7f), lo = _mm512_set1_ps(-87.3f);
+    __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x)); /* NaN passes through (second operand) */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.3888889e-3f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3333333e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1666667e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666667e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 y = _mm512_scalef_ps(p, n);
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+}
+
+/* erf_pw on 16 lanes: each lane's piece index selects its coefficients with a permute. */
+static inline __m512 erf16(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 a = _mm512_andnot_ps(sign, x);
+    __m512 ac = _mm512_min_ps(_mm512_set1_ps(4.0f), a); /* NaN passes through */
+    __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(ac, ac));
+    __mmask16 first = _mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512());
+    __m512 ctr = _mm512_fmadd_ps(_mm512_cvtepi32_ps(k), _mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
+    __m512 z = _mm512_mask_blend_ps(first, _mm512_sub_ps(ac, ctr), _mm512_mul_ps(ac, ac));
+    __m512 r = _mm512_permutexvar_ps(k, _mm512_loadu_ps(erf_poly[ERF_DEG]));
+    for (int j = ERF_DEG - 1; j >= 0; j--)
+        r = _mm512_fmadd_ps(r, z, _mm512_permutexvar_ps(k, _mm512_loadu_ps(erf_poly[j])));
+    r = _mm512_mask_mul_ps(r, first, r, ac);
+    return _mm512_or_ps(r, _mm512_and_ps(sign, x)); /* erf is odd */
+}
+
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+void erf_avx512(int64_t n, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, erf16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+#define SQRT1_2 0.70710678118654752f
+#define INV_SQRT_2PI 0.39894228040143268f
+
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+void gelu_forward_avx512(int64_t n, const float *x, float *y) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), s = _mm512_set1_ps(SQRT1_2);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 e = erf16(_mm512_mul_ps(v, s));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+    }
+}
+
+/* gx += gy * (Phi(x) + x phi(x)), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi) */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+void gelu_backward_avx512(int64_t n, const float *x, const float *gy, float *gx) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), s = _mm512_set1_ps(SQRT1_2);
+    const __m512 mhalf = _mm512_set1_ps(-0.5f), c = _mm512_set1_ps(INV_SQRT_2PI);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(one, erf16(_mm512_mul_ps(v, s))));
+        __m512 pdf = _mm512_mul_ps(c, exp16(_mm512_mul_ps(_mm512_mul_ps(mhalf, v), v)));
+        __m512 d = _mm512_fmadd_ps(v, pdf, cdf);
+        __m512 g = _mm512_maskz_loadu_ps(m, gy + i), o = _mm512_maskz_loadu_ps(m, gx + i);
+        _mm512_mask_storeu_ps(gx + i, m, _mm512_fmadd_ps(g, d, o));
+    }
+}
+
+/* Row max, exp(s - max) stored with a 16-lane float sum (fixed order), scale by 1/sum. */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+float softmax_row_avx512(float *s, int64_t n) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mx = ninf;
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(ninf, m, s + j));
+    }
+    float rm = _mm512_reduce_max_ps(mx);
+    if (rm == -INFINITY) { /* fully masked row: output 0, no gradient */
+        for (int64_t j = 0; j < n; j++) s[j] = 0.0f;
+        return INFINITY;
+    }
+    const __m512 vm = _mm512_set1_ps(rm);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, m, s + j), vm)));
+        _mm512_mask_storeu_ps(s + j, m, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    const __m512 inv = _mm512_set1_ps(1.0f / sum);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+    }
+    return rm + logf(sum);
+}
+
+#pragma GCC pop_options
+#else
+/* Not x86-64 GCC/Clang: cpu_has_avx512() is 0, so these are never called. */
+void erf_avx512(int64_t n, const float *x, float *y) { (void)n; (void)x; (void)y; }
+void gelu_forward_avx512(int64_t n, const float *x, float *y) { (void)n; (void)x; (void)y; }
+void gelu_backward_avx512(int64_t n, const float *x, const float *gy, float *gx) { (void)n; (void)x; (void)gy; (void)gx; }
+float softmax_row_avx512(float *s, int64_t n) { (void)s; (void)n; return 0.0f; }
+#endif
