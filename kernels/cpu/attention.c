@@ -102,9 +102,11 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
         float l = lrow[i];
         #pragma omp simd
         for (int j = 0; j < Tk; j++) pr[j] = exp_vec(pr[j] - l); /* exp(-inf) = 0 for masked */
-        double s = 0;
-        for (int d = 0; d < D; d++) s += (double)gob[i * gos[2] + d] * ob[i * os[2] + d];
-        Di[i] = (float)s;
+        const float *gr = gob + i * gos[2], *orow = ob + i * os[2];
+        float s = 0; /* D terms: float lanes are plenty, and a fixed order per row */
+        #pragma omp simd reduction(+ : s)
+        for (int d = 0; d < D; d++) s += gr[d] * orow[d];
+        Di[i] = s;
     }
     const float *vb = v + b * vs[0] + h * vs[1];
     if (gv) /* dV += P^T dO */

@@ -1,6 +1,7 @@
 /* backend_cpu.c — the CPU op table, storage functions and strided data movement. */
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
@@ -61,33 +62,48 @@ void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int
     int nd = cpu_coalesce(ndim, shape, st, 2);
     int64_t inner = shape[nd - 1], sx = xs[nd - 1], sy = ys[nd - 1], outer = 1;
     for (int i = 0; i < nd - 1; i++) outer *= shape[i];
-    /* blocks of at most CHUNK inner elements, so one long row still spreads over threads */
+    /* Blocks of at most CHUNK inner elements, so one long row still spreads over threads. Each
+     * thread takes a contiguous range of blocks and walks the outer index with a carry counter
+     * (one div/mod per thread, not per block: rows of e.g. 64 floats in a head split/merge). */
     const int64_t CHUNK = 8192;
-    int64_t nchunk = (inner + CHUNK - 1) / CHUNK;
-    #pragma omp parallel for if (outer * inner > CPU_PAR_MIN)
-    for (int64_t blk = 0; blk < outer * nchunk; blk++) {
-        int64_t o = blk / nchunk, c0 = (blk % nchunk) * CHUNK;
-        int64_t len = inner - c0 < CHUNK ? inner - c0 : CHUNK;
-        int64_t xo = c0 * sx, yo = c0 * sy, r = o;
+    int64_t nchunk = (inner + CHUNK - 1) / CHUNK, nblk = outer * nchunk;
+    #pragma omp parallel if (outer * inner > CPU_PAR_MIN)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t b0 = nblk * t / nt, b1 = nblk * (t + 1) / nt;
+        int64_t idx[ER_MAX_DIMS + 1], xo = 0, yo = 0, r = b0 / nchunk, ch = b0 % nchunk;
         for (int d = nd - 2; d >= 0; d--) {
-            int64_t c = r % shape[d];
+            idx[d] = r % shape[d];
             r /= shape[d];
-            xo += c * xs[d];
-            yo += c * ys[d];
+            xo += idx[d] * xs[d];
+            yo += idx[d] * ys[d];
         }
-        const float *xp = x + xo;
-        float *yp = y + yo;
-        if (sx == 1 && sy == 1) {
-            if (accumulate) {
-                #pragma omp simd
-                for (int64_t i = 0; i < len; i++) yp[i] += xp[i];
+        for (int64_t blk = b0; blk < b1; blk++) {
+            int64_t c0 = ch * CHUNK, len = inner - c0 < CHUNK ? inner - c0 : CHUNK;
+            const float *xp = x + xo + c0 * sx;
+            float *yp = y + yo + c0 * sy;
+            if (sx == 1 && sy == 1) {
+                if (accumulate) {
+                    #pragma omp simd
+                    for (int64_t i = 0; i < len; i++) yp[i] += xp[i];
+                } else {
+                    memcpy(yp, xp, (size_t)len * sizeof(float));
+                }
+            } else if (accumulate) {
+                for (int64_t i = 0; i < len; i++) yp[i * sy] += xp[i * sx];
             } else {
-                memcpy(yp, xp, (size_t)len * sizeof(float));
+                for (int64_t i = 0; i < len; i++) yp[i * sy] = xp[i * sx];
             }
-        } else if (accumulate) {
-            for (int64_t i = 0; i < len; i++) yp[i * sy] += xp[i * sx];
-        } else {
-            for (int64_t i = 0; i < len; i++) yp[i * sy] = xp[i * sx];
+            if (++ch < nchunk) continue;
+            ch = 0;
+            for (int d = nd - 2; d >= 0; d--) { /* next outer index, with carry */
+                xo += xs[d];
+                yo += ys[d];
+                if (++idx[d] < shape[d]) break;
+                xo -= xs[d] * shape[d];
+                yo -= ys[d] * shape[d];
+                idx[d] = 0;
+            }
         }
     }
 }
