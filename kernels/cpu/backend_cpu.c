@@ -123,15 +123,11 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
         int64_t rows = 1, cols = 1;
         for (int i = 0; i < lead; i++) rows *= xshape[i];
         for (int i = lead; i < ndim; i++) cols *= xshape[i];
-        if (!accumulate) {
-            cpu_reduce(RED_SUM, 1, rows, cols, x, y, NULL);
-            return;
-        }
-        float buf[1024];
-        for (int64_t c0 = 0; c0 < cols; c0 += 1024) { /* reduce into a stack buffer, then add */
-            int64_t cl = cols - c0 < 1024 ? cols - c0 : 1024;
-            cpu_reduce_strided_cols(rows, cols, cl, x + c0, buf);
-            for (int64_t c = 0; c < cl; c++) y[c0 + c] += buf[c];
+        float *buf = accumulate ? xmalloc_aligned(sizeof(float) * (size_t)(cols ? cols : 1)) : y;
+        cpu_reduce_strided_cols(rows, cols, cols, x, buf);
+        if (accumulate) {
+            for (int64_t c = 0; c < cols; c++) y[c] += buf[c];
+            free(buf);
         }
         return;
     }
@@ -175,21 +171,53 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
     (void)ysx;
 }
 
-/* out[c] = sum_r x[r * ld + c], c < ncols (double accumulation, column blocks in parallel). */
+/* out[c] = sum_r x[r * ld + c], c < ncols. Rows go in fixed blocks of RED_RB: each block sums its
+ * rows in order into a float partial row (unit stride, one pass over x), then each column adds
+ * the block partials in block order in double. The blocks do not depend on the thread count, so
+ * the result does not either. */
+#define RED_RB 64
+
 void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out) {
-    const int64_t CB = 64;
-    int64_t nb = (ncols + CB - 1) / CB;
-    #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t c0 = b * CB, cl = ncols - c0 < CB ? ncols - c0 : CB;
-        double acc[64] = {0};
+    if (ncols <= 0) return;
+    int64_t nblk = (rows + RED_RB - 1) / RED_RB;
+    if (nblk <= 1) { /* one block: sum straight in double */
+        double *acc = xcalloc((size_t)ncols, sizeof(double));
         for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * ld + c0;
+            const float *xr = x + r * ld;
             #pragma omp simd
-            for (int64_t c = 0; c < cl; c++) acc[c] += xr[c];
+            for (int64_t c = 0; c < ncols; c++) acc[c] += xr[c];
+        }
+        for (int64_t c = 0; c < ncols; c++) out[c] = (float)acc[c];
+        free(acc);
+        return;
+    }
+    float *part = xmalloc_aligned(sizeof(float) * (size_t)(nblk * ncols));
+    #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
+    for (int64_t b = 0; b < nblk; b++) {
+        float *p = part + b * ncols;
+        int64_t r0 = b * RED_RB, r1 = r0 + RED_RB < rows ? r0 + RED_RB : rows;
+        const float *x0 = x + r0 * ld;
+        #pragma omp simd
+        for (int64_t c = 0; c < ncols; c++) p[c] = x0[c];
+        for (int64_t r = r0 + 1; r < r1; r++) {
+            const float *xr = x + r * ld;
+            #pragma omp simd
+            for (int64_t c = 0; c < ncols; c++) p[c] += xr[c];
+        }
+    }
+    const int64_t CB = 256;
+    #pragma omp parallel for if (nblk * ncols > CPU_PAR_MIN)
+    for (int64_t c0 = 0; c0 < ncols; c0 += CB) {
+        int64_t cl = ncols - c0 < CB ? ncols - c0 : CB;
+        double acc[256] = {0};
+        for (int64_t b = 0; b < nblk; b++) {
+            const float *p = part + b * ncols + c0;
+            #pragma omp simd
+            for (int64_t c = 0; c < cl; c++) acc[c] += p[c];
         }
         for (int64_t c = 0; c < cl; c++) out[c0 + c] = (float)acc[c];
     }
+    free(part);
 }
 
 const er_backend backend_cpu = {

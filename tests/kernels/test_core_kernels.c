@@ -156,3 +156,35 @@ Test(kernels_core, copy_strided_matches_naive_for_permutes_and_threads) {
             free(x), free(y0), free(y1), free(y2), free(yr), free(z1), free(zr);
         }
 }
+
+Test(kernels_core, sum_to_bias_gradient_matches_naive_and_threads) {
+    /* y keeps a suffix of x's dims (the bias-gradient case): fixed row blocks + partial sums */
+    const struct { int nd; int64_t xs[3], ys[3]; } cases[] = {
+        {2, {517, 130}, {1, 130}}, {2, {64, 3}, {1, 3}}, {2, {65, 1}, {1, 1}},
+        {3, {3, 200, 7}, {1, 1, 7}}, {3, {4, 33, 1536}, {1, 33, 1536}}, {2, {1, 9}, {1, 9}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int acc = 0; acc < 2; acc++) {
+            int nd = cases[k].nd;
+            int64_t n = 1, m = 1;
+            for (int d = 0; d < nd; d++) {
+                n *= cases[k].xs[d];
+                m *= cases[k].ys[d];
+            }
+            float *x = rnd(n, 31), *y0 = rnd(m, 32), *y1 = dup(y0, m), *y2 = dup(y0, m);
+            int nt = omp_get_max_threads();
+            omp_set_num_threads(1);
+            cpu_sum_to(nd, cases[k].xs, x, cases[k].ys, y1, acc);
+            omp_set_num_threads(2);
+            cpu_sum_to(nd, cases[k].xs, x, cases[k].ys, y2, acc);
+            omp_set_num_threads(nt);
+            cr_assert_eq(memcmp(y1, y2, sizeof(float) * m), 0, "case %zu: 1 vs 2 threads", k);
+            for (int64_t c = 0; c < m; c++) {
+                double s = acc ? y0[c] : 0.0;
+                for (int64_t r = 0; r < n / m; r++) s += x[r * m + c];
+                cr_assert(fabs(y1[c] - s) <= 1e-5 * (1 + sqrt((double)(n / m))), "case %zu acc %d col %lld: %g vs %g",
+                          k, acc, (long long)c, y1[c], s);
+            }
+            free(x), free(y0), free(y1), free(y2);
+        }
+}
