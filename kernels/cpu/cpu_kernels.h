@@ -82,6 +82,14 @@ void gelu_backward_avx512(int64_t n, const float *x, const float *gy, float *gx)
 /* In-place softmax of one row of n floats; returns the row's log-sum-exp (+inf and a zero row
  * when every entry is -inf). */
 float softmax_row_avx512(float *s, int64_t n);
+/* Attention's per-head products for a head width D % 16 == 0, D <= 64 (acc: add to C, else
+ * overwrite). C [M x N] = alpha A B^T, A rows of length D (stride lda), Bt = B^T packed [D][ldb]
+ * with ldb >= N rounded up to 16. */
+void attn_gemm_abt_avx512(int M, int N, int D, float alpha, const float *A, int64_t lda,
+                          const float *Bt, int64_t ldb, float *C, int64_t ldc, int acc);
+/* C [M x D] = alpha A B, A(i, j) = A[i ars + j acs], B [K x D] rows of stride ldb. */
+void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
 void cpu_fill(float *y, int64_t n, float v);
 void cpu_copy_strided(int ndim, const int64_t *shape, const float *x, const int64_t *xs, float *y,

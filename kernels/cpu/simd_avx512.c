@@ -131,6 +131,132 @@ float softmax_row_avx512(float *s, int64_t n) {
     return rm + logf(sum);
 }
 
+/* ---- attention matrix products (D = head width, a multiple of 16, at most 64) ----
+ * Per (batch, head) the products are small (197 x 197 x 64 for ViT at 224^2), where sgemm's
+ * packing and edge tiles cost as much as the arithmetic. These kernels read A elements straight
+ * from their strided rows (one broadcast each) and B rows as whole vectors, so only B^T of the
+ * "A B^T" form needs packing (once per head, by the caller). */
+
+static inline __mmask16 tail_mask(int n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
+
+/* C[i][j] (+)= alpha sum_d A[i lda + d] Bt[d ldb + j]: MR rows x NV vectors of 16 columns. */
+#define ABT_TILE(MR, NV)                                                                          \
+    static inline void abt_##MR##x##NV(int D, int nc, float alpha, const float *A, int64_t lda,    \
+                                       const float *Bt, int64_t ldb, float *C, int64_t ldc, int acc) { \
+        __m512 c[MR][NV];                                                                         \
+        for (int r = 0; r < MR; r++)                                                              \
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();                           \
+        for (int d = 0; d < D; d++) {                                                             \
+            __m512 b[NV];                                                                         \
+            for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(Bt + d * ldb + 16 * v);           \
+            for (int r = 0; r < MR; r++) {                                                        \
+                __m512 a = _mm512_set1_ps(A[r * lda + d]);                                        \
+                for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);         \
+            }                                                                                     \
+        }                                                                                         \
+        const __m512 al = _mm512_set1_ps(alpha);                                                  \
+        for (int r = 0; r < MR; r++)                                                              \
+            for (int v = 0; v < NV; v++) {                                                        \
+                __mmask16 m = tail_mask(nc - 16 * v);                                             \
+                float *cp = C + r * ldc + 16 * v;                                                 \
+                __m512 o = _mm512_mul_ps(al, c[r][v]);                                            \
+                if (acc) o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(m, cp));                      \
+                _mm512_mask_storeu_ps(cp, m, o);                                                  \
+            }                                                                                     \
+    }
+ABT_TILE(8, 3)
+ABT_TILE(8, 2)
+ABT_TILE(8, 1)
+ABT_TILE(1, 3)
+ABT_TILE(1, 2)
+ABT_TILE(1, 1)
+
+/* C [M x N] (+)= alpha A B^T with A rows of length D (stride lda) and Bt = B^T packed [D][ldb],
+ * ldb >= N rounded up to 16 (columns past N are read, never stored). */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+void attn_gemm_abt_avx512(int M, int N, int D, float alpha, const float *A, int64_t lda,
+                          const float *Bt, int64_t ldb, float *C, int64_t ldc, int acc) {
+    for (int j = 0; j < N; j += 48) {
+        int nc = N - j < 48 ? N - j : 48, nv = (nc + 15) / 16;
+        int i = 0;
+        for (; i + 8 <= M; i += 8) {
+            const float *a = A + i * lda;
+            float *c = C + i * ldc + j;
+            if (nv == 3) abt_8x3(D, nc, alpha, a, lda, Bt + j, ldb, c, ldc, acc);
+            else if (nv == 2) abt_8x2(D, nc, alpha, a, lda, Bt + j, ldb, c, ldc, acc);
+            else abt_8x1(D, nc, alpha, a, lda, Bt + j, ldb, c, ldc, acc);
+        }
+        for (; i < M; i++) {
+            const float *a = A + i * lda;
+            float *c = C + i * ldc + j;
+            if (nv == 3) abt_1x3(D, nc, alpha, a, lda, Bt + j, ldb, c, ldc, acc);
+            else if (nv == 2) abt_1x2(D, nc, alpha, a, lda, Bt + j, ldb, c, ldc, acc);
+            else abt_1x1(D, nc, alpha, a, lda, Bt + j, ldb, c, ldc, acc);
+        }
+    }
+}
+
+/* C[i][0:16 NV] (+)= alpha sum_j A(i, j) B[j ldb + 0:16 NV], A(i, j) = A[i ars + j acs]. */
+#define AB_TILE(MR, NV)                                                                           \
+    static inline void ab_##MR##x##NV(int K, float alpha, const float *A, int64_t ars, int64_t acs, \
+                                      const float *B, int64_t ldb, float *C, int64_t ldc, int acc) { \
+        __m512 c[MR][NV];                                                                         \
+        for (int r = 0; r < MR; r++)                                                              \
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();                           \
+        for (int j = 0; j < K; j++) {                                                             \
+            __m512 b[NV];                                                                         \
+            for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(B + j * ldb + 16 * v);            \
+            for (int r = 0; r < MR; r++) {                                                        \
+                __m512 a = _mm512_set1_ps(A[r * ars + j * acs]);                                  \
+                for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);         \
+            }                                                                                     \
+        }                                                                                         \
+        const __m512 al = _mm512_set1_ps(alpha);                                                  \
+        for (int r = 0; r < MR; r++)                                                              \
+            for (int v = 0; v < NV; v++) {                                                        \
+                float *cp = C + r * ldc + 16 * v;                                                 \
+                __m512 o = _mm512_mul_ps(al, c[r][v]);                                            \
+                if (acc) o = _mm512_add_ps(o, _mm512_loadu_ps(cp));                               \
+                _mm512_storeu_ps(cp, o);                                                          \
+            }                                                                                     \
+    }
+AB_TILE(6, 4)
+AB_TILE(6, 3)
+AB_TILE(6, 2)
+AB_TILE(6, 1)
+AB_TILE(1, 4)
+AB_TILE(1, 3)
+AB_TILE(1, 2)
+AB_TILE(1, 1)
+
+/* C [M x D] (+)= alpha A B, A(i, j) = A[i ars + j acs] (a row-major A or a transposed view),
+ * B [K x D] with rows of stride ldb; D a multiple of 16, at most 64. */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    int nv = D / 16, i = 0;
+    for (; i + 6 <= M; i += 6) {
+        const float *a = A + i * ars;
+        float *c = C + i * ldc;
+        switch (nv) {
+        case 4: ab_6x4(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        case 3: ab_6x3(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        case 2: ab_6x2(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        default: ab_6x1(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        }
+    }
+    for (; i < M; i++) {
+        const float *a = A + i * ars;
+        float *c = C + i * ldc;
+        switch (nv) {
+        case 4: ab_1x4(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        case 3: ab_1x3(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        case 2: ab_1x2(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        default: ab_1x1(K, alpha, a, ars, acs, B, ldb, c, ldc, acc); break;
+        }
+    }
+}
+
 #pragma GCC pop_options
 #else
 /* Not x86-64 GCC/Clang: cpu_has_avx512() is 0, so these are never called. */
@@ -138,4 +264,12 @@ void erf_avx512(int64_t n, const float *x, float *y) { (void)n; (void)x; (void)y
 void gelu_forward_avx512(int64_t n, const float *x, float *y) { (void)n; (void)x; (void)y; }
 void gelu_backward_avx512(int64_t n, const float *x, const float *gy, float *gx) { (void)n; (void)x; (void)gy; (void)gx; }
 float softmax_row_avx512(float *s, int64_t n) { (void)s; (void)n; return 0.0f; }
+void attn_gemm_abt_avx512(int M, int N, int D, float alpha, const float *A, int64_t lda,
+                          const float *Bt, int64_t ldb, float *C, int64_t ldc, int acc) {
+    (void)M, (void)N, (void)D, (void)alpha, (void)A, (void)lda, (void)Bt, (void)ldb, (void)C, (void)ldc, (void)acc;
+}
+void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    (void)M, (void)D, (void)K, (void)alpha, (void)A, (void)ars, (void)acs, (void)B, (void)ldb, (void)C, (void)ldc, (void)acc;
+}
 #endif

@@ -24,6 +24,13 @@ static double ulps(float got, double want) {
     return fabs((double)got - want) / sp;
 }
 
+static float *rnd_buf(int64_t n, uint32_t seed) {
+    float *p = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    rng_t r = rng_make(seed, 0);
+    for (int64_t i = 0; i < n; i++) p[i] = rng_normal(&r);
+    return p;
+}
+
 static float gelu_ref(float x) { return 0.5f * x * (1.0f + erf_pw(x * 0.70710678118654752f)); }
 static float gelu_d_ref(float x) {
     return 0.5f * (1.0f + erf_pw(x * 0.70710678118654752f)) + x * 0.39894228040143268f * exp_vec(-0.5f * x * x);
@@ -180,4 +187,59 @@ Test(kernels_simd, gelu_kernels_same_for_1_and_2_threads) {
     cr_expect_eq(memcmp(y1, y2, sizeof(float) * n), 0);
     cr_expect_eq(memcmp(g1, g2, sizeof(float) * n), 0);
     free(x), free(y1), free(y2), free(g1), free(g2);
+}
+
+/* The per-head attention products against naive double loops: odd M/N/K (row and column tails),
+ * padded row strides, a transposed A, overwrite and accumulate. */
+Test(kernels_simd, attention_head_products_match_naive) {
+    NEED_AVX512();
+    const int dims[][3] = {{1, 1, 16}, {9, 53, 64}, {8, 48, 32}, {17, 97, 48}, {197, 197, 64}, {6, 5, 16}};
+    for (size_t t = 0; t < sizeof dims / sizeof *dims; t++)
+        for (int acc = 0; acc < 2; acc++) {
+            int M = dims[t][0], N = dims[t][1], D = dims[t][2];
+            int64_t lda = D + 3, ldb = D + 5, ldc = N + 2, ldt = (N + 15) / 16 * 16;
+            float *A = rnd_buf(M * lda, 41), *B = rnd_buf(N * ldb, 42), *C = rnd_buf(M * ldc, 43);
+            float *C0 = xmalloc(sizeof(float) * M * ldc), *Bt = xcalloc(D * ldt, sizeof(float));
+            memcpy(C0, C, sizeof(float) * M * ldc);
+            for (int j = 0; j < N; j++)
+                for (int d = 0; d < D; d++) Bt[d * ldt + j] = B[j * ldb + d];
+            attn_gemm_abt_avx512(M, N, D, 0.7f, A, lda, Bt, ldt, C, ldc, acc);
+            for (int i = 0; i < M; i++) {
+                for (int j = 0; j < N; j++) {
+                    double s = 0, sa = 0; /* tolerance: float rounding of a D-term sum, ~ eps sum |a b| */
+                    for (int d = 0; d < D; d++) {
+                        s += (double)A[i * lda + d] * B[j * ldb + d];
+                        sa += fabs((double)A[i * lda + d] * B[j * ldb + d]);
+                    }
+                    double want = 0.7 * s + (acc ? C0[i * ldc + j] : 0.0);
+                    cr_assert(fabs(C[i * ldc + j] - want) <= 2e-6 * (0.7 * sa + fabs(want)) + 1e-30, "abt %dx%dx%d acc %d (%d,%d): %g vs %g",
+                              M, N, D, acc, i, j, C[i * ldc + j], want);
+                }
+                for (int64_t j = N; j < ldc; j++) cr_assert_eq(C[i * ldc + j], C0[i * ldc + j]); /* padding untouched */
+            }
+            /* C2 [M x D] = alpha op(P) B2, P [M x N] (or its transpose [N x M]), B2 [N x D] rows of stride ldb */
+            for (int trans = 0; trans < 2; trans++) {
+                int64_t ldp = trans ? M + 1 : N + 1, ldo = D + 4;
+                float *P = rnd_buf((trans ? N : M) * ldp, 44), *O = rnd_buf(M * ldo, 45);
+                float *O0 = xmalloc(sizeof(float) * M * ldo);
+                memcpy(O0, O, sizeof(float) * M * ldo);
+                attn_gemm_ab_avx512(M, D, N, 1.3f, P, trans ? 1 : ldp, trans ? ldp : 1, B, ldb, O, ldo, acc);
+                for (int i = 0; i < M; i++) {
+                    for (int d = 0; d < D; d++) {
+                        double s = 0, sa = 0;
+                        for (int j = 0; j < N; j++) {
+                            double t = (double)(trans ? P[j * ldp + i] : P[i * ldp + j]) * B[j * ldb + d];
+                            s += t;
+                            sa += fabs(t);
+                        }
+                        double want = 1.3 * s + (acc ? O0[i * ldo + d] : 0.0);
+                        cr_assert(fabs(O[i * ldo + d] - want) <= 2e-6 * (1.3 * sa + fabs(want)) + 1e-30, "ab trans %d %dx%dx%d acc %d: %g vs %g",
+                                  trans, M, D, N, acc, O[i * ldo + d], want);
+                    }
+                    for (int64_t d = D; d < ldo; d++) cr_assert_eq(O[i * ldo + d], O0[i * ldo + d]);
+                }
+                free(P), free(O), free(O0);
+            }
+            free(A), free(B), free(C), free(C0), free(Bt);
+        }
 }

@@ -86,6 +86,12 @@ Test(nn_attention, forward_matches_naive_softmax) {
     run_case(2, 3, 17, 5, 3, MASK_ADD, 3, 1);
     run_case(1, 2, 5, 17, 4, MASK_BOOL, 4, 1);
     run_case(3, 1, 3, 3, 16, MASK_NONE, 5, 1);
+    /* head widths of the AVX-512 per-head products (D % 16 == 0, <= 64): row tails (not a
+     * multiple of 8 or 6), column tails (not a multiple of 48 or 16), masks */
+    run_case(1, 2, 9, 53, 64, MASK_NONE, 7, 1);
+    run_case(2, 1, 14, 7, 32, MASK_ADD, 8, 1);
+    run_case(1, 1, 50, 17, 48, MASK_BOOL, 9, 1);
+    run_case(1, 1, 1, 49, 64, MASK_NONE, 10, 0);
 }
 
 Test(nn_attention, vit_sized_197_tokens) {
