@@ -28,6 +28,11 @@ static int fast_head(int D) {
 static float *pack_transposed(int N, int D, const float *B, int64_t ldb, int64_t *ld) {
     int64_t l = (N + 15) / 16 * 16;
     float *t = xmalloc_aligned(sizeof(float) * (size_t)(D * l));
+    *ld = l;
+    if (cpu_simd() && (int64_t)N * ldb < INT32_MAX) { /* gather offsets are 32-bit */
+        pack_transposed_avx512(N, D, B, ldb, t, l);
+        return t;
+    }
     for (int j = 0; j < N; j++)
         for (int d = 0; d < D; d++) t[d * l + j] = B[j * ldb + d];
     for (int d = 0; d < D; d++)

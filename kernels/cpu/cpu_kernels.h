@@ -87,6 +87,8 @@ float softmax_row_avx512(float *s, int64_t n);
  * with ldb >= N rounded up to 16. */
 void attn_gemm_abt_avx512(int M, int N, int D, float alpha, const float *A, int64_t lda,
                           const float *Bt, int64_t ldb, float *C, int64_t ldc, int acc);
+/* Bt [D][ldt] = B^T of [N x D] rows of stride ldb; ldt a multiple of 16 >= N, padding zeroed. */
+void pack_transposed_avx512(int N, int D, const float *B, int64_t ldb, float *Bt, int64_t ldt);
 /* C [M x D] = alpha A B, A(i, j) = A[i ars + j acs], B [K x D] rows of stride ldb. */
 void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
