@@ -54,16 +54,36 @@ static const float erf_poly[ERF_DEG + 1][16] = {
     {0.000108199747f, -0.0265828297f, 0.0205977373f, 0.00904949475f, -0.00277956505f, -0.00166785053f, -0.000273758429f, -2.06924215e-05f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
 };
 
+/* m ? a : b for an all-ones / all-zeros mask m, as bit operations: GCC if-converts no branch with
+ * floating-point arithmetic in it (it may trap), and sinks arithmetic into ?: arms, so loops over
+ * erf_pw would not vectorise with plain ?: selects. */
+static inline float erf_sel(uint32_t m, float a, float b) {
+    uint32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    ia = (ia & m) | (ib & ~m);
+    memcpy(&a, &ia, sizeof a);
+    return a;
+}
+
 static inline float erf_pw(float x) {
     float a = fabsf(x);
-    if (!(a == a)) return x; /* NaN */
-    float ac = a > 4.0f ? 4.0f : a;
+    uint32_t ab;
+    memcpy(&ab, &a, sizeof ab);
+    float ac = erf_sel(0u - (uint32_t)(ab < 0x40800000u), a, 4.0f); /* min(a, 4); NaN -> 4 */
     int k = (int)(ac * 2.0f);
-    float z = k == 0 ? ac * ac : ac - (0.5f * (float)k + 0.25f);
-    float r = erf_poly[ERF_DEG][k];
-    for (int j = ERF_DEG - 1; j >= 0; j--) r = r * z + erf_poly[j][k];
-    if (k == 0) r *= ac;
-    return x < 0 ? -r : r;
+    uint32_t first = 0u - (uint32_t)(k == 0);
+    float z = erf_sel(first, ac * ac, ac - (0.5f * (float)k + 0.25f));
+    float r = erf_poly[6][k];
+    r = r * z + erf_poly[5][k];
+    r = r * z + erf_poly[4][k];
+    r = r * z + erf_poly[3][k];
+    r = r * z + erf_poly[2][k];
+    r = r * z + erf_poly[1][k];
+    r = r * z + erf_poly[0][k];
+    r = erf_sel(first, r * ac, r);
+    r = copysignf(r, x);                          /* erf is odd */
+    return erf_sel(0u - (uint32_t)(x != x), x, r); /* NaN in, NaN out */
 }
 
 /* Below this many elements a kernel runs single-threaded (thread start-up costs more). */
