@@ -96,6 +96,11 @@ int cpu_coalesce(int ndim, int64_t *shape, int64_t *const *strides, int nstr);
 /* AVX-512 versions (simd_avx512.c), used when cpu_simd() says the CPU has AVX-512 F/VL/DQ/BW and
  * ENDORET_NO_SIMD is unset. Each has a scalar reference next to its caller; tests compare the two. */
 int cpu_simd(void);
+/* AVX2 + FMA (and ENDORET_NO_SIMD unset): GELU kernels for CPUs without AVX-512 */
+int cpu_simd_avx2(void);
+void erf_avx2(int64_t n, const float *x, float *y);
+void gelu_forward_avx2(int64_t n, const float *x, float *y);
+void gelu_backward_avx2(int64_t n, const float *x, const float *gy, float *gx); /* gx += */
 void erf_avx512(int64_t n, const float *x, float *y); /* erf_pw on arrays (for tests) */
 void gelu_forward_avx512(int64_t n, const float *x, float *y);
 void gelu_backward_avx512(int64_t n, const float *x, const float *gy, float *gx); /* gx += */

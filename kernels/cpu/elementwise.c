@@ -107,12 +107,14 @@ static inline float gelu_d(float x) {
 #define SIMD_CHUNK 8192 /* elements per parallel block (a multiple of 16) */
 
 void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float beta) {
-    if (op == UN_GELU && cpu_simd()) {
+    if (op == UN_GELU && (cpu_simd() || cpu_simd_avx2())) {
         int64_t nb = (n + SIMD_CHUNK - 1) / SIMD_CHUNK;
+        int wide = cpu_simd();
         #pragma omp parallel for if (n > CPU_PAR_MIN)
         for (int64_t b = 0; b < nb; b++) {
             int64_t i0 = b * SIMD_CHUNK, len = n - i0 < SIMD_CHUNK ? n - i0 : SIMD_CHUNK;
-            gelu_forward_avx512(len, x + i0, y + i0);
+            if (wide) gelu_forward_avx512(len, x + i0, y + i0);
+            else gelu_forward_avx2(len, x + i0, y + i0);
         }
         return;
     }
@@ -141,12 +143,14 @@ void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float b
 
 void cpu_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy, float *gx,
                         float alpha, float beta) {
-    if (op == UN_GELU && cpu_simd()) {
+    if (op == UN_GELU && (cpu_simd() || cpu_simd_avx2())) {
         int64_t nb = (n + SIMD_CHUNK - 1) / SIMD_CHUNK;
+        int wide = cpu_simd();
         #pragma omp parallel for if (n > CPU_PAR_MIN)
         for (int64_t b = 0; b < nb; b++) {
             int64_t i0 = b * SIMD_CHUNK, len = n - i0 < SIMD_CHUNK ? n - i0 : SIMD_CHUNK;
-            gelu_backward_avx512(len, x + i0, gy + i0, gx + i0);
+            if (wide) gelu_backward_avx512(len, x + i0, gy + i0, gx + i0);
+            else gelu_backward_avx2(len, x + i0, gy + i0, gx + i0);
         }
         return;
     }

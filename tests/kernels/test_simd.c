@@ -243,3 +243,59 @@ Test(kernels_simd, attention_head_products_match_naive) {
             free(A), free(B), free(C), free(C0), free(Bt);
         }
 }
+
+/* The AVX2 GELU kernels (CPUs without AVX-512) against the same references. */
+Test(kernels_simd, avx2_erf_and_gelu_match_reference) {
+    if (!cpu_has_avx2_fma()) cr_skip_test("CPU without AVX2/FMA");
+    int64_t n = 0, cap = 3000000;
+    float *x = xmalloc(sizeof(float) * cap), *y = xmalloc(sizeof(float) * cap);
+    for (float v = 1e-30f; v < 1e-2f; v *= 1.001f) x[n++] = v;
+    for (float v = 1e-2f; v <= 4.5f && n < cap / 2 - 8;) {
+        x[n++] = v;
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        b += 256;
+        memcpy(&v, &b, 4);
+    }
+    int64_t npos = n;
+    for (int64_t i = 0; i < npos; i++) x[n++] = -x[i];
+    x[n++] = 0.0f;
+    x[n++] = INFINITY;
+    x[n++] = -INFINITY;
+    x[n++] = NAN;
+    erf_avx2(n, x, y);
+    double worst = 0;
+    for (int64_t i = 0; i < n - 4; i++) worst = fmax(worst, ulps(y[i], erf((double)x[i])));
+    cr_log_info("erf_avx2: max %.2f ulp over %lld inputs", worst, (long long)n);
+    cr_expect_leq(worst, 3.0, "erf_avx2 max error %.2f ulp", worst);
+    cr_expect_eq(y[n - 4], 0.0f);
+    cr_expect_eq(y[n - 3], 1.0f);
+    cr_expect_eq(y[n - 2], -1.0f);
+    cr_expect(isnan(y[n - 1]));
+    /* GELU forward/backward on odd lengths, unaligned */
+    const int64_t lens[] = {1, 7, 8, 9, 1001};
+    rng_t r = rng_make(13, 0);
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        int64_t m = lens[li];
+        float *xv = xmalloc(sizeof(float) * (m + 1)), *yv = xmalloc(sizeof(float) * (m + 1));
+        float *gy = xmalloc(sizeof(float) * (m + 1)), *gx = xmalloc(sizeof(float) * (m + 1)), *g0 = xmalloc(sizeof(float) * (m + 1));
+        for (int64_t i = 0; i <= m; i++) {
+            xv[i] = 4.0f * rng_normal(&r);
+            gy[i] = rng_normal(&r);
+            gx[i] = g0[i] = rng_normal(&r);
+            yv[i] = 999.0f;
+        }
+        gelu_forward_avx2(m, xv + 1 - 1, yv);
+        gelu_backward_avx2(m, xv, gy, gx);
+        for (int64_t i = 0; i < m; i++) {
+            float v = xv[i], want = gelu_ref(v), gw = g0[i] + gy[i] * gelu_d_ref(v);
+            cr_assert(fabsf(yv[i] - want) <= 2e-7f * (fabsf(want) + fabsf(v)) + 1e-37f, "avx2 gelu(%g) %g vs %g", v, yv[i], want);
+            cr_assert(fabsf(gx[i] - gw) <= 1e-6f * fabsf(gw) + 3e-7f * (1.0f + fabsf(v)) * fabsf(gy[i]) + 1e-30f,
+                      "avx2 gelu'(%g) %g vs %g", v, gx[i], gw);
+        }
+        cr_assert_eq(yv[m], 999.0f);
+        cr_assert_eq(gx[m], g0[m]);
+        free(xv), free(yv), free(gy), free(gx), free(g0);
+    }
+    free(x), free(y);
+}
