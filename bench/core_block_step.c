@@ -5,17 +5,22 @@
  *      bench/core_block_step.c nn/tensor.c nn/arena.c nn/autograd.c nn/ops_*.c nn/base.c \
  *      nn/rng.c kernels/cpu/backend_cpu.c kernels/cpu/elementwise.c kernels/cpu/reduce.c \
  *      kernels/cpu/norm.c kernels/cpu/index.c kernels/cpu/attention.c kernels/cpu/gemm*.c \
- *      kernels/cpu/cpu_info.c -lm
+ *      kernels/cpu/cpu_info.c kernels/cpu/optim_kernels.c -lm
  *   build/core_block_step [batch] [iters]      (ViT-S block: 197 tokens, width 384, 6 heads)
+ *   build/core_block_step kernels [batch] [iters]   (each non-GEMM CPU kernel alone, ViT-S shapes)
  * Prints the median forward / backward milliseconds, the GFLOP/s of the block's matrix
  * products and attention, images/s for one block, and the arena size after the step. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <omp.h>
 
 #include "nn/arena.h"
 #include "nn/base.h"
 #include "nn/ops.h"
 #include "nn/rng.h"
+#include "kernels/backend.h"
 
 #define T 197
 #define C 384
@@ -35,7 +40,86 @@ static int cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* ---- per-kernel timings: the non-GEMM kernels one ViT-S block calls per step, at its shapes ---- */
+
+static float *randbuf(int64_t n, uint32_t seed) {
+    float *p = xmalloc_aligned((size_t)n * sizeof(float));
+    rng_t r = rng_make(seed, 0);
+    for (int64_t i = 0; i < n; i++) p[i] = rng_normal(&r);
+    return p;
+}
+
+/* CORE_CPUTIME=1: process CPU seconds instead of wall seconds (on a machine shared with other
+ * jobs, CPU time is what the kernel itself consumed; meaningful with 1 thread) */
+static double clock_now(void) {
+    static int cpu = -1;
+    if (cpu < 0) cpu = getenv("CORE_CPUTIME") && atoi(getenv("CORE_CPUTIME")) > 0;
+    if (!cpu) return now_seconds();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+#define TIME_KERNEL(NAME, CALLS, STMT)                                                            \
+    do {                                                                                          \
+        double best = 1e30;                                                                       \
+        for (int it_ = 0; it_ <= iters; it_++) {                                                  \
+            double t0_ = clock_now();                                                             \
+            STMT;                                                                                 \
+            double dt_ = clock_now() - t0_;                                                       \
+            if (it_ && dt_ < best) best = dt_;                                                    \
+        }                                                                                         \
+        printf("  %-34s %8.2f ms  x%-2d per block step = %7.2f ms\n", NAME, best * 1e3, CALLS,   \
+               best * 1e3 * (CALLS));                                                             \
+        total += best * 1e3 * (CALLS);                                                            \
+    } while (0)
+
+static int kernels_main(int B, int iters) {
+    const er_backend *be = backend_get(DEV_CPU);
+    int64_t R = (int64_t)B * T, D = C / H;
+    float *x = randbuf(R * HID, 1), *y = randbuf(R * HID, 2), *g = randbuf(R * HID, 3), *gx = randbuf(R * HID, 4);
+    float *qkv = randbuf(R * 3 * C, 5), *o = randbuf(R * C, 6), *go = randbuf(R * C, 7);
+    float *gqkv = randbuf(R * 3 * C, 8), *w = randbuf(HID, 9), *bb = randbuf(HID, 10), *stats = randbuf(2 * R, 11);
+    float *lse = randbuf((int64_t)B * H * T, 12);
+    float *work = xmalloc_aligned(be->attention_workspace(B, H, T, T, (int)D) * sizeof(float));
+    double total = 0;
+    printf("{\"mode\": \"kernels\", \"batch\": %d, \"threads\": %d}\n", B, omp_get_max_threads());
+    TIME_KERNEL("gelu forward [R,1536]", 1, be->unary(UN_GELU, R * HID, x, y, 0, 0));
+    TIME_KERNEL("gelu backward [R,1536]", 1, be->unary_backward(UN_GELU, R * HID, x, y, g, gx, 0, 0));
+    TIME_KERNEL("layernorm forward [R,384]", 2, be->layernorm(R, C, x, w, bb, 1e-6f, y, stats, stats + R));
+    TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, x, w, stats, stats + R, g, gx, w, bb));
+    int64_t qs[3] = {T * 3 * C, D, 3 * C}, os[3] = {T * C, D, C};
+    TIME_KERNEL("attention forward (softmax+gemm)", 1,
+                be->attention(B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL,
+                              qs, o, os, lse, work));
+    TIME_KERNEL("attention backward (recompute+gemm)", 1,
+                be->attention_backward(B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE,
+                                       NULL, qs, o, os, go, os, lse, gqkv, qs, gqkv + C, qs, gqkv + 2 * C, qs, work));
+    int64_t sh2[2] = {R, C}, st2[2] = {C, 1}, bst[2] = {0, 1};
+    TIME_KERNEL("binary add residual [R,384]", 2, be->binary(BIN_ADD, 2, sh2, x, st2, g, st2, y));
+    TIME_KERNEL("binary add bias in place [R,1536]", 1,
+                be->binary(BIN_ADD, 2, (int64_t[]){R, HID}, y, (int64_t[]){HID, 1}, bb, bst, y));
+    TIME_KERNEL("binary_grad add (accumulate) [R,384]", 4, be->binary_grad(BIN_ADD, 0, 2, sh2, x, st2, g, st2, g, gx, 1));
+    TIME_KERNEL("sum_to bias grad [R,1536]->[1536]", 1,
+                be->sum_to(2, (int64_t[]){R, HID}, g, (int64_t[]){1, HID}, bb, 1));
+    TIME_KERNEL("sum_to bias grad [R,384]->[384] x3", 3, be->sum_to(2, sh2, g, (int64_t[]){1, C}, bb, 1));
+    /* permute backward of the qkv split: [3,B,H,T,D] gradient view added into packed [B,T,3,H,D] */
+    int64_t psh[5] = {3, B, H, T, D}, pxs[5] = {C, T * 3 * C, D, 3 * C, 1}, pys[5] = {(int64_t)B * H * T * D, H * T * D, T * D, D, 1};
+    TIME_KERNEL("copy_strided qkv permute (acc) [R,1152]", 1, be->copy_strided(5, psh, gx, pys, gqkv, pxs, 1));
+    TIME_KERNEL("fill zero [R,1536]", 1, be->fill(gx, R * HID, 0.0f));
+    TIME_KERNEL("fill zero [R,384]", 6, be->fill(gx, R * C, 0.0f));
+    printf("  %-34s %8s     %-5s                = %7.2f ms\n", "total non-GEMM per block step", "", "", total);
+    free(x); free(y); free(g); free(gx); free(qkv); free(o); free(go); free(gqkv); free(w); free(bb);
+    free(stats); free(lse); free(work);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "kernels")) {
+        int B = argc > 2 ? atoi(argv[2]) : 16, iters = argc > 3 ? atoi(argv[3]) : 5;
+        if (B < 1 || iters < 1) return fprintf(stderr, "usage: core_block_step kernels [batch] [iters]\n"), 2;
+        return kernels_main(B, iters);
+    }
     int B = argc > 1 ? atoi(argv[1]) : 8, iters = argc > 2 ? atoi(argv[2]) : 5;
     if (B < 1 || iters < 1 || iters > 100) return fprintf(stderr, "usage: core_block_step [batch] [iters<=100]\n"), 2;
     param_list pl = {0};
@@ -50,7 +134,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < tensor_numel(x); i++) x->data[i] = rng_normal(&r);
     double fw[101], bw[101];
     for (int it = 0; it <= iters; it++) { /* iteration 0 warms the arena up */
-        double t0 = now_seconds();
+        double t0 = clock_now();
         tensor *h = op_layernorm(x, n1w, n1b, 1e-6f);
         tensor *qkv = op_reshape(op_linear(h, qw, qb), 5, SHAPE(B, T, 3, H, C / H));
         tensor *p = op_permute(qkv, (int[]){2, 0, 3, 1, 4});
@@ -61,9 +145,9 @@ int main(int argc, char **argv) {
         h = op_gelu(op_linear(op_layernorm(y, n2w, n2b, 1e-6f), f1w, f1b));
         tensor *out = op_add(y, op_linear(h, f2w, f2b));
         tensor *loss = op_mean_all(op_mul(out, out));
-        double t1 = now_seconds();
+        double t1 = clock_now();
         if (backward(loss)) return fprintf(stderr, "%s\n", er_msg()), 1;
-        double t2 = now_seconds();
+        double t2 = clock_now();
         if (it) {
             fw[it - 1] = t1 - t0;
             bw[it - 1] = t2 - t1;

@@ -41,11 +41,15 @@ tape_node *tape_record(const char *op, backward_fn fn, tensor *out, int nin, ten
 
 void tape_alias_backward(tape_node *n) { (void)n; }
 
-tensor *grad_buf(tensor *x) {
+/* grad_buf, except that a buffer created now is left uninitialised and *fresh says so (the caller
+ * must then write every element instead of adding). An existing buffer, or one aliased into an
+ * input's existing buffer, comes back with *fresh = 0. */
+tensor *grad_buf_fresh(tensor *x, int *fresh) {
+    *fresh = 0;
     if (!x || !(x->flags & T_REQUIRES_GRAD)) return NULL;
     if (!x->grad && x->node && x->node->grad_alias) {
         /* in[0] may need no gradient (e.g. frozen weight, trainable bias): then x gets its own */
-        tensor *gin = grad_buf(x->node->in[0]);
+        tensor *gin = grad_buf_fresh(x->node->in[0], fresh);
         if (gin) {
             int64_t st[T_MAX_DIMS], acc = 1;
             for (int i = x->ndim - 1; i >= 0; i--) {
@@ -53,13 +57,25 @@ tensor *grad_buf(tensor *x) {
                 acc *= x->shape[i];
             }
             x->grad = tensor_view(gin, x->ndim, x->shape, st, 0);
+            return x->grad;
         }
     }
     if (!x->grad) {
-        if (x->flags & T_LONG_LIVED) x->grad = tensor_new_on(x->device, x->ndim, x->shape);
-        else x->grad = tensor_zeros(x->device, x->ndim, x->shape);
+        if (x->flags & T_LONG_LIVED) {
+            x->grad = tensor_new_on(x->device, x->ndim, x->shape); /* long-lived, zeroed */
+        } else {
+            x->grad = tensor_empty(x->device, x->ndim, x->shape);
+            *fresh = 1;
+        }
     }
     return x->grad;
+}
+
+tensor *grad_buf(tensor *x) {
+    int fresh;
+    tensor *g = grad_buf_fresh(x, &fresh);
+    if (g && fresh) tensor_fill(g, 0.0f);
+    return g;
 }
 
 void tape_clear(void) {

@@ -2,6 +2,7 @@
  * The kernel keeps one head's score block at a time and the backward recomputes it (see
  * kernels/cpu/attention.c); q/k/v may be strided views of one packed qkv projection. */
 #include <math.h>
+#include <string.h>
 
 #include "nn/ops_util.h"
 
@@ -19,10 +20,42 @@ static void strides3(const tensor *t, int64_t *s) {
     s[2] = t->shape[2] == 1 ? t->shape[3] : t->stride[2];
 }
 
+/* Pure views (ops_shape.c): their output is x's storage seen with other strides, and their backward
+ * only moves the gradient back into x's gradient at the same element positions. */
+static int is_view_node(const tape_node *n) {
+    static const char *const views[] = {"squeeze", "unsqueeze", "slice", "permute", "reshape"};
+    if (!n || n->nin != 1) return 0;
+    for (size_t i = 0; i < sizeof views / sizeof *views; i++)
+        if (!strcmp(n->op, views[i])) return 1;
+    return 0;
+}
+
+/* Where to add x's gradient, with x's own strides. When x is a chain of pure views over a packed
+ * tensor `base` (q/k/v sliced out of one qkv projection: squeeze(slice(permute(reshape(qkv))))),
+ * its gradient goes straight into base's packed gradient buffer at x's offset: base's gradient
+ * has base's layout, so x's strides address it as they address base's data. The views in between
+ * then receive no gradient and their backward is skipped (no zero-filled [B,H,T,D] buffers, no
+ * slice and permute copies). Otherwise x's own (packed) gradient buffer. */
+static float *grad_dest(tensor *x, int64_t *s) {
+    if (!(x->flags & T_REQUIRES_GRAD)) return NULL;
+    tensor *base = x;
+    while (base->node && is_view_node(base->node) && !base->grad) base = base->node->in[0];
+    if (base != x && !base->grad && tensor_is_contiguous(base) && (base->flags & T_REQUIRES_GRAD) &&
+        x->data >= base->data && x->data < base->data + tensor_numel(base)) {
+        tensor *gb = grad_buf(base);
+        if (gb && tensor_is_contiguous(gb)) {
+            strides3(x, s);
+            return gb->data + (x->data - base->data);
+        }
+    }
+    tensor *g = grad_buf(x);
+    if (g) strides3(g, s);
+    return g ? g->data : NULL;
+}
+
 static void attention_backward(tape_node *n) {
     tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *o = n->out;
     attn_ctx *c = n->ctx;
-    tensor *gq = grad_buf(q), *gk = grad_buf(k), *gv = grad_buf(v);
     int B = (int)q->shape[0], H = (int)q->shape[1], Tq = (int)q->shape[2], Tk = (int)k->shape[2];
     int D = (int)q->shape[3];
     int64_t qs[3], ks[3], vs[3], os[3], gos[3], gqs[3], gks[3], gvs[3];
@@ -31,15 +64,12 @@ static void attention_backward(tape_node *n) {
     strides3(v, vs);
     strides3(o, os);
     strides3(o->grad, gos);
-    strides3(gq ? gq : q, gqs);
-    strides3(gk ? gk : k, gks);
-    strides3(gv ? gv : v, gvs);
+    float *gq = grad_dest(q, gqs), *gk = grad_dest(k, gks), *gv = grad_dest(v, gvs);
     const er_backend *be = BE(q);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
     be->attention_backward(B, H, Tq, Tk, D, n->f[0], q->data, qs, k->data, ks, v->data, vs,
                            c->mask_kind, c->mask ? c->mask->data : NULL, c->ms, o->data, os,
-                           o->grad->data, gos, c->lse, gq ? gq->data : NULL, gqs,
-                           gk ? gk->data : NULL, gks, gv ? gv->data : NULL, gvs, work);
+                           o->grad->data, gos, c->lse, gq, gqs, gk, gks, gv, gvs, work);
 }
 
 static tensor *unit_last(tensor *t) { return t && t->stride[3] != 1 && t->shape[3] > 1 ? op_clone(t) : t; }

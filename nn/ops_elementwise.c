@@ -32,10 +32,12 @@ static void binary_backward(tape_node *n) {
     int64_t shape[T_MAX_DIMS], as[T_MAX_DIMS], bs[T_MAX_DIMS];
     broadcast("", a, b, &nd, shape, as, bs);
     for (int side = 0; side < 2; side++) {
-        tensor *x = side ? b : a, *gx = grad_buf(x);
+        int fresh; /* a gradient buffer created now is written, not zero-filled and added to */
+        tensor *x = side ? b : a, *gx = grad_buf_fresh(x, &fresh);
         if (!gx) continue;
+        if (a == b && side == 1) fresh = 0; /* x * x: side 0 already wrote the shared buffer */
         if (tensor_numel(x) == tensor_numel(y)) { /* no broadcast on this side */
-            BE(y)->binary_grad(op, side, nd, shape, a->data, as, b->data, bs, y->grad->data, gx->data, 1);
+            BE(y)->binary_grad(op, side, nd, shape, a->data, as, b->data, bs, y->grad->data, gx->data, !fresh);
             continue;
         }
         const float *tmp = y->grad->data; /* add, and sub's a side: the gradient is gy itself */
@@ -49,7 +51,7 @@ static void binary_backward(tape_node *n) {
             int ix = i - (nd - x->ndim);
             xs[i] = ix >= 0 ? x->shape[ix] : 1;
         }
-        BE(y)->sum_to(nd, shape, tmp, xs, gx->data, 1);
+        BE(y)->sum_to(nd, shape, tmp, xs, gx->data, !fresh);
     }
 }
 

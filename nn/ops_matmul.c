@@ -56,14 +56,22 @@ static void matmul_backward(tape_node *n) {
     const er_backend *be = BE(y);
     const float *gy = y->grad->data;
     long sy = (long)M * N;
-    tensor *ga = grad_buf(a), *gb = grad_buf(b);
+    int fresh;
+    tensor *ga = grad_buf_fresh(a, &fresh), *gb = grad_buf(b);
     if (ga) {
         long sga = da.bstride ? (long)M * K : 0;
+        /* a gradient buffer created just now is written (beta 0) rather than zero-filled and added
+         * to; a shared A (sga 0) over a batch sums the batch into it, so that one is zeroed */
+        if (fresh && !sga && batch > 1) {
+            tensor_fill(ga, 0.0f);
+            fresh = 0;
+        }
+        float beta = fresh ? 0.0f : 1.0f;
         if (!tA) /* gA[M,K] += dC opB^T */
-            be->gemm_batched(0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, 1.0f,
+            be->gemm_batched(0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, beta,
                              ga->data, K, sga, batch);
         else /* gA[K,M] += opB dC^T */
-            be->gemm_batched(tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, 1.0f,
+            be->gemm_batched(tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, beta,
                              ga->data, M, sga, batch);
     }
     if (gb) {

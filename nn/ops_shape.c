@@ -112,11 +112,12 @@ tensor *op_squeeze(tensor *x, int axis) {
 /* ---- permute ---- */
 
 static void permute_backward(tape_node *n) {
-    tensor *x = n->in[0], *gx = grad_buf(x), *y = n->out;
+    int fresh; /* a permutation covers every element: a buffer created now is written, not added to */
+    tensor *x = n->in[0], *gx = grad_buf_fresh(x, &fresh), *y = n->out;
     if (!gx) return;
     int64_t st[T_MAX_DIMS];
     for (int i = 0; i < y->ndim; i++) st[i] = gx->stride[n->i[i]];
-    BE(x)->copy_strided(y->ndim, y->shape, y->grad->data, y->grad->stride, gx->data, st, 1);
+    BE(x)->copy_strided(y->ndim, y->shape, y->grad->data, y->grad->stride, gx->data, st, !fresh);
 }
 
 tensor *op_permute(tensor *x, const int *perm) {
@@ -154,14 +155,15 @@ tensor *op_transpose(tensor *x, int a0, int a1) {
 /* ---- expand ---- */
 
 static void expand_backward(tape_node *n) {
-    tensor *x = n->in[0], *gx = grad_buf(x), *y = n->out;
+    int fresh; /* sum_to writes every element of x's gradient */
+    tensor *x = n->in[0], *gx = grad_buf_fresh(x, &fresh), *y = n->out;
     if (!gx) return;
     int64_t xs[T_MAX_DIMS];
     for (int i = 0; i < y->ndim; i++) {
         int ix = i - (y->ndim - x->ndim);
         xs[i] = ix >= 0 ? x->shape[ix] : 1;
     }
-    BE(x)->sum_to(y->ndim, y->shape, y->grad->data, xs, gx->data, 1);
+    BE(x)->sum_to(y->ndim, y->shape, y->grad->data, xs, gx->data, !fresh);
 }
 
 tensor *op_expand(tensor *x, int ndim, const int64_t *shape) {

@@ -10,6 +10,10 @@
 
 #define BE(t) tensor_backend(t)
 
+/* grad_buf (autograd.h) without the zero fill of a buffer created now: *fresh = 1 then, and the
+ * caller must write every element (e.g. a gemm with beta = 0) instead of adding. autograd.c. */
+tensor *grad_buf_fresh(tensor *x, int *fresh);
+
 /* Normalises a possibly negative axis; -1 (after er_fail) when out of range. */
 static inline int ops_axis(const char *op, const tensor *x, int axis) {
     int a = axis < 0 ? axis + x->ndim : axis;

@@ -5,20 +5,70 @@
  * turn and each matrix product uses all threads. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "nn/base.h"
 
 size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
     return (size_t)omp_get_max_threads() * (2 * (size_t)Tq * Tk + (size_t)Tq);
+}
+
+/* The AVX-512 per-head products (simd_avx512.c) serve head widths D % 16 == 0, D <= 64 (every
+ * ViT config here has D = 64) in fp32 mode: no packing of A, no edge-tile overhead (measured
+ * 5-12 % faster than sgemm on 197 x 197 x 64, bench/RESULTS_core.md). sgemm is the reference,
+ * the path for other widths, and the path under SGEMM_BF16 so attention follows the precision. */
+static int fast_head(int D) {
+    return D > 0 && D % 16 == 0 && D <= 64 && sgemm_precision() == SGEMM_FP32 && cpu_simd();
+}
+
+/* B^T of a [N x D] row-major block (row stride ldb), packed [D][ld], ld = N rounded up to 16,
+ * zero-padded: the "A B^T" kernel's B operand. Freed by the caller. */
+static float *pack_transposed(int N, int D, const float *B, int64_t ldb, int64_t *ld) {
+    int64_t l = (N + 15) / 16 * 16;
+    float *t = xmalloc_aligned(sizeof(float) * (size_t)(D * l));
+    *ld = l;
+    if (cpu_simd() && (int64_t)N * ldb < INT32_MAX) { /* gather offsets are 32-bit */
+        pack_transposed_avx512(N, D, B, ldb, t, l);
+        return t;
+    }
+    for (int j = 0; j < N; j++)
+        for (int d = 0; d < D; d++) t[d * l + j] = B[j * ldb + d];
+    for (int d = 0; d < D; d++)
+        for (int64_t j = N; j < l; j++) t[d * l + j] = 0.0f;
+    *ld = l;
+    return t;
+}
+
+/* C [M x N] (+)= alpha A B^T for one head: A, B rows of length D. */
+static void head_abt(int M, int N, int D, float alpha, const float *A, int64_t lda, const float *B,
+                     int64_t ldb, float *C, int64_t ldc, int acc) {
+    if (fast_head(D)) {
+        int64_t ldt;
+        float *bt = pack_transposed(N, D, B, ldb, &ldt);
+        attn_gemm_abt_avx512(M, N, D, alpha, A, lda, bt, ldt, C, ldc, acc);
+        free(bt);
+    } else {
+        sgemm(0, 1, M, N, D, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
+    }
+}
+
+/* C [M x D] (+)= alpha op(A) B for one head: op(A) = A [M x K] (row stride lda) or, transA, the
+ * transpose of a [K x M] A; B [K x D] rows of stride ldb. */
+static void head_ab(int transA, int M, int D, int K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    if (fast_head(D))
+        attn_gemm_ab_avx512(M, D, K, alpha, A, transA ? 1 : lda, transA ? lda : 1, B, ldb, C, ldc, acc);
+    else
+        sgemm(transA, 0, M, D, K, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
 }
 
 /* S = scale * Q K^T (+ mask) for head (b, h). */
 static void scores(int b, int h, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                    const float *k, const int64_t *ks, int mask_kind, const float *mask,
                    const int64_t *ms, float *S) {
-    sgemm(0, 1, Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], (int)qs[2], k + b * ks[0] + h * ks[1],
-          (int)ks[2], 0.0f, S, Tk);
+    head_abt(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2], S, Tk, 0);
     if (mask_kind == MASK_NONE) return;
     const float *mb = mask + b * ms[0] + h * ms[1];
     for (int i = 0; i < Tq; i++) {
@@ -33,36 +83,39 @@ static void scores(int b, int h, int Tq, int Tk, int D, float scale, const float
     }
 }
 
+/* In-place softmax of one score row; returns its log-sum-exp (+inf for a fully masked row, whose
+ * output is 0 and which gets no gradient). Reference for softmax_row_avx512. */
+static float softmax_row_ref(float *sr, int Tk) {
+    float m = -INFINITY;
+    #pragma omp simd reduction(max : m)
+    for (int j = 0; j < Tk; j++) m = sr[j] > m ? sr[j] : m;
+    if (m == -INFINITY) {
+        for (int j = 0; j < Tk; j++) sr[j] = 0.0f;
+        return INFINITY;
+    }
+    #pragma omp simd
+    for (int j = 0; j < Tk; j++) sr[j] = exp_vec(sr[j] - m);
+    double s = 0;
+    #pragma omp simd reduction(+ : s)
+    for (int j = 0; j < Tk; j++) s += sr[j];
+    float inv = (float)(1.0 / s);
+    #pragma omp simd
+    for (int j = 0; j < Tk; j++) sr[j] *= inv;
+    return m + (float)log(s);
+}
+
 static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const float *q,
                          const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                          const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                          float *o, const int64_t *os, float *lse, float *S, int H) {
     scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, S);
     float *lrow = lse + ((int64_t)b * H + h) * Tq;
-    for (int i = 0; i < Tq; i++) {
-        float *sr = S + (int64_t)i * Tk;
-        float m = -INFINITY;
-        #pragma omp simd reduction(max : m)
-        for (int j = 0; j < Tk; j++) m = sr[j] > m ? sr[j] : m;
-        if (m == -INFINITY) { /* fully masked row: output 0, no gradient */
-            for (int j = 0; j < Tk; j++) sr[j] = 0.0f;
-            lrow[i] = INFINITY;
-            continue;
-        }
-        double s = 0;
-        #pragma omp simd reduction(+ : s)
-        for (int j = 0; j < Tk; j++) {
-            float e = exp_vec(sr[j] - m);
-            sr[j] = e;
-            s += e;
-        }
-        float inv = (float)(1.0 / s);
-        #pragma omp simd
-        for (int j = 0; j < Tk; j++) sr[j] *= inv;
-        lrow[i] = m + (float)log(s);
+    if (cpu_simd()) {
+        for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_avx512(S + (int64_t)i * Tk, Tk);
+    } else {
+        for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_ref(S + (int64_t)i * Tk, Tk);
     }
-    sgemm(0, 0, Tq, D, Tk, 1.0f, S, Tk, v + b * vs[0] + h * vs[1], (int)vs[2], 0.0f,
-          o + b * os[0] + h * os[1], (int)os[2]);
+    head_ab(0, Tq, D, Tk, 1.0f, S, Tk, v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2], 0);
 }
 
 void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
@@ -98,27 +151,26 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
         float l = lrow[i];
         #pragma omp simd
         for (int j = 0; j < Tk; j++) pr[j] = exp_vec(pr[j] - l); /* exp(-inf) = 0 for masked */
-        double s = 0;
-        for (int d = 0; d < D; d++) s += (double)gob[i * gos[2] + d] * ob[i * os[2] + d];
-        Di[i] = (float)s;
+        const float *gr = gob + i * gos[2], *orow = ob + i * os[2];
+        float s = 0; /* D terms: float lanes are plenty, and a fixed order per row */
+        #pragma omp simd reduction(+ : s)
+        for (int d = 0; d < D; d++) s += gr[d] * orow[d];
+        Di[i] = s;
     }
     const float *vb = v + b * vs[0] + h * vs[1];
     if (gv) /* dV += P^T dO */
-        sgemm(1, 0, Tk, D, Tq, 1.0f, P, Tk, gob, (int)gos[2], 1.0f, gv + b * gvs[0] + h * gvs[1],
-              (int)gvs[2]);
-    sgemm(0, 1, Tq, Tk, D, 1.0f, gob, (int)gos[2], vb, (int)vs[2], 0.0f, dP, Tk); /* dP = dO V^T */
+        head_ab(1, Tk, D, Tq, 1.0f, P, Tk, gob, gos[2], gv + b * gvs[0] + h * gvs[1], gvs[2], 1);
+    head_abt(Tq, Tk, D, 1.0f, gob, gos[2], vb, vs[2], dP, Tk, 0); /* dP = dO V^T */
     for (int i = 0; i < Tq; i++) {
         float *pr = P + (int64_t)i * Tk, *dr = dP + (int64_t)i * Tk;
         const float di = Di[i];
         #pragma omp simd
         for (int j = 0; j < Tk; j++) dr[j] = pr[j] * (dr[j] - di); /* dS */
     }
-    if (gq)
-        sgemm(0, 0, Tq, D, Tk, scale, dP, Tk, k + b * ks[0] + h * ks[1], (int)ks[2], 1.0f,
-              gq + b * gqs[0] + h * gqs[1], (int)gqs[2]);
-    if (gk)
-        sgemm(1, 0, Tk, D, Tq, scale, dP, Tk, q + b * qs[0] + h * qs[1], (int)qs[2], 1.0f,
-              gk + b * gks[0] + h * gks[1], (int)gks[2]);
+    if (gq) /* dQ += scale dS K */
+        head_ab(0, Tq, D, Tk, scale, dP, Tk, k + b * ks[0] + h * ks[1], ks[2], gq + b * gqs[0] + h * gqs[1], gqs[2], 1);
+    if (gk) /* dK += scale dS^T Q */
+        head_ab(1, Tk, D, Tq, scale, dP, Tk, q + b * qs[0] + h * qs[1], qs[2], gk + b * gks[0] + h * gks[1], gks[2], 1);
 }
 
 void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, const float *q,

@@ -1,6 +1,7 @@
 /* backend_cpu.c — the CPU op table, storage functions and strided data movement. */
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
@@ -61,33 +62,48 @@ void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int
     int nd = cpu_coalesce(ndim, shape, st, 2);
     int64_t inner = shape[nd - 1], sx = xs[nd - 1], sy = ys[nd - 1], outer = 1;
     for (int i = 0; i < nd - 1; i++) outer *= shape[i];
-    /* blocks of at most CHUNK inner elements, so one long row still spreads over threads */
+    /* Blocks of at most CHUNK inner elements, so one long row still spreads over threads. Each
+     * thread takes a contiguous range of blocks and walks the outer index with a carry counter
+     * (one div/mod per thread, not per block: rows of e.g. 64 floats in a head split/merge). */
     const int64_t CHUNK = 8192;
-    int64_t nchunk = (inner + CHUNK - 1) / CHUNK;
-    #pragma omp parallel for if (outer * inner > CPU_PAR_MIN)
-    for (int64_t blk = 0; blk < outer * nchunk; blk++) {
-        int64_t o = blk / nchunk, c0 = (blk % nchunk) * CHUNK;
-        int64_t len = inner - c0 < CHUNK ? inner - c0 : CHUNK;
-        int64_t xo = c0 * sx, yo = c0 * sy, r = o;
+    int64_t nchunk = (inner + CHUNK - 1) / CHUNK, nblk = outer * nchunk;
+    #pragma omp parallel if (outer * inner > CPU_PAR_MIN)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t b0 = nblk * t / nt, b1 = nblk * (t + 1) / nt;
+        int64_t idx[ER_MAX_DIMS + 1], xo = 0, yo = 0, r = b0 / nchunk, ch = b0 % nchunk;
         for (int d = nd - 2; d >= 0; d--) {
-            int64_t c = r % shape[d];
+            idx[d] = r % shape[d];
             r /= shape[d];
-            xo += c * xs[d];
-            yo += c * ys[d];
+            xo += idx[d] * xs[d];
+            yo += idx[d] * ys[d];
         }
-        const float *xp = x + xo;
-        float *yp = y + yo;
-        if (sx == 1 && sy == 1) {
-            if (accumulate) {
-                #pragma omp simd
-                for (int64_t i = 0; i < len; i++) yp[i] += xp[i];
+        for (int64_t blk = b0; blk < b1; blk++) {
+            int64_t c0 = ch * CHUNK, len = inner - c0 < CHUNK ? inner - c0 : CHUNK;
+            const float *xp = x + xo + c0 * sx;
+            float *yp = y + yo + c0 * sy;
+            if (sx == 1 && sy == 1) {
+                if (accumulate) {
+                    #pragma omp simd
+                    for (int64_t i = 0; i < len; i++) yp[i] += xp[i];
+                } else {
+                    memcpy(yp, xp, (size_t)len * sizeof(float));
+                }
+            } else if (accumulate) {
+                for (int64_t i = 0; i < len; i++) yp[i * sy] += xp[i * sx];
             } else {
-                memcpy(yp, xp, (size_t)len * sizeof(float));
+                for (int64_t i = 0; i < len; i++) yp[i * sy] = xp[i * sx];
             }
-        } else if (accumulate) {
-            for (int64_t i = 0; i < len; i++) yp[i * sy] += xp[i * sx];
-        } else {
-            for (int64_t i = 0; i < len; i++) yp[i * sy] = xp[i * sx];
+            if (++ch < nchunk) continue;
+            ch = 0;
+            for (int d = nd - 2; d >= 0; d--) { /* next outer index, with carry */
+                xo += xs[d];
+                yo += ys[d];
+                if (++idx[d] < shape[d]) break;
+                xo -= xs[d] * shape[d];
+                yo -= ys[d] * shape[d];
+                idx[d] = 0;
+            }
         }
     }
 }
@@ -107,15 +123,11 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
         int64_t rows = 1, cols = 1;
         for (int i = 0; i < lead; i++) rows *= xshape[i];
         for (int i = lead; i < ndim; i++) cols *= xshape[i];
-        if (!accumulate) {
-            cpu_reduce(RED_SUM, 1, rows, cols, x, y, NULL);
-            return;
-        }
-        float buf[1024];
-        for (int64_t c0 = 0; c0 < cols; c0 += 1024) { /* reduce into a stack buffer, then add */
-            int64_t cl = cols - c0 < 1024 ? cols - c0 : 1024;
-            cpu_reduce_strided_cols(rows, cols, cl, x + c0, buf);
-            for (int64_t c = 0; c < cl; c++) y[c0 + c] += buf[c];
+        float *buf = accumulate ? xmalloc_aligned(sizeof(float) * (size_t)(cols ? cols : 1)) : y;
+        cpu_reduce_strided_cols(rows, cols, cols, x, buf);
+        if (accumulate) {
+            for (int64_t c = 0; c < cols; c++) y[c] += buf[c];
+            free(buf);
         }
         return;
     }
@@ -159,21 +171,53 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
     (void)ysx;
 }
 
-/* out[c] = sum_r x[r * ld + c], c < ncols (double accumulation, column blocks in parallel). */
+/* out[c] = sum_r x[r * ld + c], c < ncols. Rows go in fixed blocks of RED_RB: each block sums its
+ * rows in order into a float partial row (unit stride, one pass over x), then each column adds
+ * the block partials in block order in double. The blocks do not depend on the thread count, so
+ * the result does not either. */
+#define RED_RB 64
+
 void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out) {
-    const int64_t CB = 64;
-    int64_t nb = (ncols + CB - 1) / CB;
-    #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t c0 = b * CB, cl = ncols - c0 < CB ? ncols - c0 : CB;
-        double acc[64] = {0};
+    if (ncols <= 0) return;
+    int64_t nblk = (rows + RED_RB - 1) / RED_RB;
+    if (nblk <= 1) { /* one block: sum straight in double */
+        double *acc = xcalloc((size_t)ncols, sizeof(double));
         for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * ld + c0;
+            const float *xr = x + r * ld;
             #pragma omp simd
-            for (int64_t c = 0; c < cl; c++) acc[c] += xr[c];
+            for (int64_t c = 0; c < ncols; c++) acc[c] += xr[c];
+        }
+        for (int64_t c = 0; c < ncols; c++) out[c] = (float)acc[c];
+        free(acc);
+        return;
+    }
+    float *part = xmalloc_aligned(sizeof(float) * (size_t)(nblk * ncols));
+    #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
+    for (int64_t b = 0; b < nblk; b++) {
+        float *p = part + b * ncols;
+        int64_t r0 = b * RED_RB, r1 = r0 + RED_RB < rows ? r0 + RED_RB : rows;
+        const float *x0 = x + r0 * ld;
+        #pragma omp simd
+        for (int64_t c = 0; c < ncols; c++) p[c] = x0[c];
+        for (int64_t r = r0 + 1; r < r1; r++) {
+            const float *xr = x + r * ld;
+            #pragma omp simd
+            for (int64_t c = 0; c < ncols; c++) p[c] += xr[c];
+        }
+    }
+    const int64_t CB = 256;
+    #pragma omp parallel for if (nblk * ncols > CPU_PAR_MIN)
+    for (int64_t c0 = 0; c0 < ncols; c0 += CB) {
+        int64_t cl = ncols - c0 < CB ? ncols - c0 : CB;
+        double acc[256] = {0};
+        for (int64_t b = 0; b < nblk; b++) {
+            const float *p = part + b * ncols + c0;
+            #pragma omp simd
+            for (int64_t c = 0; c < cl; c++) acc[c] += p[c];
         }
         for (int64_t c = 0; c < cl; c++) out[c0 + c] = (float)acc[c];
     }
+    free(part);
 }
 
 const er_backend backend_cpu = {

@@ -37,18 +37,53 @@ static inline float exp_vec(float x) {
     return x < -87.3f ? 0.0f : (x > 88.7f ? INFINITY : p * scale);
 }
 
-/* erf(x), Abramowitz & Stegun 7.1.26 (1.5e-7 in exact arithmetic; measured < 6e-7 in float,
- * tests/nn/test_ops_elementwise.c), vectorisable. */
-static inline float erf_vec(float x) {
-    float a = x < 0 ? -x : x;
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float y = 1.061405429f;
-    y = y * t - 1.453152027f;
-    y = y * t + 1.421413741f;
-    y = y * t - 0.284496736f;
-    y = y * t + 0.254829592f;
-    y = 1.0f - y * t * exp_vec(-a * a);
-    return x < 0 ? -y : y;
+/* erf(x) piecewise: a = |x| is cut into 9 pieces of width 1/2 (k = floor(2a), a >= 4 -> k = 8,
+ * where erf rounds to 1 in float). Piece 0: erf = a * P0(a^2) (relative accuracy near 0);
+ * pieces 1-7: erf = Pk(a - (k/2 + 1/4)); degree 6 each, least-squares fits on Chebyshev nodes
+ * (bench/fit_erf.py). Measured max error vs erf in double: 2.8 ulp of float on a dense sweep
+ * (tests/nn/test_ops_elementwise.c). No division and no exp, so it vectorises well: the AVX-512
+ * version (simd_avx512.c) picks each lane's coefficients with one permute per degree. */
+#define ERF_DEG 6
+static const float erf_poly[ERF_DEG + 1][16] = {
+    {1.12837923f, 0.711155653f, 0.92290014f, 0.986671686f, 0.998537302f, 0.999899387f, 0.999995708f, 0.999999881f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f},
+    {-0.376126379f, 0.642931521f, 0.236521229f, 0.0527748354f, 0.00714229979f, 0.000586294278f, 2.91936467e-05f, 8.81886649e-07f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+    {0.112837911f, -0.482198149f, -0.295651734f, -0.092356205f, -0.0160701573f, -0.00161226746f, -9.48693341e-05f, -3.30607099e-06f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+    {-0.0268661082f, 0.0267272182f, 0.167523086f, 0.0901776627f, 0.0217269789f, 0.00275820703f, 0.000195219283f, 7.91172806e-06f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+    {0.00522326957f, 0.150675625f, -0.00613203505f, -0.048105523f, -0.0190882571f, -0.00325771049f, -0.000286169437f, -1.37854086e-05f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+    {-0.00085065543f, -0.0512608625f, -0.0467769317f, 0.00596954022f, 0.0105811423f, 0.00282583339f, 0.000332615979f, 2.02052634e-05f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+    {0.000108199747f, -0.0265828297f, 0.0205977373f, 0.00904949475f, -0.00277956505f, -0.00166785053f, -0.000273758429f, -2.06924215e-05f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+};
+
+/* m ? a : b for an all-ones / all-zeros mask m, as bit operations: GCC if-converts no branch with
+ * floating-point arithmetic in it (it may trap), and sinks arithmetic into ?: arms, so loops over
+ * erf_pw would not vectorise with plain ?: selects. */
+static inline float erf_sel(uint32_t m, float a, float b) {
+    uint32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    ia = (ia & m) | (ib & ~m);
+    memcpy(&a, &ia, sizeof a);
+    return a;
+}
+
+static inline float erf_pw(float x) {
+    float a = fabsf(x);
+    uint32_t ab;
+    memcpy(&ab, &a, sizeof ab);
+    float ac = erf_sel(0u - (uint32_t)(ab < 0x40800000u), a, 4.0f); /* min(a, 4); NaN -> 4 */
+    int k = (int)(ac * 2.0f);
+    uint32_t first = 0u - (uint32_t)(k == 0);
+    float z = erf_sel(first, ac * ac, ac - (0.5f * (float)k + 0.25f));
+    float r = erf_poly[6][k];
+    r = r * z + erf_poly[5][k];
+    r = r * z + erf_poly[4][k];
+    r = r * z + erf_poly[3][k];
+    r = r * z + erf_poly[2][k];
+    r = r * z + erf_poly[1][k];
+    r = r * z + erf_poly[0][k];
+    r = erf_sel(first, r * ac, r);
+    r = copysignf(r, x);                          /* erf is odd */
+    return erf_sel(0u - (uint32_t)(x != x), x, r); /* NaN in, NaN out */
 }
 
 /* Below this many elements a kernel runs single-threaded (thread start-up costs more). */
@@ -57,6 +92,31 @@ static inline float erf_vec(float x) {
 /* Drops size-1 dims and merges dims that are contiguous in all `nstr` stride arrays (in place).
  * Returns the new ndim (>= 1). */
 int cpu_coalesce(int ndim, int64_t *shape, int64_t *const *strides, int nstr);
+
+/* AVX-512 versions (simd_avx512.c), used when cpu_simd() says the CPU has AVX-512 F/VL/DQ/BW and
+ * ENDORET_NO_SIMD is unset. Each has a scalar reference next to its caller; tests compare the two. */
+int cpu_simd(void);
+/* AVX2 + FMA (and ENDORET_NO_SIMD unset): GELU kernels for CPUs without AVX-512 */
+int cpu_simd_avx2(void);
+void erf_avx2(int64_t n, const float *x, float *y);
+void gelu_forward_avx2(int64_t n, const float *x, float *y);
+void gelu_backward_avx2(int64_t n, const float *x, const float *gy, float *gx); /* gx += */
+void erf_avx512(int64_t n, const float *x, float *y); /* erf_pw on arrays (for tests) */
+void gelu_forward_avx512(int64_t n, const float *x, float *y);
+void gelu_backward_avx512(int64_t n, const float *x, const float *gy, float *gx); /* gx += */
+/* In-place softmax of one row of n floats; returns the row's log-sum-exp (+inf and a zero row
+ * when every entry is -inf). */
+float softmax_row_avx512(float *s, int64_t n);
+/* Attention's per-head products for a head width D % 16 == 0, D <= 64 (acc: add to C, else
+ * overwrite). C [M x N] = alpha A B^T, A rows of length D (stride lda), Bt = B^T packed [D][ldb]
+ * with ldb >= N rounded up to 16. */
+void attn_gemm_abt_avx512(int M, int N, int D, float alpha, const float *A, int64_t lda,
+                          const float *Bt, int64_t ldb, float *C, int64_t ldc, int acc);
+/* Bt [D][ldt] = B^T of [N x D] rows of stride ldb; ldt a multiple of 16 >= N, padding zeroed. */
+void pack_transposed_avx512(int N, int D, const float *B, int64_t ldb, float *Bt, int64_t ldt);
+/* C [M x D] = alpha A B, A(i, j) = A[i ars + j acs], B [K x D] rows of stride ldb. */
+void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
 void cpu_fill(float *y, int64_t n, float v);
 void cpu_copy_strided(int ndim, const int64_t *shape, const float *x, const int64_t *xs, float *y,

@@ -96,14 +96,28 @@ void cpu_binary_grad(int op, int side, int ndim, const int64_t *shape0, const fl
 
 #undef OUT
 
-/* GELU, exact erf form (torch/timm default), with the vectorisable erf/exp of cpu_kernels.h */
-static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erf_vec(x * 0.70710678118654752f)); }
+/* GELU, exact erf form (torch/timm default), with the vectorisable erf/exp of cpu_kernels.h.
+ * These scalar loops are the reference for gelu_*_avx512 (simd_avx512.c). */
+static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erf_pw(x * 0.70710678118654752f)); }
 static inline float gelu_d(float x) {
     const float inv_sqrt2pi = 0.39894228040143268f;
-    return 0.5f * (1.0f + erf_vec(x * 0.70710678118654752f)) + x * inv_sqrt2pi * exp_vec(-0.5f * x * x);
+    return 0.5f * (1.0f + erf_pw(x * 0.70710678118654752f)) + x * inv_sqrt2pi * exp_vec(-0.5f * x * x);
 }
 
+#define SIMD_CHUNK 8192 /* elements per parallel block (a multiple of 16) */
+
 void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float beta) {
+    if (op == UN_GELU && (cpu_simd() || cpu_simd_avx2())) {
+        int64_t nb = (n + SIMD_CHUNK - 1) / SIMD_CHUNK;
+        int wide = cpu_simd();
+        #pragma omp parallel for if (n > CPU_PAR_MIN)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i0 = b * SIMD_CHUNK, len = n - i0 < SIMD_CHUNK ? n - i0 : SIMD_CHUNK;
+            if (wide) gelu_forward_avx512(len, x + i0, y + i0);
+            else gelu_forward_avx2(len, x + i0, y + i0);
+        }
+        return;
+    }
 #define MAP(EXPR)                                                                        \
     _Pragma("omp parallel for simd if (n > CPU_PAR_MIN)") for (int64_t i = 0; i < n; i++) { \
         float v = x[i];                                                                  \
@@ -129,6 +143,17 @@ void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float b
 
 void cpu_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy, float *gx,
                         float alpha, float beta) {
+    if (op == UN_GELU && (cpu_simd() || cpu_simd_avx2())) {
+        int64_t nb = (n + SIMD_CHUNK - 1) / SIMD_CHUNK;
+        int wide = cpu_simd();
+        #pragma omp parallel for if (n > CPU_PAR_MIN)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i0 = b * SIMD_CHUNK, len = n - i0 < SIMD_CHUNK ? n - i0 : SIMD_CHUNK;
+            if (wide) gelu_backward_avx512(len, x + i0, gy + i0, gx + i0);
+            else gelu_backward_avx2(len, x + i0, gy + i0, gx + i0);
+        }
+        return;
+    }
 #define MAPB(EXPR)                                                                       \
     _Pragma("omp parallel for simd if (n > CPU_PAR_MIN)") for (int64_t i = 0; i < n; i++) { \
         float v = x[i], w = y[i], g = gy[i];                                             \

@@ -1,5 +1,8 @@
 /* norm.c — layer normalisation over the last axis (two-pass mean/variance in double). */
 #include <math.h>
+#include <stdlib.h>
+
+#include "nn/base.h"
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -32,50 +35,79 @@ void cpu_layernorm(int64_t rows, int64_t cols, const float *x, const float *w, c
     }
 }
 
-/* gx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gy * w;
- * gw += sum_r gy * xhat, gb += sum_r gy (column blocks, rows walked in order: unit stride). */
+/* gx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gy * w; gw += sum_r gy * xhat,
+ * gb += sum_r gy. One pass over x and gy: rows go in fixed blocks of LN_RB; each block adds its
+ * rows' gy * xhat and gy into its own float partial row (rows in order), and the partials are then
+ * summed per column in block order in double. The blocks do not depend on the thread count, so
+ * neither do the results. */
+#define LN_RB 32
+
 void cpu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
                             const float *mean, const float *rstd, const float *gy, float *gx,
                             float *gw, float *gb) {
-    if (gx) {
-        #pragma omp parallel for if (rows * cols > CPU_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * cols, *gr = gy + r * cols;
-            float mu = mean[r], rs = rstd[r];
-            double s1 = 0, s2 = 0;
-            for (int64_t j = 0; j < cols; j++) {
-                float g = gr[j] * (w ? w[j] : 1.0f);
-                float xh = (xr[j] - mu) * rs;
-                s1 += g;
-                s2 += (double)g * xh;
-            }
-            float m1 = (float)(s1 / (double)cols), m2 = (float)(s2 / (double)cols);
-            float *o = gx + r * cols;
-            for (int64_t j = 0; j < cols; j++) {
-                float g = gr[j] * (w ? w[j] : 1.0f);
-                float xh = (xr[j] - mu) * rs;
-                o[j] += rs * (g - m1 - xh * m2);
-            }
-        }
+    int64_t nblk = (rows + LN_RB - 1) / LN_RB;
+    int want_wb = gw || gb;
+    float *part = want_wb ? xmalloc_aligned(sizeof(float) * (size_t)(nblk * 2 * cols)) : NULL;
+    float *ones = NULL;
+    if (!w) { /* no affine weight: g = gy */
+        ones = xmalloc_aligned(sizeof(float) * (size_t)(cols ? cols : 1));
+        for (int64_t j = 0; j < cols; j++) ones[j] = 1.0f;
+        w = ones;
     }
-    if (!gw && !gb) return;
-    const int64_t CB = 64;
-    int64_t nb = (cols + CB - 1) / CB;
     #pragma omp parallel for if (rows * cols > CPU_PAR_MIN)
-    for (int64_t bk = 0; bk < nb; bk++) {
-        int64_t c0 = bk * CB, cl = cols - c0 < CB ? cols - c0 : CB;
-        double aw[64] = {0}, ab[64] = {0};
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * cols + c0, *gr = gy + r * cols + c0;
-            float mu = mean[r], rs = rstd[r];
-            for (int64_t c = 0; c < cl; c++) {
-                aw[c] += (double)gr[c] * ((xr[c] - mu) * rs);
-                ab[c] += gr[c];
+    for (int64_t bk = 0; bk < nblk; bk++) {
+        float *pw = want_wb ? part + bk * 2 * cols : NULL, *pb = pw ? pw + cols : NULL;
+        if (pw)
+            for (int64_t j = 0; j < 2 * cols; j++) pw[j] = 0.0f;
+        int64_t r1 = (bk + 1) * LN_RB < rows ? (bk + 1) * LN_RB : rows;
+        for (int64_t r = bk * LN_RB; r < r1; r++) {
+            const float *xr = x + r * cols, *gr = gy + r * cols;
+            const float mu = mean[r], rs = rstd[r];
+            if (gx) {
+                double s1 = 0, s2 = 0;
+                #pragma omp simd reduction(+ : s1, s2)
+                for (int64_t j = 0; j < cols; j++) {
+                    float g = gr[j] * w[j], xh = (xr[j] - mu) * rs;
+                    s1 += g;
+                    s2 += (double)(g * xh);
+                }
+                const float m1 = (float)(s1 / (double)cols), m2 = (float)(s2 / (double)cols);
+                float *o = gx + r * cols;
+                #pragma omp simd
+                for (int64_t j = 0; j < cols; j++) {
+                    float g = gr[j] * w[j], xh = (xr[j] - mu) * rs;
+                    o[j] += rs * (g - m1 - xh * m2);
+                }
+            }
+            if (pw) {
+                #pragma omp simd
+                for (int64_t j = 0; j < cols; j++) {
+                    pw[j] += gr[j] * ((xr[j] - mu) * rs);
+                    pb[j] += gr[j];
+                }
             }
         }
-        for (int64_t c = 0; c < cl; c++) {
-            if (gw) gw[c0 + c] += (float)aw[c];
-            if (gb) gb[c0 + c] += (float)ab[c];
+    }
+    if (want_wb) {
+        const int64_t CB = 64;
+        #pragma omp parallel for if (nblk * cols > CPU_PAR_MIN)
+        for (int64_t c0 = 0; c0 < cols; c0 += CB) {
+            int64_t cl = cols - c0 < CB ? cols - c0 : CB;
+            double aw[64] = {0}, ab[64] = {0};
+            for (int64_t bk = 0; bk < nblk; bk++) {
+                const float *pw = part + bk * 2 * cols + c0, *pb = pw + cols;
+                #pragma omp simd
+                for (int64_t c = 0; c < cl; c++) {
+                    aw[c] += pw[c];
+                    ab[c] += pb[c];
+                }
+            }
+            for (int64_t c = 0; c < cl; c++) {
+                if (gw) gw[c0 + c] += (float)aw[c];
+                if (gb) gb[c0 + c] += (float)ab[c];
+            }
         }
     }
+    free(part);
+    free(ones);
 }

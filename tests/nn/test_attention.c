@@ -86,6 +86,12 @@ Test(nn_attention, forward_matches_naive_softmax) {
     run_case(2, 3, 17, 5, 3, MASK_ADD, 3, 1);
     run_case(1, 2, 5, 17, 4, MASK_BOOL, 4, 1);
     run_case(3, 1, 3, 3, 16, MASK_NONE, 5, 1);
+    /* head widths of the AVX-512 per-head products (D % 16 == 0, <= 64): row tails (not a
+     * multiple of 8 or 6), column tails (not a multiple of 48 or 16), masks */
+    run_case(1, 2, 9, 53, 64, MASK_NONE, 7, 1);
+    run_case(2, 1, 14, 7, 32, MASK_ADD, 8, 1);
+    run_case(1, 1, 50, 17, 48, MASK_BOOL, 9, 1);
+    run_case(1, 1, 1, 49, 64, MASK_NONE, 10, 0);
 }
 
 Test(nn_attention, vit_sized_197_tokens) {
@@ -157,4 +163,32 @@ Test(nn_attention, fully_masked_row_gives_zero_and_no_nan) {
     free(ref);
     tensor_free(mask);
     gc_free(3, in);
+}
+
+/* q/k/v gradients go straight into the packed qkv gradient when they are pure views of it
+ * (ops_attention.c grad_dest); here the views also feed other ops, recorded before and after the
+ * attention, so the direct write and the views' own backward both add into the same buffers:
+ * finite differences check the sum. */
+static tensor *f_attn_shared_views(tensor **in, void *cv) {
+    int mode = *(int *)cv, perm[5] = {2, 0, 3, 1, 4};
+    tensor *p = op_permute(in[0], perm);
+    tensor *pp = mode == 1 ? op_sum_all(op_mul(p, p)) : NULL; /* before: p's gradient comes later */
+    tensor *q = op_squeeze(op_slice(p, 0, 0, 1), 0), *k = op_squeeze(op_slice(p, 0, 1, 2), 0),
+           *v = op_squeeze(op_slice(p, 0, 2, 3), 0);
+    tensor *o = op_attention(q, k, v, NULL, MASK_NONE, 0);
+    if (mode == 0) return op_add(o, op_mul(q, q));                    /* after: q used again */
+    if (mode == 1) return op_add(o, pp);
+    return op_add(op_attention(q, q, v, NULL, MASK_NONE, 0), o);      /* q as query and key */
+}
+
+Test(nn_attention, packed_qkv_grad_shared_with_other_ops) {
+    int B = 2, T = 5, H = 2, D = 4;
+    for (int mode = 0; mode < 3; mode++) {
+        tensor *qkv = gc_rand(5, SHAPE(B, T, 3, H, D), 21 + mode, -1, 1);
+        tensor *in[1] = {qkv};
+        gc_opts go = gc_default();
+        go.max_elems = 120;
+        cr_assert_eq(gradcheck("attention_shared_views", f_attn_shared_views, &mode, 1, in, go), 0, "mode %d", mode);
+        tensor_free(qkv);
+    }
 }
