@@ -53,10 +53,37 @@ static void pack_bf16_by_depth(const float *X, long ldx, int p0, int kc, int c0,
     }
 }
 
+/* 8 rows of 8 32-bit words at src (row stride 16 words) -> 8 rows of 8 words at d (stride w):
+ * the usual unpack/shuffle/permute 8x8 transpose, done in the float domain (bits unchanged). */
+static inline void transpose_8x8_words(const uint32_t *src, uint32_t *d, int w) {
+    __m256 r0 = _mm256_load_ps((const float *)(src + 0 * 16)), r1 = _mm256_load_ps((const float *)(src + 1 * 16));
+    __m256 r2 = _mm256_load_ps((const float *)(src + 2 * 16)), r3 = _mm256_load_ps((const float *)(src + 3 * 16));
+    __m256 r4 = _mm256_load_ps((const float *)(src + 4 * 16)), r5 = _mm256_load_ps((const float *)(src + 5 * 16));
+    __m256 r6 = _mm256_load_ps((const float *)(src + 6 * 16)), r7 = _mm256_load_ps((const float *)(src + 7 * 16));
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    float *f = (float *)d;
+    _mm256_storeu_ps(f + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(f + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(f + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(f + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(f + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(f + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(f + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(f + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
 /* Source whose rows are the panel's lines: op(X)[line r, depth p] = X[r][p]. A line's depth
  * pairs are already adjacent in the source, so each 32-step strip of a line converts to 16
  * pair-words in one register; the strips of the panel's lines are then transposed (32-bit words)
- * into the panel through a small buffer that stays in L1. */
+ * into the panel through a small buffer that stays in L1: with 8x8 register transposes for full
+ * groups of 8 lines and full strips, word by word otherwise. */
 static void pack_bf16_by_line(const float *X, long ldx, int p0, int kc, int r0, int len, int w,
                               uint16_t *P) {
     const int kp = (kc + 1) / 2;
@@ -74,6 +101,13 @@ static void pack_bf16_by_line(const float *X, long ldx, int p0, int kc, int r0, 
                 _mm512_store_si512(tmp[r], (__m512i)_mm512_cvtne2ps_pbh(b, a));
             }
             uint32_t *d = D + (long)(p / 2) * w;
+            if (pairs == 16 && cnt == w && w % 8 == 0) {
+                for (int g = 0; g < w; g += 8) {
+                    transpose_8x8_words(&tmp[g][0], d + g, w);
+                    transpose_8x8_words(&tmp[g][8], d + 8L * w + g, w);
+                }
+                continue;
+            }
             for (int t = 0; t < pairs; t++, d += w) {
                 int r = 0;
                 for (; r < cnt; r++) d[r] = tmp[r][t];
