@@ -225,6 +225,13 @@ Test(kernels_gemm_bf16, rounding_ties_nan_inf_largest) {
         cr_assert_eq((uint32_t)h[i] << 16, want[i], "vcvtne2ps2bf16(0x%08x) = 0x%04x", in[i], h[i]);
     gemm_cvt_bf16(nans, h, 3);
     for (int i = 0; i < 3; i++) cr_assert(isnan(bits_f((uint32_t)h[i] << 16)), "hw NaN %d lost", i);
+    /* fp32 denormals: the software helper rounds them like any value; the hardware conversion
+     * reads them as zero (Intel SDM: DAZ, sign kept) — the one difference in the inputs. */
+    float den[3] = {0x1p-130f, -0x1p-130f, 0x1.fffp-127f};
+    gemm_cvt_bf16(den, h, 3);
+    cr_assert(h[0] == 0x0000 && h[1] == 0x8000 && h[2] == 0x0000, "hw denormals: %04x %04x %04x", h[0], h[1], h[2]);
+    gemm_round_bf16(den, 3);
+    cr_assert(f_bits(den[0]) == 0x00080000u && f_bits(den[2]) == 0x00800000u, "sw denormals");
 }
 
 /* Where the native path may differ from the rounding path, measured on this CPU (docs/gemm.md):
