@@ -82,8 +82,9 @@ static inline void transpose_8x8_words(const uint32_t *src, uint32_t *d, int w) 
 /* Source whose rows are the panel's lines: op(X)[line r, depth p] = X[r][p]. A line's depth
  * pairs are already adjacent in the source, so each 32-step strip of a line converts to 16
  * pair-words in one register; the strips of the panel's lines are then transposed (32-bit words)
- * into the panel through a small buffer that stays in L1: with 8x8 register transposes for full
- * groups of 8 lines and full strips, word by word otherwise. */
+ * into the panel through a small buffer that stays in L1: with 8x8 register transposes for
+ * groups of 8 lines of full strips, word by word for the rest (the last lines of 12- and
+ * 14-row panels, edge panels, the last strip). */
 static void pack_bf16_by_line(const float *X, long ldx, int p0, int kc, int r0, int len, int w,
                               uint16_t *P) {
     const int kp = (kc + 1) / 2;
@@ -101,18 +102,17 @@ static void pack_bf16_by_line(const float *X, long ldx, int p0, int kc, int r0, 
                 _mm512_store_si512(tmp[r], (__m512i)_mm512_cvtne2ps_pbh(b, a));
             }
             uint32_t *d = D + (long)(p / 2) * w;
-            if (pairs == 16 && cnt == w && w % 8 == 0) {
-                for (int g = 0; g < w; g += 8) {
-                    transpose_8x8_words(&tmp[g][0], d + g, w);
-                    transpose_8x8_words(&tmp[g][8], d + 8L * w + g, w);
+            int r8 = pairs == 16 ? cnt / 8 * 8 : 0;  /* lines done by register transposes */
+            for (int g = 0; g < r8; g += 8) {
+                transpose_8x8_words(&tmp[g][0], d + g, w);
+                transpose_8x8_words(&tmp[g][8], d + 8L * w + g, w);
+            }
+            if (r8 < w)
+                for (int t = 0; t < pairs; t++, d += w) {
+                    int r = r8;
+                    for (; r < cnt; r++) d[r] = tmp[r][t];
+                    for (; r < w; r++) d[r] = 0;
                 }
-                continue;
-            }
-            for (int t = 0; t < pairs; t++, d += w) {
-                int r = 0;
-                for (; r < cnt; r++) d[r] = tmp[r][t];
-                for (; r < w; r++) d[r] = 0;
-            }
         }
     }
 }
