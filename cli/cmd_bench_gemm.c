@@ -221,7 +221,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     char **pos = NULL;
     int npos = 0;
     int rc = args_parse(argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
-                        "endoret bench gemm [--threads T] [--reps R] [--json]", &pos, &npos);
+                        "endoret bench gemm [--threads T] [--reps R] [--json] [--precision fp32|bf16]", &pos, &npos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     free(pos);
