@@ -283,3 +283,15 @@ Test(kernels_gemm_bf16, precision_and_kernel_selection) {
     sgemm_set_precision(SGEMM_FP32);
     cr_assert_eq(sgemm_precision(), SGEMM_FP32);
 }
+
+/* $ENDORET_GEMM_PRECISION is read once, when the library first needs it; the call overrides it.
+ * (Each Criterion test runs in a fresh process, so nothing has read it yet.) */
+Test(kernels_gemm_bf16, precision_from_environment) {
+    setenv("ENDORET_GEMM_PRECISION", "bf16", 1);
+    cr_assert_eq(sgemm_precision(), SGEMM_BF16, "ENDORET_GEMM_PRECISION=bf16 not applied");
+    if (cpu_has_avx512_bf16()) cr_assert_str_eq(sgemm_kernel_name(), "avx512bf16-auto");
+    setenv("ENDORET_GEMM_PRECISION", "fp32", 1);  /* read once: no effect now */
+    cr_assert_eq(sgemm_precision(), SGEMM_BF16);
+    cr_assert_eq(sgemm_set_precision(SGEMM_FP32), 0);
+    cr_assert_eq(sgemm_precision(), SGEMM_FP32, "sgemm_set_precision must override the environment");
+}
