@@ -1,7 +1,9 @@
 /* cmd_bench_gemm.c — `endoret bench gemm`: GFLOP/s of our sgemm on the model's shapes and, when
  * an OpenBLAS shared library is present on the machine, of OpenBLAS's cblas_sgemm measured in the
  * same run with the same thread count (interleaved rep by rep, so both see the same machine load).
- * OpenBLAS is only a yardstick: it is dlopen()ed here, never linked into endoret. */
+ * `--precision bf16` measures ours in SGEMM_BF16 and SGEMM_FP32 side by side (and OpenBLAS's
+ * bf16 cblas_sbgemm when the library exports it). OpenBLAS is only a yardstick: it is dlopen()ed
+ * here, never linked into endoret. */
 #include <dlfcn.h>
 #include <omp.h>
 #include <stdio.h>
@@ -36,11 +38,15 @@ static const shape default_shapes[] = {
 typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int,
                                const float *, int, float, float *, int);
 typedef void (*set_threads_fn)(int);
+/* cblas_sbgemm: the same with bf16 (uint16) A and B, fp32 alpha/beta/C. */
+typedef void (*cblas_sbgemm_fn)(int, int, int, int, int, int, float, const uint16_t *, int,
+                                const uint16_t *, int, float, float *, int);
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
 typedef struct {
     void *lib;
     cblas_sgemm_fn sgemm;
+    cblas_sbgemm_fn sbgemm;  /* NULL when not exported (Debian's 0.3.21 build has none) */
     set_threads_fn set_threads;
 } openblas;
 
@@ -54,6 +60,7 @@ static int openblas_load(openblas *ob) {
     if (!ob->lib) return 0;
     ob->sgemm = (cblas_sgemm_fn)dlsym(ob->lib, "cblas_sgemm");
     ob->set_threads = (set_threads_fn)dlsym(ob->lib, "openblas_set_num_threads");
+    ob->sbgemm = (cblas_sbgemm_fn)dlsym(ob->lib, "cblas_sbgemm");
     if (!ob->sgemm) { dlclose(ob->lib); ob->lib = NULL; return 0; }
     return 1;
 }
@@ -76,15 +83,27 @@ static void run_openblas(const openblas *ob, const shape *s, const float *A, con
                   C + (long)b * s->m * s->n, s->n);
 }
 
+static void run_openblas_bf16(const openblas *ob, const shape *s, const uint16_t *A, const uint16_t *B,
+                              float *C) {
+    int lda = s->tA ? s->m : s->k, ldb = s->tB ? s->k : s->n;
+    for (int b = 0; b < s->batch; b++)
+        ob->sbgemm(CBLAS_ROW_MAJOR, s->tA ? CBLAS_TRANS : CBLAS_NO_TRANS,
+                   s->tB ? CBLAS_TRANS : CBLAS_NO_TRANS, s->m, s->n, s->k, 1.0f,
+                   A + (long)b * s->m * s->k, lda, B + (long)b * s->k * s->n, ldb, 0.0f,
+                   C + (long)b * s->m * s->n, s->n);
+}
+
 /* --ukernels: each compiled micro-kernel this CPU runs, on one thread, with its packed panels in
  * L1 (kc = 256, 8 A panels in turn): the in-core ceiling, free of packing and cache misses. */
 static void bench_ukernels(int json) {
-    const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512, gemm_kernels_avx2, gemm_kernels_scalar};
+    const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512bf16, gemm_kernels_avx512,
+                                           gemm_kernels_avx2, gemm_kernels_scalar};
     const int kc = 256, calls = 2000;
-    for (int si = 0; si < 3; si++) {
+    for (int si = 0; si < 4; si++) {
         int count;
         const gemm_kernel *ks = sets[si](&count);
-        if (!count || (!strcmp(ks[0].isa, "avx512") && !cpu_has_avx512()) ||
+        if (!count || (!strcmp(ks[0].isa, "avx512bf16") && !cpu_has_avx512_bf16()) ||
+            (!strcmp(ks[0].isa, "avx512") && !cpu_has_avx512()) ||
             (!strcmp(ks[0].isa, "avx2") && !cpu_has_avx2_fma()))
             continue;
         for (int i = 0; i < count; i++) {
@@ -94,22 +113,45 @@ static void bench_ukernels(int json) {
                   *C = xmalloc_aligned(sizeof(float) * K->mr * K->nr * 8);
             for (long j = 0; j < (long)K->mr * kc * 8; j++) Ap[j] = 1e-3f * (float)(j % 7);
             for (long j = 0; j < (long)K->nr * kc; j++) Bp[j] = 1e-3f * (float)(j % 5);
+            if (K->fn_bf16) {  /* the same values as bf16, converted in place (front half) */
+                gemm_cvt_bf16(Ap, (uint16_t *)Ap, (long)K->mr * kc * 8);
+                gemm_cvt_bf16(Bp, (uint16_t *)Bp, (long)K->nr * kc);
+            }
             memset(C, 0, sizeof(float) * K->mr * K->nr * 8);
             double best = 1e30;
             for (int rep = 0; rep < 15; rep++) {
                 double t0 = now_seconds();
                 for (int c = 0; c < calls; c++)
-                    K->fn(kc, Ap + (long)(c & 7) * K->mr * kc, Bp, C + (long)(c & 7) * K->mr * K->nr,
+                    if (K->fn_bf16)  /* same bytes reinterpreted as bf16 pairs: kc depth steps */
+                        K->fn_bf16(kc / 2, (const uint16_t *)(Ap + (long)(c & 7) * K->mr * kc / 2),
+                                   (const uint16_t *)Bp, C + (long)(c & 7) * K->mr * K->nr, K->nr,
+                                   1.0f, 1.0f, K->mr, K->nr);
+                    else K->fn(kc, Ap + (long)(c & 7) * K->mr * kc, Bp, C + (long)(c & 7) * K->mr * K->nr,
                           K->nr, 1.0f, 1.0f, K->mr, K->nr);
                 double t = now_seconds() - t0;
                 if (t < best) best = t;
             }
             double g = 2.0 * K->mr * K->nr * kc * calls / best * 1e-9;
             if (json) printf("{\"ukernel\":\"%s\",\"mr\":%d,\"nr\":%d,\"kc\":%d,\"gflops_best\":%.2f}\n", K->name, K->mr, K->nr, kc, g);
-            else printf("%-14s %2d x %-2d  kc=%d  %6.1f GFLOP/s (best of 15, 1 thread, panels in L1)\n", K->name, K->mr, K->nr, kc, g);
+            else printf("%-16s %2d x %-2d  kc=%d  %6.1f GFLOP/s (best of 15, 1 thread, panels in L1)\n", K->name, K->mr, K->nr, kc, g);
             free(Ap), free(Bp), free(C);
         }
     }
+}
+
+/* fp32 -> bf16 bit patterns (round to nearest even), for cblas_sbgemm's inputs. */
+static uint16_t *to_bf16(const float *x, long n) {
+    float *r = xmalloc(sizeof(float) * n);
+    memcpy(r, x, sizeof(float) * n);
+    gemm_round_bf16(r, n);
+    uint16_t *h = xmalloc(sizeof(uint16_t) * n);
+    for (long i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &r[i], 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    free(r);
+    return h;
 }
 
 static void pause_ms(int ms) {
@@ -160,7 +202,7 @@ bad:
 int cmd_bench_gemm(int argc, char **argv) {
     int threads = omp_get_max_threads(), reps = 7, json = 0, mc = 0, kc = 0, nc = 0, no_ref = 0,
         ukernels = 0;
-    const char *kernel_name = NULL, *shapes_text = NULL;
+    const char *kernel_name = NULL, *shapes_text = NULL, *precision_text = NULL;
     arg_spec specs[] = {
         {"threads", ARG_INT, &threads, "threads for ours and OpenBLAS (default: OpenMP's)"},
         {"reps", ARG_INT, &reps, "timed repetitions per shape after one warm-up (median reported)"},
@@ -172,11 +214,14 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"nc", ARG_INT, &nc, "override columns of B per block (tuning)"},
         {"no-openblas", ARG_FLAG, &no_ref, "do not look for OpenBLAS"},
         {"ukernels", ARG_FLAG, &ukernels, "only measure each micro-kernel with its data in L1"},
+        {"precision", ARG_STR, &precision_text,
+         "fp32, or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, interleaved); default: "
+         "$ENDORET_GEMM_PRECISION or fp32"},
     };
     char **pos = NULL;
     int npos = 0;
     int rc = args_parse(argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
-                        "endoret bench gemm [--threads T] [--reps R] [--json]", &pos, &npos);
+                        "endoret bench gemm [--threads T] [--reps R] [--json] [--precision fp32|bf16]", &pos, &npos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     free(pos);
@@ -185,6 +230,9 @@ int cmd_bench_gemm(int argc, char **argv) {
     if (reps < 1 || reps > 10000) return er_fail(ER_INPUT, "--reps: expected 1..10000, got %d", reps);
     if (kernel_name && sgemm_use_kernel(kernel_name))
         return er_fail(ER_INPUT, "--kernel: '%s' is unknown or not supported by this CPU", kernel_name);
+    if (precision_text && strcmp(precision_text, "fp32") && strcmp(precision_text, "bf16"))
+        return er_fail(ER_INPUT, "--precision: expected fp32 or bf16, got '%s'", precision_text);
+    const int bf16 = precision_text && !strcmp(precision_text, "bf16");
     sgemm_set_blocking(mc, kc, nc);
     if (ukernels) { bench_ukernels(json); return ER_OK; }
 
@@ -200,14 +248,29 @@ int cmd_bench_gemm(int argc, char **argv) {
     openblas ob;
     int have_ob = !no_ref && openblas_load(&ob);
     if (have_ob && ob.set_threads) ob.set_threads(threads);
+    /* Contenders, timed in this order in every rep: ours in the chosen (or environment's)
+     * precision; with --precision bf16 also ours in fp32; OpenBLAS sgemm; OpenBLAS sbgemm. */
+    enum { C_OURS, C_OURS_FP32, C_OB, C_SB, C_N };
+    int on[C_N] = {1, bf16, have_ob, have_ob && bf16 && ob.sbgemm != NULL};
+    const int main_prec = precision_text ? (bf16 ? SGEMM_BF16 : SGEMM_FP32) : sgemm_precision();
+    sgemm_set_precision(main_prec);
     if (!json) {
-        printf("sgemm %s, %d threads, %d reps after 1 warm-up, median GFLOP/s (best in brackets)\n",
-               sgemm_kernel_name(), threads, reps);
+        printf("sgemm %s (%s), %d threads, %d reps after 1 warm-up, median GFLOP/s (best in brackets)\n",
+               sgemm_kernel_name(), main_prec == SGEMM_BF16 ? "bf16 inputs, fp32 accumulation" : "fp32",
+               threads, reps);
         printf("OpenBLAS: %s\n", have_ob ? "found (dlopen), measured interleaved with ours" : "not found, ours only");
-        printf("%-16s %-2s %-6s %11s %11s %7s  %s\n", "m x n x k", "op", "tile", "ours", "openblas", "ratio", "what");
+        if (bf16)
+            printf("OpenBLAS cblas_sbgemm: %s\n", !have_ob ? "-" : on[C_SB] ? "exported, measured (bf16 reference)"
+                                                                     : "not exported by this build");
+        if (bf16)
+            printf("%-16s %-2s %-6s %11s %11s %11s %11s %7s %7s  %s\n", "m x n x k", "op", "tile", "ours bf16",
+                   "ours fp32", "openblas", "sbgemm", "bf/fp32", "bf/ob", "what");
+        else
+            printf("%-16s %-2s %-6s %11s %11s %7s  %s\n", "m x n x k", "op", "tile", "ours", "openblas", "ratio", "what");
     }
 
-    double *t_ours = xmalloc(sizeof(double) * reps), *t_ob = xmalloc(sizeof(double) * reps);
+    double *t[C_N];
+    for (int c = 0; c < C_N; c++) t[c] = xmalloc(sizeof(double) * reps);
     for (int si = 0; si < nshapes; si++) {
         const shape *s = &shapes[si];
         long na = (long)s->batch * s->m * s->k, nb = (long)s->batch * s->k * s->n,
@@ -217,28 +280,28 @@ int cmd_bench_gemm(int argc, char **argv) {
         rng_t r = rng_make(1234, rng_stream(7, (uint32_t)si, 0));
         for (long i = 0; i < na; i++) A[i] = 2.0f * rng_uniform(&r) - 1.0f;
         for (long i = 0; i < nb; i++) B[i] = 2.0f * rng_uniform(&r) - 1.0f;
+        uint16_t *Ah = NULL, *Bh = NULL;
+        if (on[C_SB]) Ah = to_bf16(A, na), Bh = to_bf16(B, nb);
         double flops = 2.0 * s->batch * s->m * s->n * s->k;
 
-        run_ours(s, A, B, C);
-        if (have_ob) run_openblas(&ob, s, A, B, C);
-        for (int rep = 0; rep < reps; rep++) {
-            /* Short pauses let the other library's idle threads stop spinning before we time. */
-            if (have_ob) pause_ms(20);
-            double t0 = now_seconds();
-            run_ours(s, A, B, C);
-            t_ours[rep] = now_seconds() - t0;
-            if (have_ob) {
-                pause_ms(20);
-                t0 = now_seconds();
-                run_openblas(&ob, s, A, B, C);
-                t_ob[rep] = now_seconds() - t0;
+        for (int rep = -1; rep < reps; rep++)  /* rep -1: warm-up, not timed */
+            for (int c = 0; c < C_N; c++) {
+                if (!on[c]) continue;
+                /* Short pauses let the other library's idle threads stop spinning before we time. */
+                if (have_ob && rep >= 0) pause_ms(20);
+                if (c <= C_OURS_FP32) sgemm_set_precision(c == C_OURS ? main_prec : SGEMM_FP32);
+                double t0 = now_seconds();
+                if (c <= C_OURS_FP32) run_ours(s, A, B, C);
+                else if (c == C_OB) run_openblas(&ob, s, A, B, C);
+                else run_openblas_bf16(&ob, s, Ah, Bh, C);
+                if (rep >= 0) t[c][rep] = now_seconds() - t0;
             }
-        }
-        qsort(t_ours, reps, sizeof(double), cmp_double);
-        double g = flops / t_ours[reps / 2] * 1e-9, gbest = flops / t_ours[0] * 1e-9, go = 0, gobest = 0;
-        if (have_ob) {
-            qsort(t_ob, reps, sizeof(double), cmp_double);
-            go = flops / t_ob[reps / 2] * 1e-9, gobest = flops / t_ob[0] * 1e-9;
+        sgemm_set_precision(main_prec);
+        double g[C_N] = {0}, gb[C_N] = {0};
+        for (int c = 0; c < C_N; c++) {
+            if (!on[c]) continue;
+            qsort(t[c], reps, sizeof(double), cmp_double);
+            g[c] = flops / t[c][reps / 2] * 1e-9, gb[c] = flops / t[c][0] * 1e-9;
         }
         char dims[48], op[3] = {s->tA ? 't' : 'n', s->tB ? 't' : 'n', 0};
         const char *kname = sgemm_kernel_for(s->tA, s->m, s->n), *tile = strchr(kname, '-');
@@ -247,22 +310,39 @@ int cmd_bench_gemm(int argc, char **argv) {
         else snprintf(dims, sizeof dims, "%dx%dx%d", s->m, s->n, s->k);
         if (json) {
             printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"transA\":%d,\"transB\":%d,\"threads\":%d,"
-                   "\"reps\":%d,\"kernel\":\"%s\",\"gflops\":%.2f,\"gflops_best\":%.2f",
-                   s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps, kname, g, gbest);
+                   "\"reps\":%d,\"precision\":\"%s\",\"kernel\":\"%s\",\"gflops\":%.2f,\"gflops_best\":%.2f",
+                   s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps,
+                   main_prec == SGEMM_BF16 ? "bf16" : "fp32", kname, g[C_OURS], gb[C_OURS]);
+            if (on[C_OURS_FP32])
+                printf(",\"fp32_gflops\":%.2f,\"fp32_gflops_best\":%.2f,\"ratio_fp32\":%.3f",
+                       g[C_OURS_FP32], gb[C_OURS_FP32], g[C_OURS] / g[C_OURS_FP32]);
             if (have_ob)
-                printf(",\"openblas_gflops\":%.2f,\"openblas_gflops_best\":%.2f,\"ratio\":%.3f", go,
-                       gobest, g / go);
+                printf(",\"openblas_gflops\":%.2f,\"openblas_gflops_best\":%.2f,\"ratio\":%.3f", g[C_OB],
+                       gb[C_OB], g[C_OURS] / g[C_OB]);
+            if (on[C_SB])
+                printf(",\"sbgemm_gflops\":%.2f,\"sbgemm_gflops_best\":%.2f", g[C_SB], gb[C_SB]);
             printf("}\n");
+        } else if (bf16) {
+            char col[C_N][16], rat[2][16];
+            for (int c = 0; c < C_N; c++)
+                if (on[c]) snprintf(col[c], sizeof col[c], "%5.1f (%3.0f)", g[c], gb[c]);
+                else snprintf(col[c], sizeof col[c], "-");
+            snprintf(rat[0], sizeof rat[0], "%6.2fx", g[C_OURS] / g[C_OURS_FP32]);
+            if (have_ob) snprintf(rat[1], sizeof rat[1], "%6.2fx", g[C_OURS] / g[C_OB]);
+            else snprintf(rat[1], sizeof rat[1], "-");
+            printf("%-16s %-2s %-6s %11s %11s %11s %11s %7s %7s  %s\n", dims, op, tile, col[C_OURS],
+                   col[C_OURS_FP32], col[C_OB], col[C_SB], rat[0], rat[1], s->what);
         } else if (have_ob) {
-            printf("%-16s %-2s %-6s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, tile, g, gbest, go,
-                   gobest, g / go, s->what);
+            printf("%-16s %-2s %-6s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, tile, g[C_OURS],
+                   gb[C_OURS], g[C_OB], gb[C_OB], g[C_OURS] / g[C_OB], s->what);
         } else {
-            printf("%-16s %-2s %-6s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, tile, g, gbest, "-", "-", s->what);
+            printf("%-16s %-2s %-6s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, tile, g[C_OURS], gb[C_OURS], "-", "-", s->what);
         }
         fflush(stdout);
-        free(A), free(B), free(C);
+        free(A), free(B), free(C), free(Ah), free(Bh);
     }
-    free(t_ours), free(t_ob), free(custom);
+    for (int c = 0; c < C_N; c++) free(t[c]);
+    free(custom);
     /* The OpenBLAS handle is deliberately not dlclose()d: its worker threads may still be parked. */
     return ER_OK;
 }

@@ -3,6 +3,9 @@
  * binary built for a generic x86-64 still picks the best sgemm kernel on the machine it runs on. */
 #include <stdio.h>
 #include <omp.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
@@ -13,6 +16,21 @@ int cpu_has_avx512(void) {
     /* __builtin_cpu_supports also checks that the OS saves the zmm state (XGETBV). */
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+#else
+    return 0;
+#endif
+}
+
+/* AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps): CPUID leaf 7 sub-leaf 1, EAX bit 5, on top of the
+ * AVX-512 checks above (which include the OS saving the zmm/opmask state). Read directly because
+ * __builtin_cpu_supports("avx512bf16") needs a newer compiler than some we build with. */
+int cpu_has_avx512_bf16(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!cpu_has_avx512()) return 0;
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || eax < 1) return 0;  /* max sub-leaf */
+    if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return 0;
+    return (eax >> 5) & 1u;
 #else
     return 0;
 #endif

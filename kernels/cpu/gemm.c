@@ -49,45 +49,74 @@ void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const f
  * full tiles, so padding decides (197 rows: 8 rows pads to 200, 14 to 210; n = 64: 64 columns
  * pads nothing, 48 pads to 96). Deterministic: the choice depends only on the shape. */
 
+typedef struct {
+    const gemm_kernel *set;  /* kernels of one instruction set */
+    int count;               /* how many; 0 = none */
+    int fixed;               /* index of a kernel chosen by full name, -1 = by shape */
+} kernel_choice;
+
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static const gemm_kernel *g_set;  /* kernels of the chosen instruction set */
-static int g_count;               /* how many */
-static int g_fixed = -1;          /* index of a kernel chosen by full name, -1 = by shape */
-static int g_mc, g_kc, g_nc;      /* blocking overrides, 0 = kernel default */
+static kernel_choice g_fp32;   /* fp32 panels: SGEMM_FP32, and SGEMM_BF16's rounding path */
+static kernel_choice g_bf16;   /* native bf16 panels for SGEMM_BF16; count 0 = rounding path */
+static int g_mc, g_kc, g_nc;   /* blocking overrides, 0 = kernel default */
+static int g_precision = SGEMM_FP32;
 
 static int isa_supported(const char *isa) {
     if (!strcmp(isa, "avx512")) return cpu_has_avx512();
+    if (!strcmp(isa, "avx512bf16")) return cpu_has_avx512_bf16();
     if (!strcmp(isa, "avx2")) return cpu_has_avx2_fma();
     return 1;
 }
 
-/* Finds the set and index for `name` (NULL/"auto": best set, by shape). Returns 0 or -1. */
-static int resolve(const char *name, const gemm_kernel **set, int *count, int *fixed) {
-    const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512, gemm_kernels_avx2, gemm_kernels_scalar};
-    int automatic = !name || !*name || !strcmp(name, "auto");
-    for (int s = 0; s < 3; s++) {
-        int cnt;
-        const gemm_kernel *ks = sets[s](&cnt);
-        if (!cnt || !isa_supported(ks[0].isa)) continue;
-        if (automatic || !strcmp(name, ks[0].isa)) { *set = ks, *count = cnt, *fixed = -1; return 0; }
-        for (int i = 0; i < cnt; i++)
-            if (!strcmp(name, ks[i].name)) { *set = ks, *count = cnt, *fixed = i; return 0; }
-    }
+/* Looks `name` up in one set (NULL: the set itself, by shape). 0 = found and supported. */
+static int find_in(const gemm_kernel *(*set_fn)(int *), const char *name, kernel_choice *out) {
+    int cnt;
+    const gemm_kernel *ks = set_fn(&cnt);
+    if (!cnt || !isa_supported(ks[0].isa)) return -1;
+    if (!name || !strcmp(name, ks[0].isa)) { *out = (kernel_choice){ks, cnt, -1}; return 0; }
+    for (int i = 0; i < cnt; i++)
+        if (!strcmp(name, ks[i].name)) { *out = (kernel_choice){ks, cnt, i}; return 0; }
     return -1;
 }
 
+/* NULL/"auto": the best fp32 set, and the native bf16 kernels when the CPU has AVX512_BF16.
+ * "avx512bf16" or one of its kernels: that for SGEMM_BF16, the best fp32 set for SGEMM_FP32.
+ * Any other set or kernel: it for both precisions (SGEMM_BF16 then rounds its fp32 panels), so
+ * forcing an instruction set keeps the meaning of the results. Returns 0 or -1 (no change). */
+static int resolve(const char *name) {
+    const gemm_kernel *(*fp32_sets[])(int *) = {gemm_kernels_avx512, gemm_kernels_avx2, gemm_kernels_scalar};
+    kernel_choice f = {0}, b = {0};
+    int automatic = !name || !*name || !strcmp(name, "auto");
+    if (automatic || !find_in(gemm_kernels_avx512bf16, name, &b)) {
+        if (automatic && find_in(gemm_kernels_avx512bf16, NULL, &b)) b.count = 0;
+        for (int s = 0; s < 3 && !f.count; s++) find_in(fp32_sets[s], NULL, &f);
+    } else {
+        for (int s = 0; s < 3 && !f.count; s++) find_in(fp32_sets[s], name, &f);
+        if (!f.count) return -1;
+    }
+    g_fp32 = f, g_bf16 = b;
+    return 0;
+}
+
 static void init_from_env(void) {
-    if (resolve(getenv("ENDORET_GEMM_KERNEL"), &g_set, &g_count, &g_fixed))
-        resolve(NULL, &g_set, &g_count, &g_fixed);  /* unknown/unsupported name: best instead */
+    if (resolve(getenv("ENDORET_GEMM_KERNEL"))) resolve(NULL);  /* unknown/unsupported: best */
+    const char *p = getenv("ENDORET_GEMM_PRECISION");
+    if (p && !strcmp(p, "bf16")) g_precision = SGEMM_BF16;
+    if (p && !strcmp(p, "fp32")) g_precision = SGEMM_FP32;
+}
+
+static const kernel_choice *active_choice(void) {
+    pthread_once(&g_once, init_from_env);
+    return g_precision == SGEMM_BF16 && g_bf16.count ? &g_bf16 : &g_fp32;
 }
 
 static const gemm_kernel *pick_kernel(int tA, int m, int n) {
-    pthread_once(&g_once, init_from_env);
-    if (g_fixed >= 0) return &g_set[g_fixed];
-    const gemm_kernel *best = &g_set[0];
+    const kernel_choice *ch = active_choice();
+    if (ch->fixed >= 0) return &ch->set[ch->fixed];
+    const gemm_kernel *best = &ch->set[0];
     double best_cost = 0;
-    for (int i = 0; i < g_count; i++) {
-        const gemm_kernel *K = &g_set[i];
+    for (int i = 0; i < ch->count; i++) {
+        const gemm_kernel *K = &ch->set[i];
         double cost = (double)((m + K->mr - 1) / K->mr * K->mr) * ((n + K->nr - 1) / K->nr * K->nr);
         /* Row-major A packs 8 rows at a time with an in-register transpose; other heights are
          * copied element by element (measured: ~3% slower when n is small). */
@@ -99,9 +128,9 @@ static const gemm_kernel *pick_kernel(int tA, int m, int n) {
 
 const char *sgemm_kernel_name(void) {
     static char buf[32];
-    pthread_once(&g_once, init_from_env);
-    if (g_fixed >= 0 || g_count == 1) return g_set[g_fixed >= 0 ? g_fixed : 0].name;
-    snprintf(buf, sizeof buf, "%s-auto", g_set[0].isa);
+    const kernel_choice *ch = active_choice();
+    if (ch->fixed >= 0 || ch->count == 1) return ch->set[ch->fixed >= 0 ? ch->fixed : 0].name;
+    snprintf(buf, sizeof buf, "%s-auto", ch->set[0].isa);
     return buf;
 }
 
@@ -109,13 +138,77 @@ const char *sgemm_kernel_for(int transA, int m, int n) { return pick_kernel(tran
 
 int sgemm_use_kernel(const char *name) {
     pthread_once(&g_once, init_from_env);
-    return resolve(name, &g_set, &g_count, &g_fixed);
+    return resolve(name);
 }
 
 void sgemm_set_blocking(int mc, int kc, int nc) {
     g_mc = mc > 0 ? mc : 0;
     g_kc = kc > 0 ? kc : 0;
     g_nc = nc > 0 ? nc : 0;
+}
+
+int sgemm_set_precision(int precision) {
+    if (precision != SGEMM_FP32 && precision != SGEMM_BF16) return -1;
+    pthread_once(&g_once, init_from_env);  /* the environment is read first, then overridden */
+    g_precision = precision;
+    return 0;
+}
+
+int sgemm_precision(void) {
+    pthread_once(&g_once, init_from_env);
+    return g_precision;
+}
+
+/* ---- packing buffers ----
+ * One pair of aligned buffers per thread, grown when a call needs more and then reused, so a
+ * product does not malloc/free its panels (the small attention products called it per head).
+ * Every thread's buffers sit in a global list (reachable: no leak report) and are freed when the
+ * thread exits (pthread key destructor); those of threads alive at exit stay reachable. */
+typedef struct pack_bufs {
+    void *a, *b;
+    size_t a_cap, b_cap;
+    struct pack_bufs *prev, *next;
+} pack_bufs;
+
+static pthread_mutex_t g_bufs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pack_bufs *g_bufs_list;
+static pthread_key_t g_bufs_key;
+static pthread_once_t g_bufs_once = PTHREAD_ONCE_INIT;
+
+static void bufs_release(void *p) {
+    pack_bufs *t = p;
+    pthread_mutex_lock(&g_bufs_lock);
+    if (t->prev) t->prev->next = t->next;
+    else g_bufs_list = t->next;
+    if (t->next) t->next->prev = t->prev;
+    pthread_mutex_unlock(&g_bufs_lock);
+    free(t->a), free(t->b), free(t);
+}
+
+static void bufs_key_create(void) { pthread_key_create(&g_bufs_key, bufs_release); }
+
+static pack_bufs *thread_bufs(void) {
+    pthread_once(&g_bufs_once, bufs_key_create);
+    pack_bufs *t = pthread_getspecific(g_bufs_key);
+    if (!t) {
+        t = xcalloc(1, sizeof *t);
+        pthread_mutex_lock(&g_bufs_lock);
+        t->next = g_bufs_list;
+        if (g_bufs_list) g_bufs_list->prev = t;
+        g_bufs_list = t;
+        pthread_mutex_unlock(&g_bufs_lock);
+        pthread_setspecific(g_bufs_key, t);
+    }
+    return t;
+}
+
+static void *grow(void **buf, size_t *cap, size_t need) {
+    if (need > *cap) {
+        free(*buf);
+        *buf = xmalloc_aligned(need);
+        *cap = need;
+    }
+    return *buf;
 }
 
 /* ---- driver ---- */
@@ -128,7 +221,9 @@ typedef struct {
     long lda, ldb, ldc;
     float *C;
     int mc, kcb, ncb, mchunk;  /* blocking actually used */
-    float *Ap, *Bp;            /* shared packing buffers */
+    int native_bf16;           /* K->fn_bf16 on bf16 panels */
+    int round_bf16;            /* SGEMM_BF16 on fp32 panels: round them after packing */
+    void *Ap, *Bp;             /* packing buffers (shared by a team) */
     int counter[2];            /* work-unit counters, alternating between compute phases */
 } gemm_job;
 
@@ -142,18 +237,25 @@ static void team_barrier(int nt) {
     }
 }
 
-static int g_precision = SGEMM_FP32;
-
-int sgemm_set_precision(int precision) {
-    if (precision != SGEMM_FP32 && precision != SGEMM_BF16) return -1;
-    g_precision = precision;
-    return 0;
+/* Bytes one packed line (row of an A panel, column of a B panel) takes for a depth block of kc:
+ * kc floats, or ceil(kc/2) bf16 pairs. */
+static inline long line_bytes(int native_bf16, int kc) {
+    return native_bf16 ? 4L * ((kc + 1) / 2) : 4L * kc;
 }
 
-int sgemm_precision(void) { return g_precision; }
+/* Pack lines [l0, l1) of a block into its panels at P (fp32 or bf16 per the job). */
+static void pack_block(const gemm_job *J, int is_a, int l0, int len, int p0, int kc, int w, char *P) {
+    if (J->native_bf16) {
+        if (is_a) gemm_pack_a_bf16(J->tA, J->A, J->lda, l0, len, p0, kc, w, (uint16_t *)P);
+        else gemm_pack_b_bf16(J->tB, J->B, J->ldb, p0, kc, l0, len, w, (uint16_t *)P);
+        return;
+    }
+    if (is_a) gemm_pack_a(J->tA, J->A, J->lda, l0, len, p0, kc, w, (float *)P);
+    else gemm_pack_b(J->tB, J->B, J->ldb, p0, kc, l0, len, w, (float *)P);
+    if (J->round_bf16) gemm_round_bf16((float *)P, (long)round_up(len, w) * kc);
+}
 
 static void gemm_thread(gemm_job *J, int tid, int nt) {
-    const int bf16 = g_precision == SGEMM_BF16;
     const gemm_kernel *K = J->K;
     const int MR = K->mr, NR = K->nr;
     int phase = 0;
@@ -162,19 +264,19 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
         for (int pc = 0; pc < J->k; pc += J->kcb) {
             int kc = imin(J->kcb, J->k - pc);
             float beta = pc == 0 ? J->beta : 1.0f;
+            const long lb = line_bytes(J->native_bf16, kc);
+            char *Ap = J->Ap, *Bp = J->Bp;
             /* Contiguous share of the B panels per thread. */
             int b0 = npan_b * tid / nt, b1 = npan_b * (tid + 1) / nt;
             if (b1 > b0)
-                gemm_pack_b(J->tB, J->B, J->ldb, pc, kc, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR,
-                            NR, J->Bp + (long)b0 * NR * kc);
-            if (b1 > b0 && bf16) gemm_round_bf16(J->Bp + (long)b0 * NR * kc, (long)(b1 - b0) * NR * kc);
+                pack_block(J, 0, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR, pc, kc, NR,
+                           Bp + (long)b0 * NR * lb);
             for (int ic = 0; ic < J->m; ic += J->mchunk) {
                 int mch = imin(J->mchunk, J->m - ic), npan_a = ceil_div(mch, MR);
                 int a0 = npan_a * tid / nt, a1 = npan_a * (tid + 1) / nt;
                 if (a1 > a0)
-                    gemm_pack_a(J->tA, J->A, J->lda, ic + a0 * MR, imin(mch, a1 * MR) - a0 * MR, pc,
-                                kc, MR, J->Ap + (long)a0 * MR * kc);
-                if (a1 > a0 && bf16) gemm_round_bf16(J->Ap + (long)a0 * MR * kc, (long)(a1 - a0) * MR * kc);
+                    pack_block(J, 1, ic + a0 * MR, imin(mch, a1 * MR) - a0 * MR, pc, kc, MR,
+                               Ap + (long)a0 * MR * lb);
                 if (tid == 0) __atomic_store_n(&J->counter[(phase + 1) & 1], 0, __ATOMIC_RELAXED);
                 team_barrier(nt);
 
@@ -194,12 +296,17 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
                     int i0 = (u / nb) * mcu, i1 = imin(mch, i0 + mcu);
                     int j0 = (u % nb) * per, j1 = imin(npan_b, j0 + per);
                     for (int jp = j0; jp < j1; jp++) {
-                        const float *bp = J->Bp + (long)jp * NR * kc;
+                        const char *bp = Bp + (long)jp * NR * lb;
                         int col = jp * NR, nr = imin(NR, nc - col);
                         for (int i = i0; i < i1; i += MR) {
                             float *c = J->C + (long)(ic + i) * J->ldc + jc + col;
-                            K->fn(kc, J->Ap + (long)i * kc, bp, c, J->ldc, J->alpha, beta,
-                                  imin(MR, i1 - i), nr);
+                            if (J->native_bf16)
+                                K->fn_bf16((kc + 1) / 2, (const uint16_t *)(Ap + (long)i * lb),
+                                           (const uint16_t *)bp, c, J->ldc, J->alpha, beta,
+                                           imin(MR, i1 - i), nr);
+                            else
+                                K->fn(kc, (const float *)(Ap + (long)i * lb), (const float *)bp, c,
+                                      J->ldc, J->alpha, beta, imin(MR, i1 - i), nr);
                         }
                     }
                 }
@@ -243,11 +350,11 @@ static void run_grid(const gemm_job *J0, int nt) {
             S.mchunk = imin(S.mchunk, S.m);
             S.ncb = imin(S.ncb, round_up(S.n, NR));
             S.counter[0] = S.counter[1] = 0;
-            S.Ap = xmalloc_aligned(sizeof(float) * (size_t)round_up(S.mchunk, MR) * S.kcb);
-            S.Bp = xmalloc_aligned(sizeof(float) * (size_t)S.ncb * S.kcb);
+            pack_bufs *tb = thread_bufs();
+            long lb = line_bytes(S.native_bf16, S.kcb);
+            S.Ap = grow(&tb->a, &tb->a_cap, (size_t)round_up(S.mchunk, MR) * lb);
+            S.Bp = grow(&tb->b, &tb->b_cap, (size_t)S.ncb * lb);
             gemm_thread(&S, 0, 1);
-            free(S.Ap);
-            free(S.Bp);
         }
     }
 }
@@ -273,8 +380,12 @@ static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, cons
     int MC = g_mc ? g_mc : K->mc, KC = g_kc ? g_kc : K->kc, NC = g_nc ? g_nc : K->nc;
     MC = round_up(MC, K->mr);
     NC = round_up(NC, K->nr);
-    /* Equal-sized depth and column blocks (k = 300 -> 2 x 150, not 256 + 44). */
+    J.native_bf16 = K->fn_bf16 != NULL;
+    J.round_bf16 = !J.native_bf16 && g_precision == SGEMM_BF16;
+    /* Equal-sized depth and column blocks (k = 300 -> 2 x 150, not 256 + 44); even for bf16
+     * panels, so only the last block can end on a zero-padded half pair. */
     J.kcb = ceil_div(k, ceil_div(k, KC));
+    if (J.native_bf16) J.kcb = round_up(J.kcb, 2);
     J.ncb = round_up(ceil_div(n, ceil_div(n, NC)), K->nr);
     J.mc = MC;
     /* Pack all of A's rows for one depth block when that stays within ~16 MB, else in chunks. */
@@ -290,16 +401,16 @@ static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, cons
     if (nt < 1) nt = 1;
 
     if (nt > 1 && nt <= GRID_MAX_THREADS) { run_grid(&J, nt); return; }
-    J.Ap = xmalloc_aligned(sizeof(float) * (size_t)round_up(J.mchunk, K->mr) * J.kcb);
-    J.Bp = xmalloc_aligned(sizeof(float) * (size_t)J.ncb * J.kcb);
+    pack_bufs *tb = thread_bufs();  /* the caller's buffers; a team shares them */
+    long lb = line_bytes(J.native_bf16, J.kcb);
+    J.Ap = grow(&tb->a, &tb->a_cap, (size_t)round_up(J.mchunk, K->mr) * lb);
+    J.Bp = grow(&tb->b, &tb->b_cap, (size_t)J.ncb * lb);
     if (nt == 1) {
         gemm_thread(&J, 0, 1);
     } else {
 #pragma omp parallel num_threads(nt)
         gemm_thread(&J, omp_get_thread_num(), omp_get_num_threads());
     }
-    free(J.Ap);
-    free(J.Bp);
 }
 
 static int team_size(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(); }

@@ -27,7 +27,9 @@ const char *sgemm_kernel_name(void);
 const char *sgemm_kernel_for(int transA, int m, int n);
 
 /* Use the kernel named by its instruction set ("avx512", "avx2", "scalar") or full name
- * ("avx512-6x64"); NULL or "auto" = the best for this CPU. Returns 0, or -1 (nothing changed)
+ * ("avx512-6x64"); NULL or "auto" = the best for this CPU. "avx512bf16" or one of its kernels
+ * ("avx512bf16-8x48") picks the native bf16 kernels for SGEMM_BF16 (SGEMM_FP32 then uses the best
+ * fp32 set); naming an fp32 set makes SGEMM_BF16 round fp32 panels instead. Returns 0, or -1 (nothing changed)
  * when the name is unknown or this CPU cannot run it. For tests and benchmarks: do not call it
  * while another thread is inside sgemm. */
 int sgemm_use_kernel(const char *name);
@@ -40,6 +42,10 @@ void sgemm_set_blocking(int mc, int kc, int nc);
  *   SGEMM_FP32 (default): fp32 inputs, fp32 accumulation.
  *   SGEMM_BF16: mixed precision: op(A) and op(B) rounded to bf16 (round to nearest even) as they
  *               are packed, products accumulated in fp32, C in fp32 (alpha/beta in fp32).
+ *               On AVX512_BF16 CPUs it runs vdpbf16ps kernels on bf16 panels (~2x the fp32
+ *               FLOP rate); elsewhere, or with an fp32 instruction set forced, fp32 kernels on
+ *               rounded panels. docs/gemm.md says where the two can differ (fp32 rounding only).
+ * $ENDORET_GEMM_PRECISION=bf16|fp32 sets the starting value (read once); this call overrides it.
  * Returns 0, or -1 (nothing changed) for an unknown value. Not while another thread is in sgemm. */
 enum { SGEMM_FP32 = 0, SGEMM_BF16 = 1 };
 int sgemm_set_precision(int precision);

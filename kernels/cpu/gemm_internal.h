@@ -8,17 +8,26 @@
 #ifndef ENDORET_GEMM_INTERNAL_H
 #define ENDORET_GEMM_INTERNAL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* C[0:mr, 0:nr] = alpha * (Ap @ Bp) + beta * C  (beta == 0: C is only written, never read).
  * mr <= MR and nr <= NR give the valid part of the tile at the matrix edge. */
 typedef void (*gemm_ukr_fn)(long kc, const float *Ap, const float *Bp, float *C, long ldc,
                             float alpha, float beta, int mr, int nr);
 
+/* The bf16 form (SGEMM_BF16 on AVX512_BF16): kp depth pairs of bf16 panels in the
+ * k-pair-interleaved layout of gemm_pack_bf16.c, fp32 accumulation, same C contract. */
+typedef void (*gemm_ukr_bf16_fn)(long kp, const uint16_t *Ap, const uint16_t *Bp, float *C,
+                                 long ldc, float alpha, float beta, int mr, int nr);
+
 typedef struct {
     const char *name;   /* "avx512-14x32", ... */
-    const char *isa;    /* "avx512", "avx2", "scalar": what sgemm_use_kernel() accepts */
+    const char *isa;    /* "avx512", "avx512bf16", "avx2", "scalar": what sgemm_use_kernel() accepts */
     int mr, nr;         /* micro-tile */
     int mc, kc, nc;     /* cache blocking defaults (mc multiple of mr, nc multiple of nr) */
-    gemm_ukr_fn fn;
+    gemm_ukr_fn fn;     /* fp32 panels (NULL for the bf16 kernels) */
+    gemm_ukr_bf16_fn fn_bf16;  /* bf16 panels (only the avx512bf16 kernels) */
 } gemm_kernel;
 
 /* The compiled-in kernels of each instruction set, default first; *count = 0 when the set was not
@@ -26,6 +35,7 @@ typedef struct {
 const gemm_kernel *gemm_kernels_avx512(int *count);
 const gemm_kernel *gemm_kernels_avx2(int *count);
 const gemm_kernel *gemm_kernels_scalar(int *count);
+const gemm_kernel *gemm_kernels_avx512bf16(int *count);  /* fn_bf16 kernels */
 
 /* Pack rows [i0, i0+mc) x depth [p0, p0+kc) of op(A) into ceil(mc/mr) micro-panels at Ap. */
 void gemm_pack_a(int transA, const float *A, long lda, int i0, int mc, int p0, int kc, int mr,
@@ -34,11 +44,21 @@ void gemm_pack_a(int transA, const float *A, long lda, int i0, int mc, int p0, i
 void gemm_pack_b(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
                  float *Bp);
 
+/* The same blocks as bf16 k-pair-interleaved panels (AVX512_BF16 CPUs only): a panel of w lines
+ * and kc depth steps takes w * 2 * ceil(kc/2) uint16, odd kc padded with a zero step. */
+void gemm_pack_a_bf16(int transA, const float *A, long lda, int i0, int mc, int p0, int kc, int mr,
+                      uint16_t *Ap);
+void gemm_pack_b_bf16(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
+                      uint16_t *Bp);
+/* n floats -> bf16 with the hardware conversion (vcvtne2ps2bf16); AVX512_BF16 CPUs only. */
+void gemm_cvt_bf16(const float *x, uint16_t *y, long n);
+
 /* Round n packed floats to bf16 in place (nearest even; NaN stays NaN): the SGEMM_BF16 inputs. */
 void gemm_round_bf16(float *P, long n);
 
 /* Runtime CPU features (cpu_info.c): non-zero when the CPU and OS support them. */
 int cpu_has_avx512(void);  /* AVX-512 F+VL+DQ+BW */
 int cpu_has_avx2_fma(void);
+int cpu_has_avx512_bf16(void);  /* AVX512_BF16 on top of cpu_has_avx512() */
 
 #endif

@@ -56,7 +56,7 @@ static void ukr_6x16(long kc, const float *restrict Ap, const float *restrict Bp
 }
 #pragma GCC pop_options
 
-static const gemm_kernel kernels[] = {{"avx2-6x16", "avx2", 6, 16, 144, 256, 2048, ukr_6x16}};
+static const gemm_kernel kernels[] = {{"avx2-6x16", "avx2", 6, 16, 144, 256, 2048, ukr_6x16, NULL}};
 
 const gemm_kernel *gemm_kernels_avx2(int *count) {
     *count = 1;

@@ -36,10 +36,10 @@
  * measured 1-5 % faster than 256 on the k-heavy ViT shapes (fewer passes over C) and equal on
  * 1024^3 (bench/RESULTS_gemm.md); the kernels are at peak in L1 and L2 alike. */
 static const gemm_kernel kernels[] = {
-    {"avx512-8x48", "avx512", 8, 48, 160, 384, 4080, ukr_avx512_8x3},
-    {"avx512-6x64", "avx512", 6, 64, 144, 384, 4096, ukr_avx512_6x4},
-    {"avx512-14x32", "avx512", 14, 32, 168, 384, 4096, ukr_avx512_14x2},
-    {"avx512-12x32", "avx512", 12, 32, 144, 384, 4096, ukr_avx512_12x2},
+    {"avx512-8x48", "avx512", 8, 48, 160, 384, 4080, ukr_avx512_8x3, NULL},
+    {"avx512-6x64", "avx512", 6, 64, 144, 384, 4096, ukr_avx512_6x4, NULL},
+    {"avx512-14x32", "avx512", 14, 32, 168, 384, 4096, ukr_avx512_14x2, NULL},
+    {"avx512-12x32", "avx512", 12, 32, 144, 384, 4096, ukr_avx512_12x2, NULL},
 };
 
 const gemm_kernel *gemm_kernels_avx512(int *count) {

@@ -25,7 +25,7 @@ static void ukr_4x8(long kc, const float *restrict Ap, const float *restrict Bp,
         }
 }
 
-static const gemm_kernel kernels[] = {{"scalar-4x8", "scalar", 4, 8, 128, 256, 1024, ukr_4x8}};
+static const gemm_kernel kernels[] = {{"scalar-4x8", "scalar", 4, 8, 128, 256, 1024, ukr_4x8, NULL}};
 
 const gemm_kernel *gemm_kernels_scalar(int *count) {
     *count = 1;

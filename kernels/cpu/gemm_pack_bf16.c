@@ -1,0 +1,150 @@
+/* gemm_pack_bf16.c — packing for the native bf16 path (SGEMM_BF16 on a CPU with AVX512_BF16):
+ * blocks of op(A) / op(B) are converted from fp32 to bf16 (vcvtne2ps2bf16: round to nearest
+ * even) and stored as the k-pair-interleaved micro-panels that vdpbf16ps consumes.
+ *
+ * Layout of one panel of `w` lines (MR rows of op(A) or NR columns of op(B)) and kc depth steps,
+ * kp = ceil(kc/2) pairs, as uint16: P[q*2w + 2r + (p&1)] = bf16(op(X)[line r, depth 2q + (p&1)]),
+ * i.e. for each depth pair q, w 32-bit words each holding (depth 2q, depth 2q+1) of one line.
+ * An odd kc is padded with a zero depth step, lines past the edge with zeros, so the kernel
+ * always runs full pairs on a full tile. Called only after cpu_has_avx512_bf16() said yes. */
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/gemm_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16")
+#include <immintrin.h>
+
+static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
+
+/* Two rows of 16 fp32 (depth p and p+1 of 16 lines) -> 16 interleaved (p, p+1) bf16 pairs. */
+static inline __m512i interleave_pair(__m512 lo, __m512 hi) {
+    /* cvtne2ps_pbh(hi, lo): words 0..15 = bf16(lo), 16..31 = bf16(hi); then word 2j = lo[j],
+     * word 2j+1 = hi[j]. */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    return _mm512_permutexvar_epi16(idx, w);
+}
+
+/* Source whose depth steps are contiguous rows: op(X)[line c, depth p] = X[p][c]. */
+static void pack_bf16_by_depth(const float *X, long ldx, int p0, int kc, int c0, int len, int w,
+                               uint16_t *P) {
+    const int kp = (kc + 1) / 2, npan = (len + w - 1) / w;
+    for (int q = 0; q < kp; q++) {
+        const float *s0 = X + (long)(p0 + 2 * q) * ldx + c0;
+        const float *s1 = 2 * q + 1 < kc ? s0 + ldx : NULL;  /* odd kc: zero second step */
+        for (int pan = 0; pan < npan; pan++) {
+            uint16_t *d = P + (long)pan * w * 2 * kp + (long)q * 2 * w;
+            int cnt = len - pan * w < w ? len - pan * w : w;
+            for (int g = 0; g < w; g += 16) {
+                int width = w - g < 16 ? w - g : 16;
+                __mmask16 m = mask16(cnt - g);
+                const float *a = s0 + pan * w + g;
+                __m512 lo = _mm512_maskz_loadu_ps(m, a);
+                __m512 hi = s1 ? _mm512_maskz_loadu_ps(m, a + ldx) : _mm512_setzero_ps();
+                __m512i v = interleave_pair(lo, hi);
+                if (width == 16) _mm512_storeu_si512(d + 2 * g, v);
+                else _mm512_mask_storeu_epi16(d + 2 * g, (__mmask32)((1ull << (2 * width)) - 1u), v);
+            }
+        }
+    }
+}
+
+/* 8 rows of 8 32-bit words at src (row stride 16 words) -> 8 rows of 8 words at d (stride w):
+ * the usual unpack/shuffle/permute 8x8 transpose, done in the float domain (bits unchanged). */
+static inline void transpose_8x8_words(const uint32_t *src, uint32_t *d, int w) {
+    __m256 r0 = _mm256_load_ps((const float *)(src + 0 * 16)), r1 = _mm256_load_ps((const float *)(src + 1 * 16));
+    __m256 r2 = _mm256_load_ps((const float *)(src + 2 * 16)), r3 = _mm256_load_ps((const float *)(src + 3 * 16));
+    __m256 r4 = _mm256_load_ps((const float *)(src + 4 * 16)), r5 = _mm256_load_ps((const float *)(src + 5 * 16));
+    __m256 r6 = _mm256_load_ps((const float *)(src + 6 * 16)), r7 = _mm256_load_ps((const float *)(src + 7 * 16));
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    float *f = (float *)d;
+    _mm256_storeu_ps(f + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(f + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(f + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(f + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(f + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(f + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(f + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(f + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* Source whose rows are the panel's lines: op(X)[line r, depth p] = X[r][p]. A line's depth
+ * pairs are already adjacent in the source, so each 32-step strip of a line converts to 16
+ * pair-words in one register; the strips of the panel's lines are then transposed (32-bit words)
+ * into the panel through a small buffer that stays in L1: with 8x8 register transposes for
+ * groups of 8 lines of full strips, word by word for the rest (the last lines of 12- and
+ * 14-row panels, edge panels, the last strip). */
+static void pack_bf16_by_line(const float *X, long ldx, int p0, int kc, int r0, int len, int w,
+                              uint16_t *P) {
+    const int kp = (kc + 1) / 2;
+    uint32_t tmp[64][16] __attribute__((aligned(64)));  /* w <= 64 */
+    for (int pan = 0; pan * w < len; pan++) {
+        uint32_t *D = (uint32_t *)(P + (long)pan * w * 2 * kp);
+        int cnt = len - pan * w < w ? len - pan * w : w;
+        const float *src = X + (long)(r0 + pan * w) * ldx + p0;
+        for (int p = 0; p < kc; p += 32) {
+            int rem = kc - p, pairs = rem >= 32 ? 16 : (rem + 1) / 2;
+            __mmask16 m0 = mask16(rem), m1 = mask16(rem - 16);
+            for (int r = 0; r < cnt; r++) {
+                const float *s = src + (long)r * ldx + p;
+                __m512 a = _mm512_maskz_loadu_ps(m0, s), b = _mm512_maskz_loadu_ps(m1, s + 16);
+                _mm512_store_si512(tmp[r], (__m512i)_mm512_cvtne2ps_pbh(b, a));
+            }
+            uint32_t *d = D + (long)(p / 2) * w;
+            int r8 = pairs == 16 ? cnt / 8 * 8 : 0;  /* lines done by register transposes */
+            for (int g = 0; g < r8; g += 8) {
+                transpose_8x8_words(&tmp[g][0], d + g, w);
+                transpose_8x8_words(&tmp[g][8], d + 8L * w + g, w);
+            }
+            if (r8 < w)
+                for (int t = 0; t < pairs; t++, d += w) {
+                    int r = r8;
+                    for (; r < cnt; r++) d[r] = tmp[r][t];
+                    for (; r < w; r++) d[r] = 0;
+                }
+        }
+    }
+}
+#pragma GCC pop_options
+
+void gemm_pack_a_bf16(int transA, const float *A, long lda, int i0, int mc, int p0, int kc, int mr,
+                      uint16_t *Ap) {
+    if (transA) pack_bf16_by_depth(A, lda, p0, kc, i0, mc, mr, Ap);
+    else pack_bf16_by_line(A, lda, p0, kc, i0, mc, mr, Ap);
+}
+
+void gemm_pack_b_bf16(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
+                      uint16_t *Bp) {
+    if (transB) pack_bf16_by_line(B, ldb, p0, kc, j0, nc, nr, Bp);
+    else pack_bf16_by_depth(B, ldb, p0, kc, j0, nc, nr, Bp);
+}
+
+void gemm_cvt_bf16(const float *x, uint16_t *y, long n) {
+    long i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
+        _mm512_storeu_si512(y + i, v);
+    }
+    for (; i < n; i++) {
+        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_setzero_ps(), _mm512_set1_ps(x[i]));
+        y[i] = (uint16_t)_mm_extract_epi16(_mm512_castsi512_si128(v), 0);
+    }
+}
+#else
+void gemm_pack_a_bf16(int transA, const float *A, long lda, int i0, int mc, int p0, int kc, int mr,
+                      uint16_t *Ap) {}
+void gemm_pack_b_bf16(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
+                      uint16_t *Bp) {}
+void gemm_cvt_bf16(const float *x, uint16_t *y, long n) {}
+#endif
