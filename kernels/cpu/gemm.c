@@ -99,10 +99,16 @@ static int resolve(const char *name) {
 }
 
 static void init_from_env(void) {
-    if (resolve(getenv("ENDORET_GEMM_KERNEL"))) resolve(NULL);  /* unknown/unsupported: best */
+    /* A typo in a tuning variable must not silently measure something else: say so once. */
+    const char *k = getenv("ENDORET_GEMM_KERNEL");
+    if (resolve(k)) {
+        resolve(NULL); /* unknown/unsupported: best */
+        fprintf(stderr, "endoret: ENDORET_GEMM_KERNEL='%s' is unknown or not supported by this CPU; using the best kernel\n", k);
+    }
     const char *p = getenv("ENDORET_GEMM_PRECISION");
     if (p && !strcmp(p, "bf16")) g_precision = SGEMM_BF16;
-    if (p && !strcmp(p, "fp32")) g_precision = SGEMM_FP32;
+    else if (p && !strcmp(p, "fp32")) g_precision = SGEMM_FP32;
+    else if (p && *p) fprintf(stderr, "endoret: ENDORET_GEMM_PRECISION='%s' is not fp32 or bf16; using fp32\n", p);
 }
 
 static const kernel_choice *active_choice(void) {
