@@ -15,7 +15,8 @@
 # Knobs (environment): KVASIR_DATA (default ../shared/data/kvasir_seg), KVASIR_STEPS (training
 # steps per variant, default 400 as the config), KVASIR_COPIES (copies per test image, default 5),
 # KVASIR_THREADS (2), KVASIR_VARIANTS (trained rows, default "mae+sscd sscd mae mae+sscd_random_mask";
-# also mae+sscd_crop_aug: the paper's objective with MAE's crop+flip views instead of SSCD's);
+# also mae+sscd_crop_aug, mae+sscd_random_mask_crop_aug, sscd_crop_aug: the same objectives with
+# MAE's crop+flip views instead of SSCD's advanced augmentation);
 # set but empty = none),
 # KVASIR_PRESETS (copy presets, default "copydet light"), KVASIR_LONG_STEPS (> 0 adds the row
 # mae+sscd_long: the paper's method trained this many steps), KVASIR_STAGES (default
@@ -62,6 +63,8 @@ variant_sets() { # the --set arguments of one row
     sscd) echo "--set loss.mae_weight=0 --set mae.mask_ratio=0" ;;
     mae) echo "--set loss.con_weight=0 --set mae.masking=guided" ;;
     mae+sscd_crop_aug) echo "--set mae.masking=guided --set aug.preset=mae" ;; # views: crop + flip only
+    mae+sscd_random_mask_crop_aug) echo "--set mae.masking=random --set aug.preset=mae" ;;
+    sscd_crop_aug) echo "--set loss.mae_weight=0 --set mae.mask_ratio=0 --set aug.preset=mae" ;;
     *) echo "kvasir_reid: unknown variant '$1'" >&2; return 2 ;;
     esac
 }

@@ -32,34 +32,12 @@ static void pack_rows_by_depth(const float *X, long ldx, int p0, int kc, int c0,
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 #define HAVE_AVX2_TRANSPOSE 1
 /* 8 source lines x 8 depth steps -> 8 panel rows of 8 consecutive floats: one in-register 8x8
  * transpose (AVX2) instead of 64 scalar strided stores. Called only when the CPU has AVX2. */
 __attribute__((target("avx2"))) static void transpose_8x8_strips(const float *src, long ldx,
                                                                   int kc8, int w, float *d) {
-    for (int p = 0; p < kc8; p += 8, d += 8L * w) {
-        __m256 r0 = _mm256_loadu_ps(src + 0 * ldx + p), r1 = _mm256_loadu_ps(src + 1 * ldx + p);
-        __m256 r2 = _mm256_loadu_ps(src + 2 * ldx + p), r3 = _mm256_loadu_ps(src + 3 * ldx + p);
-        __m256 r4 = _mm256_loadu_ps(src + 4 * ldx + p), r5 = _mm256_loadu_ps(src + 5 * ldx + p);
-        __m256 r6 = _mm256_loadu_ps(src + 6 * ldx + p), r7 = _mm256_loadu_ps(src + 7 * ldx + p);
-        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-        _mm256_storeu_ps(d + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(d + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(d + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(d + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(d + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(d + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(d + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm256_storeu_ps(d + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
-    }
+    for (int p = 0; p < kc8; p += 8, d += 8L * w) gemm_transpose_8x8(src + p, ldx, d, w);
 }
 #endif
 

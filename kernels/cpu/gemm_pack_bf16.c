@@ -53,30 +53,9 @@ static void pack_bf16_by_depth(const float *X, long ldx, int p0, int kc, int c0,
     }
 }
 
-/* 8 rows of 8 32-bit words at src (row stride 16 words) -> 8 rows of 8 words at d (stride w):
- * the usual unpack/shuffle/permute 8x8 transpose, done in the float domain (bits unchanged). */
+/* 8 rows of 8 32-bit words at src (row stride 16 words) -> 8 rows of 8 words at d (stride w). */
 static inline void transpose_8x8_words(const uint32_t *src, uint32_t *d, int w) {
-    __m256 r0 = _mm256_load_ps((const float *)(src + 0 * 16)), r1 = _mm256_load_ps((const float *)(src + 1 * 16));
-    __m256 r2 = _mm256_load_ps((const float *)(src + 2 * 16)), r3 = _mm256_load_ps((const float *)(src + 3 * 16));
-    __m256 r4 = _mm256_load_ps((const float *)(src + 4 * 16)), r5 = _mm256_load_ps((const float *)(src + 5 * 16));
-    __m256 r6 = _mm256_load_ps((const float *)(src + 6 * 16)), r7 = _mm256_load_ps((const float *)(src + 7 * 16));
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    float *f = (float *)d;
-    _mm256_storeu_ps(f + 0 * w, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(f + 1 * w, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(f + 2 * w, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(f + 3 * w, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(f + 4 * w, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(f + 5 * w, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(f + 6 * w, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(f + 7 * w, _mm256_permute2f128_ps(u3, u7, 0x31));
+    gemm_transpose_8x8((const float *)src, 16, (float *)d, w);
 }
 
 /* Source whose rows are the panel's lines: op(X)[line r, depth p] = X[r][p]. A line's depth
