@@ -39,7 +39,7 @@ TEST_SRC := $(wildcard tests/*.c tests/*/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all test asan bench demo kvasir-reid clean cuda-check deps
+.PHONY: all test asan bench demo kvasir-reid clean cuda-check portable-check deps
 all: deps $(BUILD)/endoret
 
 # A fresh machine: install the Debian packages when any is missing (apt-get, as root or via sudo),
@@ -91,6 +91,14 @@ cuda-check: deps
 	@test -n "$(NVCC)" || { echo "cuda-check: nvcc not found" >&2; exit 2; }
 	$(MAKE) CUDA=1 $(BUILD)/endoret
 	$(BUILD)/endoret --version
+
+# The default build is -march=native; this one targets a generic x86-64 (SSE4.2, no AVX), so code
+# that dispatches to AVX2/AVX-512/AVX512_BF16 at run time must carry its own target attributes to
+# compile, and the kernel and op tests run against whatever this CPU selects.
+portable-check: deps
+	$(MAKE) CUDA=0 BUILD=build/portable ARCH=-march=x86-64-v2 build/portable/endoret_tests
+	build/portable/endoret_tests --filter 'kernels*/*'
+	build/portable/endoret_tests --filter 'nn*/*'
 
 # Figures, not pass/fail: each prints its ratio to a reference measured in the same run.
 bench: deps $(BUILD)/endoret

@@ -109,6 +109,7 @@ void gemm_pack_b_bf16(int transB, const float *B, long ldb, int p0, int kc, int 
     else pack_bf16_by_depth(B, ldb, p0, kc, j0, nc, nr, Bp);
 }
 
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16")))
 void gemm_cvt_bf16(const float *x, uint16_t *y, long n) {
     long i = 0;
     for (; i + 32 <= n; i += 32) {
