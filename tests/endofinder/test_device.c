@@ -17,6 +17,7 @@
 #include "nn/sscd.h"
 #include "nn/vit.h"
 #include "tests/endofinder/sscd_refs.h"
+#include "tests/endofinder/tiny_image_cfg.h"
 #include "tests/test_util.h"
 #include "train/loop.h"
 #include "train/objective_image.h"
@@ -152,16 +153,9 @@ Test(endofinder_device, device_cuda_without_gpu_is_one_input_error) {
 /* ---- bf16 mixed precision on the CPU ---- */
 
 static void tiny_cfg(image_cfg *c, const char *manifest, const char *out, const char *precision) {
-    image_cfg_defaults(c);
-    cfg_set_str(&c->arch, "vit_tiny");
-    c->img = 16; c->patch = 4; c->dim = 32; c->depth = 1; c->heads = 2; c->head_dim = 16;
-    c->dec_dim = 16; c->dec_depth = 1; c->dec_heads = 2;
-    cfg_set_str(&c->manifest, manifest);
-    cfg_set_str(&c->split, "");
-    cfg_set_str(&c->aug, "mae");
-    cfg_set_str(&c->out, out);
+    tiny_image_cfg(c, manifest, out);
     cfg_set_str(&c->precision, precision);
-    c->batch = 4; c->mix_prob = 0; c->seed = 1; c->cache_side = 20;
+    c->mix_prob = 0; /* same batches in both precisions */
 }
 
 /* Runs `steps` steps, returns the logged loss of each step (malloc'd). */

@@ -9,6 +9,7 @@
 #include "nn/autograd.h"
 #include "nn/base.h"
 #include "nn/ops.h"
+#include "tests/endofinder/tiny_image_cfg.h"
 #include "tests/test_util.h"
 #include "train/loop.h"
 #include "train/objective_image.h"
@@ -19,17 +20,7 @@ static char *make_data(const char *dir) {
     return path_join(dir, "manifest.csv");
 }
 
-static void tiny_cfg(image_cfg *c, const char *manifest, const char *out) {
-    image_cfg_defaults(c);
-    cfg_set_str(&c->arch, "vit_tiny");
-    c->img = 16; c->patch = 4; c->dim = 32; c->depth = 1; c->heads = 2; c->head_dim = 16;
-    c->dec_dim = 16; c->dec_depth = 1; c->dec_heads = 2;
-    cfg_set_str(&c->manifest, manifest);
-    cfg_set_str(&c->split, "");
-    cfg_set_str(&c->aug, "mae");
-    cfg_set_str(&c->out, out);
-    c->batch = 4; c->mix_prob = 0.5; c->seed = 1; c->cache_side = 20;
-}
+static void tiny_cfg(image_cfg *c, const char *manifest, const char *out) { tiny_image_cfg(c, manifest, out); }
 
 static train_loop_config loop_cfg(const image_cfg *c, int64_t steps) {
     train_loop_config lc = {.steps = steps, .warmup_steps = 2, .lr = 2e-3, .min_lr = 2e-3, .weight_decay = 0.05,
