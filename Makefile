@@ -32,10 +32,12 @@ ifeq ($(CUDA),1)
   CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 endif
 
-LIB_SRC  := $(wildcard nn/*.c kernels/cpu/*.c datasets/*.c train/*.c infer/*.c infer/*/*.c checkpoints/*.c cli/cmd_*.c)
+LIB_SRC  := $(wildcard nn/*.c nn/*/*.c kernels/cpu/*.c datasets/*.c checkpoints/*.c infer/*/*.c train/*.c \
+                      $(filter-out cli/main.c,$(wildcard cli/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 MAIN_OBJ := $(BUILD)/cli/main.o
-TEST_SRC := $(wildcard tests/*.c tests/*/*.c)
+# tests mirror the tree; */ref/ folders hold reference generators, not tests
+TEST_SRC := $(foreach f,$(wildcard tests/*.c tests/*/*.c tests/*/*/*.c),$(if $(findstring /ref/,$(f)),,$(f)))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 

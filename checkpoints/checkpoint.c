@@ -8,7 +8,7 @@
 
 #include "checkpoints/safetensors.h"
 #include "kernels/cpu/optim_kernels.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #define NAME_MAX_LEN 512
 

@@ -11,7 +11,7 @@
  *   format = "pt"                        (what the HF tooling expects)
  *   endoret.kind = "train_state" | "weights"
  *   endoret.optimizer = "adamw" | "sgd"  (when optimizer state is present)
- *   endoret.rng = "<seed> <stream> <index>" (decimal; the sequential generator, nn/rng.h)
+ *   endoret.rng = "<seed> <stream> <index>" (decimal; the sequential generator, nn/base/rng.h)
  *   endoret.config = the run's config text (verbatim)
  * Frozen parameters are saved as weights but have no optimizer tensors.
  *
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "nn/optim.h"
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 #include "nn/tensor.h"
 
 typedef struct {

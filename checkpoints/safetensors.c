@@ -1,8 +1,8 @@
 /* safetensors.c — see safetensors.h. The file is mmap'd read-only; every offset is validated
  * against the file size before any tensor byte is touched. */
 #include "checkpoints/safetensors.h"
-#include "nn/base.h"
-#include "nn/json.h"
+#include "nn/base/base.h"
+#include "nn/base/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -18,15 +18,15 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm.h"
-#include "nn/args.h"
+#include "nn/base/args.h"
 #include "nn/autograd.h"
-#include "nn/base.h"
-#include "nn/mae.h"
+#include "nn/base/base.h"
+#include "nn/models/mae.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
 #include "nn/precision.h"
-#include "nn/rng.h"
-#include "nn/vit.h"
+#include "nn/base/rng.h"
+#include "nn/models/vit.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif

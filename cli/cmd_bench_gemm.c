@@ -13,9 +13,9 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
-#include "nn/args.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 
 typedef struct {
     int tA, tB, m, n, k, batch;

@@ -3,7 +3,7 @@
  * `int cmd_xxx(int argc, char **argv)` returning ER_OK / ER_RUNTIME / ER_INPUT with the message
  * in er_msg(). Commands are referenced weakly so the table can list a command whose code is not
  * part of this build; such a command says so and exits 2 instead of failing to link. */
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #define ENDORET_AUGMENT_H
 
 #include "datasets/image.h"
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 
 typedef struct {
     image a, b, c, m1, m2;

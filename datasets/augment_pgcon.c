@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "datasets/augment.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 const float PGCON_MEAN[3] = {0.56f, 0.35f, 0.20f};
 const float PGCON_STD[3] = {0.30f, 0.24f, 0.17f};

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "datasets/augment.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 void aug_workspace_free(aug_workspace *ws) {
     image_free(&ws->a), image_free(&ws->b), image_free(&ws->c), image_free(&ws->m1), image_free(&ws->m2);

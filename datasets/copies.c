@@ -9,7 +9,7 @@
 
 #include "datasets/copies.h"
 #include "datasets/manifest.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 static const copy_preset PRESETS[] = {
     /* name       scale       rot90 rot  deg  hflip vflip jit  b    c    s    h     gray blur s_lo s_hi  cap  box  q       */

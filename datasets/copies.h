@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "datasets/image.h"
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 
 typedef struct {
     const char *name;

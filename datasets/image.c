@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 void image_ensure(image *im, int c, int h, int w) {
     size_t n = (size_t)c * h * w;

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 
 typedef struct {
     int c, h, w;

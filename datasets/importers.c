@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 typedef struct {
     char **v;

@@ -11,7 +11,7 @@
 #include <jpeglib.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 typedef struct {
     struct jpeg_error_mgr pub;

@@ -3,8 +3,8 @@
 
 #include <stdlib.h>
 
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 
 int kfold_stratified(const int *labels, int n, int k, uint64_t seed, int *fold) {
     if (k < 2 || k > n) return er_fail(ER_INPUT, "k-fold: need 2 <= k <= number of items (k=%d, n=%d)", k, n);

@@ -11,8 +11,8 @@
 
 #include "datasets/augment.h"
 #include "datasets/image.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 
 struct loader {
     loader_config cfg;

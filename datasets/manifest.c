@@ -1,6 +1,6 @@
 /* manifest.c — CSV manifest reader/writer (RFC 4180 quoting); see manifest.h. */
 #include "datasets/manifest.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "datasets/augment.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 const mixup_config MIXUP_SSCD = {0.05f, 2.0f, 2.0f, 0.5f};
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 typedef struct {
     const uint8_t *buf;

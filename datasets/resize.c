@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 static float filt_bilinear(float x) {
     x = fabsf(x);

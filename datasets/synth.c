@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "datasets/manifest.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 
 const char *const SYNTH_LABEL_NAMES[2] = {"benign", "malignant"};
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 const float IMAGENET_MEAN[3] = {0.485f, 0.456f, 0.406f};
 const float IMAGENET_STD[3] = {0.229f, 0.224f, 0.225f};

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 typedef struct chunk {
     char *mem;

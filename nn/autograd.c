@@ -2,7 +2,7 @@
 #include "nn/autograd.h"
 
 #include "nn/arena.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 static int g_grad_enabled = 1;
 static tape_node *g_tail; /* newest node */

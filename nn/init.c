@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #define INIT_PAR_MIN 65536
 

@@ -1,6 +1,6 @@
 /* init.h — parameter initialisers used by timm / MAE, on raw float arrays.
  *
- * Random initialisers draw from a Philox stream (nn/rng.h): element i of a call uses the
+ * Random initialisers draw from a Philox stream (nn/base/rng.h): element i of a call uses the
  * generator's values index+2i and index+2i+1 (one 53-bit uniform), then the generator moves on by
  * 2n. So the result is a pure function of (seed, stream, index), does not depend on the thread
  * count, and the CUDA backend can compute any element on its own. A model builder typically uses
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 
 /* Normal(mean, std) truncated to [a, b] (absolute bounds, as timm.layers.trunc_normal_; timm's
  * defaults are a=-2, b=2, i.e. for std=0.02 practically untruncated). Sampled by the inverse CDF

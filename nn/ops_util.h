@@ -4,7 +4,7 @@
 
 #include "nn/arena.h"
 #include "nn/autograd.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
 

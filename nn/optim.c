@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "kernels/cpu/optim_kernels.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "nn/schedule.h"
 
 /* Does the last dotted component of `name` equal `word`, or end with "_" + word? */

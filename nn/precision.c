@@ -6,7 +6,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif

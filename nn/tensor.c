@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "nn/arena.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 static int check_shape(int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > T_MAX_DIMS) return er_fail(ER_INPUT, "tensor: %d dims (max %d)", ndim, T_MAX_DIMS);

@@ -10,7 +10,7 @@
  *     long-lived storage outlives the step); the reverse (a long-lived view of arena data) is not.
  *   - `data` points at element [0,...,0] (storage base + offset), in device memory.
  * All ops (nn/ops.h) accept any strides; kernels get contiguous data where they need it.
- * Error handling: constructors given bad shapes return NULL after er_fail (nn/base.h). */
+ * Error handling: constructors given bad shapes return NULL after er_fail (nn/base/base.h). */
 #ifndef ENDORET_TENSOR_H
 #define ENDORET_TENSOR_H
 

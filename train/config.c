@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #define CFG_MAX_INCLUDE_DEPTH 8
 

@@ -8,7 +8,7 @@
  *   [train]
  *   lr = 1.25e-4
  *
- * A trainer declares its keys in a table of cfg_spec (like nn/args.h): name, type, where to store
+ * A trainer declares its keys in a table of cfg_spec (like nn/base/args.h): name, type, where to store
  * it, a one-line help. Values are checked against the type (int, double, string, bool = true/false/
  * 1/0/yes/no); an unknown key, a wrong type, a missing '=' or an unclosed section is ER_INPUT with
  * one message "file:line: ...". `--set key=value` overrides go through the same checks, reported as

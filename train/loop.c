@@ -9,8 +9,8 @@
 
 #include "checkpoints/checkpoint.h"
 #include "nn/autograd.h"
-#include "nn/base.h"
-#include "nn/json.h"
+#include "nn/base/base.h"
+#include "nn/base/json.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
 #include "nn/precision.h"

@@ -9,15 +9,15 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
-#include "infer/embeddings.h"
-#include "infer/multiview.h"
+#include "infer/retrieval/embeddings.h"
+#include "infer/eval/multiview.h"
 #include "nn/autograd.h"
-#include "nn/base.h"
-#include "nn/mae.h"
+#include "nn/base/base.h"
+#include "nn/models/mae.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "nn/rng.h"
-#include "nn/sscd.h"
+#include "nn/base/rng.h"
+#include "nn/losses/sscd.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -483,7 +483,7 @@ static int image_on_checkpoint(void *self, int64_t step, int final) {
 }
 
 /* Held-out single-view re-ID: query view 0 against reference view 2 of every eval scene, k = 10,
- * ISC2021 uAP / Acc@1 / Recall@P90 (infer/multiview.h), on the L2-normalised [CLS]. */
+ * ISC2021 uAP / Acc@1 / Recall@P90 (infer/eval/multiview.h), on the L2-normalised [CLS]. */
 static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     image_objective *o = self;
     int S = o->cfg.img, D = o->vc.dim, bs = 64, rc = ER_OK;

@@ -10,7 +10,7 @@
 #ifndef ENDORET_OBJECTIVE_IMAGE_H
 #define ENDORET_OBJECTIVE_IMAGE_H
 
-#include "nn/vit.h"
+#include "nn/models/vit.h"
 #include "train/config.h"
 #include "train/loop.h"
 

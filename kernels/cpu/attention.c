@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
     return (size_t)omp_get_max_threads() * (2 * (size_t)Tq * Tk + (size_t)Tq);

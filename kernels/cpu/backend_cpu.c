@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #pragma weak backend_cuda
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 
 #define INNER_CHUNK 4096
 

@@ -23,7 +23,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 /* ---- naive reference ---- */
 

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #include "kernels/cpu/cpu_kernels.h"
 

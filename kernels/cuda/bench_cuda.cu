@@ -13,8 +13,8 @@
 #include <string.h>
 
 extern "C" {
-#include "nn/args.h"
-#include "nn/base.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
 }
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.h"

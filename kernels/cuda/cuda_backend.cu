@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 extern "C" {
-#include "nn/base.h"
+#include "nn/base/base.h"
 }
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.h"

@@ -1,4 +1,4 @@
-/* philox.cuh — device Philox4x32-10, bit-identical to philox4x32_10/rng_at in nn/rng.c
+/* philox.cuh — device Philox4x32-10, bit-identical to philox4x32_10/rng_at in nn/base/rng.c
  * (counter = (block lo, block hi, stream lo, stream hi), key = (seed lo, seed hi)). */
 #ifndef ENDORET_PHILOX_CUH
 #define ENDORET_PHILOX_CUH

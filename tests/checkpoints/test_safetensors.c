@@ -1,7 +1,7 @@
 /* safetensors: round trip, conversions, a hand-built file, and hostile/truncated files rejected. */
 #include "tests/test_util.h"
 #include "checkpoints/safetensors.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #include <math.h>
 #include <string.h>

@@ -19,13 +19,13 @@
 
 #include "checkpoints/checkpoint.h"
 #include "kernels/backend.h"
-#include "nn/base.h"
-#include "nn/mae.h"
+#include "nn/base/base.h"
+#include "nn/models/mae.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
-#include "nn/rng.h"
-#include "nn/sscd.h"
-#include "nn/vit.h"
+#include "nn/base/rng.h"
+#include "nn/losses/sscd.h"
+#include "nn/models/vit.h"
 #include "tests/test_util.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cpu/optim_kernels.h"

@@ -5,7 +5,7 @@
 
 #include "datasets/augment.h"
 #include "datasets/synth.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 static void scene_image(image *img, image *mask, int size) {

@@ -8,7 +8,7 @@
 #include "datasets/copies.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 int cmd_data(int argc, char **argv);

@@ -8,7 +8,7 @@
 #include "datasets/importers.h"
 #include "datasets/kfold.h"
 #include "datasets/manifest.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 static void write_png(const char *dir, const char *rel, int c, int h, int w, float v) {

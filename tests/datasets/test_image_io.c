@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 static char *tmp_path(const char *dir, const char *name) { return path_join(dir, name); }

@@ -6,7 +6,7 @@
 #include "datasets/loader.h"
 #include "datasets/manifest.h"
 #include "datasets/synth.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 static char *make_dataset(int scenes, int views) {

@@ -1,7 +1,7 @@
 /* Manifest CSV: columns in any order, quoting, CRLF, errors with line and column. */
 #include "tests/test_util.h"
 #include "datasets/manifest.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 #include <string.h>
 

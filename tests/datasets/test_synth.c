@@ -6,7 +6,7 @@
 #include "datasets/image.h"
 #include "datasets/manifest.h"
 #include "datasets/synth.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 Test(datasets_synth, same_seed_same_pixels_other_seed_differs) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "tests/test_util.h"
 
 /* Same formula as tests/datasets/ref/resize_ref.py */

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 #include "tests/test_util.h"
 
 static float *rnd(int64_t n, uint32_t seed) {

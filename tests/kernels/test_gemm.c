@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 #include "tests/test_util.h"
 
 /* Every compiled kernel by full name (those this CPU cannot run are skipped), then "auto". */

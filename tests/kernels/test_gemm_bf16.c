@@ -19,8 +19,8 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 #include "tests/test_util.h"
 
 /* Native kernels by name, the native set by shape, then the rounding path of each fp32 set. */

@@ -9,8 +9,8 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_internal.h"
-#include "nn/base.h"
-#include "nn/rng.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
 #include "tests/test_util.h"
 
 #define NEED_AVX512()                                                                        \

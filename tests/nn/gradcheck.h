@@ -18,9 +18,9 @@
 
 #include "nn/arena.h"
 #include "nn/autograd.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 #include "nn/ops.h"
-#include "nn/rng.h"
+#include "nn/base/rng.h"
 #include "nn/tensor.h"
 
 typedef tensor *(*gc_fn)(tensor **in, void *ctx);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference for tests/nn/test_vit_block.c: one pre-norm ViT block (timm layout) in PyTorch.
+"""Reference for tests/nn/models/test_vit_block.c: one pre-norm ViT block (timm layout) in PyTorch.
 
     x -> x + proj(MHA(LN1(x))) -> y + fc2(gelu(fc1(LN2(y))))
 

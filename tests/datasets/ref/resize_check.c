@@ -2,7 +2,7 @@
  * a folder, for resize_check.py to compare with torch's antialiased interpolate. Not part of the
  * build or the suite (real images, outputs never committed). Build and run from the repo root:
  *   gcc -O2 -I. tests/datasets/ref/resize_check.c datasets/image.c datasets/png_io.c \
- *       datasets/jpeg_io.c datasets/image_load.c datasets/resize.c nn/base.c -lpng -ljpeg -lm \
+ *       datasets/jpeg_io.c datasets/image_load.c datasets/resize.c nn/base/base.c -lpng -ljpeg -lm \
  *       -o /tmp/resize_check && /tmp/resize_check /work/shared/data/kvasir_seg/images /tmp/rc 20
  *   /usr/bin/python3 tests/datasets/ref/resize_check.py /tmp/rc */
 #include <dirent.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
-#include "nn/base.h"
+#include "nn/base/base.h"
 
 static void dump(const char *dir, const char *name, const image *im) {
     char p[1024];

@@ -1,0 +1,64 @@
+/* cli_util.c — helpers shared by the retrieval commands. */
+#include "cli/cli_util.h"
+#include "nn/base/base.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void json_put_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int load_emb(const char *path, const char *what, emb_set *e) {
+    if (!path || !*path) return er_fail(ER_INPUT, "%s is required (an embedding .safetensors file)", what);
+    int rc = emb_load(path, e);
+    if (rc) return rc;
+    if (e->n < 1) { emb_free(e); return er_fail(ER_INPUT, "%s: %s holds no embeddings", what, path); }
+    return ER_OK;
+}
+
+int parse_id_list(const char *s, const char *what, int64_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!s || !*s) return er_fail(ER_INPUT, "%s: empty id list", what);
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',')) {
+            free(*ids);
+            *ids = NULL;
+            return er_fail(ER_INPUT, "%s: '%s' is not a comma-separated list of integer ids", what, s);
+        }
+        *ids = xrealloc(*ids, (size_t)(*n + 1) * sizeof(int64_t));
+        (*ids)[(*n)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return ER_OK;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void json_put_num(FILE *f, double v) {
+    if (v == v && v < 1e308 && v > -1e308) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}

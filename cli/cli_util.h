@@ -1,0 +1,22 @@
+/* cli_util.h — small helpers shared by the retrieval commands (infer/cmd_*.c). */
+#ifndef ENDORET_INFER_CLI_UTIL_H
+#define ENDORET_INFER_CLI_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "infer/retrieval/embeddings.h"
+
+/* Print s as a JSON string literal (quotes included). */
+void json_put_str(FILE *f, const char *s);
+/* Load an embedding file; `what` names the option in errors ("--query"). */
+int load_emb(const char *path, const char *what, emb_set *e);
+/* Parse "3,5,9" into int64 ids. */
+int parse_id_list(const char *s, const char *what, int64_t **ids, int *n);
+/* Median of v (n >= 1; v is reordered). */
+double median_of(double *v, int n);
+
+/* JSON number, or null when not finite (NaN is not JSON). */
+void json_put_num(FILE *f, double v);
+
+#endif

@@ -1,0 +1,298 @@
+/* cmd_data.c — `endoret data import | check | bench`. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/copies.h"
+#include "datasets/image.h"
+#include "datasets/importers.h"
+#include "datasets/kfold.h"
+#include "datasets/loader.h"
+#include "datasets/manifest.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+static int parse(int argc, char **argv, arg_spec *specs, int n, const char *usage, int want_pos, char ***pos,
+                 int *npos) {
+    int rc = args_parse(argc, argv, specs, n, usage, pos, npos);
+    if (rc) return rc;
+    if (*npos != want_pos) {
+        free(*pos);
+        *pos = NULL;
+        return er_fail(ER_INPUT, "%s: expected %d positional argument(s), got %d (usage: %s)", argv[0], want_pos,
+                       *npos, usage);
+    }
+    return ER_OK;
+}
+
+static int data_import(int argc, char **argv) {
+    const char *layout = NULL, *out = NULL, *label = NULL;
+    arg_spec specs[] = {
+        {"layout", ARG_STR, &layout, "class-folders | image-mask | scenes"},
+        {"out", ARG_STR, &out, "manifest to write (paths are written relative to its folder)"},
+        {"label", ARG_STR, &label, "image-mask layout: label to give every row"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    const char *usage = "endoret data import --layout class-folders|image-mask|scenes SRC --out manifest.csv";
+    int rc = parse(argc, argv, specs, 3, usage, 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *src = pos[0];
+    free(pos);
+    if (!layout || !out) return er_fail(ER_INPUT, "data import: --layout and --out are required (%s)", usage);
+    manifest m = {0};
+    if (!strcmp(layout, "class-folders")) rc = import_class_folders(src, out, &m);
+    else if (!strcmp(layout, "image-mask")) rc = import_image_mask(src, out, label, &m);
+    else if (!strcmp(layout, "scenes")) rc = import_scenes(src, out, &m);
+    else return er_fail(ER_INPUT, "data import: unknown --layout '%s' (class-folders, image-mask, scenes)", layout);
+    if (!rc) rc = manifest_save(out, &m);
+    if (!rc) printf("data import: %d rows (%s layout) -> %s\n", m.n, layout, out);
+    manifest_free(&m);
+    return rc;
+}
+
+/* Counts per value of one column, printed "name n, name n". */
+static void print_counts(const manifest *m, manifest_field f, const char *what) {
+    int *ids, n;
+    char **names;
+    manifest_field_ids(m, f, &ids, &names, &n);
+    int *cnt = xcalloc(n + 1, sizeof(int)), unknown = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (ids[i] >= 0) cnt[ids[i]]++;
+        else unknown++;
+    }
+    printf("  %-8s", what);
+    if (n > 12) printf(" %d distinct", n);
+    else
+        for (int k = 0; k < n; k++) printf(" %s %d%s", names[k], cnt[k], k + 1 < n || unknown ? "," : "");
+    if (unknown) printf(" (none) %d", unknown);
+    printf("\n");
+    free(cnt);
+    manifest_free_labels(ids, names, n);
+}
+
+/* Decode every image and mask; report missing, unreadable, corrupt files and size mismatches. */
+int data_check_manifest(const char *path, int threads, int verbose, int *nbad_out) {
+    manifest m = {0};
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    char **problem = xcalloc(m.n ? m.n : 1, sizeof(char *));
+    int nmask = 0;
+#pragma omp parallel num_threads(threads > 0 ? threads : omp_get_max_threads()) reduction(+ : nmask)
+    {
+        image img = {0}, msk = {0};
+#pragma omp for schedule(dynamic, 4)
+        for (int i = 0; i < m.n; i++) {
+            char *ip = manifest_image_path(&m, i), *mp = manifest_mask_path(&m, i);
+            int r = image_load(ip, 0, &img);
+            nmask += mp != NULL;
+            if (!r && mp) {
+                r = image_load(mp, 1, &msk);
+                if (!r && (msk.w != img.w || msk.h != img.h))
+                    r = er_fail(ER_INPUT, "%s: mask is %dx%d but its image %s is %dx%d", mp, msk.w, msk.h, ip, img.w,
+                                img.h);
+            }
+            if (r) problem[i] = xstrdup(er_msg());
+            free(ip), free(mp);
+        }
+        image_free(&img), image_free(&msk);
+    }
+    int nbad = 0, first = -1;
+    for (int i = 0; i < m.n; i++)
+        if (problem[i]) {
+            if (first < 0) first = i;
+            if (nbad < 20 || verbose) printf("  line %d: %s\n", i + 2, problem[i]);
+            nbad++;
+        }
+    if (nbad > 20 && !verbose) printf("  ... %d more problems (--verbose lists all)\n", nbad - 20);
+    printf("%s: %d rows, %d masks, %d problems\n", path, m.n, nmask, nbad);
+    print_counts(&m, MF_LABEL, "labels");
+    print_counts(&m, MF_SPLIT, "splits");
+    print_counts(&m, MF_SCENE, "scenes");
+    if (nbad) rc = er_fail(ER_INPUT, "data check: %d bad file(s); first at line %d: %s", nbad, first + 2, problem[first]);
+    for (int i = 0; i < m.n; i++) free(problem[i]);
+    free(problem);
+    manifest_free(&m);
+    if (nbad_out) *nbad_out = nbad;
+    return rc;
+}
+
+static int data_check(int argc, char **argv) {
+    int threads = 0, verbose = 0;
+    arg_spec specs[] = {
+        {"threads", ARG_INT, &threads, "decode threads (0 = OpenMP default)"},
+        {"verbose", ARG_FLAG, &verbose, "list every problem"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    int rc = parse(argc, argv, specs, 2, "endoret data check MANIFEST", 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *path = pos[0];
+    free(pos);
+    return data_check_manifest(path, threads, verbose, NULL);
+}
+
+static int data_bench(int argc, char **argv) {
+    loader_config cfg = loader_defaults();
+    const char *aug = "sscd", *split = NULL;
+    int batches = 0, json = 0, seed = 0;
+    arg_spec specs[] = {
+        {"batch", ARG_INT, &cfg.batch, "images per batch"},
+        {"size", ARG_INT, &cfg.size, "output side"},
+        {"threads", ARG_INT, &cfg.threads, "worker threads"},
+        {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead"},
+        {"aug", ARG_STR, &aug, "eval | sscd | scene | mae"},
+        {"copies", ARG_INT, &cfg.copies, "augmented copies per image"},
+        {"batches", ARG_INT, &batches, "stop after this many batches (0 = one epoch)"},
+        {"fast-decode", ARG_FLAG, &cfg.fast_decode, "JPEG DCT downscaling while the short side stays >= size"},
+        {"split", ARG_STR, &split, "only rows of this split"},
+        {"seed", ARG_INT, &seed, "seed"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    int rc = parse(argc, argv, specs, sizeof specs / sizeof *specs,
+                   "endoret data bench MANIFEST [--batch B --size S --threads T --aug sscd]", 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *path = pos[0];
+    free(pos);
+    if (!strcmp(aug, "eval")) cfg.aug = LOADER_AUG_EVAL;
+    else if (!strcmp(aug, "sscd")) cfg.aug = LOADER_AUG_SSCD;
+    else if (!strcmp(aug, "scene")) cfg.aug = LOADER_AUG_SCENE;
+    else if (!strcmp(aug, "mae")) cfg.aug = LOADER_AUG_MAE;
+    else return er_fail(ER_INPUT, "data bench: unknown --aug '%s' (eval, sscd, scene, mae)", aug);
+    cfg.split = split;
+    cfg.seed = (uint64_t)(uint32_t)seed;
+    double ips;
+    int n;
+    rc = loader_bench(path, &cfg, batches, &ips, &n);
+    if (rc) return rc;
+    if (json)
+        printf("{\"manifest\":\"%s\",\"aug\":\"%s\",\"batch\":%d,\"size\":%d,\"threads\":%d,\"images\":%d,"
+               "\"images_per_s\":%.1f}\n", path, aug, cfg.batch, cfg.size, cfg.threads, n, ips);
+    else
+        printf("data bench: %d images, aug %s, %dx%d, batch %d, %d threads: %.1f images/s\n", n, aug, cfg.size,
+               cfg.size, cfg.batch, cfg.threads, ips);
+    return ER_OK;
+}
+
+/* Write a copy of the manifest whose split column is fold0..fold{K-1}, or, with --holdout-fold F,
+ * "test" for the rows of fold F and "train" for all others (a fixed train/test split that
+ * `train image` (data.split = train) and `embed --split test` respect). */
+static int data_split(int argc, char **argv) {
+    const char *out = NULL, *by = "label";
+    int folds = 5, seed = 0, holdout = -1;
+    arg_spec specs[] = {
+        {"folds", ARG_INT, &folds, "number of folds"},
+        {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped)"},
+        {"seed", ARG_INT, &seed, "seed"},
+        {"holdout-fold", ARG_INT, &holdout, "write split test for this fold and train for the others (-1 = fold names)"},
+        {"out", ARG_STR, &out, "manifest to write (required)"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv";
+    int rc = parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *path = pos[0];
+    free(pos);
+    if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
+    if (holdout < -1 || holdout >= folds)
+        return er_fail(ER_INPUT, "data split: --holdout-fold %d is not a fold of 0..%d (or -1)", holdout, folds - 1);
+    manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
+                     : !strcmp(by, "patient") ? MF_PATIENT : (manifest_field)-1;
+    if ((int)f < 0) return er_fail(ER_INPUT, "data split: --by must be label, scene or patient (got '%s')", by);
+    manifest m = {0};
+    if ((rc = manifest_load(path, &m))) return rc;
+    int *ids, n, *fold = xmalloc(sizeof(int) * (m.n ? m.n : 1));
+    char **names;
+    manifest_field_ids(&m, f, &ids, &names, &n);
+    rc = f == MF_LABEL ? kfold_stratified(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold)
+                       : kfold_grouped(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold);
+    if (!rc) {
+        char buf[32];
+        for (int i = 0; i < m.n; i++) {
+            free(m.rows[i].split);
+            if (holdout >= 0) snprintf(buf, sizeof buf, "%s", fold[i] == holdout ? "test" : "train");
+            else snprintf(buf, sizeof buf, "fold%d", fold[i]);
+            m.rows[i].split = xstrdup(buf);
+        }
+        /* paths stay relative to the input manifest's folder: write next to it or use absolute paths */
+        char *din = path_dirname(path), *dout = path_dirname(out);
+        if (strcmp(din, dout))
+            for (int i = 0; i < m.n; i++) {
+                char *ip = manifest_image_path(&m, i), *mp = manifest_mask_path(&m, i);
+                char abs_i[4096], abs_m[4096];
+                if (realpath(ip, abs_i)) free(m.rows[i].path), m.rows[i].path = xstrdup(abs_i);
+                if (mp && realpath(mp, abs_m)) free(m.rows[i].mask), m.rows[i].mask = xstrdup(abs_m);
+                free(ip), free(mp);
+            }
+        free(din), free(dout);
+        rc = manifest_save(out, &m);
+        if (!rc && holdout >= 0) {
+            int ntest = 0;
+            for (int i = 0; i < m.n; i++) ntest += fold[i] == holdout;
+            printf("data split: %d rows, fold %d of %d by %s held out: %d train, %d test -> %s\n", m.n, holdout, folds, by,
+                   m.n - ntest, ntest, out);
+        } else if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
+    }
+    manifest_free_labels(ids, names, n);
+    free(fold);
+    manifest_free(&m);
+    return rc;
+}
+
+/* Augmented copies of a split for copy-detection re-ID (datasets/copies.h). */
+static int data_copies(int argc, char **argv) {
+    copies_config cfg = {0};
+    const char *preset = "copydet", *format = "jpg";
+    int seed = 0;
+    cfg.copies = 5;
+    cfg.size = 256;
+    arg_spec specs[] = {
+        {"manifest", ARG_STR, &cfg.manifest, "source manifest (required)"},
+        {"split", ARG_STR, &cfg.split, "only rows of this split (default: all rows)"},
+        {"out", ARG_STR, &cfg.out_dir, "output folder: manifest.csv, copies.csv, images/ (required)"},
+        {"copies", ARG_INT, &cfg.copies, "copies per source image (default 5)"},
+        {"seed", ARG_INT, &seed, "seed (a copy is a function of seed, source row, copy index)"},
+        {"preset", ARG_STR, &preset, "light | copydet (default) | strong"},
+        {"size", ARG_INT, &cfg.size, "side of the square copies (default 256)"},
+        {"format", ARG_STR, &format, "jpg (default; the file is the JPEG re-encoding) | png"},
+        {"threads", ARG_INT, &cfg.threads, "threads (0 = OpenMP default)"},
+    };
+    const char *usage = "endoret data copies --manifest M --split S --out DIR --copies N --seed S [--preset copydet]";
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, NULL, NULL);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    if (!cfg.manifest || !cfg.out_dir) return er_fail(ER_INPUT, "data copies: --manifest and --out are required (%s)", usage);
+    if (!(cfg.preset = copy_preset_find(preset)))
+        return er_fail(ER_INPUT, "data copies: unknown --preset '%s' (%s)", preset, copy_preset_names());
+    if (strcmp(format, "jpg") && strcmp(format, "png"))
+        return er_fail(ER_INPUT, "data copies: --format must be jpg or png (got '%s')", format);
+    cfg.png = !strcmp(format, "png");
+    cfg.seed = (uint64_t)(uint32_t)seed;
+    double t0 = now_seconds();
+    int n;
+    if ((rc = copies_make(&cfg, &n))) return rc;
+    printf("data copies: %d source images x %d copies (preset %s, seed %d, %dx%d %s) -> %s/manifest.csv in %.1f s\n", n,
+           cfg.copies, preset, seed, cfg.size, cfg.size, format, cfg.out_dir, now_seconds() - t0);
+    return ER_OK;
+}
+
+int cmd_data(int argc, char **argv) {
+    const char *usage = "endoret data import|check|bench|split|copies ... (endoret data SUB --help)";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: %s\n  import  --layout class-folders|image-mask|scenes SRC --out manifest.csv\n"
+               "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
+               "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
+               "  split   MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv   k-fold split column\n"
+               "  copies  --manifest M --split S --out DIR --copies N --seed S [--preset copydet]   copy-detection queries\n", usage);
+        return argc < 2 ? ER_INPUT : 0;
+    }
+    if (!strcmp(argv[1], "import")) return data_import(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "check")) return data_check(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench")) return data_bench(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "split")) return data_split(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "copies")) return data_copies(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench, split, copies)", argv[1]);
+}

@@ -1,0 +1,464 @@
+/* cmd_eval.c — `endoret eval reid | retrieval | classify | multiview` (`eval perceived` lives with
+ * the perceived-similarity code). */
+#include "datasets/manifest.h"
+#include "cli/cli_util.h"
+#include "infer/retrieval/hash.h"
+#include "infer/retrieval/index.h"
+#include "infer/retrieval/knn.h"
+#include "infer/eval/metrics.h"
+#include "infer/eval/multiview.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* GT.csv: header `query_id,reference_id` (extra columns ignored), one pair per line */
+static int load_gt(const char *path, reid_gt **gt, int64_t *n) {
+    char *data;
+    size_t len;
+    *gt = NULL;
+    *n = 0;
+    if (!path) return er_fail(ER_INPUT, "--gt is required (CSV with header query_id,reference_id)");
+    int rc = read_file(path, &data, &len);
+    if (rc) return rc;
+    char *save = NULL;
+    int line = 0, qcol = -1, rcol = -1;
+    int64_t cap = 0;
+    for (char *l = strtok_r(data, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        line++;
+        size_t L = strlen(l);
+        if (L && l[L - 1] == '\r') l[--L] = 0;
+        if (!L) continue;
+        char *f[16];
+        int nf = 0;
+        for (char *p = l; nf < 16;) {
+            f[nf++] = p;
+            char *c = strchr(p, ',');
+            if (!c) break;
+            *c = 0;
+            p = c + 1;
+        }
+        if (qcol < 0) {
+            for (int i = 0; i < nf; i++) {
+                if (!strcmp(f[i], "query_id")) qcol = i;
+                if (!strcmp(f[i], "reference_id")) rcol = i;
+            }
+            if (qcol < 0 || rcol < 0) { free(data); return er_fail(ER_INPUT, "%s: line 1: header must have query_id and reference_id columns", path); }
+            continue;
+        }
+        if (nf <= qcol || nf <= rcol) { free(data); free(*gt); *gt = NULL; return er_fail(ER_INPUT, "%s: line %d: missing columns", path, line); }
+        char *e1, *e2;
+        errno = 0;
+        long long q = strtoll(f[qcol], &e1, 10), r = strtoll(f[rcol], &e2, 10);
+        if (e1 == f[qcol] || *e1 || e2 == f[rcol] || *e2 || errno) {
+            free(data); free(*gt); *gt = NULL;
+            return er_fail(ER_INPUT, "%s: line %d: query_id and reference_id must be integer ids", path, line);
+        }
+        if (*n == cap) { cap = cap ? 2 * cap : 256; *gt = xrealloc(*gt, (size_t)cap * sizeof **gt); }
+        (*gt)[*n].q = q;
+        (*gt)[*n].r = r;
+        (*n)++;
+    }
+    free(data);
+    if (qcol < 0) return er_fail(ER_INPUT, "%s: empty file (expected header query_id,reference_id)", path);
+    if (!*n) return er_fail(ER_INPUT, "%s: no ground-truth pairs", path);
+    return ER_OK;
+}
+
+/* top-k neighbours of the queries among the references: float cosine, or Hamming on codes hashed
+ * with a hasher fitted on the references (bits > 0). score: ISC convention, higher = closer. */
+static int neighbours(const emb_set *q, const emb_set *r, int k, int bits, const char *hash_s, int64_t *ids,
+                      double *score, int *cnt) {
+    int rc;
+    if (bits <= 0) {
+        findex fx;
+        if ((rc = findex_build(&fx, r->dim, r->x, r->ids, r->n))) return rc;
+        float *d = xmalloc((size_t)q->n * k * sizeof *d);
+        findex_search(&fx, q->x, q->n, k, ids, d, cnt);
+        for (size_t i = 0; i < (size_t)q->n * k; i++) score[i] = -2.0 * d[i]; /* -|q - r|^2 of unit vectors */
+        free(d);
+        findex_free(&fx);
+        return ER_OK;
+    }
+    hash_kind hk = bits == r->dim ? HASH_SIGN : HASH_PCA;
+    if (hash_s && (rc = hash_kind_parse(hash_s, &hk))) return rc;
+    hasher h;
+    if ((rc = hasher_fit(&h, hk, r->x, r->n, r->dim, bits, 0))) return rc;
+    int W = hash_words(bits);
+    uint64_t *cq = xmalloc((size_t)q->n * W * 8), *cr = xmalloc((size_t)r->n * W * 8);
+    hasher_encode(&h, q->x, q->n, cq);
+    hasher_encode(&h, r->x, r->n, cr);
+    bindex bx;
+    rc = bindex_build(&bx, INDEX_SCAN, bits, cr, r->ids, r->n, 0);
+    if (!rc) {
+        int32_t *d = xmalloc((size_t)q->n * k * sizeof *d);
+        bindex_search(&bx, cq, q->n, k, ids, d, cnt);
+        for (size_t i = 0; i < (size_t)q->n * k; i++) score[i] = -4.0 * d[i]; /* |a - b|^2 of +-1 codes = 4H */
+        free(d);
+        bindex_free(&bx);
+    }
+    free(cq); free(cr);
+    hasher_free(&h);
+    return rc;
+}
+
+static int check_dims(const emb_set *q, const emb_set *r) {
+    if (q->dim != r->dim) return er_fail(ER_INPUT, "--query has %d-d embeddings, --ref has %d-d ones", q->dim, r->dim);
+    return ER_OK;
+}
+
+/* `eval reid --emb E --ref-view V`: one embedding file, references = view V of each scene, queries =
+ * the other views (copy detection: `data copies` writes originals as view 0, copies as 1..N). */
+static int eval_reid_views(const char *ep, int ref_view, int k, int json) {
+    emb_set e;
+    int rc = load_emb(ep, "--emb", &e);
+    if (rc) return rc;
+    reid_view_result res;
+    rc = reid_eval_ref_view(&e, ref_view, k, &res);
+    if (!rc) {
+        if (json) {
+            printf("{\"uAP\": "); json_put_num(stdout, res.r.uap);
+            printf(", \"acc1\": "); json_put_num(stdout, res.r.acc1);
+            printf(", \"recall_p90\": "); json_put_num(stdout, res.r.recall_p90);
+            printf(", \"queries\": %d, \"references\": %d, \"k\": %d}\n", res.nqueries, res.nrefs, k < res.nrefs ? k : res.nrefs);
+        } else {
+            printf("re-identification against reference view %d: %d queries (the other views), %d references, top-%d by cosine\n",
+                   ref_view, res.nqueries, res.nrefs, k < res.nrefs ? k : res.nrefs);
+            printf("  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", res.r.uap, res.r.acc1, res.r.recall_p90);
+        }
+    }
+    emb_free(&e);
+    return rc;
+}
+
+static int eval_reid(int argc, char **argv) {
+    const char *qp = NULL, *rp = NULL, *gtp = NULL, *hash_s = NULL, *ep = NULL;
+    int k = 10, bits = 0, json = 0, ref_view = -1;
+    arg_spec specs[] = {
+        {"emb", ARG_STR, &ep, "one embedding file with scene/view ids (with --ref-view, instead of --query/--ref/--gt)"},
+        {"ref-view", ARG_INT, &ref_view, "with --emb: view id of the references; every other view is a query"},
+        {"query", ARG_STR, &qp, "query embeddings"},
+        {"ref", ARG_STR, &rp, "reference embeddings"},
+        {"gt", ARG_STR, &gtp, "ground truth CSV (query_id,reference_id)"},
+        {"k", ARG_INT, &k, "predictions per query (default 10, as the ISC2021 code)"},
+        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float)"},
+        {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
+        {"json", ARG_FLAG, &json, "{\"uAP\", \"acc1\", \"recall_p90\"}"},
+    };
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
+                        "endoret eval reid --query Q --ref R --gt GT.csv [--json] | --emb E --ref-view V [--json]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    if (ep || ref_view >= 0) {
+        if (!ep || ref_view < 0) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--ref-view >= 0)");
+        if (qp || rp || gtp) return er_fail(ER_INPUT, "eval reid: use either --emb/--ref-view or --query/--ref/--gt");
+        if (bits) return er_fail(ER_INPUT, "eval reid: --bits is not supported with --emb/--ref-view");
+        return eval_reid_views(ep, ref_view, k, json);
+    }
+    reid_gt *gt;
+    int64_t ngt;
+    if ((rc = load_gt(gtp, &gt, &ngt))) return rc;
+    emb_set q, r;
+    if ((rc = load_emb(qp, "--query", &q))) { free(gt); return rc; }
+    if ((rc = load_emb(rp, "--ref", &r))) { free(gt); emb_free(&q); return rc; }
+    if ((rc = check_dims(&q, &r))) goto out;
+    int kk = k < r.n ? k : r.n;
+    int64_t *ids = xmalloc((size_t)q.n * kk * 8);
+    double *score = xmalloc((size_t)q.n * kk * 8);
+    int *cnt = xmalloc((size_t)q.n * sizeof(int));
+    rc = neighbours(&q, &r, kk, bits, hash_s, ids, score, cnt);
+    if (!rc) {
+        reid_pred *p = xmalloc((size_t)q.n * kk * sizeof *p);
+        int64_t np = 0;
+        for (int i = 0; i < q.n; i++)
+            for (int j = 0; j < cnt[i]; j++) p[np++] = (reid_pred){q.ids[i], ids[(size_t)i * kk + j], score[(size_t)i * kk + j]};
+        reid_result res;
+        rc = reid_metrics(p, np, gt, ngt, &res);
+        if (!rc) {
+            if (json) {
+                printf("{\"uAP\": "); json_put_num(stdout, res.uap);
+                printf(", \"acc1\": "); json_put_num(stdout, res.acc1);
+                printf(", \"recall_p90\": "); json_put_num(stdout, res.recall_p90);
+                printf("}\n");
+            } else {
+                printf("re-identification: %d queries, %d references, %lld ground-truth pairs, top-%d by %s\n", q.n, r.n,
+                       (long long)ngt, kk, bits ? "Hamming" : "L2 of L2-normalised descriptors");
+                printf("  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", res.uap, res.acc1, res.recall_p90);
+            }
+        }
+        free(p);
+    }
+    free(ids); free(score); free(cnt);
+out:
+    free(gt);
+    emb_free(&q);
+    emb_free(&r);
+    return rc;
+}
+
+/* label of item i as a name (so query and reference files may number labels differently) */
+static const char *label_name(const emb_set *e, int i) {
+    if (!e->labels || e->labels[i] < 0) return NULL;
+    if (e->labels[i] < e->nlabel_names) return e->label_names[e->labels[i]];
+    return NULL;
+}
+
+static int same_label(const emb_set *q, int i, const emb_set *r, int j) {
+    if (!q->labels || !r->labels || q->labels[i] < 0 || r->labels[j] < 0) return 0;
+    const char *a = label_name(q, i), *b = label_name(r, j);
+    if (a && b) return !strcmp(a, b);
+    return q->labels[i] == r->labels[j];
+}
+
+static int eval_retrieval(int argc, char **argv) {
+    const char *qp = NULL, *rp = NULL, *ks = "1,5", *hash_s = NULL;
+    int bits = 0, json = 0;
+    arg_spec specs[] = {
+        {"query", ARG_STR, &qp, "query embeddings with labels"},
+        {"ref", ARG_STR, &rp, "gallery embeddings with labels"},
+        {"k", ARG_STR, &ks, "Recall@k cut-offs (default 1,5)"},
+        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float cosine)"},
+        {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    int rc = args_parse(argc, argv, specs, 6, "endoret eval retrieval --query Q --ref R [--k 1,5] [--json]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    int *kl, nk;
+    if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
+    emb_set q, r;
+    if ((rc = load_emb(qp, "--query", &q))) { free(kl); return rc; }
+    if ((rc = load_emb(rp, "--ref", &r))) { free(kl); emb_free(&q); return rc; }
+    if ((rc = check_dims(&q, &r))) goto out;
+    if (!q.labels || !r.labels) { rc = er_fail(ER_INPUT, "eval retrieval needs labels in both --query and --ref"); goto out; }
+    int n = r.n;
+    if ((double)q.n * n > 2e8) { /* full rankings are kept in memory */
+        rc = er_fail(ER_INPUT, "eval retrieval: %d queries x %d gallery items is too large for full rankings (limit 2e8 pairs)", q.n, n);
+        goto out;
+    }
+    int64_t *ids = xmalloc((size_t)q.n * n * 8);
+    double *score = xmalloc((size_t)q.n * n * 8);
+    int *cnt = xmalloc((size_t)q.n * sizeof(int));
+    rc = neighbours(&q, &r, n, bits, hash_s, ids, score, cnt);
+    if (!rc) {
+        /* map ids back to rows of r */
+        int64_t *rowof = NULL, minid = INT64_MAX, maxid = INT64_MIN;
+        for (int j = 0; j < n; j++) { if (r.ids[j] < minid) minid = r.ids[j]; if (r.ids[j] > maxid) maxid = r.ids[j]; }
+        int dense = maxid - minid < 4LL * n + 1024;
+        if (dense) { rowof = xmalloc((size_t)(maxid - minid + 1) * 8); for (int j = 0; j < n; j++) rowof[r.ids[j] - minid] = j; }
+        uint8_t *rel = xmalloc((size_t)n);
+        double map = 0, *hits = xcalloc((size_t)nk, sizeof *hits);
+        int used = 0;
+        for (int i = 0; i < q.n; i++) {
+            int64_t nrel = 0;
+            for (int j = 0; j < n; j++) nrel += same_label(&q, i, &r, j);
+            if (!nrel) continue; /* no relevant item: skipped, as the paper's code does */
+            for (int j = 0; j < cnt[i]; j++) {
+                int64_t id = ids[(size_t)i * n + j], row = -1;
+                if (dense) row = rowof[id - minid];
+                else for (int t = 0; t < n; t++) if (r.ids[t] == id) { row = t; break; }
+                rel[j] = same_label(&q, i, &r, (int)row);
+            }
+            map += ap_ranked(rel, cnt[i], nrel, 0);
+            for (int a = 0; a < nk; a++) hits[a] += hit_at_k(rel, cnt[i], kl[a]);
+            used++;
+        }
+        if (!used) rc = er_fail(ER_INPUT, "eval retrieval: no query has a relevant reference");
+        else if (json) {
+            printf("{\"queries\": %d, \"mAP\": %.6f", used, map / used);
+            for (int a = 0; a < nk; a++) printf(", \"recall@%d\": %.6f", kl[a], hits[a] / used);
+            printf("}\n");
+        } else {
+            printf("retrieval: %d queries with a relevant item, gallery %d, ranked by %s\n", used, n, bits ? "Hamming" : "cosine");
+            printf("  mAP %.4f", map / used);
+            for (int a = 0; a < nk; a++) printf("   Recall@%d %.4f", kl[a], hits[a] / used);
+            printf("\n");
+        }
+        free(rel); free(hits); free(rowof);
+    }
+    free(ids); free(score); free(cnt);
+out:
+    free(kl);
+    emb_free(&q);
+    emb_free(&r);
+    return rc;
+}
+
+static int eval_classify(int argc, char **argv) {
+    const char *ep = NULL, *vote = "majority", *group = "none", *mpath = NULL, *kind_s = "scan", *hash_s = "pca";
+    int k = 0, folds = 5, bits = 0, json = 0, seed = 0;
+    double tau = 0.1;
+    arg_spec specs[] = {
+        {"emb", ARG_STR, &ep, "labelled embeddings"},
+        {"folds", ARG_INT, &folds, "cross-validation folds (default 5, as the paper)"},
+        {"k", ARG_INT, &k, "neighbours (default 6 majority, 290 weighted)"},
+        {"vote", ARG_STR, &vote, "majority | weighted"},
+        {"tau", ARG_DOUBLE, &tau, "weighted-vote temperature (default 0.1)"},
+        {"group", ARG_STR, &group, "none (stratified folds) | scene | patient (grouped folds)"},
+        {"manifest", ARG_STR, &mpath, "manifest with the patient column (for --group patient)"},
+        {"bits", ARG_INT, &bits, "hash to this many bits, neighbours by Hamming (0 = float cosine)"},
+        {"hash", ARG_STR, &hash_s, "pca | itq when bits < embedding size (sign when equal)"},
+        {"kind", ARG_STR, &kind_s, "binary index (scan | balltree | mih): same neighbours, other speed"},
+        {"seed", ARG_INT, &seed, "fold seed"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    int rc = args_parse(argc, argv, specs, 12, "endoret eval classify --emb E [options]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    knn_cv_cfg cfg = {0};
+    cfg.weighted = !strcmp(vote, "weighted");
+    if (!cfg.weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
+    cfg.k = k ? k : cfg.weighted ? 290 : 6;
+    cfg.tau = tau;
+    cfg.bits = bits;
+    cfg.folds = folds;
+    cfg.seed = (uint64_t)seed;
+    if ((rc = index_kind_parse(kind_s, &cfg.kind))) return rc;
+    if ((rc = hash_kind_parse(hash_s, &cfg.hash))) return rc;
+    if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
+    emb_set e;
+    if ((rc = load_emb(ep, "--emb", &e))) return rc;
+    int n = e.n, C = e.nlabel_names;
+    int *label = xmalloc((size_t)n * sizeof(int)), *grp = NULL;
+    manifest m = {0};
+    int have_m = 0;
+    for (int i = 0; i < n; i++) label[i] = e.labels ? (int)e.labels[i] : -1;
+    if (!e.labels) { rc = er_fail(ER_INPUT, "--emb: %s has no labels", ep); goto out; }
+    for (int i = 0; i < n; i++) if (label[i] >= C) C = label[i] + 1;
+    if (C < 2) { rc = er_fail(ER_INPUT, "--emb: classification needs at least 2 labels"); goto out; }
+    if (!strcmp(group, "scene")) {
+        if (!e.scene) { rc = er_fail(ER_INPUT, "--group scene: the embedding file has no scene ids"); goto out; }
+        grp = xmalloc((size_t)n * sizeof(int));
+        for (int i = 0; i < n; i++) grp[i] = (int)e.scene[i];
+        cfg.grouped = 1;
+    } else if (!strcmp(group, "patient")) {
+        if (!mpath) { rc = er_fail(ER_INPUT, "--group patient needs --manifest (its patient column)"); goto out; }
+        if ((rc = manifest_load(mpath, &m))) goto out;
+        have_m = 1;
+        if (m.n != n) { rc = er_fail(ER_INPUT, "--manifest: %d rows, embedding file %d", m.n, n); goto out; }
+        char **names; int ng;
+        manifest_field_ids(&m, MF_PATIENT, &grp, &names, &ng);
+        manifest_free_labels(NULL, names, ng);
+        cfg.grouped = 1;
+    } else if (strcmp(group, "none")) { rc = er_fail(ER_INPUT, "--group: '%s' (none, scene, patient)", group); goto out; }
+    int *pred = xmalloc((size_t)n * sizeof(int)), *fold = xmalloc((size_t)n * sizeof(int));
+    double *score = xmalloc((size_t)n * C * sizeof(double)), *pos = xmalloc((size_t)n * sizeof(double));
+    rc = knn_cv(e.x, n, e.dim, label, grp, C, &cfg, pred, score, fold);
+    if (!rc) {
+        int64_t *conf = xmalloc((size_t)C * C * 8);
+        confusion_matrix(label, pred, n, C, conf);
+        double acc = accuracy_from_confusion(conf, C), f1 = f1_from_confusion(conf, C, C == 2 ? 1 : -1), auc = NAN;
+        if (C == 2) { for (int i = 0; i < n; i++) pos[i] = score[(size_t)i * C + 1]; auc = roc_auc(pos, label, n); }
+        else { /* macro one-vs-rest AUC */
+            int *t = xmalloc((size_t)n * sizeof(int));
+            double s = 0; int used = 0;
+            for (int c = 0; c < C; c++) {
+                for (int i = 0; i < n; i++) { pos[i] = score[(size_t)i * C + c]; t[i] = label[i] < 0 ? -1 : label[i] == c; }
+                double a = roc_auc(pos, t, n);
+                if (a == a) { s += a; used++; }
+            }
+            auc = used ? s / used : NAN;
+            free(t);
+        }
+        /* per-fold accuracy spread */
+        double *facc = xcalloc((size_t)folds, sizeof *facc);
+        int *fn = xcalloc((size_t)folds, sizeof *fn);
+        for (int i = 0; i < n; i++) if (label[i] >= 0) { fn[fold[i]]++; facc[fold[i]] += pred[i] == label[i]; }
+        double mean = 0, sd = 0; int nf = 0;
+        for (int f = 0; f < folds; f++) if (fn[f]) { facc[f] /= fn[f]; mean += facc[f]; nf++; }
+        mean /= nf ? nf : 1;
+        for (int f = 0; f < folds; f++) if (fn[f]) sd += (facc[f] - mean) * (facc[f] - mean);
+        sd = nf > 1 ? sqrt(sd / (nf - 1)) : 0;
+        if (json) {
+            printf("{\"n\": %d, \"folds\": %d, \"k\": %d, \"vote\": \"%s\", \"bits\": %d, \"accuracy\": ", n, folds, cfg.k, vote, bits);
+            json_put_num(stdout, acc); printf(", \"auc\": "); json_put_num(stdout, auc);
+            printf(", \"f1\": "); json_put_num(stdout, f1); printf(", \"fold_accuracy_sd\": "); json_put_num(stdout, sd);
+            printf(", \"confusion\": [");
+            for (int a = 0; a < C; a++) {
+                printf("%s[", a ? ", " : "");
+                for (int b = 0; b < C; b++) printf("%s%lld", b ? ", " : "", (long long)conf[a * C + b]);
+                printf("]");
+            }
+            printf("]}\n");
+        } else {
+            printf("kNN classification, %d-fold %s CV, %d items, %s vote k = %d, %s\n", folds,
+                   cfg.grouped ? "grouped" : "stratified", n, vote, cfg.k, bits ? "Hamming" : "float cosine");
+            printf("  accuracy %.4f (fold sd %.4f)   AUC %.4f   F1 %.4f%s\n", acc, sd, auc, f1, C == 2 ? "" : " (macro)");
+            printf("  confusion (rows = truth, columns = prediction):\n  %12s", "");
+            for (int b = 0; b < C; b++) printf(" %10.10s", b < e.nlabel_names ? e.label_names[b] : "?");
+            printf("\n");
+            for (int a = 0; a < C; a++) {
+                printf("  %12.12s", a < e.nlabel_names ? e.label_names[a] : "?");
+                for (int b = 0; b < C; b++) printf(" %10lld", (long long)conf[a * C + b]);
+                printf("\n");
+            }
+        }
+        free(conf); free(facc); free(fn);
+    }
+    free(pred); free(fold); free(score); free(pos);
+out:
+    free(label);
+    free(grp);
+    if (have_m) manifest_free(&m);
+    emb_free(&e);
+    return rc;
+}
+
+static int eval_multiview(int argc, char **argv) {
+    const char *ep = NULL;
+    int k = 1, bits = 0, json = 0;
+    arg_spec specs[] = {
+        {"emb", ARG_STR, &ep, "embeddings of every view, with scene and view ids (views 0..3 = Q1,Q2,R1,R2)"},
+        {"k", ARG_INT, &k, "predictions per query (default 1, as the scene code)"},
+        {"bits", ARG_INT, &bits, "hash the averaged descriptors (0 = float cosine)"},
+        {"json", ARG_FLAG, &json, "one JSON line per setting"},
+    };
+    int rc = args_parse(argc, argv, specs, 4, "endoret eval multiview --emb E [--k 1] [--json]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    emb_set e;
+    if ((rc = load_emb(ep, "--emb", &e))) return rc;
+    mv_row rows[9];
+    rc = multiview_eval(&e, k, bits, 0, rows);
+    emb_free(&e);
+    if (rc) return rc;
+    if (!json) {
+        printf("multi-view re-identification (EndoFinder table 3 layout), descriptor averaging, top-%d, %s\n", k, bits ? "Hamming" : "cosine");
+        printf("| Q1 | Q2 | R1 | R2 | scenes |  uAP  | Acc@1 | R@P90 |\n|----|----|----|----|-------:|------:|------:|------:|\n");
+    }
+    for (int o = 0; o < 9; o++) {
+        const mv_row *r = &rows[o];
+        if (json) {
+            printf("{\"query_views\": \"%s%s\", \"ref_views\": \"%s%s\", \"scenes\": %d, \"uAP\": ", r->qmask & 1 ? "Q1" : "",
+                   r->qmask & 2 ? "Q2" : "", r->rmask & 1 ? "R1" : "", r->rmask & 2 ? "R2" : "", r->nscenes);
+            json_put_num(stdout, r->r.uap); printf(", \"acc1\": "); json_put_num(stdout, r->r.acc1);
+            printf(", \"recall_p90\": "); json_put_num(stdout, r->r.recall_p90); printf("}\n");
+        } else
+            printf("| %s | %s | %s | %s | %6d | %.3f | %.3f | %.3f |\n", r->qmask & 1 ? "✓ " : "  ", r->qmask & 2 ? "✓ " : "  ",
+                   r->rmask & 1 ? "✓ " : "  ", r->rmask & 2 ? "✓ " : "  ", r->nscenes, r->r.uap, r->r.acc1, r->r.recall_p90);
+    }
+    return ER_OK;
+}
+
+int cmd_eval(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help")) {
+        printf("usage: endoret eval reid|retrieval|classify|multiview [options]\n"
+               "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs\n"
+               "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
+               "  classify   k-fold CV of the kNN classifier: accuracy, ROC AUC, F1, confusion matrix\n"
+               "  multiview  EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2\n"
+               "  perceived  (see endoret eval perceived --help)\n");
+        return argc < 2 ? er_fail(ER_INPUT, "missing sub-command") : ER_OK;
+    }
+    const char *s = argv[1];
+    if (!strcmp(s, "reid")) return eval_reid(argc - 1, argv + 1);
+    if (!strcmp(s, "retrieval")) return eval_retrieval(argc - 1, argv + 1);
+    if (!strcmp(s, "classify")) return eval_classify(argc - 1, argv + 1);
+    if (!strcmp(s, "multiview")) return eval_multiview(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, multiview, perceived)", s);
+}

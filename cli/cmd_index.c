@@ -1,0 +1,228 @@
+/* cmd_index.c — `endoret index build | add | delete | info`: the case database. */
+#include "datasets/manifest.h"
+#include "infer/retrieval/casedb.h"
+#include "cli/cli_util.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* image paths / patients (and labels, when the embedding file has none) from a manifest whose
+ * rows match the embedding rows */
+static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, char ***patient, manifest *m) {
+    *paths = *patient = NULL;
+    if (!mpath || !*mpath) return ER_OK;
+    int rc = manifest_load(mpath, m);
+    if (rc) return rc;
+    if (m->n != e->n) {
+        manifest_free(m);
+        return er_fail(ER_INPUT, "--manifest: %s has %d rows but the embedding file has %d", mpath, m->n, e->n);
+    }
+    if (!e->labels) { /* labels from the manifest when the embedding file has none */
+        emb_set *w = (emb_set *)e;
+        int *lab, nl;
+        char **names;
+        manifest_label_ids(m, &lab, &names, &nl);
+        if (nl > 0) {
+            w->labels = xmalloc((size_t)e->n * sizeof(int64_t));
+            for (int i = 0; i < e->n; i++) w->labels[i] = lab[i];
+            w->nlabel_names = nl;
+            w->label_names = xmalloc((size_t)nl * sizeof(char *));
+            for (int i = 0; i < nl; i++) w->label_names[i] = xstrdup(names[i]);
+        }
+        manifest_free_labels(lab, names, nl);
+    }
+    *paths = xcalloc((size_t)e->n, sizeof(char *));
+    *patient = xcalloc((size_t)e->n, sizeof(char *));
+    for (int i = 0; i < e->n; i++) {
+        (*paths)[i] = manifest_image_path(m, i);
+        (*patient)[i] = m->rows[i].patient;
+    }
+    return ER_OK;
+}
+
+static void free_columns(char **paths, char **patient, int n, manifest *m) {
+    if (paths) { for (int i = 0; i < n; i++) free(paths[i]); free(paths); free(patient); manifest_free(m); }
+}
+
+static void print_info(const casedb *db, int json) {
+    int depth = 0;
+    int64_t leaves = 0;
+    if (db->kind == INDEX_BALLTREE) balltree_stats(&db->ix, &depth, &leaves);
+    if (json) {
+        printf("{\"cases\": %lld, \"dim\": %d, \"bits\": %d, \"hash\": \"%s\", \"index\": \"%s\", \"labels\": %d",
+               (long long)db->n, db->dim, db->bits, hash_kind_name(db->hash.kind), index_kind_name(db->kind), db->nlabel_names);
+        if (db->kind == INDEX_MIH) printf(", \"mih_substrings\": %d", mih_substrings(&db->ix));
+        if (db->kind == INDEX_BALLTREE) printf(", \"balltree_depth\": %d, \"balltree_leaves\": %lld", depth, (long long)leaves);
+        printf("}\n");
+        return;
+    }
+    printf("%s: %lld cases, %d-d embeddings, %d-bit %s codes, %s index", db->path, (long long)db->n, db->dim, db->bits,
+           hash_kind_name(db->hash.kind), index_kind_name(db->kind));
+    if (db->kind == INDEX_MIH) printf(" (%d substrings)", mih_substrings(&db->ix));
+    if (db->kind == INDEX_BALLTREE) printf(" (depth %d, %lld leaves)", depth, (long long)leaves);
+    printf("\n");
+    if (db->model) printf("model: %s\n", db->model);
+    if (db->nlabel_names) {
+        printf("labels:");
+        for (int l = 0; l < db->nlabel_names; l++) {
+            int64_t c = 0;
+            for (int64_t i = 0; i < db->n; i++) c += db->labels[i] == l;
+            printf(" %s=%lld", db->label_names[l], (long long)c);
+        }
+        printf("\n");
+    }
+}
+
+static int do_build(int argc, char **argv) {
+    const char *emb = NULL, *out = NULL, *kind_s = "mih", *hash_s = NULL, *mpath = NULL;
+    int bits = 0, json = 0, seed = 0;
+    arg_spec specs[] = {
+        {"emb", ARG_STR, &emb, "embedding file (.safetensors) of the cases"},
+        {"out", ARG_STR, &out, "case database to write (SQLite)"},
+        {"bits", ARG_INT, &bits, "code length (default: embedding size, sign hashing)"},
+        {"kind", ARG_STR, &kind_s, "index: scan | balltree | mih (default mih)"},
+        {"hash", ARG_STR, &hash_s, "sign | pca | itq (default: sign when bits = embedding size, else pca)"},
+        {"manifest", ARG_STR, &mpath, "manifest of the embedded images (image paths, patients)"},
+        {"seed", ARG_INT, &seed, "seed (ITQ initial rotation)"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    int rc = args_parse(argc, argv, specs, 8, "endoret index build --emb E.safetensors --out DB [options]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (!out) return er_fail(ER_INPUT, "--out is required (the case database to write)");
+    index_kind kind;
+    if ((rc = index_kind_parse(kind_s, &kind))) return rc;
+    emb_set e;
+    if ((rc = load_emb(emb, "--emb", &e))) return rc;
+    hash_kind hk = HASH_SIGN;
+    if (bits < 0) { emb_free(&e); return er_fail(ER_INPUT, "--bits must be positive"); }
+    if (hash_s) { if ((rc = hash_kind_parse(hash_s, &hk))) { emb_free(&e); return rc; } }
+    else if (bits && bits != e.dim) hk = HASH_PCA;
+    manifest m;
+    char **paths, **patient;
+    if ((rc = manifest_columns(mpath, &e, &paths, &patient, &m))) { emb_free(&e); return rc; }
+    double t0 = now_seconds();
+    rc = casedb_create(out, &e, paths, patient, bits, hk, kind, (uint64_t)seed);
+    double t1 = now_seconds();
+    free_columns(paths, patient, e.n, &m);
+    emb_free(&e);
+    if (rc) return rc;
+    casedb db;
+    if ((rc = casedb_open(out, &db))) return rc;
+    double t2 = now_seconds();
+    if (!json) printf("wrote %s in %.2f s; reopened (index rebuilt) in %.2f s\n", out, t1 - t0, t2 - t1);
+    print_info(&db, json);
+    casedb_close(&db);
+    return ER_OK;
+}
+
+static int do_add(int argc, char **argv) {
+    const char *emb = NULL, *index = NULL, *mpath = NULL, *meta = NULL;
+    int json = 0;
+    arg_spec specs[] = {
+        {"index", ARG_STR, &index, "case database"},
+        {"emb", ARG_STR, &emb, "embedding file of the new cases (ids must be new)"},
+        {"manifest", ARG_STR, &mpath, "manifest of the new cases' images"},
+        {"metadata", ARG_STR, &meta, "JSON text stored with every new case"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    int rc = args_parse(argc, argv, specs, 5, "endoret index add --index DB --emb E.safetensors", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (!index) return er_fail(ER_INPUT, "--index is required");
+    casedb db;
+    if ((rc = casedb_open(index, &db))) return rc;
+    emb_set e;
+    if ((rc = load_emb(emb, "--emb", &e))) { casedb_close(&db); return rc; }
+    if (e.dim != db.dim) {
+        rc = er_fail(ER_INPUT, "--emb: %s has %d-d embeddings but the database holds %d-d ones", emb, e.dim, db.dim);
+        emb_free(&e); casedb_close(&db);
+        return rc;
+    }
+    manifest m;
+    char **paths, **patient;
+    if ((rc = manifest_columns(mpath, &e, &paths, &patient, &m))) { emb_free(&e); casedb_close(&db); return rc; }
+    case_rec *r = xcalloc((size_t)e.n, sizeof *r);
+    for (int i = 0; i < e.n; i++) {
+        r[i] = (case_rec){e.ids[i], e.x + (size_t)i * e.dim, e.labels ? e.labels[i] : -1, paths ? paths[i] : NULL,
+                          e.scene ? e.scene[i] : -1, e.view ? e.view[i] : -1, patient ? patient[i] : NULL, meta};
+    }
+    rc = casedb_add(&db, r, e.n);
+    if (!rc) {
+        if (json) printf("{\"added\": %d, \"cases\": %lld}\n", e.n, (long long)db.n);
+        else printf("added %d cases to %s: %lld cases now\n", e.n, index, (long long)db.n);
+    }
+    free(r);
+    free_columns(paths, patient, e.n, &m);
+    emb_free(&e);
+    casedb_close(&db);
+    return rc;
+}
+
+static int do_delete(int argc, char **argv) {
+    const char *index = NULL, *ids_s = NULL;
+    int json = 0;
+    arg_spec specs[] = {
+        {"index", ARG_STR, &index, "case database"},
+        {"id", ARG_STR, &ids_s, "case ids to delete, comma-separated"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    int rc = args_parse(argc, argv, specs, 3, "endoret index delete --index DB --id 12[,13...]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (!index) return er_fail(ER_INPUT, "--index is required");
+    int64_t *ids;
+    int n;
+    if ((rc = parse_id_list(ids_s, "--id", &ids, &n))) return rc;
+    casedb db;
+    if ((rc = casedb_open(index, &db))) { free(ids); return rc; }
+    rc = casedb_delete(&db, ids, n);
+    if (!rc) {
+        if (json) printf("{\"deleted\": %d, \"cases\": %lld}\n", n, (long long)db.n);
+        else printf("deleted %d case%s from %s: %lld cases now\n", n, n == 1 ? "" : "s", index, (long long)db.n);
+    }
+    free(ids);
+    casedb_close(&db);
+    return rc;
+}
+
+static int do_info(int argc, char **argv) {
+    const char *index = NULL;
+    int json = 0;
+    arg_spec specs[] = {
+        {"index", ARG_STR, &index, "case database"},
+        {"json", ARG_FLAG, &json, "machine-readable output"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    int rc = args_parse(argc, argv, specs, 2, "endoret index info --index DB", &pos, &npos);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (!index && npos) index = pos[0];
+    free(pos);
+    if (!index) return er_fail(ER_INPUT, "--index is required");
+    casedb db;
+    if ((rc = casedb_open(index, &db))) return rc;
+    print_info(&db, json);
+    casedb_close(&db);
+    return ER_OK;
+}
+
+int cmd_index(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help")) {
+        printf("usage: endoret index build|add|delete|info [options]   (endoret index build --help)\n"
+               "  build   create a case database from an embedding file (hash codes + in-memory index)\n"
+               "  add     add cases from an embedding file (no retraining, no rebuild)\n"
+               "  delete  delete cases by id\n"
+               "  info    describe a case database\n");
+        return argc < 2 ? er_fail(ER_INPUT, "missing sub-command (build, add, delete, info)") : ER_OK;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "build")) return do_build(argc - 1, argv + 1);
+    if (!strcmp(sub, "add")) return do_add(argc - 1, argv + 1);
+    if (!strcmp(sub, "delete")) return do_delete(argc - 1, argv + 1);
+    if (!strcmp(sub, "info")) return do_info(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "unknown sub-command '%s' (build, add, delete, info)", sub);
+}

@@ -1,0 +1,67 @@
+/* cmd_report.c — `endoret report`: one self-contained HTML page explaining the kNN diagnosis of
+ * each query by its nearest past cases (report.h, report_html.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/retrieval/casedb.h"
+#include "cli/cli_util.h"
+#include "infer/report/report.h"
+#include "infer/report/report_html.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+int cmd_report(int argc, char **argv) {
+    report_opts o = REPORT_OPTS_INIT;
+    const char *out = NULL;
+    int thumb = 112, json = 0;
+    arg_spec specs[] = {
+        REPORT_ARG_SPECS(o),
+        {"thumb", ARG_INT, &thumb, "thumbnail side in pixels"},
+        {"out", ARG_STR, &out, "HTML file to write"},
+        {"json", ARG_FLAG, &json, "machine-readable summary"},
+    };
+    int rc = args_parse(argc, argv, specs, REPORT_NARGS + 3,
+                        "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 10] [--vote majority|weighted] "
+                        "[--limit N] --out report.html", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if ((rc = report_opts_check(&o))) return rc;
+    if (!out) return er_fail(ER_INPUT, "--out is required (the HTML file to write)");
+    if (thumb < 16 || thumb > 1024) return er_fail(ER_INPUT, "--thumb must be in 16..1024");
+    const char *index = o.index, *query = o.query, *man = o.manifest, *vote = o.vote;
+    casedb db;
+    if ((rc = casedb_open(index, &db))) return rc;
+    emb_set q;
+    int have_q = 0;
+    if (query) {
+        if ((rc = load_emb(query, "--query", &q))) { casedb_close(&db); return rc; }
+        have_q = 1;
+    }
+    report_data r;
+    double t0 = now_seconds();
+    rc = report_build(&db, index, have_q ? &q : NULL, query, man, &o.cfg, &r);
+    if (have_q) emb_free(&q);
+    casedb_close(&db);
+    if (rc) return rc;
+    html_buf b = {0};
+    report_html_page(&b, &r, thumb);
+    rc = write_file_atomic(out, b.s, b.len);
+    double t1 = now_seconds();
+    if (!rc) {
+        if (json) {
+            printf("{\"out\": ");
+            json_put_str(stdout, out);
+            printf(", \"queries\": %d, \"scored\": %d, \"correct\": %d, \"accuracy\": ", r.nq, r.scored, r.correct);
+            json_put_num(stdout, r.accuracy);
+            printf(", \"k\": %d, \"bytes\": %zu}\n", r.k, b.len);
+        } else {
+            printf("wrote %s (%d queries, %.1f kB) in %.2f s\n", out, r.nq, b.len / 1024.0, t1 - t0);
+            if (r.scored) printf("vote accuracy %.4f (%d of %d queries with a known diagnosis; %s vote, k = %d)\n", r.accuracy, r.correct,
+                                 r.scored, vote, r.k);
+        }
+    }
+    hb_free(&b);
+    report_free(&r);
+    return rc;
+}

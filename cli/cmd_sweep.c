@@ -1,0 +1,151 @@
+/* cmd_sweep.c — `endoret sweep`: hash length x k over a database + query set (or synthetic
+ * clustered embeddings), printed as a table and written as CSV + SVG. */
+#include "cli/cli_util.h"
+#include "infer/eval/sweep.h"
+#include "infer/eval/synth_emb.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int read_gt_csv(const char *path, reid_gt **gt, int64_t *n) {
+    char *data;
+    size_t len;
+    int rc = read_file(path, &data, &len);
+    if (rc) return rc;
+    *gt = NULL;
+    *n = 0;
+    int64_t cap = 0;
+    int line = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(data, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (++line == 1) {
+            if (strncmp(l, "query_id,reference_id", 21)) { free(data); return er_fail(ER_INPUT, "%s: line 1: expected header query_id,reference_id", path); }
+            continue;
+        }
+        long long q, r;
+        if (sscanf(l, "%lld,%lld", &q, &r) != 2) { free(data); free(*gt); *gt = NULL; return er_fail(ER_INPUT, "%s: line %d: expected two integer ids", path, line); }
+        if (*n == cap) { cap = cap ? 2 * cap : 256; *gt = xrealloc(*gt, (size_t)cap * sizeof **gt); }
+        (*gt)[(*n)++] = (reid_gt){q, r};
+    }
+    free(data);
+    return ER_OK;
+}
+
+int cmd_sweep(int argc, char **argv) {
+    const char *dbp = NULL, *qp = NULL, *gtp = NULL, *bits_s = "16,32,64,128,256", *ks_s = "1,3,5,6,10,20";
+    const char *hash_s = "pca", *kind_s = "mih", *out = NULL, *svg = NULL, *save = NULL;
+    int synthetic = 0, n = 20000, nq = 1000, dim = 256, clusters = 200, seed = 1, json = 0, markdown = 0;
+    double spread = 0.9, qnoise = 0.6, label_noise = 0.15;
+    arg_spec specs[] = {
+        {"db", ARG_STR, &dbp, "database embeddings (labels used for the kNN vote)"},
+        {"query", ARG_STR, &qp, "query embeddings"},
+        {"gt", ARG_STR, &gtp, "query_id,reference_id pairs for re-identification uAP / Acc@1"},
+        {"synthetic", ARG_FLAG, &synthetic, "use synthetic clustered embeddings instead of files"},
+        {"n", ARG_INT, &n, "synthetic: database size (default 20000)"},
+        {"queries", ARG_INT, &nq, "synthetic: queries (default 1000)"},
+        {"dim", ARG_INT, &dim, "synthetic: embedding size (default 256)"},
+        {"clusters", ARG_INT, &clusters, "synthetic: clusters (default 200)"},
+        {"spread", ARG_DOUBLE, &spread, "synthetic: within-cluster spread (default 0.9)"},
+        {"qnoise", ARG_DOUBLE, &qnoise, "synthetic: query noise around its source item (default 0.6)"},
+        {"label-noise", ARG_DOUBLE, &label_noise, "synthetic: label flip probability (default 0.15)"},
+        {"save", ARG_STR, &save, "synthetic: also write db.safetensors, query.safetensors, gt.csv here"},
+        {"bits", ARG_STR, &bits_s, "code lengths (default 16,32,64,128,256)"},
+        {"k", ARG_STR, &ks_s, "neighbour counts (default 1,3,5,6,10,20)"},
+        {"hash", ARG_STR, &hash_s, "pca | itq for lengths below the embedding size (default pca)"},
+        {"kind", ARG_STR, &kind_s, "binary index (default mih; all give the same neighbours)"},
+        {"out", ARG_STR, &out, "folder for sweep.csv and sweep.svg"},
+        {"svg", ARG_STR, &svg, "SVG path (default <out>/sweep.svg)"},
+        {"seed", ARG_INT, &seed, "seed (synthetic data, ITQ)"},
+        {"markdown", ARG_FLAG, &markdown, "print the table as markdown"},
+        {"json", ARG_FLAG, &json, "one JSON line per (bits, k)"},
+    };
+    int rc = args_parse(argc, argv, specs, 21, "endoret sweep (--db E --query Q [--gt GT.csv] | --synthetic) [options]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    int *bits, nb, *ks, nk;
+    if ((rc = args_int_list(bits_s, "--bits", &bits, &nb))) return rc;
+    if ((rc = args_int_list(ks_s, "--k", &ks, &nk))) { free(bits); return rc; }
+    hash_kind hk;
+    index_kind kind;
+    emb_set db, q;
+    memset(&db, 0, sizeof db);
+    memset(&q, 0, sizeof q);
+    reid_gt *gt = NULL;
+    int64_t ngt = 0;
+    sweep_row *rows = NULL;
+    if ((rc = hash_kind_parse(hash_s, &hk)) || (rc = index_kind_parse(kind_s, &kind))) goto out;
+    if (synthetic) {
+        if (n < 10 || nq < 1 || dim < 2 || clusters < 1) { rc = er_fail(ER_INPUT, "sweep --synthetic: n >= 10, queries >= 1, dim >= 2, clusters >= 1"); goto out; }
+        synth_emb_cfg c = {n, nq, dim, clusters, spread, qnoise, label_noise, (uint64_t)seed};
+        int64_t *match = xmalloc((size_t)nq * 8);
+        synth_emb_make(&c, &db, &q, match);
+        gt = xmalloc((size_t)nq * sizeof *gt);
+        for (int i = 0; i < nq; i++) gt[i] = (reid_gt){q.ids[i], match[i]};
+        ngt = nq;
+        free(match);
+        if (save) {
+            if ((rc = make_dirs(save))) goto out;
+            char *p1 = path_join(save, "db.safetensors"), *p2 = path_join(save, "query.safetensors"), *p3 = path_join(save, "gt.csv");
+            rc = emb_save(p1, &db);
+            if (!rc) rc = emb_save(p2, &q);
+            if (!rc) {
+                size_t cap = 32 + (size_t)ngt * 44;
+                char *txt = xmalloc(cap);
+                size_t len = (size_t)sprintf(txt, "query_id,reference_id\n");
+                for (int64_t i = 0; i < ngt; i++) len += (size_t)sprintf(txt + len, "%lld,%lld\n", (long long)gt[i].q, (long long)gt[i].r);
+                rc = write_file_atomic(p3, txt, len);
+                free(txt);
+            }
+            if (!rc && !json) printf("wrote %s, %s, %s\n", p1, p2, p3);
+            free(p1); free(p2); free(p3);
+            if (rc) goto out;
+        }
+    } else {
+        if ((rc = load_emb(dbp, "--db", &db))) goto out;
+        if ((rc = load_emb(qp, "--query", &q))) goto out;
+        if (gtp && (rc = read_gt_csv(gtp, &gt, &ngt))) goto out;
+    }
+    rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);
+    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) goto out;
+    int nrows = (nb + 1) * nk;
+    if (json) {
+        for (int i = 0; i < nrows; i++) {
+            const sweep_row *r = &rows[i];
+            printf("{\"bits\": %d, \"k\": %d, \"uAP\": ", r->bits, r->k); json_put_num(stdout, r->uap);
+            printf(", \"acc1\": "); json_put_num(stdout, r->acc1);
+            printf(", \"recall_p90\": "); json_put_num(stdout, r->recall_p90);
+            printf(", \"knn_accuracy\": "); json_put_num(stdout, r->knn_acc);
+            printf(", \"knn_auc\": "); json_put_num(stdout, r->knn_auc);
+            printf(", \"knn_f1\": "); json_put_num(stdout, r->knn_f1);
+            printf(", \"ms_per_query\": "); json_put_num(stdout, r->ms_per_query);
+            printf("}\n");
+        }
+    } else {
+        printf("sweep: %d database items, %d queries, %d-d, hash %s below %d bits, %s index (bits 0 = float cosine)\n",
+               db.n, q.n, db.dim, hash_kind_name(hk), db.dim, kind_s);
+        sweep_print_table(rows, nrows, markdown);
+    }
+    if (out) {
+        if ((rc = make_dirs(out))) goto out;
+        char *csv = path_join(out, "sweep.csv");
+        rc = sweep_write_csv(csv, rows, nrows);
+        if (!rc && !json) printf("wrote %s\n", csv);
+        free(csv);
+        if (rc) goto out;
+    }
+    if (svg || out) {
+        char *sp = svg ? xstrdup(svg) : path_join(out, "sweep.svg");
+        char title[160];
+        snprintf(title, sizeof title, "kNN diagnosis and re-identification vs code length (%d items, %d-d)", db.n, db.dim);
+        rc = sweep_write_svg(sp, rows, nrows, ks, nk, title);
+        if (!rc && !json) printf("wrote %s\n", sp);
+        free(sp);
+    }
+out:
+    free(bits); free(ks); free(gt); free(rows);
+    emb_free(&db);
+    emb_free(&q);
+    return rc;
+}

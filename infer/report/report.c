@@ -1,0 +1,194 @@
+/* report.c — see report.h. Search and vote are the case database's and knn.h's; this file only
+ * gathers what the page shows next to them. */
+#include "infer/report/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/manifest.h"
+#include "infer/retrieval/knn.h"
+#include "infer/eval/metrics.h"
+#include "nn/base/base.h"
+
+static char *dup_or_null(const char *s) { return s && *s ? xstrdup(s) : NULL; }
+
+/* first of the ';'-separated image paths */
+static char *first_path(const char *s) {
+    if (!s || !*s) return NULL;
+    size_t n = strcspn(s, ";");
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+static int label_by_name(const casedb *db, const char *name) {
+    if (!name) return -1;
+    for (int c = 0; c < db->nlabel_names; c++) if (!strcmp(db->label_names[c], name)) return c;
+    return -1;
+}
+
+const char *report_label(const report_data *r, int64_t label) {
+    return label >= 0 && label < r->nclass ? r->label_names[label] : "unknown";
+}
+
+/* manifest row of query row i, -1 if none */
+static int query_manifest_row(const manifest *m, const emb_set *q, int i) {
+    if (!m) return -1;
+    if (m->n == q->n) return i;
+    return q->ids[i] >= 0 && q->ids[i] < m->n ? (int)q->ids[i] : -1;
+}
+
+int report_build(const casedb *db, const char *index_path, const emb_set *q, const char *query_path,
+                 const char *qman_path, const report_cfg *cfg, report_data *out) {
+    memset(out, 0, sizeof *out);
+    if (cfg->k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    if (cfg->weighted && !(cfg->tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
+    if (db->n < (q ? 1 : 2)) return er_fail(ER_INPUT, "%s: too few cases to search (%lld)", index_path, (long long)db->n);
+    if (q && q->dim != db->dim)
+        return er_fail(ER_INPUT, "%s: %d-d embeddings but the database holds %d-d ones", query_path, q->dim, db->dim);
+    int loo = q == NULL;
+    int64_t avail = loo ? db->n - 1 : db->n;
+    int k = cfg->k > avail ? (int)avail : cfg->k;
+    int nq = loo ? (int)db->n : q->n;
+    if (cfg->limit > 0 && nq > cfg->limit) nq = cfg->limit;
+    const float *qx = loo ? db->fx.x : q->x;
+    if (loo && (db->fx.n != db->n || (db->n && db->fx.ids[0] != db->ids[0])))
+        return er_fail(ER_INPUT, "%s: embeddings are not in case order (database modified since open)", index_path);
+
+    manifest m;
+    int have_m = 0, rc = ER_OK;
+    if (!loo) {
+        if (qman_path) {
+            if ((rc = manifest_load(qman_path, &m))) return rc;
+            have_m = 1;
+            if (m.n != q->n) {
+                for (int i = 0; i < q->n && !rc; i++)
+                    if (q->ids[i] < 0 || q->ids[i] >= m.n)
+                        rc = er_fail(ER_INPUT, "--manifest: %s has %d rows; query %d (id %lld) matches none of them", qman_path,
+                                     m.n, i, (long long)q->ids[i]);
+                if (rc) { manifest_free(&m); return rc; }
+            }
+        } else if (q->manifest && manifest_load(q->manifest, &m) == ER_OK) {
+            have_m = 1; /* the manifest named in the embedding file, when it is still there */
+            if (m.n != q->n) {
+                for (int i = 0; i < q->n; i++) if (q->ids[i] < 0 || q->ids[i] >= m.n) { manifest_free(&m); have_m = 0; break; }
+            }
+        }
+    }
+
+    report_data *r = out;
+    r->index_path = xstrdup(index_path);
+    r->query_path = dup_or_null(query_path);
+    r->manifest_path = have_m ? xstrdup(qman_path ? qman_path : q->manifest) : NULL;
+    r->model = dup_or_null(db->model);
+    r->k = k; r->weighted = cfg->weighted; r->use_float = cfg->use_float; r->tau = cfg->tau;
+    r->bits = db->bits; r->dim = db->dim;
+    r->hash_name = hash_kind_name(db->hash.kind);
+    r->index_name = index_kind_name(db->kind);
+    r->ncases = db->n;
+    int C = r->nclass = db->nlabel_names;
+    r->label_names = xcalloc(C ? C : 1, sizeof(char *));
+    for (int c = 0; c < C; c++) r->label_names[c] = xstrdup(db->label_names[c]);
+    r->nq = nq;
+    r->q = xcalloc(nq ? nq : 1, sizeof(report_query));
+    r->conf = xcalloc((size_t)(C ? C * C : 1), sizeof(int64_t));
+
+    int ks = loo ? k + 1 : k; /* leave-one-out: one more, the case itself is dropped */
+    int64_t *ids = xmalloc((size_t)(nq ? nq : 1) * ks * 8), *lab = xmalloc((size_t)ks * 8);
+    int32_t *hd = xmalloc((size_t)(nq ? nq : 1) * ks * 4);
+    float *fd = xmalloc((size_t)(nq ? nq : 1) * ks * 4);
+    double *sim = xmalloc((size_t)ks * 8);
+    int *cnt = xmalloc((size_t)(nq ? nq : 1) * sizeof(int)), *truth = xmalloc((size_t)(nq ? nq : 1) * sizeof(int)),
+        *pred = xmalloc((size_t)(nq ? nq : 1) * sizeof(int));
+    rc = casedb_search(db, qx, nq, ks, cfg->use_float, ids, hd, fd, cnt);
+    for (int i = 0; i < nq && !rc; i++) {
+        report_query *w = &r->q[i];
+        int64_t self = -1;
+        if (loo) {
+            self = db->ids[i];
+            w->id = self;
+            w->image = first_path(db->paths[i]);
+            w->truth = db->labels[i] >= 0 && db->labels[i] < C ? (int)db->labels[i] : -1;
+            w->truth_name = w->truth >= 0 ? xstrdup(db->label_names[w->truth]) : NULL;
+            if (db->scene[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)db->scene[i]); w->scene = xstrdup(b); }
+            if (db->view[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)db->view[i]); w->view = xstrdup(b); }
+            w->patient = dup_or_null(db->patient[i]);
+        } else {
+            w->id = q->ids[i];
+            int mr = have_m ? query_manifest_row(&m, q, i) : -1;
+            const manifest_row *row = mr >= 0 ? &m.rows[mr] : NULL;
+            w->image = row ? manifest_image_path(&m, mr) : NULL;
+            if (q->labels && q->labels[i] >= 0 && q->labels[i] < q->nlabel_names) w->truth_name = xstrdup(q->label_names[q->labels[i]]);
+            else if (row && row->label) w->truth_name = xstrdup(row->label);
+            w->truth = label_by_name(db, w->truth_name);
+            if (row) { w->scene = dup_or_null(row->scene); w->view = dup_or_null(row->view); w->patient = dup_or_null(row->patient); }
+            if (!w->scene && q->scene && q->scene[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)q->scene[i]); w->scene = xstrdup(b); }
+            if (!w->view && q->view && q->view[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)q->view[i]); w->view = xstrdup(b); }
+        }
+        w->nb = xcalloc(ks, sizeof(report_neighbour));
+        int n = 0;
+        for (int j = 0; j < cnt[i] && n < k; j++) {
+            int64_t id = ids[(size_t)i * ks + j];
+            if (id == self) continue;
+            int64_t row = casedb_row(db, id);
+            report_neighbour *b = &w->nb[n];
+            b->id = id;
+            b->label = row >= 0 ? db->labels[row] : -1;
+            b->hamming = cfg->use_float ? -1 : hd[(size_t)i * ks + j];
+            b->cosine = cfg->use_float ? fd[(size_t)i * ks + j] : NAN;
+            b->sim = cfg->use_float ? 1.0 - fd[(size_t)i * ks + j] : hamming_similarity(hd[(size_t)i * ks + j], db->bits);
+            b->image = row >= 0 ? first_path(db->paths[row]) : NULL;
+            b->scene = row >= 0 ? db->scene[row] : -1;
+            b->view = row >= 0 ? db->view[row] : -1;
+            b->patient = row >= 0 ? dup_or_null(db->patient[row]) : NULL;
+            lab[n] = b->label;
+            sim[n] = b->sim;
+            n++;
+        }
+        w->nnb = n;
+        w->score = xcalloc(C ? C : 1, sizeof(double));
+        w->pred = C == 0 ? -1 : cfg->weighted ? knn_weighted(lab, sim, n, C, cfg->tau, w->score) : knn_majority(lab, n, C, w->score);
+        for (int j = 0; j < n; j++) {
+            w->voters += lab[j] >= 0;
+            w->agree += w->pred >= 0 && lab[j] == w->pred;
+        }
+        truth[i] = w->truth;
+        pred[i] = w->pred;
+        if (w->truth >= 0) { r->scored++; r->correct += w->pred == w->truth; }
+    }
+    if (!rc && C) {
+        confusion_matrix(truth, pred, nq, C, r->conf);
+        r->accuracy = r->scored ? accuracy_from_confusion(r->conf, C) : NAN;
+    } else r->accuracy = NAN;
+    free(ids); free(lab); free(hd); free(fd); free(sim); free(cnt); free(truth); free(pred);
+    if (have_m) manifest_free(&m);
+    if (rc) report_free(r);
+    return rc;
+}
+
+void report_free(report_data *r) {
+    for (int i = 0; i < r->nq; i++) {
+        report_query *w = &r->q[i];
+        for (int j = 0; j < w->nnb; j++) { free(w->nb[j].image); free(w->nb[j].patient); }
+        free(w->nb); free(w->score); free(w->image); free(w->truth_name); free(w->scene); free(w->view); free(w->patient);
+    }
+    free(r->q);
+    for (int c = 0; c < r->nclass; c++) free(r->label_names[c]);
+    free(r->label_names);
+    free(r->conf);
+    free(r->index_path); free(r->query_path); free(r->manifest_path); free(r->model);
+    memset(r, 0, sizeof *r);
+}
+
+int report_opts_check(report_opts *o) {
+    int rc = knn_parse_vote(o->vote, &o->cfg.weighted);
+    if (rc) return rc;
+    if (!o->index) return er_fail(ER_INPUT, "--index is required");
+    if (o->cfg.k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    if (!(o->cfg.tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
+    if (o->cfg.limit < 0) return er_fail(ER_INPUT, "--limit must be >= 0");
+    if (o->manifest && !o->query) return er_fail(ER_INPUT, "--manifest describes the query images: give --query too");
+    return ER_OK;
+}

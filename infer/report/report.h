@@ -1,0 +1,100 @@
+/* report.h — the explanation of a kNN diagnosis, as data: for each query, its image and truth, the
+ * k retrieved cases (id, label, distance, image, scene / view / patient) and the vote over their
+ * labels. Computed once with the case database's own search (casedb_search) and vote (knn.h), then
+ * rendered by report_html.h into a static page (`endoret report`) or a live one (`endoret serve`).
+ *
+ * Queries come from an embedding file whose rows match a manifest (the query images): row i of
+ * the embedding file is manifest row i when both have the same length, else manifest row ids[i]
+ * (what `endoret embed --split` writes). Without a query file, every case of the database is a
+ * query against all the others (leave-one-out: the case itself is never its own neighbour). */
+#ifndef ENDORET_REPORT_H
+#define ENDORET_REPORT_H
+
+#include <stdint.h>
+
+#include "infer/retrieval/casedb.h"
+#include "infer/retrieval/embeddings.h"
+
+typedef struct {
+    int64_t id;           /* case id in the database */
+    int64_t label;        /* -1 unknown */
+    int32_t hamming;      /* Hamming distance (binary search), -1 with float search */
+    float cosine;         /* cosine distance 1 - cos (float search), NaN with binary search */
+    double sim;           /* similarity used by the weighted vote */
+    char *image;          /* first image path of the case, NULL if none (owned) */
+    int64_t scene, view;  /* -1 unknown */
+    char *patient;        /* owned, may be NULL */
+} report_neighbour;
+
+typedef struct {
+    int64_t id;           /* id in the query embedding file (or the case id, leave-one-out) */
+    char *image;          /* query image path, NULL if unknown (owned) */
+    int truth;            /* ground truth as a database label id, -1 unknown */
+    char *truth_name;     /* ground-truth text as given (may name a label the database lacks) */
+    char *scene, *view, *patient; /* as text, NULL unknown (owned) */
+    int nnb;
+    report_neighbour *nb; /* nnb, nearest first */
+    int pred;             /* predicted label, -1 when no neighbour has a label */
+    int agree;            /* neighbours whose label is the predicted one */
+    int voters;           /* neighbours with a known label */
+    double *score;        /* nclass normalised votes */
+} report_query;
+
+typedef struct {
+    /* parameters (copied strings) */
+    char *index_path, *query_path, *manifest_path, *model;
+    int k, weighted, use_float;
+    double tau;
+    int bits, dim;
+    const char *hash_name, *index_name; /* static strings */
+    int64_t ncases;
+    /* labels of the database */
+    int nclass;
+    char **label_names;
+    /* queries */
+    int nq;
+    report_query *q;
+    /* summary over queries with a known truth */
+    int scored, correct;
+    int64_t *conf;        /* nclass x nclass, row = truth, column = prediction */
+    double accuracy;      /* NaN when no query is scored */
+} report_data;
+
+typedef struct {
+    int k;                /* neighbours (>= 1; capped at the number of cases) */
+    int weighted;         /* 0 majority (ties -> nearest), 1 exp(sim / tau) */
+    double tau;
+    int use_float;        /* neighbours by float cosine instead of Hamming */
+    int limit;            /* at most this many queries (0 = all) */
+} report_cfg;
+
+/* The options `endoret report` and `endoret serve` share: where cases and queries come from and how
+ * the neighbours vote. REPORT_ARG_SPECS(o) expands to their REPORT_NARGS arg_spec entries (nn/base/args.h). */
+typedef struct {
+    const char *index, *query, *manifest, *vote;
+    report_cfg cfg;
+} report_opts;
+#define REPORT_OPTS_INIT {NULL, NULL, NULL, "majority", {10, 0, 0.1, 0, 0}}
+#define REPORT_NARGS 8
+#define REPORT_ARG_SPECS(o)                                                                                   \
+    {"index", ARG_STR, &(o).index, "case database (endoret index build)"},                                   \
+    {"query", ARG_STR, &(o).query, "embedding file of the queries (none: the database's cases, leave-one-out)"}, \
+    {"manifest", ARG_STR, &(o).manifest, "manifest of the query images (none: the one named in the query file)"}, \
+    {"k", ARG_INT, &(o).cfg.k, "neighbours shown and voting"},                                               \
+    {"vote", ARG_STR, &(o).vote, "majority (ties -> nearest) | weighted (exp(sim/tau))"},                    \
+    {"tau", ARG_DOUBLE, &(o).cfg.tau, "temperature of the weighted vote"},                                   \
+    {"float", ARG_FLAG, &(o).cfg.use_float, "neighbours by float cosine instead of Hamming"},                \
+    {"limit", ARG_INT, &(o).cfg.limit, "at most this many queries (0 = all)"}
+/* Checks the parsed options (ER_INPUT naming the flag) and sets cfg.weighted from vote. */
+int report_opts_check(report_opts *o);
+
+/* q == NULL: leave-one-out over the database's cases. qman: the query manifest (NULL = none; the
+ * caller may pass the one named in q->manifest). Paths are stored as given / as the manifest
+ * resolves them. */
+int report_build(const casedb *db, const char *index_path, const emb_set *q, const char *query_path,
+                 const char *qman_path, const report_cfg *cfg, report_data *out);
+void report_free(report_data *r);
+/* Label name of a database label id, or "unknown". */
+const char *report_label(const report_data *r, int64_t label);
+
+#endif

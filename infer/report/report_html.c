@@ -1,0 +1,357 @@
+/* report_html.c — see report_html.h. */
+#include "infer/report/report_html.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/report/thumbnail.h"
+#include "nn/base/base.h"
+
+/* ---- text buffer ---- */
+static void hb_reserve(html_buf *b, size_t extra) {
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra + 1) cap *= 2;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+}
+
+void hb_puts(html_buf *b, const char *s) {
+    size_t n = strlen(s);
+    hb_reserve(b, n);
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+void hb_printf(html_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    hb_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void hb_esc(html_buf *b, const char *s) {
+    if (!s) return;
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': hb_puts(b, "&amp;"); break;
+        case '<': hb_puts(b, "&lt;"); break;
+        case '>': hb_puts(b, "&gt;"); break;
+        case '"': hb_puts(b, "&quot;"); break;
+        case '\'': hb_puts(b, "&#39;"); break;
+        default:
+            hb_reserve(b, 1);
+            b->s[b->len++] = *s;
+            b->s[b->len] = 0;
+        }
+    }
+}
+
+void hb_free(html_buf *b) {
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- thumbnail cache: open addressing on the path's FNV-1a hash ---- */
+typedef struct { char *path, *uri; } thumb_entry;
+struct thumb_cache {
+    thumb_entry *e;
+    size_t n, cap;
+};
+
+thumb_cache *thumb_cache_new(void) {
+    thumb_cache *c = xcalloc(1, sizeof *c);
+    c->cap = 256;
+    c->e = xcalloc(c->cap, sizeof(thumb_entry));
+    return c;
+}
+
+void thumb_cache_free(thumb_cache *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->cap; i++) { free(c->e[i].path); free(c->e[i].uri); }
+    free(c->e);
+    free(c);
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static thumb_entry *cache_slot(thumb_cache *c, const char *path) {
+    size_t i = fnv1a(path) & (c->cap - 1);
+    while (c->e[i].path && strcmp(c->e[i].path, path)) i = (i + 1) & (c->cap - 1);
+    return &c->e[i];
+}
+
+/* data: URI of a path's thumbnail, or NULL when it cannot be read (remembered as "") */
+static const char *cache_get(thumb_cache *c, const char *path, int side) {
+    thumb_entry *e = cache_slot(c, path);
+    if (!e->path) {
+        if (2 * (c->n + 1) > c->cap) { /* grow, then find the slot again */
+            thumb_cache old = *c;
+            c->cap *= 2;
+            c->e = xcalloc(c->cap, sizeof(thumb_entry));
+            for (size_t i = 0; i < old.cap; i++) if (old.e[i].path) *cache_slot(c, old.e[i].path) = old.e[i];
+            free(old.e);
+            e = cache_slot(c, path);
+        }
+        char *uri = NULL;
+        if (thumbnail_data_uri(path, side, 82, &uri)) uri = xstrdup("");
+        e->path = xstrdup(path);
+        e->uri = uri;
+        c->n++;
+    }
+    return e->uri[0] ? e->uri : NULL;
+}
+
+/* ---- page parts ---- */
+static const char *CSS =
+    ":root{--ok:#1b7f3b;--bad:#b3261e;--ink:#1d2330;--mute:#5b6475;--line:#d9dde5;--bg:#f6f7f9;--card:#fff;--accent:#2f5d9e}"
+    "*{box-sizing:border-box}"
+    "body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:var(--ink);background:var(--bg)}"
+    "header{background:#22324d;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px;font-weight:600}"
+    "header p{margin:4px 0 0;color:#c9d3e4}"
+    "main{max-width:1180px;margin:0 auto;padding:18px 24px 40px}"
+    "h2{font-size:18px;margin:0 0 10px}"
+    ".panel{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px 18px;margin:0 0 18px}"
+    ".grid{display:flex;flex-wrap:wrap;gap:18px 36px;align-items:flex-start}"
+    ".acc{max-width:240px}.big{font-size:28px;font-weight:600}.mute{color:var(--mute)}"
+    "table{border-collapse:collapse;font-size:14px}th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:right}"
+    "th:first-child,td:first-child{text-align:left}thead th{color:var(--mute);font-weight:600}"
+    "table.conf td.diag{background:#e3f1e7;font-weight:600}table.params td{text-align:left}"
+    ".query{background:var(--card);border:1px solid var(--line);border-left:6px solid var(--line);border-radius:8px;padding:14px 16px;margin:0 0 16px}"
+    ".query.ok{border-left-color:var(--ok)}.query.bad{border-left-color:var(--bad)}"
+    ".qhead{display:flex;gap:18px;align-items:flex-start}"
+    ".qimg{width:160px;height:160px;object-fit:cover;border-radius:6px;border:1px solid var(--line);background:#ddd;flex:none}"
+    ".qtext h2{margin:0 0 4px}.meta{color:var(--mute);margin:0 0 8px}"
+    ".vote{font-size:17px;margin:6px 0}.pred{font-weight:700}"
+    ".mark{display:inline-block;padding:1px 9px;border-radius:10px;font-size:13px;font-weight:600;color:#fff;margin-left:6px}"
+    ".mark.ok{background:var(--ok)}.mark.bad{background:var(--bad)}.mark.na{background:#8a93a3}"
+    ".bars{display:flex;flex-direction:column;gap:3px;margin-top:6px;max-width:420px}"
+    ".bar{display:flex;align-items:center;gap:8px;font-size:13px}.bar span.name{width:110px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
+    ".bar .track{flex:1;height:10px;background:#eceff4;border-radius:5px;overflow:hidden}.bar .fill{height:100%;background:var(--accent)}"
+    "ol.nbs{list-style:none;padding:0;margin:14px 0 0;display:grid;grid-template-columns:repeat(auto-fill,minmax(94px,1fr));gap:8px}"
+    "ol.nbs li{border:1px solid var(--line);border-radius:6px;padding:4px;font-size:11.5px;line-height:1.3;background:#fbfbfc}"
+    "ol.nbs li.same{border-color:#9fd0ae;background:#f2faf4}ol.nbs li.diff{border-color:#e8b3ae;background:#fdf4f3}"
+    "ol.nbs img,.noimg{width:100%;aspect-ratio:1;object-fit:cover;border-radius:4px;display:block;background:#ddd}"
+    ".noimg{display:flex;align-items:center;justify-content:center;color:var(--mute);font-size:11px}"
+    "ol.nbs .pt{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}table.qlist td,table.qlist th{text-align:left}"
+    ".rank{font-weight:700;color:var(--mute)}.lab{font-weight:600}"
+    "a{color:var(--accent)}footer{color:var(--mute);font-size:12px;text-align:center;padding:10px}";
+
+void report_html_head(html_buf *b, const char *title) {
+    hb_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+               "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>");
+    hb_esc(b, title);
+    hb_puts(b, "</title><style>");
+    hb_puts(b, CSS);
+    hb_puts(b, "</style></head><body>\n");
+}
+
+void report_html_tail(html_buf *b) {
+    hb_puts(b, "<footer>endoret: retrieval-based diagnosis report. Neighbours are the most similar cases of the "
+               "database; the prediction is the vote of their labels.</footer></body></html>\n");
+}
+
+void report_html_params(html_buf *b, const report_data *r) {
+    hb_puts(b, "<section class=\"panel\"><h2>Parameters</h2><table class=\"params\"><tbody>");
+    hb_puts(b, "<tr><td>case database</td><td>");
+    hb_esc(b, r->index_path);
+    hb_printf(b, " (%lld cases, %d-d embeddings)</td></tr>", (long long)r->ncases, r->dim);
+    hb_puts(b, "<tr><td>queries</td><td>");
+    if (r->query_path) hb_esc(b, r->query_path);
+    else hb_puts(b, "the database's own cases, leave-one-out");
+    hb_printf(b, " (%d shown)</td></tr>", r->nq);
+    if (r->manifest_path) { hb_puts(b, "<tr><td>query manifest</td><td>"); hb_esc(b, r->manifest_path); hb_puts(b, "</td></tr>"); }
+    if (r->model) { hb_puts(b, "<tr><td>encoder</td><td>"); hb_esc(b, r->model); hb_puts(b, "</td></tr>"); }
+    if (r->use_float) hb_puts(b, "<tr><td>search</td><td>exact float cosine (distance 1 &minus; cos)</td></tr>");
+    else hb_printf(b, "<tr><td>search</td><td>%d-bit %s hash codes, Hamming distance, %s index</td></tr>", r->bits, r->hash_name,
+                   r->index_name);
+    hb_printf(b, "<tr><td>neighbours</td><td>k = %d</td></tr>", r->k);
+    if (r->weighted) hb_printf(b, "<tr><td>vote</td><td>similarity-weighted, score = &sum; exp(sim / &tau;), &tau; = %g</td></tr>", r->tau);
+    else hb_puts(b, "<tr><td>vote</td><td>majority (a tie goes to the label of the nearer case)</td></tr>");
+    hb_puts(b, "</tbody></table></section>\n");
+}
+
+void report_html_summary(html_buf *b, const report_data *r) {
+    int C = r->nclass;
+    hb_puts(b, "<section class=\"panel\"><h2>Summary</h2><div class=\"grid\"><div class=\"acc\">");
+    if (r->scored) {
+        hb_printf(b, "<div class=\"big\" id=\"accuracy\">%.1f%%</div><div class=\"mute\">vote accuracy: %d of %d queries with a known "
+                     "diagnosis predicted correctly</div>", 100.0 * r->accuracy, r->correct, r->scored);
+    } else {
+        hb_printf(b, "<div class=\"big\">&ndash;</div><div class=\"mute\">no query has a known diagnosis (%d queries)</div>", r->nq);
+    }
+    hb_puts(b, "</div>");
+    if (C) {
+        /* per class: queries with that truth, predicted as it, correct */
+        hb_puts(b, "<div><table class=\"classes\"><thead><tr><th>class</th><th>truth</th><th>predicted</th><th>correct</th>"
+                   "<th>recall</th></tr></thead><tbody>");
+        for (int c = 0; c < C; c++) {
+            int64_t t = 0;
+            for (int j = 0; j < C; j++) t += r->conf[(size_t)c * C + j];
+            int npred = 0; /* every query predicted as c, with or without a known truth */
+            for (int i = 0; i < r->nq; i++) npred += r->q[i].pred == c;
+            hb_puts(b, "<tr><td>");
+            hb_esc(b, r->label_names[c]);
+            hb_printf(b, "</td><td>%lld</td><td>%d</td><td>%lld</td>", (long long)t, npred, (long long)r->conf[(size_t)c * C + c]);
+            if (t) hb_printf(b, "<td>%.1f%%</td></tr>", 100.0 * r->conf[(size_t)c * C + c] / t);
+            else hb_puts(b, "<td>&ndash;</td></tr>");
+        }
+        hb_puts(b, "</tbody></table></div>");
+        hb_puts(b, "<div><table class=\"conf\"><thead><tr><th>truth \\ predicted</th>");
+        for (int c = 0; c < C; c++) { hb_puts(b, "<th>"); hb_esc(b, r->label_names[c]); hb_puts(b, "</th>"); }
+        hb_puts(b, "</tr></thead><tbody>");
+        for (int t = 0; t < C; t++) {
+            hb_puts(b, "<tr><td>");
+            hb_esc(b, r->label_names[t]);
+            hb_puts(b, "</td>");
+            for (int p = 0; p < C; p++) hb_printf(b, "<td%s>%lld</td>", p == t ? " class=\"diag\"" : "", (long long)r->conf[(size_t)t * C + p]);
+            hb_puts(b, "</tr>");
+        }
+        hb_puts(b, "</tbody></table><div class=\"mute\">confusion matrix (queries with a known diagnosis)</div></div>");
+    }
+    hb_puts(b, "</div></section>\n");
+}
+
+void report_vote_text(const report_data *r, int i, char *out, size_t n) {
+    const report_query *w = &r->q[i];
+    if (w->pred < 0) {
+        snprintf(out, n, "none of the %d similar past cases has a known diagnosis", w->nnb);
+        return;
+    }
+    const char *name = report_label(r, w->pred);
+    int len;
+    if (w->voters == w->nnb) len = snprintf(out, n, "%d of %d similar past cases were %s", w->agree, w->nnb, name);
+    else len = snprintf(out, n, "%d of %d similar past cases with a known diagnosis were %s", w->agree, w->voters, name);
+    if (r->weighted || len < 0 || (size_t)len >= n) return;
+    /* a majority tie is decided by the nearest case: say so */
+    for (int c = 0; c < r->nclass; c++) {
+        int cnt = 0;
+        for (int j = 0; j < w->nnb; j++) cnt += w->nb[j].label == c;
+        if (c != w->pred && cnt == w->agree) { snprintf(out + len, n - len, " (a tie, decided by the nearest case)"); return; }
+    }
+}
+
+static void image_tag(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
+    const char *src = NULL;
+    if (o->embed) src = path && o->cache ? cache_get(o->cache, path, o->thumb) : NULL;
+    else src = path ? url : NULL;
+    if (!src) {
+        hb_printf(b, "<div class=\"noimg %s\">no image</div>", cls);
+        return;
+    }
+    hb_printf(b, "<img class=\"%s\" loading=\"lazy\" src=\"", cls);
+    hb_esc(b, src);
+    hb_puts(b, "\" alt=\"");
+    hb_esc(b, alt);
+    hb_puts(b, "\"");
+    if (path) { hb_puts(b, " title=\""); hb_esc(b, path); hb_puts(b, "\""); }
+    hb_puts(b, ">");
+}
+
+void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o) {
+    const report_query *w = &r->q[i];
+    const char *state = w->truth < 0 ? "na" : w->pred == w->truth ? "ok" : "bad";
+    hb_printf(b, "<section class=\"query %s\" id=\"q%d\" data-query=\"%lld\"><div class=\"qhead\">", state, i, (long long)w->id);
+    char url[64], alt[64];
+    snprintf(url, sizeof url, "/image/query/%d", i);
+    snprintf(alt, sizeof alt, "query %lld", (long long)w->id);
+    image_tag(b, "qimg", w->image, url, alt, o);
+    hb_printf(b, "<div class=\"qtext\"><h2>Query %lld</h2><p class=\"meta\">diagnosis: <b class=\"truth\">", (long long)w->id);
+    if (w->truth_name) hb_esc(b, w->truth_name);
+    else hb_puts(b, "unknown");
+    hb_puts(b, "</b>");
+    if (w->scene) { hb_puts(b, " &middot; scene "); hb_esc(b, w->scene); }
+    if (w->view) { hb_puts(b, " &middot; view "); hb_esc(b, w->view); }
+    if (w->patient) { hb_puts(b, " &middot; patient "); hb_esc(b, w->patient); }
+    if (w->image) { hb_puts(b, "<br><span class=\"path\">"); hb_esc(b, w->image); hb_puts(b, "</span>"); }
+    hb_puts(b, "</p>");
+    char vote[512];
+    report_vote_text(r, i, vote, sizeof vote);
+    hb_puts(b, "<p class=\"vote\">");
+    hb_esc(b, vote);
+    hb_puts(b, "</p><p>predicted: <span class=\"pred\">");
+    hb_esc(b, report_label(r, w->pred));
+    hb_puts(b, "</span>");
+    if (w->truth >= 0) hb_printf(b, "<span class=\"mark %s\">%s</span>", state, w->pred == w->truth ? "&#10003; correct" : "&#10007; incorrect");
+    else hb_puts(b, "<span class=\"mark na\">truth unknown</span>");
+    hb_puts(b, "</p>");
+    if (r->nclass) {
+        hb_printf(b, "<div class=\"bars\" title=\"%s\">", r->weighted ? "similarity-weighted vote share" : "vote share");
+        for (int c = 0; c < r->nclass; c++) {
+            hb_puts(b, "<div class=\"bar\"><span class=\"name\">");
+            hb_esc(b, r->label_names[c]);
+            double s = w->score[c] >= 0 && w->score[c] <= 1 ? w->score[c] : 0;
+            hb_printf(b, "</span><span class=\"track\"><span class=\"fill\" style=\"display:block;width:%.1f%%\"></span></span>"
+                         "<span>%.2f</span></div>", 100.0 * s, s);
+        }
+        hb_puts(b, "</div>");
+    }
+    hb_puts(b, "</div></div><ol class=\"nbs\">");
+    for (int j = 0; j < w->nnb; j++) {
+        const report_neighbour *n = &w->nb[j];
+        const char *cls = n->label < 0 || w->pred < 0 ? "" : n->label == w->pred ? "same" : "diff";
+        hb_printf(b, "<li class=\"nb %s\" data-case=\"%lld\">", cls, (long long)n->id);
+        snprintf(url, sizeof url, "/image/case/%lld", (long long)n->id);
+        snprintf(alt, sizeof alt, "case %lld", (long long)n->id);
+        image_tag(b, "nimg", n->image, url, alt, o);
+        hb_printf(b, "<span class=\"rank\">#%d</span> <span class=\"lab\">", j + 1);
+        hb_esc(b, report_label(r, n->label));
+        hb_puts(b, "</span><br>");
+        if (n->hamming >= 0) hb_printf(b, "<span title=\"Hamming distance of the %d-bit codes\">Hamming %d</span>", r->bits, n->hamming);
+        else hb_printf(b, "<span title=\"cosine distance 1 - cos\">cos dist %.3f</span>", n->cosine);
+        hb_printf(b, "<br>case %lld", (long long)n->id);
+        if (n->view >= 0) hb_printf(b, ", view %lld", (long long)n->view);
+        /* the patient names the lesion across databases; the stored scene is a dense id */
+        if (n->patient) { hb_puts(b, "<span class=\"pt\">patient "); hb_esc(b, n->patient); hb_puts(b, "</span>"); }
+        else if (n->scene >= 0) hb_printf(b, "<span class=\"pt\">scene %lld</span>", (long long)n->scene);
+        hb_puts(b, "</li>");
+    }
+    hb_puts(b, "</ol></section>\n");
+}
+
+void report_html_query_list(html_buf *b, const report_data *r, const char *href_prefix) {
+    hb_puts(b, "<section class=\"panel\"><h2>Queries</h2><table class=\"qlist\"><thead><tr><th>query</th><th>diagnosis</th>"
+               "<th>predicted</th><th>agreement</th><th></th></tr></thead><tbody>");
+    for (int i = 0; i < r->nq; i++) {
+        const report_query *w = &r->q[i];
+        hb_puts(b, "<tr><td><a href=\"");
+        if (href_prefix) { hb_esc(b, href_prefix); hb_printf(b, "%d", i); }
+        else hb_printf(b, "#q%d", i);
+        hb_printf(b, "\">query %lld</a></td><td>", (long long)w->id);
+        hb_esc(b, w->truth_name ? w->truth_name : "unknown");
+        hb_puts(b, "</td><td>");
+        hb_esc(b, report_label(r, w->pred));
+        hb_printf(b, "</td><td>%d / %d</td><td>", w->agree, w->voters);
+        if (w->truth >= 0) hb_printf(b, "<span class=\"mark %s\">%s</span>", w->pred == w->truth ? "ok" : "bad",
+                                     w->pred == w->truth ? "&#10003;" : "&#10007;");
+        hb_puts(b, "</td></tr>");
+    }
+    hb_puts(b, "</tbody></table></section>\n");
+}
+
+void report_html_page(html_buf *b, const report_data *r, int thumb) {
+    report_html_head(b, "endoret retrieval report");
+    hb_printf(b, "<header><h1>Retrieval-based diagnosis report</h1><p>%d quer%s, each shown with the %d most similar past "
+                 "cases of the database and the vote of their diagnoses</p></header><main>\n", r->nq, r->nq == 1 ? "y" : "ies", r->k);
+    report_html_summary(b, r);
+    report_html_params(b, r);
+    report_html_opts o = {1, thumb, thumb_cache_new()};
+    for (int i = 0; i < r->nq; i++) report_html_query(b, r, i, &o);
+    thumb_cache_free(o.cache);
+    hb_puts(b, "</main>");
+    report_html_tail(b);
+}

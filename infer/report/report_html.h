@@ -1,0 +1,54 @@
+/* report_html.h — HTML rendering of a report_data (report.h): the page head with its CSS, the
+ * parameters, the summary (vote accuracy, per-class counts, confusion matrix), one explanation
+ * card per query ("8 of 10 similar past cases were malignant"), and the query list of the server.
+ * Every text taken from the data (labels, paths, ids given as text) is HTML-escaped.
+ *
+ * Images are either embedded (JPEG thumbnails as data: URIs, the static report: works offline,
+ * no side files) or linked to the server's routes /image/query/<row> and /image/case/<id>. */
+#ifndef ENDORET_REPORT_HTML_H
+#define ENDORET_REPORT_HTML_H
+
+#include <stddef.h>
+
+#include "infer/report/report.h"
+
+/* A growing text buffer. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} html_buf;
+
+void hb_puts(html_buf *b, const char *s);
+void hb_printf(html_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s with & < > " ' replaced by entities (NULL writes nothing). */
+void hb_esc(html_buf *b, const char *s);
+void hb_free(html_buf *b);
+
+typedef struct thumb_cache thumb_cache; /* path -> data: URI, so a case shown twice is encoded once */
+
+typedef struct {
+    int embed;            /* 1: data: URI thumbnails; 0: links to the server's /image routes */
+    int thumb;            /* thumbnail side in pixels (embed) */
+    thumb_cache *cache;   /* embed: created by report_html_page / the caller */
+} report_html_opts;
+
+thumb_cache *thumb_cache_new(void);
+void thumb_cache_free(thumb_cache *c);
+
+/* "<!doctype html>...<body>" with the stylesheet, and the closing tags. */
+void report_html_head(html_buf *b, const char *title);
+void report_html_tail(html_buf *b);
+void report_html_params(html_buf *b, const report_data *r);
+void report_html_summary(html_buf *b, const report_data *r);
+/* The vote sentence of query i, e.g. "8 of 10 similar past cases were malignant" (plain text,
+ * not escaped: the caller escapes). */
+void report_vote_text(const report_data *r, int i, char *out, size_t n);
+/* One query's explanation: its image and truth, the vote, the k neighbours in rank order. */
+void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o);
+/* Table of all queries, each linking to href_prefix<row> (server) or #q<row> (report). */
+void report_html_query_list(html_buf *b, const report_data *r, const char *href_prefix);
+/* The whole static report (summary, parameters, every query card), images embedded. Images that
+ * cannot be read are shown as a labelled empty box (the report is still written). */
+void report_html_page(html_buf *b, const report_data *r, int thumb);
+
+#endif

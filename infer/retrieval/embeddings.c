@@ -1,0 +1,129 @@
+/* embeddings.c — read/write the embedding file (format in embeddings.h). */
+#include "infer/retrieval/embeddings.h"
+#include "checkpoints/safetensors.h"
+#include "nn/base/base.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void emb_alloc(emb_set *e, int n, int dim) {
+    memset(e, 0, sizeof *e);
+    e->n = n;
+    e->dim = dim;
+    e->x = xcalloc((size_t)n * (size_t)dim, sizeof(float));
+    e->ids = xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) e->ids[i] = i;
+}
+
+void emb_free(emb_set *e) {
+    free(e->x);
+    free(e->ids);
+    free(e->labels);
+    free(e->scene);
+    free(e->view);
+    for (int i = 0; i < e->nlabel_names; i++) free(e->label_names[i]);
+    free(e->label_names);
+    free(e->manifest);
+    free(e->model);
+    free(e->distance);
+    memset(e, 0, sizeof *e);
+}
+
+int emb_save(const char *path, const emb_set *e) {
+    st_writer *w = st_writer_new();
+    int64_t shape2[2] = {e->n, e->dim}, shape1[1] = {e->n};
+    st_add(w, "embeddings", ST_F32, 2, shape2, e->x);
+    int64_t *ids = NULL;
+    if (e->ids) st_add(w, "ids", ST_I64, 1, shape1, e->ids);
+    else {
+        ids = xmalloc(sizeof *ids * (size_t)(e->n ? e->n : 1));
+        for (int i = 0; i < e->n; i++) ids[i] = i;
+        st_add(w, "ids", ST_I64, 1, shape1, ids);
+    }
+    if (e->labels) st_add(w, "labels", ST_I64, 1, shape1, e->labels);
+    if (e->scene) st_add(w, "scene", ST_I64, 1, shape1, e->scene);
+    if (e->view) st_add(w, "view", ST_I64, 1, shape1, e->view);
+    st_add_meta(w, "endoret.kind", "embeddings");
+    if (e->model) st_add_meta(w, "model", e->model);
+    if (e->manifest) st_add_meta(w, "manifest", e->manifest);
+    if (e->distance) st_add_meta(w, "distance", e->distance);
+    if (e->nlabel_names) {
+        size_t len = 0;
+        for (int i = 0; i < e->nlabel_names; i++) len += strlen(e->label_names[i]) + 1;
+        char *names = xmalloc(len + 1), *p = names;
+        for (int i = 0; i < e->nlabel_names; i++) p += sprintf(p, "%s%s", i ? "\n" : "", e->label_names[i]);
+        st_add_meta(w, "label_names", names);
+        free(names);
+    }
+    int rc = st_write(w, path);
+    st_writer_free(w);
+    free(ids);
+    return rc;
+}
+
+static int read_optional_i64(st_file *f, const char *name, int n, int64_t **out) {
+    const st_tensor *t = st_find(f, name);
+    if (!t) return ER_OK;
+    if (t->ndim != 1 || t->shape[0] != n)
+        return er_fail(ER_INPUT, "%s: '%s' must have shape [%d] (one per embedding)", f->path, name, n);
+    *out = xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    return st_read_i64(f, name, *out, n);
+}
+
+int emb_load(const char *path, emb_set *e) {
+    memset(e, 0, sizeof *e);
+    st_file f;
+    int rc = st_open(path, &f);
+    if (rc) return rc;
+    const st_tensor *t = st_find(&f, "embeddings");
+    if (!t) rc = er_fail(ER_INPUT, "%s: no 'embeddings' tensor (not an endoret embedding file?)", path);
+    else if (t->ndim != 2 || t->shape[0] > 0x7fffffff || t->shape[1] > 0x7fffffff || t->shape[1] < 1)
+        rc = er_fail(ER_INPUT, "%s: 'embeddings' must be a 2-D [n, dim] tensor with dim >= 1", path);
+    if (rc) { st_close(&f); return rc; }
+    e->n = (int)t->shape[0];
+    e->dim = (int)t->shape[1];
+    e->x = xmalloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+    rc = st_read_f32(&f, "embeddings", e->x, t->numel);
+    for (int64_t i = 0; rc == ER_OK && i < t->numel; i++)
+        if (!isfinite(e->x[i])) rc = er_fail(ER_INPUT, "%s: embedding %lld has a non-finite value (NaN/Inf)", path, (long long)(i / e->dim));
+    if (rc == ER_OK) rc = read_optional_i64(&f, "ids", e->n, &e->ids);
+    if (rc == ER_OK && !e->ids) {
+        e->ids = xmalloc(sizeof(int64_t) * (size_t)(e->n ? e->n : 1));
+        for (int i = 0; i < e->n; i++) e->ids[i] = i;
+    }
+    if (rc == ER_OK) rc = read_optional_i64(&f, "labels", e->n, &e->labels);
+    if (rc == ER_OK) rc = read_optional_i64(&f, "scene", e->n, &e->scene);
+    if (rc == ER_OK) rc = read_optional_i64(&f, "view", e->n, &e->view);
+    if (rc == ER_OK) {
+        const char *m;
+        if ((m = st_meta(&f, "model"))) e->model = xstrdup(m);
+        if ((m = st_meta(&f, "manifest"))) e->manifest = xstrdup(m);
+        if ((m = st_meta(&f, "distance"))) e->distance = xstrdup(m);
+        if ((m = st_meta(&f, "label_names")) && *m) {
+            int cnt = 1;
+            for (const char *c = m; *c; c++) cnt += *c == '\n';
+            e->label_names = xmalloc(sizeof(char *) * (size_t)cnt);
+            const char *s = m;
+            for (int i = 0; i < cnt; i++) {
+                const char *nl = strchr(s, '\n');
+                size_t len = nl ? (size_t)(nl - s) : strlen(s);
+                e->label_names[i] = xmalloc(len + 1);
+                memcpy(e->label_names[i], s, len);
+                e->label_names[i][len] = 0;
+                s = nl ? nl + 1 : s + len;
+            }
+            e->nlabel_names = cnt;
+        }
+        if (e->labels)
+            for (int i = 0; i < e->n; i++)
+                if (e->labels[i] < -1 || (e->nlabel_names && e->labels[i] >= e->nlabel_names)) {
+                    rc = er_fail(ER_INPUT, "%s: label %lld of item %d is outside the %d label names", path,
+                                 (long long)e->labels[i], i, e->nlabel_names);
+                    break;
+                }
+    }
+    st_close(&f);
+    if (rc) emb_free(e);
+    return rc;
+}

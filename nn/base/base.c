@@ -1,0 +1,186 @@
+/* base.c — errors, allocation, files, clock (see base.h). */
+#include "nn/base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Thread_local char er_buf[1024];
+
+int er_fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(er_buf, sizeof er_buf, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *er_msg(void) { return er_buf; }
+void er_clear(void) { er_buf[0] = 0; }
+
+static void oom(size_t n) {
+    fprintf(stderr, "endoret: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) oom(count * size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+void *xmalloc_aligned(size_t n) {
+    void *p = NULL;
+    size_t rounded = (n + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) oom(n);
+    return p;
+}
+
+int read_file(const char *path, char **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return er_fail(ER_INPUT, "%s: cannot seek (not a regular file?)", path);
+    }
+    long n = ftell(f);
+    if (n < 0) {
+        fclose(f);
+        return er_fail(ER_INPUT, "%s: cannot determine size", path);
+    }
+    rewind(f);
+    char *buf = xmalloc((size_t)n + 1);
+    if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(buf);
+        return er_fail(ER_INPUT, "%s: short read", path);
+    }
+    fclose(f);
+    buf[n] = 0;
+    *data = buf;
+    if (len) *len = (size_t)n;
+    return ER_OK;
+}
+
+int atomic_open(atomic_file *af, const char *path) {
+    size_t n = strlen(path) + 32;
+    af->path = xstrdup(path);
+    af->tmp = xmalloc(n);
+    snprintf(af->tmp, n, "%s.tmp.%d", path, (int)getpid());
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        int rc = er_fail(ER_RUNTIME, "%s: cannot create: %s", af->tmp, strerror(errno));
+        free(af->tmp);
+        free(af->path);
+        af->tmp = af->path = NULL;
+        return rc;
+    }
+    return ER_OK;
+}
+
+void atomic_abort(atomic_file *af) {
+    if (af->f) fclose(af->f);
+    if (af->tmp) unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->f = NULL;
+    af->tmp = af->path = NULL;
+}
+
+int atomic_commit(atomic_file *af) {
+    int rc = ER_OK;
+    if (fflush(af->f) != 0 || ferror(af->f))
+        rc = er_fail(ER_RUNTIME, "%s: write failed: %s", af->tmp, strerror(errno));
+    else if (fsync(fileno(af->f)) != 0)
+        rc = er_fail(ER_RUNTIME, "%s: fsync failed: %s", af->tmp, strerror(errno));
+    if (fclose(af->f) != 0 && rc == ER_OK)
+        rc = er_fail(ER_RUNTIME, "%s: close failed: %s", af->tmp, strerror(errno));
+    af->f = NULL;
+    if (rc == ER_OK && rename(af->tmp, af->path) != 0)
+        rc = er_fail(ER_RUNTIME, "%s: rename to %s failed: %s", af->tmp, af->path, strerror(errno));
+    if (rc != ER_OK) unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->tmp = af->path = NULL;
+    return rc;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len) {
+    atomic_file af;
+    int rc = atomic_open(&af, path);
+    if (rc) return rc;
+    if (len && fwrite(data, 1, len, af.f) != len) {
+        rc = er_fail(ER_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+        atomic_abort(&af);
+        return rc;
+    }
+    return atomic_commit(&af);
+}
+
+int make_dirs(const char *path) {
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            int rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
+            free(p);
+            return rc;
+        }
+        *s = '/';
+    }
+    int rc = ER_OK;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+        rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
+    free(p);
+    return rc;
+}
+
+char *path_join(const char *dir, const char *rel) {
+    if (rel[0] == '/' || !dir || !dir[0] || strcmp(dir, ".") == 0) return xstrdup(rel);
+    size_t n = strlen(dir) + strlen(rel) + 2;
+    char *out = xmalloc(n);
+    snprintf(out, n, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", rel);
+    return out;
+}
+
+char *path_dirname(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return xstrdup(".");
+    if (slash == path) return xstrdup("/");
+    size_t n = (size_t)(slash - path);
+    char *out = xmalloc(n + 1);
+    memcpy(out, path, n);
+    out[n] = 0;
+    return out;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

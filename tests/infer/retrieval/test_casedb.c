@@ -1,0 +1,197 @@
+/* Case database: build/open round trip, search equals brute force, add/delete persist and take
+ * effect at once, deleted cases never returned, crash mid-transaction leaves the previous state,
+ * corrupt / truncated / foreign files and mismatched dimensions rejected with a clear error. */
+#include "tests/test_util.h"
+#include "infer/retrieval/casedb.h"
+#include "infer/eval/synth_emb.h"
+#include "nn/base/base.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int cmd_index(int argc, char **argv);
+
+static void make_set(emb_set *db, emb_set *q, int n, int nq, int dim) {
+    synth_emb_cfg c = {n, nq, dim, 10, 0.9, 0.5, 0.1, 5};
+    synth_emb_make(&c, db, q, NULL);
+}
+
+/* brute force over the rows of the embedding set, hashed with the database's own hasher */
+static void expect_search_brute(const casedb *db, const emb_set *q, int k, const uint8_t *gone, const emb_set *all) {
+    int W = hash_words(db->bits);
+    uint64_t *cq = malloc((size_t)q->n * W * 8), *ca = malloc((size_t)all->n * W * 8);
+    hasher_encode(&db->hash, q->x, q->n, cq);
+    hasher_encode(&db->hash, all->x, all->n, ca);
+    bindex ref;
+    int64_t *ids = malloc((size_t)all->n * 8);
+    int m = 0;
+    uint64_t *cc = malloc((size_t)all->n * W * 8);
+    for (int i = 0; i < all->n; i++)
+        if (!gone || !gone[i]) { ids[m] = all->ids[i]; memcpy(cc + (size_t)m * W, ca + (size_t)i * W, W * 8); m++; }
+    cr_assert_eq(bindex_build(&ref, INDEX_SCAN, db->bits, cc, ids, m, 0), ER_OK);
+    int64_t *ia = malloc((size_t)q->n * k * 8), *ib = malloc((size_t)q->n * k * 8);
+    int32_t *da = malloc((size_t)q->n * k * 4), *dbb = malloc((size_t)q->n * k * 4);
+    int *na = malloc(q->n * sizeof(int)), *nb = malloc(q->n * sizeof(int));
+    cr_assert_eq(casedb_search(db, q->x, q->n, k, 0, ia, da, NULL, na), ER_OK);
+    bindex_search_ref(&ref, cq, q->n, k, ib, dbb, nb);
+    cr_expect_eq(memcmp(ia, ib, (size_t)q->n * k * 8), 0, "case database search differs from brute force");
+    cr_expect_eq(memcmp(da, dbb, (size_t)q->n * k * 4), 0);
+    bindex_free(&ref);
+    free(cq); free(ca); free(ids); free(cc); free(ia); free(ib); free(da); free(dbb); free(na); free(nb);
+}
+
+Test(infer_casedb, build_open_search_add_delete) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "cases.db");
+    emb_set all, q;
+    make_set(&all, &q, 400, 20, 32);
+    /* database = first 300 rows; rows 300..399 are added later */
+    emb_set first = all;
+    first.n = 300;
+    char *paths[300];
+    for (int i = 0; i < 300; i++) { paths[i] = malloc(32); snprintf(paths[i], 32, "img/%03d.png", i); }
+    for (int kind = 0; kind < 3; kind++) {
+        cr_assert_eq(casedb_create(path, &first, paths, NULL, 16, HASH_PCA, (index_kind)kind, 0), ER_OK, "%s", er_msg());
+        casedb db;
+        cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
+        cr_expect_eq(db.n, 300);
+        cr_expect_eq(db.bits, 16);
+        cr_expect_eq(db.kind, (index_kind)kind);
+        cr_expect_str_eq(db.paths[casedb_row(&db, 17)], "img/017.png");
+        cr_expect_str_eq(casedb_label_name(&db, 1), "neoplastic");
+        uint8_t gone[400] = {0};
+        for (int i = 300; i < 400; i++) gone[i] = 1;
+        expect_search_brute(&db, &q, 8, gone, &all);
+        /* add 100 cases, delete 30 (including one that a query sits on) */
+        case_rec r[100];
+        for (int i = 0; i < 100; i++)
+            r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * 32, all.labels[300 + i], NULL, -1, -1, "p1", "{\"x\":1}"};
+        cr_assert_eq(casedb_add(&db, r, 100), ER_OK, "%s", er_msg());
+        for (int i = 300; i < 400; i++) gone[i] = 0;
+        int64_t del[30];
+        for (int i = 0; i < 30; i++) { del[i] = all.ids[i * 13]; gone[i * 13] = 1; }
+        cr_assert_eq(casedb_delete(&db, del, 30), ER_OK, "%s", er_msg());
+        cr_expect_eq(db.n, 370);
+        expect_search_brute(&db, &q, 8, gone, &all);
+        /* a query equal to a deleted case does not find it */
+        int64_t ids[5]; int32_t hd[5]; int cnt;
+        cr_assert_eq(casedb_search(&db, all.x + 13 * 32, 1, 5, 1, ids, hd, (float[5]){0}, &cnt), ER_OK);
+        for (int j = 0; j < cnt; j++) cr_expect_neq(ids[j], all.ids[13]);
+        /* errors: deleting an absent case, adding an existing one */
+        cr_expect_eq(casedb_delete(&db, del, 1), ER_INPUT);
+        cr_expect(strstr(er_msg(), "not in the database") != NULL, "%s", er_msg());
+        cr_expect_eq(casedb_add(&db, r, 1), ER_INPUT);
+        casedb_close(&db);
+        /* everything survived in the file */
+        cr_assert_eq(casedb_open(path, &db), ER_OK);
+        cr_expect_eq(db.n, 370);
+        cr_expect_eq(casedb_row(&db, del[3]), -1);
+        expect_search_brute(&db, &q, 8, gone, &all);
+        casedb_close(&db);
+    }
+    for (int i = 0; i < 300; i++) free(paths[i]);
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
+Test(infer_casedb, crash_mid_transaction_keeps_previous_state) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "cases.db");
+    emb_set all, q;
+    make_set(&all, &q, 50, 1, 8);
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* child: starts a write transaction (delete 20 cases, insert one), then dies by SIGKILL
+         * before committing: the rollback journal is left behind, as in a power cut */
+        sqlite3 *s;
+        if (sqlite3_open(path, &s) != SQLITE_OK) _exit(3);
+        sqlite3_exec(s, "BEGIN; DELETE FROM cases WHERE id < 20;"
+                        "INSERT INTO cases(id, code, embedding) VALUES(999, x'00', x'00');", NULL, NULL, NULL);
+        kill(getpid(), SIGKILL);
+        _exit(4);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFSIGNALED(st), "child should have been killed");
+    casedb db;
+    cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
+    cr_expect_eq(db.n, 50, "interrupted transaction must not be visible");
+    cr_expect_geq(casedb_row(&db, 5), 0);
+    cr_expect_eq(casedb_row(&db, 999), -1);
+    casedb_close(&db);
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
+Test(infer_casedb, corrupt_and_foreign_files_rejected) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "x.db");
+    casedb db;
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), "no such file") != NULL, "%s", er_msg());
+    /* not SQLite at all */
+    char junk[2048];
+    memset(junk, 'z', sizeof junk); /* not SQLite at all */
+    cr_assert_eq(write_file_atomic(path, junk, sizeof junk), ER_OK);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), path) != NULL && strstr(er_msg(), "database") != NULL, "%s", er_msg());
+    /* SQLite, but some other schema */
+    unlink(path);
+    sqlite3 *s;
+    sqlite3_open(path, &s);
+    sqlite3_exec(s, "CREATE TABLE t(a); INSERT INTO t VALUES(1);", NULL, NULL, NULL);
+    sqlite3_close(s);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), "not an endoret case database") != NULL, "%s", er_msg());
+    /* a real case database, truncated */
+    emb_set all, q;
+    make_set(&all, &q, 300, 1, 64);
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK);
+    char *data; size_t len;
+    cr_assert_eq(read_file(path, &data, &len), ER_OK);
+    cr_assert_eq(write_file_atomic(path, data, len / 2), ER_OK);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT, "truncated database must be rejected");
+    cr_expect(er_msg()[0] != 0);
+    /* a blob of the wrong size (corrupt row) */
+    cr_assert_eq(write_file_atomic(path, data, len), ER_OK);
+    sqlite3_open(path, &s);
+    sqlite3_exec(s, "UPDATE cases SET embedding = x'0102' WHERE id = 7;", NULL, NULL, NULL);
+    sqlite3_close(s);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), "case 7") != NULL, "%s", er_msg());
+    free(data);
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
+Test(infer_casedb, cli_add_with_mismatched_dims_rejected) {
+    const char *dir = test_tmpdir();
+    char *e1 = path_join(dir, "a.safetensors"), *e2 = path_join(dir, "b.safetensors"), *db = path_join(dir, "c.db");
+    emb_set a, b, q;
+    make_set(&a, &q, 50, 1, 16);
+    emb_free(&q);
+    make_set(&b, &q, 10, 1, 24);
+    cr_assert_eq(emb_save(e1, &a), ER_OK);
+    cr_assert_eq(emb_save(e2, &b), ER_OK);
+    char *build[] = {"index", "build", "--emb", e1, "--out", db, "--kind", "balltree", NULL};
+    fflush(stdout);
+    cr_assert_eq(cmd_index(8, build), ER_OK, "%s", er_msg());
+    char *add[] = {"index", "add", "--index", db, "--emb", e2, NULL};
+    cr_expect_eq(cmd_index(6, add), ER_INPUT);
+    cr_expect(strstr(er_msg(), "24-d") != NULL && strstr(er_msg(), "16-d") != NULL, "%s", er_msg());
+    char *del[] = {"index", "delete", "--index", db, "--id", "3,4", NULL};
+    cr_expect_eq(cmd_index(6, del), ER_OK, "%s", er_msg());
+    char *del2[] = {"index", "delete", "--index", db, "--id", "3", NULL};
+    cr_expect_eq(cmd_index(6, del2), ER_INPUT);
+    char *bad[] = {"index", "delete", "--index", db, "--id", "x1", NULL};
+    cr_expect_eq(cmd_index(6, bad), ER_INPUT);
+    emb_free(&a); emb_free(&b); emb_free(&q);
+    free(e1); free(e2); free(db);
+}

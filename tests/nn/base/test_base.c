@@ -1,0 +1,63 @@
+/* base.c and args.c: error messages, atomic writes, option parsing. */
+#include "tests/test_util.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+#include <string.h>
+#include <unistd.h>
+
+Test(base, atomic_write_replaces_and_leaves_no_temp) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "f.txt");
+    cr_assert_eq(write_file_atomic(path, "old", 3), ER_OK);
+    atomic_file af;
+    cr_assert_eq(atomic_open(&af, path), ER_OK);
+    fputs("half-written", af.f);
+    atomic_abort(&af); /* a crash/failure before commit keeps the old content */
+    char *data; size_t n;
+    cr_assert_eq(read_file(path, &data, &n), ER_OK);
+    cr_expect_str_eq(data, "old");
+    free(data);
+    cr_assert_eq(write_file_atomic(path, "new!", 4), ER_OK);
+    cr_assert_eq(read_file(path, &data, &n), ER_OK);
+    cr_expect_str_eq(data, "new!");
+    cr_expect_eq(n, 4);
+    free(data);
+    free(path);
+}
+
+Test(base, missing_file_names_the_path) {
+    char *data;
+    cr_assert_eq(read_file("/nonexistent/x.png", &data, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "/nonexistent/x.png") != NULL);
+}
+
+Test(args, parses_types_and_rejects_bad_input) {
+    const char *out = "o"; int n = 1; double tau = 0.1; int json = 0;
+    arg_spec s[] = {{"out", ARG_STR, &out, ""}, {"n", ARG_INT, &n, ""}, {"tau", ARG_DOUBLE, &tau, ""},
+                    {"json", ARG_FLAG, &json, ""}};
+    char *argv1[] = {"cmd", "--out", "d", "--n=5", "pos1", "--tau", "0.05", "--json", "pos2"};
+    char **pos; int npos;
+    cr_assert_eq(args_parse(9, argv1, s, 4, "u", &pos, &npos), ER_OK);
+    cr_expect_str_eq(out, "d");
+    cr_expect_eq(n, 5);
+    cr_expect_float_eq(tau, 0.05, 1e-12);
+    cr_expect_eq(json, 1);
+    cr_assert_eq(npos, 2);
+    cr_expect_str_eq(pos[1], "pos2");
+    free(pos);
+    char *bad1[] = {"cmd", "--n", "5x"};
+    cr_expect_eq(args_parse(3, bad1, s, 4, "u", NULL, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--n") != NULL);
+    char *bad2[] = {"cmd", "--nope", "1"};
+    cr_expect_eq(args_parse(3, bad2, s, 4, "u", NULL, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--nope") != NULL);
+    char *bad3[] = {"cmd", "--tau"};
+    cr_expect_eq(args_parse(2, bad3, s, 4, "u", NULL, NULL), ER_INPUT);
+    int *v, nv;
+    cr_assert_eq(args_int_list("16,32,64", "bits", &v, &nv), ER_OK);
+    cr_expect_eq(nv, 3);
+    cr_expect_eq(v[2], 64);
+    free(v);
+    cr_expect_eq(args_int_list("16,,x", "bits", &v, &nv), ER_INPUT);
+}
