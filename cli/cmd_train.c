@@ -7,7 +7,7 @@
 
 #include "nn/base/args.h"
 #include "nn/base/base.h"
-#include "train/config.h"
+#include "nn/base/config.h"
 #include "train/loop.h"
 #include "train/objective_image.h"
 

@@ -11,7 +11,7 @@
 #define ENDORET_OBJECTIVE_IMAGE_H
 
 #include "nn/models/vit.h"
-#include "train/config.h"
+#include "nn/base/config.h"
 #include "train/loop.h"
 
 typedef struct {

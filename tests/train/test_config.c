@@ -4,7 +4,7 @@
 
 #include "nn/base/base.h"
 #include "tests/test_util.h"
-#include "train/config.h"
+#include "nn/base/config.h"
 
 static int g_int;
 static double g_dbl;

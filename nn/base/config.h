@@ -13,8 +13,8 @@
  * 1/0/yes/no); an unknown key, a wrong type, a missing '=' or an unclosed section is ER_INPUT with
  * one message "file:line: ...". `--set key=value` overrides go through the same checks, reported as
  * "--set key=value: ...". Later assignments win (so --set after the file overrides it). */
-#ifndef ENDORET_TRAIN_CONFIG_H
-#define ENDORET_TRAIN_CONFIG_H
+#ifndef ENDORET_BASE_CONFIG_H
+#define ENDORET_BASE_CONFIG_H
 
 #include <stdio.h>
 

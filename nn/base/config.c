@@ -1,5 +1,5 @@
 /* config.c — `key = value` config files with sections, includes and --set overrides. */
-#include "train/config.h"
+#include "nn/base/config.h"
 
 #include <ctype.h>
 #include <errno.h>
