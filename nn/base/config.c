@@ -33,6 +33,96 @@ static const char *type_name(cfg_type t) {
     return "?";
 }
 
+/* ---- ranges: "[lo, hi]" / "(lo, hi)" intervals for numbers, "a|b|c" / "path" / "text" for strings */
+
+static int parse_bound(const char *s, const char *e, double *v) {
+    char buf[64];
+    while (s < e && isspace((unsigned char)*s)) s++;
+    while (e > s && isspace((unsigned char)e[-1])) e--;
+    if (e - s <= 0 || e - s >= (long)sizeof buf) return -1;
+    memcpy(buf, s, e - s);
+    buf[e - s] = 0;
+    if (!strcmp(buf, "inf")) { *v = INFINITY; return 0; }
+    if (!strcmp(buf, "-inf")) { *v = -INFINITY; return 0; }
+    char *end;
+    *v = strtod(buf, &end);
+    return *end ? -1 : 0;
+}
+
+/* Interval "[lo, hi]": 0 and the bounds (open flags) when well-formed. */
+static int parse_interval(const char *r, double *lo, double *hi, int *lo_open, int *hi_open) {
+    size_t n = strlen(r);
+    if (n < 5 || (r[0] != '[' && r[0] != '(') || (r[n - 1] != ']' && r[n - 1] != ')')) return -1;
+    const char *comma = strchr(r, ',');
+    if (!comma) return -1;
+    *lo_open = r[0] == '(';
+    *hi_open = r[n - 1] == ')';
+    if (parse_bound(r + 1, comma, lo) || parse_bound(comma + 1, r + n - 1, hi)) return -1;
+    return *lo <= *hi ? 0 : -1;
+}
+
+static int in_choices(const char *choices, const char *v) {
+    size_t len = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && !strncmp(p, v, n)) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+/* The value now in s->dst against s->range; ER_INPUT with "where: key = value ..." on failure. */
+static int check_value(const char *where, const cfg_spec *s) {
+    if (!s->range || s->type == CFG_BOOL) return ER_OK;
+    if (s->type == CFG_STR) {
+        const char *v = *(char **)s->dst ? *(char **)s->dst : "";
+        if (!strcmp(s->range, "path") || !strcmp(s->range, "text")) return ER_OK;
+        if (in_choices(s->range, v)) return ER_OK;
+        char list[512];
+        snprintf(list, sizeof list, "%s", s->range);
+        for (char *c = list; *c; c++)
+            if (*c == '|') *c = '/';
+        return er_fail(ER_INPUT, "%s: key '%s' must be one of %s, got '%s'", where, s->key, list, v);
+    }
+    double lo, hi, v = s->type == CFG_INT ? (double)*(int *)s->dst : *(double *)s->dst;
+    int lo_open, hi_open;
+    if (parse_interval(s->range, &lo, &hi, &lo_open, &hi_open))
+        return er_fail(ER_INPUT, "%s: key '%s' has a malformed range '%s' (a bug)", where, s->key, s->range);
+    int inside = lo_open ? v > lo : v >= lo; /* false for NaN */
+    inside = inside && (hi_open ? v < hi : v <= hi);
+    if (!inside) {
+        if (s->type == CFG_INT)
+            return er_fail(ER_INPUT, "%s: key '%s' = %d is outside %s", where, s->key, *(int *)s->dst, s->range);
+        return er_fail(ER_INPUT, "%s: key '%s' = %g is outside %s", where, s->key, v, s->range);
+    }
+    return ER_OK;
+}
+
+int cfg_check(const cfg_spec *specs, int n, const char *origin) {
+    for (int i = 0; i < n; i++) {
+        int rc = check_value(origin, &specs[i]);
+        if (rc) return rc;
+    }
+    return ER_OK;
+}
+
+int cfg_check_ranges_declared(const cfg_spec *specs, int n) {
+    for (int i = 0; i < n; i++) {
+        const cfg_spec *s = &specs[i];
+        if (s->type == CFG_BOOL) continue;
+        if (!s->range || !s->range[0]) return er_fail(ER_INPUT, "key '%s' declares no range", s->key);
+        double lo, hi;
+        int a, b;
+        if (s->type != CFG_STR && parse_interval(s->range, &lo, &hi, &a, &b))
+            return er_fail(ER_INPUT, "key '%s': malformed range '%s'", s->key, s->range);
+        if (s->type == CFG_STR && s->range[0] == '[')
+            return er_fail(ER_INPUT, "key '%s' is a string but declares an interval", s->key);
+    }
+    return ER_OK;
+}
+
 /* Store `val` into the slot of `key`; `where` prefixes error messages ("file:line"). */
 static int assign(const char *where, const char *key, const char *val, const cfg_spec *specs, int n) {
     const cfg_spec *s = NULL;
@@ -78,7 +168,7 @@ static int assign(const char *where, const char *key, const char *val, const cfg
         break;
     }
     }
-    return ER_OK;
+    return check_value(where, s);
 }
 
 static int load_rec(const char *path, const cfg_spec *specs, int n, int depth) {
@@ -213,6 +303,8 @@ void cfg_print_keys(FILE *f, const cfg_spec *specs, int n) {
     for (int i = 0; i < n; i++) {
         fprintf(f, "  %-26s ", specs[i].key);
         write_value(f, &specs[i]);
-        fprintf(f, "  (%s) %s\n", type_name(specs[i].type), specs[i].help);
+        fprintf(f, "  (%s", type_name(specs[i].type));
+        if (specs[i].range && specs[i].type != CFG_BOOL) fprintf(f, " %s", specs[i].range);
+        fprintf(f, ") %s\n", specs[i].help);
     }
 }

@@ -12,7 +12,13 @@
  * it, a one-line help. Values are checked against the type (int, double, string, bool = true/false/
  * 1/0/yes/no); an unknown key, a wrong type, a missing '=' or an unclosed section is ER_INPUT with
  * one message "file:line: ...". `--set key=value` overrides go through the same checks, reported as
- * "--set key=value: ...". Later assignments win (so --set after the file overrides it). */
+ * "--set key=value: ...". Later assignments win (so --set after the file overrides it).
+ *
+ * Every key declares what it accepts in `range` (checked at assignment, so the message names the
+ * file and line or the --set that gave the value):
+ *   numbers   interval notation "[1, 65536]", "(0, 1)", "[0, inf)", "[-1, inf)" (inf = unbounded)
+ *   strings   an allowed set "adamw|sgd", or "path" / "text" for free-form values
+ *   booleans  NULL (true/false/yes/no/on/off/1/0 is the set) */
 #ifndef ENDORET_BASE_CONFIG_H
 #define ENDORET_BASE_CONFIG_H
 
@@ -25,6 +31,7 @@ typedef struct {
     cfg_type type;
     void *dst;        /* int* / double* / char** (owned by the config: free with cfg_free_strings) / int* */
     const char *help;
+    const char *range; /* see above; NULL only for booleans */
 } cfg_spec;
 
 /* Read a config file into the spec table. String values replace (and free) earlier ones only when
@@ -34,6 +41,11 @@ int cfg_load(const char *path, const cfg_spec *specs, int n);
 int cfg_set(const char *kv, const char *origin, const cfg_spec *specs, int n);
 /* Set a string slot to a copy of `value` (frees the previous one). */
 void cfg_set_str(char **slot, const char *value);
+/* Check the values now in the slots (e.g. defaults, or values set in code) against their ranges;
+ * ER_INPUT naming `origin`, the key and the value. */
+int cfg_check(const cfg_spec *specs, int n, const char *origin);
+/* ER_INPUT when a non-boolean key declares no range or a malformed one (for the key-table tests). */
+int cfg_check_ranges_declared(const cfg_spec *specs, int n);
 /* Free every CFG_STR value and NULL the slots. */
 void cfg_free_strings(const cfg_spec *specs, int n);
 /* Write the effective config as `key = value` lines, one per spec, in table order. */
