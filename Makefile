@@ -8,6 +8,11 @@
 # Sources are found by wildcard: a new .c file in a source folder is built with no Makefile edit.
 
 SHELL   := /bin/bash
+# Build on every core unless the caller chose (-jN in MAKEFLAGS): a fresh `make test` compiled one
+# file at a time before.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 CC      ?= gcc
 BUILD   ?= build
 ARCH    ?= -march=native
@@ -41,7 +46,7 @@ TEST_SRC := $(foreach f,$(wildcard tests/*.c tests/*/*.c tests/*/*/*.c),$(if $(f
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all test asan bench demo kvasir-reid clean cuda-check portable-check deps
+.PHONY: all test asan bench demo kvasir-reid clean cuda-check portable-check deps layers-check
 all: deps $(BUILD)/endoret
 
 # A fresh machine: install the Debian packages when any is missing (apt-get, as root or via sudo),
@@ -87,6 +92,11 @@ asan: deps
 	  build/asan/endoret_tests --jobs $(TEST_JOBS) $(TEST_ARGS) 2>&1 | tee build/asan/test.log
 	@if grep -qE "Sanitizer|runtime error" build/asan/test.log; then \
 	  echo "asan: sanitizer reports in build/asan/test.log (see above)" >&2; exit 1; fi
+
+# The include graph points down the layers of docs/ARCHITECTURE.md; kernels/cpu and kernels/cuda are
+# private to kernels/ (everything else goes through kernels/backend.h).
+layers-check:
+	python3 .ci/layers_check.py
 
 # Compile-only check of every .cu file (CI has nvcc but no GPU).
 cuda-check: deps

@@ -3,6 +3,7 @@
 (docs/ARCHITECTURE.md draws it). A file may include headers of its own layer or of a lower one;
 kernels/cpu/* and kernels/cuda/* are private to kernels/ (the rest of the tree reaches them only
 through kernels/backend.h); tests/cuda and tests/kernels may see the kernel internals they test.
+A header named *_internal.h belongs to its folder (and that folder's tests).
 Exit 1 with one line per violation."""
 import os, re, sys
 
@@ -55,6 +56,11 @@ def main(root):
                             if inc.startswith(priv) and not path.startswith(allowed):
                                 bad.append(f"{path}:{n}: includes {inc}, private to kernels/ "
                                            f"(use kernels/backend.h)")
+                        if inc.endswith("_internal.h") and not (
+                                path.startswith(os.path.dirname(inc) + "/") or
+                                path.startswith("tests/" + os.path.dirname(inc) + "/") or
+                                path.startswith("tests/kernels/") and inc.startswith("kernels/")):
+                            bad.append(f"{path}:{n}: includes {inc}, internal to its folder")
                         theirs = layer(inc)
                         if mine is None or theirs is None:  # tests/, bench/: above everything
                             continue

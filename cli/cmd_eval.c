@@ -4,6 +4,7 @@
 #include "cli/cli_util.h"
 #include "infer/retrieval/hash.h"
 #include "infer/retrieval/index.h"
+#include "infer/eval/knn_cv.h"
 #include "infer/retrieval/knn.h"
 #include "infer/eval/metrics.h"
 #include "infer/eval/multiview.h"

@@ -1,6 +1,6 @@
 /* index.c — the parts every binary index shares: slots, ids, tombstones, dispatch, the brute-force
  * reference, and the checksummed file format. */
-#include "infer/retrieval/index.h"
+#include "infer/retrieval/index_internal.h"
 #include "infer/retrieval/topk.h"
 #include "nn/base/base.h"
 

@@ -62,27 +62,15 @@ static inline int32_t hamming(const uint64_t *a, const uint64_t *b, int words) {
     return d;
 }
 
-/* ---- kind-specific parts (index_scan.c, index_balltree.c, index_mih.c) ---- */
-void scan_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
-                 int32_t *out_d, int *count);
+/* ---- introspection and special searches of one index kind ---- */
 /* single query over the database, OpenMP over database chunks (low latency for one query) */
 void scan_search_one_parallel(const bindex *ix, const uint64_t *q, int k, int64_t *out_ids,
                               int32_t *out_d, int *count);
 int scan_has_vpopcnt(void);
-void balltree_build(bindex *ix);
-void balltree_insert(bindex *ix, int64_t slot);
-void balltree_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
-                     int32_t *out_d, int *count);
-void balltree_free(bindex *ix);
 int balltree_stats(const bindex *ix, int *depth, int64_t *leaves);
-void mih_build(bindex *ix);
-void mih_insert(bindex *ix, int64_t slot);
-void mih_search(const bindex *ix, const uint64_t *q, int nq, int k, int64_t *out_ids,
-                int32_t *out_d, int *count);
 /* All live items within Hamming radius r of q, found through the tables only (no linear
  * fallback): ids sorted ascending by (distance, id); returns the count (out arrays hold n). */
 int64_t mih_range(const bindex *ix, const uint64_t *q, int r, int64_t *out_ids, int32_t *out_d);
-void mih_free(bindex *ix);
 int mih_substrings(const bindex *ix);
 
 /* ---- float index: exact cosine search through sgemm ---- */

@@ -9,7 +9,7 @@
  * nearer-pivot split measured slower on clustered codes), centers are the bitwise majority of up to 256
  * items. Leaves hold item slots in growable arrays so an insert needs no rebuild: it walks down
  * to the nearer child, widening radii on the way. */
-#include "infer/retrieval/index.h"
+#include "infer/retrieval/index_internal.h"
 #include "infer/retrieval/topk.h"
 #include "nn/base/base.h"
 

@@ -10,7 +10,7 @@
  * the next radius would probe more buckets than there are items, the rest is a linear scan (still
  * exact). Items added after the build sit in a pending list scanned by every query; it is folded
  * into the tables when it grows past max(4096, n/64). Deleted items are skipped. */
-#include "infer/retrieval/index.h"
+#include "infer/retrieval/index_internal.h"
 #include "infer/retrieval/topk.h"
 #include "nn/base/base.h"
 

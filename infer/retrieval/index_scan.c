@@ -5,7 +5,7 @@
  * instruction, 128/256-bit codes 4/2 per instruction (word counts summed inside the vector) and
  * codes of a multiple of 512 bits one per pass; other lengths, and CPUs without it, use the
  * portable popcount builtin. */
-#include "infer/retrieval/index.h"
+#include "infer/retrieval/index_internal.h"
 #include "infer/retrieval/topk.h"
 #include "nn/base/base.h"
 

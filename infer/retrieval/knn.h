@@ -35,12 +35,6 @@ typedef struct {
     uint64_t seed;
 } knn_cv_cfg;
 
-/* k-fold cross-validation of the kNN classifier over one labelled set: for each fold the other
- * folds are the database (hash fitted on them only), the fold's items are the queries.
- * pred (n) and score (n x nclass) are filled for every item; fold (n) too. */
-int knn_cv(const float *x, int n, int dim, const int *label, const int *group, int nclass,
-           const knn_cv_cfg *cfg, int *pred, double *score, int *fold);
-
 /* Neighbours of nq queries in a database, by float cosine or by hashed codes (hasher fitted on the
  * database rows by the caller); sims in the weighted vote's sense. ids are row indices of db. */
 int knn_neighbours(const float *db, int ndb, const float *q, int nq, int dim, const knn_cv_cfg *cfg,
