@@ -1,6 +1,5 @@
-/* main.c — the `endoret` binary: one dispatcher, commands live beside the code they drive
- * (datasets/cmd_*.c, infer/cmd_*.c, train/cmd_*.c, kernels/...). Each command is a function
- * `int cmd_xxx(int argc, char **argv)` returning ER_OK / ER_RUNTIME / ER_INPUT with the message
+/* main.c — the `endoret` binary: one dispatcher over the commands of cli/cmd_*.c. Each command
+ * is a function `int cmd_xxx(int argc, char **argv)` returning ER_OK / ER_RUNTIME / ER_INPUT with the message
  * in er_msg(). Commands are referenced weakly so the table can list a command whose code is not
  * part of this build; such a command says so and exits 2 instead of failing to link. */
 #include "nn/base/base.h"
@@ -15,7 +14,7 @@ typedef int (*cmd_fn)(int argc, char **argv);
 DECLARE(cmd_synth) DECLARE(cmd_data) DECLARE(cmd_train) DECLARE(cmd_embed) DECLARE(cmd_index)
 DECLARE(cmd_search) DECLARE(cmd_classify) DECLARE(cmd_eval) DECLARE(cmd_eval_perceived)
 DECLARE(cmd_sweep) DECLARE(cmd_bench_gemm) DECLARE(cmd_bench_search) DECLARE(cmd_bench)
-DECLARE(cmd_convert) DECLARE(cmd_report) DECLARE(cmd_serve) DECLARE(cmd_vss) DECLARE(cmd_bow)
+DECLARE(cmd_report) DECLARE(cmd_serve) DECLARE(cmd_vss) DECLARE(cmd_bow)
 DECLARE(cmd_ckpt)
 
 /* Backends describe themselves; the CUDA one exists only in CUDA builds. */
@@ -29,7 +28,7 @@ typedef struct {
 } command;
 
 static cmd_fn f_synth, f_data, f_train, f_embed, f_index, f_search, f_classify, f_eval, f_eval_perceived,
-    f_sweep, f_bench_gemm, f_bench_search, f_bench, f_convert, f_report, f_serve, f_vss, f_bow, f_ckpt;
+    f_sweep, f_bench_gemm, f_bench_search, f_bench, f_report, f_serve, f_vss, f_bow, f_ckpt;
 
 static const command commands[] = {
     {"synth", NULL, &f_synth, "render a synthetic multi-view polyp-scene dataset"},
@@ -45,7 +44,6 @@ static const command commands[] = {
     {"bench", "gemm", &f_bench_gemm, "sgemm GFLOP/s vs OpenBLAS"},
     {"bench", "search", &f_bench_search, "index latency vs float search and memory bandwidth"},
     {"bench", NULL, &f_bench, "other benchmarks"},
-    {"convert", NULL, &f_convert, "convert weights between layouts"},
     {"ckpt", NULL, &f_ckpt, "inspect a safetensors file"},
     {"report", NULL, &f_report, "HTML report of retrieval results"},
     {"serve", NULL, &f_serve, "local retrieval web page"},
@@ -58,7 +56,7 @@ static void bind(void) {
     f_synth = cmd_synth; f_data = cmd_data; f_train = cmd_train; f_embed = cmd_embed;
     f_index = cmd_index; f_search = cmd_search; f_classify = cmd_classify; f_eval = cmd_eval;
     f_eval_perceived = cmd_eval_perceived; f_sweep = cmd_sweep; f_bench_gemm = cmd_bench_gemm;
-    f_bench_search = cmd_bench_search; f_bench = cmd_bench; f_convert = cmd_convert;
+    f_bench_search = cmd_bench_search; f_bench = cmd_bench;
     f_report = cmd_report; f_serve = cmd_serve; f_vss = cmd_vss; f_bow = cmd_bow; f_ckpt = cmd_ckpt;
 }
 
