@@ -17,7 +17,7 @@
 #include "infer/perceived/perceived_eval.h"
 #include "infer/perceived/perceived_likert.h"
 #include "infer/perceived/perceived_stats.h"
-#include "infer/perceived/perceived_svg.h"
+#include "nn/base/svg_plot.h"
 #include "infer/perceived/perceived_table.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
@@ -75,6 +75,12 @@ typedef struct {
     int scored_nq;
 } method;
 
+/* The figures: fractions and recalls, so the y axis starts at 0; points marked. */
+static int plot(const char *path, const char *title, const char *xlabel, const char *ylabel, const svg_series *s, int ns) {
+    svg_opts o = {.title = title, .xlabel = xlabel, .ylabel = ylabel, .width = 640, .height = 420, .include_zero = 1};
+    return svg_line_plot(path, &o, s, ns);
+}
+
 static const int BD_PAIRS[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
 static const char *LEVEL_NAMES[4] = {"-2", "-1", "+1", "+2"};
 
@@ -96,14 +102,14 @@ static int write_outputs(const char *out, method *m, int nm, int bins, int kmax)
     if (rc) return rc;
     double *x = xmalloc((bins + kmax + 20) * sizeof(double)), *y = xmalloc(4 * bins * sizeof(double));
     for (int i = 0; i < nm && !rc; i++) {
-        psvg_series s[4];
+        svg_series s[4];
         char label[4][64];
         for (int L = 0; L < 4; L++) {
             double tot = 0;
             for (int b = 0; b < bins; b++) tot += m[i].hist[L * bins + b];
             for (int b = 0; b < bins; b++) y[L * bins + b] = tot > 0 ? m[i].hist[L * bins + b] / tot : NAN;
             snprintf(label[L], sizeof label[L], "H(%s) n=%g", LEVEL_NAMES[L], tot);
-            s[L] = (psvg_series){label[L], x, y + L * bins, bins, 1};
+            s[L] = (svg_series){label[L], bins, x, y + L * bins, 1};
         }
         for (int b = 0; b < bins; b++) x[b] = m[i].lo + b * (m[i].hi - m[i].lo) / bins;
         char fname[300], title[300];
@@ -113,7 +119,7 @@ static int write_outputs(const char *out, method *m, int nm, int bins, int kmax)
         free(nm_s);
         snprintf(title, sizeof title, "%s: distance histograms per Likert level", m[i].name);
         path = path_join(out, fname);
-        rc = psvg_write(path, title, pdist_name(m[i].p.kind), "fraction of judgements", s, 4);
+        rc = plot(path, title, pdist_name(m[i].p.kind), "fraction of judgements", s, 4);
         free(path);
     }
     if (!rc) {
@@ -128,16 +134,16 @@ static int write_outputs(const char *out, method *m, int nm, int bins, int kmax)
         free(path);
     }
     if (!rc) {
-        psvg_series *s = xmalloc(2 * nm * sizeof *s);
+        svg_series *s = xmalloc(2 * nm * sizeof *s);
         char (*label)[80] = xmalloc(2 * nm * sizeof *label);
         for (int k = 0; k < kmax; k++) x[k] = k + 1;
         for (int i = 0; i < nm; i++)
             for (int d = 0; d < 2; d++) {
                 snprintf(label[2 * i + d], 80, "%.40s L=%s", m[i].name, d == 0 ? "+2" : "+1");
-                s[2 * i + d] = (psvg_series){label[2 * i + d], x, m[i].recall + d * kmax, kmax, 0};
+                s[2 * i + d] = (svg_series){label[2 * i + d], kmax, x, m[i].recall + d * kmax, 0};
             }
         path = path_join(out, "recall.svg");
-        rc = psvg_write(path, "sparse recall in L-scored domains", "k nearest neighbours", "sparse recall", s, 2 * nm);
+        rc = plot(path, "sparse recall in L-scored domains", "k nearest neighbours", "sparse recall", s, 2 * nm);
         free(path);
         free(s);
         free(label);
@@ -153,11 +159,11 @@ static int write_outputs(const char *out, method *m, int nm, int bins, int kmax)
         free(path);
     }
     if (!rc) {
-        psvg_series *s = xmalloc(nm * sizeof *s);
+        svg_series *s = xmalloc(nm * sizeof *s);
         for (int t = 0; t < 20; t++) x[t] = (t + 1) / 20.0;
-        for (int i = 0; i < nm; i++) s[i] = (psvg_series){m[i].name, x, m[i].scored, 20, 0};
+        for (int i = 0; i < nm; i++) s[i] = (svg_series){m[i].name, 20, x, m[i].scored, 0};
         path = path_join(out, "recall_scored.svg");
-        rc = psvg_write(path, "sparse recall among the scored candidates of each query", "normalised position t/|C_q|", "mean recall", s, nm);
+        rc = plot(path, "sparse recall among the scored candidates of each query", "normalised position t/|C_q|", "mean recall", s, nm);
         free(path);
         free(s);
     }

@@ -10,6 +10,7 @@
 #include "checkpoints/checkpoint.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/svg_plot.h"
 #include "nn/base/json.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
@@ -76,44 +77,11 @@ static void hist_free(history *h) {
 
 int svg_loss_curve(const char *path, const char *title, int n, const double *x, int nseries,
                    const char *const *names, const double *const *y) {
-    static const char *colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
-    const double W = 720, H = 420, ml = 60, mr = 150, mt = 30, mb = 40;
-    double x0 = n ? x[0] : 0, x1 = n ? x[n - 1] : 1, y0 = INFINITY, y1 = -INFINITY;
-    for (int s = 0; s < nseries; s++)
-        for (int i = 0; i < n; i++)
-            if (isfinite(y[s][i])) { y0 = fmin(y0, y[s][i]); y1 = fmax(y1, y[s][i]); }
-    if (!isfinite(y0)) { y0 = 0; y1 = 1; }
-    if (y1 - y0 < 1e-12) { y1 += 0.5; y0 -= 0.5; }
-    if (x1 <= x0) x1 = x0 + 1;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return er_fail(ER_RUNTIME, "%s: out of memory", path);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"18\" font-size=\"14\">%s</text>\n", ml, title);
-    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n", ml, mt, W - ml - mr, H - mt - mb);
-    for (int k = 0; k <= 4; k++) {
-        double v = y0 + (y1 - y0) * k / 4, py = H - mb - (H - mt - mb) * k / 4;
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", ml - 4, py + 4, v);
-        double xv = x0 + (x1 - x0) * k / 4, px = ml + (W - ml - mr) * k / 4;
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f</text>\n", px, H - mb + 16, xv);
-    }
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", ml + (W - ml - mr) / 2, H - 6);
-    for (int s = 0; s < nseries; s++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colors[s % 9]);
-        for (int i = 0; i < n; i++) {
-            if (!isfinite(y[s][i])) continue;
-            double px = ml + (W - ml - mr) * (x[i] - x0) / (x1 - x0);
-            double py = H - mb - (H - mt - mb) * (y[s][i] - y0) / (y1 - y0);
-            fprintf(f, "%.1f,%.1f ", px, py);
-        }
-        fprintf(f, "\"/>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">%s</text>\n", W - mr + 8, mt + 14 + 16.0 * s, colors[s % 9], names[s]);
-    }
-    fprintf(f, "</svg>\n");
-    fclose(f);
-    int rc = write_file_atomic(path, buf, len);
-    free(buf);
-    return rc;
+    svg_series s[LOSS_TERMS_MAX + 1];
+    if (nseries > LOSS_TERMS_MAX + 1) nseries = LOSS_TERMS_MAX + 1;
+    for (int k = 0; k < nseries; k++) s[k] = (svg_series){.name = names[k], .n = n, .x = x, .y = y[k]};
+    svg_opts o = {.title = title, .xlabel = "step", .ylabel = "loss", .width = 720, .height = 420, .no_markers = 1};
+    return svg_line_plot(path, &o, s, nseries);
 }
 
 /* Re-read the log of a resumed run: keep the lines up to `step`, rebuild the history. */

@@ -165,18 +165,18 @@ int sweep_write_svg(const char *path, const sweep_row *rows, int nrows, const in
     if (rows[0].uap == rows[0].uap) {
         for (int b = 0; b < nb; b++) y[ns * nb + b] = rows[(b + 1) * nk + kmax_a].acc1;
         snprintf(names[ns], 48, "re-ID Acc@1");
-        s[ns] = (svg_series){names[ns], nb, x, y + ns * nb}; ns++;
+        s[ns] = (svg_series){.name = names[ns], .n = nb, .x = x, .y = y + ns * nb}; ns++;
         for (int b = 0; b < nb; b++) y[ns * nb + b] = rows[(b + 1) * nk + kmax_a].uap;
         snprintf(names[ns], 48, "re-ID uAP (k=%d)", ks[kmax_a]);
-        s[ns] = (svg_series){names[ns], nb, x, y + ns * nb}; ns++;
+        s[ns] = (svg_series){.name = names[ns], .n = nb, .x = x, .y = y + ns * nb}; ns++;
     }
     for (int a = 0; a < nk; a++) {
         if (rows[a].knn_acc != rows[a].knn_acc) break;
         for (int b = 0; b < nb; b++) y[ns * nb + b] = rows[(b + 1) * nk + a].knn_acc;
         snprintf(names[ns], 48, "kNN accuracy k=%d", ks[a]);
-        s[ns] = (svg_series){names[ns], nb, x, y + ns * nb}; ns++;
+        s[ns] = (svg_series){.name = names[ns], .n = nb, .x = x, .y = y + ns * nb}; ns++;
     }
-    svg_opts o = {title, "code length (bits)", "score", 720, 420, 1, 0, 1};
+    svg_opts o = {.title = title, .xlabel = "code length (bits)", .ylabel = "score", .width = 720, .height = 420, .logx = 1, .ymin = 0, .ymax = 1};
     int rc = svg_line_plot(path, &o, s, ns);
     free(x); free(y); free(names); free(s);
     return rc;

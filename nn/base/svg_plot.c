@@ -23,19 +23,27 @@ static double nice_step(double range, int target) {
     return (m < 1.5 ? 1 : m < 3 ? 2 : m < 7 ? 5 : 10) * p;
 }
 
+/* Right edge of bin j of a step series. */
+static double step_end(const svg_series *s, int j) {
+    if (j + 1 < s->n) return s->x[j + 1];
+    return j > 0 ? 2 * s->x[j] - s->x[j - 1] : s->x[j] + 1;
+}
+
 int svg_line_plot(const char *path, const svg_opts *o, const svg_series *s, int ns) {
     int W = o->width ? o->width : 640, H = o->height ? o->height : 400;
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int i = 0; i < ns; i++)
         for (int j = 0; j < s[i].n; j++) {
             double x = o->logx ? log2(s[i].x[j]) : s[i].x[j], y = s[i].y[j];
+            double xe = s[i].steps && !o->logx ? step_end(&s[i], j) : x;
             if (!isfinite(x) || !isfinite(y)) continue;
             if (x < x0) x0 = x;
-            if (x > x1) x1 = x;
+            if (xe > x1) x1 = xe;
             if (y < y0) y0 = y;
             if (y > y1) y1 = y;
         }
     if (!isfinite(x0)) return er_fail(ER_INPUT, "%s: no finite points to plot", path);
+    if (o->include_zero) { y0 = fmin(y0, 0); y1 = fmax(y1, 0); }
     if (o->ymin != 0 || o->ymax != 0) { y0 = o->ymin; y1 = o->ymax; }
     if (x1 == x0) { x0 -= 1; x1 += 1; }
     if (y1 == y0) { y0 -= 1; y1 += 1; }
@@ -81,10 +89,12 @@ int svg_line_plot(const char *path, const svg_opts *o, const svg_series *s, int 
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", c, i >= 8 ? " stroke-dasharray=\"5,3\"" : "");
         for (int j = 0; j < s[i].n; j++) {
             double x = o->logx ? log2(s[i].x[j]) : s[i].x[j], y = s[i].y[j];
-            if (isfinite(x) && isfinite(y)) fprintf(f, "%.1f,%.1f ", PX(x), PY(y));
+            if (!isfinite(x) || !isfinite(y)) continue;
+            fprintf(f, "%.1f,%.1f ", PX(x), PY(y));
+            if (s[i].steps && !o->logx) fprintf(f, "%.1f,%.1f ", PX(step_end(&s[i], j)), PY(y));
         }
         fputs("\"/>\n", f);
-        for (int j = 0; j < s[i].n; j++) {
+        for (int j = 0; j < s[i].n && !o->no_markers && !s[i].steps; j++) {
             double x = o->logx ? log2(s[i].x[j]) : s[i].x[j], y = s[i].y[j];
             if (isfinite(x) && isfinite(y)) fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", PX(x), PY(y), c);
         }

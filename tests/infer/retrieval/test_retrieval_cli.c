@@ -3,7 +3,6 @@
 #include "tests/test_util.h"
 #include "infer/retrieval/embeddings.h"
 #include "infer/eval/multiview.h"
-#include "nn/base/svg_plot.h"
 #include "infer/eval/sweep.h"
 #include "infer/eval/synth_emb.h"
 #include "nn/base/base.h"
@@ -174,31 +173,6 @@ Test(infer_multiview, hand_built_scenes) {
     free(e.scene); e.scene = NULL;
     cr_expect_eq(multiview_eval(&e, 1, 0, 0, rows), ER_INPUT);
     emb_free(&e);
-}
-
-Test(infer_svg, writes_series_and_legend) {
-    const char *dir = test_tmpdir();
-    char *p = path_join(dir, "a.svg");
-    double x[4] = {16, 32, 64, 128}, y1[4] = {0.1, 0.5, 0.8, 0.9}, y2[4] = {0.2, NAN, 0.7, 0.95};
-    svg_series s[2] = {{"first <a>", 4, x, y1}, {"second", 4, x, y2}};
-    svg_opts o = {"title", "bits", "score", 0, 0, 1, 0, 1};
-    cr_assert_eq(svg_line_plot(p, &o, s, 2), ER_OK, "%s", er_msg());
-    char *d; size_t n;
-    cr_assert_eq(read_file(p, &d, &n), ER_OK);
-    cr_expect(strstr(d, "<svg") == d);
-    cr_expect(strstr(d, "first &lt;a&gt;") != NULL, "legend text escaped");
-    int lines = 0;
-    for (char *c = d; (c = strstr(c, "<polyline")); c++) lines++;
-    cr_expect_eq(lines, 2);
-    int circles = 0;
-    for (char *c = d; (c = strstr(c, "<circle")); c++) circles++;
-    cr_expect_eq(circles, 7, "NaN point skipped");
-    cr_expect(strstr(d, ">128<") != NULL, "log2 axis labelled in bits");
-    free(d);
-    double z[1] = {NAN};
-    svg_series bad = {"x", 1, z, z};
-    cr_expect_eq(svg_line_plot(p, &o, &bad, 1), ER_INPUT);
-    free(p);
 }
 
 Test(infer_sweep, kinds_agree_and_float_row_is_exact) {
