@@ -1,0 +1,17 @@
+/* vit_memory.h — the memory a ViT needs, from its config alone (before anything is allocated), for
+ * the refusal of runs that cannot fit (nn/base/memory.h). */
+#ifndef ENDORET_VIT_MEMORY_H
+#define ENDORET_VIT_MEMORY_H
+
+#include <stdint.h>
+
+#include "nn/models/vit.h"
+
+/* Parameters (and the frozen sin-cos position table) of the encoder. */
+double vit_param_count(const vit_config *c);
+/* Bytes a training step keeps for N sequences of T tokens through `depth` blocks of width `dim`
+ * (the encoder, or an MAE decoder with its own width/depth): forward activations saved for
+ * backward and their gradients (both live in the step arena until the step ends), fp32. */
+double vit_blocks_train_bytes(int dim, int depth, int heads, double mlp_ratio, double N, double T);
+
+#endif
