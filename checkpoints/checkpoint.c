@@ -80,6 +80,11 @@ int ckpt_save(const char *path, const ckpt_state *s) {
         st_add_meta(w, "endoret.rng", buf);
     }
     if (s->config) st_add_meta(w, "endoret.config", s->config);
+    if (s->world_size > 1) { /* absent for one process, so single-process files stay as they were */
+        char buf[24];
+        snprintf(buf, sizeof buf, "%d", s->world_size);
+        st_add_meta(w, "endoret.world_size", buf);
+    }
     int rc = st_write(w, path);
     st_writer_free(w);
     for (int i = 0; i < nown; i++) free(owned[i]);

@@ -13,6 +13,7 @@
  *   endoret.optimizer = "adamw" | "sgd"  (when optimizer state is present)
  *   endoret.rng = "<seed> <stream> <index>" (decimal; the sequential generator, nn/base/rng.h)
  *   endoret.config = the run's config text (verbatim)
+ *   endoret.world_size = "<N>"           (data-parallel runs only: N > 1 processes)
  * Frozen parameters are saved as weights but have no optimizer tensors.
  *
  * Loading checks every name, shape and dtype BEFORE changing anything: a missing or mis-shaped
@@ -34,6 +35,7 @@ typedef struct {
     int64_t step;             /* training step (saved / restored) */
     rng_t *rng;               /* NULL: none */
     const char *config;       /* save: text stored in metadata (NULL: none) */
+    int world_size;           /* save: > 1 is stored as endoret.world_size (0/1: nothing) */
 } ckpt_state;
 
 int ckpt_save(const char *path, const ckpt_state *s);

@@ -23,9 +23,9 @@
 #include "nn/ops.h"
 #include "nn/precision.h"
 #include "nn/models/vit.h"
+#include "train/objective.h"
 #include "train/objective_image.h"
 
-int image_cfg_from_args(image_cfg *c, const char *config, char **sets, int nsets); /* cmd_train.c */
 
 /* The encoder described by a model file (see the header comment). */
 static vit *load_model(const char *path, int heads) {
@@ -114,13 +114,13 @@ int cmd_embed(int argc, char **argv) {
         v = load_model(model, heads);
         if (!v) { rc = ER_INPUT; goto done; }
     } else {
-        image_cfg c;
-        image_cfg_defaults(&c);
-        rc = image_cfg_from_args(&c, config, sets, nsets);
+        objective_config oc; /* a training config: the image objective's keys + the loop's (train.seed) */
+        objective_config_init(&oc, &objective_image);
+        rc = objective_config_load(&oc, config, sets, nsets);
         vit_config vc;
-        if (!rc) rc = image_cfg_vit(&c, &vc);
-        if (!rc && !(v = vit_new(&vc, (uint64_t)c.seed))) rc = ER_INPUT;
-        image_cfg_free(&c);
+        if (!rc) rc = image_cfg_vit(oc.cfg, &vc);
+        if (!rc && !(v = vit_new(&vc, (uint64_t)oc.loop.seed))) rc = ER_INPUT;
+        objective_config_free(&oc);
         if (rc) goto done;
     }
     if (img > 0 && (rc = vit_set_img(v, img))) goto done;

@@ -1,5 +1,6 @@
 /* cmd_train.c — `endoret train <objective> --config C [--set key=value ...] [--resume CKPT]`.
- * Objectives of this file: image (EndoFinder MAE + SSCD). Other objectives plug in here. */
+ * The objectives are those of train/objective.h's registry; this file only reads the command line,
+ * the config (the objective's keys + the loop's shared keys) and runs train/loop.h. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,8 @@
 #include "nn/base/base.h"
 #include "nn/base/config.h"
 #include "train/loop.h"
-#include "train/objective_image.h"
+#include "train/loop_keys.h"
+#include "train/objective.h"
 
 /* Pull every `--set k=v` / `--set=k=v` out of argv (they may repeat); the rest goes to args_parse. */
 static int split_sets(int argc, char **argv, char ***rest, int *nrest, char ***sets, int *nsets) {
@@ -29,80 +31,72 @@ static int split_sets(int argc, char **argv, char ***rest, int *nrest, char ***s
     return ER_OK;
 }
 
-/* Load config file + overrides into the image config. */
-int image_cfg_from_args(image_cfg *c, const char *config, char **sets, int nsets) {
-    int n;
-    const cfg_spec *s = image_cfg_specs(c, &n);
-    int rc = config ? cfg_load(config, s, n) : ER_OK;
-    for (int i = 0; rc == ER_OK && i < nsets; i++) rc = cfg_set(sets[i], "--set", s, n);
+/* Build the objective, run the loop, free both. */
+static int run_objective(const objective_config *oc, train_loop_config *lc, int quiet) {
+    train_objective obj;
+    int rc = oc->def->create(oc->cfg, &oc->loop, &obj);
+    if (rc) return rc;
+    char *cfg_text = objective_config_text(oc);
+    lc->config_text = cfg_text;
+    if (!quiet && obj.describe) obj.describe(obj.self, lc, stderr);
+    rc = train_loop_run(lc, &obj);
+    if (!rc && !quiet) {
+        const char *d = lc->out_dir;
+        fprintf(stderr, "done: %s/checkpoint.safetensors, ", d);
+        if (obj.exports) fprintf(stderr, "%s/%s, ", d, obj.exports);
+        fprintf(stderr, "%s/log.jsonl, %s/loss.svg\n", d, d);
+    }
+    obj.free(obj.self);
+    free(cfg_text);
     return rc;
 }
 
-static int train_image(int argc, char **argv) {
+static int train_one(const objective_def *def, int argc, char **argv) {
     char **rest, **sets;
     int nrest, nsets;
     int rc = split_sets(argc, argv, &rest, &nrest, &sets, &nsets);
     const char *config = NULL, *resume = NULL, *device = NULL, *precision = NULL;
     int quiet = 0, keys = 0, stop_after = 0;
+    char config_help[256];
+    snprintf(config_help, sizeof config_help, "config file (%s)", def->usage);
     arg_spec specs[] = {
-        {"config", ARG_STR, &config, "config file (configs/endofinder_image.cfg, configs/demo_image.cfg)"},
+        {"config", ARG_STR, &config, config_help},
         {"resume", ARG_STR, &resume, "continue from a checkpoint (bit-exact)"},
         {"quiet", ARG_FLAG, &quiet, "no progress line"},
-        {"keys", ARG_FLAG, &keys, "list the config keys with their defaults and exit"},
+        {"keys", ARG_FLAG, &keys, "list the config keys (the objective's, then the loop's) with their defaults and exit"},
         {"stop-after", ARG_INT, &stop_after, "testing aid: stop (with a checkpoint) after N steps"},
         {"device", ARG_STR, &device, "cpu | cuda (overrides train.device)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (overrides train.precision)"},
     };
-    image_cfg c;
-    image_cfg_defaults(&c);
-    image_objective *o = NULL;
-    char *cfg_text = NULL;
+    objective_config oc;
+    objective_config_init(&oc, def);
     if (!rc) {
-        rc = args_parse(nrest, rest, specs, 7,
-                        "endoret train image --config C [--set key=value ...] [--resume CKPT] [--device cpu|cuda] [--precision fp32|bf16]\n"
-                        "  EndoFinder image encoder: MAE (lesion-guided masking) + SSCD InfoNCE/entropy", NULL, NULL);
+        char usage[512];
+        snprintf(usage, sizeof usage,
+                 "endoret train %s --config C [--set key=value ...] [--resume CKPT] [--device cpu|cuda] [--precision fp32|bf16]\n  %s",
+                 def->name, def->help);
+        rc = args_parse(nrest, rest, specs, (int)(sizeof specs / sizeof specs[0]), usage, NULL, NULL);
         if (rc == ARGS_HELP) { rc = ER_OK; goto out; }
     }
     if (!rc && keys) {
-        int n;
-        const cfg_spec *ks = image_cfg_specs(&c, &n);
-        cfg_print_keys(stdout, ks, n);
+        cfg_print_keys(stdout, oc.specs, oc.nspecs);
         goto out;
     }
-    if (!rc && !config) rc = er_fail(ER_INPUT, "train image: --config is required (see --help)");
-    if (!rc) rc = image_cfg_from_args(&c, config, sets, nsets);
-    if (!rc && device) cfg_set_str(&c.device, device);
-    if (!rc && precision) cfg_set_str(&c.precision, precision);
+    if (!rc && !config) rc = er_fail(ER_INPUT, "train %s: --config is required (see --help)", def->name);
+    if (!rc) rc = objective_config_load(&oc, config, sets, nsets);
+    if (!rc && device) cfg_set_str(&oc.loop.device, device);
+    if (!rc && precision) cfg_set_str(&oc.loop.precision, precision);
+    train_loop_config lc;
+    if (!rc) rc = loop_keys_to_config(&oc.loop, &lc); /* bad loop keys: before any work */
     if (!rc) {
-        if (c.threads > 0) omp_set_num_threads(c.threads);
-        rc = image_objective_new(&c, &o);
-    }
-    if (!rc) {
-        int n;
-        const cfg_spec *ks = image_cfg_specs(&c, &n);
-        cfg_text = cfg_to_string(ks, n);
-        train_objective obj = image_objective_iface(o);
-        double lr = c.blr > 0 ? c.blr * c.batch * c.accum / 256.0 : c.lr;
-        train_loop_config lc = {
-            .steps = c.steps, .epochs = c.epochs, .warmup_steps = c.warmup_steps, .warmup_epochs = c.warmup_epochs,
-            .lr = lr, .min_lr = c.min_lr, .weight_decay = c.weight_decay, .beta1 = c.beta1, .beta2 = c.beta2,
-            .eps = 1e-8, .clip = c.clip, .accum = c.accum, .log_every = c.log_every, .ckpt_every = c.ckpt_every,
-            .eval_every = c.eval_every, .progress = !quiet, .out_dir = c.out, .resume = resume,
-            .config_text = cfg_text, .stop_after = stop_after,
-        };
-        vit *v = image_objective_encoder(o);
-        if (!quiet)
-            fprintf(stderr, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters) on %s/%s, %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
-                    c.arch, c.img, c.img, v->cfg.dim, v->cfg.depth, v->cfg.heads,
-                    (long long)params_numel(obj.params), c.device, c.precision, image_objective_images(o),
-                    c.batch, 2, c.accum, (long long)obj.steps_per_epoch, lr, c.out);
-        rc = train_loop_run(&lc, &obj);
-        if (!rc && !quiet) fprintf(stderr, "done: %s/checkpoint.safetensors, %s/encoder.safetensors, %s/log.jsonl, %s/loss.svg\n", c.out, c.out, c.out, c.out);
+        if (oc.loop.threads > 0) omp_set_num_threads(oc.loop.threads);
+        lc.progress = !quiet;
+        lc.resume = resume;
+        lc.stop_after = stop_after;
+        rc = run_objective(&oc, &lc, quiet);
     }
 out:
-    image_objective_free(o);
-    free(cfg_text);
-    image_cfg_free(&c);
+    objective_config_free(&oc);
     free(rest);
     free(sets);
     return rc;
@@ -111,9 +105,13 @@ out:
 int cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: endoret train <objective> --config C [--set key=value ...] [--resume CKPT]\n"
-               "objectives:\n  image   EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)\n");
+               "       endoret train <objective> --keys   (its keys and the loop's shared keys)\n"
+               "objectives:\n");
+        int n;
+        const objective_def *const *all = objective_list(&n);
+        for (int i = 0; i < n; i++) printf("  %-8s %s\n", all[i]->name, all[i]->help);
         return argc < 2 ? ER_INPUT : ER_OK;
     }
-    if (!strcmp(argv[1], "image")) return train_image(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "train: unknown objective '%s' (image)", argv[1]);
+    const objective_def *def = objective_find(argv[1]);
+    return def ? train_one(def, argc - 1, argv + 1) : ER_INPUT;
 }

@@ -137,26 +137,57 @@ static void fmt_time(double s, char *buf, size_t n) {
 
 /* ---------------------------------------------------------------- the loop */
 
+/* The gradients of the trainable parameters (the optimizer's list: buffers have none) through the
+ * data-parallel hook. */
+static int allreduce_grads(const train_loop_config *c, const optimizer *opt) {
+    float **g = xmalloc((opt->n ? (size_t)opt->n : 1) * sizeof *g);
+    int64_t *n = xmalloc((opt->n ? (size_t)opt->n : 1) * sizeof *n);
+    int k = 0;
+    for (int i = 0; i < opt->n; i++) {
+        const tensor *gr = opt->ps[i].p->grad;
+        if (!gr) continue;
+        g[k] = gr->data;
+        n[k++] = tensor_numel(gr);
+    }
+    int rc = c->allreduce(c->allreduce_ctx, g, n, k);
+    free(g);
+    free(n);
+    return rc;
+}
+
+/* `, "world_size": N` in each log record of a data-parallel run (nothing for one process). */
+static void log_world_size(FILE *f, const train_loop_config *c) {
+    if (c->world_size > 1) fprintf(f, ", \"world_size\": %d", c->world_size);
+}
+
 int train_loop_run(const train_loop_config *c, train_objective *obj) {
     if (c->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1");
+    if (c->world_size > 1 && (c->rank < 0 || c->rank >= c->world_size))
+        return er_fail(ER_INPUT, "rank %d is outside world size %d", c->rank, c->world_size);
     if (obj->steps_per_epoch < 1) return er_fail(ER_INPUT, "training set too small for one step");
     int64_t total = c->steps > 0 ? c->steps : (int64_t)c->epochs * obj->steps_per_epoch;
     if (total < 1) return er_fail(ER_INPUT, "nothing to train: set train.steps or train.epochs");
     int64_t warmup = c->warmup_steps >= 0 ? c->warmup_steps : (int64_t)llround(c->warmup_epochs * obj->steps_per_epoch);
     if (warmup > total) warmup = total;
     lr_schedule sched = {c->lr, c->min_lr, warmup, total};
-    int rc = make_dirs(c->out_dir);
+    const int writer = c->rank == 0; /* data parallel: one process writes the files */
+    int rc = writer ? make_dirs(c->out_dir) : ER_OK;
     if (rc) return rc;
     char *ckpt_path = path_join(c->out_dir, "checkpoint.safetensors");
     char *log_path = path_join(c->out_dir, "log.jsonl");
     char *svg_path = path_join(c->out_dir, "loss.svg");
     optim_config oc = {0};
-    oc.kind = OPTIM_ADAMW;
+    oc.kind = c->optimizer;
     oc.lr = c->lr;
     oc.weight_decay = c->weight_decay;
-    oc.beta1 = c->beta1;
-    oc.beta2 = c->beta2;
-    oc.eps = c->eps;
+    if (c->optimizer == OPTIM_ADAMW) {
+        oc.beta1 = c->beta1;
+        oc.beta2 = c->beta2;
+        oc.eps = c->eps;
+    } else {
+        oc.momentum = c->momentum;
+        oc.nesterov = c->nesterov;
+    }
     optimizer *opt = optim_new(&oc, obj->params);
     int device = obj->params->n ? obj->params->t[0]->device : DEV_CPU;
     history hist = {0};
@@ -169,12 +200,11 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
         rc = ckpt_load(c->resume, &s, CKPT_STRICT, NULL);
         if (rc) goto done;
         step = s.step;
-        rc = reload_log(log_path, step, &hist);
-        if (rc) goto done;
+        if (writer && (rc = reload_log(log_path, step, &hist))) goto done;
         last_good = c->resume;
         fprintf(stderr, "resumed from %s at step %lld\n", c->resume, (long long)step);
     }
-    logf = fopen(log_path, c->resume ? "a" : "w");
+    logf = writer ? fopen(log_path, c->resume ? "a" : "w") : fopen("/dev/null", "w");
     if (!logf) { rc = er_fail(ER_RUNTIME, "%s: cannot open for writing", log_path); goto done; }
     train_interrupted = 0;
     struct sigaction sa = {0}, old_int, old_term;
@@ -182,7 +212,8 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
 
-    int tty = c->progress && isatty(2);
+    const int progress = c->progress && writer;
+    int tty = progress && isatty(2);
     double t_start = now_seconds(), t_win = t_start;
     int64_t step0 = step, win_steps = 0, ran = 0;
     double win_loss = 0;
@@ -218,6 +249,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
                 loss_terms_set(&acc, terms.name[i], prev + terms.value[i] / c->accum);
             }
         }
+        if (c->allreduce && (rc = allreduce_grads(c, opt))) goto stop;
         double gnorm = optim_clip_grad_norm(opt, c->clip);
         if (!isfinite(gnorm)) {
             rc = er_fail(ER_RUNTIME, "step %lld: gradient norm is %s; training stopped before the update; last good checkpoint: %s",
@@ -245,7 +277,9 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             fprintf(logf, "{\"step\": %lld, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6g", (long long)step,
                     (double)step / obj->steps_per_epoch, lr, loss_sum);
             for (int i = 0; i < acc.n; i++) fprintf(logf, ", \"loss_%s\": %.6g", acc.name[i], acc.value[i]);
-            fprintf(logf, ", \"grad_norm\": %.6g, \"img_per_s\": %.2f, \"time_s\": %.2f}\n", gnorm, ips, now - t_start);
+            fprintf(logf, ", \"grad_norm\": %.6g, \"img_per_s\": %.2f, \"time_s\": %.2f", gnorm, ips, now - t_start);
+            log_world_size(logf, c);
+            fputs("}\n", logf);
             fflush(logf);
             hist_add(&hist, (double)step, &acc, loss_sum);
             char eta_s[32];
@@ -256,23 +290,26 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
                 o += snprintf(line + o, sizeof line - o, "  %s %.4f", acc.name[i], acc.value[i]);
             if (o < sizeof line)
                 snprintf(line + o, sizeof line - o, "  lr %.2e  %.1f img/s  ETA %s", lr, ips, eta_s);
-            if (c->progress) fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
+            if (progress) fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
             t_win = now;
             win_steps = 0;
             win_loss = 0;
         }
-        if (obj->eval && c->eval_every > 0 && (step % c->eval_every == 0 || last)) {
+        if (writer && obj->eval && c->eval_every > 0 && (step % c->eval_every == 0 || last)) {
             char body[1024] = "";
             rc = obj->eval(obj->self, step, body, sizeof body);
             nn_step_end();
             if (rc) goto stop;
-            fprintf(logf, "{\"step\": %lld, \"eval\": {%s}}\n", (long long)step, body);
+            fprintf(logf, "{\"step\": %lld, \"eval\": {%s}", (long long)step, body);
+            log_world_size(logf, c);
+            fputs("}\n", logf);
             fflush(logf);
-            if (c->progress) fprintf(stderr, "%seval @ step %lld: %s\n", tty ? "\n" : "", (long long)step, body);
+            if (progress) fprintf(stderr, "%seval @ step %lld: %s\n", tty ? "\n" : "", (long long)step, body);
         }
         int interrupted = train_interrupted || (c->stop_after > 0 && ran >= c->stop_after && !last);
-        if ((c->ckpt_every > 0 && step % c->ckpt_every == 0) || last || interrupted) {
-            ckpt_state s = {.params = obj->params, .opt = opt, .step = step, .config = c->config_text};
+        if (writer && ((c->ckpt_every > 0 && step % c->ckpt_every == 0) || last || interrupted)) {
+            ckpt_state s = {.params = obj->params, .opt = opt, .step = step, .config = c->config_text,
+                            .world_size = c->world_size};
             rc = ckpt_save(ckpt_path, &s);
             if (rc) goto stop;
             last_good = ckpt_path;

@@ -2,21 +2,25 @@
  *
  * An objective supplies its parameters and a `step` function that builds the loss of one
  * micro-batch of a given optimizer step; the loop owns everything else:
- *   - steps (from epochs x steps_per_epoch or given), warm-up + cosine lr (nn/schedule.h), AdamW
- *     (nn/optim.h) with timm's weight-decay groups, gradient accumulation (accum micro-batches per
- *     update = the effective batch), global-norm clipping;
+ *   - steps (from epochs x steps_per_epoch or given), warm-up + cosine lr (nn/schedule.h), AdamW or
+ *     SGD (nn/optim.h) with timm's weight-decay groups, gradient accumulation (accum micro-batches
+ *     per update = the effective batch), an optional gradient all-reduce (data parallel), global-norm
+ *     clipping;
  *   - a progress line (step, loss terms, lr, img/s, ETA) and a log: <out>/log.jsonl (one JSON object
  *     per logged step) and <out>/loss.svg (the loss curves, rewritten at each checkpoint and at the end);
  *   - periodic evaluation through the objective's eval hook (logged as {"eval": ...});
  *   - atomic checkpoints <out>/checkpoint.safetensors every ckpt_every steps and at the end
  *     (checkpoints/checkpoint.h: every parameter under its timm name, so the file is also a weights
- *     file, the AdamW moments, the step and the config text);
+ *     file, the optimizer state, the step and the config text); only rank 0 writes files;
  *   - --resume: restores all of it; because batches, augmentations and masks are pure functions of
  *     (seed, step, sample), the resumed run is bit-identical to an uninterrupted one;
  *   - SIGINT/SIGTERM: finish the current step, write the checkpoint, return ER_RUNTIME saying so;
  *   - a NaN/Inf loss or gradient stops before the update with one message naming the step and the
  *     last good checkpoint;
- *   - parameters, gradients and AdamW state live on the parameters' device (train.device); a CUDA
+ *   - buffers (tensors of obj->params without T_REQUIRES_GRAD: running statistics, memory banks)
+ *     are saved and restored with the parameters but never seen by the optimizer, weight decay,
+ *     clipping or the all-reduce (nn/context.h);
+ *   - parameters, gradients and optimizer state live on the parameters' device (train.device); a CUDA
  *     failure (cuda_backend_error) is checked once per step and stops the run with its message.
  * The objective's `step` must make its batch depend only on (seed, step, micro) — never on how
  * many steps ran in this process. */
@@ -27,6 +31,7 @@
 #include <stdio.h>
 
 #include "checkpoints/safetensors.h"
+#include "nn/optim.h"
 #include "nn/tensor.h"
 
 #define LOSS_TERMS_MAX 8
@@ -38,6 +43,8 @@ typedef struct {
 } loss_terms;
 
 void loss_terms_set(loss_terms *t, const char *name, double value);
+
+struct train_loop_config;
 
 typedef struct train_objective {
     const char *name;          /* "image", ... (written in the checkpoint) */
@@ -53,14 +60,29 @@ typedef struct train_objective {
     int (*eval)(void *self, int64_t step, char *buf, size_t n);
     /* Optional: called after each checkpoint (e.g. to export the encoder weights). */
     int (*on_checkpoint)(void *self, int64_t step, int final);
+    /* Optional: one line saying what is trained (printed before the run unless --quiet). */
+    void (*describe)(void *self, const struct train_loop_config *lc, FILE *f);
+    /* Files the objective writes into out.dir besides the loop's (e.g. "encoder.safetensors"), or NULL. */
+    const char *exports;
+    /* Frees self (the objective's model, data and buffers). */
+    void (*free)(void *self);
 } train_objective;
 
-typedef struct {
+/* Data parallel: sums or averages the gradients of `count` tensors across processes, in place.
+ * grads[i] holds n[i] floats on the parameters' device. Called once per optimizer step, after the
+ * last backward of the step and before clipping and the update; returns ER_OK or an error (with
+ * er_fail). */
+typedef int (*train_allreduce_fn)(void *ctx, float *const *grads, const int64_t *n, int count);
+
+typedef struct train_loop_config {
     int64_t steps;          /* total optimizer steps (0: epochs * steps_per_epoch) */
     int epochs;
     int64_t warmup_steps;   /* < 0: warmup_epochs * steps_per_epoch */
     double warmup_epochs;
     double lr, min_lr, weight_decay, beta1, beta2, eps;
+    optim_kind optimizer;   /* OPTIM_ADAMW (default) | OPTIM_SGD */
+    double momentum;        /* SGD */
+    int nesterov;           /* SGD */
     double clip;            /* max global grad norm, 0 = off */
     int accum;              /* micro-batches per update */
     int log_every, ckpt_every, eval_every;
@@ -70,6 +92,11 @@ typedef struct {
     const char *config_text;/* effective config, stored in the checkpoint */
     int64_t stop_after;     /* testing aid: return after this many steps in this process (0 = off),
                                writing a checkpoint as if interrupted */
+    /* data parallel (one process: all zero/NULL) */
+    train_allreduce_fn allreduce;  /* NULL: a no-op */
+    void *allreduce_ctx;
+    int rank;               /* only rank 0 writes the log, loss curve, checkpoints and progress */
+    int world_size;         /* processes (0 or 1: one); > 1 is recorded in log.jsonl and the checkpoint */
 } train_loop_config;
 
 int train_loop_run(const train_loop_config *c, train_objective *obj);

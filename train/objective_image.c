@@ -8,6 +8,7 @@
 
 #include "datasets/augment.h"
 #include "datasets/image.h"
+#include "datasets/image_cache.h"
 #include "datasets/manifest.h"
 #include "infer/retrieval/embeddings.h"
 #include "infer/eval/multiview.h"
@@ -36,13 +37,13 @@ void image_cfg_defaults(image_cfg *c) {
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->aug, "advanced");
     cfg_set_str(&c->eval_split, "");
-    c->epochs = 100; c->batch = 32; c->accum = 1; c->seed = 0;
-    c->lr = 1.25e-4; c->min_lr = 0; c->weight_decay = 0.05; c->beta1 = 0.9; c->beta2 = 0.95;
-    c->warmup_epochs = 5; c->warmup_steps = -1; c->clip = 0;
-    cfg_set_str(&c->out, "out/train_image");
-    cfg_set_str(&c->device, "cpu");
-    cfg_set_str(&c->precision, "fp32");
-    c->log_every = 10; c->ckpt_every = 500; c->eval_every = 0;
+}
+
+void image_loop_defaults(loop_keys *k) {
+    k->epochs = 100; k->batch = 32; k->accum = 1; k->seed = 0;
+    k->lr = 1.25e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
+    k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
+    cfg_set_str(&k->out, "out/train_image");
 }
 
 const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
@@ -76,27 +77,6 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("data.cache_side", CFG_INT, cache_side, "short side of the in-memory image cache (0 = img*8/7)");
     K("eval.manifest", CFG_STR, eval_manifest, "held-out manifest for periodic re-ID eval");
     K("eval.split", CFG_STR, eval_split, "split of eval.manifest ('' = all rows)");
-    K("eval.every", CFG_INT, eval_every, "evaluate every N steps (0 = never)");
-    K("train.epochs", CFG_INT, epochs, "epochs (used when train.steps = 0)");
-    K("train.steps", CFG_INT, steps, "optimizer steps (0 = from epochs)");
-    K("train.batch", CFG_INT, batch, "images per micro-batch (2 views each)");
-    K("train.accum", CFG_INT, accum, "micro-batches per update (effective batch = batch * accum)");
-    K("train.lr", CFG_DOUBLE, lr, "peak learning rate (used when train.blr = 0)");
-    K("train.blr", CFG_DOUBLE, blr, "base lr: lr = blr * effective batch / 256 (MAE rule)");
-    K("train.min_lr", CFG_DOUBLE, min_lr, "cosine floor");
-    K("train.weight_decay", CFG_DOUBLE, weight_decay, "AdamW decoupled weight decay");
-    K("train.beta1", CFG_DOUBLE, beta1, "AdamW beta1");
-    K("train.beta2", CFG_DOUBLE, beta2, "AdamW beta2");
-    K("train.warmup_epochs", CFG_DOUBLE, warmup_epochs, "linear warm-up (epochs)");
-    K("train.warmup_steps", CFG_INT, warmup_steps, "linear warm-up (steps; -1 = from epochs)");
-    K("train.clip", CFG_DOUBLE, clip, "max global gradient norm (0 = off)");
-    K("train.seed", CFG_INT, seed, "seed of init, data order, augmentation and masking");
-    K("train.threads", CFG_INT, threads, "OpenMP threads (0 = default)");
-    K("train.device", CFG_STR, device, "cpu | cuda (--device)");
-    K("train.precision", CFG_STR, precision, "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
-    K("out.dir", CFG_STR, out, "output folder (checkpoint, log, loss curve, encoder)");
-    K("out.log_every", CFG_INT, log_every, "log/progress every N steps");
-    K("out.ckpt_every", CFG_INT, ckpt_every, "checkpoint every N steps (and at the end)");
 #undef K
     *n = k;
     return s;
@@ -124,27 +104,6 @@ int image_cfg_vit(const image_cfg *c, vit_config *v) {
 
 /* ---------------------------------------------------------------- data */
 
-typedef struct {
-    int c, h, w;
-    uint8_t *px; /* c*h*w, planes */
-} u8img;
-
-static void to_u8(const image *im, u8img *o) {
-    o->c = im->c; o->h = im->h; o->w = im->w;
-    size_t n = (size_t)im->c * im->h * im->w;
-    o->px = xmalloc(n);
-    for (size_t i = 0; i < n; i++) {
-        float v = im->data[i] * 255.0f + 0.5f;
-        o->px[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-    }
-}
-
-static void from_u8(const u8img *s, image *im) {
-    image_ensure(im, s->c, s->h, s->w);
-    size_t n = (size_t)s->c * s->h * s->w;
-    for (size_t i = 0; i < n; i++) im->data[i] = s->px[i] * (1.0f / 255.0f);
-}
-
 struct image_objective {
     image_cfg cfg;
     vit_config vc;
@@ -155,8 +114,8 @@ struct image_objective {
     int use_mae, use_con, K, guided, advanced;
     int device;           /* where parameters, activations and optimizer state live */
     int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
-    int n;                /* training images */
-    u8img *imgs, *masks;  /* masks[i].px NULL when the row has none */
+    struct { int batch, accum, seed; const char *out, *device, *precision; } run; /* shared loop keys it uses */
+    image_cache data;     /* the training split (data.manifest, data.split) */
     int64_t perm_epoch;
     int *perm;
     int nthreads;
@@ -173,97 +132,14 @@ struct image_objective {
     int64_t *eval_scene, *eval_view;
 };
 
-static int load_split(const char *path, const char *split, int side, u8img **imgs, u8img **masks, int *n) {
-    manifest m;
-    int rc = manifest_load(path, &m);
-    if (rc) return rc;
-    *imgs = xcalloc(m.n ? m.n : 1, sizeof(u8img));
-    *masks = xcalloc(m.n ? m.n : 1, sizeof(u8img));
-    int k = 0;
-    image im = {0}, r = {0};
-    for (int i = 0; i < m.n && rc == ER_OK; i++) {
-        if (split && split[0] && (!m.rows[i].split || strcmp(m.rows[i].split, split))) continue;
-        char *p = manifest_image_path(&m, i);
-        rc = image_load(p, 3, &im);
-        free(p);
-        if (rc) break;
-        /* cache with short side `side` (never upscaled) */
-        int s = im.h < im.w ? im.h : im.w;
-        int h = im.h, w = im.w;
-        if (s > side) { h = (int)lround((double)im.h * side / s); w = (int)lround((double)im.w * side / s); }
-        image_resize(&im, &r, h, w, RESIZE_BILINEAR);
-        to_u8(&r, &(*imgs)[k]);
-        char *mp = manifest_mask_path(&m, i);
-        if (mp) {
-            rc = image_load(mp, 1, &im);
-            free(mp);
-            if (rc) break;
-            image_resize(&im, &r, h, w, RESIZE_NEAREST);
-            to_u8(&r, &(*masks)[k]);
-        }
-        k++;
-    }
-    image_free(&im);
-    image_free(&r);
-    manifest_free(&m);
-    *n = k;
-    if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no rows with split '%s'", path, split ? split : "");
-    return rc;
-}
-
-static void free_cache(u8img *a, int n) {
-    if (!a) return;
-    for (int i = 0; i < n; i++) free(a[i].px);
-    free(a);
-}
-
-/* The eval set: every row of eval.manifest (split eval.split) resized to img x img, normalised. */
-static int load_eval(image_objective *o, const image_cfg *c) {
-    manifest m;
-    int rc = manifest_load(c->eval_manifest, &m);
-    if (rc) return rc;
-    int *sc, *vw, nsc, nvw;
-    char **scn, **vwn;
-    manifest_field_ids(&m, MF_SCENE, &sc, &scn, &nsc);
-    manifest_field_ids(&m, MF_VIEW, &vw, &vwn, &nvw);
-    int S = c->img;
-    o->eval_x = xmalloc((size_t)(m.n ? m.n : 1) * 3 * S * S * sizeof(float));
-    o->eval_scene = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
-    o->eval_view = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
-    image src = {0}, dst = {0};
-    aug_workspace ws = {0};
-    int k = 0;
-    for (int i = 0; i < m.n && !rc; i++) {
-        const char *sp = c->eval_split;
-        if (sp && sp[0] && (!m.rows[i].split || strcmp(m.rows[i].split, sp))) continue;
-        char *p = manifest_image_path(&m, i);
-        rc = image_load(p, 3, &src);
-        free(p);
-        if (!rc) rc = aug_eval(&src, S, &ws, &dst);
-        if (rc) break;
-        memcpy(o->eval_x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
-        o->eval_scene[k] = sc[i];
-        o->eval_view[k] = vw[i];
-        k++;
-    }
-    o->neval = k;
-    image_free(&src);
-    image_free(&dst);
-    aug_workspace_free(&ws);
-    manifest_free_labels(sc, scn, nsc);
-    manifest_free_labels(vw, vwn, nvw);
-    manifest_free(&m);
-    if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no eval rows", c->eval_manifest);
-    return rc;
-}
-
-int image_objective_new(const image_cfg *c, image_objective **out) {
+int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out) {
     *out = NULL;
     int device, rc0;
-    if ((rc0 = er_device_parse(c->device, &device))) return rc0;   /* before any work */
-    if ((rc0 = er_set_precision(c->precision))) return rc0;
+    if ((rc0 = er_device_parse(k->device, &device))) return rc0;   /* before any work */
+    if ((rc0 = er_set_precision(k->precision))) return rc0;
     if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
-    if (c->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1");
+    if (k->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1");
+    if (k->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1");
     if (c->mask_ratio < 0 || c->mask_ratio >= 1) return er_fail(ER_INPUT, "mae.mask_ratio must be in [0, 1)");
     if (strcmp(c->masking, "guided") && strcmp(c->masking, "random"))
         return er_fail(ER_INPUT, "mae.masking must be 'guided' or 'random', got '%s'", c->masking);
@@ -275,9 +151,11 @@ int image_objective_new(const image_cfg *c, image_objective **out) {
     image_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c; /* strings stay owned by the caller's config */
     o->device = device;
+    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
+    o->run.out = k->out; o->run.device = k->device; o->run.precision = k->precision;
     int rc = image_cfg_vit(c, &o->vc);
     if (rc) { free(o); return rc; }
-    o->enc = vit_new_on(device, &o->vc, (uint64_t)c->seed);
+    o->enc = vit_new_on(device, &o->vc, (uint64_t)k->seed);
     if (!o->enc) { free(o); return ER_INPUT; }
     for (int i = 0; i < o->enc->params.n; i++) params_add(&o->all, o->enc->params.t[i]);
     o->use_mae = c->w_mae > 0;
@@ -286,20 +164,21 @@ int image_objective_new(const image_cfg *c, image_objective **out) {
     o->advanced = !strcmp(c->aug, "advanced");
     o->K = c->mask_ratio > 0 ? mae_len_keep(o->enc->L, c->mask_ratio) : o->enc->L;
     if (o->use_mae && (rc = mae_decoder_init_on(device, &o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
-                                                (uint64_t)c->seed + 1, &o->all))) goto fail;
-    if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, (uint64_t)c->seed + 2, &o->all)))
+                                                (uint64_t)k->seed + 1, &o->all))) goto fail;
+    if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, (uint64_t)k->seed + 2, &o->all)))
         goto fail;
     int side = c->cache_side > 0 ? c->cache_side : c->img * 8 / 7;
-    rc = load_split(c->manifest, c->split, side, &o->imgs, &o->masks, &o->n);
-    if (rc) goto fail;
-    if (c->eval_manifest && c->eval_manifest[0] && (rc = load_eval(o, c))) goto fail;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if (c->eval_manifest && c->eval_manifest[0] &&
+        (rc = eval_set_load(c->eval_manifest, c->eval_split, c->img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
+        goto fail;
     o->perm_epoch = -1;
-    o->perm = xmalloc(o->n * sizeof(int));
+    o->perm = xmalloc(o->data.n * sizeof(int));
     o->nthreads = omp_get_max_threads();
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
     o->msrc = xcalloc(o->nthreads, sizeof(image));
-    int M = 2 * c->batch, L = o->enc->L, S = c->img;
+    int M = 2 * k->batch, L = o->enc->L, S = c->img;
 #ifdef ENDORET_CUDA
     if (device == DEV_CUDA) { /* page-locked: the per-step image upload is asynchronous */
         o->x = cuda_host_alloc((size_t)M * 3 * S * S * sizeof(float));
@@ -332,8 +211,7 @@ void image_objective_free(image_objective *o) {
     free(o->all.t);
     vit_free(o->enc);
     mae_decoder_free(&o->dec);
-    free_cache(o->imgs, o->n);
-    free_cache(o->masks, o->n);
+    image_cache_free(&o->data);
     free(o->perm);
     for (int t = 0; o->ws && t < o->nthreads; t++) {
         aug_workspace_free(&o->ws[t]);
@@ -353,18 +231,19 @@ void image_objective_free(image_objective *o) {
 
 vit *image_objective_encoder(image_objective *o) { return o->enc; }
 param_list *image_objective_params(image_objective *o) { return &o->all; }
-int image_objective_images(const image_objective *o) { return o->n; }
+int image_objective_images(const image_objective *o) { return o->data.n; }
 
 /* Instance of the i-th image drawn since the start (epoch-wise reshuffled without replacement). */
 static int instance_at(image_objective *o, int64_t i) {
-    int64_t epoch = i / o->n;
+    int n = o->data.n;
+    int64_t epoch = i / n;
     if (epoch != o->perm_epoch) {
-        for (int k = 0; k < o->n; k++) o->perm[k] = k;
-        rng_t r = rng_make((uint64_t)o->cfg.seed, rng_stream(RNG_SHUFFLE, (uint32_t)epoch, 0));
-        rng_shuffle(&r, o->perm, o->n);
+        for (int k = 0; k < n; k++) o->perm[k] = k;
+        rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SHUFFLE, (uint32_t)epoch, 0));
+        rng_shuffle(&r, o->perm, n);
         o->perm_epoch = epoch;
     }
-    return o->perm[i % o->n];
+    return o->perm[i % n];
 }
 
 /* The M augmented views [M,3,S,S] as a per-step tensor on the model's device. */
@@ -386,20 +265,21 @@ static tensor *upload_views(image_objective *o, int M) {
 static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
-    int B = c->batch, M = 2 * B, S = c->img, L = o->enc->L, K = o->K, p = o->vc.patch;
-    int64_t g = step * c->accum + micro; /* global micro-batch index */
+    int B = o->run.batch, M = 2 * B, S = c->img, L = o->enc->L, K = o->K, p = o->vc.patch;
+    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
+    uint64_t seed = (uint64_t)o->run.seed;
     for (int j = 0; j < B; j++) o->inst[j] = o->inst[B + j] = instance_at(o, g * B + j);
     int fail = 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int s = 0; s < M; s++) {
         int t = omp_get_thread_num();
         int id = o->inst[s];
-        rng_t r = rng_make((uint64_t)c->seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
-        from_u8(&o->imgs[id], &o->src[t]);
-        const u8img *mk = &o->masks[id];
+        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
+        image_cache_get(&o->data.imgs[id], &o->src[t]);
+        const u8_image *mk = &o->data.masks[id];
         image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)s * 3 * S * S, .cap = (size_t)3 * S * S};
         image mout = {.c = 1, .h = S, .w = S, .data = o->mx + (size_t)s * S * S, .cap = (size_t)S * S};
-        if (mk->px) from_u8(mk, &o->msrc[t]);
+        if (mk->px) image_cache_get(mk, &o->msrc[t]);
         int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], mk->px ? &o->msrc[t] : NULL, S, &o->ws[t], &out, mk->px ? &mout : NULL)
                              : aug_mae(&r, &o->src[t], mk->px ? &o->msrc[t] : NULL, S, &o->ws[t], &out, mk->px ? &mout : NULL);
         if (rc || out.data != o->x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
@@ -410,7 +290,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     /* MixUp / CutMix on the 2B views: extra positives (ContrastiveMixup) */
     int mixed = o->use_con && c->mix_prob > 0;
     if (mixed) {
-        rng_t r = rng_make((uint64_t)c->seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
+        rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
         mixup_config mc = MIXUP_SSCD;
         mc.mix_prob = (float)c->mix_prob;
         mixup_batch(&r, &mc, o->x, M, 3, S, S, o->lam, o->partner);
@@ -426,7 +306,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     const int32_t *keep = NULL;
     if (K < L) {
         if (o->guided) mae_patch_scores(o->mx, M, S, S, p, o->scores);
-        mae_masking(M, L, K, o->guided ? o->scores : NULL, o->guided ? o->has_mask : NULL, (uint64_t)c->seed,
+        mae_masking(M, L, K, o->guided ? o->scores : NULL, o->guided ? o->has_mask : NULL, seed,
                     (uint64_t)g, o->shuffle, o->restore, o->mask);
         for (int s = 0; s < M; s++) memcpy(o->keep + (size_t)s * K, o->shuffle + (size_t)s * L, K * sizeof(int32_t));
         keep = o->keep;
@@ -465,7 +345,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
  * metadata, as <out>/encoder.safetensors — what `endoret embed --model` and timm users load. */
 static int image_on_checkpoint(void *self, int64_t step, int final) {
     image_objective *o = self;
-    char *path = path_join(o->cfg.out, "encoder.safetensors");
+    char *path = path_join(o->run.out, "encoder.safetensors");
     st_writer *w = st_writer_new();
     float *host = params_add_st(&o->enc->params, w, ""); /* device tensors: downloaded copies */
     vit_config_add_meta(&o->enc->cfg, w);
@@ -511,16 +391,63 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
+static void image_free_self(void *self) { image_objective_free(self); }
+
+static int64_t steps_per_epoch(const image_objective *o) {
+    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
+    return per > 0 ? per : 1;
+}
+
+/* The start line of `endoret train image` (unless --quiet). */
+static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
+    image_objective *o = self;
+    const image_cfg *c = &o->cfg;
+    fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters) on %s/%s, %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
+            c->arch, c->img, c->img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
+            (long long)params_numel(&o->all), o->run.device, o->run.precision, o->data.n, o->run.batch, 2, o->run.accum,
+            (long long)steps_per_epoch(o), lc->lr, o->run.out);
+}
+
 train_objective image_objective_iface(image_objective *o) {
     train_objective t = {0};
     t.name = "image";
     t.self = o;
     t.params = &o->all;
-    int64_t per = o->n / ((int64_t)o->cfg.batch * o->cfg.accum);
-    t.steps_per_epoch = per > 0 ? per : 1;
-    t.images_per_step = 2 * o->cfg.batch * o->cfg.accum;
+    t.steps_per_epoch = steps_per_epoch(o);
+    t.images_per_step = 2 * o->run.batch * o->run.accum;
     t.step = image_step;
     t.on_checkpoint = image_on_checkpoint;
     if (o->neval > 0) t.eval = image_eval;
+    t.describe = image_describe;
+    t.exports = "encoder.safetensors";
+    t.free = image_free_self;
     return t;
 }
+
+/* ---------------------------------------------------------------- registry entry */
+
+static void image_defaults_any(void *cfg, loop_keys *k) {
+    image_cfg_defaults(cfg);
+    image_loop_defaults(k);
+}
+
+static const cfg_spec *image_specs_any(void *cfg, int *n) { return image_cfg_specs(cfg, n); }
+static void image_cfg_free_any(void *cfg) { image_cfg_free(cfg); }
+
+static int image_create(const void *cfg, const loop_keys *k, train_objective *out) {
+    image_objective *o;
+    int rc = image_objective_new(cfg, k, &o);
+    if (!rc) *out = image_objective_iface(o);
+    return rc;
+}
+
+const objective_def objective_image = {
+    .name = "image",
+    .help = "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
+    .usage = "configs/endofinder_image.cfg, configs/demo_image.cfg",
+    .cfg_size = sizeof(image_cfg),
+    .defaults = image_defaults_any,
+    .specs = image_specs_any,
+    .free_cfg = image_cfg_free_any,
+    .create = image_create,
+};

@@ -13,6 +13,8 @@
 #include "nn/models/vit.h"
 #include "nn/base/config.h"
 #include "train/loop.h"
+#include "train/loop_keys.h"
+#include "train/objective.h"
 
 typedef struct {
     /* model */
@@ -31,35 +33,32 @@ typedef struct {
     char *manifest, *split, *aug;  /* aug: "advanced" | "mae" */
     int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
     char *eval_manifest, *eval_split;
-    /* optimisation */
-    int epochs, steps, batch, accum, seed, threads;
-    char *device;                  /* "cpu" | "cuda" (train.device, --device) */
-    char *precision;               /* "fp32" | "bf16" (train.precision, --precision) */
-    double lr, blr, min_lr, weight_decay, beta1, beta2, warmup_epochs, clip;
-    int warmup_steps;
-    /* bookkeeping */
-    char *out;
-    int log_every, ckpt_every, eval_every;
 } image_cfg;
 
 /* Defaults = the paper's settings (configs/endofinder_image.cfg spells them out). */
 void image_cfg_defaults(image_cfg *c);
-/* The config key table bound to c (n receives its length). */
+/* The paper's values of the shared loop keys (AdamW beta2 0.95, lr 1.25e-4, 5 warm-up epochs...). */
+void image_loop_defaults(loop_keys *k);
+/* The objective's own key table bound to c (n receives its length); the loop's keys (eval.every,
+ * train.*, out.*) are in train/loop_keys.h. */
 const cfg_spec *image_cfg_specs(image_cfg *c, int *n);
 /* Model part of the config -> vit_config. */
 int image_cfg_vit(const image_cfg *c, vit_config *v);
 void image_cfg_free(image_cfg *c);
 
 typedef struct image_objective image_objective;
-/* Checks train.device / train.precision first (ER_INPUT with one message when the device cannot be
+/* Checks train.device / train.precision (of k) first (ER_INPUT with one message when the device cannot be
  * used: before any other work), sets the process-wide precision, builds the model (seeded, on the
  * host, then moved to the device) and loads the training data. */
-int image_objective_new(const image_cfg *c, image_objective **out);
+int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out);
 void image_objective_free(image_objective *o);
 train_objective image_objective_iface(image_objective *o);
 vit *image_objective_encoder(image_objective *o);
 param_list *image_objective_params(image_objective *o);
 /* Number of training images loaded. */
 int image_objective_images(const image_objective *o);
+
+/* The registry entry (train/objective.c). */
+extern const objective_def objective_image;
 
 #endif

@@ -152,18 +152,19 @@ Test(endofinder_device, device_cuda_without_gpu_is_one_input_error) {
 
 /* ---- bf16 mixed precision on the CPU ---- */
 
-static void tiny_cfg(image_cfg *c, const char *manifest, const char *out, const char *precision) {
-    tiny_image_cfg(c, manifest, out);
-    cfg_set_str(&c->precision, precision);
+static void tiny_cfg(image_cfg *c, loop_keys *k, const char *manifest, const char *out, const char *precision) {
+    tiny_image_cfg(c, k, manifest, out);
+    cfg_set_str(&k->precision, precision);
     c->mix_prob = 0; /* same batches in both precisions */
 }
 
 /* Runs `steps` steps, returns the logged loss of each step (malloc'd). */
 static double *run(const char *manifest, const char *out, const char *precision, int steps) {
     image_cfg c;
-    tiny_cfg(&c, manifest, out, precision);
+    loop_keys keys;
+    tiny_cfg(&c, &keys, manifest, out, precision);
     image_objective *o;
-    cr_assert_eq(image_objective_new(&c, &o), 0, "%s", er_msg());
+    cr_assert_eq(image_objective_new(&c, &keys, &o), 0, "%s", er_msg());
     cr_assert_eq(er_get_precision(), strcmp(precision, "bf16") ? ER_PREC_FP32 : ER_PREC_BF16);
     train_objective t = image_objective_iface(o);
     train_loop_config lc = {.steps = steps, .warmup_steps = 1, .lr = 2e-3, .min_lr = 2e-3, .weight_decay = 0.05,
@@ -172,6 +173,7 @@ static double *run(const char *manifest, const char *out, const char *precision,
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
     image_objective_free(o);
     image_cfg_free(&c);
+    loop_keys_free(&keys);
     char *p = path_join(out, "log.jsonl"), *text;
     size_t len;
     cr_assert_eq(read_file(p, &text, &len), 0);

@@ -20,12 +20,12 @@ static char *make_data(const char *dir) {
     return path_join(dir, "manifest.csv");
 }
 
-static void tiny_cfg(image_cfg *c, const char *manifest, const char *out) { tiny_image_cfg(c, manifest, out); }
+static void tiny_cfg(image_cfg *c, loop_keys *k, const char *manifest, const char *out) { tiny_image_cfg(c, k, manifest, out); }
 
-static train_loop_config loop_cfg(const image_cfg *c, int64_t steps) {
+static train_loop_config loop_cfg(const loop_keys *k, int64_t steps) {
     train_loop_config lc = {.steps = steps, .warmup_steps = 2, .lr = 2e-3, .min_lr = 2e-3, .weight_decay = 0.05,
                             .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .clip = 5, .accum = 1, .log_every = 1,
-                            .ckpt_every = 100, .out_dir = c->out, .config_text = "test"};
+                            .ckpt_every = 100, .out_dir = k->out, .config_text = "test"};
     return lc;
 }
 
@@ -49,12 +49,13 @@ Test(endofinder_train, twenty_steps_lower_the_loss, .timeout = 120) {
     char *man = make_data(d);
     char *out = path_join(d, "run");
     image_cfg c;
-    tiny_cfg(&c, man, out);
+    loop_keys k;
+    tiny_cfg(&c, &k, man, out);
     image_objective *o;
-    cr_assert_eq(image_objective_new(&c, &o), 0, "%s", er_msg());
+    cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
     double before = fixed_batch_loss(o);
     train_objective t = image_objective_iface(o);
-    train_loop_config lc = loop_cfg(&c, 20);
+    train_loop_config lc = loop_cfg(&k, 20);
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
     double after = fixed_batch_loss(o);
     cr_log_info("fixed-batch loss %.4f -> %.4f after 20 steps", before, after);
@@ -74,6 +75,7 @@ Test(endofinder_train, twenty_steps_lower_the_loss, .timeout = 120) {
     free(text); free(p);
     image_objective_free(o);
     image_cfg_free(&c);
+    loop_keys_free(&k);
     free(man); free(out);
 }
 
@@ -94,29 +96,31 @@ Test(endofinder_train, resume_is_bit_exact, .timeout = 120) {
     char *man = make_data(d);
     char *out_a = path_join(d, "a"), *out_b = path_join(d, "b");
     image_cfg c;
+    loop_keys k;
     /* uninterrupted: 6 steps */
-    tiny_cfg(&c, man, out_a);
+    tiny_cfg(&c, &k, man, out_a);
     image_objective *o;
-    cr_assert_eq(image_objective_new(&c, &o), 0, "%s", er_msg());
+    cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
     train_objective t = image_objective_iface(o);
-    train_loop_config lc = loop_cfg(&c, 6);
+    train_loop_config lc = loop_cfg(&k, 6);
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
     int64_t na, nb;
     float *a = params_snapshot(o, &na);
     image_objective_free(o);
     image_cfg_free(&c);
+    loop_keys_free(&k);
     /* interrupted after 3 steps (checkpoint written), then a fresh process-like restart */
-    tiny_cfg(&c, man, out_b);
-    cr_assert_eq(image_objective_new(&c, &o), 0, "%s", er_msg());
+    tiny_cfg(&c, &k, man, out_b);
+    cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
     t = image_objective_iface(o);
-    lc = loop_cfg(&c, 6);
+    lc = loop_cfg(&k, 6);
     lc.stop_after = 3;
     cr_assert_eq(train_loop_run(&lc, &t), ER_RUNTIME);
     cr_assert(strstr(er_msg(), "interrupted at step 3/6"), "%s", er_msg());
     image_objective_free(o);
-    cr_assert_eq(image_objective_new(&c, &o), 0, "%s", er_msg());
+    cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
     t = image_objective_iface(o);
-    lc = loop_cfg(&c, 6);
+    lc = loop_cfg(&k, 6);
     char *ck = path_join(out_b, "checkpoint.safetensors");
     lc.resume = ck;
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
@@ -137,6 +141,7 @@ Test(endofinder_train, resume_is_bit_exact, .timeout = 120) {
     free(a); free(b); free(ck);
     image_objective_free(o);
     image_cfg_free(&c);
+    loop_keys_free(&k);
     free(man); free(out_a); free(out_b);
 }
 
@@ -169,13 +174,15 @@ Test(endofinder_train, nan_loss_stops_naming_step_and_checkpoint) {
 
 Test(endofinder_train, bad_objective_config_is_rejected) {
     image_cfg c;
-    tiny_cfg(&c, "/nonexistent/manifest.csv", "/tmp/x");
+    loop_keys k;
+    tiny_cfg(&c, &k, "/nonexistent/manifest.csv", "/tmp/x");
     cfg_set_str(&c.masking, "center");
     image_objective *o;
-    cr_assert_eq(image_objective_new(&c, &o), ER_INPUT);
+    cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
     cr_assert(strstr(er_msg(), "mae.masking"), "%s", er_msg());
     cfg_set_str(&c.masking, "guided");
-    cr_assert_eq(image_objective_new(&c, &o), ER_INPUT);
+    cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
     cr_assert(strstr(er_msg(), "/nonexistent/manifest.csv"), "%s", er_msg());
     image_cfg_free(&c);
+    loop_keys_free(&k);
 }

@@ -1,0 +1,117 @@
+/* image_cache.c — training split as u8 planes, and the eval set (see image_cache.h). */
+#include "datasets/image_cache.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/augment.h"
+#include "datasets/manifest.h"
+#include "nn/base/base.h"
+
+static void to_u8(const image *im, u8_image *o) {
+    o->c = im->c; o->h = im->h; o->w = im->w;
+    size_t n = (size_t)im->c * im->h * im->w;
+    o->px = xmalloc(n);
+    for (size_t i = 0; i < n; i++) {
+        float v = im->data[i] * 255.0f + 0.5f;
+        o->px[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+void image_cache_get(const u8_image *s, image *im) {
+    image_ensure(im, s->c, s->h, s->w);
+    size_t n = (size_t)s->c * s->h * s->w;
+    for (size_t i = 0; i < n; i++) im->data[i] = s->px[i] * (1.0f / 255.0f);
+}
+
+static int in_split(const manifest *m, int i, const char *split) {
+    return !split || !split[0] || (m->rows[i].split && !strcmp(m->rows[i].split, split));
+}
+
+int image_cache_load(image_cache *c, const char *path, const char *split, int side) {
+    memset(c, 0, sizeof *c);
+    manifest m;
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    c->imgs = xcalloc(m.n ? m.n : 1, sizeof(u8_image));
+    c->masks = xcalloc(m.n ? m.n : 1, sizeof(u8_image));
+    int k = 0;
+    image im = {0}, r = {0};
+    for (int i = 0; i < m.n && rc == ER_OK; i++) {
+        if (!in_split(&m, i, split)) continue;
+        char *p = manifest_image_path(&m, i);
+        rc = image_load(p, 3, &im);
+        free(p);
+        if (rc) break;
+        /* cache with short side `side` (never upscaled) */
+        int s = im.h < im.w ? im.h : im.w;
+        int h = im.h, w = im.w;
+        if (s > side) { h = (int)lround((double)im.h * side / s); w = (int)lround((double)im.w * side / s); }
+        image_resize(&im, &r, h, w, RESIZE_BILINEAR);
+        to_u8(&r, &c->imgs[k]);
+        char *mp = manifest_mask_path(&m, i);
+        if (mp) {
+            rc = image_load(mp, 1, &im);
+            free(mp);
+            if (rc) break;
+            image_resize(&im, &r, h, w, RESIZE_NEAREST);
+            to_u8(&r, &c->masks[k]);
+        }
+        k++;
+    }
+    image_free(&im);
+    image_free(&r);
+    manifest_free(&m);
+    c->n = k;
+    if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no rows with split '%s'", path, split ? split : "");
+    return rc;
+}
+
+void image_cache_free(image_cache *c) {
+    for (int i = 0; c->imgs && i < c->n; i++) free(c->imgs[i].px);
+    for (int i = 0; c->masks && i < c->n; i++) free(c->masks[i].px);
+    free(c->imgs);
+    free(c->masks);
+    memset(c, 0, sizeof *c);
+}
+
+int eval_set_load(const char *path, const char *split, int side, float **x, int64_t **scene, int64_t **view,
+                  int *n) {
+    *x = NULL; *scene = *view = NULL; *n = 0;
+    manifest m;
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    int *sc, *vw, nsc, nvw;
+    char **scn, **vwn;
+    manifest_field_ids(&m, MF_SCENE, &sc, &scn, &nsc);
+    manifest_field_ids(&m, MF_VIEW, &vw, &vwn, &nvw);
+    const int S = side;
+    *x = xmalloc((size_t)(m.n ? m.n : 1) * 3 * S * S * sizeof(float));
+    *scene = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
+    *view = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
+    image src = {0}, dst = {0};
+    aug_workspace ws = {0};
+    int k = 0;
+    for (int i = 0; i < m.n && !rc; i++) {
+        if (!in_split(&m, i, split)) continue;
+        char *p = manifest_image_path(&m, i);
+        rc = image_load(p, 3, &src);
+        free(p);
+        if (!rc) rc = aug_eval(&src, S, &ws, &dst);
+        if (rc) break;
+        memcpy(*x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
+        (*scene)[k] = sc[i];
+        (*view)[k] = vw[i];
+        k++;
+    }
+    *n = k;
+    image_free(&src);
+    image_free(&dst);
+    aug_workspace_free(&ws);
+    manifest_free_labels(sc, scn, nsc);
+    manifest_free_labels(vw, vwn, nvw);
+    manifest_free(&m);
+    if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no eval rows", path);
+    return rc;
+}

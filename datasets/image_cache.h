@@ -1,0 +1,46 @@
+/* image_cache.h — a split of a manifest held in memory for training, and an eval set.
+ *
+ * image_cache: the rows of one split decoded once, resized (bilinear, never upscaled) to a given
+ * short side and kept as u8 planes (1/4 of the fp32 size), each with its lesion mask (nearest,
+ * same size) when the row has one. A trainer converts one image back to fp32 per use and augments
+ * it with its own random stream.
+ *
+ * Why not datasets/loader.h for training: the loader's order and augmentation draws are keyed by
+ * (epoch, batch position) and produced ahead by worker threads, while the trainers key every draw
+ * by (seed, step, micro, sample) so that a resumed run, any accumulation split and any thread count
+ * give the same bytes (train/loop.h). Decoding once and augmenting in the step keeps that contract
+ * and avoids decoding every image every epoch on small data sets such as the demo's. The loader
+ * remains the tool for streaming large manifests (`endoret data`).
+ *
+ * eval_set: every row of a manifest split, preprocessed for evaluation (datasets/augment.h
+ * aug_eval: resize + centre crop to side x side, normalised), with its scene and view ids. */
+#ifndef ENDORET_DATASETS_IMAGE_CACHE_H
+#define ENDORET_DATASETS_IMAGE_CACHE_H
+
+#include <stdint.h>
+
+#include "datasets/image.h"
+
+typedef struct {
+    int c, h, w;
+    uint8_t *px;     /* c*h*w, planes; NULL for the mask of a row without one */
+} u8_image;
+
+typedef struct {
+    int n;
+    u8_image *imgs, *masks;
+} image_cache;
+
+/* Rows of `split` ('' or NULL = all rows) of the manifest at `path` with short side `side`.
+ * ER_INPUT (naming the file) when the split has no rows or an image cannot be read. */
+int image_cache_load(image_cache *c, const char *path, const char *split, int side);
+/* The cached u8 planes as an fp32 image in [0, 1] (im is resized with image_ensure). */
+void image_cache_get(const u8_image *s, image *im);
+void image_cache_free(image_cache *c);
+
+/* Rows of `split` of the manifest at `path` as x [n, 3, side, side] (aug_eval) with their scene and
+ * view ids (manifest_field_ids). The arrays are malloc'd; ER_INPUT when no row is left. */
+int eval_set_load(const char *path, const char *split, int side, float **x, int64_t **scene, int64_t **view,
+                  int *n);
+
+#endif

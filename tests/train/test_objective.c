@@ -1,0 +1,88 @@
+/* The objective registry and `endoret train`: the image objective is registered; an unknown
+ * objective, a bad optimizer name and momentum out of range are exit 2 with one message naming what
+ * is wrong; the effective config is the objective's keys then the loop's shared keys, in the order
+ * the checkpoints store. */
+#include <string.h>
+
+#include "nn/base/base.h"
+#include "tests/test_util.h"
+#include "train/loop_keys.h"
+#include "train/objective.h"
+
+int cmd_train(int argc, char **argv);
+
+Test(train_objective, registry_lists_and_finds) {
+    int n;
+    const objective_def *const *all = objective_list(&n);
+    cr_assert_geq(n, 1);
+    for (int i = 0; i < n; i++) {
+        cr_assert(all[i]->name && all[i]->help && all[i]->create && all[i]->specs, "objective %d is incomplete", i);
+        cr_assert_eq(objective_find(all[i]->name), all[i]);
+    }
+    cr_assert_not_null(objective_find("image"));
+    cr_assert_null(objective_find("dino"));
+    cr_assert(strstr(er_msg(), "unknown objective 'dino'") && strstr(er_msg(), "image"), "%s", er_msg());
+}
+
+static int run_train(const char *set1, const char *set2) {
+    const char *d = test_tmpdir();
+    char *cfg = path_join(d, "c.cfg");
+    const char *text = "[data]\nmanifest = /nonexistent/manifest.csv\n";
+    cr_assert_eq(write_file_atomic(cfg, text, strlen(text)), 0);
+    char *argv[] = {"train", "image", "--config", cfg, "--set", (char *)set1, "--set", (char *)set2, "--quiet", NULL};
+    int rc = cmd_train(9, argv);
+    free(cfg);
+    return rc;
+}
+
+Test(train_objective, bad_input_is_one_message_and_exit_2) {
+    char *argv[] = {"train", "pgcom", "--config", "x.cfg", NULL};
+    cr_assert_eq(cmd_train(4, argv), ER_INPUT);
+    cr_assert(strstr(er_msg(), "'pgcom'") && strstr(er_msg(), "image"), "%s", er_msg());
+    /* loop keys are checked before the objective reads its data (the manifest does not exist) */
+    cr_assert_eq(run_train("train.optimizer=lamb", "train.steps=1"), ER_INPUT);
+    cr_assert(strstr(er_msg(), "train.optimizer") && strstr(er_msg(), "lamb"), "%s", er_msg());
+    cr_assert_eq(run_train("train.optimizer=sgd", "train.momentum=1"), ER_INPUT);
+    cr_assert(strstr(er_msg(), "train.momentum"), "%s", er_msg());
+    cr_assert_eq(run_train("train.optimizer=sgd", "train.nesterov=true"), ER_INPUT);
+    cr_assert(strstr(er_msg(), "train.nesterov"), "%s", er_msg());
+    cr_assert_eq(run_train("train.optimizer=adamw", "train.momentum=0.9"), ER_INPUT);
+    cr_assert(strstr(er_msg(), "train.momentum"), "%s", er_msg());
+    cr_assert_eq(run_train("train.accum=0", "train.steps=1"), ER_INPUT);
+    cr_assert(strstr(er_msg(), "train.accum"), "%s", er_msg());
+    /* good loop keys: the objective runs and names its missing manifest */
+    cr_assert_eq(run_train("train.optimizer=sgd", "train.momentum=0.9"), ER_INPUT);
+    cr_assert(strstr(er_msg(), "/nonexistent/manifest.csv"), "%s", er_msg());
+}
+
+/* Order of the stored config: the objective's keys, then eval.every, train.*, out.* (new keys
+ * appended inside their group), and each key once. */
+Test(train_objective, config_text_is_objective_then_loop_keys) {
+    objective_config oc;
+    objective_config_init(&oc, objective_find("image"));
+    char *sets[] = {"train.optimizer=sgd", "train.momentum=0.5", "train.nesterov=true", "model.img=32"};
+    cr_assert_eq(objective_config_load(&oc, NULL, sets, 4), 0, "%s", er_msg());
+    char *text = objective_config_text(&oc);
+    const char *order[] = {"model.arch = ", "model.img = 32\n", "eval.split = ", "eval.every = ", "train.epochs = ",
+                           "train.beta2 = ", "train.optimizer = sgd\n", "train.momentum = 0.5\n",
+                           "train.nesterov = true\n", "train.warmup_epochs = ", "out.dir = ", "out.ckpt_every = "};
+    const char *prev = text;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const char *p = strstr(text, order[i]);
+        cr_assert(p && p >= prev, "'%s' missing or out of order in\n%s", order[i], text);
+        cr_assert_null(strstr(p + 1, order[i]), "'%s' twice", order[i]);
+        prev = p;
+    }
+    train_loop_config lc;
+    cr_assert_eq(loop_keys_to_config(&oc.loop, &lc), 0, "%s", er_msg());
+    cr_assert_eq(lc.optimizer, OPTIM_SGD);
+    cr_assert_eq(lc.momentum, 0.5);
+    cr_assert_eq(lc.nesterov, 1);
+    cr_assert_eq(lc.world_size, 1);
+    /* MAE's rule: lr = blr * batch * accum / 256 */
+    oc.loop.blr = 1e-3; oc.loop.batch = 64; oc.loop.accum = 2;
+    cr_assert_eq(loop_keys_to_config(&oc.loop, &lc), 0, "%s", er_msg());
+    cr_assert_eq(lc.lr, 1e-3 * 64 * 2 / 256.0);
+    free(text);
+    objective_config_free(&oc);
+}

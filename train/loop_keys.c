@@ -1,0 +1,86 @@
+/* loop_keys.c — the training loop's shared config keys (see loop_keys.h). */
+#include "train/loop_keys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/base/base.h"
+
+void loop_keys_defaults(loop_keys *k, const char *objective) {
+    memset(k, 0, sizeof *k);
+    k->epochs = 100; k->batch = 32; k->accum = 1;
+    k->lr = 1e-3; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.999;
+    cfg_set_str(&k->optimizer, "adamw");
+    k->warmup_steps = -1;
+    cfg_set_str(&k->device, "cpu");
+    cfg_set_str(&k->precision, "fp32");
+    char out[256];
+    snprintf(out, sizeof out, "out/train_%s", objective ? objective : "run");
+    cfg_set_str(&k->out, out);
+    k->log_every = 10; k->ckpt_every = 500;
+}
+
+const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
+    static __thread cfg_spec s[32];
+    int i = 0;
+#define K(key, type, field, help) s[i++] = (cfg_spec){key, type, &k->field, help}
+    K("eval.every", CFG_INT, eval_every, "evaluate every N steps (0 = never)");
+    K("train.epochs", CFG_INT, epochs, "epochs (used when train.steps = 0)");
+    K("train.steps", CFG_INT, steps, "optimizer steps (0 = from epochs)");
+    K("train.batch", CFG_INT, batch, "samples per micro-batch");
+    K("train.accum", CFG_INT, accum, "micro-batches per update (effective batch = batch * accum)");
+    K("train.lr", CFG_DOUBLE, lr, "peak learning rate (used when train.blr = 0)");
+    K("train.blr", CFG_DOUBLE, blr, "base lr: lr = blr * effective batch / 256 (MAE rule)");
+    K("train.min_lr", CFG_DOUBLE, min_lr, "cosine floor");
+    K("train.weight_decay", CFG_DOUBLE, weight_decay, "weight decay (AdamW decoupled, SGD added to the gradient)");
+    K("train.beta1", CFG_DOUBLE, beta1, "AdamW beta1");
+    K("train.beta2", CFG_DOUBLE, beta2, "AdamW beta2");
+    K("train.optimizer", CFG_STR, optimizer, "adamw | sgd (timm no-decay groups for both)");
+    K("train.momentum", CFG_DOUBLE, momentum, "SGD momentum in [0, 1)");
+    K("train.nesterov", CFG_BOOL, nesterov, "SGD Nesterov momentum (needs train.momentum > 0)");
+    K("train.warmup_epochs", CFG_DOUBLE, warmup_epochs, "linear warm-up (epochs)");
+    K("train.warmup_steps", CFG_INT, warmup_steps, "linear warm-up (steps; -1 = from epochs)");
+    K("train.clip", CFG_DOUBLE, clip, "max global gradient norm (0 = off)");
+    K("train.seed", CFG_INT, seed, "seed of init, data order, augmentation and masking");
+    K("train.threads", CFG_INT, threads, "OpenMP threads (0 = default)");
+    K("train.device", CFG_STR, device, "cpu | cuda (--device)");
+    K("train.precision", CFG_STR, precision, "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
+    K("out.dir", CFG_STR, out, "output folder (checkpoint, log, loss curve, the objective's exports)");
+    K("out.log_every", CFG_INT, log_every, "log/progress every N steps");
+    K("out.ckpt_every", CFG_INT, ckpt_every, "checkpoint every N steps (and at the end)");
+#undef K
+    *n = i;
+    return s;
+}
+
+void loop_keys_free(loop_keys *k) {
+    int n;
+    const cfg_spec *s = loop_keys_specs(k, &n);
+    cfg_free_strings(s, n);
+}
+
+double loop_keys_lr(const loop_keys *k) { return k->blr > 0 ? k->blr * k->batch * k->accum / 256.0 : k->lr; }
+
+int loop_keys_to_config(const loop_keys *k, train_loop_config *lc) {
+    optim_kind kind;
+    if (!strcmp(k->optimizer, "adamw")) kind = OPTIM_ADAMW;
+    else if (!strcmp(k->optimizer, "sgd")) kind = OPTIM_SGD;
+    else return er_fail(ER_INPUT, "train.optimizer must be 'adamw' or 'sgd', got '%s'", k->optimizer);
+    if (!(k->momentum >= 0 && k->momentum < 1))
+        return er_fail(ER_INPUT, "train.momentum must be in [0, 1), got %g", k->momentum);
+    if (kind == OPTIM_SGD && k->nesterov && k->momentum == 0)
+        return er_fail(ER_INPUT, "train.nesterov = true needs train.momentum > 0");
+    if (kind == OPTIM_ADAMW && (k->momentum != 0 || k->nesterov))
+        return er_fail(ER_INPUT, "train.momentum and train.nesterov apply to train.optimizer = sgd, not '%s'", k->optimizer);
+    if (k->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1, got %d", k->accum);
+    if (k->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1, got %d", k->batch);
+    train_loop_config c = {
+        .steps = k->steps, .epochs = k->epochs, .warmup_steps = k->warmup_steps, .warmup_epochs = k->warmup_epochs,
+        .lr = loop_keys_lr(k), .min_lr = k->min_lr, .weight_decay = k->weight_decay, .beta1 = k->beta1,
+        .beta2 = k->beta2, .eps = 1e-8, .optimizer = kind, .momentum = k->momentum, .nesterov = k->nesterov,
+        .clip = k->clip, .accum = k->accum, .log_every = k->log_every, .ckpt_every = k->ckpt_every,
+        .eval_every = k->eval_every, .out_dir = k->out, .world_size = 1,
+    };
+    *lc = c;
+    return ER_OK;
+}

@@ -1,0 +1,43 @@
+/* loop_keys.h — the config keys of the training loop, declared once for every objective.
+ *
+ * `eval.every`, `train.*` and `out.*` configure train/loop.h (schedule, optimizer, accumulation,
+ * clipping, logging, checkpoints) and the process (seed, threads, device, precision); an objective
+ * declares only its own keys (train/objective.h) and reads the shared ones it needs (batch, seed,
+ * device, out.dir) from loop_keys. The table order is the order of the `key = value` lines a
+ * checkpoint stores (endoret.config), so keys are only ever appended to their group. */
+#ifndef ENDORET_TRAIN_LOOP_KEYS_H
+#define ENDORET_TRAIN_LOOP_KEYS_H
+
+#include "nn/base/config.h"
+#include "train/loop.h"
+
+typedef struct {
+    int eval_every;
+    int epochs, steps, batch, accum;
+    double lr, blr, min_lr, weight_decay, beta1, beta2;
+    char *optimizer;               /* "adamw" | "sgd" */
+    double momentum;               /* SGD */
+    int nesterov;                  /* SGD */
+    double warmup_epochs;
+    int warmup_steps;
+    double clip;
+    int seed, threads;
+    char *device;                  /* "cpu" | "cuda" (--device) */
+    char *precision;               /* "fp32" | "bf16" (--precision) */
+    char *out;
+    int log_every, ckpt_every;
+} loop_keys;
+
+/* Generic defaults (AdamW as timm/MAE use it); out.dir = out/train_<objective>. An objective may
+ * change them afterwards (objective_def.loop_defaults). */
+void loop_keys_defaults(loop_keys *k, const char *objective);
+/* The key table bound to k (n receives its length). */
+const cfg_spec *loop_keys_specs(loop_keys *k, int *n);
+void loop_keys_free(loop_keys *k);
+/* The effective peak lr: train.blr * batch * accum / 256 when train.blr > 0 (MAE's rule), else train.lr. */
+double loop_keys_lr(const loop_keys *k);
+/* Checks the values (ER_INPUT, one message naming the key) and fills the loop config; the caller
+ * sets progress, resume, config_text, stop_after and the data-parallel fields. */
+int loop_keys_to_config(const loop_keys *k, train_loop_config *lc);
+
+#endif

@@ -1,0 +1,63 @@
+/* objective.c — the objective registry and the combined (objective + loop) config. */
+#include "train/objective.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/base/base.h"
+#include "train/objective_image.h"
+
+/* Every objective `endoret train` knows, in --help order. Add a new one here. */
+static const objective_def *const objectives[] = {
+    &objective_image,
+};
+
+const objective_def *const *objective_list(int *n) {
+    *n = (int)(sizeof objectives / sizeof objectives[0]);
+    return objectives;
+}
+
+const objective_def *objective_find(const char *name) {
+    int n;
+    const objective_def *const *all = objective_list(&n);
+    char known[256] = "";
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        if (name && !strcmp(all[i]->name, name)) return all[i];
+        o += snprintf(known + o, o < sizeof known ? sizeof known - o : 0, "%s%s", i ? ", " : "", all[i]->name);
+    }
+    er_fail(ER_INPUT, "unknown objective '%s' (known: %s)", name ? name : "", known);
+    return NULL;
+}
+
+void objective_config_init(objective_config *oc, const objective_def *def) {
+    memset(oc, 0, sizeof *oc);
+    oc->def = def;
+    oc->cfg = xcalloc(1, def->cfg_size);
+    loop_keys_defaults(&oc->loop, def->name);
+    def->defaults(oc->cfg, &oc->loop);
+    int no, nl;
+    const cfg_spec *so = def->specs(oc->cfg, &no);
+    const cfg_spec *sl = loop_keys_specs(&oc->loop, &nl);
+    oc->specs = xmalloc((size_t)(no + nl) * sizeof *oc->specs);
+    memcpy(oc->specs, so, (size_t)no * sizeof *so);
+    memcpy(oc->specs + no, sl, (size_t)nl * sizeof *sl);
+    oc->nspecs = no + nl;
+}
+
+int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets) {
+    int rc = path ? cfg_load(path, oc->specs, oc->nspecs) : ER_OK;
+    for (int i = 0; rc == ER_OK && i < nsets; i++) rc = cfg_set(sets[i], "--set", oc->specs, oc->nspecs);
+    return rc;
+}
+
+char *objective_config_text(const objective_config *oc) { return cfg_to_string(oc->specs, oc->nspecs); }
+
+void objective_config_free(objective_config *oc) {
+    if (!oc->def) return;
+    oc->def->free_cfg(oc->cfg);
+    loop_keys_free(&oc->loop);
+    free(oc->cfg);
+    free(oc->specs);
+    memset(oc, 0, sizeof *oc);
+}

@@ -1,0 +1,56 @@
+/* objective.h — the registry of training objectives (`endoret train <name>`).
+ *
+ * An objective is what train/loop.h trains: it owns a model, its data and the loss of one
+ * micro-batch. Each registers one objective_def here (the table in objective.c): a name, a one-line
+ * help, its own config keys (a cfg_spec table bound to its config struct) and a create function
+ * returning the loop's train_objective interface. The loop's keys (eval.every, train.*, out.*:
+ * train/loop_keys.h) are shared by every objective; a run's effective config is the objective's
+ * keys followed by the loop's, in table order (what the checkpoint stores as endoret.config). */
+#ifndef ENDORET_TRAIN_OBJECTIVE_H
+#define ENDORET_TRAIN_OBJECTIVE_H
+
+#include <stddef.h>
+
+#include "nn/base/config.h"
+#include "train/loop.h"
+#include "train/loop_keys.h"
+
+typedef struct objective_def {
+    const char *name;       /* `endoret train <name>` */
+    const char *help;       /* one line for `endoret train --help` */
+    const char *usage;      /* config files to start from, for `--help` of the objective */
+    size_t cfg_size;        /* sizeof the objective's config struct */
+    /* Fills the objective's config with its defaults and may change the shared ones (k already holds
+     * loop_keys_defaults). */
+    void (*defaults)(void *cfg, loop_keys *k);
+    /* The objective's own key table bound to cfg (n receives its length). */
+    const cfg_spec *(*specs)(void *cfg, int *n);
+    void (*free_cfg)(void *cfg);
+    /* Builds the model and loads the data; fills *out (its `free` releases everything). ER_INPUT with
+     * one message for a bad config. */
+    int (*create)(const void *cfg, const loop_keys *k, train_objective *out);
+} objective_def;
+
+/* The registered objectives, in `--help` order. */
+const objective_def *const *objective_list(int *n);
+/* The objective called `name`; NULL with an ER_INPUT message naming the known ones. */
+const objective_def *objective_find(const char *name);
+
+/* An objective's config with the shared loop keys: the combined key table (objective's keys first). */
+typedef struct {
+    const objective_def *def;
+    void *cfg;              /* def->cfg_size bytes */
+    loop_keys loop;
+    cfg_spec *specs;
+    int nspecs;
+} objective_config;
+
+/* Defaults of `def` (objective + loop keys). */
+void objective_config_init(objective_config *oc, const objective_def *def);
+/* Reads a config file (NULL: none) and then each "key=value" of sets (the --set overrides). */
+int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets);
+/* The effective config as `key = value` lines, objective keys then loop keys (malloc'd). */
+char *objective_config_text(const objective_config *oc);
+void objective_config_free(objective_config *oc);
+
+#endif
