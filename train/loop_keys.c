@@ -23,31 +23,31 @@ void loop_keys_defaults(loop_keys *k, const char *objective) {
 const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     static __thread cfg_spec s[32];
     int i = 0;
-#define K(key, type, field, help) s[i++] = (cfg_spec){key, type, &k->field, help}
-    K("eval.every", CFG_INT, eval_every, "evaluate every N steps (0 = never)");
-    K("train.epochs", CFG_INT, epochs, "epochs (used when train.steps = 0)");
-    K("train.steps", CFG_INT, steps, "optimizer steps (0 = from epochs)");
-    K("train.batch", CFG_INT, batch, "samples per micro-batch");
-    K("train.accum", CFG_INT, accum, "micro-batches per update (effective batch = batch * accum)");
-    K("train.lr", CFG_DOUBLE, lr, "peak learning rate (used when train.blr = 0)");
-    K("train.blr", CFG_DOUBLE, blr, "base lr: lr = blr * effective batch / 256 (MAE rule)");
-    K("train.min_lr", CFG_DOUBLE, min_lr, "cosine floor");
-    K("train.weight_decay", CFG_DOUBLE, weight_decay, "weight decay (AdamW decoupled, SGD added to the gradient)");
-    K("train.beta1", CFG_DOUBLE, beta1, "AdamW beta1");
-    K("train.beta2", CFG_DOUBLE, beta2, "AdamW beta2");
-    K("train.optimizer", CFG_STR, optimizer, "adamw | sgd (timm no-decay groups for both)");
-    K("train.momentum", CFG_DOUBLE, momentum, "SGD momentum in [0, 1)");
-    K("train.nesterov", CFG_BOOL, nesterov, "SGD Nesterov momentum (needs train.momentum > 0)");
-    K("train.warmup_epochs", CFG_DOUBLE, warmup_epochs, "linear warm-up (epochs)");
-    K("train.warmup_steps", CFG_INT, warmup_steps, "linear warm-up (steps; -1 = from epochs)");
-    K("train.clip", CFG_DOUBLE, clip, "max global gradient norm (0 = off)");
-    K("train.seed", CFG_INT, seed, "seed of init, data order, augmentation and masking");
-    K("train.threads", CFG_INT, threads, "OpenMP threads (0 = default)");
-    K("train.device", CFG_STR, device, "cpu | cuda (--device)");
-    K("train.precision", CFG_STR, precision, "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
-    K("out.dir", CFG_STR, out, "output folder (checkpoint, log, loss curve, the objective's exports)");
-    K("out.log_every", CFG_INT, log_every, "log/progress every N steps");
-    K("out.ckpt_every", CFG_INT, ckpt_every, "checkpoint every N steps (and at the end)");
+#define K(key, type, field, range, help) s[i++] = (cfg_spec){key, type, &k->field, help, range}
+    K("eval.every", CFG_INT, eval_every, "[0, inf)", "evaluate every N steps (0 = never)");
+    K("train.epochs", CFG_INT, epochs, "[1, 1000000]", "epochs (used when train.steps = 0)");
+    K("train.steps", CFG_INT, steps, "[0, inf)", "optimizer steps (0 = from epochs)");
+    K("train.batch", CFG_INT, batch, "[1, 65536]", "samples per micro-batch");
+    K("train.accum", CFG_INT, accum, "[1, 65536]", "micro-batches per update (effective batch = batch * accum)");
+    K("train.lr", CFG_DOUBLE, lr, "[0, inf)", "peak learning rate (used when train.blr = 0)");
+    K("train.blr", CFG_DOUBLE, blr, "[0, inf)", "base lr: lr = blr * effective batch / 256 (MAE rule)");
+    K("train.min_lr", CFG_DOUBLE, min_lr, "[0, inf)", "cosine floor");
+    K("train.weight_decay", CFG_DOUBLE, weight_decay, "[0, inf)", "weight decay (AdamW decoupled, SGD added to the gradient)");
+    K("train.beta1", CFG_DOUBLE, beta1, "[0, 1)", "AdamW beta1");
+    K("train.beta2", CFG_DOUBLE, beta2, "[0, 1)", "AdamW beta2");
+    K("train.optimizer", CFG_STR, optimizer, "adamw|sgd", "adamw | sgd (timm no-decay groups for both)");
+    K("train.momentum", CFG_DOUBLE, momentum, "[0, 1)", "SGD momentum in [0, 1)");
+    K("train.nesterov", CFG_BOOL, nesterov, NULL, "SGD Nesterov momentum (needs train.momentum > 0)");
+    K("train.warmup_epochs", CFG_DOUBLE, warmup_epochs, "[0, inf)", "linear warm-up (epochs)");
+    K("train.warmup_steps", CFG_INT, warmup_steps, "[-1, inf)", "linear warm-up (steps; -1 = from epochs)");
+    K("train.clip", CFG_DOUBLE, clip, "[0, inf)", "max global gradient norm (0 = off)");
+    K("train.seed", CFG_INT, seed, "[0, inf)", "seed of init, data order, augmentation and masking");
+    K("train.threads", CFG_INT, threads, "[0, 1024]", "OpenMP threads (0 = default)");
+    K("train.device", CFG_STR, device, "cpu|cuda|cuda:N", "cpu | cuda (--device)");
+    K("train.precision", CFG_STR, precision, "fp32|bf16", "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
+    K("out.dir", CFG_STR, out, "path", "output folder (checkpoint, log, loss curve, the objective's exports)");
+    K("out.log_every", CFG_INT, log_every, "[1, inf)", "log/progress every N steps");
+    K("out.ckpt_every", CFG_INT, ckpt_every, "[1, inf)", "checkpoint every N steps (and at the end)");
 #undef K
     *n = i;
     return s;

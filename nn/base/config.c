@@ -61,12 +61,16 @@ static int parse_interval(const char *r, double *lo, double *hi, int *lo_open, i
     return *lo <= *hi ? 0 : -1;
 }
 
+/* v is one of "a|b|c"; a choice "name:N" also matches "name:" followed by decimal digits. */
 static int in_choices(const char *choices, const char *v) {
     size_t len = strlen(v);
     for (const char *p = choices; *p;) {
         const char *bar = strchr(p, '|');
         size_t n = bar ? (size_t)(bar - p) : strlen(p);
         if (n == len && !strncmp(p, v, n)) return 1;
+        if (n >= 2 && p[n - 2] == ':' && p[n - 1] == 'N' && len > n - 1 && !strncmp(p, v, n - 1) &&
+            strspn(v + n - 1, "0123456789") == len - (n - 1))
+            return 1;
         if (!bar) break;
         p = bar + 1;
     }
