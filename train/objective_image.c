@@ -14,7 +14,9 @@
 #include "infer/eval/multiview.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/memory.h"
 #include "nn/models/mae.h"
+#include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
 #include "nn/base/rng.h"
@@ -132,6 +134,35 @@ struct image_objective {
     int64_t *eval_scene, *eval_view;
 };
 
+/* The footprint of a training step (nn/base/memory.h), from the config alone: encoder, MAE decoder
+ * and SSCD head weights, their gradients and optimizer state, and the activations of one
+ * micro-batch of 2B views (nn/models/vit_memory.h). On a GPU the activations live in device
+ * memory, which this host check does not see: it runs for train.device = cpu. The image cache
+ * (rows x 3 x short side^2 bytes) is not counted: the manifest is not read yet. */
+static int image_memory_check(const image_cfg *c, const loop_keys *k, int device) {
+    vit_config v;
+    int rc = image_cfg_vit(c, &v);
+    if (rc || device != DEV_CPU) return rc;
+    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch;
+    double K = c->mask_ratio > 0 ? mae_len_keep((int)L, c->mask_ratio) : L, R = v.registers;
+    double enc = vit_param_count(&v), fixed = v.pos_fixed ? (v.pos_prefix + L) * v.dim : 0;
+    double dd = c->dec_dim, pdim = 3.0 * v.patch * v.patch, dec = 0, head = 0;
+    if (c->w_mae > 0) /* decoder_embed, mask_token, decoder_pos_embed, blocks (mlp 4), norm, decoder_pred */
+        dec = dd * v.dim + dd + dd + (1 + L) * dd + c->dec_depth * (12 * dd * dd + 13 * dd) + 2 * dd + pdim * dd + pdim;
+    if (c->w_con > 0 && c->head_dim > 0) head = (double)c->head_dim * v.dim + c->head_dim;
+    double trainable = enc - fixed + dec + head;
+    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
+    mem_estimate m = {0};
+    m.params = 4 * (enc + dec + head);
+    m.grads = 4 * trainable;
+    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * trainable;
+    m.activations = vit_blocks_train_bytes(v.dim, v.depth, v.heads, v.mlp_ratio, M, K + 1 + R);
+    if (c->w_mae > 0) m.activations += vit_blocks_train_bytes((int)dd, c->dec_depth, c->dec_heads, 4, M, L + 1 + R) +
+                                       2 * 4 * M * L * pdim * 2; /* prediction, target and their gradients */
+    m.data = 4 * M * 3.0 * v.img * v.img * 3; /* the augmented views: host buffer, device tensor, patches */
+    return mem_check(&m, "train image", "train.batch, model.img or the model size");
+}
+
 int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out) {
     *out = NULL;
     int device, rc0;
@@ -148,6 +179,7 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     if (c->w_mae > 0 && c->mask_ratio <= 0) return er_fail(ER_INPUT, "MAE needs mae.mask_ratio > 0");
     if (c->tau <= 0) return er_fail(ER_INPUT, "loss.tau must be > 0");
+    if ((rc0 = image_memory_check(c, k, device))) return rc0; /* before anything is allocated */
     image_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c; /* strings stay owned by the caller's config */
     o->device = device;

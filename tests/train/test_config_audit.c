@@ -56,3 +56,30 @@ Test(config_audit, device_index_form_is_accepted_by_the_key) {
     cr_expect_eq(objective_config_load(&oc, NULL, sets, 2), ER_OK, "%s", er_msg());
     objective_config_free(&oc);
 }
+
+/* The footprint check runs before the manifest is read: with too little memory the run is refused
+ * with the estimate; with enough, the next error is the missing manifest. */
+static int create_image(const char *img, const char *limit) {
+    objective_config oc;
+    objective_config_init(&oc, objective_find("image"));
+    char *sets[3] = {"data.manifest=/nonexistent/m.csv", (char *)img, "model.arch=vit_small"};
+    cr_assert_eq(objective_config_load(&oc, NULL, sets, 3), ER_OK, "%s", er_msg());
+    setenv("ENDORET_MEM_LIMIT", limit, 1);
+    train_objective obj;
+    int rc = oc.def->create(oc.cfg, &oc.loop, &obj);
+    unsetenv("ENDORET_MEM_LIMIT");
+    if (rc == ER_OK) obj.free(obj.self);
+    objective_config_free(&oc);
+    return rc;
+}
+
+Test(config_audit, a_run_that_cannot_fit_is_refused_with_its_estimate) {
+    cr_assert_eq(create_image("model.img=2048", "64G"), ER_INPUT);
+    cr_expect(strstr(er_msg(), "train image needs about"), "%s", er_msg());
+    cr_expect(strstr(er_msg(), "activations"), "%s", er_msg());
+    cr_expect(strstr(er_msg(), "64.0 GiB available"), "%s", er_msg());
+    cr_assert_eq(create_image("model.img=224", "64G"), ER_INPUT);
+    cr_expect(strstr(er_msg(), "/nonexistent/m.csv"), "enough memory: the next error is the manifest: %s", er_msg());
+    cr_assert_eq(create_image("model.img=224", "1G"), ER_INPUT);
+    cr_expect(strstr(er_msg(), "needs about"), "%s", er_msg());
+}
