@@ -27,7 +27,8 @@ Test(train_objective, registry_lists_and_finds) {
 static int run_train(const char *set1, const char *set2) {
     const char *d = test_tmpdir();
     char *cfg = path_join(d, "c.cfg");
-    const char *text = "[data]\nmanifest = /nonexistent/manifest.csv\n";
+    /* a small model: the default (ViT-L, batch 32) is refused by the memory check on small machines */
+    const char *text = "[model]\narch = vit_tiny\nimg = 64\n[data]\nmanifest = /nonexistent/manifest.csv\n";
     cr_assert_eq(write_file_atomic(cfg, text, strlen(text)), 0);
     char *argv[] = {"train", "image", "--config", cfg, "--set", (char *)set1, "--set", (char *)set2, "--quiet", NULL};
     int rc = cmd_train(9, argv);
