@@ -111,16 +111,17 @@ static int bench_train(int argc, char **argv) {
     double t_train = 0;
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
+        nn_ctx ctx = nn_ctx_train(1, s, 0);
         tensor *loss;
         if (mae) { /* masking is host work of the step, as in a real run */
             mae_masking(batch, L, K, NULL, NULL, 1, (uint64_t)s, shuffle, restore, mask);
             for (int b = 0; b < batch; b++) memcpy(keep + (size_t)b * K, shuffle + (size_t)b * L, K * sizeof(int32_t));
             tensor *xt = tensor_upload(device, 4, SHAPE(batch, 3, img, img), x);
-            tensor *latent = vit_forward_t(v, xt, keep, K);
-            tensor *pred = mae_decoder_forward(&dec, latent, c.registers, restore);
+            tensor *latent = vit_forward_t(v, &ctx, xt, keep, K);
+            tensor *pred = mae_decoder_forward(&dec, &ctx, latent, c.registers, restore);
             loss = mae_loss_t(pred, mae_target_t(xt, c.patch, 1), mask);
         } else {
-            tensor *cls = vit_cls(v, x, batch);
+            tensor *cls = vit_cls(v, &ctx, x, batch);
             loss = op_mean_all(op_mul(cls, cls));
         }
         if (!loss) { rc = ER_RUNTIME; break; }
@@ -135,7 +136,7 @@ static int bench_train(int argc, char **argv) {
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
         NO_GRAD {
-            tensor *cls = vit_cls(v, x, batch);
+            tensor *cls = vit_cls(v, &NN_EVAL, x, batch);
             if (!cls) rc = ER_RUNTIME;
             else (void)tensor_item(cls);
         }

@@ -93,7 +93,7 @@ static int train_image(int argc, char **argv) {
         vit *v = image_objective_encoder(o);
         if (!quiet)
             fprintf(stderr, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters) on %s/%s, %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
-                    c.arch, c.img, c.img, v->cfg.dim, v->cfg.depth, v->cfg.heads,
+                    c.model.arch, c.model.img, c.model.img, v->cfg.dim, v->cfg.depth, v->cfg.heads,
                     (long long)params_numel(obj.params), c.device, c.precision, image_objective_images(o),
                     c.batch, 2, c.accum, (long long)obj.steps_per_epoch, lr, c.out);
         rc = train_loop_run(&lc, &obj);
