@@ -50,6 +50,7 @@ typedef struct model_arch {
     /* ---- instance operations ---- */
     tensor *(*descriptor)(model *m, const nn_ctx *ctx, const float *images, int B); /* [B, dim] */
     int (*set_img)(model *m, int img);           /* NULL: the input side is fixed */
+    double (*forward_flops)(const model *m, int B); /* descriptor forward of B images (mul-add = 2) */
     void (*describe)(const model *m, char *buf, size_t n); /* "vit dim 384 depth 12 ...: what" */
     void (*add_meta)(const model *m, st_writer *w);        /* what `load` needs to rebuild it */
     void (*destroy)(model *m);                   /* frees impl (which owns the tensors) */

@@ -140,6 +140,11 @@ static int set_img(model *m, int img) {
     return rc;
 }
 
+static double forward_flops(const model *m, int B) {
+    const vit *v = m->impl;
+    return vit_forward_flops(&v->cfg, B, 1 + v->cfg.registers + v->L);
+}
+
 static void describe(const model *m, char *buf, size_t n) {
     const vit_config *c = &((const vit *)m->impl)->cfg;
     snprintf(buf, n, "endofinder vit dim %d depth %d patch %d img %d: L2-normalised [CLS]", c->dim, c->depth,
@@ -165,6 +170,7 @@ const model_arch vit_arch = {
     .load = load,
     .descriptor = descriptor,
     .set_img = set_img,
+    .forward_flops = forward_flops,
     .describe = describe,
     .add_meta = add_meta,
     .destroy = destroy,
