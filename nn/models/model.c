@@ -37,6 +37,14 @@ const model_arch *model_arch_find(const char *arch) {
     return NULL;
 }
 
+/* The current error message prefixed with where it happened (er_msg is copied first: er_fail
+ * writes the buffer it would read). */
+static int fail_at(const char *where) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", er_msg());
+    return er_fail(ER_INPUT, "%s: %s", where, msg);
+}
+
 /* The family's config struct with its defaults and its key table. */
 typedef struct {
     const model_arch *arch;
@@ -67,7 +75,7 @@ static int load_from_config(const st_file *f, const char *text, model **out) {
     if (sscanf(line, "model.arch = %127[^\n]", name) != 1)
         return er_fail(ER_INPUT, "%s: endoret.config: empty model.arch", f->path);
     const model_arch *a = model_arch_find(name);
-    if (!a) return er_fail(ER_INPUT, "%s: endoret.config: %s", f->path, er_msg());
+    if (!a) return fail_at(f->path);
     arch_args x;
     args_open(a, &x);
     char *copy = xstrdup(text), *save = NULL;
@@ -98,8 +106,7 @@ int model_load(const char *path, const char *arch, char **sets, int nsets, model
     const char *config = st_meta(&f, "endoret.config");
     const model_arch *a = NULL;
     if (name) {
-        if (!(a = model_arch_find(name)))
-            rc = er_fail(ER_INPUT, "%s: %s%s", path, arch ? "--arch: " : "endoret.arch: ", er_msg());
+        if (!(a = model_arch_find(name))) rc = fail_at(path);
     } else if (config) {
         rc = load_from_config(&f, config, out);
     } else {

@@ -100,7 +100,7 @@ static int recognises(const st_file *f) {
 static int apply_overrides(const st_file *f, const char *arch, char **sets, int nsets, vit_config *c) {
     if (arch && !st_meta(f, "endoret.vit.heads")) {
         vit_config p;
-        if (vit_config_preset(arch, &p)) return er_fail(ER_INPUT, "%s: %s", f->path, er_msg());
+        if (vit_config_preset(arch, &p)) return ER_INPUT; /* model_load checked the name */
         if (p.dim != c->dim) return er_fail(ER_INPUT, "%s: width %d, but %s is %d wide", f->path, c->dim, arch, p.dim);
         c->heads = p.heads;
     }
