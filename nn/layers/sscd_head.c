@@ -4,20 +4,18 @@
 #include <string.h>
 
 #include "nn/init.h"
+#include "nn/layers/layer_params.h"
 #include "nn/ops.h"
-#include "nn/base/rng.h"
 
 void sscd_head_init(sscd_head *h, int in, int out, uint64_t seed, param_list *pl) {
     memset(h, 0, sizeof *h);
     h->in = in;
     h->out = out;
     if (out <= 0) return;
-    h->w = tensor_param("head.weight", 2, SHAPE(out, in));
-    params_add(pl, h->w);
-    rng_t r = rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 2));
+    h->w = layer_param(pl, "head.weight", 2, SHAPE(out, in));
+    rng_t r = layer_param_rng(seed, pl, 2);
     init_xavier_uniform(h->w->data, tensor_numel(h->w), in, out, 1.0f, &r);
-    h->b = tensor_param("head.bias", 1, SHAPE(out));
-    params_add(pl, h->b);
+    h->b = layer_param(pl, "head.bias", 1, SHAPE(out));
 }
 
 int sscd_head_init_on(int device, sscd_head *h, int in, int out, uint64_t seed, param_list *pl) {

@@ -6,14 +6,8 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/layer_params.h"
 #include "nn/ops.h"
-#include "nn/base/rng.h"
-
-static tensor *named_param(param_list *pl, const char *name, int ndim, const int64_t *shape) {
-    tensor *t = tensor_param(name, ndim, shape);
-    params_add(pl, t);
-    return t;
-}
 
 int mae_decoder_init(mae_decoder *d, const vit_config *enc, int dim, int depth, int heads, uint64_t seed,
                      param_list *pl) {
@@ -25,14 +19,14 @@ int mae_decoder_init(mae_decoder *d, const vit_config *enc, int dim, int depth, 
     d->L = d->grid * d->grid;
     d->patch_dim = enc->patch * enc->patch * enc->in_chans;
     /* MAE init: xavier-uniform linears, zero bias, N(0, 0.02) mask token, fixed sin-cos positions */
-    d->embed_w = named_param(pl, "decoder_embed.weight", 2, SHAPE(dim, enc->dim));
-    d->embed_b = named_param(pl, "decoder_embed.bias", 1, SHAPE(dim));
-    { rng_t r = rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 1));
+    d->embed_w = layer_param(pl, "decoder_embed.weight", 2, SHAPE(dim, enc->dim));
+    d->embed_b = layer_param(pl, "decoder_embed.bias", 1, SHAPE(dim));
+    { rng_t r = layer_param_rng(seed, pl, 1);
       init_xavier_uniform(d->embed_w->data, tensor_numel(d->embed_w), enc->dim, dim, 1.0f, &r); }
-    d->mask_token = named_param(pl, "mask_token", 3, SHAPE(1, 1, dim));
-    { rng_t r = rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 1));
+    d->mask_token = layer_param(pl, "mask_token", 3, SHAPE(1, 1, dim));
+    { rng_t r = layer_param_rng(seed, pl, 1);
       init_normal(d->mask_token->data, dim, 0, 0.02f, &r); }
-    d->pos_embed = named_param(pl, "decoder_pos_embed", 3, SHAPE(1, 1 + d->L, dim));
+    d->pos_embed = layer_param(pl, "decoder_pos_embed", 3, SHAPE(1, 1 + d->L, dim));
     init_sincos_pos_embed_2d(d->pos_embed->data, dim, d->grid, d->grid, 1);
     tensor_set_requires_grad(d->pos_embed, 0);
     d->blocks = xcalloc(depth ? depth : 1, sizeof(vit_block));
@@ -41,12 +35,12 @@ int mae_decoder_init(mae_decoder *d, const vit_config *enc, int dim, int depth, 
         snprintf(prefix, sizeof prefix, "decoder_blocks.%d", i);
         vit_block_init(&d->blocks[i], prefix, dim, 4.0, 1, 0, seed ^ 0x9e3779b97f4a7c15ull, pl);
     }
-    d->norm_w = named_param(pl, "decoder_norm.weight", 1, SHAPE(dim));
+    d->norm_w = layer_param(pl, "decoder_norm.weight", 1, SHAPE(dim));
     init_ones(d->norm_w->data, dim);
-    d->norm_b = named_param(pl, "decoder_norm.bias", 1, SHAPE(dim));
-    d->pred_w = named_param(pl, "decoder_pred.weight", 2, SHAPE(d->patch_dim, dim));
-    d->pred_b = named_param(pl, "decoder_pred.bias", 1, SHAPE(d->patch_dim));
-    { rng_t r = rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 1));
+    d->norm_b = layer_param(pl, "decoder_norm.bias", 1, SHAPE(dim));
+    d->pred_w = layer_param(pl, "decoder_pred.weight", 2, SHAPE(d->patch_dim, dim));
+    d->pred_b = layer_param(pl, "decoder_pred.bias", 1, SHAPE(d->patch_dim));
+    { rng_t r = layer_param_rng(seed, pl, 1);
       init_xavier_uniform(d->pred_w->data, tensor_numel(d->pred_w), dim, d->patch_dim, 1.0f, &r); }
     return ER_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 #include "nn/base/rng.h"
 
@@ -51,84 +52,6 @@ int vit_config_check(const vit_config *c) {
 
 /* ---------------------------------------------------------------- parameters */
 
-static tensor *new_param(param_list *pl, const char *prefix, const char *name, int ndim, const int64_t *shape) {
-    char full[256];
-    snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", name);
-    tensor *t = tensor_param(full, ndim, shape);
-    params_add(pl, t);
-    return t;
-}
-
-/* One Philox stream per parameter (its index in the list), so adding a module elsewhere does not
- * change these weights' draws. */
-static rng_t param_rng(uint64_t seed, const param_list *pl) {
-    return rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 0));
-}
-
-static void init_linear(tensor *w, tensor *b, uint64_t seed, const param_list *pl) {
-    rng_t r = param_rng(seed, pl);
-    init_xavier_uniform(w->data, tensor_numel(w), w->shape[1], w->shape[0], 1.0f, &r);
-    if (b) init_zeros(b->data, tensor_numel(b));
-}
-
-void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
-                    double ls_init, uint64_t seed, param_list *pl) {
-    memset(b, 0, sizeof *b);
-    int64_t hid = (int64_t)(dim * mlp_ratio);
-    char p[200];
-#define P(name) (snprintf(p, sizeof p, "%s.%s", prefix, name), p)
-    b->norm1_w = new_param(pl, "", P("norm1.weight"), 1, SHAPE(dim));
-    init_ones(b->norm1_w->data, dim);
-    b->norm1_b = new_param(pl, "", P("norm1.bias"), 1, SHAPE(dim));
-    b->qkv_w = new_param(pl, "", P("attn.qkv.weight"), 2, SHAPE(3 * dim, dim));
-    if (qkv_bias) b->qkv_b = new_param(pl, "", P("attn.qkv.bias"), 1, SHAPE(3 * dim));
-    init_linear(b->qkv_w, b->qkv_b, seed, pl);
-    b->proj_w = new_param(pl, "", P("attn.proj.weight"), 2, SHAPE(dim, dim));
-    b->proj_b = new_param(pl, "", P("attn.proj.bias"), 1, SHAPE(dim));
-    init_linear(b->proj_w, b->proj_b, seed, pl);
-    if (ls_init > 0) {
-        b->ls1 = new_param(pl, "", P("ls1.gamma"), 1, SHAPE(dim));
-        init_constant(b->ls1->data, dim, (float)ls_init);
-    }
-    b->norm2_w = new_param(pl, "", P("norm2.weight"), 1, SHAPE(dim));
-    init_ones(b->norm2_w->data, dim);
-    b->norm2_b = new_param(pl, "", P("norm2.bias"), 1, SHAPE(dim));
-    b->fc1_w = new_param(pl, "", P("mlp.fc1.weight"), 2, SHAPE(hid, dim));
-    b->fc1_b = new_param(pl, "", P("mlp.fc1.bias"), 1, SHAPE(hid));
-    init_linear(b->fc1_w, b->fc1_b, seed, pl);
-    b->fc2_w = new_param(pl, "", P("mlp.fc2.weight"), 2, SHAPE(dim, hid));
-    b->fc2_b = new_param(pl, "", P("mlp.fc2.bias"), 1, SHAPE(dim));
-    init_linear(b->fc2_w, b->fc2_b, seed, pl);
-    if (ls_init > 0) {
-        b->ls2 = new_param(pl, "", P("ls2.gamma"), 1, SHAPE(dim));
-        init_constant(b->ls2->data, dim, (float)ls_init);
-    }
-#undef P
-}
-
-tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int heads, float eps) {
-    (void)ctx; /* no dropout / drop-path in these blocks yet */
-    if (!x) return NULL;
-    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2], Dh = D / heads;
-    tensor *h = op_layernorm(x, b->norm1_w, b->norm1_b, eps);
-    tensor *qkv = op_linear(h, b->qkv_w, b->qkv_b);                       /* [B,T,3D] */
-    qkv = op_reshape(qkv, 5, SHAPE(B, T, 3, heads, Dh));
-    qkv = op_permute(qkv, (const int[]){2, 0, 3, 1, 4});                /* [3,B,H,T,Dh] */
-    tensor *q = op_squeeze(op_slice(qkv, 0, 0, 1), 0);
-    tensor *k = op_squeeze(op_slice(qkv, 0, 1, 2), 0);
-    tensor *v = op_squeeze(op_slice(qkv, 0, 2, 3), 0);
-    tensor *a = op_attention(q, k, v, NULL, MASK_NONE, 0.0f);           /* [B,H,T,Dh] */
-    a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, D));
-    a = op_linear(a, b->proj_w, b->proj_b);
-    if (b->ls1) a = op_mul(a, b->ls1);
-    x = op_add(x, a);
-    h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
-    h = op_gelu(op_linear(h, b->fc1_w, b->fc1_b));
-    h = op_linear(h, b->fc2_w, b->fc2_b);
-    if (b->ls2) h = op_mul(h, b->ls2);
-    return op_add(x, h);
-}
-
 static void fill_sincos(vit *v) {
     int P = v->cfg.pos_prefix, D = v->cfg.dim;
     /* MAE layout: the [CLS] row (when present) is zero; registers with a position too */
@@ -146,25 +69,25 @@ vit *vit_new(const vit_config *cfg, uint64_t seed) {
     v->L = v->grid * v->grid;
     int D = cfg->dim, p = cfg->patch;
     param_list *pl = &v->params;
-    v->cls_token = new_param(pl, "", "cls_token", 3, SHAPE(1, 1, D));
-    { rng_t r = param_rng(seed, pl); init_normal(v->cls_token->data, D, 0, 0.02f, &r); }
+    v->cls_token = layer_param(pl, "cls_token", 3, SHAPE(1, 1, D));
+    { rng_t r = layer_param_rng(seed, pl, 0); init_normal(v->cls_token->data, D, 0, 0.02f, &r); }
     if (cfg->registers > 0) {
-        v->reg_token = new_param(pl, "", "reg_token", 3, SHAPE(1, cfg->registers, D));
-        rng_t r = param_rng(seed, pl);
+        v->reg_token = layer_param(pl, "reg_token", 3, SHAPE(1, cfg->registers, D));
+        rng_t r = layer_param_rng(seed, pl, 0);
         init_normal(v->reg_token->data, (int64_t)cfg->registers * D, 0, 0.02f, &r);
     }
-    v->pos_embed = new_param(pl, "", "pos_embed", 3, SHAPE(1, cfg->pos_prefix + v->L, D));
+    v->pos_embed = layer_param(pl, "pos_embed", 3, SHAPE(1, cfg->pos_prefix + v->L, D));
     if (cfg->pos_fixed) {
         fill_sincos(v);
         tensor_set_requires_grad(v->pos_embed, 0);
     } else {
-        rng_t r = param_rng(seed, pl);
+        rng_t r = layer_param_rng(seed, pl, 0);
         init_trunc_normal(v->pos_embed->data, tensor_numel(v->pos_embed), 0, 0.02f, -2, 2, &r);
     }
-    v->patch_w = new_param(pl, "", "patch_embed.proj.weight", 4, SHAPE(D, cfg->in_chans, p, p));
-    v->patch_b = new_param(pl, "", "patch_embed.proj.bias", 1, SHAPE(D));
+    v->patch_w = layer_param(pl, "patch_embed.proj.weight", 4, SHAPE(D, cfg->in_chans, p, p));
+    v->patch_b = layer_param(pl, "patch_embed.proj.bias", 1, SHAPE(D));
     {
-        rng_t r = param_rng(seed, pl);
+        rng_t r = layer_param_rng(seed, pl, 0);
         init_xavier_uniform(v->patch_w->data, tensor_numel(v->patch_w), (int64_t)cfg->in_chans * p * p, D, 1.0f, &r);
     }
     v->blocks = xcalloc(cfg->depth ? cfg->depth : 1, sizeof(vit_block));
@@ -173,9 +96,9 @@ vit *vit_new(const vit_config *cfg, uint64_t seed) {
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
         vit_block_init(&v->blocks[i], prefix, D, cfg->mlp_ratio, cfg->qkv_bias, cfg->layerscale, seed, pl);
     }
-    v->norm_w = new_param(pl, "", "norm.weight", 1, SHAPE(D));
+    v->norm_w = layer_param(pl, "norm.weight", 1, SHAPE(D));
     init_ones(v->norm_w->data, D);
-    v->norm_b = new_param(pl, "", "norm.bias", 1, SHAPE(D));
+    v->norm_b = layer_param(pl, "norm.bias", 1, SHAPE(D));
     return v;
 }
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "nn/context.h"
+#include "nn/layers/vit_block.h"
 #include "nn/tensor.h"
 
 typedef struct {
@@ -39,19 +40,6 @@ typedef struct {
 int vit_config_preset(const char *name, vit_config *c);
 /* Shape checks (dims divisible, img multiple of patch ...): ER_OK or ER_INPUT naming the field. */
 int vit_config_check(const vit_config *c);
-
-/* One pre-norm transformer block's parameters (shared with the MAE decoder). */
-typedef struct {
-    tensor *norm1_w, *norm1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ls1;
-    tensor *norm2_w, *norm2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b, *ls2;
-} vit_block;
-
-/* Creates the block's parameters named "<prefix>.norm1.weight" ... and appends them to pl,
- * initialised as MAE (xavier-uniform linears, zero biases, unit norms; LayerScale = ls_init). */
-void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
-                    double ls_init, uint64_t seed, param_list *pl);
-/* x [B,T,D] -> [B,T,D]. */
-tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int heads, float eps);
 
 typedef struct {
     vit_config cfg;
