@@ -8,45 +8,53 @@
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 
-static void init_linear(tensor *w, tensor *b, uint64_t seed, const param_list *pl) {
+/* "<prefix>.<name>.weight" [out, in] xavier-uniform and (bias) "<prefix>.<name>.bias" zeros. */
+static void linear(tensor **w, tensor **b, param_list *pl, const char *prefix, const char *name, int64_t out,
+                   int64_t in, int bias, uint64_t seed) {
+    char full[200];
+    snprintf(full, sizeof full, "%s.%s.weight", prefix, name);
+    *w = layer_param(pl, full, 2, SHAPE(out, in));
+    if (bias) {
+        snprintf(full, sizeof full, "%s.%s.bias", prefix, name);
+        *b = layer_param(pl, full, 1, SHAPE(out));
+    }
     rng_t r = layer_param_rng(seed, pl, 0);
-    init_xavier_uniform(w->data, tensor_numel(w), w->shape[1], w->shape[0], 1.0f, &r);
-    if (b) init_zeros(b->data, tensor_numel(b));
+    init_xavier_uniform((*w)->data, out * in, in, out, 1.0f, &r);
+    if (bias) init_zeros((*b)->data, out);
+}
+
+/* LayerNorm "<prefix>.<name>.weight" ones and ".bias" zeros. */
+static void norm(tensor **w, tensor **b, param_list *pl, const char *prefix, const char *name, int dim) {
+    char full[200];
+    snprintf(full, sizeof full, "%s.%s.weight", prefix, name);
+    *w = layer_param(pl, full, 1, SHAPE(dim));
+    init_ones((*w)->data, dim);
+    snprintf(full, sizeof full, "%s.%s.bias", prefix, name);
+    *b = layer_param(pl, full, 1, SHAPE(dim));
+}
+
+/* LayerScale "<prefix>.<name>.gamma" = ls_init, or none when ls_init <= 0. */
+static tensor *layerscale(param_list *pl, const char *prefix, const char *name, int dim, double ls_init) {
+    if (ls_init <= 0) return NULL;
+    char full[200];
+    snprintf(full, sizeof full, "%s.%s.gamma", prefix, name);
+    tensor *t = layer_param(pl, full, 1, SHAPE(dim));
+    init_constant(t->data, dim, (float)ls_init);
+    return t;
 }
 
 void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
                     double ls_init, uint64_t seed, param_list *pl) {
     memset(b, 0, sizeof *b);
     int64_t hid = (int64_t)(dim * mlp_ratio);
-    char p[200];
-#define P(name) (snprintf(p, sizeof p, "%s.%s", prefix, name), p)
-    b->norm1_w = layer_param(pl, P("norm1.weight"), 1, SHAPE(dim));
-    init_ones(b->norm1_w->data, dim);
-    b->norm1_b = layer_param(pl, P("norm1.bias"), 1, SHAPE(dim));
-    b->qkv_w = layer_param(pl, P("attn.qkv.weight"), 2, SHAPE(3 * dim, dim));
-    if (qkv_bias) b->qkv_b = layer_param(pl, P("attn.qkv.bias"), 1, SHAPE(3 * dim));
-    init_linear(b->qkv_w, b->qkv_b, seed, pl);
-    b->proj_w = layer_param(pl, P("attn.proj.weight"), 2, SHAPE(dim, dim));
-    b->proj_b = layer_param(pl, P("attn.proj.bias"), 1, SHAPE(dim));
-    init_linear(b->proj_w, b->proj_b, seed, pl);
-    if (ls_init > 0) {
-        b->ls1 = layer_param(pl, P("ls1.gamma"), 1, SHAPE(dim));
-        init_constant(b->ls1->data, dim, (float)ls_init);
-    }
-    b->norm2_w = layer_param(pl, P("norm2.weight"), 1, SHAPE(dim));
-    init_ones(b->norm2_w->data, dim);
-    b->norm2_b = layer_param(pl, P("norm2.bias"), 1, SHAPE(dim));
-    b->fc1_w = layer_param(pl, P("mlp.fc1.weight"), 2, SHAPE(hid, dim));
-    b->fc1_b = layer_param(pl, P("mlp.fc1.bias"), 1, SHAPE(hid));
-    init_linear(b->fc1_w, b->fc1_b, seed, pl);
-    b->fc2_w = layer_param(pl, P("mlp.fc2.weight"), 2, SHAPE(dim, hid));
-    b->fc2_b = layer_param(pl, P("mlp.fc2.bias"), 1, SHAPE(dim));
-    init_linear(b->fc2_w, b->fc2_b, seed, pl);
-    if (ls_init > 0) {
-        b->ls2 = layer_param(pl, P("ls2.gamma"), 1, SHAPE(dim));
-        init_constant(b->ls2->data, dim, (float)ls_init);
-    }
-#undef P
+    norm(&b->norm1_w, &b->norm1_b, pl, prefix, "norm1", dim);
+    linear(&b->qkv_w, &b->qkv_b, pl, prefix, "attn.qkv", 3 * (int64_t)dim, dim, qkv_bias, seed);
+    linear(&b->proj_w, &b->proj_b, pl, prefix, "attn.proj", dim, dim, 1, seed);
+    b->ls1 = layerscale(pl, prefix, "ls1", dim, ls_init);
+    norm(&b->norm2_w, &b->norm2_b, pl, prefix, "norm2", dim);
+    linear(&b->fc1_w, &b->fc1_b, pl, prefix, "mlp.fc1", hid, dim, 1, seed);
+    linear(&b->fc2_w, &b->fc2_b, pl, prefix, "mlp.fc2", dim, hid, 1, seed);
+    b->ls2 = layerscale(pl, prefix, "ls2", dim, ls_init);
 }
 
 tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int heads, float eps) {
