@@ -37,7 +37,7 @@ int cmd_embed(int argc, char **argv) {
     int img = 0, batch = 32, threads = 0, heads = 0, json = 0;
     arg_spec specs[] = {
         {"model", ARG_STR, &model_path, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
-        {"arch", ARG_STR, &arch, "architecture of a --model file that does not say (e.g. vit_base)"},
+        {"arch", ARG_STR, &arch, "model.arch of a --model file that does not say, e.g. vit_base (docs/models.md)"},
         {"config", ARG_STR, &config, "training config: random-init encoder of that config (when no --model)"},
         {"manifest", ARG_STR, &man_path, "images to embed (CSV manifest)"},
         {"split", ARG_STR, &split, "only rows of this split ('' = all)"},

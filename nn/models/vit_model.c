@@ -147,8 +147,8 @@ static double forward_flops(const model *m, int B) {
 
 static void describe(const model *m, char *buf, size_t n) {
     const vit_config *c = &((const vit *)m->impl)->cfg;
-    snprintf(buf, n, "endofinder vit dim %d depth %d patch %d img %d: L2-normalised [CLS]", c->dim, c->depth,
-             c->patch, c->img);
+    snprintf(buf, n, "endofinder vit dim %d depth %d patch %d img %d: %s", c->dim, c->depth, c->patch, c->img,
+             m->arch->what);
 }
 
 static void add_meta(const model *m, st_writer *w) { vit_config_add_meta(&((const vit *)m->impl)->cfg, w); }
