@@ -19,14 +19,6 @@ void json_put_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-int load_emb(const char *path, const char *what, emb_set *e) {
-    if (!path || !*path) return er_fail(ER_INPUT, "%s is required (an embedding .safetensors file)", what);
-    int rc = emb_load(path, e);
-    if (rc) return rc;
-    if (e->n < 1) { emb_free(e); return er_fail(ER_INPUT, "%s: %s holds no embeddings", what, path); }
-    return ER_OK;
-}
-
 int parse_id_list(const char *s, const char *what, int64_t **ids, int *n) {
     *ids = NULL;
     *n = 0;

@@ -9,8 +9,6 @@
 
 /* Print s as a JSON string literal (quotes included). */
 void json_put_str(FILE *f, const char *s);
-/* Load an embedding file; `what` names the option in errors ("--query"). */
-int load_emb(const char *path, const char *what, emb_set *e);
 /* Parse "3,5,9" into int64 ids. */
 int parse_id_list(const char *s, const char *what, int64_t **ids, int *n);
 /* Median of v (n >= 1; v is reordered). */

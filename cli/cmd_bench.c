@@ -1,10 +1,11 @@
-/* cmd_bench.c — `endoret bench train`: ViT training and inference throughput on this machine.
+/* cmd_bench.c — `endoret bench train`: training and inference throughput of a registered model
+ * (nn/models/model.h) on this machine.
  *
  *   endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--steps 3] [--json]
  *       [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae] [--mask-ratio 0.75]
- * objective cls (default): forward + backward + AdamW update of the whole encoder on random images
- * (loss = mean square of the [CLS] output, so every block gets a gradient). objective mae: one MAE
- * pre-training step as the MAE paper / torch_vit_bench.py (75 % random masking, the encoder on the
+ * objective cls (default): forward + backward + AdamW update of the whole model on random images
+ * (loss = mean of the model's descriptor, so every block gets a gradient). objective mae (ViT
+ * models): one MAE pre-training step as the MAE paper / torch_vit_bench.py (75 % random masking, the encoder on the
  * kept patches, an 8-block 512-wide decoder, masked-patch MSE on norm_pix targets, AdamW).
  * infer_img_per_s: the no_grad encoder forward on full images. gflops: achieved training GFLOP/s,
  * counting 3x the forward FLOPs (forward + 2x backward; attention and all linear layers,
@@ -22,11 +23,12 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/models/mae.h"
+#include "nn/models/model.h"
+#include "nn/models/vit_model.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
 #include "nn/precision.h"
 #include "nn/base/rng.h"
-#include "nn/models/vit.h"
 #ifdef ENDORET_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -60,13 +62,13 @@ static double block_flops(double T, double D, double hid) {
 enum { DEC_DIM = 512, DEC_DEPTH = 8, DEC_HEADS = 16 }; /* MAE's decoder for ViT-B/L/H */
 
 static int bench_train(int argc, char **argv) {
-    const char *model = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
+    const char *arch = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
     int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0;
     double mask_ratio = 0.75;
     arg_spec specs[] = {
-        {"model", ARG_STR, &model, "vit_tiny | vit_small | vit_base | vit_large (+ _patch14)"},
+        {"model", ARG_STR, &arch, "a registered model.arch: vit_tiny | vit_small | vit_base | vit_large (+ _patch14)"},
         {"img", ARG_INT, &img, "image side"},
-        {"patch", ARG_INT, &patch, "patch size (0 = the model's)"},
+        {"patch", ARG_INT, &patch, "ViT patch size (0 = the model's)"},
         {"batch", ARG_INT, &batch, "images per step"},
         {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
         {"steps", ARG_INT, &steps, "timed steps (after one warm-up step)"},
@@ -88,40 +90,42 @@ static int bench_train(int argc, char **argv) {
     if (batch < 1 || steps < 1) return er_fail(ER_INPUT, "bench train: --batch and --steps must be >= 1");
     if (mae && !(mask_ratio > 0 && mask_ratio < 1)) return er_fail(ER_INPUT, "bench train: --mask-ratio must be in (0, 1)");
     if (threads > 0) omp_set_num_threads(threads);
-    vit_config c;
-    if ((rc = vit_config_preset(model, &c))) return rc;
-    c.img = img;
-    if (patch > 0) c.patch = patch;
-    vit *v = vit_new_on(device, &c, 1);
-    if (!v) return ER_INPUT;
+    char set_img[32], set_patch[32], set_seed[] = "train.seed=1", *sets[3] = {set_img, set_seed, set_patch};
+    snprintf(set_img, sizeof set_img, "model.img=%d", img);
+    snprintf(set_patch, sizeof set_patch, "model.patch=%d", patch);
+    model *m = NULL;
+    if ((rc = model_create(arch, NULL, sets, patch > 0 ? 3 : 2, &m))) return rc;
+    if ((rc = model_to_device(m, device))) { model_free(m); return rc; }
+    vit *v = vit_model_vit(m); /* the MAE step needs the encoder's masked forward */
+    if (mae && !v) { model_free(m); return er_fail(ER_INPUT, "bench train: --objective mae needs a ViT, %s is not", arch); }
     param_list all = {0};
-    for (int i = 0; i < v->params.n; i++) params_add(&all, v->params.t[i]);
+    for (int i = 0; i < m->params->n; i++) params_add(&all, m->params->t[i]);
     mae_decoder dec = {0};
-    int L = v->L, K = mae ? mae_len_keep(L, mask_ratio) : L;
-    if (mae && (rc = mae_decoder_init_on(device, &dec, &c, DEC_DIM, DEC_DEPTH, DEC_HEADS, 2, &all))) goto out_model;
+    int L = v ? v->L : 0, K = mae ? mae_len_keep(L, mask_ratio) : L;
+    if (mae && (rc = mae_decoder_init_on(device, &dec, &v->cfg, DEC_DIM, DEC_DEPTH, DEC_HEADS, 2, &all))) goto out_model;
     float *x = xmalloc((size_t)batch * 3 * img * img * sizeof(float));
     rng_t r = rng_make(1, rng_stream(RNG_SAMPLING, 0, 0));
     for (size_t i = 0; i < (size_t)batch * 3 * img * img; i++) x[i] = rng_normal(&r);
     int32_t *shuffle = xmalloc((size_t)batch * L * sizeof(int32_t)), *restore = xmalloc((size_t)batch * L * sizeof(int32_t));
     int32_t *keep = xmalloc((size_t)batch * L * sizeof(int32_t));
-    float *mask = xmalloc((size_t)batch * L * sizeof(float));
+    float *mask = xmalloc((size_t)batch * L * sizeof(float)), *desc = xmalloc((size_t)batch * m->dim * sizeof(float));
     optim_config oc = {.kind = OPTIM_ADAMW, .lr = 1e-4, .weight_decay = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
     optimizer *opt = optim_new(&oc, &all);
     if (!opt) { rc = ER_INPUT; goto out; }
     double t_train = 0;
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
+        nn_ctx ctx = nn_ctx_train(1, s, 0);
         tensor *loss;
         if (mae) { /* masking is host work of the step, as in a real run */
             mae_masking(batch, L, K, NULL, NULL, 1, (uint64_t)s, shuffle, restore, mask);
             for (int b = 0; b < batch; b++) memcpy(keep + (size_t)b * K, shuffle + (size_t)b * L, K * sizeof(int32_t));
             tensor *xt = tensor_upload(device, 4, SHAPE(batch, 3, img, img), x);
-            tensor *latent = vit_forward_t(v, xt, keep, K);
-            tensor *pred = mae_decoder_forward(&dec, latent, c.registers, restore);
-            loss = mae_loss_t(pred, mae_target_t(xt, c.patch, 1), mask);
+            tensor *latent = vit_forward_t(v, &ctx, xt, keep, K);
+            tensor *pred = mae_decoder_forward(&dec, &ctx, latent, v->cfg.registers, restore);
+            loss = mae_loss_t(pred, mae_target_t(xt, v->cfg.patch, 1), mask);
         } else {
-            tensor *cls = vit_cls(v, x, batch);
-            loss = op_mean_all(op_mul(cls, cls));
+            loss = op_mean_all(m->arch->descriptor(m, &ctx, x, batch));
         }
         if (!loss) { rc = ER_RUNTIME; break; }
         rc = backward(loss);
@@ -134,21 +138,16 @@ static int bench_train(int argc, char **argv) {
     double t_inf = 0;
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
-        NO_GRAD {
-            tensor *cls = vit_cls(v, x, batch);
-            if (!cls) rc = ER_RUNTIME;
-            else (void)tensor_item(cls);
-        }
-        nn_step_end();
+        rc = model_embed(m, x, batch, desc); /* downloads the descriptors: waits for the forward */
         if (s > 0) t_inf += now_seconds() - t0;
     }
-    int T = 1 + c.registers + L;
-    double fwd_full = vit_forward_flops(&c, batch, T), fwd = fwd_full;
+    double fwd_full = m->arch->forward_flops(m, batch), fwd = fwd_full;
     if (mae) {
-        double D = c.dim, Td = 1 + L, P = (double)c.patch * c.patch * c.in_chans;
-        fwd = vit_forward_flops(&c, batch, 1 + c.registers + K)           /* encoder on the kept patches */
+        const vit_config *c = &v->cfg;
+        double D = c->dim, Td = 1 + L, P = (double)c->patch * c->patch * c->in_chans;
+        fwd = vit_forward_flops(c, batch, 1 + c->registers + K)           /* encoder on the kept patches */
             + 2.0 * batch * (L - K) * P * D                                /* every patch is embedded */
-            + batch * (2.0 * (1 + c.registers + K) * D * DEC_DIM          /* decoder_embed */
+            + batch * (2.0 * (1 + c->registers + K) * D * DEC_DIM          /* decoder_embed */
                        + DEC_DEPTH * block_flops(Td, DEC_DIM, 4.0 * DEC_DIM) + 2.0 * Td * DEC_DIM * P);
     }
     double train_ips = steps * batch / t_train, inf_ips = steps * batch / t_inf;
@@ -164,7 +163,7 @@ static int bench_train(int argc, char **argv) {
                    "\"params\": %lld, \"train_img_per_s\": %.3f, \"infer_img_per_s\": %.3f, \"gflops\": %.2f, "
                    "\"infer_gflops\": %.2f, \"gemm_peak_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"mfu\": %.4f, \"mfu_vs_sgemm\": %.4f, "
                    "\"infer_mfu_vs_sgemm\": %.4f, \"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\"}\n",
-                   model, objective, device_s, precision, img, c.patch, batch, nthreads, (long long)params_numel(&all), train_ips,
+                   arch, objective, device_s, precision, img, v ? v->cfg.patch : 0, batch, nthreads, (long long)params_numel(&all), train_ips,
                    inf_ips, gflops, inf_gflops, ceiling, ceiling, gflops / ceiling, gflops / ceiling, inf_gflops / ceiling,
                    fwd / batch / 1e9, kernel);
         else
@@ -172,18 +171,18 @@ static int bench_train(int argc, char **argv) {
                    "  train (fwd+bwd+AdamW): %.2f img/s  %.1f GFLOP/s (MFU %.0f%% of a %s %d^3 GEMM at %.1f GFLOP/s)\n"
                    "  infer (no_grad fwd):   %.2f img/s  %.1f GFLOP/s (%.0f%%)\n"
                    "  forward: %.3f GFLOP/image (training counted as 3x)\n",
-                   model, img, img, c.patch, objective, mae ? " (75% masking, 8x512 decoder)" : "", batch, device_s, precision,
+                   arch, img, img, v ? v->cfg.patch : 0, objective, mae ? " (75% masking, 8x512 decoder)" : "", batch, device_s, precision,
                    nthreads, (long long)params_numel(&all), train_ips, gflops, 100 * gflops / ceiling, kernel,
                    device == DEV_CPU ? 1024 : 8192, ceiling, inf_ips, inf_gflops, 100 * inf_gflops / ceiling, fwd / batch / 1e9);
     }
 out:
     optim_free(opt);
-    free(x); free(shuffle); free(restore); free(keep); free(mask);
+    free(x); free(shuffle); free(restore); free(keep); free(mask); free(desc);
 out_model:
-    for (int i = v->params.n; i < all.n; i++) tensor_free(all.t[i]);
+    for (int i = m->params->n; i < all.n; i++) tensor_free(all.t[i]);
     free(all.t);
     mae_decoder_free(&dec);
-    vit_free(v);
+    model_free(m);
     return rc;
 }
 

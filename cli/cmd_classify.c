@@ -37,7 +37,7 @@ int cmd_classify(int argc, char **argv) {
     if (!db.nlabel_names) { casedb_close(&db); return er_fail(ER_INPUT, "%s: the cases have no labels to vote with", index); }
     if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */
     emb_set q;
-    if ((rc = load_emb(query, "--query", &q))) { casedb_close(&db); return rc; }
+    if ((rc = emb_load_arg(query, "--query", &q))) { casedb_close(&db); return rc; }
     if (q.dim != db.dim) {
         rc = er_fail(ER_INPUT, "--query: %d-d embeddings but the database holds %d-d ones", q.dim, db.dim);
         emb_free(&q); casedb_close(&db);

@@ -1,70 +1,27 @@
-/* cmd_embed.c — `endoret embed --model CKPT --manifest M --out emb.safetensors`: the L2-normalised
- * [CLS] descriptor of every image (no_grad forward, the training kernels), written as the embedding
- * file (infer/retrieval/embeddings.h) with labels / scene / view from the manifest.
+/* cmd_embed.c — `endoret embed --model CKPT --manifest M --out emb.safetensors`: the descriptor of
+ * every image (the model's, e.g. the L2-normalised [CLS] of a ViT; no_grad forward, the training
+ * kernels), written as the embedding file (infer/retrieval/embeddings.h) with labels / scene / view
+ * from the manifest.
  *
- * The model file may be our encoder.safetensors, a training checkpoint (its stored config says the
- * architecture) or a timm / MAE ViT file (architecture inferred from the tensor shapes, heads =
- * dim / 64 unless --heads). `--config C [--set k=v]` without --model embeds with the seeded random
- * initialisation of that config (the "random init" baseline). --device cuda runs the same kernels on
+ * Any registered model (nn/models/model.h): our encoder.safetensors, a training checkpoint (its
+ * stored config says the architecture) or a plain timm / MAE ViT file (recognised from its tensor
+ * names, or named with --arch; a ViT's heads = dim / 64 unless --heads). `--config C [--set k=v]`
+ * without --model embeds with the seeded random initialisation of that config (the "random init"
+ * baseline). --device cuda runs the same kernels on
  * the GPU (weights loaded on the host and moved once); --precision bf16 as in training. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoints/safetensors.h"
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
 #include "infer/retrieval/embeddings.h"
 #include "nn/base/args.h"
-#include "nn/autograd.h"
 #include "nn/base/base.h"
-#include "nn/ops.h"
+#include "nn/models/model.h"
 #include "nn/precision.h"
-#include "nn/models/vit.h"
-#include "train/objective.h"
-#include "train/objective_image.h"
-
-
-/* The encoder described by a model file (see the header comment). */
-static vit *load_model(const char *path, int heads) {
-    st_file f;
-    if (st_open(path, &f)) return NULL;
-    vit *v = NULL;
-    const char *cfg_text = st_meta(&f, "endoret.config");
-    if (!st_meta(&f, "endoret.vit.dim") && cfg_text) {
-        /* a training checkpoint: rebuild the encoder from its config, load the encoder tensors */
-        image_cfg c;
-        image_cfg_defaults(&c);
-        int n;
-        const cfg_spec *s = image_cfg_specs(&c, &n);
-        char *text = xstrdup(cfg_text), *save = NULL;
-        int rc = ER_OK;
-        for (char *line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
-            char *eq = strstr(line, " = ");
-            if (!eq) continue;
-            /* "key = value" -> "key=value" */
-            memmove(eq + 1, eq + 3, strlen(eq + 3) + 1);
-            eq[0] = '=';
-            if (!strncmp(line, "model.", 6)) rc = cfg_set(line, path, s, n);
-        }
-        free(text);
-        vit_config vc;
-        if (!rc) rc = image_cfg_vit(&c, &vc);
-        image_cfg_free(&c);
-        if (!rc) v = vit_new(&vc, 0);
-        if (v && params_load_st(&v->params, &f, "", 1)) { vit_free(v); v = NULL; }
-    } else {
-        v = vit_load(&f, "");
-        if (v && heads > 0) {
-            if (v->cfg.dim % heads) { er_fail(ER_INPUT, "--heads %d does not divide dim %d", heads, v->cfg.dim); vit_free(v); v = NULL; }
-            else v->cfg.heads = heads;
-        }
-    }
-    st_close(&f);
-    return v;
-}
 
 int cmd_embed(int argc, char **argv) {
     /* --set may repeat: pull those out first */
@@ -75,11 +32,12 @@ int cmd_embed(int argc, char **argv) {
         else if (i > 0 && !strncmp(argv[i], "--set=", 6)) sets[nsets++] = argv[i] + 6;
         else rest[nrest++] = argv[i];
     }
-    const char *model = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
+    const char *model_path = NULL, *arch = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
                *precision = "fp32";
     int img = 0, batch = 32, threads = 0, heads = 0, json = 0;
     arg_spec specs[] = {
-        {"model", ARG_STR, &model, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
+        {"model", ARG_STR, &model_path, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
+        {"arch", ARG_STR, &arch, "model.arch of a --model file that does not say, e.g. vit_base (docs/models.md)"},
         {"config", ARG_STR, &config, "training config: random-init encoder of that config (when no --model)"},
         {"manifest", ARG_STR, &man_path, "images to embed (CSV manifest)"},
         {"split", ARG_STR, &split, "only rows of this split ('' = all)"},
@@ -93,39 +51,34 @@ int cmd_embed(int argc, char **argv) {
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
     };
     int device = DEV_CPU;
-    vit *v = NULL;
+    model *net = NULL;
     manifest m = {0};
     emb_set e = {0};
     int *rows = NULL, *lab = NULL, *sc = NULL, *vw = NULL;
     char **lab_names = NULL, **sc_names = NULL, **vw_names = NULL;
     int nlab = 0, nsc = 0, nvw = 0, mloaded = 0;
     float *x = NULL;
-    rc = args_parse(nrest, rest, specs, 12,
+    rc = args_parse(nrest, rest, specs, 13,
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
                     "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)", NULL, NULL);
     if (rc == ARGS_HELP) { rc = ER_OK; goto done; }
     if (rc) goto done;
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) goto done; /* before any work */
     if (!man_path || !out) { rc = er_fail(ER_INPUT, "embed: --manifest and --out are required"); goto done; }
-    if (!model && !config) { rc = er_fail(ER_INPUT, "embed: --model (or --config for a random-init encoder) is required"); goto done; }
+    if (!model_path && !config) { rc = er_fail(ER_INPUT, "embed: --model (or --config for a random-init encoder) is required"); goto done; }
     if (batch < 1) { rc = er_fail(ER_INPUT, "embed: --batch must be >= 1"); goto done; }
     if (threads > 0) omp_set_num_threads(threads);
-    if (model) {
-        v = load_model(model, heads);
-        if (!v) { rc = ER_INPUT; goto done; }
+    if (model_path) {
+        char heads_kv[32], *hset[1] = {heads_kv};
+        snprintf(heads_kv, sizeof heads_kv, "model.heads=%d", heads);
+        rc = model_load(model_path, arch, hset, heads > 0, &net);
     } else {
-        objective_config oc; /* a training config: the image objective's keys + the loop's (train.seed) */
-        objective_config_init(&oc, &objective_image);
-        rc = objective_config_load(&oc, config, sets, nsets);
-        vit_config vc;
-        if (!rc) rc = image_cfg_vit(oc.cfg, &vc);
-        if (!rc && !(v = vit_new(&vc, (uint64_t)oc.loop.seed))) rc = ER_INPUT;
-        objective_config_free(&oc);
-        if (rc) goto done;
+        rc = model_create(arch, config, sets, nsets, &net);
     }
-    if (img > 0 && (rc = vit_set_img(v, img))) goto done;
-    if ((rc = params_to_device(&v->params, device))) goto done; /* loaded on the host, moved once */
-    int S = v->cfg.img, D = v->cfg.dim;
+    if (rc) goto done;
+    if (img > 0 && (rc = model_set_img(net, img))) goto done;
+    if ((rc = model_to_device(net, device))) goto done; /* loaded on the host, moved once */
+    int S = net->img, D = net->dim;
     if ((rc = manifest_load(man_path, &m))) goto done;
     mloaded = 1;
     rows = xmalloc((m.n ? m.n : 1) * sizeof(int));
@@ -152,9 +105,9 @@ int cmd_embed(int argc, char **argv) {
         for (int k = 0; k < nlab; k++) e.label_names[k] = xstrdup(lab_names[k]);
     }
     e.manifest = xstrdup(man_path);
-    char desc[256];
-    snprintf(desc, sizeof desc, "endofinder vit dim %d depth %d patch %d img %d: L2-normalised [CLS] (%s)", D,
-             v->cfg.depth, v->cfg.patch, S, model ? model : "random init");
+    char what[200], desc[1200];
+    model_describe(net, what, sizeof what);
+    snprintf(desc, sizeof desc, "%s (%s)", what, model_path ? model_path : "random init");
     e.model = xstrdup(desc);
     e.distance = xstrdup("cosine");
     x = xmalloc((size_t)batch * 3 * S * S * sizeof(float));
@@ -171,12 +124,7 @@ int cmd_embed(int argc, char **argv) {
             if (!rc) memcpy(x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
         }
         if (rc) break;
-        NO_GRAD {
-            tensor *c = op_l2_normalize(vit_cls(v, x, B), -1, 1e-12f); /* images uploaded once per batch */
-            if (!c) rc = ER_RUNTIME;
-            else tensor_to_host(c, e.x + (size_t)b0 * D);
-        }
-        nn_step_end();
+        rc = model_embed(net, x, B, e.x + (size_t)b0 * D); /* images uploaded once per batch */
         if (!rc) rc = er_device_check(device, "embed");
     }
     image_free(&src);
@@ -186,7 +134,7 @@ int cmd_embed(int argc, char **argv) {
     if (!rc) rc = emb_save(out, &e);
     if (!rc) {
         if (json) printf("{\"out\": \"%s\", \"n\": %d, \"dim\": %d, \"img\": %d, \"seconds\": %.3f, \"img_per_s\": %.2f}\n", out, n, D, S, dt, n / dt);
-        else printf("embed: %d images -> %s (%d-d L2-normalised [CLS], %dx%d) in %.1f s (%.1f img/s)\n", n, out, D, S, S, dt, n / dt);
+        else printf("embed: %d images -> %s (%d-d %s, %dx%d) in %.1f s (%.1f img/s)\n", n, out, D, net->arch->what, S, S, dt, n / dt);
     }
     goto done;
 done:
@@ -199,7 +147,7 @@ done:
         manifest_free(&m);
     }
     free(rows);
-    vit_free(v);
+    model_free(net);
     free(rest);
     free(sets);
     return rc;

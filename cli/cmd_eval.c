@@ -115,7 +115,7 @@ static int check_dims(const emb_set *q, const emb_set *r) {
  * the other views (copy detection: `data copies` writes originals as view 0, copies as 1..N). */
 static int eval_reid_views(const char *ep, int ref_view, int k, int json) {
     emb_set e;
-    int rc = load_emb(ep, "--emb", &e);
+    int rc = emb_load_arg(ep, "--emb", &e);
     if (rc) return rc;
     reid_view_result res;
     rc = reid_eval_ref_view(&e, ref_view, k, &res);
@@ -164,8 +164,8 @@ static int eval_reid(int argc, char **argv) {
     int64_t ngt;
     if ((rc = load_gt(gtp, &gt, &ngt))) return rc;
     emb_set q, r;
-    if ((rc = load_emb(qp, "--query", &q))) { free(gt); return rc; }
-    if ((rc = load_emb(rp, "--ref", &r))) { free(gt); emb_free(&q); return rc; }
+    if ((rc = emb_load_arg(qp, "--query", &q))) { free(gt); return rc; }
+    if ((rc = emb_load_arg(rp, "--ref", &r))) { free(gt); emb_free(&q); return rc; }
     if ((rc = check_dims(&q, &r))) goto out;
     int kk = k < r.n ? k : r.n;
     int64_t *ids = xmalloc((size_t)q.n * kk * 8);
@@ -232,8 +232,8 @@ static int eval_retrieval(int argc, char **argv) {
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
     emb_set q, r;
-    if ((rc = load_emb(qp, "--query", &q))) { free(kl); return rc; }
-    if ((rc = load_emb(rp, "--ref", &r))) { free(kl); emb_free(&q); return rc; }
+    if ((rc = emb_load_arg(qp, "--query", &q))) { free(kl); return rc; }
+    if ((rc = emb_load_arg(rp, "--ref", &r))) { free(kl); emb_free(&q); return rc; }
     if ((rc = check_dims(&q, &r))) goto out;
     if (!q.labels || !r.labels) { rc = er_fail(ER_INPUT, "eval retrieval needs labels in both --query and --ref"); goto out; }
     int n = r.n;
@@ -322,7 +322,7 @@ static int eval_classify(int argc, char **argv) {
     if ((rc = hash_kind_parse(hash_s, &cfg.hash))) return rc;
     if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     emb_set e;
-    if ((rc = load_emb(ep, "--emb", &e))) return rc;
+    if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     int n = e.n, C = e.nlabel_names;
     int *label = xmalloc((size_t)n * sizeof(int)), *grp = NULL;
     manifest m = {0};
@@ -423,7 +423,7 @@ static int eval_multiview(int argc, char **argv) {
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
     emb_set e;
-    if ((rc = load_emb(ep, "--emb", &e))) return rc;
+    if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     mv_row rows[9];
     rc = multiview_eval(&e, k, bits, 0, rows);
     emb_free(&e);

@@ -95,7 +95,7 @@ static int do_build(int argc, char **argv) {
     index_kind kind;
     if ((rc = index_kind_parse(kind_s, &kind))) return rc;
     emb_set e;
-    if ((rc = load_emb(emb, "--emb", &e))) return rc;
+    if ((rc = emb_load_arg(emb, "--emb", &e))) return rc;
     hash_kind hk = HASH_SIGN;
     if (bits < 0) { emb_free(&e); return er_fail(ER_INPUT, "--bits must be positive"); }
     if (hash_s) { if ((rc = hash_kind_parse(hash_s, &hk))) { emb_free(&e); return rc; } }
@@ -135,7 +135,7 @@ static int do_add(int argc, char **argv) {
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
     emb_set e;
-    if ((rc = load_emb(emb, "--emb", &e))) { casedb_close(&db); return rc; }
+    if ((rc = emb_load_arg(emb, "--emb", &e))) { casedb_close(&db); return rc; }
     if (e.dim != db.dim) {
         rc = er_fail(ER_INPUT, "--emb: %s has %d-d embeddings but the database holds %d-d ones", emb, e.dim, db.dim);
         emb_free(&e); casedb_close(&db);

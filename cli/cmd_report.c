@@ -35,7 +35,7 @@ int cmd_report(int argc, char **argv) {
     emb_set q;
     int have_q = 0;
     if (query) {
-        if ((rc = load_emb(query, "--query", &q))) { casedb_close(&db); return rc; }
+        if ((rc = emb_load_arg(query, "--query", &q))) { casedb_close(&db); return rc; }
         have_q = 1;
     }
     report_data r;

@@ -26,7 +26,7 @@ int cmd_search(int argc, char **argv) {
     if ((rc = casedb_open(index, &db))) return rc;
     if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */
     emb_set q;
-    if ((rc = load_emb(query, "--query", &q))) { casedb_close(&db); return rc; }
+    if ((rc = emb_load_arg(query, "--query", &q))) { casedb_close(&db); return rc; }
     if (q.dim != db.dim) {
         rc = er_fail(ER_INPUT, "--query: %s has %d-d embeddings but %s holds %d-d ones", query, q.dim, index, db.dim);
         emb_free(&q); casedb_close(&db);

@@ -103,8 +103,8 @@ int cmd_sweep(int argc, char **argv) {
             if (rc) goto out;
         }
     } else {
-        if ((rc = load_emb(dbp, "--db", &db))) goto out;
-        if ((rc = load_emb(qp, "--query", &q))) goto out;
+        if ((rc = emb_load_arg(dbp, "--db", &db))) goto out;
+        if ((rc = emb_load_arg(qp, "--query", &q))) goto out;
         if (gtp && (rc = read_gt_csv(gtp, &gt, &ngt))) goto out;
     }
     rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);

@@ -29,8 +29,7 @@
 
 void image_cfg_defaults(image_cfg *c) {
     memset(c, 0, sizeof *c);
-    cfg_set_str(&c->arch, "vit_large");
-    c->img = 224; c->patch = 16;
+    vit_args_defaults(&c->model);
     c->head_dim = 512;
     c->dec_dim = 512; c->dec_depth = 8; c->dec_heads = 16;
     c->mask_ratio = 0.5;
@@ -52,15 +51,9 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     static __thread cfg_spec s[64];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("model.arch", CFG_STR, arch, "vit_tiny|vit_small|vit_base|vit_large|vit_tiny_patch14|vit_small_patch14|vit_base_patch14|vit_large_patch14|vit_tiny_patch16|vit_small_patch16|vit_base_patch16|vit_large_patch16", "vit_tiny | vit_small | vit_base | vit_large (+ _patch14/_patch16)");
-    K("model.img", CFG_INT, img, "[8, 4096]", "training image side");
-    K("model.patch", CFG_INT, patch, "[2, 64]", "patch size");
-    K("model.dim", CFG_INT, dim, "[0, 8192]", "override the width (0 = the arch's)");
-    K("model.depth", CFG_INT, depth, "[0, 256]", "override the depth (0 = the arch's)");
-    K("model.heads", CFG_INT, heads, "[0, 256]", "override the heads (0 = the arch's)");
-    K("model.registers", CFG_INT, registers, "[0, 64]", "register tokens");
-    K("model.layerscale", CFG_DOUBLE, layerscale, "[0, inf)", "LayerScale init (0 = off)");
-    K("model.pos_learned", CFG_BOOL, pos_learned, NULL, "learned pos-embed instead of fixed 2-D sin-cos");
+    int nm;
+    const cfg_spec *m = vit_args_keys(&c->model, &nm); /* the encoder's keys, first */
+    for (int i = 0; i < nm; i++) s[k++] = m[i];
     K("model.head_dim", CFG_INT, head_dim, "[0, 8192]", "SSCD projection width (0 = contrast the [CLS] itself)");
     K("decoder.dim", CFG_INT, dec_dim, "[1, 8192]", "MAE decoder width");
     K("decoder.depth", CFG_INT, dec_depth, "[0, 64]", "MAE decoder blocks");
@@ -90,26 +83,13 @@ void image_cfg_free(image_cfg *c) {
     cfg_free_strings(s, n);
 }
 
-int image_cfg_vit(const image_cfg *c, vit_config *v) {
-    if (vit_config_preset(c->arch, v)) return ER_INPUT;
-    v->img = c->img;
-    if (c->patch > 0) v->patch = c->patch;
-    if (c->dim > 0) v->dim = c->dim;
-    if (c->depth > 0) v->depth = c->depth;
-    if (c->heads > 0) v->heads = c->heads;
-    v->registers = c->registers;
-    v->pos_prefix = 1;
-    v->layerscale = c->layerscale;
-    v->pos_fixed = !c->pos_learned;
-    return vit_config_check(v);
-}
-
 /* ---------------------------------------------------------------- data */
 
 struct image_objective {
     image_cfg cfg;
     vit_config vc;
-    vit *enc;
+    model *model;         /* the encoder behind the model interface (export, eval) */
+    vit *enc;             /* the same encoder, for the masked training forward */
     mae_decoder dec;
     sscd_head head;
     param_list all;       /* encoder + decoder + head (the training state) */
@@ -141,7 +121,7 @@ struct image_objective {
  * (rows x 3 x short side^2 bytes) is not counted: the manifest is not read yet. */
 static int image_memory_check(const image_cfg *c, const loop_keys *k, int device) {
     vit_config v;
-    int rc = image_cfg_vit(c, &v);
+    int rc = vit_args_config(&c->model, &v);
     if (rc || device != DEV_CPU) return rc;
     double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch;
     double K = c->mask_ratio > 0 ? mae_len_keep((int)L, c->mask_ratio) : L, R = v.registers;
@@ -185,10 +165,11 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->device = device;
     o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
     o->run.out = k->out; o->run.device = k->device; o->run.precision = k->precision;
-    int rc = image_cfg_vit(c, &o->vc);
+    int rc = vit_arch.create(&c->model, (uint64_t)k->seed, &o->model); /* on the host, then moved */
+    if (!rc && (rc = model_to_device(o->model, device))) model_free(o->model);
     if (rc) { free(o); return rc; }
-    o->enc = vit_new_on(device, &o->vc, (uint64_t)k->seed);
-    if (!o->enc) { free(o); return ER_INPUT; }
+    o->enc = vit_model_vit(o->model);
+    o->vc = o->enc->cfg;
     for (int i = 0; i < o->enc->params.n; i++) params_add(&o->all, o->enc->params.t[i]);
     o->use_mae = c->w_mae > 0;
     o->use_con = c->w_con > 0;
@@ -199,10 +180,10 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
                                                 (uint64_t)k->seed + 1, &o->all))) goto fail;
     if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, (uint64_t)k->seed + 2, &o->all)))
         goto fail;
-    int side = c->cache_side > 0 ? c->cache_side : c->img * 8 / 7;
+    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (c->eval_manifest && c->eval_manifest[0] &&
-        (rc = eval_set_load(c->eval_manifest, c->eval_split, c->img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
+        (rc = eval_set_load(c->eval_manifest, c->eval_split, c->model.img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
     o->perm_epoch = -1;
     o->perm = xmalloc(o->data.n * sizeof(int));
@@ -210,7 +191,7 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
     o->msrc = xcalloc(o->nthreads, sizeof(image));
-    int M = 2 * k->batch, L = o->enc->L, S = c->img;
+    int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
 #ifdef ENDORET_CUDA
     if (device == DEV_CUDA) { /* page-locked: the per-step image upload is asynchronous */
         o->x = cuda_host_alloc((size_t)M * 3 * S * S * sizeof(float));
@@ -241,7 +222,7 @@ void image_objective_free(image_objective *o) {
     /* the encoder owns its tensors; decoder/head tensors are only in `all` */
     for (int i = o->enc ? o->enc->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
-    vit_free(o->enc);
+    model_free(o->model);
     mae_decoder_free(&o->dec);
     image_cache_free(&o->data);
     free(o->perm);
@@ -280,7 +261,7 @@ static int instance_at(image_objective *o, int64_t i) {
 
 /* The M augmented views [M,3,S,S] as a per-step tensor on the model's device. */
 static tensor *upload_views(image_objective *o, int M) {
-    int S = o->cfg.img;
+    int S = o->cfg.model.img;
     tensor *t = tensor_empty(o->device, 4, SHAPE(M, 3, S, S));
     if (!t) return NULL;
     size_t bytes = (size_t)M * 3 * S * S * sizeof(float);
@@ -297,7 +278,7 @@ static tensor *upload_views(image_objective *o, int M) {
 static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
-    int B = o->run.batch, M = 2 * B, S = c->img, L = o->enc->L, K = o->K, p = o->vc.patch;
+    int B = o->run.batch, M = 2 * B, S = c->model.img, L = o->enc->L, K = o->K, p = o->vc.patch;
     int64_t g = step * o->run.accum + micro; /* global micro-batch index */
     uint64_t seed = (uint64_t)o->run.seed;
     for (int j = 0; j < B; j++) o->inst[j] = o->inst[B + j] = instance_at(o, g * B + j);
@@ -346,13 +327,14 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     /* the 2B views go to the device once; patchify, the MAE target and both losses run there.
      * Host-side per step: augmentation, masking indices (gathered on the device by op_gather) and
      * the B*L patch mask / N*N match masks (tiny). */
+    nn_ctx ctx = nn_ctx_train(seed, step, micro);
     tensor *xt = upload_views(o, M);
-    tensor *latent = vit_forward_t(o->enc, xt, keep, K);
+    tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
     if (!latent) return NULL;
     tensor *loss = NULL;
     if (o->use_mae) {
         tensor *target = mae_target_t(xt, p, c->norm_pix);
-        tensor *pred = mae_decoder_forward(&o->dec, latent, o->vc.registers, o->restore);
+        tensor *pred = mae_decoder_forward(&o->dec, &ctx, latent, o->vc.registers, o->restore);
         tensor *lm = mae_loss_t(pred, target, o->mask);
         if (!lm) return NULL;
         loss_terms_set(terms, "mae", tensor_item(lm));
@@ -360,7 +342,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     }
     if (o->use_con) {
         tensor *cls = op_reshape(op_slice(latent, 1, 0, 1), 2, SHAPE(M, o->vc.dim));
-        tensor *e = sscd_descriptor(&o->head, cls);
+        tensor *e = sscd_descriptor(&o->head, &ctx, cls);
         sscd_stats st;
         tensor *lc = sscd_loss(e, o->match, c->tau, c->entropy_weight, mixed, &st);
         if (!lc) return NULL;
@@ -378,17 +360,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
 static int image_on_checkpoint(void *self, int64_t step, int final) {
     image_objective *o = self;
     char *path = path_join(o->run.out, "encoder.safetensors");
-    st_writer *w = st_writer_new();
-    float *host = params_add_st(&o->enc->params, w, ""); /* device tensors: downloaded copies */
-    vit_config_add_meta(&o->enc->cfg, w);
-    st_add_meta(w, "format", "pt");
-    st_add_meta(w, "endoret.kind", "weights");
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)step);
-    st_add_meta(w, "endoret.step", buf);
-    int rc = st_write(w, path);
-    st_writer_free(w);
-    free(host);
+    int rc = model_save(o->model, path, step);
     free(path);
     (void)final;
     return rc;
@@ -398,7 +370,7 @@ static int image_on_checkpoint(void *self, int64_t step, int final) {
  * ISC2021 uAP / Acc@1 / Recall@P90 (infer/eval/multiview.h), on the L2-normalised [CLS]. */
 static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     image_objective *o = self;
-    int S = o->cfg.img, D = o->vc.dim, bs = 64, rc = ER_OK;
+    int S = o->cfg.model.img, D = o->model->dim, bs = 64, rc = ER_OK;
     emb_set e;
     emb_alloc(&e, o->neval, D);
     e.scene = xmalloc(o->neval * sizeof(int64_t));
@@ -407,12 +379,7 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     memcpy(e.view, o->eval_view, o->neval * sizeof(int64_t));
     for (int b0 = 0; b0 < o->neval && !rc; b0 += bs) {
         int B = o->neval - b0 < bs ? o->neval - b0 : bs;
-        NO_GRAD {
-            tensor *c = op_l2_normalize(vit_cls(o->enc, o->eval_x + (size_t)b0 * 3 * S * S, B), -1, 1e-12f);
-            if (!c) rc = ER_RUNTIME;
-            else tensor_to_host(c, e.x + (size_t)b0 * D);
-        }
-        nn_step_end();
+        rc = model_embed(o->model, o->eval_x + (size_t)b0 * 3 * S * S, B, e.x + (size_t)b0 * D);
     }
     mv_row rows[9];
     if (!rc) rc = multiview_eval(&e, 10, 0, 0, rows);
@@ -435,7 +402,7 @@ static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
     fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters) on %s/%s, %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
-            c->arch, c->img, c->img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
+            c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
             (long long)params_numel(&o->all), o->run.device, o->run.precision, o->data.n, o->run.batch, 2, o->run.accum,
             (long long)steps_per_epoch(o), lc->lr, o->run.out);
 }

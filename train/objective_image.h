@@ -10,17 +10,14 @@
 #ifndef ENDORET_OBJECTIVE_IMAGE_H
 #define ENDORET_OBJECTIVE_IMAGE_H
 
-#include "nn/models/vit.h"
 #include "nn/base/config.h"
+#include "nn/models/vit_model.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
 #include "train/objective.h"
 
 typedef struct {
-    /* model */
-    char *arch;
-    int img, patch, dim, depth, heads, registers, pos_learned;
-    double layerscale;
+    vit_args model;                /* the encoder's model.* keys (nn/models/vit_model.h) */
     int head_dim;                  /* SSCD projection (EF 512); 0 = no head, contrast the CLS */
     int dec_dim, dec_depth, dec_heads;
     /* losses */
@@ -42,8 +39,6 @@ void image_loop_defaults(loop_keys *k);
 /* The objective's own key table bound to c (n receives its length); the loop's keys (eval.every,
  * train.*, out.*) are in train/loop_keys.h. */
 const cfg_spec *image_cfg_specs(image_cfg *c, int *n);
-/* Model part of the config -> vit_config. */
-int image_cfg_vit(const image_cfg *c, vit_config *v);
 void image_cfg_free(image_cfg *c);
 
 typedef struct image_objective image_objective;

@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 
 #include "infer/retrieval/casedb.h"
-#include "cli/cli_util.h"
 #include "infer/report/report_html.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
@@ -139,7 +138,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     emb_set q;
     int have_q = 0;
     if (cfg->query) {
-        if ((rc = load_emb(cfg->query, "--query", &q))) { casedb_close(&db); return rc; }
+        if ((rc = emb_load_arg(cfg->query, "--query", &q))) { casedb_close(&db); return rc; }
         have_q = 1;
     }
     retrieval_server *s = xcalloc(1, sizeof *s);

@@ -127,3 +127,11 @@ int emb_load(const char *path, emb_set *e) {
     if (rc) emb_free(e);
     return rc;
 }
+
+int emb_load_arg(const char *path, const char *what, emb_set *e) {
+    if (!path || !*path) return er_fail(ER_INPUT, "%s is required (an embedding .safetensors file)", what);
+    int rc = emb_load(path, e);
+    if (rc) return rc;
+    if (e->n < 1) { emb_free(e); return er_fail(ER_INPUT, "%s: %s holds no embeddings", what, path); }
+    return ER_OK;
+}

@@ -33,6 +33,9 @@ void emb_alloc(emb_set *e, int n, int dim);
 int emb_save(const char *path, const emb_set *e);
 /* Validates shapes (ids/labels/scene/view length n) and that every value is finite. */
 int emb_load(const char *path, emb_set *e);
+/* emb_load of a command's option: a missing path or an empty file is ER_INPUT naming the option
+ * (`what`, e.g. "--query"). */
+int emb_load_arg(const char *path, const char *what, emb_set *e);
 void emb_free(emb_set *e);
 
 #endif

@@ -127,11 +127,17 @@ int cfg_check_ranges_declared(const cfg_spec *specs, int n) {
     return ER_OK;
 }
 
-/* Store `val` into the slot of `key`; `where` prefixes error messages ("file:line"). */
-static int assign(const char *where, const char *key, const char *val, const cfg_spec *specs, int n) {
-    const cfg_spec *s = NULL;
+static const cfg_spec *find_spec(const char *key, const cfg_spec *specs, int n) {
     for (int i = 0; i < n; i++)
-        if (strcmp(specs[i].key, key) == 0) { s = &specs[i]; break; }
+        if (strcmp(specs[i].key, key) == 0) return &specs[i];
+    return NULL;
+}
+
+/* Store `val` into the slot of `key`; `where` prefixes error messages ("file:line"). known_only:
+ * a key outside the table is skipped (it belongs to another reader of the same file). */
+static int assign(const char *where, const char *key, const char *val, const cfg_spec *specs, int n, int known_only) {
+    const cfg_spec *s = find_spec(key, specs, n);
+    if (!s && known_only) return ER_OK;
     if (!s) return er_fail(ER_INPUT, "%s: unknown key '%s'", where, key);
     char *end = NULL;
     errno = 0;
@@ -175,7 +181,7 @@ static int assign(const char *where, const char *key, const char *val, const cfg
     return check_value(where, s);
 }
 
-static int load_rec(const char *path, const cfg_spec *specs, int n, int depth) {
+static int load_rec(const char *path, const cfg_spec *specs, int n, int depth, int known_only) {
     if (depth > CFG_MAX_INCLUDE_DEPTH)
         return er_fail(ER_INPUT, "%s: includes nested deeper than %d (a cycle?)", path, CFG_MAX_INCLUDE_DEPTH);
     char *text = NULL;
@@ -233,7 +239,7 @@ static int load_rec(const char *path, const cfg_spec *specs, int n, int depth) {
             char *dir = path_dirname(path);
             char *inc = path_join(dir, val);
             free(dir);
-            rc = load_rec(inc, specs, n, depth + 1);
+            rc = load_rec(inc, specs, n, depth + 1, known_only);
             if (rc) {
                 char msg[1500];
                 snprintf(msg, sizeof msg, "%s", er_msg());
@@ -245,15 +251,16 @@ static int load_rec(const char *path, const cfg_spec *specs, int n, int depth) {
         char full[300];
         if (section[0]) snprintf(full, sizeof full, "%s.%s", section, key);
         else snprintf(full, sizeof full, "%s", key);
-        rc = assign(where, full, val, specs, n);
+        rc = assign(where, full, val, specs, n, known_only);
     }
     free(text);
     return rc;
 }
 
-int cfg_load(const char *path, const cfg_spec *specs, int n) { return load_rec(path, specs, n, 0); }
+int cfg_load(const char *path, const cfg_spec *specs, int n) { return load_rec(path, specs, n, 0, 0); }
+int cfg_load_known(const char *path, const cfg_spec *specs, int n) { return load_rec(path, specs, n, 0, 1); }
 
-int cfg_set(const char *kv, const char *origin, const cfg_spec *specs, int n) {
+static int set_rec(const char *kv, const char *origin, const cfg_spec *specs, int n, int known_only) {
     char where[600];
     snprintf(where, sizeof where, "%s %.500s", origin ? origin : "--set", kv);
     const char *eq = strchr(kv, '=');
@@ -262,10 +269,13 @@ int cfg_set(const char *kv, const char *origin, const cfg_spec *specs, int n) {
     key[eq - kv] = 0;
     char *k = trim(key);
     char *v = trim(key + (eq - kv) + 1);
-    int rc = *k ? assign(where, k, v, specs, n) : er_fail(ER_INPUT, "%s: missing key", where);
+    int rc = *k ? assign(where, k, v, specs, n, known_only) : er_fail(ER_INPUT, "%s: missing key", where);
     free(key);
     return rc;
 }
+
+int cfg_set(const char *kv, const char *origin, const cfg_spec *specs, int n) { return set_rec(kv, origin, specs, n, 0); }
+int cfg_set_known(const char *kv, const char *origin, const cfg_spec *specs, int n) { return set_rec(kv, origin, specs, n, 1); }
 
 void cfg_free_strings(const cfg_spec *specs, int n) {
     for (int i = 0; i < n; i++)

@@ -39,6 +39,11 @@ typedef struct {
 int cfg_load(const char *path, const cfg_spec *specs, int n);
 /* Apply one "key=value" override (`origin` names it in messages, e.g. "--set"). */
 int cfg_set(const char *kv, const char *origin, const cfg_spec *specs, int n);
+/* The same two reading only the keys of the table: other keys of the file (or --set) are skipped,
+ * values of known keys are checked as above. For a component that reads its own part of a config
+ * written for a whole run (a model's model.* keys in a training config). */
+int cfg_load_known(const char *path, const cfg_spec *specs, int n);
+int cfg_set_known(const char *kv, const char *origin, const cfg_spec *specs, int n);
 /* Set a string slot to a copy of `value` (frees the previous one). */
 void cfg_set_str(char **slot, const char *value);
 /* Check the values now in the slots (e.g. defaults, or values set in code) against their ranges;

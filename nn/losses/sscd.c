@@ -201,27 +201,3 @@ void sscd_match_from_mix(const int *a, const int *b, const float *lam, int N, ui
             match[(size_t)i * N + j] = dot > 0;
         }
 }
-
-void sscd_head_init(sscd_head *h, int in, int out, uint64_t seed, param_list *pl) {
-    memset(h, 0, sizeof *h);
-    h->in = in;
-    h->out = out;
-    if (out <= 0) return;
-    h->w = tensor_param("head.weight", 2, SHAPE(out, in));
-    params_add(pl, h->w);
-    rng_t r = rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 2));
-    init_xavier_uniform(h->w->data, tensor_numel(h->w), in, out, 1.0f, &r);
-    h->b = tensor_param("head.bias", 1, SHAPE(out));
-    params_add(pl, h->b);
-}
-
-int sscd_head_init_on(int device, sscd_head *h, int in, int out, uint64_t seed, param_list *pl) {
-    sscd_head_init(h, in, out, seed, pl);
-    int rc = tensor_to_device(h->w, device);
-    return rc ? rc : tensor_to_device(h->b, device);
-}
-
-tensor *sscd_descriptor(const sscd_head *h, tensor *cls) {
-    if (h && h->out > 0) cls = op_linear(cls, h->w, h->b);
-    return op_l2_normalize(cls, -1, 1e-12f);
-}

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "nn/layers/sscd_head.h"
 #include "nn/tensor.h"
 
 typedef struct {
@@ -40,16 +41,5 @@ void sscd_match_from_ids(const int *ids, int N, uint8_t *match);
 /* Match matrix from MixUp/CutMix sources: sample i mixes instances a[i] and b[i] with weight lam[i]
  * on a (lam 1 = unmixed); P_ij = (Y Y^T > 0) where Y_i = lam e_a + (1-lam) e_b, ContrastiveMixup. */
 void sscd_match_from_mix(const int *a, const int *b, const float *lam, int N, uint8_t *match);
-
-/* The descriptor head: "head.weight" [out, in], "head.bias" [out] (EF: Linear(1024, 512)). */
-typedef struct {
-    tensor *w, *b;
-    int in, out;
-} sscd_head;
-void sscd_head_init(sscd_head *h, int in, int out, uint64_t seed, param_list *pl);
-/* The same weights moved to `device`; ER_INPUT when it cannot be used. */
-int sscd_head_init_on(int device, sscd_head *h, int in, int out, uint64_t seed, param_list *pl);
-/* cls [N, in] -> L2-normalised descriptor [N, out] (out == 0: just normalise cls). */
-tensor *sscd_descriptor(const sscd_head *h, tensor *cls);
 
 #endif

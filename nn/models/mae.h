@@ -1,37 +1,14 @@
-/* mae.h — masked autoencoder parts: per-sample patch masking (random, and EndoFinder's lesion-guided
- * masking), the MAE decoder (MAE's parameter names) and the masked-patch MSE.
- *
- * Masking returns, per sample, a permutation ids_shuffle of the L patches (the first K are kept),
- * its inverse ids_restore, and mask[l] = 1 for removed patches in the original order, exactly as
- * MAE's random_masking does. K = mae_len_keep(L, ratio) = int(L * (1 - ratio)).
- *   random : noise ~ U[0,1) per patch (Philox stream (RNG_MASKING, step, sample)), keep smallest.
- *   guided : score = sum of the lesion-mask pixels inside the patch; patches without lesion get a
- *            random score in [0.01, 1); keep the largest scores. So every lesion patch is kept first
- *            (most-covered first) and background is masked first; a sample with no mask (or an
- *            all-background mask) is masked uniformly at random.  (EF models_EndoFinder.py)
- * Ties are broken by patch index, so the result is a pure function of (seed, step, sample). */
+/* mae.h — the MAE decoder (MAE's parameter names): kept-patch latents + mask tokens -> per-patch
+ * pixel predictions. The masking, target and loss it trains with are nn/losses/mae_loss.h. */
 #ifndef ENDORET_MAE_H
 #define ENDORET_MAE_H
 
 #include <stdint.h>
 
-#include "nn/tensor.h"
+#include "nn/context.h"
+#include "nn/losses/mae_loss.h"
 #include "nn/models/vit.h"
-
-int mae_len_keep(int L, double mask_ratio);
-
-/* scores: B*L lesion scores (see mae_patch_scores) or NULL for plain random masking; has_mask[b]=0
- * makes sample b random (NULL = every sample has one when scores != NULL).
- * Outputs (B*L each): ids_shuffle, ids_restore, mask (1 = removed). */
-void mae_masking(int B, int L, int K, const float *scores, const uint8_t *has_mask, uint64_t seed,
-                 uint64_t step, int32_t *ids_shuffle, int32_t *ids_restore, float *mask);
-
-/* Lesion masks [B, H, W] (any values, > 0 = lesion) -> per-patch pixel sums [B, L] (patch p). */
-void mae_patch_scores(const float *masks, int B, int H, int W, int p, float *scores);
-
-/* MAE's reconstruction target: image [B,C,H,W] -> [B, L, p*p*C] in MAE's patchify order
- * (dy, dx, c); norm_pix: each patch standardised by its mean and unbiased variance (+1e-6). */
-void mae_target(const float *img, int B, int C, int H, int W, int p, int norm_pix, float *out);
+#include "nn/tensor.h"
 
 typedef struct {
     int dim, depth, heads, L, grid, patch_dim;
@@ -52,16 +29,6 @@ void mae_decoder_free(mae_decoder *d); /* frees the block array; tensors belong 
 
 /* latent: encoder output [B, 1 + R + K, De] ([CLS], R registers, kept patches in shuffle order);
  * returns pred [B, L, p*p*C] in the original patch order. */
-tensor *mae_decoder_forward(const mae_decoder *d, tensor *latent, int registers, const int32_t *ids_restore);
-
-/* mae_target on the image tensor's device through nn/ops: img [B,C,H,W] -> [B, L, p*p*C] (view ops +
- * one strided copy; norm_pix: mean / unbiased variance over the last axis, as mae_target). */
-tensor *mae_target_t(tensor *img, int p, int norm_pix);
-
-/* sum_l mask[b,l] * mean_j (pred - target)^2 / sum mask (MSE on removed patches only), on pred's
- * device. target: a tensor on that device (mae_target_t); mask: host [B,L] (uploaded once). */
-tensor *mae_loss_t(tensor *pred, tensor *target, const float *mask);
-/* The same with a host target [B,L,P] (uploaded). */
-tensor *mae_loss(tensor *pred, const float *target, const float *mask);
+tensor *mae_decoder_forward(const mae_decoder *d, const nn_ctx *ctx, tensor *latent, int registers, const int32_t *ids_restore);
 
 #endif

@@ -1,4 +1,5 @@
-/* vit.c — Vision Transformer (timm layout) on endoret's ops: build, forward, weights I/O. */
+/* vit.c — Vision Transformer (timm layout) on endoret's ops: build, forward, pos-embed resampling
+ * (weights files: vit_io.c). */
 #include "nn/models/vit.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 #include "nn/base/rng.h"
 
@@ -50,83 +52,6 @@ int vit_config_check(const vit_config *c) {
 
 /* ---------------------------------------------------------------- parameters */
 
-static tensor *new_param(param_list *pl, const char *prefix, const char *name, int ndim, const int64_t *shape) {
-    char full[256];
-    snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", name);
-    tensor *t = tensor_param(full, ndim, shape);
-    params_add(pl, t);
-    return t;
-}
-
-/* One Philox stream per parameter (its index in the list), so adding a module elsewhere does not
- * change these weights' draws. */
-static rng_t param_rng(uint64_t seed, const param_list *pl) {
-    return rng_make(seed, rng_stream(RNG_INIT, (uint32_t)pl->n, 0));
-}
-
-static void init_linear(tensor *w, tensor *b, uint64_t seed, const param_list *pl) {
-    rng_t r = param_rng(seed, pl);
-    init_xavier_uniform(w->data, tensor_numel(w), w->shape[1], w->shape[0], 1.0f, &r);
-    if (b) init_zeros(b->data, tensor_numel(b));
-}
-
-void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
-                    double ls_init, uint64_t seed, param_list *pl) {
-    memset(b, 0, sizeof *b);
-    int64_t hid = (int64_t)(dim * mlp_ratio);
-    char p[200];
-#define P(name) (snprintf(p, sizeof p, "%s.%s", prefix, name), p)
-    b->norm1_w = new_param(pl, "", P("norm1.weight"), 1, SHAPE(dim));
-    init_ones(b->norm1_w->data, dim);
-    b->norm1_b = new_param(pl, "", P("norm1.bias"), 1, SHAPE(dim));
-    b->qkv_w = new_param(pl, "", P("attn.qkv.weight"), 2, SHAPE(3 * dim, dim));
-    if (qkv_bias) b->qkv_b = new_param(pl, "", P("attn.qkv.bias"), 1, SHAPE(3 * dim));
-    init_linear(b->qkv_w, b->qkv_b, seed, pl);
-    b->proj_w = new_param(pl, "", P("attn.proj.weight"), 2, SHAPE(dim, dim));
-    b->proj_b = new_param(pl, "", P("attn.proj.bias"), 1, SHAPE(dim));
-    init_linear(b->proj_w, b->proj_b, seed, pl);
-    if (ls_init > 0) {
-        b->ls1 = new_param(pl, "", P("ls1.gamma"), 1, SHAPE(dim));
-        init_constant(b->ls1->data, dim, (float)ls_init);
-    }
-    b->norm2_w = new_param(pl, "", P("norm2.weight"), 1, SHAPE(dim));
-    init_ones(b->norm2_w->data, dim);
-    b->norm2_b = new_param(pl, "", P("norm2.bias"), 1, SHAPE(dim));
-    b->fc1_w = new_param(pl, "", P("mlp.fc1.weight"), 2, SHAPE(hid, dim));
-    b->fc1_b = new_param(pl, "", P("mlp.fc1.bias"), 1, SHAPE(hid));
-    init_linear(b->fc1_w, b->fc1_b, seed, pl);
-    b->fc2_w = new_param(pl, "", P("mlp.fc2.weight"), 2, SHAPE(dim, hid));
-    b->fc2_b = new_param(pl, "", P("mlp.fc2.bias"), 1, SHAPE(dim));
-    init_linear(b->fc2_w, b->fc2_b, seed, pl);
-    if (ls_init > 0) {
-        b->ls2 = new_param(pl, "", P("ls2.gamma"), 1, SHAPE(dim));
-        init_constant(b->ls2->data, dim, (float)ls_init);
-    }
-#undef P
-}
-
-tensor *vit_block_forward(const vit_block *b, tensor *x, int heads, float eps) {
-    if (!x) return NULL;
-    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2], Dh = D / heads;
-    tensor *h = op_layernorm(x, b->norm1_w, b->norm1_b, eps);
-    tensor *qkv = op_linear(h, b->qkv_w, b->qkv_b);                       /* [B,T,3D] */
-    qkv = op_reshape(qkv, 5, SHAPE(B, T, 3, heads, Dh));
-    qkv = op_permute(qkv, (const int[]){2, 0, 3, 1, 4});                /* [3,B,H,T,Dh] */
-    tensor *q = op_squeeze(op_slice(qkv, 0, 0, 1), 0);
-    tensor *k = op_squeeze(op_slice(qkv, 0, 1, 2), 0);
-    tensor *v = op_squeeze(op_slice(qkv, 0, 2, 3), 0);
-    tensor *a = op_attention(q, k, v, NULL, MASK_NONE, 0.0f);           /* [B,H,T,Dh] */
-    a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, D));
-    a = op_linear(a, b->proj_w, b->proj_b);
-    if (b->ls1) a = op_mul(a, b->ls1);
-    x = op_add(x, a);
-    h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
-    h = op_gelu(op_linear(h, b->fc1_w, b->fc1_b));
-    h = op_linear(h, b->fc2_w, b->fc2_b);
-    if (b->ls2) h = op_mul(h, b->ls2);
-    return op_add(x, h);
-}
-
 static void fill_sincos(vit *v) {
     int P = v->cfg.pos_prefix, D = v->cfg.dim;
     /* MAE layout: the [CLS] row (when present) is zero; registers with a position too */
@@ -144,25 +69,25 @@ vit *vit_new(const vit_config *cfg, uint64_t seed) {
     v->L = v->grid * v->grid;
     int D = cfg->dim, p = cfg->patch;
     param_list *pl = &v->params;
-    v->cls_token = new_param(pl, "", "cls_token", 3, SHAPE(1, 1, D));
-    { rng_t r = param_rng(seed, pl); init_normal(v->cls_token->data, D, 0, 0.02f, &r); }
+    v->cls_token = layer_param(pl, "cls_token", 3, SHAPE(1, 1, D));
+    { rng_t r = layer_param_rng(seed, pl, 0); init_normal(v->cls_token->data, D, 0, 0.02f, &r); }
     if (cfg->registers > 0) {
-        v->reg_token = new_param(pl, "", "reg_token", 3, SHAPE(1, cfg->registers, D));
-        rng_t r = param_rng(seed, pl);
+        v->reg_token = layer_param(pl, "reg_token", 3, SHAPE(1, cfg->registers, D));
+        rng_t r = layer_param_rng(seed, pl, 0);
         init_normal(v->reg_token->data, (int64_t)cfg->registers * D, 0, 0.02f, &r);
     }
-    v->pos_embed = new_param(pl, "", "pos_embed", 3, SHAPE(1, cfg->pos_prefix + v->L, D));
+    v->pos_embed = layer_param(pl, "pos_embed", 3, SHAPE(1, cfg->pos_prefix + v->L, D));
     if (cfg->pos_fixed) {
         fill_sincos(v);
         tensor_set_requires_grad(v->pos_embed, 0);
     } else {
-        rng_t r = param_rng(seed, pl);
+        rng_t r = layer_param_rng(seed, pl, 0);
         init_trunc_normal(v->pos_embed->data, tensor_numel(v->pos_embed), 0, 0.02f, -2, 2, &r);
     }
-    v->patch_w = new_param(pl, "", "patch_embed.proj.weight", 4, SHAPE(D, cfg->in_chans, p, p));
-    v->patch_b = new_param(pl, "", "patch_embed.proj.bias", 1, SHAPE(D));
+    v->patch_w = layer_param(pl, "patch_embed.proj.weight", 4, SHAPE(D, cfg->in_chans, p, p));
+    v->patch_b = layer_param(pl, "patch_embed.proj.bias", 1, SHAPE(D));
     {
-        rng_t r = param_rng(seed, pl);
+        rng_t r = layer_param_rng(seed, pl, 0);
         init_xavier_uniform(v->patch_w->data, tensor_numel(v->patch_w), (int64_t)cfg->in_chans * p * p, D, 1.0f, &r);
     }
     v->blocks = xcalloc(cfg->depth ? cfg->depth : 1, sizeof(vit_block));
@@ -171,9 +96,9 @@ vit *vit_new(const vit_config *cfg, uint64_t seed) {
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
         vit_block_init(&v->blocks[i], prefix, D, cfg->mlp_ratio, cfg->qkv_bias, cfg->layerscale, seed, pl);
     }
-    v->norm_w = new_param(pl, "", "norm.weight", 1, SHAPE(D));
+    v->norm_w = layer_param(pl, "norm.weight", 1, SHAPE(D));
     init_ones(v->norm_w->data, D);
-    v->norm_b = new_param(pl, "", "norm.bias", 1, SHAPE(D));
+    v->norm_b = layer_param(pl, "norm.bias", 1, SHAPE(D));
     return v;
 }
 
@@ -221,7 +146,7 @@ static tensor *patchify_op(tensor *img, int p) {
 }
 
 /* Everything after the patches: embedding, positions, keep-gather, prefix tokens, blocks, norm. */
-static tensor *forward_patches(vit *v, tensor *patches, int B, const int32_t *keep, int K) {
+static tensor *forward_patches(vit *v, const nn_ctx *ctx, tensor *patches, int B, const int32_t *keep, int K) {
     const vit_config *c = &v->cfg;
     int D = c->dim, L = v->L, P = c->pos_prefix, R = c->registers;
     int64_t pd = (int64_t)c->in_chans * c->patch * c->patch;
@@ -243,11 +168,11 @@ static tensor *forward_patches(vit *v, tensor *patches, int B, const int32_t *ke
     }
     parts[np++] = x;
     x = op_concat(np, parts, 1);
-    for (int i = 0; i < c->depth; i++) x = vit_block_forward(&v->blocks[i], x, c->heads, (float)c->eps);
+    for (int i = 0; i < c->depth; i++) x = vit_block_forward(&v->blocks[i], ctx, x, c->heads, (float)c->eps);
     return op_layernorm(x, v->norm_w, v->norm_b, (float)c->eps);
 }
 
-tensor *vit_forward_t(vit *v, tensor *img, const int32_t *keep, int K) {
+tensor *vit_forward_t(vit *v, const nn_ctx *ctx, tensor *img, const int32_t *keep, int K) {
     if (!img) return NULL;
     const vit_config *c = &v->cfg;
     if (img->ndim != 4 || img->shape[1] != c->in_chans || img->shape[2] != c->img || img->shape[3] != c->img) {
@@ -260,24 +185,24 @@ tensor *vit_forward_t(vit *v, tensor *img, const int32_t *keep, int K) {
         er_fail(ER_INPUT, "vit: image on %s, model on %s", img->device ? "cuda" : "cpu", v->patch_w->device ? "cuda" : "cpu");
         return NULL;
     }
-    return forward_patches(v, patchify_op(img, c->patch), (int)img->shape[0], keep, K);
+    return forward_patches(v, ctx, patchify_op(img, c->patch), (int)img->shape[0], keep, K);
 }
 
-tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K) {
+tensor *vit_forward(vit *v, const nn_ctx *ctx, const float *img, int B, const int32_t *keep, int K) {
     const vit_config *c = &v->cfg;
     int dev = v->patch_w->device;
     if (dev != DEV_CPU) /* one upload of the images; patchify runs on the device */
-        return vit_forward_t(v, tensor_upload(dev, 4, SHAPE(B, c->in_chans, c->img, c->img), img), keep, K);
+        return vit_forward_t(v, ctx, tensor_upload(dev, 4, SHAPE(B, c->in_chans, c->img, c->img), img), keep, K);
     /* CPU: patches go straight into an arena tensor (no grad is needed for the input) */
     int64_t pd = (int64_t)c->in_chans * c->patch * c->patch;
     tensor *patches = tensor_empty(DEV_CPU, 3, SHAPE(B, v->L, pd));
     if (!patches) return NULL;
     vit_patchify(img, B, c->in_chans, c->img, c->img, c->patch, patches->data);
-    return forward_patches(v, patches, B, keep, K);
+    return forward_patches(v, ctx, patches, B, keep, K);
 }
 
-tensor *vit_cls(vit *v, const float *img, int B) {
-    tensor *x = vit_forward(v, img, B, NULL, 0);
+tensor *vit_cls(vit *v, const nn_ctx *ctx, const float *img, int B) {
+    tensor *x = vit_forward(v, ctx, img, B, NULL, 0);
     return op_reshape(op_slice(x, 1, 0, 1), 2, SHAPE(B, v->cfg.dim));
 }
 
@@ -354,144 +279,4 @@ int vit_set_img(vit *v, int img) {
     free(old);
     free(nw);
     return ER_OK;
-}
-
-/* ---------------------------------------------------------------- weights I/O */
-
-int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict) {
-    for (int i = 0; i < pl->n; i++) {
-        tensor *t = pl->t[i];
-        char name[512];
-        snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        const st_tensor *s = st_find(f, name);
-        if (!s) {
-            if (strict) return er_fail(ER_INPUT, "%s: tensor '%s' missing", f->path, name);
-            continue;
-        }
-        if (s->numel != tensor_numel(t))
-            goto shape_err;
-        /* shapes must agree up to leading 1s (timm [1,1,D] tokens vs ours are equal anyway) */
-        {
-            int64_t a[ST_MAX_DIMS], b[T_MAX_DIMS];
-            int na = 0, nb = 0;
-            for (int d = 0; d < s->ndim; d++) if (s->shape[d] != 1) a[na++] = s->shape[d];
-            for (int d = 0; d < t->ndim; d++) if (t->shape[d] != 1) b[nb++] = t->shape[d];
-            if (na != nb) goto shape_err;
-            for (int d = 0; d < na; d++) if (a[d] != b[d]) goto shape_err;
-        }
-        {
-            float *buf = xmalloc(tensor_numel(t) * sizeof(float));
-            int rc = st_read_f32(f, name, buf, tensor_numel(t));
-            if (!rc) tensor_copy_from_host(t, buf);
-            free(buf);
-            if (rc) return rc;
-        }
-        continue;
-    shape_err: {
-            char sb[128];
-            return er_fail(ER_INPUT, "%s: tensor '%s' has %lld elements, model expects shape %s", f->path, name,
-                           (long long)s->numel, tensor_shape_str(t, sb, sizeof sb));
-        }
-    }
-    return ER_OK;
-}
-
-float *params_add_st(const param_list *pl, st_writer *w, const char *prefix) {
-    int64_t off_dev = 0;
-    for (int i = 0; i < pl->n; i++)
-        if (pl->t[i]->device != DEV_CPU || !tensor_is_contiguous(pl->t[i])) off_dev += tensor_numel(pl->t[i]);
-    float *host = off_dev ? xmalloc((size_t)off_dev * sizeof(float)) : NULL, *h = host;
-    for (int i = 0; i < pl->n; i++) {
-        tensor *t = pl->t[i];
-        char name[512];
-        snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        const float *data = t->data;
-        if (t->device != DEV_CPU || !tensor_is_contiguous(t)) { /* download through the backend */
-            tensor_to_host(t, h);
-            data = h;
-            h += tensor_numel(t);
-        }
-        st_add(w, name, ST_F32, t->ndim, t->shape, data);
-    }
-    return host;
-}
-
-static int meta_int(const st_file *f, const char *key, int *out) {
-    const char *s = st_meta(f, key);
-    if (!s) return 0;
-    *out = atoi(s);
-    return 1;
-}
-
-void vit_config_add_meta(const vit_config *c, st_writer *w) {
-    char buf[64];
-#define M(key, fmt, val) (snprintf(buf, sizeof buf, fmt, val), st_add_meta(w, "endoret.vit." key, buf))
-    M("img", "%d", c->img); M("patch", "%d", c->patch); M("in_chans", "%d", c->in_chans);
-    M("dim", "%d", c->dim); M("depth", "%d", c->depth); M("heads", "%d", c->heads);
-    M("mlp_ratio", "%.17g", c->mlp_ratio); M("qkv_bias", "%d", c->qkv_bias);
-    M("registers", "%d", c->registers); M("pos_prefix", "%d", c->pos_prefix);
-    M("layerscale", "%.17g", c->layerscale); M("pos_fixed", "%d", c->pos_fixed); M("eps", "%.17g", c->eps);
-#undef M
-}
-
-int vit_config_from_st(const st_file *f, const char *prefix, vit_config *c) {
-    char name[512];
-    memset(c, 0, sizeof *c);
-    c->mlp_ratio = 4; c->qkv_bias = 1; c->eps = 1e-6; c->pos_prefix = 1;
-    snprintf(name, sizeof name, "%spatch_embed.proj.weight", prefix);
-    const st_tensor *pw = st_find(f, name);
-    if (!pw || pw->ndim != 4 || pw->shape[2] != pw->shape[3])
-        return er_fail(ER_INPUT, "%s: no ViT here ('%s' [D,C,p,p] missing)", f->path, name);
-    c->dim = (int)pw->shape[0]; c->in_chans = (int)pw->shape[1]; c->patch = (int)pw->shape[2];
-    c->heads = c->dim >= 64 ? c->dim / 64 : 1;
-    while (1) {
-        snprintf(name, sizeof name, "%sblocks.%d.attn.qkv.weight", prefix, c->depth);
-        if (!st_find(f, name)) break;
-        c->depth++;
-    }
-    snprintf(name, sizeof name, "%sblocks.0.mlp.fc1.weight", prefix);
-    const st_tensor *fc1 = st_find(f, name);
-    if (fc1 && fc1->ndim == 2) c->mlp_ratio = (double)fc1->shape[0] / c->dim;
-    snprintf(name, sizeof name, "%sblocks.0.attn.qkv.bias", prefix);
-    c->qkv_bias = c->depth == 0 || st_find(f, name) != NULL;
-    snprintf(name, sizeof name, "%sreg_token", prefix);
-    const st_tensor *rt = st_find(f, name);
-    if (rt) c->registers = (int)(rt->numel / c->dim);
-    snprintf(name, sizeof name, "%spos_embed", prefix);
-    const st_tensor *pe = st_find(f, name);
-    if (!pe) return er_fail(ER_INPUT, "%s: '%s' missing", f->path, name);
-    int64_t rows = pe->numel / c->dim;
-    /* which prefix count leaves a square grid: 1 ([CLS], timm/MAE), then 0, then 1 + R */
-    int cands[3] = {1, 0, 1 + c->registers}, found = 0;
-    for (int k = 0; k < 3 && !found; k++) {
-        int64_t Lr = rows - cands[k];
-        int64_t g = (int64_t)llround(sqrt((double)(Lr > 0 ? Lr : 0)));
-        if (Lr > 0 && g * g == Lr) { c->pos_prefix = cands[k]; c->img = (int)g * c->patch; found = 1; }
-    }
-    if (!found) return er_fail(ER_INPUT, "%s: pos_embed has %lld rows: not a square grid plus prefix", f->path, (long long)rows);
-    /* the model is learned unless our own metadata says fixed (a frozen sin-cos table loads as learned) */
-    c->pos_fixed = 0;
-    int v;
-    if (meta_int(f, "endoret.vit.heads", &v)) c->heads = v;
-    if (meta_int(f, "endoret.vit.pos_fixed", &v)) c->pos_fixed = v;
-    if (meta_int(f, "endoret.vit.img", &v) && v / c->patch * c->patch == v && (v / c->patch) * (v / c->patch) == rows - c->pos_prefix) c->img = v;
-    const char *s;
-    if ((s = st_meta(f, "endoret.vit.eps"))) c->eps = atof(s);
-    if ((s = st_meta(f, "endoret.vit.layerscale"))) c->layerscale = atof(s);
-    snprintf(name, sizeof name, "%sblocks.0.ls1.gamma", prefix);
-    if (st_find(f, name) && c->layerscale <= 0) c->layerscale = 1e-5;
-    if (!st_find(f, name)) c->layerscale = 0;
-    return vit_config_check(c);
-}
-
-vit *vit_load(const st_file *f, const char *prefix) {
-    vit_config c;
-    if (vit_config_from_st(f, prefix, &c)) return NULL;
-    vit *v = vit_new(&c, 0);
-    if (!v) return NULL;
-    if (params_load_st(&v->params, f, prefix, 1)) {
-        vit_free(v);
-        return NULL;
-    }
-    return v;
 }

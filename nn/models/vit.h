@@ -16,7 +16,8 @@
 
 #include <stdint.h>
 
-#include "checkpoints/safetensors.h"
+#include "nn/context.h"
+#include "nn/layers/vit_block.h"
 #include "nn/tensor.h"
 
 typedef struct {
@@ -40,19 +41,6 @@ int vit_config_preset(const char *name, vit_config *c);
 /* Shape checks (dims divisible, img multiple of patch ...): ER_OK or ER_INPUT naming the field. */
 int vit_config_check(const vit_config *c);
 
-/* One pre-norm transformer block's parameters (shared with the MAE decoder). */
-typedef struct {
-    tensor *norm1_w, *norm1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ls1;
-    tensor *norm2_w, *norm2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b, *ls2;
-} vit_block;
-
-/* Creates the block's parameters named "<prefix>.norm1.weight" ... and appends them to pl,
- * initialised as MAE (xavier-uniform linears, zero biases, unit norms; LayerScale = ls_init). */
-void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
-                    double ls_init, uint64_t seed, param_list *pl);
-/* x [B,T,D] -> [B,T,D]. */
-tensor *vit_block_forward(const vit_block *b, tensor *x, int heads, float eps);
-
 typedef struct {
     vit_config cfg;
     int grid;           /* patches per side at cfg.img */
@@ -74,16 +62,16 @@ void vit_free(vit *v);
  * (c, dy, dx), the input of patch_embed.proj. */
 void vit_patchify(const float *img, int B, int C, int H, int W, int p, float *out);
 
-/* Encoder forward. img: host [B,C,H,W] with H = W = cfg.img (uploaded once when the model is on a
+/* Encoder forward (ctx: nn/context.h; nothing in the ViT depends on it yet). img: host [B,C,H,W] with H = W = cfg.img (uploaded once when the model is on a
  * device). keep: NULL (all L patches) or
  * B*K patch indices per sample (MAE). Result [B, 1 + R + K, D] after the final norm: token 0 is
  * [CLS], then the R registers, then the kept patches in the order of `keep`. */
-tensor *vit_forward(vit *v, const float *img, int B, const int32_t *keep, int K);
+tensor *vit_forward(vit *v, const nn_ctx *ctx, const float *img, int B, const int32_t *keep, int K);
 /* The same from an image tensor [B,C,H,W] already on the model's device (patchify runs there as
  * view ops + one strided copy). keep/K as above (host indices, uploaded by the gather op). */
-tensor *vit_forward_t(vit *v, tensor *img, const int32_t *keep, int K);
+tensor *vit_forward_t(vit *v, const nn_ctx *ctx, tensor *img, const int32_t *keep, int K);
 /* [CLS] output [B, D] of full (unmasked) images. */
-tensor *vit_cls(vit *v, const float *img, int B);
+tensor *vit_cls(vit *v, const nn_ctx *ctx, const float *img, int B);
 
 /* Resample the patch rows of pos_embed to a new image side (bicubic, as timm
  * resample_abs_pos_embed / MAE interpolate_pos_embed; fixed sin-cos ones are recomputed). */
@@ -91,24 +79,5 @@ int vit_set_img(vit *v, int img);
 
 /* Forward FLOPs (multiply-add = 2) for B images of T tokens (T = 1 + R + L unmasked). */
 double vit_forward_flops(const vit_config *c, int B, int T);
-
-/* ---- weights ---- */
-/* Load every tensor of pl from f under "<prefix><name>" (prefix may be ""); shapes must match,
- * except pos_embed-like rows (resampled bicubically by the caller via vit_load). strict: a tensor
- * of pl missing in f is an error; otherwise it keeps its value. */
-int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict);
-/* Add every tensor of pl (float32) to a writer. Tensors on a device (or strided) are downloaded
- * into one malloc'd block that is returned: free() it after st_write. NULL when every tensor is a
- * packed CPU tensor (their own data is referenced). */
-float *params_add_st(const param_list *pl, st_writer *w, const char *prefix);
-/* Infer a vit_config from a timm/MAE/endoret file (names under `prefix`): dim and patch from
- * patch_embed.proj.weight, depth from blocks.N, heads = dim / 64 (timm's convention) unless the
- * metadata "endoret.vit.heads" says otherwise, registers from reg_token, LayerScale from
- * blocks.0.ls1.gamma, img from pos_embed rows. */
-int vit_config_from_st(const st_file *f, const char *prefix, vit_config *c);
-/* Build + load an encoder from a file (strict: every encoder tensor must be present). */
-vit *vit_load(const st_file *f, const char *prefix);
-/* Metadata entries describing cfg (endoret.vit.*), so vit_config_from_st finds it exactly. */
-void vit_config_add_meta(const vit_config *c, st_writer *w);
 
 #endif

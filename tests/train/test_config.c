@@ -11,10 +11,10 @@ static double g_dbl;
 static char *g_str;
 static int g_bool;
 static cfg_spec specs[] = {
-    {"train.steps", CFG_INT, &g_int, "steps"},
-    {"train.lr", CFG_DOUBLE, &g_dbl, "lr"},
-    {"data.manifest", CFG_STR, &g_str, "manifest"},
-    {"mae.norm_pix", CFG_BOOL, &g_bool, "norm pix"},
+    {"train.steps", CFG_INT, &g_int, "steps", "[0, inf)"},
+    {"train.lr", CFG_DOUBLE, &g_dbl, "lr", "[0, inf)"},
+    {"data.manifest", CFG_STR, &g_str, "manifest", "path"},
+    {"mae.norm_pix", CFG_BOOL, &g_bool, "norm pix", NULL},
 };
 enum { NS = 4 };
 

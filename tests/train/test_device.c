@@ -98,8 +98,8 @@ Test(endofinder_device, mae_target_and_patchify_ops_equal_host) {
     int32_t keep[2 * 4] = {0, 5, 8, 2, 7, 1, 3, 4};
     float *a = malloc(sizeof(float) * B * 5 * 16), *b = malloc(sizeof(float) * B * 5 * 16);
     NO_GRAD {
-        tensor_to_host(vit_forward(v, img, B, keep, 4), a);
-        tensor_to_host(vit_forward_t(v, tensor_upload(DEV_CPU, 4, SHAPE(B, C, S, S), img), keep, 4), b);
+        tensor_to_host(vit_forward(v, &NN_EVAL, img, B, keep, 4), a);
+        tensor_to_host(vit_forward_t(v, &NN_EVAL, tensor_upload(DEV_CPU, 4, SHAPE(B, C, S, S), img), keep, 4), b);
     }
     nn_step_end();
     cr_assert(memcmp(a, b, sizeof(float) * B * 5 * 16) == 0, "op patchify differs from host patchify");

@@ -10,8 +10,8 @@ static inline void tiny_image_cfg(image_cfg *c, loop_keys *k, const char *manife
     image_cfg_defaults(c);
     loop_keys_defaults(k, "image");
     image_loop_defaults(k);
-    cfg_set_str(&c->arch, "vit_tiny");
-    c->img = 16; c->patch = 4; c->dim = 32; c->depth = 1; c->heads = 2; c->head_dim = 16;
+    cfg_set_str(&c->model.arch, "vit_tiny");
+    c->model.img = 16; c->model.patch = 4; c->model.dim = 32; c->model.depth = 1; c->model.heads = 2; c->head_dim = 16;
     c->dec_dim = 16; c->dec_depth = 1; c->dec_heads = 2;
     cfg_set_str(&c->manifest, manifest);
     cfg_set_str(&c->split, "");

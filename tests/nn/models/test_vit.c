@@ -8,7 +8,8 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/ops.h"
-#include "nn/models/vit.h"
+#include "checkpoints/params_st.h"
+#include "nn/models/vit_io.h"
 #include "tests/nn/models/vit_refs.h"
 #include "tests/test_util.h"
 
@@ -35,7 +36,7 @@ static vit *load_ref(void) {
 
 static void cls_of(vit *v, const float *x, int B, float *out) {
     NO_GRAD {
-        tensor *c = vit_cls(v, x, B);
+        tensor *c = vit_cls(v, &NN_EVAL, x, B);
         cr_assert(c, "%s", er_msg());
         tensor_to_host(c, out);
     }
@@ -126,7 +127,7 @@ Test(endofinder_vit, backward_reaches_every_trainable_parameter) {
     float x[2 * 3 * 16 * 16];
     for (int i = 0; i < 2 * 3 * 256; i++) x[i] = sinf(0.37f * i);
     int32_t keep[2 * 2] = {3, 1, 0, 2};
-    tensor *out = vit_forward(v, x, 2, keep, 2);
+    tensor *out = vit_forward(v, &NN_EVAL, x, 2, keep, 2);
     cr_assert(out, "%s", er_msg());
     cr_assert_eq(out->shape[1], 1 + 1 + 2);
     tensor *loss = op_sum_all(op_mul(out, out));

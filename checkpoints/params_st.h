@@ -1,0 +1,17 @@
+/* params_st.h — a model's param_list read from / added to a safetensors file, by tensor name. */
+#ifndef ENDORET_PARAMS_ST_H
+#define ENDORET_PARAMS_ST_H
+
+#include "checkpoints/safetensors.h"
+#include "nn/tensor.h"
+
+/* Load every tensor of pl from f under "<prefix><name>" (prefix may be ""); shapes must match
+ * (up to leading 1s; a tensor of another shape is ER_INPUT naming the file and the tensor). strict: a tensor
+ * of pl missing in f is an error; otherwise it keeps its value. */
+int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict);
+/* Add every tensor of pl (float32) to a writer. Tensors on a device (or strided) are downloaded
+ * into one malloc'd block that is returned: free() it after st_write. NULL when every tensor is a
+ * packed CPU tensor (their own data is referenced). */
+float *params_add_st(const param_list *pl, st_writer *w, const char *prefix);
+
+#endif

@@ -1,0 +1,81 @@
+/* vit_block.c — the pre-norm transformer block of the ViT encoder and the MAE decoder. */
+#include "nn/layers/vit_block.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/init.h"
+#include "nn/layers/layer_params.h"
+#include "nn/ops.h"
+
+/* "<prefix>.<name>.weight" [out, in] xavier-uniform and (bias) "<prefix>.<name>.bias" zeros. */
+static void linear(tensor **w, tensor **b, param_list *pl, const char *prefix, const char *name, int64_t out,
+                   int64_t in, int bias, uint64_t seed) {
+    char full[200];
+    snprintf(full, sizeof full, "%s.%s.weight", prefix, name);
+    *w = layer_param(pl, full, 2, SHAPE(out, in));
+    if (bias) {
+        snprintf(full, sizeof full, "%s.%s.bias", prefix, name);
+        *b = layer_param(pl, full, 1, SHAPE(out));
+    }
+    rng_t r = layer_param_rng(seed, pl, 0);
+    init_xavier_uniform((*w)->data, out * in, in, out, 1.0f, &r);
+    if (bias) init_zeros((*b)->data, out);
+}
+
+/* LayerNorm "<prefix>.<name>.weight" ones and ".bias" zeros. */
+static void norm(tensor **w, tensor **b, param_list *pl, const char *prefix, const char *name, int dim) {
+    char full[200];
+    snprintf(full, sizeof full, "%s.%s.weight", prefix, name);
+    *w = layer_param(pl, full, 1, SHAPE(dim));
+    init_ones((*w)->data, dim);
+    snprintf(full, sizeof full, "%s.%s.bias", prefix, name);
+    *b = layer_param(pl, full, 1, SHAPE(dim));
+}
+
+/* LayerScale "<prefix>.<name>.gamma" = ls_init, or none when ls_init <= 0. */
+static tensor *layerscale(param_list *pl, const char *prefix, const char *name, int dim, double ls_init) {
+    if (ls_init <= 0) return NULL;
+    char full[200];
+    snprintf(full, sizeof full, "%s.%s.gamma", prefix, name);
+    tensor *t = layer_param(pl, full, 1, SHAPE(dim));
+    init_constant(t->data, dim, (float)ls_init);
+    return t;
+}
+
+void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
+                    double ls_init, uint64_t seed, param_list *pl) {
+    memset(b, 0, sizeof *b);
+    int64_t hid = (int64_t)(dim * mlp_ratio);
+    norm(&b->norm1_w, &b->norm1_b, pl, prefix, "norm1", dim);
+    linear(&b->qkv_w, &b->qkv_b, pl, prefix, "attn.qkv", 3 * (int64_t)dim, dim, qkv_bias, seed);
+    linear(&b->proj_w, &b->proj_b, pl, prefix, "attn.proj", dim, dim, 1, seed);
+    b->ls1 = layerscale(pl, prefix, "ls1", dim, ls_init);
+    norm(&b->norm2_w, &b->norm2_b, pl, prefix, "norm2", dim);
+    linear(&b->fc1_w, &b->fc1_b, pl, prefix, "mlp.fc1", hid, dim, 1, seed);
+    linear(&b->fc2_w, &b->fc2_b, pl, prefix, "mlp.fc2", dim, hid, 1, seed);
+    b->ls2 = layerscale(pl, prefix, "ls2", dim, ls_init);
+}
+
+tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int heads, float eps) {
+    (void)ctx; /* no dropout / drop-path in these blocks yet */
+    if (!x) return NULL;
+    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2], Dh = D / heads;
+    tensor *h = op_layernorm(x, b->norm1_w, b->norm1_b, eps);
+    tensor *qkv = op_linear(h, b->qkv_w, b->qkv_b);                       /* [B,T,3D] */
+    qkv = op_reshape(qkv, 5, SHAPE(B, T, 3, heads, Dh));
+    qkv = op_permute(qkv, (const int[]){2, 0, 3, 1, 4});                /* [3,B,H,T,Dh] */
+    tensor *q = op_squeeze(op_slice(qkv, 0, 0, 1), 0);
+    tensor *k = op_squeeze(op_slice(qkv, 0, 1, 2), 0);
+    tensor *v = op_squeeze(op_slice(qkv, 0, 2, 3), 0);
+    tensor *a = op_attention(q, k, v, NULL, MASK_NONE, 0.0f);           /* [B,H,T,Dh] */
+    a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, D));
+    a = op_linear(a, b->proj_w, b->proj_b);
+    if (b->ls1) a = op_mul(a, b->ls1);
+    x = op_add(x, a);
+    h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
+    h = op_gelu(op_linear(h, b->fc1_w, b->fc1_b));
+    h = op_linear(h, b->fc2_w, b->fc2_b);
+    if (b->ls2) h = op_mul(h, b->ls2);
+    return op_add(x, h);
+}

@@ -1,0 +1,198 @@
+/* model.c — the architecture registry and the family-independent half of the model interface. */
+#include "nn/models/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoints/params_st.h"
+#include "nn/autograd.h"
+#include "nn/base/base.h"
+#include "nn/models/vit_model.h"
+
+/* The registered families: a new one adds its line here (docs/models.md). */
+static const model_arch *const ARCHS[] = {
+    &vit_arch,
+};
+#define NARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
+
+int model_arch_count(void) { return NARCHS; }
+const model_arch *model_arch_at(int i) { return i >= 0 && i < NARCHS ? ARCHS[i] : NULL; }
+
+/* "vit_tiny | ... ; resnet50" for messages. */
+static void variants_list(char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; i < NARCHS; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%s", i ? "; " : "", ARCHS[i]->variants);
+    }
+}
+
+const model_arch *model_arch_find(const char *arch) {
+    for (int i = 0; arch && i < NARCHS; i++)
+        if (ARCHS[i]->accepts(arch)) return ARCHS[i];
+    char known[512];
+    variants_list(known, sizeof known);
+    er_fail(ER_INPUT, "unknown model '%s' (known: %s)", arch ? arch : "", known);
+    return NULL;
+}
+
+/* The current error message prefixed with where it happened (er_msg is copied first: er_fail
+ * writes the buffer it would read). */
+static int fail_at(const char *where) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", er_msg());
+    return er_fail(ER_INPUT, "%s: %s", where, msg);
+}
+
+/* The family's config struct with its defaults and its key table. */
+typedef struct {
+    const model_arch *arch;
+    void *args;
+    const cfg_spec *keys;
+    int nkeys;
+} arch_args;
+
+static void args_open(const model_arch *a, arch_args *x) {
+    x->arch = a;
+    x->args = xcalloc(1, a->args_size);
+    a->args_defaults(x->args);
+    x->keys = a->keys(x->args, &x->nkeys);
+}
+
+static void args_close(arch_args *x) {
+    if (x->args) x->arch->args_free(x->args);
+    free(x->args);
+}
+
+/* A model rebuilt from a checkpoint's config text ("key = value" lines, cfg_to_string) with the
+ * encoder's tensors of the file. */
+static int load_from_config(const st_file *f, const char *text, model **out) {
+    const char *line = strstr(text, "model.arch = ");
+    if (line != text && (!line || line[-1] != '\n'))
+        return er_fail(ER_INPUT, "%s: endoret.config has no model.arch line", f->path);
+    char name[128];
+    if (sscanf(line, "model.arch = %127[^\n]", name) != 1)
+        return er_fail(ER_INPUT, "%s: endoret.config: empty model.arch", f->path);
+    const model_arch *a = model_arch_find(name);
+    if (!a) return fail_at(f->path);
+    arch_args x;
+    args_open(a, &x);
+    char *copy = xstrdup(text), *save = NULL;
+    int rc = ER_OK;
+    for (char *l = strtok_r(copy, "\n", &save); l && !rc; l = strtok_r(NULL, "\n", &save)) {
+        char *eq = strstr(l, " = ");
+        if (!eq || strncmp(l, "model.", 6)) continue;
+        memmove(eq + 1, eq + 3, strlen(eq + 3) + 1); /* "key = value" -> "key=value" */
+        eq[0] = '=';
+        rc = cfg_set_known(l, f->path, x.keys, x.nkeys);
+    }
+    free(copy);
+    if (!rc) rc = a->create(x.args, 0, out);
+    args_close(&x);
+    if (!rc && (rc = params_load_st((*out)->params, f, "", 1))) {
+        model_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int model_load(const char *path, const char *arch, char **sets, int nsets, model **out) {
+    *out = NULL;
+    st_file f;
+    int rc = st_open(path, &f);
+    if (rc) return rc;
+    const char *name = arch ? arch : st_meta(&f, "endoret.arch");
+    const char *config = st_meta(&f, "endoret.config");
+    const model_arch *a = NULL;
+    if (name) {
+        if (!(a = model_arch_find(name))) rc = fail_at(path);
+    } else if (config) {
+        rc = load_from_config(&f, config, out);
+    } else {
+        for (int i = 0; i < NARCHS && !a; i++)
+            if (ARCHS[i]->recognises(&f)) a = ARCHS[i];
+        if (!a) {
+            char known[512];
+            variants_list(known, sizeof known);
+            rc = er_fail(ER_INPUT, "%s: no registered model recognises this file (no endoret.arch metadata, "
+                         "unknown tensor names): name it with --arch (%s)", path, known);
+        }
+    }
+    if (a) rc = a->load(&f, name, sets, nsets, out);
+    st_close(&f);
+    return rc;
+}
+
+int model_create(const char *arch, const char *config, char **sets, int nsets, model **out) {
+    *out = NULL;
+    /* first the family (model.arch) and the run seed; then the family's own keys */
+    char *name = NULL;
+    int seed = 0;
+    cfg_spec pick[] = {{"model.arch", CFG_STR, &name, "", "text"}, {"train.seed", CFG_INT, &seed, "", "[0, inf)"}};
+    int rc = config ? cfg_load_known(config, pick, 2) : ER_OK;
+    for (int i = 0; !rc && i < nsets; i++) rc = cfg_set_known(sets[i], "--set", pick, 2);
+    if (!rc && arch) cfg_set_str(&name, arch);
+    if (!rc && !name) rc = er_fail(ER_INPUT, "%s: no model.arch", config ? config : "--set");
+    const model_arch *a = rc ? NULL : model_arch_find(name);
+    if (!rc && !a) rc = ER_INPUT;
+    if (!rc) {
+        arch_args x;
+        args_open(a, &x);
+        rc = config ? cfg_load_known(config, x.keys, x.nkeys) : ER_OK;
+        for (int i = 0; !rc && i < nsets; i++) rc = cfg_set_known(sets[i], "--set", x.keys, x.nkeys);
+        if (!rc) cfg_set_str((char **)x.keys[0].dst, name); /* key 0 is model.arch */
+        if (!rc) rc = a->create(x.args, (uint64_t)seed, out);
+        args_close(&x);
+    }
+    free(name);
+    return rc;
+}
+
+int model_save(const model *m, const char *path, int64_t step) {
+    st_writer *w = st_writer_new();
+    float *host = params_add_st(m->params, w, ""); /* device tensors: downloaded copies */
+    m->arch->add_meta(m, w);
+    st_add_meta(w, "format", "pt");
+    st_add_meta(w, "endoret.kind", "weights");
+    if (step >= 0) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%lld", (long long)step);
+        st_add_meta(w, "endoret.step", buf);
+    }
+    int rc = st_write(w, path);
+    st_writer_free(w);
+    free(host);
+    return rc;
+}
+
+int model_embed(model *m, const float *images, int B, float *out) {
+    int rc = ER_OK;
+    NO_GRAD {
+        tensor *d = m->arch->descriptor(m, &NN_EVAL, images, B);
+        if (!d) rc = ER_RUNTIME;
+        else tensor_to_host(d, out);
+    }
+    nn_step_end();
+    return rc;
+}
+
+int model_to_device(model *m, int device) {
+    int rc = params_to_device(m->params, device);
+    if (!rc) m->device = device;
+    return rc;
+}
+
+int model_set_img(model *m, int img) {
+    if (img == m->img) return ER_OK;
+    if (!m->arch->set_img) return er_fail(ER_INPUT, "model %s: the input side is fixed (%d)", m->arch->name, m->img);
+    return m->arch->set_img(m, img);
+}
+
+void model_describe(const model *m, char *buf, size_t n) { m->arch->describe(m, buf, n); }
+
+void model_free(model *m) {
+    if (!m) return;
+    m->arch->destroy(m);
+    free(m);
+}

@@ -1,0 +1,95 @@
+/* model.h — the model interface and the architecture registry.
+ *
+ * An architecture (model_arch) is a family of models with one config struct: its name, a one-line
+ * help, its `model.*` config keys (the first is always model.arch, whose value names the variant,
+ * e.g. vit_large), create-from-config, recognise-a-file and load-a-file, and the instance
+ * operations (descriptor forward, input resize, metadata, destroy). A model is one instance: its
+ * parameter list (weights and buffers such as batch-norm running statistics), device, descriptor
+ * width and input side. Users (`embed`, `bench train`, report/serve, evaluation hooks) see only
+ * this header; the families register in model.c's table (docs/models.md: "add a model").
+ *
+ * How a file says what it holds, tried in this order by model_load:
+ *   1. metadata "endoret.arch" = a model.arch value (every family added after the ViT writes it);
+ *   2. a training checkpoint's "endoret.config" text: its model.arch line picks the family, its
+ *      model.* lines rebuild the config (the checkpoint's other tensors are ignored);
+ *   3. a family's own metadata or tensor names (recognises: the ViT's endoret.vit.* keys, timm /
+ *      torchvision names of plain files);
+ *   4. otherwise `arch` (the --arch option) must name the family (it also overrides 1-3).
+ * A file's tensors are checked against the rebuilt model: a missing tensor or a wrong shape is
+ * ER_INPUT with one message naming the file and the tensor. */
+#ifndef ENDORET_MODEL_H
+#define ENDORET_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoints/safetensors.h"
+#include "nn/base/config.h"
+#include "nn/context.h"
+#include "nn/tensor.h"
+
+typedef struct model model;
+
+typedef struct model_arch {
+    const char *name;      /* the family: "vit" */
+    const char *variants;  /* model.arch values it builds, for help: "vit_tiny | vit_small | ..." */
+    const char *help;      /* one line */
+    const char *what;      /* the descriptor, for messages: "L2-normalised [CLS]" */
+    int (*accepts)(const char *arch);            /* 1: model.arch = arch is one of our variants */
+    /* The family's config struct (args_size bytes): defaults, and the model.* keys bound to it. */
+    size_t args_size;
+    void (*args_defaults)(void *args);
+    const cfg_spec *(*keys)(void *args, int *n);
+    void (*args_free)(void *args);               /* the strings the keys own */
+    int (*create)(const void *args, uint64_t seed, model **out);   /* random init, on the host */
+    int (*recognises)(const st_file *f);         /* 1: metadata or tensor names are ours */
+    /* The model a file describes, with its weights, on the host. arch: NULL or a model.arch value
+     * overriding what the file says; sets: "model.key=value" overrides of what a file cannot say
+     * (the heads of a timm ViT), checked against the keys. */
+    int (*load)(const st_file *f, const char *arch, char **sets, int nsets, model **out);
+    /* ---- instance operations ---- */
+    tensor *(*descriptor)(model *m, const nn_ctx *ctx, const float *images, int B); /* [B, dim] */
+    int (*set_img)(model *m, int img);           /* NULL: the input side is fixed */
+    double (*forward_flops)(const model *m, int B); /* descriptor forward of B images (mul-add = 2) */
+    void (*describe)(const model *m, char *buf, size_t n); /* "vit dim 384 depth 12 ...: what" */
+    void (*add_meta)(const model *m, st_writer *w);        /* what `load` needs to rebuild it */
+    void (*destroy)(model *m);                   /* frees impl (which owns the tensors) */
+} model_arch;
+
+struct model {
+    const model_arch *arch;
+    void *impl;            /* the family's own struct (vit *) */
+    param_list *params;    /* weights and buffers: what model_save writes; owned by impl */
+    int dim;               /* descriptor width */
+    int img;               /* input side: images are [B, 3, img, img] */
+    int device;            /* DEV_CPU / DEV_CUDA */
+};
+
+/* The registered families, in table order (for help and --keys). */
+int model_arch_count(void);
+const model_arch *model_arch_at(int i);
+/* The family that builds model.arch = arch; NULL + ER_INPUT message listing the known ones. */
+const model_arch *model_arch_find(const char *arch);
+
+/* Rebuild a model from a safetensors file (see the header comment), on the host. arch and sets
+ * (model.* overrides, see model_arch.load) may be NULL / 0. ER_INPUT with one message naming the
+ * file (and the tensor or key) on any mismatch. */
+int model_load(const char *path, const char *arch, char **sets, int nsets, model **out);
+/* A random-init model from a config file (may be NULL) and `--set key=value` overrides: the
+ * model.* keys of the family named by arch (NULL: the config's model.arch) and train.seed (the run
+ * seed, the same init a training run starts from); the config's other keys are left to their
+ * readers. What `embed --config` embeds with. */
+int model_create(const char *arch, const char *config, char **sets, int nsets, model **out);
+/* Weights and buffers + the family's metadata + format/kind/step (step < 0: none), atomically. */
+int model_save(const model *m, const char *path, int64_t step);
+
+/* Descriptors of B images [B, 3, img, img] (host floats, normalised as datasets/augment.h's
+ * aug_eval) into out [B, dim] (host): eval mode, no gradient, activations released. */
+int model_embed(model *m, const float *images, int B, float *out);
+int model_to_device(model *m, int device);
+/* Another input side (ER_INPUT when the family's input is fixed or the side does not fit). */
+int model_set_img(model *m, int img);
+void model_describe(const model *m, char *buf, size_t n);
+void model_free(model *m);
+
+#endif
