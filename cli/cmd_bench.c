@@ -75,7 +75,7 @@ static int bench_train(int argc, char **argv) {
         {"json", ARG_FLAG, &json, "one JSON line"},
         {"device", ARG_STR, &device_s, "cpu | cuda"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
-        {"objective", ARG_STR, &objective, "cls (encoder, mean-square [CLS] loss) | mae (MAE pre-training step)"},
+        {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor) | mae (MAE pre-training step)"},
         {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)"},
     };
     int rc = args_parse(argc, argv, specs, 11,
