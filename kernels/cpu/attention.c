@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "nn/base/base.h"
 
 size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {

@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/gemm.h"
 #include "nn/base/base.h"
 
 #pragma weak backend_cuda
@@ -220,6 +219,16 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
     free(part);
 }
 
+/* Device services of the host: memory is already host memory and work is synchronous. */
+static void cpu_upload_async(void *dst, const void *src, size_t n) { cpu_copy(dst, src, n); }
+static int cpu_synchronize(void) { return 0; }
+static const char *cpu_last_error(void) { return NULL; }
+static void cpu_clear_error(void) {}
+static int cpu_device_count(void) { return 1; }
+static int cpu_set_device(int index) {
+    return index == 0 ? ER_OK : er_fail(ER_INPUT, "cpu:%d: the CPU backend has one device, cpu", index);
+}
+
 const er_backend backend_cpu = {
     .name = "cpu",
     .device = DEV_CPU,
@@ -228,34 +237,23 @@ const er_backend backend_cpu = {
     .copy = cpu_copy,
     .upload = cpu_copy,
     .download = cpu_copy,
-    .fill = cpu_fill,
-    .copy_strided = cpu_copy_strided,
-    .sum_to = cpu_sum_to,
-    .binary = cpu_binary,
-    .binary_grad = cpu_binary_grad,
-    .unary = cpu_unary,
-    .unary_backward = cpu_unary_backward,
-    .dropout = cpu_dropout,
-    .reduce = cpu_reduce,
-    .reduce_backward = cpu_reduce_backward,
-    .gemm_batched = sgemm_strided_batched,
-    .layernorm = cpu_layernorm,
-    .layernorm_backward = cpu_layernorm_backward,
-    .softmax = cpu_softmax,
-    .softmax_backward = cpu_softmax_backward,
-    .l2norm = cpu_l2norm,
-    .l2norm_backward = cpu_l2norm_backward,
-    .cross_entropy = cpu_cross_entropy,
-    .cross_entropy_backward = cpu_cross_entropy_backward,
-    .gather = cpu_gather,
-    .scatter_add = cpu_scatter_add,
-    .attention_workspace = cpu_attention_workspace,
-    .attention = cpu_attention,
-    .attention_backward = cpu_attention_backward,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .upload_async = cpu_upload_async,
+    .synchronize = cpu_synchronize,
+    .last_error = cpu_last_error,
+    .clear_error = cpu_clear_error,
+    .device_count = cpu_device_count,
+    .set_device = cpu_set_device,
+#define ER_OP(ret, name, params) .name = cpu_##name,
+#include "kernels/ops.def"
+#undef ER_OP
 };
 
 const er_backend *backend_get(int device) {
     if (device == DEV_CPU) return &backend_cpu;
-    if (device == DEV_CUDA && backend_cuda) return backend_cuda();
+    if (device == DEV_CUDA && backend_cuda) return backend_cuda(); /* er_msg() says why on NULL */
+    if (device == DEV_CUDA)
+        er_fail(ER_INPUT, "this build has no CUDA backend (rebuild with make CUDA=1 where nvcc is installed)");
     return NULL;
 }

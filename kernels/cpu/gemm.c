@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "nn/base/base.h"
 
@@ -442,4 +443,12 @@ void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float al
     for (int b = 0; b < batch; b++)
         sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
                       C + b * strideC, ldc, nt);
+}
+
+/* backend_cpu's gemm_batched (the table names every CPU op cpu_<name>, kernels/ops.def). */
+void cpu_gemm_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                      int lda, long strideA, const float *B, int ldb, long strideB, float beta,
+                      float *C, int ldc, long strideC, int batch) {
+    sgemm_strided_batched(transA, transB, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
+                          ldc, strideC, batch);
 }
