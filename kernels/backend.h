@@ -4,7 +4,9 @@
  *
  * Memory model seen from a kernel: every pointer is device memory of the backend's device (host
  * memory for the CPU). Kernels never allocate: scratch space is passed in (`work`, sized by the
- * matching *_workspace function) and comes from the caller's per-step arena. Output buffers are
+ * matching *_workspace function) and comes from the caller's per-step arena. Two process-lifetime
+ * caches are the documented exceptions: the CUDA backend's reduction partials (made with its
+ * stream and cuBLAS handle at init) and the CPU GEMM's per-thread packing panels (gemm.c). Output buffers are
  * written (`y = ...`) unless the argument is documented as accumulated (`gx += ...`): backward
  * kernels accumulate, because a tensor used twice receives the sum of both gradients.
  *

@@ -3,6 +3,7 @@
 #ifndef ENDORET_CPU_KERNELS_H
 #define ENDORET_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/backend.h"
@@ -118,8 +119,11 @@ void pack_transposed_avx512(int N, int D, const float *B, int64_t ldb, float *Bt
 void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
-/* out[c] = sum_r x[r * ld + c] for c < ncols */
-void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out);
+/* out[c] = sum_r x[r * ld + c] for c < ncols; `work` holds
+ * cpu_reduce_strided_cols_workspace(rows, ncols) floats, 8-byte aligned. */
+size_t cpu_reduce_strided_cols_workspace(int64_t rows, int64_t ncols);
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out,
+                             float *work);
 
 /* The kernels of backend_cpu: cpu_<name> for every entry of kernels/ops.def. */
 #define ER_OP(ret, name, params) ret cpu_##name params;

@@ -167,8 +167,11 @@ int sgemm_precision(void) {
 }
 
 /* ---- packing buffers ----
- * One pair of aligned buffers per thread, grown when a call needs more and then reused, so a
- * product does not malloc/free its panels (the small attention products called it per head).
+ * The one allocation of the CPU kernels (backend.h's workspace rule, documented exception): sgemm
+ * is also a host API with no workspace argument, called from any thread (retrieval scoring,
+ * attention heads), so its panels are a per-thread cache: one pair of aligned buffers per thread,
+ * at most mc x kc and kc x nc floats of the blocking in use, allocated by the thread's first
+ * product and reused for its life (a product does not malloc/free its panels).
  * Every thread's buffers sit in a global list (reachable: no leak report) and are freed when the
  * thread exits (pthread key destructor); those of threads alive at exit stay reachable. */
 typedef struct pack_bufs {

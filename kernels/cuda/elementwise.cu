@@ -109,8 +109,11 @@ __global__ void k_colsum(int64_t rows, int64_t cols, const float *x, float *y, i
     }
 }
 
+/* The column sums reduce in shared memory: no scratch. */
+size_t cu_sum_to_workspace(int ndim, const int64_t *xshape, const int64_t *yshape) { return 0; }
+
 void cu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
-               int accumulate) {
+               int accumulate, float *work) {
     /* y keeps a suffix of x's dims and is 1 on the leading ones: a column sum */
     int lead = 0;
     while (lead < ndim && yshape[lead] == 1) lead++;

@@ -71,6 +71,8 @@ static void *dev_from(const void *h, size_t bytes) {
     GPU->upload(d, h, bytes);
     return d;
 }
+/* Scratch of n floats on b's device for an op's `work` argument. */
+static float *work_of(const er_backend *b, size_t n) { return b->alloc((n ? n : 1) * sizeof(float)); }
 static float *devf(const float *h, int64_t n) { return dev_from(h, (size_t)n * sizeof(float)); }
 static float *host_of(const float *d, int64_t n) {
     float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
@@ -128,6 +130,7 @@ static void contig(int nd, const int64_t *shape, int64_t *st) {
 
 PARITY_COVERS(fill);
 PARITY_COVERS(copy_strided);
+PARITY_COVERS(sum_to_workspace);
 PARITY_COVERS(sum_to);
 Test(cuda, storage_fill_copy_strided_sum_to) {
     require_gpu();
@@ -159,17 +162,25 @@ Test(cuda, storage_fill_copy_strided_sum_to) {
     for (int t = 0; t < 5; t++) {
         int64_t m = targets[t][0] * targets[t][1] * targets[t][2];
         float *yc = rnd(m, -1, 1, 3), *dyt = devf(yc, m);
-        CPU->sum_to(3, shape, x, targets[t], yc, 1);
-        GPU->sum_to(3, shape, dx, targets[t], dyt, 1);
+        float *wc = work_of(CPU, CPU->sum_to_workspace(3, shape, targets[t]));
+        float *wg = work_of(GPU, GPU->sum_to_workspace(3, shape, targets[t]));
+        CPU->sum_to(3, shape, x, targets[t], yc, 1, wc);
+        GPU->sum_to(3, shape, dx, targets[t], dyt, 1, wg);
         expect_close("sum_to", yc, dyt, m, 1e-5);
         free(yc);
         GPU->free(dyt);
+        CPU->free(wc);
+        GPU->free(wg);
     }
     /* a large box to a scalar (the block-reduction path) */
     int64_t bigshape[1] = {100000}, one[1] = {1};
     float *big = rnd(100000, -1, 1, 4), *dbig = devf(big, 100000), s_cpu = 0, *ds = devf(&s_cpu, 1);
-    CPU->sum_to(1, bigshape, big, one, &s_cpu, 0);
-    GPU->sum_to(1, bigshape, dbig, one, ds, 0);
+    float *wc = work_of(CPU, CPU->sum_to_workspace(1, bigshape, one));
+    float *wg = work_of(GPU, GPU->sum_to_workspace(1, bigshape, one));
+    CPU->sum_to(1, bigshape, big, one, &s_cpu, 0, wc);
+    GPU->sum_to(1, bigshape, dbig, one, ds, 0, wg);
+    CPU->free(wc);
+    GPU->free(wg);
     expect_close("sum_to scalar", &s_cpu, ds, 1, 1e-5);
     GPU->free(dx); GPU->free(dy); GPU->free(dz); GPU->free(dbig); GPU->free(ds);
     free(x); free(y); free(f); free(big);
@@ -304,6 +315,7 @@ Test(cuda, gemm_bf16) {
 }
 
 PARITY_COVERS(layernorm);
+PARITY_COVERS(layernorm_backward_workspace);
 PARITY_COVERS(layernorm_backward);
 PARITY_COVERS(softmax);
 PARITY_COVERS(softmax_backward);
@@ -326,8 +338,12 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     expect_close("layernorm rstd", rstd, drstd, R, 1e-5);
     float *gx = rnd(n, -1, 1, 114), *gw = rnd(C, -1, 1, 115), *gb = rnd(C, -1, 1, 116);
     float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
-    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb);
-    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb);
+    float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
+    float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
+    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb, wc);
+    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb, wg);
+    CPU->free(wc);
+    GPU->free(wg);
     expect_close("layernorm gx", gx, dgx, n, 1e-5);
     expect_close("layernorm gw", gw, dgw, C, 1e-5);
     expect_close("layernorm gb", gb, dgb, C, 1e-5);
