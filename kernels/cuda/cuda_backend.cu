@@ -100,8 +100,16 @@ static void init_once(void) {
     g_ready = 1;
 }
 
+/* The current device is per host thread in the CUDA runtime: a loader or OpenMP thread that
+ * allocates or launches must first select the backend's device (cuda:N), or it would use GPU 0. */
+static thread_local int t_dev = -1;
+
 static int ready(void) {
     std::call_once(g_once, init_once);
+    if (g_ready && t_dev != g_dev) {
+        cudaSetDevice(g_dev);
+        t_dev = g_dev;
+    }
     return g_ready;
 }
 
