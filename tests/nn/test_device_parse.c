@@ -48,3 +48,19 @@ Test(device_parse, cuda_index_against_the_machine) {
     cr_assert_eq(er_device_parse("cuda:0", &dev), ER_OK, "%s", er_msg());
     cr_expect_eq(dev, DEV_CUDA);
 }
+
+/* The CPU table's device services: one device, index 0 only; host memory and synchronous work. */
+Test(device_parse, cpu_backend_services) {
+    cr_expect_eq(backend_cpu.device_count(), 1);
+    cr_expect_eq(backend_cpu.set_device(0), ER_OK);
+    cr_expect_eq(backend_cpu.set_device(1), ER_INPUT);
+    cr_expect(strstr(er_msg(), "cpu:1") != NULL, "%s", er_msg());
+    float src[5] = {1, 2, 3, 4, 5}, *pinned = backend_cpu.host_alloc(sizeof src), dst[5] = {0};
+    cr_assert_not_null(pinned);
+    memcpy(pinned, src, sizeof src);
+    backend_cpu.upload_async(dst, pinned, sizeof src);
+    cr_expect_eq(backend_cpu.synchronize(), 0);
+    cr_expect_null(backend_cpu.last_error());
+    cr_expect_eq(memcmp(dst, src, sizeof src), 0);
+    backend_cpu.host_free(pinned);
+}
