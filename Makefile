@@ -72,7 +72,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP) | deps
 
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/endoret_tests: $(TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion

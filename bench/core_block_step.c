@@ -82,12 +82,14 @@ static int kernels_main(int B, int iters) {
     float *gqkv = randbuf(R * 3 * C, 8), *w = randbuf(HID, 9), *bb = randbuf(HID, 10), *stats = randbuf(2 * R, 11);
     float *lse = randbuf((int64_t)B * H * T, 12);
     float *work = xmalloc_aligned(be->attention_workspace(B, H, T, T, (int)D) * sizeof(float));
+    float *lnwork = xmalloc_aligned((be->layernorm_backward_workspace(R, C) + 1) * sizeof(float));
+    float *sumwork = xmalloc_aligned((be->sum_to_workspace(2, (int64_t[]){R, HID}, (int64_t[]){1, HID}) + 1) * sizeof(float));
     double total = 0;
     printf("{\"mode\": \"kernels\", \"batch\": %d, \"threads\": %d}\n", B, omp_get_max_threads());
     TIME_KERNEL("gelu forward [R,1536]", 1, be->unary(UN_GELU, R * HID, x, y, 0, 0));
     TIME_KERNEL("gelu backward [R,1536]", 1, be->unary_backward(UN_GELU, R * HID, x, y, g, gx, 0, 0));
     TIME_KERNEL("layernorm forward [R,384]", 2, be->layernorm(R, C, x, w, bb, 1e-6f, y, stats, stats + R));
-    TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, x, w, stats, stats + R, g, gx, w, bb));
+    TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, x, w, stats, stats + R, g, gx, w, bb, lnwork));
     int64_t qs[3] = {T * 3 * C, D, 3 * C}, os[3] = {T * C, D, C};
     TIME_KERNEL("attention forward (softmax+gemm)", 1,
                 be->attention(B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL,
@@ -101,8 +103,8 @@ static int kernels_main(int B, int iters) {
                 be->binary(BIN_ADD, 2, (int64_t[]){R, HID}, y, (int64_t[]){HID, 1}, bb, bst, y));
     TIME_KERNEL("binary_grad add (accumulate) [R,384]", 4, be->binary_grad(BIN_ADD, 0, 2, sh2, x, st2, g, st2, g, gx, 1));
     TIME_KERNEL("sum_to bias grad [R,1536]->[1536]", 1,
-                be->sum_to(2, (int64_t[]){R, HID}, g, (int64_t[]){1, HID}, bb, 1));
-    TIME_KERNEL("sum_to bias grad [R,384]->[384] x3", 3, be->sum_to(2, sh2, g, (int64_t[]){1, C}, bb, 1));
+                be->sum_to(2, (int64_t[]){R, HID}, g, (int64_t[]){1, HID}, bb, 1, sumwork));
+    TIME_KERNEL("sum_to bias grad [R,384]->[384] x3", 3, be->sum_to(2, sh2, g, (int64_t[]){1, C}, bb, 1, sumwork));
     /* permute backward of the qkv split: [3,B,H,T,D] gradient view added into packed [B,T,3,H,D] */
     int64_t psh[5] = {3, B, H, T, D}, pxs[5] = {C, T * 3 * C, D, 3 * C, 1}, pys[5] = {(int64_t)B * H * T * D, H * T * D, T * D, D, 1};
     TIME_KERNEL("copy_strided qkv permute (acc) [R,1152]", 1, be->copy_strided(5, psh, gx, pys, gqkv, pxs, 1));
@@ -110,7 +112,7 @@ static int kernels_main(int B, int iters) {
     TIME_KERNEL("fill zero [R,384]", 6, be->fill(gx, R * C, 0.0f));
     printf("  %-34s %8s     %-5s                = %7.2f ms\n", "total non-GEMM per block step", "", "", total);
     free(x); free(y); free(g); free(gx); free(qkv); free(o); free(go); free(gqkv); free(w); free(bb);
-    free(stats); free(lse); free(work);
+    free(stats); free(lse); free(work); free(lnwork); free(sumwork);
     return 0;
 }
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "checkpoints/safetensors.h"
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/backend.h"
 #include "nn/base/base.h"
 
 #define NAME_MAX_LEN 512
@@ -235,7 +235,7 @@ int ckpt_load(const char *path, ckpt_state *s, int flags, char **config_out) {
     float *host = xmalloc(sizeof(float) * (size_t)maxn);
     for (int i = 0; !rc && i < lp.n; i++) {
         rc = st_read_f32(&f, lp.names[i], host, tensor_numel(lp.ts[i]));
-        if (!rc && !all_finite_f32(host, tensor_numel(lp.ts[i])))
+        if (!rc && !backend_cpu.all_finite(host, tensor_numel(lp.ts[i])))
             rc = er_fail(ER_INPUT, "%s: tensor '%s' holds NaN or Inf values", path, lp.names[i]);
     }
     for (int i = 0; !rc && i < lp.n; i++) {

@@ -2,7 +2,7 @@
  * (nn/models/model.h) on this machine.
  *
  *   endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--steps 3] [--json]
- *       [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae] [--mask-ratio 0.75]
+ *       [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae] [--mask-ratio 0.75]
  * objective cls (default): forward + backward + AdamW update of the whole model on random images
  * (loss = mean of the model's descriptor, so every block gets a gradient). objective mae (ViT
  * models): one MAE pre-training step as the MAE paper / torch_vit_bench.py (75 % random masking, the encoder on the
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "nn/base/args.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
@@ -29,9 +29,9 @@
 #include "nn/optim.h"
 #include "nn/precision.h"
 #include "nn/base/rng.h"
-#ifdef ENDORET_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
+#include "kernels/bench_cuda.h"
+
+#pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
 
 /* Best GFLOP/s of a square n^3 product through the device's GEMM (with the current precision). */
 static double gemm_ceiling(int device, int reps) {
@@ -73,14 +73,14 @@ static int bench_train(int argc, char **argv) {
         {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
         {"steps", ARG_INT, &steps, "timed steps (after one warm-up step)"},
         {"json", ARG_FLAG, &json, "one JSON line"},
-        {"device", ARG_STR, &device_s, "cpu | cuda"},
+        {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
         {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor) | mae (MAE pre-training step)"},
         {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)"},
     };
     int rc = args_parse(argc, argv, specs, 11,
                         "endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
-                        "                    [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae]", NULL, NULL);
+                        "                    [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae]", NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     int device;
@@ -186,20 +186,57 @@ out_model:
     return rc;
 }
 
+static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
+    int json = *(const int *)json_flag;
+    if (!strcmp(r->kind, "device")) {
+        if (!json) printf("device: %s\n", r->device);
+    } else if (!strcmp(r->kind, "gemm_peak")) {
+        if (json) printf("{\"bench\":\"gemm_peak\",\"precision\":\"%s\",\"m\":%d,\"tflops\":%.2f}\n", r->precision, r->m, r->tflops);
+        else printf("cuBLAS square %d^3 %-4s: %7.1f TFLOP/s (reference peak)\n", r->m, r->precision, r->tflops);
+    } else if (!strcmp(r->kind, "gemm")) {
+        if (json)
+            printf("{\"bench\":\"gemm\",\"model\":\"%s\",\"layer\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"precision\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f,\"of_peak\":%.3f}\n",
+                   r->model, r->layer, r->m, r->n, r->k, r->precision, r->ms, r->tflops, r->of_peak);
+        else
+            printf("%s %-4s [%6d x %5d x %5d] %-4s: %8.3f ms %7.1f TFLOP/s (%3.0f%% of cuBLAS peak)\n", r->model,
+                   r->layer, r->m, r->n, r->k, r->precision, r->ms, r->tflops, 100.0 * r->of_peak);
+    } else if (json) {
+        printf("{\"bench\":\"attention\",\"model\":\"%s\",\"B\":%d,\"H\":%d,\"T\":%d,\"D\":%d,\"pass\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
+               r->model, r->B, r->H, r->T, r->D, r->pass, r->ms, r->tflops);
+    } else {
+        printf("%s attention %-8s B=%d H=%d T=%d D=%d: %8.3f ms %6.1f TFLOP/s\n", r->model, r->pass, r->B, r->H,
+               r->T, r->D, r->ms, r->tflops);
+    }
+}
+
+/* `endoret bench cuda`: GPU GEMM / attention figures (kernels/bench_cuda.h); argv[0] is "cuda". */
+static int bench_cuda(int argc, char **argv) {
+    int iters = 20, batch_b = 64, batch_l = 32, json = 0;
+    arg_spec specs[] = {
+        {"iters", ARG_INT, &iters, "timed repetitions per measurement"},
+        {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes"},
+        {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes"},
+        {"json", ARG_FLAG, &json, "one JSON object per measurement"},
+    };
+    char **pos = NULL;
+    int npos = 0;
+    int rc = args_parse(argc, argv, specs, 4, "endoret bench cuda [options]", &pos, &npos);
+    free(pos);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    if (iters < 1 || batch_b < 1 || batch_l < 1) return er_fail(ER_INPUT, "bench cuda: --iters and --batch-* must be >= 1");
+    if (!cuda_bench_run) return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");
+    return cuda_bench_run(iters, batch_b, batch_l, print_cuda_row, &json);
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
         printf("usage: endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
-               "                          [--device cpu|cuda] [--precision fp32|bf16] [--objective cls|mae]\n"
+               "                          [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae]\n"
                "       endoret bench cuda [options]   (GPU GEMM/attention figures; CUDA builds only)\n");
         return argc < 2 ? ER_INPUT : ER_OK;
     }
     if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "cuda")) {
-#ifdef ENDORET_CUDA
-        return cuda_bench_main(argc - 1, argv + 1);
-#else
-        return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");
-#endif
-    }
+    if (!strcmp(argv[1], "cuda")) return bench_cuda(argc - 1, argv + 1);
     return er_fail(ER_INPUT, "bench: unknown benchmark '%s' (train, cuda; gemm and search have their own)", argv[1]);
 }

@@ -11,8 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_internal.h"
+#include "kernels/gemm.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -93,49 +92,12 @@ static void run_openblas_bf16(const openblas *ob, const shape *s, const uint16_t
                    C + (long)b * s->m * s->n, s->n);
 }
 
-/* --ukernels: each compiled micro-kernel this CPU runs, on one thread, with its packed panels in
- * L1 (kc = 256, 8 A panels in turn): the in-core ceiling, free of packing and cache misses. */
+/* --ukernels: each compiled micro-kernel this CPU runs, timed by sgemm_time_ukernel. */
 static void bench_ukernels(int json) {
-    const gemm_kernel *(*sets[])(int *) = {gemm_kernels_avx512bf16, gemm_kernels_avx512,
-                                           gemm_kernels_avx2, gemm_kernels_scalar};
-    const int kc = 256, calls = 2000;
-    for (int si = 0; si < 4; si++) {
-        int count;
-        const gemm_kernel *ks = sets[si](&count);
-        if (!count || (!strcmp(ks[0].isa, "avx512bf16") && !cpu_has_avx512_bf16()) ||
-            (!strcmp(ks[0].isa, "avx512") && !cpu_has_avx512()) ||
-            (!strcmp(ks[0].isa, "avx2") && !cpu_has_avx2_fma()))
-            continue;
-        for (int i = 0; i < count; i++) {
-            const gemm_kernel *K = &ks[i];
-            float *Ap = xmalloc_aligned(sizeof(float) * K->mr * kc * 8),
-                  *Bp = xmalloc_aligned(sizeof(float) * K->nr * kc),
-                  *C = xmalloc_aligned(sizeof(float) * K->mr * K->nr * 8);
-            for (long j = 0; j < (long)K->mr * kc * 8; j++) Ap[j] = 1e-3f * (float)(j % 7);
-            for (long j = 0; j < (long)K->nr * kc; j++) Bp[j] = 1e-3f * (float)(j % 5);
-            if (K->fn_bf16) {  /* the same values as bf16, converted in place (front half) */
-                gemm_cvt_bf16(Ap, (uint16_t *)Ap, (long)K->mr * kc * 8);
-                gemm_cvt_bf16(Bp, (uint16_t *)Bp, (long)K->nr * kc);
-            }
-            memset(C, 0, sizeof(float) * K->mr * K->nr * 8);
-            double best = 1e30;
-            for (int rep = 0; rep < 15; rep++) {
-                double t0 = now_seconds();
-                for (int c = 0; c < calls; c++)
-                    if (K->fn_bf16)  /* same bytes reinterpreted as bf16 pairs: kc depth steps */
-                        K->fn_bf16(kc / 2, (const uint16_t *)(Ap + (long)(c & 7) * K->mr * kc / 2),
-                                   (const uint16_t *)Bp, C + (long)(c & 7) * K->mr * K->nr, K->nr,
-                                   1.0f, 1.0f, K->mr, K->nr);
-                    else K->fn(kc, Ap + (long)(c & 7) * K->mr * kc, Bp, C + (long)(c & 7) * K->mr * K->nr,
-                          K->nr, 1.0f, 1.0f, K->mr, K->nr);
-                double t = now_seconds() - t0;
-                if (t < best) best = t;
-            }
-            double g = 2.0 * K->mr * K->nr * kc * calls / best * 1e-9;
-            if (json) printf("{\"ukernel\":\"%s\",\"mr\":%d,\"nr\":%d,\"kc\":%d,\"gflops_best\":%.2f}\n", K->name, K->mr, K->nr, kc, g);
-            else printf("%-16s %2d x %-2d  kc=%d  %6.1f GFLOP/s (best of 15, 1 thread, panels in L1)\n", K->name, K->mr, K->nr, kc, g);
-            free(Ap), free(Bp), free(C);
-        }
+    sgemm_ukernel_speed u;
+    for (int i = 0; sgemm_time_ukernel(i, &u); i++) {
+        if (json) printf("{\"ukernel\":\"%s\",\"mr\":%d,\"nr\":%d,\"kc\":%d,\"gflops_best\":%.2f}\n", u.name, u.mr, u.nr, u.kc, u.gflops_best);
+        else printf("%-16s %2d x %-2d  kc=%d  %6.1f GFLOP/s (best of 15, 1 thread, panels in L1)\n", u.name, u.mr, u.nr, u.kc, u.gflops_best);
     }
 }
 

@@ -65,7 +65,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
         {"quiet", ARG_FLAG, &quiet, "no progress line"},
         {"keys", ARG_FLAG, &keys, "list the config keys (the objective's, then the loop's) with their defaults and exit"},
         {"stop-after", ARG_INT, &stop_after, "testing aid: stop (with a checkpoint) after N steps"},
-        {"device", ARG_STR, &device, "cpu | cuda (overrides train.device)"},
+        {"device", ARG_STR, &device, "cpu | cuda | cuda:N (overrides train.device)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (overrides train.precision)"},
     };
     objective_config oc;

@@ -51,7 +51,8 @@ static void binary_backward(tape_node *n) {
             int ix = i - (nd - x->ndim);
             xs[i] = ix >= 0 ? x->shape[ix] : 1;
         }
-        BE(y)->sum_to(nd, shape, tmp, xs, gx->data, !fresh);
+        float *work = ops_scratch(y->device, (int64_t)BE(y)->sum_to_workspace(nd, shape, xs));
+        BE(y)->sum_to(nd, shape, tmp, xs, gx->data, !fresh, work);
     }
 }
 

@@ -163,7 +163,8 @@ static void expand_backward(tape_node *n) {
         int ix = i - (y->ndim - x->ndim);
         xs[i] = ix >= 0 ? x->shape[ix] : 1;
     }
-    BE(x)->sum_to(y->ndim, y->shape, y->grad->data, xs, gx->data, !fresh);
+    float *work = ops_scratch(x->device, (int64_t)BE(x)->sum_to_workspace(y->ndim, y->shape, xs));
+    BE(x)->sum_to(y->ndim, y->shape, y->grad->data, xs, gx->data, !fresh, work);
 }
 
 tensor *op_expand(tensor *x, int ndim, const int64_t *shape) {

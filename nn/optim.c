@@ -1,12 +1,12 @@
-/* optim.c — AdamW / SGD over parameter lists; arithmetic in kernels/cpu/optim_kernels.c (and the
- * CUDA mirror). See optim.h. */
+/* optim.c — AdamW / SGD over parameter lists; the arithmetic is the backend's adamw / sgd / sumsq /
+ * scale ops (kernels/ops.def). See optim.h. */
 #include "nn/optim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/backend.h"
 #include "nn/base/base.h"
 #include "nn/schedule.h"
 
@@ -51,8 +51,8 @@ optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
     int use_layer_decay = cfg.layer_decay > 0 && cfg.layer_decay != 1;
     if (use_layer_decay && cfg.depth <= 0) { er_fail(ER_INPUT, "optimizer: layer_decay %g needs the model depth", cfg.layer_decay); return NULL; }
     for (int i = 0; i < pl->n; i++)
-        if (!optim_kernels_get(pl->t[i]->device)) {
-            er_fail(ER_RUNTIME, "optimizer: parameter '%s' is on device %d, which has no optimizer kernels in this build",
+        if (!backend_get(pl->t[i]->device)) {
+            er_fail(ER_RUNTIME, "optimizer: parameter '%s' is on device %d, which has no backend in this build",
                     pl->t[i]->name ? pl->t[i]->name : "?", pl->t[i]->device);
             return NULL;
         }
@@ -112,7 +112,7 @@ int optim_step(optimizer *o) {
         if (!p->grad) continue; /* never received a gradient buffer: nothing to apply (as PyTorch's grad None) */
         int rc = check_packed(q);
         if (rc) return rc;
-        const optim_kernel_table *k = optim_kernels_get(p->device);
+        const er_backend *k = backend_get(p->device);
         int64_t n = tensor_numel(p);
         float lr = (float)(o->lr * q->lr_scale);
         if (o->cfg.kind == OPTIM_ADAMW) {
@@ -139,14 +139,14 @@ double optim_clip_grad_norm(optimizer *o, double max_norm) {
     double sumsq = 0.0;
     for (int i = 0; i < o->n; i++) {
         const tensor *g = o->ps[i].p->grad;
-        if (g) sumsq += optim_kernels_get(g->device)->sumsq(g->data, tensor_numel(g));
+        if (g) sumsq += backend_get(g->device)->sumsq(g->data, tensor_numel(g));
     }
     double norm = sqrt(sumsq);
     if (max_norm > 0 && isfinite(norm) && norm > max_norm) {
         float coef = (float)(max_norm / (norm + 1e-6));
         for (int i = 0; i < o->n; i++) {
             tensor *g = o->ps[i].p->grad;
-            if (g) optim_kernels_get(g->device)->scale(g->data, tensor_numel(g), coef);
+            if (g) backend_get(g->device)->scale(g->data, tensor_numel(g), coef);
         }
     }
     return norm;

@@ -6,7 +6,7 @@
  *   bf16: mixed precision as torch.autocast for matmuls: GEMM inputs rounded to bf16, fp32
  *         accumulation and fp32 storage; weights, optimizer state, norms, softmax/attention
  *         statistics and losses stay fp32. On the CPU this is sgemm_set_precision(SGEMM_BF16)
- *         (kernels/cpu/gemm.h), on CUDA cuda_set_precision(1) (cuBLAS bf16 tensor cores).
+ *         (kernels/gemm.h), which the CUDA backend reads too (cuBLAS bf16 tensor cores).
  *
  * Commands call er_device_parse + er_set_precision before any work, so a CPU-only build (or a
  * machine without a GPU) fails with one message and ER_INPUT (exit status 2) at once. */
@@ -21,13 +21,15 @@ int er_set_precision(const char *name);
 int er_get_precision(void);
 const char *er_precision_name(int precision);
 
-/* "cpu" | "cuda" (NULL or "" = cpu) -> DEV_CPU / DEV_CUDA, checking that the device can be used:
- * in a build without CUDA, or without a usable GPU, one clear message and ER_INPUT. */
+/* "cpu" | "cuda" | "cuda:N" (NULL or "" = cpu) -> DEV_CPU / DEV_CUDA, checking that the device can
+ * be used; cuda:N selects GPU N through the backend's set_device. A malformed value (cpu:1,
+ * cuda:-1, cuda:x), N beyond the device count, a build without CUDA or a machine without a usable
+ * GPU: one message naming the value and ER_INPUT. */
 int er_device_parse(const char *name, int *device);
 const char *er_device_name(int device);
 
 /* Once per training step: waits for the device's queued work and returns ER_RUNTIME with the first
- * recorded CUDA failure (cuda_backend_error()) in er_msg(); ER_OK on the CPU. `what` names the step
+ * recorded failure (the backend's last_error) in er_msg(); ER_OK on the CPU. `what` names the step
  * in the message ("step 12"). */
 int er_device_check(int device, const char *what);
 

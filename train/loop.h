@@ -21,7 +21,7 @@
  *     are saved and restored with the parameters but never seen by the optimizer, weight decay,
  *     clipping or the all-reduce (nn/context.h);
  *   - parameters, gradients and optimizer state live on the parameters' device (train.device); a CUDA
- *     failure (cuda_backend_error) is checked once per step and stops the run with its message.
+ *     failure (the backend's last_error) is checked once per step and stops the run with its message.
  * The objective's `step` must make its batch depend only on (seed, step, micro) — never on how
  * many steps ran in this process. */
 #ifndef ENDORET_TRAIN_LOOP_H

@@ -21,9 +21,6 @@
 #include "nn/precision.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
-#ifdef ENDORET_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 
 /* ---------------------------------------------------------------- config */
 
@@ -192,12 +189,10 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->src = xcalloc(o->nthreads, sizeof(image));
     o->msrc = xcalloc(o->nthreads, sizeof(image));
     int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
-#ifdef ENDORET_CUDA
-    if (device == DEV_CUDA) { /* page-locked: the per-step image upload is asynchronous */
-        o->x = cuda_host_alloc((size_t)M * 3 * S * S * sizeof(float));
+    if (device != DEV_CPU) { /* page-locked: the per-step image upload is asynchronous */
+        o->x = backend_get(device)->host_alloc((size_t)M * 3 * S * S * sizeof(float));
         o->pinned = o->x != NULL;
     }
-#endif
     if (!o->x) o->x = xmalloc((size_t)M * 3 * S * S * sizeof(float));
     o->mx = xmalloc((size_t)M * S * S * sizeof(float));
     o->scores = xmalloc((size_t)M * L * sizeof(float));
@@ -232,9 +227,7 @@ void image_objective_free(image_objective *o) {
         image_free(&o->msrc[t]);
     }
     free(o->ws); free(o->src); free(o->msrc);
-#ifdef ENDORET_CUDA
-    if (o->pinned) { cuda_host_free(o->x); o->x = NULL; }
-#endif
+    if (o->pinned) { backend_get(o->device)->host_free(o->x); o->x = NULL; }
     free(o->x); free(o->mx); free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner); free(o->inst);
     free(o->has_mask); free(o->match);
@@ -265,12 +258,10 @@ static tensor *upload_views(image_objective *o, int M) {
     tensor *t = tensor_empty(o->device, 4, SHAPE(M, 3, S, S));
     if (!t) return NULL;
     size_t bytes = (size_t)M * 3 * S * S * sizeof(float);
-#ifdef ENDORET_CUDA
     if (o->pinned) { /* ordered before the forward's kernels on the backend stream */
-        cuda_upload_async(t->data, o->x, bytes);
+        backend_get(o->device)->upload_async(t->data, o->x, bytes);
         return t;
     }
-#endif
     backend_get(o->device)->upload(t->data, o->x, bytes);
     return t;
 }

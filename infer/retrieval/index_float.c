@@ -3,7 +3,7 @@
  * top-k heap of (1 - cos, id). The reference is the same arithmetic as plain dot products. */
 #include "infer/retrieval/index.h"
 #include "infer/retrieval/topk.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "nn/base/base.h"
 
 #include <math.h>

@@ -5,14 +5,20 @@
  * turn and each matrix product uses all threads. */
 #include <math.h>
 #include <omp.h>
-#include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/gemm.h"
-#include "nn/base/base.h"
+#include "kernels/gemm.h"
+
+/* Each thread's part of `work`, in floats: the scores S and dS [Tq x Tk] each, the row terms Di
+ * [Tq], then (64-byte aligned) K^T or V^T packed for the AVX-512 head product [D x round16(Tk)]. */
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+static size_t pack_offset(int Tq, int Tk) { return round16(2 * (size_t)Tq * Tk + (size_t)Tq); }
+static size_t per_thread(int Tq, int Tk, int D) {
+    return pack_offset(Tq, Tk) + (size_t)D * round16((size_t)Tk);
+}
 
 size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
-    return (size_t)omp_get_max_threads() * (2 * (size_t)Tq * Tk + (size_t)Tq);
+    return (size_t)omp_get_max_threads() * per_thread(Tq, Tk, D);
 }
 
 /* The AVX-512 per-head products (simd_avx512.c) serve head widths D % 16 == 0, D <= 64 (every
@@ -23,32 +29,27 @@ static int fast_head(int D) {
     return D > 0 && D % 16 == 0 && D <= 64 && sgemm_precision() == SGEMM_FP32 && cpu_simd();
 }
 
-/* B^T of a [N x D] row-major block (row stride ldb), packed [D][ld], ld = N rounded up to 16,
- * zero-padded: the "A B^T" kernel's B operand. Freed by the caller. */
-static float *pack_transposed(int N, int D, const float *B, int64_t ldb, int64_t *ld) {
+/* B^T of a [N x D] row-major block (row stride ldb), packed into t [D][ld], ld = N rounded up
+ * to 16, zero-padded: the "A B^T" kernel's B operand. Returns ld. */
+static int64_t pack_transposed(int N, int D, const float *B, int64_t ldb, float *t) {
     int64_t l = (N + 15) / 16 * 16;
-    float *t = xmalloc_aligned(sizeof(float) * (size_t)(D * l));
-    *ld = l;
     if (cpu_simd() && (int64_t)N * ldb < INT32_MAX) { /* gather offsets are 32-bit */
         pack_transposed_avx512(N, D, B, ldb, t, l);
-        return t;
+        return l;
     }
     for (int j = 0; j < N; j++)
         for (int d = 0; d < D; d++) t[d * l + j] = B[j * ldb + d];
     for (int d = 0; d < D; d++)
         for (int64_t j = N; j < l; j++) t[d * l + j] = 0.0f;
-    *ld = l;
-    return t;
+    return l;
 }
 
-/* C [M x N] (+)= alpha A B^T for one head: A, B rows of length D. */
+/* C [M x N] (+)= alpha A B^T for one head: A, B rows of length D; pack holds D x round16(N). */
 static void head_abt(int M, int N, int D, float alpha, const float *A, int64_t lda, const float *B,
-                     int64_t ldb, float *C, int64_t ldc, int acc) {
+                     int64_t ldb, float *C, int64_t ldc, int acc, float *pack) {
     if (fast_head(D)) {
-        int64_t ldt;
-        float *bt = pack_transposed(N, D, B, ldb, &ldt);
-        attn_gemm_abt_avx512(M, N, D, alpha, A, lda, bt, ldt, C, ldc, acc);
-        free(bt);
+        int64_t ldt = pack_transposed(N, D, B, ldb, pack);
+        attn_gemm_abt_avx512(M, N, D, alpha, A, lda, pack, ldt, C, ldc, acc);
     } else {
         sgemm(0, 1, M, N, D, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
     }
@@ -67,8 +68,9 @@ static void head_ab(int transA, int M, int D, int K, float alpha, const float *A
 /* S = scale * Q K^T (+ mask) for head (b, h). */
 static void scores(int b, int h, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                    const float *k, const int64_t *ks, int mask_kind, const float *mask,
-                   const int64_t *ms, float *S) {
-    head_abt(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2], S, Tk, 0);
+                   const int64_t *ms, float *S, float *pack) {
+    head_abt(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2], S, Tk, 0,
+             pack);
     if (mask_kind == MASK_NONE) return;
     const float *mb = mask + b * ms[0] + h * ms[1];
     for (int i = 0; i < Tq; i++) {
@@ -108,7 +110,7 @@ static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const
                          const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                          const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                          float *o, const int64_t *os, float *lse, float *S, int H) {
-    scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, S);
+    scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, S, S + pack_offset(Tq, Tk));
     float *lrow = lse + ((int64_t)b * H + h) * Tq;
     if (cpu_simd()) {
         for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_avx512(S + (int64_t)i * Tk, Tk);
@@ -123,7 +125,7 @@ void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float
                    const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms, float *o,
                    const int64_t *os, float *lse, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
-    size_t per = 2 * (size_t)Tq * Tk + (size_t)Tq;
+    size_t per = per_thread(Tq, Tk, D);
     if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
@@ -142,8 +144,8 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
                           const float *o, const int64_t *os, const float *go, const int64_t *gos,
                           const float *lse, float *gq, const int64_t *gqs, float *gk,
                           const int64_t *gks, float *gv, const int64_t *gvs, float *w) {
-    float *P = w, *dP = w + (size_t)Tq * Tk, *Di = dP + (size_t)Tq * Tk;
-    scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, P);
+    float *P = w, *dP = w + (size_t)Tq * Tk, *Di = dP + (size_t)Tq * Tk, *pack = w + pack_offset(Tq, Tk);
+    scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, P, pack);
     const float *lrow = lse + ((int64_t)b * H + h) * Tq;
     const float *ob = o + b * os[0] + h * os[1], *gob = go + b * gos[0] + h * gos[1];
     for (int i = 0; i < Tq; i++) {
@@ -160,7 +162,7 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
     const float *vb = v + b * vs[0] + h * vs[1];
     if (gv) /* dV += P^T dO */
         head_ab(1, Tk, D, Tq, 1.0f, P, Tk, gob, gos[2], gv + b * gvs[0] + h * gvs[1], gvs[2], 1);
-    head_abt(Tq, Tk, D, 1.0f, gob, gos[2], vb, vs[2], dP, Tk, 0); /* dP = dO V^T */
+    head_abt(Tq, Tk, D, 1.0f, gob, gos[2], vb, vs[2], dP, Tk, 0, pack); /* dP = dO V^T */
     for (int i = 0; i < Tq; i++) {
         float *pr = P + (int64_t)i * Tk, *dr = dP + (int64_t)i * Tk;
         const float di = Di[i];
@@ -180,7 +182,7 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
                             const float *lse, float *gq, const int64_t *gqs, float *gk,
                             const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
-    size_t per = 2 * (size_t)Tq * Tk + (size_t)Tq;
+    size_t per = per_thread(Tq, Tk, D);
     if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)

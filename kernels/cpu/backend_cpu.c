@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/gemm.h"
 #include "nn/base/base.h"
 
 #pragma weak backend_cuda
@@ -108,27 +107,39 @@ void cpu_copy_strided(int ndim, const int64_t *shape0, const float *x, const int
     }
 }
 
+/* Fast path of sum_to: y keeps a suffix of x's dims and is 1 on the leading ones (bias
+ * gradients): a column sum over rows. Sets *rows, *cols and returns 1 when it applies. */
+static int sum_to_as_columns(int ndim, const int64_t *xshape, const int64_t *yshape, int64_t *rows,
+                             int64_t *cols) {
+    int lead = 0;
+    while (lead < ndim && yshape[lead] == 1) lead++;
+    if (lead == 0) return 0;
+    for (int i = lead; i < ndim; i++)
+        if (yshape[i] != xshape[i]) return 0;
+    *rows = *cols = 1;
+    for (int i = 0; i < lead; i++) *rows *= xshape[i];
+    for (int i = lead; i < ndim; i++) *cols *= xshape[i];
+    return 1;
+}
+
+/* The column-sum path: cpu_reduce_strided_cols's scratch (first: its doubles stay aligned), then
+ * a row of cols sums used when accumulating; the general path needs none. */
+size_t cpu_sum_to_workspace(int ndim, const int64_t *xshape, const int64_t *yshape) {
+    int64_t rows, cols;
+    if (!sum_to_as_columns(ndim, xshape, yshape, &rows, &cols)) return 0;
+    return (size_t)cols + cpu_reduce_strided_cols_workspace(rows, cols);
+}
+
 /* y[yshape] (+)= sum over broadcast dims of x[xshape]. Parallel over y's elements' outer part;
  * each output accumulates in double. */
 void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
-                int accumulate) {
-    /* Fast path: y keeps a suffix of x's dims and is 1 on the leading ones (bias gradients):
-     * a column sum over rows = cpu_reduce with outer 1. */
-    int lead = 0;
-    while (lead < ndim && yshape[lead] == 1) lead++;
-    int suffix_ok = lead > 0;
-    for (int i = lead; i < ndim; i++)
-        if (yshape[i] != xshape[i]) suffix_ok = 0;
-    if (suffix_ok) {
-        int64_t rows = 1, cols = 1;
-        for (int i = 0; i < lead; i++) rows *= xshape[i];
-        for (int i = lead; i < ndim; i++) cols *= xshape[i];
-        float *buf = accumulate ? xmalloc_aligned(sizeof(float) * (size_t)(cols ? cols : 1)) : y;
-        cpu_reduce_strided_cols(rows, cols, cols, x, buf);
-        if (accumulate) {
+                int accumulate, float *work) {
+    int64_t rows, cols;
+    if (sum_to_as_columns(ndim, xshape, yshape, &rows, &cols)) {
+        float *buf = accumulate ? work + cpu_reduce_strided_cols_workspace(rows, cols) : y;
+        cpu_reduce_strided_cols(rows, cols, cols, x, buf, work);
+        if (accumulate)
             for (int64_t c = 0; c < cols; c++) y[c] += buf[c];
-            free(buf);
-        }
         return;
     }
     /* Strides of x (packed) and of y as seen from x's index space (0 on reduced dims). */
@@ -177,21 +188,30 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
  * the result does not either. */
 #define RED_RB 64
 
-void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out) {
+/* One block: ncols doubles (2 ncols floats, 8-byte aligned when `work` is); more: the float
+ * partial rows, ceil(rows / RED_RB) x ncols. Rounded up to 64 bytes. */
+size_t cpu_reduce_strided_cols_workspace(int64_t rows, int64_t ncols) {
+    int64_t nblk = (rows + RED_RB - 1) / RED_RB;
+    size_t n = (size_t)(nblk <= 1 ? 2 * ncols : nblk * ncols);
+    return (n + 15) / 16 * 16;
+}
+
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out,
+                             float *work) {
     if (ncols <= 0) return;
     int64_t nblk = (rows + RED_RB - 1) / RED_RB;
     if (nblk <= 1) { /* one block: sum straight in double */
-        double *acc = xcalloc((size_t)ncols, sizeof(double));
+        double *acc = (double *)(void *)work;
+        for (int64_t c = 0; c < ncols; c++) acc[c] = 0.0;
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * ld;
             #pragma omp simd
             for (int64_t c = 0; c < ncols; c++) acc[c] += xr[c];
         }
         for (int64_t c = 0; c < ncols; c++) out[c] = (float)acc[c];
-        free(acc);
         return;
     }
-    float *part = xmalloc_aligned(sizeof(float) * (size_t)(nblk * ncols));
+    float *part = work;
     #pragma omp parallel for if (rows * ncols > CPU_PAR_MIN)
     for (int64_t b = 0; b < nblk; b++) {
         float *p = part + b * ncols;
@@ -217,7 +237,16 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
         }
         for (int64_t c = 0; c < cl; c++) out[c0 + c] = (float)acc[c];
     }
-    free(part);
+}
+
+/* Device services of the host: memory is already host memory and work is synchronous. */
+static void cpu_upload_async(void *dst, const void *src, size_t n) { cpu_copy(dst, src, n); }
+static int cpu_synchronize(void) { return 0; }
+static const char *cpu_last_error(void) { return NULL; }
+static void cpu_clear_error(void) {}
+static int cpu_device_count(void) { return 1; }
+static int cpu_set_device(int index) {
+    return index == 0 ? ER_OK : er_fail(ER_INPUT, "cpu:%d: the CPU backend has one device, cpu", index);
 }
 
 const er_backend backend_cpu = {
@@ -228,34 +257,23 @@ const er_backend backend_cpu = {
     .copy = cpu_copy,
     .upload = cpu_copy,
     .download = cpu_copy,
-    .fill = cpu_fill,
-    .copy_strided = cpu_copy_strided,
-    .sum_to = cpu_sum_to,
-    .binary = cpu_binary,
-    .binary_grad = cpu_binary_grad,
-    .unary = cpu_unary,
-    .unary_backward = cpu_unary_backward,
-    .dropout = cpu_dropout,
-    .reduce = cpu_reduce,
-    .reduce_backward = cpu_reduce_backward,
-    .gemm_batched = sgemm_strided_batched,
-    .layernorm = cpu_layernorm,
-    .layernorm_backward = cpu_layernorm_backward,
-    .softmax = cpu_softmax,
-    .softmax_backward = cpu_softmax_backward,
-    .l2norm = cpu_l2norm,
-    .l2norm_backward = cpu_l2norm_backward,
-    .cross_entropy = cpu_cross_entropy,
-    .cross_entropy_backward = cpu_cross_entropy_backward,
-    .gather = cpu_gather,
-    .scatter_add = cpu_scatter_add,
-    .attention_workspace = cpu_attention_workspace,
-    .attention = cpu_attention,
-    .attention_backward = cpu_attention_backward,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .upload_async = cpu_upload_async,
+    .synchronize = cpu_synchronize,
+    .last_error = cpu_last_error,
+    .clear_error = cpu_clear_error,
+    .device_count = cpu_device_count,
+    .set_device = cpu_set_device,
+#define ER_OP(ret, name, params) .name = cpu_##name,
+#include "kernels/ops.def"
+#undef ER_OP
 };
 
 const er_backend *backend_get(int device) {
     if (device == DEV_CPU) return &backend_cpu;
-    if (device == DEV_CUDA && backend_cuda) return backend_cuda();
+    if (device == DEV_CUDA && backend_cuda) return backend_cuda(); /* er_msg() says why on NULL */
+    if (device == DEV_CUDA)
+        er_fail(ER_INPUT, "this build has no CUDA backend (rebuild with make CUDA=1 where nvcc is installed)");
     return NULL;
 }

@@ -7,7 +7,7 @@
 #include <cpuid.h>
 #endif
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
 
 int cpu_has_avx512(void) {

@@ -1,8 +1,9 @@
-/* cpu_kernels.h — the CPU kernels that fill backend_cpu (kernels/backend.h documents each one),
- * plus shared helpers for strided iteration. Internal to kernels/cpu. */
+/* cpu_kernels.h — the CPU kernels that fill backend_cpu (generated from kernels/ops.def, which
+ * documents each one), plus shared helpers for strided iteration. Internal to kernels/cpu. */
 #ifndef ENDORET_CPU_KERNELS_H
 #define ENDORET_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/backend.h"
@@ -118,62 +119,15 @@ void pack_transposed_avx512(int N, int D, const float *B, int64_t ldb, float *Bt
 void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
-void cpu_fill(float *y, int64_t n, float v);
-void cpu_copy_strided(int ndim, const int64_t *shape, const float *x, const int64_t *xs, float *y,
-                      const int64_t *ys, int accumulate);
-void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
-                int accumulate);
+/* out[c] = sum_r x[r * ld + c] for c < ncols; `work` holds
+ * cpu_reduce_strided_cols_workspace(rows, ncols) floats, 8-byte aligned. */
+size_t cpu_reduce_strided_cols_workspace(int64_t rows, int64_t ncols);
+void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out,
+                             float *work);
 
-/* out[c] = sum_r x[r * ld + c] for c < ncols */
-void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out);
-
-void cpu_binary(int op, int ndim, const int64_t *shape, const float *a, const int64_t *as,
-                const float *b, const int64_t *bs, float *y);
-void cpu_binary_grad(int op, int side, int ndim, const int64_t *shape, const float *a,
-                     const int64_t *as, const float *b, const int64_t *bs, const float *gy, float *g,
-                     int accumulate);
-void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float beta);
-void cpu_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy, float *gx,
-                        float alpha, float beta);
-void cpu_dropout(int64_t n, const float *x, float *y, float p, uint64_t seed, uint64_t stream,
-                 uint64_t offset, int accumulate);
-
-void cpu_reduce(int op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y,
-                int32_t *argmax);
-void cpu_reduce_backward(int op, int64_t outer, int64_t len, int64_t inner, const float *gy,
-                         const int32_t *argmax, float *gx);
-void cpu_softmax(int64_t rows, int64_t cols, const float *x, float *y, int log);
-void cpu_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *gy, float *gx,
-                          int log);
-void cpu_l2norm(int64_t rows, int64_t cols, const float *x, float *y, float *norm, float eps);
-void cpu_l2norm_backward(int64_t rows, int64_t cols, const float *y, const float *norm,
-                         const float *gy, float *gx, float eps);
-void cpu_cross_entropy(int64_t rows, int64_t cols, const float *x, const int32_t *label, float *loss,
-                       float *lse);
-void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *x, const int32_t *label,
-                                const float *lse, float scale, float *gx);
-
-void cpu_layernorm(int64_t rows, int64_t cols, const float *x, const float *w, const float *b,
-                   float eps, float *y, float *mean, float *rstd);
-void cpu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
-                            const float *mean, const float *rstd, const float *gy, float *gx,
-                            float *gw, float *gb);
-
-void cpu_gather(int64_t outer, int64_t L, int64_t inner, const float *x, const int32_t *idx,
-                int64_t idx_stride, int64_t K, float *y);
-void cpu_scatter_add(int64_t outer, int64_t K, int64_t inner, const float *x, const int32_t *idx,
-                     int64_t idx_stride, int64_t L, float *y);
-
-size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D);
-void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
-                   const int64_t *qs, const float *k, const int64_t *ks, const float *v,
-                   const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms, float *o,
-                   const int64_t *os, float *lse, float *work);
-void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
-                            const int64_t *qs, const float *k, const int64_t *ks, const float *v,
-                            const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
-                            const float *o, const int64_t *os, const float *go, const int64_t *gos,
-                            const float *lse, float *gq, const int64_t *gqs, float *gk,
-                            const int64_t *gks, float *gv, const int64_t *gvs, float *work);
+/* The kernels of backend_cpu: cpu_<name> for every entry of kernels/ops.def. */
+#define ER_OP(ret, name, params) ret cpu_##name params;
+#include "kernels/ops.def"
+#undef ER_OP
 
 #endif

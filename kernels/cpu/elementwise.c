@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "nn/base/rng.h"
+#include "nn/base/philox.h"
 
 #define INNER_CHUNK 4096
 
@@ -185,15 +185,12 @@ void cpu_dropout(int64_t n, const float *x, float *y, float p, uint64_t seed, ui
     const double thr_d = (double)p * 4294967296.0;
     const uint64_t thr = thr_d >= 4294967296.0 ? 4294967296ull : (uint64_t)thr_d;
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     /* one Philox call per aligned group of 4 indices (a group's 4 words are its 4 elements) */
     int64_t first = (int64_t)(offset / 4), last = (int64_t)((offset + (uint64_t)n + 3) / 4);
     #pragma omp parallel for if (n > CPU_PAR_MIN / 4)
     for (int64_t g = first; g < last; g++) {
-        uint32_t ctr[4] = {(uint32_t)g, (uint32_t)((uint64_t)g >> 32), (uint32_t)stream,
-                           (uint32_t)(stream >> 32)};
         uint32_t out[4];
-        philox4x32_10(ctr, key, out);
+        philox_block(seed, stream, (uint64_t)g, out);
         for (int w = 0; w < 4; w++) {
             int64_t i = g * 4 + w - (int64_t)offset;
             if (i < 0 || i >= n) continue;

@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "nn/base/base.h"
 
@@ -166,8 +167,11 @@ int sgemm_precision(void) {
 }
 
 /* ---- packing buffers ----
- * One pair of aligned buffers per thread, grown when a call needs more and then reused, so a
- * product does not malloc/free its panels (the small attention products called it per head).
+ * The one allocation of the CPU kernels (backend.h's workspace rule, documented exception): sgemm
+ * is also a host API with no workspace argument, called from any thread (retrieval scoring,
+ * attention heads), so its panels are a per-thread cache: one pair of aligned buffers per thread,
+ * at most mc x kc and kc x nc floats of the blocking in use, allocated by the thread's first
+ * product and reused for its life (a product does not malloc/free its panels).
  * Every thread's buffers sit in a global list (reachable: no leak report) and are freed when the
  * thread exits (pthread key destructor); those of threads alive at exit stay reachable. */
 typedef struct pack_bufs {
@@ -442,4 +446,12 @@ void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float al
     for (int b = 0; b < batch; b++)
         sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
                       C + b * strideC, ldc, nt);
+}
+
+/* backend_cpu's gemm_batched (the table names every CPU op cpu_<name>, kernels/ops.def). */
+void cpu_gemm_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                      int lda, long strideA, const float *B, int ldb, long strideB, float beta,
+                      float *C, int ldc, long strideC, int batch) {
+    sgemm_strided_batched(transA, transB, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
+                          ldc, strideC, batch);
 }

@@ -53,8 +53,6 @@ void gemm_pack_b_bf16(int transB, const float *B, long ldb, int p0, int kc, int 
 /* n floats -> bf16 with the hardware conversion (vcvtne2ps2bf16); AVX512_BF16 CPUs only. */
 void gemm_cvt_bf16(const float *x, uint16_t *y, long n);
 
-/* Round n packed floats to bf16 in place (nearest even; NaN stays NaN): the SGEMM_BF16 inputs. */
-void gemm_round_bf16(float *P, long n);
 
 /* Runtime CPU features (cpu_info.c): non-zero when the CPU and OS support them. */
 int cpu_has_avx512(void);  /* AVX-512 F+VL+DQ+BW */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
 
 /* Copy `len` floats of a contiguous run into a panel row and zero the rest up to `width`. */

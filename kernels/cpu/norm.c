@@ -1,8 +1,6 @@
 /* norm.c — layer normalisation over the last axis (two-pass mean/variance in double). */
 #include <math.h>
-#include <stdlib.h>
 
-#include "nn/base/base.h"
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -42,15 +40,20 @@ void cpu_layernorm(int64_t rows, int64_t cols, const float *x, const float *w, c
  * neither do the results. */
 #define LN_RB 32
 
+/* The partial rows (ceil(rows / LN_RB) blocks x 2 x cols), then a row of ones (cols) standing in
+ * for a missing weight. */
+size_t cpu_layernorm_backward_workspace(int64_t rows, int64_t cols) {
+    return (size_t)((rows + LN_RB - 1) / LN_RB * 2 * cols + cols);
+}
+
 void cpu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
                             const float *mean, const float *rstd, const float *gy, float *gx,
-                            float *gw, float *gb) {
+                            float *gw, float *gb, float *work) {
     int64_t nblk = (rows + LN_RB - 1) / LN_RB;
     int want_wb = gw || gb;
-    float *part = want_wb ? xmalloc_aligned(sizeof(float) * (size_t)(nblk * 2 * cols)) : NULL;
-    float *ones = NULL;
+    float *part = want_wb ? work : NULL;
     if (!w) { /* no affine weight: g = gy */
-        ones = xmalloc_aligned(sizeof(float) * (size_t)(cols ? cols : 1));
+        float *ones = work + nblk * 2 * cols;
         for (int64_t j = 0; j < cols; j++) ones[j] = 1.0f;
         w = ones;
     }
@@ -108,6 +111,4 @@ void cpu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const fl
             }
         }
     }
-    free(part);
-    free(ones);
 }

@@ -1,5 +1,5 @@
-/* bench_cuda.cu — GPU benchmark: `endoret bench cuda` (wired by cmd_bench: it calls
- * cuda_bench_main(argc, argv) with argv[0] = "cuda").
+/* bench_cuda.cu — the measurements of `endoret bench cuda` (kernels/bench_cuda.h); cli/cmd_bench.c
+ * parses the options and prints the rows.
  *
  * Measures, through the backend table (the same code paths training uses):
  *   - GEMM TFLOP/s for the ViT-B/16 and ViT-L/16 linear layers (qkv, proj, fc1, fc2 on
@@ -13,14 +13,13 @@
 #include <string.h>
 
 extern "C" {
-#include "nn/base/args.h"
+#include "kernels/gemm.h"
 #include "nn/base/base.h"
 }
+#include "kernels/bench_cuda.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
-
-
 
 static float time_ms(void (*fn)(void *), void *arg, int iters) {
     cudaStream_t st = cuda_stream();
@@ -71,24 +70,15 @@ static float *dev_filled(const er_backend *g, size_t n, float v) {
     return p;
 }
 
-extern "C" int cuda_bench_main(int argc, char **argv) {
-    int iters = 20, batch_b = 64, batch_l = 32, json = 0;
-    arg_spec specs[] = {
-        {"iters", ARG_INT, &iters, "timed repetitions per measurement"},
-        {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes"},
-        {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes"},
-        {"json", ARG_FLAG, &json, "one JSON object per measurement"},
-    };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, 4, "endoret bench cuda [options]", &pos, &npos);
-    free(pos);
-    if (rc == ARGS_HELP) return 0;
-    if (rc) return rc;
-    if (iters < 1 || batch_b < 1 || batch_l < 1) return er_fail(ER_INPUT, "bench cuda: --iters and --batch-* must be >= 1");
+extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
+                              void (*emit)(const cuda_bench_row *, void *), void *ctx) {
     const er_backend *g = backend_cuda();
     if (!g) return er_fail(ER_RUNTIME, "bench cuda: no CUDA device (%s)", cuda_backend_describe());
-    if (!json) printf("device: %s\n", cuda_backend_describe());
+    cuda_bench_row row = {};
+    row.kind = "device";
+    row.device = cuda_backend_describe();
+    emit(&row, ctx);
+    const int saved_precision = sgemm_precision();
 
     /* cuBLAS reference rate per precision: a large square product */
     double peak[2] = {0, 0};
@@ -98,11 +88,15 @@ extern "C" int cuda_bench_main(int argc, char **argv) {
                       (float *)g->alloc((size_t)P * P * sizeof(float))};
         if (!j.x || !j.w || !j.y) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
         for (int bf = 0; bf <= 1; bf++) {
-            cuda_set_precision(bf);
+            sgemm_set_precision(bf ? SGEMM_BF16 : SGEMM_FP32);
             float ms = time_ms(run_gemm, &j, iters < 5 ? iters : 5);
             peak[bf] = 2.0 * P * P * (double)P / (ms * 1e-3) / 1e12;
-            if (json) printf("{\"bench\":\"gemm_peak\",\"precision\":\"%s\",\"m\":%d,\"tflops\":%.2f}\n", bf ? "bf16" : "fp32", P, peak[bf]);
-            else printf("cuBLAS square %d^3 %-4s: %7.1f TFLOP/s (reference peak)\n", P, bf ? "bf16" : "fp32", peak[bf]);
+            row = cuda_bench_row{};
+            row.kind = "gemm_peak";
+            row.precision = bf ? "bf16" : "fp32";
+            row.m = P;
+            row.tflops = peak[bf];
+            emit(&row, ctx);
         }
         g->free(j.x);
         g->free(j.w);
@@ -120,22 +114,24 @@ extern "C" int cuda_bench_main(int argc, char **argv) {
                           (float *)g->alloc((size_t)M * layers[li].n * sizeof(float))};
             if (!j.x || !j.w || !j.y) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
             for (int bf = 0; bf <= 1; bf++) {
-                cuda_set_precision(bf);
+                sgemm_set_precision(bf ? SGEMM_BF16 : SGEMM_FP32);
                 float ms = time_ms(run_gemm, &j, iters);
                 double tf = 2.0 * M * (double)j.n * j.k / (ms * 1e-3) / 1e12;
-                if (json)
-                    printf("{\"bench\":\"gemm\",\"model\":\"%s\",\"layer\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"precision\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f,\"of_peak\":%.3f}\n",
-                           vits[vi].name, layers[li].layer, M, j.n, j.k, bf ? "bf16" : "fp32", ms, tf, tf / peak[bf]);
-                else
-                    printf("%s %-4s [%6d x %5d x %5d] %-4s: %8.3f ms %7.1f TFLOP/s (%3.0f%% of cuBLAS peak)\n", vits[vi].name,
-                           layers[li].layer, M, j.n, j.k, bf ? "bf16" : "fp32", ms, tf, 100.0 * tf / peak[bf]);
+                row = cuda_bench_row{};
+                row.kind = "gemm";
+                row.model = vits[vi].name;
+                row.layer = layers[li].layer;
+                row.precision = bf ? "bf16" : "fp32";
+                row.m = M, row.n = j.n, row.k = j.k;
+                row.ms = ms, row.tflops = tf, row.of_peak = tf / peak[bf];
+                emit(&row, ctx);
             }
             g->free(j.x);
             g->free(j.w);
             g->free(j.y);
         }
     }
-    cuda_set_precision(0);
+    sgemm_set_precision(saved_precision);
 
     /* fused attention, T = 197 tokens, D = 64 */
     for (int vi = 0; vi < 2; vi++) {
@@ -151,12 +147,13 @@ extern "C" int cuda_bench_main(int argc, char **argv) {
             float ms = time_ms(run_attn, &j, iters);
             double fl = (bw ? 10.0 : 4.0) * B * H * (double)T * T * D;
             double tf = fl / (ms * 1e-3) / 1e12;
-            if (json)
-                printf("{\"bench\":\"attention\",\"model\":\"%s\",\"B\":%d,\"H\":%d,\"T\":%d,\"D\":%d,\"pass\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
-                       vits[vi].name, B, H, T, D, bw ? "backward" : "forward", ms, tf);
-            else
-                printf("%s attention %-8s B=%d H=%d T=%d D=%d: %8.3f ms %6.1f TFLOP/s\n", vits[vi].name,
-                       bw ? "backward" : "forward", B, H, T, D, ms, tf);
+            row = cuda_bench_row{};
+            row.kind = "attention";
+            row.model = vits[vi].name;
+            row.pass = bw ? "backward" : "forward";
+            row.B = B, row.H = H, row.T = T, row.D = D;
+            row.ms = ms, row.tflops = tf;
+            emit(&row, ctx);
         }
         float *bufs[] = {j.q, j.k, j.v, j.o, j.lse, j.go, j.gq, j.gk, j.gv, j.work};
         for (float *b : bufs) g->free(b);

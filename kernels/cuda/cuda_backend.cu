@@ -32,7 +32,8 @@ static int g_ready = 0;          /* stream + handles created */
 static char g_devname[300] = "";
 static cudaStream_t g_stream = 0;
 static cublasHandle_t g_cublas = 0;
-static int g_bf16 = 0;
+static int g_dev = 0;             /* the device the stream and handles belong to */
+static double *g_red_partials = NULL, *g_red_partials_host = NULL; /* cuda_common.h */
 static std::mutex g_err_mu;
 static char g_err[512] = "";
 
@@ -49,6 +50,40 @@ void cuda_record_msg(const char *msg, const char *file, int line) {
     if (!g_err[0]) snprintf(g_err, sizeof g_err, "%s:%d: %s", file, line, msg);
 }
 
+/* Stream, cuBLAS handle and reduction scratch of device `dev` (the process-lifetime state the
+ * kernels use; kernels themselves never allocate). 0 on success. */
+static int open_device(int dev) {
+    cudaDeviceProp prop;
+    if (cudaSetDevice(dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    snprintf(g_devname, sizeof g_devname, "%.200s (sm_%d%d, %.0f GiB)", prop.name, prop.major,
+             prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    if (CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking))) return 1;
+    if (cublasCreate(&g_cublas) != CUBLAS_STATUS_SUCCESS) {
+        cuda_record_msg("cublasCreate failed", __FILE__, __LINE__);
+        return 1;
+    }
+    cublasSetStream(g_cublas, g_stream);
+    if (CUDA_CHECK(cudaMalloc(&g_red_partials, CUDA_RED_BLOCKS * sizeof(double))) ||
+        CUDA_CHECK(cudaMallocHost(&g_red_partials_host, CUDA_RED_BLOCKS * sizeof(double))))
+        return 1;
+    g_dev = dev;
+    return 0;
+}
+
+static void close_device(void) {
+    cudaStreamSynchronize(g_stream);
+    cudaFree(g_red_partials);
+    cudaFreeHost(g_red_partials_host);
+    cublasDestroy(g_cublas);
+    cudaStreamDestroy(g_stream);
+    g_red_partials = g_red_partials_host = NULL;
+    g_cublas = 0;
+    g_stream = 0;
+}
+
 static void init_once(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
@@ -60,25 +95,21 @@ static void init_once(void) {
     const char *env = getenv("ENDORET_CUDA_DEVICE");
     if (env && *env) dev = atoi(env);
     if (dev < 0 || dev >= n) dev = 0;
-    cudaDeviceProp prop;
-    if (cudaSetDevice(dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    snprintf(g_devname, sizeof g_devname, "%.200s (sm_%d%d, %.0f GiB)", prop.name, prop.major,
-             prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
-    if (CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking))) return;
-    if (cublasCreate(&g_cublas) != CUBLAS_STATUS_SUCCESS) {
-        cuda_record_msg("cublasCreate failed", __FILE__, __LINE__);
-        return;
-    }
-    cublasSetStream(g_cublas, g_stream);
+    if (open_device(dev)) return;
     g_ndev = n;
     g_ready = 1;
 }
 
+/* The current device is per host thread in the CUDA runtime: a loader or OpenMP thread that
+ * allocates or launches must first select the backend's device (cuda:N), or it would use GPU 0. */
+static thread_local int t_dev = -1;
+
 static int ready(void) {
     std::call_once(g_once, init_once);
+    if (g_ready && t_dev != g_dev) {
+        cudaSetDevice(g_dev);
+        t_dev = g_dev;
+    }
     return g_ready;
 }
 
@@ -97,8 +128,14 @@ struct cublasContext *cuda_cublas(void) {
     return g_cublas;
 }
 
-extern "C" void cuda_set_precision(int bf16) { g_bf16 = bf16 ? 1 : 0; }
-extern "C" int cuda_get_precision(void) { return g_bf16; }
+double *cuda_red_partials(void) {
+    ready();
+    return g_red_partials;
+}
+double *cuda_red_partials_host(void) {
+    ready();
+    return g_red_partials_host;
+}
 
 extern "C" const char *cuda_backend_error(void) {
     std::lock_guard<std::mutex> lk(g_err_mu);
@@ -217,11 +254,13 @@ extern "C" size_t cuda_allocated_bytes(void) {
     std::lock_guard<std::mutex> lk(g_mem_mu);
     return g_live_bytes;
 }
-extern "C" void cuda_empty_cache(void) {
-    if (!ready()) return;
+static void empty_cache_and_wait(void) {
     cudaStreamSynchronize(g_stream);
     std::lock_guard<std::mutex> lk(g_mem_mu);
     empty_cache_locked();
+}
+extern "C" void cuda_empty_cache(void) {
+    if (ready()) empty_cache_and_wait();
 }
 
 /* ---- copies ---- */
@@ -253,6 +292,30 @@ extern "C" void cuda_upload_async(void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream()));
 }
 
+
+/* Moves the stream, handles and scratch to device `index`. Allowed while nothing is allocated
+ * (commands select the device before any work), so no live buffer is left on the old one. */
+static int cu_set_device(int index) {
+    if (!ready()) return er_fail(ER_INPUT, "no usable CUDA device");
+    if (index < 0 || index >= g_ndev)
+        return er_fail(ER_INPUT, "no CUDA device %d (this machine has %d)", index, g_ndev);
+    if (index == g_dev) return ER_OK;
+    empty_cache_and_wait();
+    {
+        std::lock_guard<std::mutex> lk(g_mem_mu);
+        if (g_live_bytes)
+            return er_fail(ER_RUNTIME, "cannot switch to device %d: %zu bytes still allocated on %d",
+                           index, g_live_bytes, g_dev);
+    }
+    close_device();
+    if (open_device(index)) {
+        g_ready = 0;
+        const char *why = cuda_backend_error();
+        return er_fail(ER_RUNTIME, "cannot open CUDA device %d%s%s", index, why ? ": " : "", why ? why : "");
+    }
+    return ER_OK;
+}
+
 /* ---- the table ---- */
 static er_backend make_table(void) {
     er_backend t;
@@ -264,30 +327,17 @@ static er_backend make_table(void) {
     t.copy = cu_copy;
     t.upload = cu_upload;
     t.download = cu_download;
-    t.fill = cu_fill;
-    t.copy_strided = cu_copy_strided;
-    t.sum_to = cu_sum_to;
-    t.binary = cu_binary;
-    t.binary_grad = cu_binary_grad;
-    t.unary = cu_unary;
-    t.unary_backward = cu_unary_backward;
-    t.dropout = cu_dropout;
-    t.reduce = cu_reduce;
-    t.reduce_backward = cu_reduce_backward;
-    t.gemm_batched = cu_gemm_batched;
-    t.layernorm = cu_layernorm;
-    t.layernorm_backward = cu_layernorm_backward;
-    t.softmax = cu_softmax;
-    t.softmax_backward = cu_softmax_backward;
-    t.l2norm = cu_l2norm;
-    t.l2norm_backward = cu_l2norm_backward;
-    t.cross_entropy = cu_cross_entropy;
-    t.cross_entropy_backward = cu_cross_entropy_backward;
-    t.gather = cu_gather;
-    t.scatter_add = cu_scatter_add;
-    t.attention_workspace = cu_attention_workspace;
-    t.attention = cu_attention;
-    t.attention_backward = cu_attention_backward;
+    t.host_alloc = cuda_host_alloc;
+    t.host_free = cuda_host_free;
+    t.upload_async = cuda_upload_async;
+    t.synchronize = cuda_synchronize;
+    t.last_error = cuda_backend_error;
+    t.clear_error = cuda_backend_clear_error;
+    t.device_count = cuda_device_count;
+    t.set_device = cu_set_device;
+#define ER_OP(ret, name, params) t.name = cu_##name;
+#include "kernels/ops.def"
+#undef ER_OP
     return t;
 }
 static const er_backend g_table = make_table();
@@ -297,7 +347,7 @@ static const er_backend g_table = make_table();
 extern "C" const er_backend *backend_cuda(void) {
     if (ready()) return &g_table;
     const char *why = cuda_backend_error();
-    er_fail(ER_RUNTIME, "--device cuda: no usable CUDA device (%s)%s%s", cuda_backend_describe(),
+    er_fail(ER_RUNTIME, "no usable CUDA device (%s)%s%s", cuda_backend_describe(),
             why ? ": " : "", why ? why : "");
     return NULL;
 }

@@ -1,5 +1,6 @@
-/* cuda_backend.h — the C-callable extras of the CUDA backend (the op table itself is
- * backend_cuda() in kernels/backend.h). Everything here exists only in ENDORET_CUDA builds. */
+/* cuda_backend.h — the C-callable pieces of the CUDA backend behind its table (backend_cuda() in
+ * kernels/backend.h): code outside kernels/ reaches them only through the table's device
+ * services. Internal to kernels/cuda; exists only in ENDORET_CUDA builds. */
 #ifndef ENDORET_CUDA_BACKEND_H
 #define ENDORET_CUDA_BACKEND_H
 
@@ -14,11 +15,6 @@ extern "C" {
 const char *cuda_backend_describe(void);
 /* Number of usable CUDA devices (0 when the driver or device is missing; never fails). */
 int cuda_device_count(void);
-
-/* Matrix-product precision, process-wide (--precision fp32|bf16): 0 = fp32 math (no TF32),
- * 1 = bf16 tensor-core multiplies with fp32 accumulation and fp32 storage. */
-void cuda_set_precision(int bf16);
-int cuda_get_precision(void);
 
 /* First CUDA failure since the last clear ("file:line: call: message"), or NULL. Table functions
  * return void, so callers check this once per step (it also syncs the stream to catch faults). */
@@ -38,9 +34,6 @@ void cuda_empty_cache(void);
 void *cuda_host_alloc(size_t bytes);
 void cuda_host_free(void *p);
 void cuda_upload_async(void *dst_dev, const void *src_pinned, size_t bytes);
-
-/* `endoret bench cuda` (kernels/cuda/bench_cuda.cu); argv[0] is "cuda". */
-int cuda_bench_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,8 @@
  * strided-index walker that mirrors kernels/cpu's coalesced loops.
  *
  * Error model: table functions return void (kernels/backend.h), so a failed CUDA call records one
- * message (first failure wins) that cuda_backend_error() (kernels/cuda/cuda_backend.h) returns;
- * callers check it once per step. Kernels never allocate (the table's contract). */
+ * message (first failure wins) that the table's last_error returns; callers check it once per
+ * step. Kernels never allocate (the table's contract). */
 #ifndef ENDORET_CUDA_COMMON_H
 #define ENDORET_CUDA_COMMON_H
 
@@ -20,6 +20,12 @@ struct cublasContext;
 cudaStream_t cuda_stream(void);
 /* cuBLAS handle bound to cuda_stream(). */
 struct cublasContext *cuda_cublas(void);
+/* Scratch for reductions to one number (optim.cu): CUDA_RED_BLOCKS doubles on the device and the
+ * same in pinned host memory, allocated once per device by the backend's init (NULL if that
+ * failed). The only memory kernels touch that the caller did not pass in. */
+#define CUDA_RED_BLOCKS 256
+double *cuda_red_partials(void);
+double *cuda_red_partials_host(void);
 /* Record the first failure (file:line: what: cuda message). Returns 1 if `e` is an error. */
 int cuda_record(cudaError_t e, const char *what, const char *file, int line);
 void cuda_record_msg(const char *msg, const char *file, int line);

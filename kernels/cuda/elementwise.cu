@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/philox.cuh"
+#include "nn/base/philox.h"
 
 #define EW_THREADS 256
 
@@ -109,8 +109,11 @@ __global__ void k_colsum(int64_t rows, int64_t cols, const float *x, float *y, i
     }
 }
 
+/* The column sums reduce in shared memory: no scratch. */
+size_t cu_sum_to_workspace(int ndim, const int64_t *xshape, const int64_t *yshape) { return 0; }
+
 void cu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *yshape, float *y,
-               int accumulate) {
+               int accumulate, float *work) {
     /* y keeps a suffix of x's dims and is 1 on the leading ones: a column sum */
     int lead = 0;
     while (lead < ndim && yshape[lead] == 1) lead++;
@@ -311,8 +314,8 @@ __global__ void k_dropout(int64_t n, const float *x, float *y, float p, float sc
     int64_t nblocks = (int64_t)(((offset + (uint64_t)n + 3) >> 2) - first_block);
     GRID_STRIDE(t, nblocks) {
         uint64_t blk = first_block + (uint64_t)t;
-        uint4 r = cu_philox_block(seed, stream, blk);
-        uint32_t v[4] = {r.x, r.y, r.z, r.w};
+        uint32_t v[4];
+        philox_block(seed, stream, blk, v);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             int64_t i = (int64_t)(blk * 4 + j - offset); /* wraps to a huge value below offset */

@@ -1,17 +1,19 @@
 /* gemm.cu — batched, strided matrix products through cuBLAS, honouring the row-major contract of
- * kernels/cpu/gemm.h (sgemm_strided_batched is the CPU function this mirrors).
+ * kernels/gemm.h (sgemm_strided_batched is the CPU function this mirrors).
  *
  * Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major matrix read as
  * column-major is its transpose; so the call swaps A<->B and m<->n and keeps the trans flags and
  * leading dimensions as they are.
  *
- * Precision (cuda_set_precision): fp32 uses CUBLAS_COMPUTE_32F (true fp32, no TF32); bf16 uses
+ * Precision (sgemm_precision(), the one process-wide setting of kernels/gemm.h): fp32 uses CUBLAS_COMPUTE_32F (true fp32, no TF32); bf16 uses
  * CUBLAS_COMPUTE_32F_FAST_16BF: inputs rounded to bf16 on the fly, tensor-core products, fp32
  * accumulation, fp32 storage (no extra copies). */
 #include <cublas_v2.h>
 #include <stdio.h>
 
-#include "kernels/cuda/cuda_backend.h"
+extern "C" {
+#include "kernels/gemm.h"
+}
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -24,7 +26,7 @@ void cu_gemm_batched(int transA, int transB, int m, int n, int k, float alpha, c
         cuda_record_msg("gemm: no cuBLAS handle (no CUDA device)", __FILE__, __LINE__);
         return;
     }
-    cublasComputeType_t ct = cuda_get_precision() ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct = sgemm_precision() == SGEMM_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
     cublasStatus_t st = cublasGemmStridedBatchedEx(
         h, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B,
         CUDA_R_32F, ldb, (long long)strideB, A, CUDA_R_32F, lda, (long long)strideA, &beta, C,

@@ -106,9 +106,12 @@ __global__ void k_layernorm_bwd_wb(int64_t rows, int64_t cols, const float *x, c
     }
 }
 
+/* gw/gb reduce over rows in shared memory: no scratch. */
+size_t cu_layernorm_backward_workspace(int64_t rows, int64_t cols) { return 0; }
+
 void cu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
                            const float *mean, const float *rstd, const float *gy, float *gx,
-                           float *gw, float *gb) {
+                           float *gw, float *gb, float *work) {
     if (!rows_ok(rows, "layernorm_backward: too many rows")) return;
     if (gx) k_layernorm_bwd_x<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, x, w, mean, rstd, gy, gx);
     if (gw || gb) {

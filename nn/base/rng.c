@@ -3,26 +3,10 @@
 
 #include <math.h>
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
+#include "nn/base/philox.h"
 
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
-    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
-        uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-        uint32_t n1 = (uint32_t)p1;
-        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        uint32_t n3 = (uint32_t)p0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-        k0 += PHILOX_W0;
-        k1 += PHILOX_W1;
-    }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+    philox4x32_10_rounds(ctr, key, out);
 }
 
 uint64_t rng_stream(uint32_t purpose, uint32_t a, uint32_t b) {
@@ -34,15 +18,9 @@ uint64_t rng_stream(uint32_t purpose, uint32_t a, uint32_t b) {
     return s;
 }
 
-static void block_at(uint64_t seed, uint64_t stream, uint64_t block, uint32_t out[4]) {
-    uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)};
-    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    philox4x32_10(ctr, key, out);
-}
-
 uint32_t rng_at(uint64_t seed, uint64_t stream, uint64_t index) {
     uint32_t out[4];
-    block_at(seed, stream, index >> 2, out);
+    philox_block(seed, stream, index >> 2, out);
     return out[index & 3];
 }
 
@@ -54,7 +32,7 @@ rng_t rng_make(uint64_t seed, uint64_t stream) {
 uint32_t rng_u32(rng_t *r) {
     uint64_t block = r->index >> 2;
     if (block != r->buf_block) {
-        block_at(r->seed, r->stream, block, r->buf);
+        philox_block(r->seed, r->stream, block, r->buf);
         r->buf_block = block;
     }
     return r->buf[r->index++ & 3];

@@ -178,6 +178,7 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)1; return cudaSuccess; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
     *p = aligned_alloc(256, (n + 255) / 256 * 256);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -210,6 +211,7 @@ static inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
     *h = &ctx;
     return CUBLAS_STATUS_SUCCESS;
 }
+static inline cublasStatus_t cublasDestroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 static inline const char *cublasGetStatusString(cublasStatus_t s) { return s ? "emulated cuBLAS error" : "success"; }
 static inline cublasStatus_t cublasGetProperty(libraryPropertyType t, int *v) {

@@ -141,7 +141,8 @@ def main():
         run(["g++", "-std=c++20", "-O1", "-g", "-pthread", "-DENDORET_CUDA", "-I" + inc,
              "-I" + os.path.join(ROOT, "tests", "cuda"), "-I" + ROOT, "-Wno-unused-result", "-c", cpp, "-o", obj])
         objs.append(obj)
-    csrc = sorted(glob.glob(os.path.join(ROOT, "nn", "*.c")) + glob.glob(os.path.join(ROOT, "kernels", "cpu", "*.c"))
+    csrc = sorted(glob.glob(os.path.join(ROOT, "nn", "**", "*.c"), recursive=True)
+                  + glob.glob(os.path.join(ROOT, "kernels", "cpu", "*.c"))
                   + glob.glob(os.path.join(ROOT, "checkpoints", "*.c")))
     csrc.append(os.path.join(ROOT, "tests", "cuda", "test_cuda_parity.c"))
     for c in csrc:

@@ -27,11 +27,7 @@
 #include "nn/losses/sscd.h"
 #include "nn/models/vit.h"
 #include "tests/test_util.h"
-#ifdef ENDORET_CUDA
-#include "kernels/cpu/optim_kernels.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optim.h"
-#endif
+#include "kernels/gemm.h"
 
 static const er_backend *CPU, *GPU;
 static int GPU_DEV = DEV_CUDA, SELFTEST = 0;
@@ -46,27 +42,22 @@ static void require_gpu(void) {
         SELFTEST = 1;
         return;
     }
-#ifndef ENDORET_CUDA
-    cr_skip_test("no CUDA device: built without CUDA (make CUDA=1 on a machine with nvcc)");
-#else
-    if (cuda_device_count() == 0)
-        cr_skip_test("no CUDA device: cudaGetDeviceCount reports none (CUDA build); parity test needs a GPU run");
-    cuda_set_precision(0);
-#endif
     GPU = backend_get(DEV_CUDA);
-    cr_assert_not_null(GPU, "CUDA device present but backend_get(DEV_CUDA) is NULL");
+    /* backend_get says why in er_msg(): built without CUDA, no driver, or no GPU */
+    if (!GPU) cr_skip_test("no CUDA device: %s; parity test needs a GPU run", er_msg());
+    sgemm_set_precision(SGEMM_FP32);
 }
 
 static void gpu_ok(const char *what) {
-#ifdef ENDORET_CUDA
-    if (SELFTEST) return;
-    cuda_synchronize();
-    const char *e = cuda_backend_error();
+    GPU->synchronize();
+    const char *e = GPU->last_error();
     cr_assert_null(e, "%s: CUDA error: %s", what, e ? e : "");
-#else
-    (void)what;
-#endif
 }
+
+/* Marks the test that follows as the parity test of `op`; every_op_is_filled_and_covered (at the
+ * end) refers to parity_covers_<op> for each entry of kernels/ops.def, so an op added there
+ * without a parity test here does not compile. */
+#define PARITY_COVERS(op) static const char parity_covers_##op[] = #op
 
 /* ---- host/device buffers ---- */
 static float *rnd(int64_t n, float lo, float hi, uint32_t tag) {
@@ -80,6 +71,8 @@ static void *dev_from(const void *h, size_t bytes) {
     GPU->upload(d, h, bytes);
     return d;
 }
+/* Scratch of n floats on b's device for an op's `work` argument. */
+static float *work_of(const er_backend *b, size_t n) { return b->alloc((n ? n : 1) * sizeof(float)); }
 static float *devf(const float *h, int64_t n) { return dev_from(h, (size_t)n * sizeof(float)); }
 static float *host_of(const float *d, int64_t n) {
     float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
@@ -135,6 +128,10 @@ static void contig(int nd, const int64_t *shape, int64_t *st) {
     }
 }
 
+PARITY_COVERS(fill);
+PARITY_COVERS(copy_strided);
+PARITY_COVERS(sum_to_workspace);
+PARITY_COVERS(sum_to);
 Test(cuda, storage_fill_copy_strided_sum_to) {
     require_gpu();
     int64_t shape[3] = {5, 7, 33}, n = 5 * 7 * 33;
@@ -165,22 +162,32 @@ Test(cuda, storage_fill_copy_strided_sum_to) {
     for (int t = 0; t < 5; t++) {
         int64_t m = targets[t][0] * targets[t][1] * targets[t][2];
         float *yc = rnd(m, -1, 1, 3), *dyt = devf(yc, m);
-        CPU->sum_to(3, shape, x, targets[t], yc, 1);
-        GPU->sum_to(3, shape, dx, targets[t], dyt, 1);
+        float *wc = work_of(CPU, CPU->sum_to_workspace(3, shape, targets[t]));
+        float *wg = work_of(GPU, GPU->sum_to_workspace(3, shape, targets[t]));
+        CPU->sum_to(3, shape, x, targets[t], yc, 1, wc);
+        GPU->sum_to(3, shape, dx, targets[t], dyt, 1, wg);
         expect_close("sum_to", yc, dyt, m, 1e-5);
         free(yc);
         GPU->free(dyt);
+        CPU->free(wc);
+        GPU->free(wg);
     }
     /* a large box to a scalar (the block-reduction path) */
     int64_t bigshape[1] = {100000}, one[1] = {1};
     float *big = rnd(100000, -1, 1, 4), *dbig = devf(big, 100000), s_cpu = 0, *ds = devf(&s_cpu, 1);
-    CPU->sum_to(1, bigshape, big, one, &s_cpu, 0);
-    GPU->sum_to(1, bigshape, dbig, one, ds, 0);
+    float *wc = work_of(CPU, CPU->sum_to_workspace(1, bigshape, one));
+    float *wg = work_of(GPU, GPU->sum_to_workspace(1, bigshape, one));
+    CPU->sum_to(1, bigshape, big, one, &s_cpu, 0, wc);
+    GPU->sum_to(1, bigshape, dbig, one, ds, 0, wg);
+    CPU->free(wc);
+    GPU->free(wg);
     expect_close("sum_to scalar", &s_cpu, ds, 1, 1e-5);
     GPU->free(dx); GPU->free(dy); GPU->free(dz); GPU->free(dbig); GPU->free(ds);
     free(x); free(y); free(f); free(big);
 }
 
+PARITY_COVERS(binary);
+PARITY_COVERS(binary_grad);
 Test(cuda, binary_and_grad_with_broadcast) {
     require_gpu();
     int64_t shape[3] = {4, 6, 37}, n = 4 * 6 * 37;
@@ -205,6 +212,8 @@ Test(cuda, binary_and_grad_with_broadcast) {
     free(a); free(b); free(gy); free(y);
 }
 
+PARITY_COVERS(unary);
+PARITY_COVERS(unary_backward);
 Test(cuda, unary_forward_backward) {
     require_gpu();
     int64_t n = 10007;
@@ -225,6 +234,7 @@ Test(cuda, unary_forward_backward) {
     }
 }
 
+PARITY_COVERS(dropout);
 Test(cuda, dropout_mask_is_identical) {
     require_gpu();
     int64_t n = 4099;
@@ -241,6 +251,8 @@ Test(cuda, dropout_mask_is_identical) {
     free(x); free(y);
 }
 
+PARITY_COVERS(reduce);
+PARITY_COVERS(reduce_backward);
 Test(cuda, reduce_and_backward) {
     require_gpu();
     const int64_t cases[3][3] = {{13, 1000, 1}, {7, 50, 65}, {1, 5, 3}};
@@ -268,10 +280,8 @@ Test(cuda, reduce_and_backward) {
 }
 
 /* Row-major products with every transpose combination, batched with strides, beta 0 and 1. */
+/* The CPU reference always in fp32; the device in the precision under test. */
 static void gemm_case(int bf16, double rtol) {
-#ifdef ENDORET_CUDA
-    if (!SELFTEST) cuda_set_precision(bf16);
-#endif
     const int m = 37, n = 45, k = 67, batch = 3;
     for (int ta = 0; ta <= 1; ta++)
         for (int tb = 0; tb <= 1; tb++)
@@ -282,17 +292,18 @@ static void gemm_case(int bf16, double rtol) {
                 float *C = rnd(sC * batch, -1, 1, 102);
                 float *dA = devf(A, sA * batch), *dB = devf(B, sB * batch), *dC = devf(C, sC * batch);
                 float beta = beta_i ? 1.0f : 0.0f;
+                sgemm_set_precision(SGEMM_FP32);
                 CPU->gemm_batched(ta, tb, m, n, k, 0.7f, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+                sgemm_set_precision(bf16 ? SGEMM_BF16 : SGEMM_FP32);
                 GPU->gemm_batched(ta, tb, m, n, k, 0.7f, dA, lda, sA, dB, ldb, sB, beta, dC, ldc, sC, batch);
+                sgemm_set_precision(SGEMM_FP32);
                 expect_close(bf16 ? "gemm bf16" : "gemm fp32", C, dC, sC * batch, rtol);
                 GPU->free(dA); GPU->free(dB); GPU->free(dC);
                 free(A); free(B); free(C);
             }
-#ifdef ENDORET_CUDA
-    if (!SELFTEST) cuda_set_precision(0);
-#endif
 }
 
+PARITY_COVERS(gemm_batched);
 Test(cuda, gemm_fp32) {
     require_gpu();
     gemm_case(0, 1e-5);
@@ -303,6 +314,15 @@ Test(cuda, gemm_bf16) {
     gemm_case(1, 2e-2);
 }
 
+PARITY_COVERS(layernorm);
+PARITY_COVERS(layernorm_backward_workspace);
+PARITY_COVERS(layernorm_backward);
+PARITY_COVERS(softmax);
+PARITY_COVERS(softmax_backward);
+PARITY_COVERS(l2norm);
+PARITY_COVERS(l2norm_backward);
+PARITY_COVERS(cross_entropy);
+PARITY_COVERS(cross_entropy_backward);
 Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     require_gpu();
     const int64_t R = 37, C = 300, n = R * C;
@@ -318,8 +338,12 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     expect_close("layernorm rstd", rstd, drstd, R, 1e-5);
     float *gx = rnd(n, -1, 1, 114), *gw = rnd(C, -1, 1, 115), *gb = rnd(C, -1, 1, 116);
     float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
-    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb);
-    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb);
+    float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
+    float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
+    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb, wc);
+    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb, wg);
+    CPU->free(wc);
+    GPU->free(wg);
     expect_close("layernorm gx", gx, dgx, n, 1e-5);
     expect_close("layernorm gw", gw, dgw, C, 1e-5);
     expect_close("layernorm gb", gb, dgb, C, 1e-5);
@@ -364,6 +388,8 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     free(nrm); free(loss); free(lse);
 }
 
+PARITY_COVERS(gather);
+PARITY_COVERS(scatter_add);
 Test(cuda, gather_scatter_add) {
     require_gpu();
     const int64_t O = 3, L = 20, I = 17, K = 9;
@@ -426,6 +452,9 @@ static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
     free(qb); free(kvb); free(go); free(mask); free(o); free(lse); free(work); free(gq); free(gkv);
 }
 
+PARITY_COVERS(attention_workspace);
+PARITY_COVERS(attention);
+PARITY_COVERS(attention_backward);
 Test(cuda, attention_forward_backward) {
     require_gpu();
     attention_case(2, 3, 50, 64, 50, MASK_NONE);  /* ViT-like head dim */
@@ -434,11 +463,14 @@ Test(cuda, attention_forward_backward) {
     attention_case(1, 1, 5, 16, 3, MASK_NONE);    /* tiny */
 }
 
-/* Fused AdamW / SGD on the GPU against adamw_update_f32 / sgd_update_f32 of kernels/cpu/optim_kernels.c. */
+PARITY_COVERS(adamw);
+PARITY_COVERS(sgd);
+PARITY_COVERS(sumsq);
+PARITY_COVERS(scale);
+PARITY_COVERS(all_finite);
+/* Fused AdamW / SGD, gradient norm pieces on the GPU against the CPU table (kernels/cpu/optim.c). */
 Test(cuda, fused_optimizer_steps) {
     require_gpu();
-    if (SELFTEST) cr_skip_test("self-test mode: cuda_adamw_step needs a GPU");
-#ifdef ENDORET_CUDA
     const int64_t n = 5000;
     float *p = rnd(n, -1, 1, 140), *g = rnd(n, -1, 1, 141), *m = rnd(n, -0.1f, 0.1f, 142);
     float *v = rnd(n, 0, 0.01f, 143);
@@ -446,9 +478,8 @@ Test(cuda, fused_optimizer_steps) {
     adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.05f, .gscale = 0.5f};
     for (int t = 1; t <= 3; t++) {
         adamw_scalars(&a, t);
-        adamw_update_f32(p, g, m, v, n, &a);
-        cuda_adamw_step(dp, dg, dm, dv, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step_size,
-                        a.inv_sqrt_bc2, a.gscale);
+        CPU->adamw(p, g, m, v, n, &a);
+        GPU->adamw(dp, dg, dm, dv, n, &a);
     }
     expect_close("adamw p", p, dp, n, 1e-6);
     expect_close("adamw m", m, dm, n, 1e-6);
@@ -458,28 +489,25 @@ Test(cuda, fused_optimizer_steps) {
         sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .gscale = 1.0f, .nesterov = nesterov};
         for (int t = 0; t < 2; t++) {
             sa.first = t == 0;
-            sgd_update_f32(p, g, buf, n, &sa);
-            cuda_sgd_step(dp, dg, dbuf, n, sa.lr, sa.momentum, sa.weight_decay, sa.gscale, sa.nesterov, sa.first);
+            CPU->sgd(p, g, buf, n, &sa);
+            GPU->sgd(dp, dg, dbuf, n, &sa);
         }
         expect_close("sgd p", p, dp, n, 1e-6);
         expect_close("sgd buf", buf, dbuf, n, 1e-6);
         free(buf);
         GPU->free(dbuf);
     }
-    double ss = sumsq_f32(g, n), gss = cuda_sumsq(dg, n);
+    double ss = CPU->sumsq(g, n), gss = GPU->sumsq(dg, n);
     cr_assert(fabs(gss - ss) <= 1e-9 * ss, "sumsq: cpu %.12g cuda %.12g", ss, gss);
-    cuda_scale(dg, n, 0.5f);
-    scale_f32(g, n, 0.5f);
+    GPU->scale(dg, n, 0.5f);
+    CPU->scale(g, n, 0.5f);
     expect_close("scale", g, dg, n, 0);
-    cr_assert_eq(cuda_all_finite(dg, n), 1);
+    cr_assert_eq(GPU->all_finite(dg, n), 1);
     float bad = NAN;
     GPU->upload(dg + 17, &bad, sizeof bad);
-    cr_assert_eq(cuda_all_finite(dg, n), 0, "a NaN must be reported");
-    const optim_kernel_table *ot = optim_kernels_get(DEV_CUDA);
-    cr_assert(ot && ot->all_finite == cuda_all_finite, "optim_kernels_get(DEV_CUDA) must be the CUDA table");
+    cr_assert_eq(GPU->all_finite(dg, n), 0, "a NaN must be reported");
     GPU->free(dp); GPU->free(dg); GPU->free(dm); GPU->free(dv);
     free(p); free(g); free(m); free(v);
-#endif
 }
 
 /* ---- a tiny transformer block trained for 3 SGD steps on each backend ---- */
@@ -691,4 +719,20 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
     model_free(&mc);
     model_free(&mg);
     model_free(&mr);
+}
+
+/* Every entry of kernels/ops.def is filled in the CPU table and (when present) the CUDA table, and
+ * has a PARITY_COVERS mark above the test that compares the two. */
+Test(cuda, every_op_is_filled_and_covered) {
+    const er_backend *tabs[2] = {backend_get(DEV_CPU), backend_get(DEV_CUDA)};
+    for (int t = 0; t < 2; t++) {
+        const er_backend *b = tabs[t];
+        if (!b) continue; /* no CUDA in this build or on this machine */
+        const char *b_name = b->name;
+#define ER_OP(ret, name, params)                                                                   \
+    cr_expect(b->name != NULL, "%s table: op %s is NULL", b_name, #name);             \
+    cr_expect_str_eq(parity_covers_##name, #name);
+#include "kernels/ops.def"
+#undef ER_OP
+    }
 }

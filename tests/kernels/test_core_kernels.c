@@ -58,11 +58,12 @@ Test(kernels_core, layernorm_backward_matches_naive_and_threads) {
             double *ngx = xmalloc(sizeof(double) * R * C), *ngw = xmalloc(sizeof(double) * C),
                    *ngb = xmalloc(sizeof(double) * C);
             ln_bwd_naive(R, C, x, w, mean, rstd, gy, ngx, ngw, ngb);
+            float *work = xmalloc_aligned(sizeof(float) * (cpu_layernorm_backward_workspace(R, C) + 1));
             int nt = omp_get_max_threads();
             omp_set_num_threads(1);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx1, affine ? gw1 : NULL, gb1);
+            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx1, affine ? gw1 : NULL, gb1, work);
             omp_set_num_threads(2);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx2, affine ? gw2 : NULL, gb2);
+            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx2, affine ? gw2 : NULL, gb2, work);
             omp_set_num_threads(nt);
             cr_assert_eq(memcmp(gx1, gx2, sizeof(float) * R * C), 0, "gx differs between 1 and 2 threads");
             cr_assert_eq(memcmp(gw1, gw2, sizeof(float) * C), 0);
@@ -82,13 +83,13 @@ Test(kernels_core, layernorm_backward_matches_naive_and_threads) {
             }
             /* gx only, and weight/bias gradients only */
             float *gx3 = dup(gx0, R * C), *gb3 = dup(gb0, C);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx3, NULL, NULL);
+            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx3, NULL, NULL, work);
             cr_assert_eq(memcmp(gx3, gx1, sizeof(float) * R * C), 0);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, NULL, NULL, gb3);
+            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, NULL, NULL, gb3, work);
             cr_assert_eq(memcmp(gb3, gb1, sizeof(float) * C), 0);
             free(x), free(gy), free(w), free(b), free(y), free(mean), free(rstd);
             free(gx0), free(gw0), free(gb0), free(gx1), free(gw1), free(gb1), free(gx2), free(gw2), free(gb2);
-            free(gx3), free(gb3), free(ngx), free(ngw), free(ngb);
+            free(gx3), free(gb3), free(ngx), free(ngw), free(ngb), free(work);
         }
 }
 
@@ -172,11 +173,12 @@ Test(kernels_core, sum_to_bias_gradient_matches_naive_and_threads) {
                 m *= cases[k].ys[d];
             }
             float *x = rnd(n, 31), *y0 = rnd(m, 32), *y1 = dup(y0, m), *y2 = dup(y0, m);
+            float *work = xmalloc_aligned(sizeof(float) * (cpu_sum_to_workspace(nd, cases[k].xs, cases[k].ys) + 1));
             int nt = omp_get_max_threads();
             omp_set_num_threads(1);
-            cpu_sum_to(nd, cases[k].xs, x, cases[k].ys, y1, acc);
+            cpu_sum_to(nd, cases[k].xs, x, cases[k].ys, y1, acc, work);
             omp_set_num_threads(2);
-            cpu_sum_to(nd, cases[k].xs, x, cases[k].ys, y2, acc);
+            cpu_sum_to(nd, cases[k].xs, x, cases[k].ys, y2, acc, work);
             omp_set_num_threads(nt);
             cr_assert_eq(memcmp(y1, y2, sizeof(float) * m), 0, "case %zu: 1 vs 2 threads", k);
             for (int64_t c = 0; c < m; c++) {
@@ -185,6 +187,24 @@ Test(kernels_core, sum_to_bias_gradient_matches_naive_and_threads) {
                 cr_assert(fabs(y1[c] - s) <= 1e-5 * (1 + sqrt((double)(n / m))), "case %zu acc %d col %lld: %g vs %g",
                           k, acc, (long long)c, y1[c], s);
             }
-            free(x), free(y0), free(y1), free(y2);
+            free(x), free(y0), free(y1), free(y2), free(work);
         }
+}
+
+/* exp_vec and erf_pw (cpu_kernels.h), the scalar forms the elementwise kernels vectorise. */
+Test(kernels_core, vectorised_exp_and_erf_accuracy) {
+    double worst_exp = 0, worst_erf = 0;
+    for (int i = -200000; i <= 200000; i++) {
+        float x = 0.75f + i * 4.35e-4f; /* [-86.25, 87.75]: normal-float results */
+        double e = exp((double)x);
+        worst_exp = fmax(worst_exp, fabs(exp_vec(x) - e) / e);
+        float z = i * 3e-5f; /* [-6, 6] */
+        worst_erf = fmax(worst_erf, fabs(erf_pw(z) - erf((double)z)));
+    }
+    cr_expect_lt(worst_exp, 5e-7, "exp relative error %g", worst_exp);
+    cr_expect_lt(worst_erf, 1e-6, "erf absolute error %g", worst_erf);
+    cr_expect_eq(exp_vec(-INFINITY), 0.0f);
+    cr_expect_eq(exp_vec(-100.0f), 0.0f);
+    cr_expect(isinf(exp_vec(1000.0f)));
+    cr_expect(isfinite(exp_vec(88.5f)) && exp_vec(88.5f) > 2e38f);
 }

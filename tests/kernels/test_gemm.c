@@ -5,7 +5,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 #include "tests/test_util.h"

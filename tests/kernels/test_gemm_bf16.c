@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"

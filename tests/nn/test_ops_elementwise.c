@@ -172,22 +172,3 @@ Test(nn_elementwise, shape_errors_return_null_and_propagate) {
     tensor_free(a);
     tensor_free(b);
 }
-
-#include "kernels/cpu/cpu_kernels.h"
-
-Test(nn_elementwise, vectorised_exp_and_erf_accuracy) {
-    double worst_exp = 0, worst_erf = 0;
-    for (int i = -200000; i <= 200000; i++) {
-        float x = 0.75f + i * 4.35e-4f; /* [-86.25, 87.75]: normal-float results */
-        double e = exp((double)x);
-        worst_exp = fmax(worst_exp, fabs(exp_vec(x) - e) / e);
-        float z = i * 3e-5f; /* [-6, 6] */
-        worst_erf = fmax(worst_erf, fabs(erf_pw(z) - erf((double)z)));
-    }
-    cr_expect_lt(worst_exp, 5e-7, "exp relative error %g", worst_exp);
-    cr_expect_lt(worst_erf, 1e-6, "erf absolute error %g", worst_erf);
-    cr_expect_eq(exp_vec(-INFINITY), 0.0f);
-    cr_expect_eq(exp_vec(-100.0f), 0.0f);
-    cr_expect(isinf(exp_vec(1000.0f)));
-    cr_expect(isfinite(exp_vec(88.5f)) && exp_vec(88.5f) > 2e38f);
-}

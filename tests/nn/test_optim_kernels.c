@@ -4,7 +4,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/backend.h"
 #include "tests/ref/optim_refs.h"
 #include "tests/test_util.h"
 
@@ -22,7 +22,7 @@ static void run_adamw(float lr, float b1, float b2, float eps, float wd, const d
     adamw_args a = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .gscale = 1.0f};
     for (int t = 0; t < REF_OPT_T; t++) {
         adamw_scalars(&a, t + 1);
-        adamw_update_f32(p, REF_OPT_GRADS + t * REF_OPT_N, m, v, REF_OPT_N, &a);
+        backend_cpu.adamw(p, REF_OPT_GRADS + t * REF_OPT_N, m, v, REF_OPT_N, &a);
         expect_close(p, ref + t * REF_OPT_N, REF_OPT_N, 2e-6, what, t + 1);
     }
 }
@@ -37,7 +37,7 @@ static void run_sgd(float lr, float mu, float wd, int nesterov, const double *re
     memcpy(p, REF_OPT_P0, sizeof p);
     for (int t = 0; t < REF_OPT_T; t++) {
         sgd_args a = {.lr = lr, .momentum = mu, .weight_decay = wd, .gscale = 1.0f, .nesterov = nesterov, .first = t == 0};
-        sgd_update_f32(p, REF_OPT_GRADS + t * REF_OPT_N, mu ? buf : NULL, REF_OPT_N, &a);
+        backend_cpu.sgd(p, REF_OPT_GRADS + t * REF_OPT_N, mu ? buf : NULL, REF_OPT_N, &a);
         expect_close(p, ref + t * REF_OPT_N, REF_OPT_N, 2e-6, what, t + 1);
     }
 }
@@ -61,7 +61,7 @@ Test(optim_kernels, adamw_long_vector_vs_double) {
     for (int t = 1; t <= 4; t++) {
         for (int i = 0; i < n; i++) g[i] = (float)cos(i * 0.11 + t);
         adamw_scalars(&a, t);
-        adamw_update_f32(p, g, m, v, n, &a);
+        backend_cpu.adamw(p, g, m, v, n, &a);
         for (int i = 0; i < n; i++) {
             double gi = gs * g[i];
             pd[i] *= 1.0 - lr * wd;
@@ -81,7 +81,7 @@ Test(optim_kernels, adamw_long_vector_vs_double) {
     memcpy(mf, m, n * sizeof *mf);
     memcpy(vf, v, n * sizeof *vf);
     adamw_scalars(&a, 5);
-    adamw_update_f32(p, g, m, v, n, &a);
+    backend_cpu.adamw(p, g, m, v, n, &a);
     const float decay = 1.0f - a.lr * a.weight_decay;
     int differ = 0;
     for (int i = 0; i < n; i++) {
@@ -100,12 +100,12 @@ Test(optim_kernels, global_norm_and_clip_match_torch) {
     float a[REF_OPT_N], b[5];
     memcpy(a, REF_OPT_GRADS, sizeof a);
     memcpy(b, REF_OPT_GRADS + REF_OPT_N, sizeof b);
-    double norm = sqrt(sumsq_f32(a, REF_OPT_N) + sumsq_f32(b, 5));
+    double norm = sqrt(backend_cpu.sumsq(a, REF_OPT_N) + backend_cpu.sumsq(b, 5));
     cr_expect(fabs(norm - REF_CLIP_NORM) < 1e-6 * REF_CLIP_NORM, "norm %.9g want %.9g", norm, REF_CLIP_NORM);
     /* torch: coef = max_norm / (norm + 1e-6), applied when < 1 */
     float coef = (float)(1.0 / (norm + 1e-6));
-    scale_f32(a, REF_OPT_N, coef);
-    scale_f32(b, 5, coef);
+    backend_cpu.scale(a, REF_OPT_N, coef);
+    backend_cpu.scale(b, 5, coef);
     for (int i = 0; i < REF_OPT_N; i++) cr_expect(fabs(a[i] - REF_CLIP_A[i]) < 1e-6, "a[%d]", i);
     for (int i = 0; i < 5; i++) cr_expect(fabs(b[i] - REF_CLIP_B[i]) < 1e-6, "b[%d]", i);
 }
@@ -117,16 +117,16 @@ Test(optim_kernels, sumsq_large_and_finite_check) {
     double want = 0;
     for (int i = 0; i < n; i++) want += (double)x[i] * x[i];
     omp_set_num_threads(1);
-    double got1 = sumsq_f32(x, n);
+    double got1 = backend_cpu.sumsq(x, n);
     omp_set_num_threads(2);
-    double got = sumsq_f32(x, n);
+    double got = backend_cpu.sumsq(x, n);
     cr_expect(fabs(got - want) <= 1e-9 * want, "sumsq %.17g want %.17g", got, want);
     cr_expect(memcmp(&got, &got1, sizeof got) == 0, "1 thread %.17g vs 2 threads %.17g", got1, got);
-    cr_expect_eq(sumsq_f32(x, 0), 0.0);
-    cr_expect(all_finite_f32(x, n));
+    cr_expect_eq(backend_cpu.sumsq(x, 0), 0.0);
+    cr_expect(backend_cpu.all_finite(x, n));
     x[n - 7] = NAN;
-    cr_expect(!all_finite_f32(x, n));
+    cr_expect(!backend_cpu.all_finite(x, n));
     x[n - 7] = INFINITY;
-    cr_expect(!all_finite_f32(x, n));
+    cr_expect(!backend_cpu.all_finite(x, n));
     free(x);
 }

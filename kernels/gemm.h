@@ -1,4 +1,6 @@
-/* gemm.h — single-precision matrix products, the hot loop of every model (ours, no CPU BLAS).
+/* gemm.h — single-precision matrix products on host memory, the hot loop of every model (ours,
+ * no CPU BLAS): the public face of kernels/cpu/gemm*.c for code outside kernels/ (retrieval
+ * scoring, --precision, bench gemm); the backends' gemm_batched op follows the same contract.
  * Row-major: C[m,n] = alpha * op(A) @ op(B) + beta * C, op(X) = X or X^T.
  *   A is m x k (lda >= k) when transA == 0, else stored k x m (lda >= m);
  *   B is k x n (ldb >= n) when transB == 0, else stored n x k (ldb >= k);
@@ -38,7 +40,7 @@ int sgemm_use_kernel(const char *name);
  * kernel's default. Values are rounded to multiples of the micro-tile. For tuning runs only. */
 void sgemm_set_blocking(int mc, int kc, int nc);
 
-/* Precision of every product (process-wide, like cuda_set_precision; `--precision`):
+/* Precision of every product (process-wide, read by every backend: cuBLAS too; `--precision`):
  *   SGEMM_FP32 (default): fp32 inputs, fp32 accumulation.
  *   SGEMM_BF16: mixed precision: op(A) and op(B) rounded to bf16 (round to nearest even) as they
  *               are packed, products accumulated in fp32, C in fp32 (alpha/beta in fp32).
@@ -50,5 +52,19 @@ void sgemm_set_blocking(int mc, int kc, int nc);
 enum { SGEMM_FP32 = 0, SGEMM_BF16 = 1 };
 int sgemm_set_precision(int precision);
 int sgemm_precision(void);
+
+/* Round n floats to bf16 in place (nearest even; NaN stays NaN): what SGEMM_BF16 does to its
+ * inputs (benchmarks build bf16 operands for other libraries with it). */
+void gemm_round_bf16(float *P, long n);
+
+/* `bench gemm --ukernels`: the i-th (0-based) compiled micro-kernel this CPU runs, timed on one
+ * thread with its packed panels in L1 (kc = 256, 8 A panels in turn): the in-core ceiling, free
+ * of packing and cache misses. Returns 0 when there is no i-th kernel. */
+typedef struct {
+    const char *name; /* full kernel name, as sgemm_use_kernel() accepts it */
+    int mr, nr, kc;
+    double gflops_best; /* best of 15 runs */
+} sgemm_ukernel_speed;
+int sgemm_time_ukernel(int i, sgemm_ukernel_speed *out);
 
 #endif

@@ -1,17 +1,14 @@
-/* optim_kernels.c — CPU (OpenMP, vectorisable) versions of the optimizer kernels; see the header
- * for the exact update rules. Each element is updated independently, so results do not depend on
- * the thread count. sumsq_f32 sums fixed-size chunks (the size depends only on n) and adds the
+/* optim.c — CPU (OpenMP, vectorisable) optimizer ops of kernels/ops.def; kernels/optim_args.h
+ * gives the exact update rules. Each element is updated independently, so results do not depend on
+ * the thread count. cpu_sumsq sums fixed-size chunks (the size depends only on n) and adds the
  * chunk sums in order, so the gradient norm, and with it clipping, is bit-identical for any thread
  * count too. */
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
 #include <stddef.h>
 #ifdef __AVX512F__
 #include <immintrin.h>
-#endif
-#ifdef ENDORET_CUDA
-#include "kernels/cuda/cuda_optim.h"
 #endif
 
 /* Below this size a parallel region costs more than it saves. */
@@ -69,7 +66,7 @@ static void adamw_chunk(float *restrict p, const float *restrict g, float *restr
 
 #define OPTIM_CHUNK 16384
 
-void adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
+void cpu_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
     const int64_t nchunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (int64_t c = 0; c < nchunks; c++) {
@@ -78,7 +75,7 @@ void adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t n, c
     }
 }
 
-void sgd_update_f32(float *restrict p, const float *restrict g, float *restrict buf, int64_t n, const sgd_args *a) {
+void cpu_sgd(float *restrict p, const float *restrict g, float *restrict buf, int64_t n, const sgd_args *a) {
     const float lr = a->lr, mu = a->momentum, wd = a->weight_decay, gs = a->gscale;
     if (mu == 0.0f || !buf) {
 #pragma omp parallel for simd schedule(static) if (n >= OPTIM_PAR_MIN)
@@ -105,7 +102,7 @@ static double sumsq_chunk(const float *restrict x, int64_t n) {
 
 #define SUMSQ_MAX_CHUNKS 1024
 
-double sumsq_f32(const float *restrict x, int64_t n) {
+double cpu_sumsq(const float *restrict x, int64_t n) {
     if (n <= 0) return 0.0;
     int64_t chunk = (n + SUMSQ_MAX_CHUNKS - 1) / SUMSQ_MAX_CHUNKS;
     if (chunk < 8192) chunk = 8192;
@@ -121,36 +118,14 @@ double sumsq_f32(const float *restrict x, int64_t n) {
     return s;
 }
 
-void scale_f32(float *restrict x, int64_t n, float s) {
+void cpu_scale(float *restrict x, int64_t n, float s) {
 #pragma omp parallel for simd schedule(static) if (n >= OPTIM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) x[i] *= s;
 }
 
-int all_finite_f32(const float *restrict x, int64_t n) {
+int cpu_all_finite(const float *restrict x, int64_t n) {
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad) if (n >= OPTIM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
     return !bad;
-}
-
-const optim_kernel_table optim_kernels_cpu = {adamw_update_f32, sgd_update_f32, sumsq_f32, scale_f32, all_finite_f32};
-
-#ifdef ENDORET_CUDA
-/* The CUDA mirror (kernels/cuda/optim.cu) takes the argument structs as plain scalars. */
-static void cuda_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
-    cuda_adamw_step(p, g, m, v, n, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->step_size, a->inv_sqrt_bc2,
-                    a->gscale);
-}
-static void cuda_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
-    cuda_sgd_step(p, g, buf, n, a->lr, a->momentum, a->weight_decay, a->gscale, a->nesterov, a->first);
-}
-static const optim_kernel_table optim_kernels_cuda = {cuda_adamw, cuda_sgd, cuda_sumsq, cuda_scale, cuda_all_finite};
-#endif
-
-const optim_kernel_table *optim_kernels_get(int device) {
-    if (device == 0) return &optim_kernels_cpu;
-#ifdef ENDORET_CUDA
-    if (device == 1) return &optim_kernels_cuda;
-#endif
-    return NULL;
 }

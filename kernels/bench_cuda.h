@@ -1,0 +1,30 @@
+/* bench_cuda.h — the GPU measurements behind `endoret bench cuda` (kernels/cuda/bench_cuda.cu;
+ * the command line and printing are cli/cmd_bench.c's). Exists only in CUDA builds: callers
+ * declare cuda_bench_run weak and check it for NULL. */
+#ifndef ENDORET_BENCH_CUDA_H
+#define ENDORET_BENCH_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One measurement. kind "device": `device` describes the GPU (first row); "gemm_peak": a square
+ * m^3 product (the reference peak of its precision); "gemm": one ViT linear layer [m x n x k];
+ * "attention": fused attention of B x H x T x D heads, `pass` forward or backward. */
+typedef struct {
+    const char *kind, *device, *model, *layer, *precision, *pass;
+    int m, n, k, B, H, T, D;
+    double ms, tflops, of_peak;
+} cuda_bench_row;
+
+/* Times, through the CUDA backend table, cuBLAS GEMM peak (fp32/bf16), the ViT-B/16 (batch_b
+ * images) and ViT-L/16 (batch_l images) linear layers and fused attention, `iters` timed launches
+ * each after 3 warm-ups; calls emit(row, ctx) per measurement. ER_OK or an er_fail code. */
+int cuda_bench_run(int iters, int batch_b, int batch_l, void (*emit)(const cuda_bench_row *, void *),
+                   void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
