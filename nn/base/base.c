@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -60,29 +61,40 @@ void *xmalloc_aligned(size_t n) {
     return p;
 }
 
+/* Files read whole: configs, manifests, CSVs, images, index headers. Anything bigger is refused
+ * rather than trusted (a size from the file system is only a claim). */
+#define READ_FILE_MAX ((size_t)1 << 32)
+
 int read_file(const char *path, char **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
         fclose(f);
-        return er_fail(ER_INPUT, "%s: cannot seek (not a regular file?)", path);
+        return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
     }
-    long n = ftell(f);
-    if (n < 0) {
+    if (!S_ISREG(st.st_mode)) {
         fclose(f);
-        return er_fail(ER_INPUT, "%s: cannot determine size", path);
+        return er_fail(ER_INPUT, "%s: is %s, expected a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
-    rewind(f);
-    char *buf = xmalloc((size_t)n + 1);
-    if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    if (st.st_size < 0 || (uint64_t)st.st_size > READ_FILE_MAX) {
         fclose(f);
-        free(buf);
-        return er_fail(ER_INPUT, "%s: short read", path);
+        return er_fail(ER_INPUT, "%s: %lld bytes, more than the %zu this reader accepts", path, (long long)st.st_size, READ_FILE_MAX);
     }
+    size_t n = (size_t)st.st_size;
+    char *buf = xmalloc(n + 1);
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    int more = fgetc(f) != EOF; /* the file grew while being read: its size claim was stale */
+    int err = ferror(f);
     fclose(f);
+    if (got != n || more || err) {
+        free(buf);
+        return er_fail(ER_INPUT, "%s: %s while reading (%zu of %zu bytes)", path, more ? "file changed" : "short read", got, n);
+    }
     buf[n] = 0;
     *data = buf;
-    if (len) *len = (size_t)n;
+    if (len) *len = n;
     return ER_OK;
 }
 

@@ -32,6 +32,18 @@ Test(base, missing_file_names_the_path) {
     cr_expect(strstr(er_msg(), "/nonexistent/x.png") != NULL);
 }
 
+/* issue 17 #4: a directory (or any non-regular file) where a file is expected: one message naming
+ * the path, no allocation from the size ftell() reports for it (the size of a directory is 2^63-1). */
+Test(base, directory_or_device_is_not_a_file) {
+    const char *dir = test_tmpdir();
+    char *data = NULL;
+    cr_assert_eq(read_file(dir, &data, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), dir) && strstr(er_msg(), "directory"), "%s", er_msg());
+    cr_assert_eq(read_file("/dev/zero", &data, NULL), ER_INPUT); /* endless: must not be read */
+    cr_expect(strstr(er_msg(), "/dev/zero") && strstr(er_msg(), "regular file"), "%s", er_msg());
+    cr_expect_null(data);
+}
+
 Test(args, parses_types_and_rejects_bad_input) {
     const char *out = "o"; int n = 1; double tau = 0.1; int json = 0;
     arg_spec s[] = {{"out", ARG_STR, &out, ""}, {"n", ARG_INT, &n, ""}, {"tau", ARG_DOUBLE, &tau, ""},
