@@ -172,6 +172,30 @@ Test(endofinder_train, nan_loss_stops_naming_step_and_checkpoint) {
     params_free(&o.pl);
 }
 
+/* issue 17 #7: the real model driven to NaN (lr 1e30, no warmup) stops with ER_RUNTIME; in `make asan`
+ * it also runs every CPU kernel (exp in softmax, GELU...) on NaN and inf inputs, which UBSan checks. */
+Test(endofinder_train, huge_lr_nan_loss_stops_cleanly, .timeout = 60) {
+    const char *d = test_tmpdir();
+    char *man = make_data(d);
+    char *out = path_join(d, "run");
+    image_cfg c;
+    loop_keys k;
+    tiny_cfg(&c, &k, man, out);
+    image_objective *o;
+    cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
+    train_objective t = image_objective_iface(o);
+    train_loop_config lc = loop_cfg(&k, 6);
+    lc.lr = lc.min_lr = 1e30;
+    lc.warmup_steps = 0;
+    int rc = train_loop_run(&lc, &t);
+    cr_assert_eq(rc, ER_RUNTIME, "rc %d: %s", rc, er_msg());
+    cr_assert(strstr(er_msg(), "NaN") || strstr(er_msg(), "finite"), "%s", er_msg());
+    image_objective_free(o);
+    image_cfg_free(&c);
+    loop_keys_free(&k);
+    free(man); free(out);
+}
+
 Test(endofinder_train, bad_objective_config_is_rejected) {
     image_cfg c;
     loop_keys k;
