@@ -165,6 +165,29 @@ Test(models_registry, unknown_arch_missing_tensor_and_wrong_shape_are_rejected) 
     free(p);
 }
 
+/* issue 17 #6: `embed` accepted weights holding NaN and wrote NaN descriptors. Every load of weights
+ * (params_load_st) refuses a non-finite value, naming the file and the tensor. */
+Test(models_registry, non_finite_weights_are_rejected_naming_the_tensor) {
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    char *p = path_join(test_tmpdir(), "nan.safetensors");
+    for (int k = 0; k < 3; k++) {
+        model *m = tiny_model(2);
+        tensor *t = NULL;
+        for (int i = 0; i < m->params->n; i++)
+            if (!strcmp(m->params->t[i]->name, "blocks.1.attn.qkv.weight")) t = m->params->t[i];
+        cr_assert(t);
+        ((float *)t->data)[5] = bad[k];
+        cr_assert_eq(model_save(m, p, -1), 0, "%s", er_msg());
+        model_free(m);
+        model *u = NULL;
+        cr_assert_eq(model_load(p, NULL, NULL, 0, &u), ER_INPUT, "weights with %g loaded", bad[k]);
+        cr_assert(strstr(er_msg(), p) && strstr(er_msg(), "blocks.1.attn.qkv.weight") && strstr(er_msg(), "finite"), "%s",
+                  er_msg());
+        cr_assert_null(u);
+    }
+    free(p);
+}
+
 Test(models_registry, create_reads_the_model_keys_of_a_training_config) {
     const char *d = test_tmpdir();
     char *cfg = path_join(d, "run.cfg");
