@@ -225,6 +225,18 @@ void casedb_close(casedb *db) {
     memset(db, 0, sizeof *db);
 }
 
+/* A label is NULL (unknown) or an integer naming one of the label names (any integer >= 0 when the
+ * database has none): anything else would index past the names or vote for a class that is not. */
+static int check_label(sqlite3_stmt *st, int col, const casedb *db, const char *path, int64_t id) {
+    int type = sqlite3_column_type(st, col);
+    if (type == SQLITE_NULL) return ER_OK;
+    int64_t v = sqlite3_column_int64(st, col);
+    if (type == SQLITE_INTEGER && v >= 0 && (db->nlabel_names == 0 || v < db->nlabel_names)) return ER_OK;
+    const char *text = (const char *)sqlite3_column_text(st, col);
+    return er_fail(ER_INPUT, "%s: case %lld: label '%.40s' is not one of the %d label numbers (0..%d) nor NULL", path,
+                   (long long)id, text ? text : "", db->nlabel_names, db->nlabel_names - 1);
+}
+
 int casedb_open(const char *path, casedb *db) {
     memset(db, 0, sizeof *db);
     if (access(path, R_OK) != 0) return er_fail(ER_INPUT, "%s: cannot open the case database (no such file)", path);
@@ -298,6 +310,7 @@ int casedb_open(const char *path, casedb *db) {
             codes = xrealloc(codes, (size_t)cap * W * 8);
             emb = xrealloc(emb, (size_t)cap * db->dim * sizeof(float));
         }
+        if ((rc = check_label(st, 3, db, path, id))) break;
         memcpy(codes + n * W, sqlite3_column_blob(st, 1), (size_t)W * 8);
         memcpy(emb + n * db->dim, sqlite3_column_blob(st, 2), (size_t)db->dim * sizeof(float));
         case_rec r = {id, NULL, sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3),

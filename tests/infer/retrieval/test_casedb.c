@@ -171,6 +171,31 @@ Test(infer_casedb, corrupt_and_foreign_files_rejected) {
     free(path);
 }
 
+/* issue 17 #11: labels outside the database's label names (99, -5) or not integers ('xx') were
+ * accepted; each is refused naming the file, the case and the label. */
+Test(infer_casedb, labels_outside_the_label_names_rejected) {
+    char *path = path_join(test_tmpdir(), "l.db");
+    emb_set all, q;
+    make_set(&all, &q, 50, 1, 16);
+    cr_assert_eq(all.nlabel_names, 2);
+    const char *bad[] = {"99", "-5", "'xx'", "2.5"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+        sqlite3 *s;
+        char sql[128];
+        snprintf(sql, sizeof sql, "UPDATE cases SET label = %s WHERE id = 7;", bad[i]);
+        sqlite3_open(path, &s);
+        cr_assert_eq(sqlite3_exec(s, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(s);
+        casedb db;
+        cr_expect_eq(casedb_open(path, &db), ER_INPUT, "label %s accepted", bad[i]);
+        cr_expect(strstr(er_msg(), path) && strstr(er_msg(), "case 7") && strstr(er_msg(), "label"), "%s", er_msg());
+    }
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
 Test(infer_casedb, cli_add_with_mismatched_dims_rejected) {
     const char *dir = test_tmpdir();
     char *e1 = path_join(dir, "a.safetensors"), *e2 = path_join(dir, "b.safetensors"), *db = path_join(dir, "c.db");
