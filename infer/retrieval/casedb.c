@@ -10,14 +10,28 @@
 
 #define FORMAT "endoret-casedb-1"
 
+/* A failure of the machine (disk full, I/O error, locked, out of memory, cannot create a file) is a
+ * runtime error; a file that is not what it should be is bad input. */
+static int sql_status(int sqlite_code) {
+    switch (sqlite_code & 0xff) {
+    case SQLITE_FULL: case SQLITE_IOERR: case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_NOMEM:
+    case SQLITE_READONLY: case SQLITE_CANTOPEN: case SQLITE_PERM: case SQLITE_INTERRUPT:
+        return ER_RUNTIME;
+    default:
+        return ER_INPUT;
+    }
+}
+
 static int sql_fail(sqlite3 *s, const char *path, const char *what) {
-    return er_fail(ER_INPUT, "%s: %s: %s", path, what, s ? sqlite3_errmsg(s) : "cannot open");
+    return er_fail(s ? sql_status(sqlite3_errcode(s)) : ER_RUNTIME, "%s: %s: %s", path, what,
+                   s ? sqlite3_errmsg(s) : "cannot open");
 }
 
 static int exec(sqlite3 *s, const char *path, const char *sql) {
     char *err = NULL;
-    if (sqlite3_exec(s, sql, NULL, NULL, &err) != SQLITE_OK) {
-        int rc = er_fail(ER_INPUT, "%s: %s", path, err ? err : "SQL error");
+    int code = sqlite3_exec(s, sql, NULL, NULL, &err);
+    if (code != SQLITE_OK) {
+        int rc = er_fail(sql_status(code), "%s: %s", path, err ? err : "SQL error");
         sqlite3_free(err);
         return rc;
     }

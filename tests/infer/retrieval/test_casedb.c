@@ -6,7 +6,9 @@
 #include "infer/eval/synth_emb.h"
 #include "nn/base/base.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -194,6 +196,66 @@ Test(infer_casedb, labels_outside_the_label_names_rejected) {
     emb_free(&all);
     emb_free(&q);
     free(path);
+}
+
+/* Lower the file-size limit (soft only, so it can be raised back): writes past `bytes` then fail as
+ * on a full disk (EFBIG, which SQLite reports like ENOSPC), with no root or small file system. */
+static void limit_file_size(rlim_t bytes) {
+    struct rlimit r;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &r), 0);
+    r.rlim_cur = bytes;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &r), 0);
+}
+
+/* issue 17 #8: a disk full while writing the database is a runtime failure (exit 1), not bad input
+ * (exit 2), in `index build` over an existing database, `index add` and `index delete`; the old
+ * database stays as it was and no temporary file is left. */
+Test(infer_casedb, disk_full_is_a_runtime_error_and_keeps_the_db) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "cases.db"), *embp = path_join(dir, "all.safetensors");
+    emb_set all, q;
+    make_set(&all, &q, 400, 1, 64);
+    cr_assert_eq(emb_save(embp, &all), ER_OK);
+    emb_set first = all;
+    first.n = 300;
+    cr_assert_eq(casedb_create(path, &first, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK, "%s", er_msg());
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+
+    limit_file_size(1024);
+    char *build[] = {"index", "build", "--emb", embp, "--out", path, NULL};
+    cr_expect_eq(cmd_index(6, build), ER_RUNTIME, "index build: %s", er_msg());
+    cr_expect(strstr(er_msg(), "cases.db"), "%s", er_msg());
+    setrlimit(RLIMIT_FSIZE, &saved);
+
+    casedb db;
+    cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
+    cr_expect_eq(db.n, 300);
+    case_rec r[100];
+    for (int i = 0; i < 100; i++)
+        r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * all.dim, -1, NULL, -1, -1, NULL, NULL};
+    limit_file_size(1024);
+    cr_expect_eq(casedb_add(&db, r, 100), ER_RUNTIME, "index add: %s", er_msg());
+    setrlimit(RLIMIT_FSIZE, &saved);
+    cr_expect_eq(db.n, 300);
+    casedb_close(&db);
+
+    limit_file_size(1024);
+    char *del[] = {"index", "delete", "--index", path, "--id", "1,2,3", NULL};
+    cr_expect_eq(cmd_index(6, del), ER_RUNTIME, "index delete: %s", er_msg());
+    setrlimit(RLIMIT_FSIZE, &saved);
+
+    cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
+    cr_expect_eq(db.n, 300, "the old database changed");
+    casedb_close(&db);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d))) cr_expect_null(strstr(e->d_name, ".tmp."), "left %s", e->d_name);
+    closedir(d);
+    emb_free(&all);
+    emb_free(&q);
+    free(path), free(embp);
 }
 
 Test(infer_casedb, cli_add_with_mismatched_dims_rejected) {
