@@ -89,6 +89,7 @@ int casedb_create(const char *path, const emb_set *e, char *const *image_paths, 
     hasher h;
     int rc = hasher_fit(&h, hk, e->x, e->n, e->dim, bits, seed);
     if (rc) return rc;
+    remove_stale_temps(path); /* a killed build's X.tmp.PID and its journal */
     char *tmp = xmalloc(strlen(path) + 32);
     sprintf(tmp, "%s.tmp.%d", path, (int)getpid());
     unlink(tmp);

@@ -1,8 +1,10 @@
 /* base.c — errors, allocation, files, clock (see base.h). */
 #include "nn/base/base.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,7 +100,39 @@ int read_file(const char *path, char **data, size_t *len) {
     return ER_OK;
 }
 
+/* The pid of a temp file name "<base>.tmp.<pid>" or "<base>.tmp.<pid>-journal", or 0. */
+static long temp_owner(const char *name, const char *base) {
+    size_t b = strlen(base);
+    if (strncmp(name, base, b) || strncmp(name + b, ".tmp.", 5)) return 0;
+    const char *digits = name + b + 5;
+    size_t nd = strspn(digits, "0123456789");
+    if (nd == 0 || nd > 9 || (digits[nd] && strcmp(digits + nd, "-journal"))) return 0;
+    return strtol(digits, NULL, 10);
+}
+
+int remove_stale_temps(const char *path) {
+    char *dir = path_dirname(path);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    DIR *d = opendir(dir);
+    int removed = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid = temp_owner(e->d_name, base);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char *stale = path_join(dir, e->d_name);
+        if (unlink(stale) == 0) {
+            fprintf(stderr, "endoret: removed %s, left by process %ld which no longer runs\n", stale, pid);
+            removed++;
+        }
+        free(stale);
+    }
+    if (d) closedir(d);
+    free(dir);
+    return removed;
+}
+
 int atomic_open(atomic_file *af, const char *path) {
+    remove_stale_temps(path);
     size_t n = strlen(path) + 32;
     af->path = xstrdup(path);
     af->tmp = xmalloc(n);

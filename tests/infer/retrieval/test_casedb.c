@@ -258,6 +258,28 @@ Test(infer_casedb, disk_full_is_a_runtime_error_and_keeps_the_db) {
     free(path), free(embp);
 }
 
+/* issue 17 #10: each killed `index build` left X.db.tmp.PID and its journal; the next build removes
+ * those whose process has ended. */
+Test(infer_casedb, build_removes_temp_files_of_killed_builds) {
+    char *path = path_join(test_tmpdir(), "cases.db");
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    waitpid(p, NULL, 0); /* p has ended */
+    char tmp[300], journal[320];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)p);
+    snprintf(journal, sizeof journal, "%s-journal", tmp);
+    cr_assert_eq(write_file_atomic(tmp, "half a database", 15), ER_OK);
+    cr_assert_eq(write_file_atomic(journal, "journal", 7), ER_OK);
+    emb_set all, q;
+    make_set(&all, &q, 20, 1, 16);
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    cr_expect_neq(access(tmp, F_OK), 0, "%s left", tmp);
+    cr_expect_neq(access(journal, F_OK), 0, "%s left", journal);
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
 Test(infer_casedb, cli_add_with_mismatched_dims_rejected) {
     const char *dir = test_tmpdir();
     char *e1 = path_join(dir, "a.safetensors"), *e2 = path_join(dir, "b.safetensors"), *db = path_join(dir, "c.db");
