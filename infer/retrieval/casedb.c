@@ -352,6 +352,8 @@ fail:;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", er_msg());
     casedb_close(db);
+    /* the hasher and index builders do not know the file: name it */
+    if (strncmp(msg, path, strlen(path))) return er_fail(rc ? rc : ER_INPUT, "%s: %s", path, msg);
     return er_fail(rc ? rc : ER_INPUT, "%s", msg);
 }
 

@@ -167,6 +167,21 @@ Test(infer_casedb, corrupt_and_foreign_files_rejected) {
     sqlite3_close(s);
     cr_expect_eq(casedb_open(path, &db), ER_INPUT);
     cr_expect(strstr(er_msg(), "case 7") != NULL, "%s", er_msg());
+    /* issue 17 #9: inconsistencies found by the index builders name the database file */
+    cr_assert_eq(write_file_atomic(path, data, len), ER_OK);
+    sqlite3_open(path, &s);
+    sqlite3_exec(s, "UPDATE cases SET embedding = zeroblob(256) WHERE id = 7;" /* 64 floats */
+                    "UPDATE cases SET embedding = CAST(x'0000c07f' || substr(embedding, 5) AS BLOB) WHERE id = 7;",
+                 NULL, NULL, NULL); /* first float NaN */
+    sqlite3_close(s);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), path) && strstr(er_msg(), "non-finite"), "%s", er_msg());
+    cr_assert_eq(write_file_atomic(path, data, len), ER_OK);
+    sqlite3_open(path, &s);
+    sqlite3_exec(s, "UPDATE meta SET value = '32' WHERE key = 'bits';", NULL, NULL, NULL);
+    sqlite3_close(s);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), path) && strstr(er_msg(), "bits"), "%s", er_msg());
     free(data);
     emb_free(&all);
     emb_free(&q);

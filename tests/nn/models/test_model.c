@@ -188,6 +188,24 @@ Test(models_registry, non_finite_weights_are_rejected_naming_the_tensor) {
     free(p);
 }
 
+/* issue 17 #9: config values that are wrong name their key (and the config file when it holds them). */
+Test(models_registry, bad_model_values_name_the_key) {
+    char *cfg = path_join(test_tmpdir(), "run.cfg");
+    FILE *f = fopen(cfg, "w");
+    fprintf(f, "[model]\narch = vit_ti\n");
+    fclose(f);
+    model *m = NULL;
+    cr_assert_eq(model_create(NULL, cfg, NULL, 0, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), cfg) && strstr(er_msg(), "model.arch") && strstr(er_msg(), "vit_ti"), "%s", er_msg());
+    char *sets[] = {"model.arch=vit_tiny", "model.img=12", "model.patch=8"};
+    cr_assert_eq(model_create(NULL, NULL, sets, 3, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), "model.img") && strstr(er_msg(), "model.patch") && strstr(er_msg(), "12"), "%s", er_msg());
+    char *arch_set[] = {"model.arch=vit_ti"};
+    cr_assert_eq(model_create(NULL, NULL, arch_set, 1, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--set") && strstr(er_msg(), "model.arch"), "%s", er_msg());
+    free(cfg);
+}
+
 Test(models_registry, create_reads_the_model_keys_of_a_training_config) {
     const char *d = test_tmpdir();
     char *cfg = path_join(d, "run.cfg");
