@@ -60,3 +60,18 @@ Test(http_daemon, per_ip_limit_closes_idle_connections, .timeout = 30) {
     cr_expect_eq(test_http(port, "GET", "/", "text/plain", "x", &body, &len), 400);
     MHD_stop_daemon(d);
 }
+
+/* An idle connection (a client that connects and sends nothing) is closed after the idle timeout. */
+Test(http_daemon, idle_connection_is_closed_after_the_timeout, .timeout = 30) {
+    SLOW_TEST();
+    struct sockaddr_in addr = {0};
+    addr.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL);
+    cr_assert(d);
+    int fd = connect_idle(MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
+    cr_expect_not(closed_by_server(fd, 1000), "closed before the timeout");
+    cr_expect(closed_by_server(fd, (HTTP_IDLE_TIMEOUT_S + 3) * 1000), "still open %d s after the idle timeout", 3);
+    close(fd);
+    MHD_stop_daemon(d);
+}
