@@ -152,14 +152,9 @@ Test(perceived_vss, serves_only_images_under_allowed_folders, .timeout = 30) {
     char dir[64], other[64];
     snprintf(dir, sizeof dir, "%s", test_tmpdir());
     snprintf(other, sizeof other, "%s", test_tmpdir());
-    char sheet[256], scores[256], inside[256], outside[256], fake[256], link[256], man[256];
-    snprintf(sheet, sizeof sheet, "%s/sheet.csv", dir);
-    snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
-    snprintf(inside, sizeof inside, "%s/in.png", dir);
-    snprintf(fake, sizeof fake, "%s/fake.png", dir);
-    snprintf(link, sizeof link, "%s/link.png", dir);
-    snprintf(outside, sizeof outside, "%s/out.png", other);
-    snprintf(man, sizeof man, "%s/manifest.csv", other);
+    char *sheet = path_join(dir, "sheet.csv"), *scores = path_join(dir, "pairs.csv"), *inside = path_join(dir, "in.png");
+    char *fake = path_join(dir, "fake.png"), *link = path_join(dir, "link.png");
+    char *outside = path_join(other, "out.png"), *man = path_join(other, "manifest.csv");
     const uint8_t px[3] = {1, 2, 3};
     cr_assert_eq(png_save_u8(inside, px, 3, 1, 1), ER_OK);
     cr_assert_eq(png_save_u8(outside, px, 3, 1, 1), ER_OK);
@@ -188,6 +183,7 @@ Test(perceived_vss, serves_only_images_under_allowed_folders, .timeout = 30) {
     cr_expect_eq(http(port, "GET", "/image/2/b", NULL, NULL, body, sizeof body), 200);
     cr_expect_eq(http(port, "GET", "/image/0/a", NULL, NULL, body, sizeof body), 404);
     vss_server_stop(s);
+    free(sheet), free(scores), free(inside), free(fake), free(link), free(outside), free(man);
 }
 
 /* issue 17 #2, #3, #11: an observer name of 9000 characters (it overflowed the page buffer), a sheet
