@@ -41,12 +41,13 @@ LIB_SRC  := $(wildcard nn/*.c nn/*/*.c kernels/cpu/*.c datasets/*.c checkpoints/
                       $(filter-out cli/main.c,$(wildcard cli/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 MAIN_OBJ := $(BUILD)/cli/main.o
-# tests mirror the tree; */ref/ folders hold reference generators, not tests
-TEST_SRC := $(foreach f,$(wildcard tests/*.c tests/*/*.c tests/*/*/*.c),$(if $(findstring /ref/,$(f)),,$(f)))
+# tests mirror the tree; */ref/ folders hold reference generators, not tests; tests/fuzz/ holds the
+# libFuzzer targets (`make fuzz`), each with its own main
+TEST_SRC := $(foreach f,$(wildcard tests/*.c tests/*/*.c tests/*/*/*.c),$(if $(findstring /ref/,$(f))$(findstring /fuzz/,$(f)),,$(f)))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all test asan bench demo kvasir-reid clean cuda-check portable-check deps layers-check
+.PHONY: all test asan bench demo kvasir-reid clean cuda-check portable-check deps layers-check fuzz fuzz-build
 all: deps $(BUILD)/endoret
 
 # A fresh machine: install the Debian packages when any is missing (apt-get, as root or via sudo),
@@ -92,6 +93,34 @@ asan: deps
 	  build/asan/endoret_tests --jobs $(TEST_JOBS) $(TEST_ARGS) 2>&1 | tee build/asan/test.log
 	@if grep -qE "Sanitizer|runtime error" build/asan/test.log; then \
 	  echo "asan: sanitizer reports in build/asan/test.log (see above)" >&2; exit 1; fi
+
+# libFuzzer targets (tests/fuzz/fuzz_<name>.c, seeds in tests/fuzz/corpus/<name>/): built with clang
+# under ASan + UBSan in build/fuzz/, each run FUZZ_SECONDS. New inputs go to build/fuzz/corpus/<name>
+# (the committed seeds are only read); a crash leaves its input in build/fuzz/artifacts/.
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_WARN    := -Wno-pass-failed # clang cannot honour some of gcc's vectorisation pragmas: not a finding
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz: deps
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	  echo "fuzz: $(FUZZ_CC) not found: fuzz targets skipped (apt-get install clang libomp-dev)"; exit 0; fi; \
+	set -eo pipefail; $(MAKE) CC=$(FUZZ_CC) CUDA=0 BUILD=build/fuzz OPT="-O1 -g" EXTRA_CFLAGS="$(FUZZ_SAN) $(FUZZ_WARN) -fsanitize=fuzzer-no-link" fuzz-build; \
+	mkdir -p build/fuzz/artifacts; \
+	for t in $(FUZZ_NAMES); do \
+	  mkdir -p build/fuzz/corpus/$$t; echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+	  UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/$$t- build/fuzz/corpus/$$t tests/fuzz/corpus/$$t 2>&1 \
+	    | grep -vE '^#[0-9]+.*(NEW|REDUCE|pulse)' || { echo "fuzz: $$t failed (input in build/fuzz/artifacts/)" >&2; exit 1; }; \
+	done
+
+# (inside `make fuzz`, with CC=clang BUILD=build/fuzz) the library as an archive, so each target links
+# only what it reaches
+fuzz-build: $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
+$(BUILD)/libendoret.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/libendoret.a
+	$(CC) $(LDFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 # The include graph points down the layers of docs/ARCHITECTURE.md; kernels/cpu and kernels/cuda are
 # private to kernels/ (everything else goes through kernels/backend.h).

@@ -1,10 +1,18 @@
 /* params_st.c — a param_list <-> safetensors (load by name with shape checks; add for writing). */
 #include "checkpoints/params_st.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "nn/base/base.h"
+
+/* Index of the first NaN or Inf, or -1: weights holding one would give NaN descriptors silently. */
+static int64_t first_non_finite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
 
 int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict) {
     for (int i = 0; i < pl->n; i++) {
@@ -30,6 +38,10 @@ int params_load_st(const param_list *pl, const st_file *f, const char *prefix, i
         {
             float *buf = xmalloc(tensor_numel(t) * sizeof(float));
             int rc = st_read_f32(f, name, buf, tensor_numel(t));
+            int64_t bad = rc ? -1 : first_non_finite(buf, tensor_numel(t));
+            if (bad >= 0)
+                rc = er_fail(ER_INPUT, "%s: tensor '%s' holds a non-finite value (%g at element %lld)", f->path, name,
+                             buf[bad], (long long)bad);
             if (!rc) tensor_copy_from_host(t, buf);
             free(buf);
             if (rc) return rc;

@@ -7,7 +7,8 @@
 
 /* Load every tensor of pl from f under "<prefix><name>" (prefix may be ""); shapes must match
  * (up to leading 1s; a tensor of another shape is ER_INPUT naming the file and the tensor). strict: a tensor
- * of pl missing in f is an error; otherwise it keeps its value. */
+ * of pl missing in f is an error; otherwise it keeps its value. A NaN or Inf value is ER_INPUT naming the
+ * file and the tensor (every loader of weights comes through here). */
 int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict);
 /* Add every tensor of pl (float32) to a writer. Tensors on a device (or strided) are downloaded
  * into one malloc'd block that is returned: free() it after st_write. NULL when every tensor is a

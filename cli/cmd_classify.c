@@ -35,6 +35,7 @@ int cmd_classify(int argc, char **argv) {
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
     if (!db.nlabel_names) { casedb_close(&db); return er_fail(ER_INPUT, "%s: the cases have no labels to vote with", index); }
+    if (db.n == 0) { casedb_close(&db); return er_fail(ER_INPUT, "%s: the database holds no cases to vote with", index); }
     if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */
     emb_set q;
     if ((rc = emb_load_arg(query, "--query", &q))) { casedb_close(&db); return rc; }

@@ -144,11 +144,13 @@ static int cmd_vss_serve(int argc, char **argv) {
         {"observer", ARG_STR, &cfg.observer, "observer name"},
         {"port", ARG_INT, &cfg.port, "TCP port (0 = any free port)"},
         {"bind", ARG_STR, &cfg.bind, "IPv4 address to listen on (127.0.0.1 = this machine only)"},
+        {"manifest", ARG_STR, &cfg.manifest, "manifest the sheet was drawn from: images under its folder may be shown "
+                                             "(always: those under the sheet's folder)"},
     };
     char **pos = NULL;
     int npos = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret vss serve --sheet sheet.csv --scores pairs.csv --observer NAME [--port P]", &pos, &npos);
+                        "endoret vss serve --sheet sheet.csv --scores pairs.csv --observer NAME [--manifest M.csv] [--port P]", &pos, &npos);
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;

@@ -44,8 +44,10 @@ static int decode(const uint8_t *buf, size_t len, const char *name, int channels
     e.pub.output_message = jerr_output;
     e.msg[0] = 0;
     uint8_t *volatile row = NULL;
+    const int had_pixels = out->data != NULL; /* a fresh image must not keep pixels of a failed decode */
     if (setjmp(e.jb)) {
         free(row);
+        if (!had_pixels) image_free(out);
         jpeg_destroy_decompress(&ci);
         return er_fail(ER_INPUT, "%s: corrupt JPEG: %s", name, e.msg[0] ? e.msg : "decode error");
     }

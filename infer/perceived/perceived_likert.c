@@ -97,6 +97,7 @@ int likert_parse(const char *text, const char *name, likert_gt *gt) {
             break;
         }
         r.score = (int)sc;
+        r.line = lineno;
         r.observer = xstrdup(f[3]);
         if (gt->nrec == cap) { cap *= 2; gt->rec = xrealloc(gt->rec, cap * sizeof *gt->rec); }
         gt->rec[gt->nrec++] = r;
@@ -104,6 +105,7 @@ int likert_parse(const char *text, const char *name, likert_gt *gt) {
     (void)save;
     free(buf);
     if (rc) { likert_free(gt); return rc; }
+    gt->name = xstrdup(name);
     /* unique unordered pairs, then mean scores */
     gt->pairs = xmalloc((gt->nrec ? gt->nrec : 1) * sizeof *gt->pairs);
     for (int i = 0; i < gt->nrec; i++) {
@@ -141,6 +143,7 @@ void likert_free(likert_gt *gt) {
     for (int i = 0; i < gt->nrec; i++) free(gt->rec[i].observer);
     free(gt->rec);
     free(gt->pairs);
+    free(gt->name);
     memset(gt, 0, sizeof *gt);
 }
 
@@ -175,9 +178,12 @@ int likert_index_pairs(const likert_gt *gt, const int64_t *ids, int n, const cha
         int a = lookup(t, n, gt->pairs[k].a), b = lookup(t, n, gt->pairs[k].b);
         if (a < 0 || b < 0) {
             int64_t miss = a < 0 ? gt->pairs[k].a : gt->pairs[k].b;
+            int line = 0; /* the first line scoring this pair */
+            for (int r = 0; r < gt->nrec && !line; r++) if (gt->rec[r].pair == k) line = gt->rec[r].line;
             free(t); free(*ia); free(*ib); *ia = *ib = NULL;
-            return er_fail(ER_INPUT, "%s: scored pair (%lld,%lld) names id %lld, which is not in %s",
-                           "ground truth", (long long)gt->pairs[k].a, (long long)gt->pairs[k].b, (long long)miss, ids_name);
+            return er_fail(ER_INPUT, "%s: line %d: scored pair (%lld,%lld) names id %lld, which is not in %s",
+                           gt->name ? gt->name : "ground truth", line, (long long)gt->pairs[k].a, (long long)gt->pairs[k].b,
+                           (long long)miss, ids_name);
         }
         (*ia)[k] = a;
         (*ib)[k] = b;

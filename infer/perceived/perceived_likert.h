@@ -19,6 +19,7 @@ typedef struct {
     int score;      /* -2, -1, 1, 2 */
     char *observer; /* owned */
     int pair;       /* index into likert_gt.pairs */
+    int line;       /* line of the file it came from, for messages */
 } likert_record;
 
 typedef struct {
@@ -32,6 +33,7 @@ typedef struct {
     likert_record *rec;
     int npairs;
     likert_pair *pairs; /* sorted by (a, b) */
+    char *name;         /* the file (or name) it was parsed from, for messages; owned */
 } likert_gt;
 
 /* Likert level index 0..3 of a score -2,-1,+1,+2; -1 for anything else. */
@@ -44,7 +46,7 @@ int likert_load(const char *path, likert_gt *gt);
 void likert_free(likert_gt *gt);
 
 /* Map each pair's ids to row indices of an id table (ids[n]); a pair whose id is absent is an
- * ER_INPUT error naming the id and `ids_name`. ia/ib: npairs ints, allocated. */
+ * ER_INPUT error naming the id, `ids_name`, and the scores file and line of the pair. ia/ib: npairs ints, allocated. */
 int likert_index_pairs(const likert_gt *gt, const int64_t *ids, int n, const char *ids_name,
                        int **ia, int **ib);
 

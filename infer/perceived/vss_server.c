@@ -1,6 +1,7 @@
 /* vss_server.c — see vss_server.h. */
 #include "infer/perceived/vss_server.h"
 #include "infer/report/http_reply.h"
+#include "infer/report/report_html.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -9,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -28,6 +28,7 @@ struct vss_server {
     char *text;     /* the scores file as it is on disk */
     size_t len, cap;
     int *done;      /* sheet.n flags: scored by this observer */
+    char *roots[3]; /* real paths of the folders images may come from (sheet's, manifest's), NULL-ended */
 };
 
 /* ---- scores file ---- */
@@ -73,32 +74,33 @@ static enum MHD_Result page(vss_server *s, struct MHD_Connection *c) {
     pthread_mutex_lock(&s->mu);
     int next = -1, ndone = 0;
     for (int i = 0; i < s->sheet.n; i++) { if (s->done[i]) ndone++; else if (next < 0) next = i; }
-    char *html = xmalloc(8192);
-    int n = snprintf(html, 8192,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Visual similarity scoring</title><style>"
-        "body{font-family:sans-serif;margin:1em}img{max-width:45vw;max-height:70vh;border:1px solid #888}"
-        ".pair{display:flex;gap:1em}button{font-size:1.1em;margin:0.3em;padding:0.5em 1em}</style></head><body>"
-        "<h2>Visual similarity scoring</h2><p>observer <b>%s</b>: %d of %d couples scored</p>", s->observer, ndone, s->sheet.n);
+    html_buf b = {0};
+    hb_puts(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>Visual similarity scoring</title><style>"
+                "body{font-family:sans-serif;margin:1em}img{max-width:45vw;max-height:70vh;border:1px solid #888}"
+                ".pair{display:flex;gap:1em}button{font-size:1.1em;margin:0.3em;padding:0.5em 1em}</style></head><body>"
+                "<h2>Visual similarity scoring</h2><p>observer <b>");
+    hb_esc(&b, s->observer);
+    hb_printf(&b, "</b>: %d of %d couples scored</p>", ndone, s->sheet.n);
     if (next < 0) {
-        n += snprintf(html + n, 8192 - n, "<p id=\"done\">All %d couples are scored. Thank you.</p>", s->sheet.n);
+        hb_printf(&b, "<p id=\"done\">All %d couples are scored. Thank you.</p>", s->sheet.n);
     } else {
         const vss_sheet_row *w = &s->sheet.rows[next];
-        n += snprintf(html + n, 8192 - n, "<p>couple %d of %d</p><div class=\"pair\">", next + 1, s->sheet.n);
+        hb_printf(&b, "<p>couple %d of %d</p><div class=\"pair\">", next + 1, s->sheet.n);
         for (int side = 0; side < 2; side++) {
             const char *img = side ? w->image_b : w->image_a;
-            if (img && *img) n += snprintf(html + n, 8192 - n, "<img src=\"/image/%d/%c\" alt=\"image %c\">", next, side ? 'b' : 'a', side ? 'B' : 'A');
-            else n += snprintf(html + n, 8192 - n, "<div>(no image for item %c)</div>", side ? 'B' : 'A');
+            if (img && *img) hb_printf(&b, "<img src=\"/image/%d/%c\" alt=\"image %c\">", next, side ? 'b' : 'a', side ? 'B' : 'A');
+            else hb_printf(&b, "<div>(no image for item %c)</div>", side ? 'B' : 'A');
         }
-        n += snprintf(html + n, 8192 - n,
+        hb_printf(&b,
             "</div><form method=\"post\" action=\"/score\"><input type=\"hidden\" name=\"pair\" value=\"%d\">"
             "<button name=\"score\" value=\"-2\">very dissimilar</button><button name=\"score\" value=\"-1\">rather dissimilar</button>"
             "<button name=\"score\" value=\"1\">rather similar</button><button name=\"score\" value=\"2\">very similar</button>"
             "</form>", next);
     }
-    n += snprintf(html + n, 8192 - n, "</body></html>\n");
+    hb_puts(&b, "</body></html>\n");
     pthread_mutex_unlock(&s->mu);
-    enum MHD_Result r = http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", html, n);
-    free(html);
+    enum MHD_Result r = http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", b.s, b.len);
+    hb_free(&b);
     return r;
 }
 
@@ -109,16 +111,9 @@ static enum MHD_Result image(vss_server *s, struct MHD_Connection *c, const char
         return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such image\n");
     const char *img = side == 'a' ? s->sheet.rows[pair].image_a : s->sheet.rows[pair].image_b;
     if (!img || !*img) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
-    char *path = path_join(s->sheet.dir, img), *data;
-    size_t len;
-    int rc = read_file(path, &data, &len);
+    char *path = path_join(s->sheet.dir, img);
+    enum MHD_Result r = http_reply_image_file(c, path, s->roots);
     free(path);
-    if (rc) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
-    const char *ext = strrchr(img, '.'), *type = "application/octet-stream";
-    if (ext && (!strcasecmp(ext, ".png"))) type = "image/png";
-    else if (ext && (!strcasecmp(ext, ".jpg") || !strcasecmp(ext, ".jpeg"))) type = "image/jpeg";
-    enum MHD_Result r = http_reply(c, MHD_HTTP_OK, type, data, len);
-    free(data);
     return r;
 }
 
@@ -135,7 +130,8 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
                                   size_t size) {
     post_state *ps = cls;
     char *dst = !strcmp(key, "pair") ? ps->pair : !strcmp(key, "score") ? ps->score : NULL;
-    if (!dst || off + size >= sizeof ps->pair) { ps->bad = 1; return MHD_YES; }
+    /* a NUL inside a value ("1%00x") would end the C string early and pass as "1" */
+    if (!dst || off + size >= sizeof ps->pair || memchr(data, 0, size)) { ps->bad = 1; return MHD_YES; }
     memcpy(dst + off, data, size);
     dst[off + size] = 0;
     return MHD_YES;
@@ -201,8 +197,9 @@ static enum MHD_Result score(vss_server *s, struct MHD_Connection *c, post_state
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
                                const char *upload_data, size_t *upload_size, void **con_cls) {
     vss_server *s = cls;
+    const char *refused = *con_cls ? NULL : http_request_refusal(c, method, url);
+    if (refused) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, refused);
     if (!strcmp(method, "GET")) {
-        if (*upload_size) return MHD_NO;
         if (!strcmp(url, "/")) return page(s, c);
         if (!strncmp(url, "/image/", 7)) return image(s, c, url);
         return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
@@ -243,14 +240,16 @@ static void free_server(vss_server *s) {
     free(s->observer);
     free(s->text);
     free(s->done);
+    for (int i = 0; s->roots[i]; i++) free(s->roots[i]);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
 int vss_server_start(const vss_server_cfg *cfg, vss_server **out, int *port_out) {
     *out = NULL;
-    if (!cfg->observer || !*cfg->observer || strpbrk(cfg->observer, ",\n\r\"<>&"))
-        return er_fail(ER_INPUT, "--observer: a non-empty name without , \" < > & or newlines is required");
+    if (!cfg->observer || !*cfg->observer || strpbrk(cfg->observer, ",\n\r\"<>&") || strlen(cfg->observer) > VSS_MAX_OBSERVER)
+        return er_fail(ER_INPUT, "--observer: a non-empty name of at most %d characters without , \" < > & or newlines is required",
+                       VSS_MAX_OBSERVER);
     if (cfg->port < 0 || cfg->port > 65535) return er_fail(ER_INPUT, "--port: %d is outside 0..65535", cfg->port);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
@@ -263,14 +262,19 @@ int vss_server_start(const vss_server_cfg *cfg, vss_server **out, int *port_out)
     s->scores_path = xstrdup(cfg->scores);
     s->observer = xstrdup(cfg->observer);
     int rc = vss_sheet_load(cfg->sheet, &s->sheet);
+    if (!rc && s->sheet.n == 0) rc = er_fail(ER_INPUT, "%s: the sheet has no couples to score", cfg->sheet);
+    if (!rc && !(s->roots[0] = http_image_root(s->sheet.dir))) rc = ER_INPUT;
+    if (!rc && cfg->manifest) {
+        char *mdir = path_dirname(cfg->manifest);
+        if (!(s->roots[1] = http_image_root(mdir))) rc = ER_INPUT;
+        free(mdir);
+    }
     if (!rc) {
-        s->done = xcalloc(s->sheet.n ? s->sheet.n : 1, sizeof(int));
+        s->done = xcalloc(s->sheet.n, sizeof(int));
         rc = load_scores(s);
     }
     if (rc) { free_server(s); return rc; }
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, s,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+    s->d = http_daemon_start(&addr, handler, s, completed, s);
     if (!s->d) {
         free_server(s);
         return er_fail(ER_RUNTIME, "vss serve: cannot listen on %s:%d (port in use?)", bind, cfg->port);

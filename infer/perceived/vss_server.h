@@ -7,7 +7,8 @@
  * file: each answer re-reads and rewrites it under an flock on "<scores>.lock". HTTP is
  * libmicrohttpd (internal polling thread), bound to 127.0.0.1 by default.
  *   GET  /                 the next couple (or "all scored")
- *   GET  /image/<pair>/a|b the image files named in the sheet
+ *   GET  /image/<pair>/a|b the image files named in the sheet, when they are PNG or JPEG images
+ *                          under the sheet's folder or the manifest's (http_reply_image_file)
  *   POST /score            form fields pair=<index>&score=<-2|-1|1|2>  -> 303 to /
  *                          malformed -> 400, already scored by this observer -> 409 */
 #ifndef ENDORET_VSS_SERVER_H
@@ -19,7 +20,10 @@ typedef struct {
     const char *observer; /* name written in the observer column (no commas) */
     const char *bind;     /* IPv4 address, default "127.0.0.1" */
     int port;             /* 0 = an ephemeral port */
+    const char *manifest; /* NULL, or the manifest the sheet was drawn from: its folder's images may be served */
 } vss_server_cfg;
+
+enum { VSS_MAX_OBSERVER = 64 }; /* characters of an observer name */
 
 typedef struct vss_server vss_server;
 

@@ -1,7 +1,43 @@
 /* http_reply.c — see http_reply.h. */
 #include "infer/report/http_reply.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "datasets/image.h"
+#include "infer/report/thumbnail.h"
+#include "nn/base/base.h"
+
+/* MHD unescapes the URL in place and the handler sees a C string: "/query/0%00junk" would read as
+ * "/query/0". Such a URL is left as it came, so no route matches it. */
+static size_t unescape_unless_nul(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls; (void)c;
+    if (strstr(s, "%00")) return strlen(s);
+    return MHD_http_unescape(s);
+}
+
+struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
+                                     MHD_RequestCompletedCallback completed, void *completed_cls) {
+    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handler, cls,
+                            MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape_unless_nul, NULL,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls, MHD_OPTION_END);
+}
+
+const char *http_request_refusal(struct MHD_Connection *c, const char *method, const char *url) {
+    if (strstr(url, "%00")) return "a NUL byte in the URL\n";
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) return NULL;
+    const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te || (len && strspn(len, "0") != strlen(len))) return "a GET request has no body\n";
+    return NULL;
+}
 
 enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -16,4 +52,51 @@ enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char
 
 enum MHD_Result http_reply_text(struct MHD_Connection *c, unsigned status, const char *msg) {
     return http_reply(c, status, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+static int under_a_root(const char *real, char *const *roots) {
+    if (!roots) return 1;
+    for (; *roots; roots++) {
+        size_t n = strlen(*roots);
+        if (!strncmp(real, *roots, n) && (real[n] == '/' || (n == 1 && **roots == '/'))) return 1;
+    }
+    return 0;
+}
+
+enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path, char *const *roots) {
+    if (!path || !*path) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
+    char *real = realpath(path, NULL);
+    struct stat st;
+    if (!real || stat(real, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > HTTP_MAX_IMAGE_BYTES) {
+        free(real);
+        return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
+    }
+    if (!under_a_root(real, roots)) {
+        free(real);
+        return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image outside the folders this server may read\n");
+    }
+    char *data;
+    size_t len;
+    int rc = read_file(real, &data, &len);
+    free(real);
+    if (rc) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
+    const char *type = image_mime_type((const uint8_t *)data, len);
+    image im = {0};
+    int decodes = type && image_decode((const uint8_t *)data, len, path, 3, &im) == ER_OK;
+    image_free(&im);
+    enum MHD_Result r = decodes ? http_reply(c, MHD_HTTP_OK, type, data, len)
+                                : http_reply_text(c, MHD_HTTP_NOT_FOUND, "not an image file\n");
+    free(data);
+    return r;
+}
+
+char *http_image_root(const char *dir) {
+    char *real = realpath(dir, NULL);
+    struct stat st;
+    if (!real || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        er_fail(ER_INPUT, "%s: not a readable folder: %s", dir, real ? "not a directory" : strerror(errno));
+        free(real);
+        return NULL;
+    }
+    return real;
 }

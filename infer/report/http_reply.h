@@ -1,12 +1,34 @@
-/* http_reply.h — the one way endoret's local web pages (vss serve, endoret serve) answer a request
- * with libmicrohttpd: body copied, no caching, no MIME sniffing. */
+/* http_reply.h — the one way endoret's local web pages (vss serve, endoret serve) run libmicrohttpd
+ * and answer a request: the same daemon limits, the same request checks, body copied, no caching,
+ * no MIME sniffing, and image files served only after they are resolved and decoded. */
 #ifndef ENDORET_HTTP_REPLY_H
 #define ENDORET_HTTP_REPLY_H
 
+#include <netinet/in.h>
 #include <stddef.h>
 #include <microhttpd.h>
 
+/* Limits of every page server: idle or half-open connections are closed after the timeout, and no
+ * client (one IP) can hold all the connections. poll() rather than select(), so no FD_SETSIZE cap. */
+enum { HTTP_MAX_CONNECTIONS = 128, HTTP_MAX_PER_IP = 32, HTTP_IDLE_TIMEOUT_S = 10 };
+/* Images served are at most this big (endoscopy frames are a few MB). */
+#define HTTP_MAX_IMAGE_BYTES ((size_t)64 << 20)
+
+/* Starts a daemon on addr with the limits above; a URL holding an escaped NUL (%00) is left
+ * escaped, so it never matches a route. completed may be NULL. NULL when it cannot listen. */
+struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
+                                     MHD_RequestCompletedCallback completed, void *completed_cls);
+/* Why a request must be refused with 400 before routing (a GET or HEAD announcing a body, a NUL in
+ * the URL), or NULL when it may go on. */
+const char *http_request_refusal(struct MHD_Connection *c, const char *method, const char *url);
+
 enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len);
 enum MHD_Result http_reply_text(struct MHD_Connection *c, unsigned status, const char *msg);
+/* Sends the image file at path (PNG or JPEG by content, and it must decode) when its real path
+ * (symlinks and .. resolved) is a regular file under one of roots (a NULL-terminated list of
+ * real paths of folders; roots == NULL: any folder) of at most HTTP_MAX_IMAGE_BYTES; 404 otherwise. */
+enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path, char *const *roots);
+/* The real path of folder dir as a root for http_reply_image_file, or NULL (ER_INPUT naming it). */
+char *http_image_root(const char *dir);
 
 #endif

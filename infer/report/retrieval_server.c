@@ -13,7 +13,6 @@
 
 #include "infer/retrieval/casedb.h"
 #include "infer/report/report_html.h"
-#include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
 
 struct retrieval_server {
@@ -71,23 +70,12 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
     return reply_html(c, &b);
 }
 
-static enum MHD_Result send_image(struct MHD_Connection *c, const char *path) {
-    if (!path) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
-    char *data;
-    size_t len;
-    if (read_file(path, &data, &len)) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
-    const char *type = image_mime_type((const uint8_t *)data, len);
-    enum MHD_Result r = type ? http_reply(c, MHD_HTTP_OK, type, data, len) : http_reply_text(c, MHD_HTTP_NOT_FOUND, "not an image file\n");
-    free(data);
-    return r;
-}
-
 static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c, const char *rest) {
     int64_t v;
     if (!strncmp(rest, "query/", 6)) {
         if (!parse_index(rest + 6, &v)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/query/<row number>\n");
         if (v >= s->rep.nq) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
-        return send_image(c, s->rep.q[v].image);
+        return http_reply_image_file(c, s->rep.q[v].image, NULL);
     }
     if (!strncmp(rest, "case/", 5)) {
         if (!parse_index(rest + 5, &v)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
@@ -97,7 +85,7 @@ static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c
             if (s->case_id[mid] < v) lo = mid + 1; else hi = mid;
         }
         if (lo >= s->ncase || s->case_id[lo] != v) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
-        return send_image(c, s->case_image[lo]);
+        return http_reply_image_file(c, s->case_image[lo], NULL);
     }
     return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
@@ -106,7 +94,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                                const char *upload_data, size_t *upload_size, void **con_cls) {
     retrieval_server *s = cls;
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
-    if (*upload_size) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body\n");
+    const char *refused = http_request_refusal(c, method, url);
+    if (refused) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, refused);
     if (!strcmp(url, "/")) return page_index(s, c);
     if (!strncmp(url, "/query/", 7)) return page_query(s, c, url + 7);
     if (!strncmp(url, "/image/", 7)) return route_image(s, c, url + 7);
@@ -161,8 +150,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     }
     casedb_close(&db);
     if (rc) { free_server(s); return rc; }
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+    s->d = http_daemon_start(&addr, handler, s, NULL, NULL);
     if (!s->d) {
         free_server(s);
         return er_fail(ER_RUNTIME, "serve: cannot listen on %s:%d (port in use?)", bind, cfg->port);

@@ -10,14 +10,28 @@
 
 #define FORMAT "endoret-casedb-1"
 
+/* A failure of the machine (disk full, I/O error, locked, out of memory, cannot create a file) is a
+ * runtime error; a file that is not what it should be is bad input. */
+static int sql_status(int sqlite_code) {
+    switch (sqlite_code & 0xff) {
+    case SQLITE_FULL: case SQLITE_IOERR: case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_NOMEM:
+    case SQLITE_READONLY: case SQLITE_CANTOPEN: case SQLITE_PERM: case SQLITE_INTERRUPT:
+        return ER_RUNTIME;
+    default:
+        return ER_INPUT;
+    }
+}
+
 static int sql_fail(sqlite3 *s, const char *path, const char *what) {
-    return er_fail(ER_INPUT, "%s: %s: %s", path, what, s ? sqlite3_errmsg(s) : "cannot open");
+    return er_fail(s ? sql_status(sqlite3_errcode(s)) : ER_RUNTIME, "%s: %s: %s", path, what,
+                   s ? sqlite3_errmsg(s) : "cannot open");
 }
 
 static int exec(sqlite3 *s, const char *path, const char *sql) {
     char *err = NULL;
-    if (sqlite3_exec(s, sql, NULL, NULL, &err) != SQLITE_OK) {
-        int rc = er_fail(ER_INPUT, "%s: %s", path, err ? err : "SQL error");
+    int code = sqlite3_exec(s, sql, NULL, NULL, &err);
+    if (code != SQLITE_OK) {
+        int rc = er_fail(sql_status(code), "%s: %s", path, err ? err : "SQL error");
         sqlite3_free(err);
         return rc;
     }
@@ -75,6 +89,7 @@ int casedb_create(const char *path, const emb_set *e, char *const *image_paths, 
     hasher h;
     int rc = hasher_fit(&h, hk, e->x, e->n, e->dim, bits, seed);
     if (rc) return rc;
+    remove_stale_temps(path); /* a killed build's X.tmp.PID and its journal */
     char *tmp = xmalloc(strlen(path) + 32);
     sprintf(tmp, "%s.tmp.%d", path, (int)getpid());
     unlink(tmp);
@@ -225,6 +240,18 @@ void casedb_close(casedb *db) {
     memset(db, 0, sizeof *db);
 }
 
+/* A label is NULL (unknown) or an integer naming one of the label names (any integer >= 0 when the
+ * database has none): anything else would index past the names or vote for a class that is not. */
+static int check_label(sqlite3_stmt *st, int col, const casedb *db, const char *path, int64_t id) {
+    int type = sqlite3_column_type(st, col);
+    if (type == SQLITE_NULL) return ER_OK;
+    int64_t v = sqlite3_column_int64(st, col);
+    if (type == SQLITE_INTEGER && v >= 0 && (db->nlabel_names == 0 || v < db->nlabel_names)) return ER_OK;
+    const char *text = (const char *)sqlite3_column_text(st, col);
+    return er_fail(ER_INPUT, "%s: case %lld: label '%.40s' is not one of the %d label numbers (0..%d) nor NULL", path,
+                   (long long)id, text ? text : "", db->nlabel_names, db->nlabel_names - 1);
+}
+
 int casedb_open(const char *path, casedb *db) {
     memset(db, 0, sizeof *db);
     if (access(path, R_OK) != 0) return er_fail(ER_INPUT, "%s: cannot open the case database (no such file)", path);
@@ -298,6 +325,7 @@ int casedb_open(const char *path, casedb *db) {
             codes = xrealloc(codes, (size_t)cap * W * 8);
             emb = xrealloc(emb, (size_t)cap * db->dim * sizeof(float));
         }
+        if ((rc = check_label(st, 3, db, path, id))) break;
         memcpy(codes + n * W, sqlite3_column_blob(st, 1), (size_t)W * 8);
         memcpy(emb + n * db->dim, sqlite3_column_blob(st, 2), (size_t)db->dim * sizeof(float));
         case_rec r = {id, NULL, sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3),
@@ -324,6 +352,8 @@ fail:;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", er_msg());
     casedb_close(db);
+    /* the hasher and index builders do not know the file: name it */
+    if (strncmp(msg, path, strlen(path))) return er_fail(rc ? rc : ER_INPUT, "%s: %s", path, msg);
     return er_fail(rc ? rc : ER_INPUT, "%s", msg);
 }
 

@@ -82,7 +82,7 @@ int hasher_set(hasher *h, hash_kind kind, int dim, int bits, const float *mean, 
     memset(h, 0, sizeof *h);
     if (dim < 1 || bits < 1) return er_fail(ER_INPUT, "hash: dim %d, bits %d", dim, bits);
     if (kind == HASH_SIGN && bits != dim)
-        return er_fail(ER_INPUT, "hash: sign hashing gives %d bits (the embedding size), not %d; use pca or itq", dim, bits);
+        return er_fail(ER_INPUT, "hash: sign hashing gives %d bits (the embedding size), not bits = %d; use pca or itq", dim, bits);
     if (kind != HASH_SIGN && bits > dim)
         return er_fail(ER_INPUT, "hash: %s hashing needs bits <= embedding size (%d > %d)", hash_kind_name(kind), bits, dim);
     h->kind = kind; h->dim = dim; h->bits = bits;

@@ -32,7 +32,9 @@ static inline float exp_vec(float x) {
         ni = 127;
         p *= 2.0f;
     }
-    int32_t bits = (ni + 127) << 23;
+    /* unsigned: a NaN input makes ni INT_MIN and the exponent negative, and << of a negative int is
+     * undefined (the result is NaN either way, from p); for normal inputs the bits are unchanged */
+    uint32_t bits = (uint32_t)(ni + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return x < -87.3f ? 0.0f : (x > 88.7f ? INFINITY : p * scale);

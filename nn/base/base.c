@@ -1,9 +1,12 @@
 /* base.c — errors, allocation, files, clock (see base.h). */
 #include "nn/base/base.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -60,33 +63,76 @@ void *xmalloc_aligned(size_t n) {
     return p;
 }
 
+/* Files read whole: configs, manifests, CSVs, images, index headers. Anything bigger is refused
+ * rather than trusted (a size from the file system is only a claim). */
+#define READ_FILE_MAX ((size_t)1 << 32)
+
 int read_file(const char *path, char **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
         fclose(f);
-        return er_fail(ER_INPUT, "%s: cannot seek (not a regular file?)", path);
+        return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
     }
-    long n = ftell(f);
-    if (n < 0) {
+    if (!S_ISREG(st.st_mode)) {
         fclose(f);
-        return er_fail(ER_INPUT, "%s: cannot determine size", path);
+        return er_fail(ER_INPUT, "%s: is %s, expected a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
-    rewind(f);
-    char *buf = xmalloc((size_t)n + 1);
-    if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    if (st.st_size < 0 || (uint64_t)st.st_size > READ_FILE_MAX) {
         fclose(f);
-        free(buf);
-        return er_fail(ER_INPUT, "%s: short read", path);
+        return er_fail(ER_INPUT, "%s: %lld bytes, more than the %zu this reader accepts", path, (long long)st.st_size, READ_FILE_MAX);
     }
+    size_t n = (size_t)st.st_size;
+    char *buf = xmalloc(n + 1);
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    int more = fgetc(f) != EOF; /* the file grew while being read: its size claim was stale */
+    int err = ferror(f);
     fclose(f);
+    if (got != n || more || err) {
+        free(buf);
+        return er_fail(ER_INPUT, "%s: %s while reading (%zu of %zu bytes)", path, more ? "file changed" : "short read", got, n);
+    }
     buf[n] = 0;
     *data = buf;
-    if (len) *len = (size_t)n;
+    if (len) *len = n;
     return ER_OK;
 }
 
+/* The pid of a temp file name "<base>.tmp.<pid>" or "<base>.tmp.<pid>-journal", or 0. */
+static long temp_owner(const char *name, const char *base) {
+    size_t b = strlen(base);
+    if (strncmp(name, base, b) || strncmp(name + b, ".tmp.", 5)) return 0;
+    const char *digits = name + b + 5;
+    size_t nd = strspn(digits, "0123456789");
+    if (nd == 0 || nd > 9 || (digits[nd] && strcmp(digits + nd, "-journal"))) return 0;
+    return strtol(digits, NULL, 10);
+}
+
+int remove_stale_temps(const char *path) {
+    char *dir = path_dirname(path);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    DIR *d = opendir(dir);
+    int removed = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid = temp_owner(e->d_name, base);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char *stale = path_join(dir, e->d_name);
+        if (unlink(stale) == 0) {
+            fprintf(stderr, "endoret: removed %s, left by process %ld which no longer runs\n", stale, pid);
+            removed++;
+        }
+        free(stale);
+    }
+    if (d) closedir(d);
+    free(dir);
+    return removed;
+}
+
 int atomic_open(atomic_file *af, const char *path) {
+    remove_stale_temps(path);
     size_t n = strlen(path) + 32;
     af->path = xstrdup(path);
     af->tmp = xmalloc(n);

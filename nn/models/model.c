@@ -135,7 +135,13 @@ int model_create(const char *arch, const char *config, char **sets, int nsets, m
     if (!rc && arch) cfg_set_str(&name, arch);
     if (!rc && !name) rc = er_fail(ER_INPUT, "%s: no model.arch", config ? config : "--set");
     const model_arch *a = rc ? NULL : model_arch_find(name);
-    if (!rc && !a) rc = ER_INPUT;
+    if (!rc && !a) { /* say where the name came from: --arch, a --set, or the config file */
+        const char *from = config ? config : "--set";
+        for (int i = 0; i < nsets; i++) if (!strncmp(sets[i], "model.arch=", 11)) from = "--set";
+        char where[600];
+        snprintf(where, sizeof where, "%s: %s", arch ? "--arch" : from, arch ? "model.arch" : "key 'model.arch'");
+        rc = fail_at(where);
+    }
     if (!rc) {
         arch_args x;
         args_open(a, &x);

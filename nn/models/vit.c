@@ -38,12 +38,12 @@ int vit_config_preset(const char *name, vit_config *c) {
 }
 
 int vit_config_check(const vit_config *c) {
-    if (c->patch < 1) return er_fail(ER_INPUT, "vit: patch must be >= 1");
-    if (c->img < c->patch || c->img % c->patch) return er_fail(ER_INPUT, "vit: img %d is not a multiple of patch %d", c->img, c->patch);
+    if (c->patch < 1) return er_fail(ER_INPUT, "vit: model.patch must be >= 1");
+    if (c->img < c->patch || c->img % c->patch) return er_fail(ER_INPUT, "vit: model.img = %d is not a multiple of model.patch = %d", c->img, c->patch);
     if (c->in_chans < 1) return er_fail(ER_INPUT, "vit: in_chans must be >= 1");
-    if (c->dim < 4 || c->heads < 1 || c->dim % c->heads) return er_fail(ER_INPUT, "vit: dim %d not divisible by heads %d", c->dim, c->heads);
-    if (c->depth < 0) return er_fail(ER_INPUT, "vit: depth must be >= 0");
-    if (c->pos_fixed && c->dim % 4) return er_fail(ER_INPUT, "vit: fixed sin-cos pos-embed needs dim %% 4 == 0 (dim %d)", c->dim);
+    if (c->dim < 4 || c->heads < 1 || c->dim % c->heads) return er_fail(ER_INPUT, "vit: model.dim = %d is not divisible by model.heads = %d", c->dim, c->heads);
+    if (c->depth < 0) return er_fail(ER_INPUT, "vit: model.depth must be >= 0");
+    if (c->pos_fixed && c->dim % 4) return er_fail(ER_INPUT, "vit: fixed sin-cos pos-embed needs model.dim %% 4 == 0 (model.dim = %d)", c->dim);
     if (c->mlp_ratio <= 0) return er_fail(ER_INPUT, "vit: mlp_ratio must be > 0");
     if (c->registers < 0 || c->pos_prefix < 0 || c->pos_prefix > 1 + c->registers) return er_fail(ER_INPUT, "vit: bad registers/pos_prefix");
     if (c->eps <= 0) return er_fail(ER_INPUT, "vit: eps must be > 0");

@@ -162,6 +162,29 @@ static int read_labels(const char *data, kv_row *rows, int max) {
     return n;
 }
 
+/* Found by `make fuzz` (fuzz_jpeg): a JPEG cut inside its scan data failed after the pixels were
+ * allocated, and a caller decoding into a fresh image (thumbnail, bow) leaked them. A failed decode
+ * into an empty image leaves it empty. */
+Test(datasets_image, jpeg_failing_mid_scan_leaves_a_fresh_image_empty) {
+    image src = {0};
+    image_ensure(&src, 3, 16, 16);
+    for (int i = 0; i < 3 * 16 * 16; i++) src.data[i] = (float)(i % 97) / 97.0f;
+    uint8_t *jpg;
+    size_t len;
+    cr_assert_eq(image_encode_jpeg(&src, 50, &jpg, &len), ER_OK, "%s", er_msg());
+    int failed = 0;
+    for (size_t cut = 2; cut <= 24; cut++) {
+        image im = {0};
+        int rc = image_decode_jpeg(jpg, len - cut, "cut.jpg", 3, &im);
+        if (rc == ER_OK) { image_free(&im); continue; }
+        failed++;
+        cr_expect_null(im.data, "cut %zu: a failed decode left %d x %d pixels allocated", cut, im.w, im.h);
+    }
+    cr_expect_gt(failed, 0);
+    free(jpg);
+    image_free(&src);
+}
+
 Test(datasets_image, kvasir_jpeg_and_mask_decode) {
     REQUIRE_SHARED_DATA(data);
     kv_row rows[12];

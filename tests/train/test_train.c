@@ -43,19 +43,38 @@ static double fixed_batch_loss(image_objective *o) {
     return v;
 }
 
-Test(endofinder_train, twenty_steps_lower_the_loss, .timeout = 120) {
-    SLOW_TEST();
-    const char *d = test_tmpdir();
-    char *man = make_data(d);
-    char *out = path_join(d, "run");
+/* The tiny objective on fresh synthetic data, training into <tmp>/run. */
+typedef struct {
+    char *man, *out;
     image_cfg c;
     loop_keys k;
-    tiny_cfg(&c, &k, man, out);
     image_objective *o;
-    cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
+} tiny_run;
+
+static void tiny_run_open(tiny_run *r) {
+    const char *d = test_tmpdir();
+    r->man = make_data(d);
+    r->out = path_join(d, "run");
+    tiny_cfg(&r->c, &r->k, r->man, r->out);
+    cr_assert_eq(image_objective_new(&r->c, &r->k, &r->o), 0, "%s", er_msg());
+}
+
+static void tiny_run_close(tiny_run *r) {
+    image_objective_free(r->o);
+    image_cfg_free(&r->c);
+    loop_keys_free(&r->k);
+    free(r->man); free(r->out);
+}
+
+Test(endofinder_train, twenty_steps_lower_the_loss, .timeout = 120) {
+    SLOW_TEST();
+    tiny_run r;
+    tiny_run_open(&r);
+    image_objective *o = r.o;
+    const char *out = r.out;
     double before = fixed_batch_loss(o);
     train_objective t = image_objective_iface(o);
-    train_loop_config lc = loop_cfg(&k, 20);
+    train_loop_config lc = loop_cfg(&r.k, 20);
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
     double after = fixed_batch_loss(o);
     cr_log_info("fixed-batch loss %.4f -> %.4f after 20 steps", before, after);
@@ -73,10 +92,7 @@ Test(endofinder_train, twenty_steps_lower_the_loss, .timeout = 120) {
     cr_assert_eq(read_file(p, &text, &len), 0);
     cr_assert(strstr(text, "<polyline"));
     free(text); free(p);
-    image_objective_free(o);
-    image_cfg_free(&c);
-    loop_keys_free(&k);
-    free(man); free(out);
+    tiny_run_close(&r);
 }
 
 static float *params_snapshot(image_objective *o, int64_t *n) {
@@ -170,6 +186,21 @@ Test(endofinder_train, nan_loss_stops_naming_step_and_checkpoint) {
     cr_assert(strstr(er_msg(), "step 2: loss is NaN"), "%s", er_msg());
     cr_assert(strstr(er_msg(), "checkpoint.safetensors"), "names the last good checkpoint: %s", er_msg());
     params_free(&o.pl);
+}
+
+/* issue 17 #7: the real model driven to NaN (lr 1e30, no warmup) stops with ER_RUNTIME; in `make asan`
+ * it also runs every CPU kernel (exp in softmax, GELU...) on NaN and inf inputs, which UBSan checks. */
+Test(endofinder_train, huge_lr_nan_loss_stops_cleanly, .timeout = 60) {
+    tiny_run r;
+    tiny_run_open(&r);
+    train_objective t = image_objective_iface(r.o);
+    train_loop_config lc = loop_cfg(&r.k, 6);
+    lc.lr = lc.min_lr = 1e30;
+    lc.warmup_steps = 0;
+    int rc = train_loop_run(&lc, &t);
+    cr_assert_eq(rc, ER_RUNTIME, "rc %d: %s", rc, er_msg());
+    cr_assert(strstr(er_msg(), "NaN") || strstr(er_msg(), "finite"), "%s", er_msg());
+    tiny_run_close(&r);
 }
 
 Test(endofinder_train, bad_objective_config_is_rejected) {

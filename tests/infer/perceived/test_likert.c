@@ -24,6 +24,8 @@ Test(perceived_likert, means_and_unordered_pairs) {
     int64_t few[] = {1, 2};
     cr_assert_eq(likert_index_pairs(&g, few, 2, "e.safetensors", &ia, &ib), ER_INPUT);
     cr_assert(strstr(er_msg(), "e.safetensors"));
+    /* issue 17 #9: the scores file and the line of the pair are named too (7,1 is on line 7) */
+    cr_assert(strstr(er_msg(), "x.csv: line 7"), "%s", er_msg());
     likert_free(&g);
 }
 

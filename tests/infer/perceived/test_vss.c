@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datasets/image.h"
 #include "infer/perceived/perceived_draw.h"
 #include "infer/perceived/perceived_likert.h"
 #include "infer/perceived/vss_server.h"
@@ -32,8 +33,11 @@ Test(perceived_vss, serve_score_restart_resume, .timeout = 30) {
     snprintf(sheet, sizeof sheet, "%s/sheet.csv", dir);
     snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
     snprintf(img, sizeof img, "%s/a.png", dir);
-    const char png[] = "\x89PNG fake image bytes";
-    cr_assert_eq(write_file_atomic(img, png, sizeof png - 1), ER_OK);
+    const uint8_t px[2 * 2 * 3] = {255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 9, 9};
+    cr_assert_eq(png_save_u8(img, px, 3, 2, 2), ER_OK, "%s", er_msg());
+    char *png;
+    size_t png_len;
+    cr_assert_eq(read_file(img, &png, &png_len), ER_OK);
     vss_sheet sh = {0};
     sh.n = 3;
     sh.rows = xcalloc(3, sizeof *sh.rows);
@@ -41,7 +45,7 @@ Test(perceived_vss, serve_score_restart_resume, .timeout = 30) {
     cr_assert_eq(vss_sheet_save(sheet, &sh), ER_OK);
     vss_sheet_free(&sh);
 
-    vss_server_cfg cfg = {sheet, scores, "alice", "127.0.0.1", 0};
+    vss_server_cfg cfg = {sheet, scores, "alice", "127.0.0.1", 0, NULL};
     vss_server *s;
     int port;
     cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -50,7 +54,8 @@ Test(perceived_vss, serve_score_restart_resume, .timeout = 30) {
     cr_assert_eq(http(port, "GET", "/", NULL, NULL, body, sizeof body), 200);
     cr_assert(strstr(body, "couple 1 of 3") && strstr(body, "name=\"pair\" value=\"0\""), "%s", body);
     cr_assert_eq(http(port, "GET", "/image/0/a", NULL, NULL, body, sizeof body), 200);
-    cr_assert(!memcmp(body, png, sizeof png - 1));
+    cr_assert(!memcmp(body, png, png_len));
+    free(png);
     cr_assert_eq(http(port, "GET", "/image/0/b", NULL, NULL, body, sizeof body), 404);
     cr_assert_eq(http(port, "GET", "/image/7/a", NULL, NULL, body, sizeof body), 404);
     cr_assert_eq(http(port, "POST", "/score", FORM, "pair=0&score=2", body, sizeof body), 303);
@@ -84,7 +89,7 @@ Test(perceived_vss, serve_score_restart_resume, .timeout = 30) {
     cr_assert_eq(http(port, "GET", "/", NULL, NULL, body, sizeof body), 200);
     cr_assert(strstr(body, "id=\"done\""), "%s", body);
     vss_server_stop(s);
-    vss_server_cfg cfg2 = {sheet, scores, "bob", NULL, 0};
+    vss_server_cfg cfg2 = {sheet, scores, "bob", NULL, 0, NULL};
     cr_assert_eq(vss_server_start(&cfg2, &s, &port), ER_OK);
     cr_assert_eq(http(port, "GET", "/", NULL, NULL, body, sizeof body), 200);
     cr_assert(strstr(body, "couple 1 of 3"));
@@ -102,7 +107,7 @@ Test(perceived_vss, two_servers_one_file, .timeout = 30) {
     snprintf(sheet, sizeof sheet, "%s/sheet.csv", dir);
     snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
     write_file_atomic(sheet, "pair,a,b,process,prior_distance,image_a,image_b\n0,1,2,0,0.5,,\n1,3,4,0,0.7,,\n", 76);
-    vss_server_cfg ca = {sheet, scores, "alice", NULL, 0}, cb = {sheet, scores, "bob", NULL, 0};
+    vss_server_cfg ca = {sheet, scores, "alice", NULL, 0, NULL}, cb = {sheet, scores, "bob", NULL, 0, NULL};
     vss_server *sa, *sb;
     int pa, pb;
     cr_assert_eq(vss_server_start(&ca, &sa, &pa), ER_OK, "%s", er_msg());
@@ -127,7 +132,7 @@ Test(perceived_vss, start_errors) {
     snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
     vss_server *s;
     int port;
-    vss_server_cfg cfg = {sheet, scores, "alice", NULL, 0};
+    vss_server_cfg cfg = {sheet, scores, "alice", NULL, 0, NULL};
     cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_INPUT); /* no sheet */
     write_file_atomic(sheet, "pair,a,b,process,prior_distance,image_a,image_b\n0,1,2,0,0.5,,\n1,3,x,0,1,,\n", 72);
     cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_INPUT);
@@ -136,8 +141,86 @@ Test(perceived_vss, start_errors) {
     write_file_atomic(scores, "a,b,score,observer\n1,2,5,alice\n", 31);
     cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_INPUT); /* corrupt scores file */
     cr_assert(strstr(er_msg(), "pairs.csv: line 2"), "%s", er_msg());
-    vss_server_cfg bad = {sheet, scores, "a,b", NULL, 0};
+    vss_server_cfg bad = {sheet, scores, "a,b", NULL, 0, NULL};
     cr_assert_eq(vss_server_start(&bad, &s, &port), ER_INPUT);
+}
+
+/* issue 17 #1: a sheet naming files outside the sheet's (and manifest's) folder, or files that are
+ * not images, gets 404 for them; a real image under the manifest's folder is served only when the
+ * manifest is given. */
+Test(perceived_vss, serves_only_images_under_allowed_folders, .timeout = 30) {
+    char dir[64], other[64];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(other, sizeof other, "%s", test_tmpdir());
+    char *sheet = path_join(dir, "sheet.csv"), *scores = path_join(dir, "pairs.csv"), *inside = path_join(dir, "in.png");
+    char *fake = path_join(dir, "fake.png"), *link = path_join(dir, "link.png");
+    char *outside = path_join(other, "out.png"), *man = path_join(other, "manifest.csv");
+    const uint8_t px[3] = {1, 2, 3};
+    cr_assert_eq(png_save_u8(inside, px, 3, 1, 1), ER_OK);
+    cr_assert_eq(png_save_u8(outside, px, 3, 1, 1), ER_OK);
+    cr_assert_eq(write_file_atomic(fake, "\x89PNG\r\n\x1a\nroot:x:0:0", 18), ER_OK);
+    cr_assert_eq(write_file_atomic(man, "path\nout.png\n", 13), ER_OK);
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    char text[2048];
+    snprintf(text, sizeof text, "pair,a,b,process,prior_distance,image_a,image_b\n"
+             "0,1,2,0,0.5,/etc/passwd,../../../../../../../etc/passwd\n1,3,4,0,0.5,fake.png,link.png\n"
+             "2,5,6,0,0.5,in.png,%s\n", outside);
+    cr_assert_eq(write_file_atomic(sheet, text, strlen(text)), ER_OK);
+    vss_server_cfg cfg = {sheet, scores, "alice", NULL, 0, NULL};
+    vss_server *s;
+    int port;
+    cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    static char body[1 << 16];
+    const char *refused[] = {"/image/0/a", "/image/0/b", "/image/1/a", "/image/1/b", "/image/2/b"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        cr_expect_eq(http(port, "GET", refused[i], NULL, NULL, body, sizeof body), 404, "%s served", refused[i]);
+        cr_expect_null(strstr(body, "root:"), "%s leaked a system file", refused[i]);
+    }
+    cr_expect_eq(http(port, "GET", "/image/2/a", NULL, NULL, body, sizeof body), 200);
+    vss_server_stop(s);
+    cfg.manifest = man; /* the manifest's folder is now allowed too */
+    cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    cr_expect_eq(http(port, "GET", "/image/2/b", NULL, NULL, body, sizeof body), 200);
+    cr_expect_eq(http(port, "GET", "/image/0/a", NULL, NULL, body, sizeof body), 404);
+    vss_server_stop(s);
+    free(sheet), free(scores), free(inside), free(fake), free(link), free(outside), free(man);
+}
+
+/* issue 17 #2, #3, #11: an observer name of 9000 characters (it overflowed the page buffer), a sheet
+ * with no couples, a GET with a body, a NUL in the URL or in a form value: each refused. */
+Test(perceived_vss, refuses_long_observer_empty_sheet_bodies_and_nul, .timeout = 30) {
+    const char *dir = test_tmpdir();
+    char sheet[256], scores[256];
+    snprintf(sheet, sizeof sheet, "%s/sheet.csv", dir);
+    snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
+    const char *header = "pair,a,b,process,prior_distance,image_a,image_b\n";
+    cr_assert_eq(write_file_atomic(sheet, header, strlen(header)), ER_OK);
+    vss_server *s;
+    int port;
+    vss_server_cfg cfg = {sheet, scores, "alice", NULL, 0, NULL};
+    cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_INPUT, "a sheet with no couples started");
+    cr_expect(strstr(er_msg(), "sheet.csv") && strstr(er_msg(), "no couples"), "%s", er_msg());
+    char text[256];
+    snprintf(text, sizeof text, "%s0,1,2,0,0.5,,\n", header);
+    cr_assert_eq(write_file_atomic(sheet, text, strlen(text)), ER_OK);
+    static char name[9001], body[1 << 16];
+    memset(name, 'o', 9000);
+    cfg.observer = name;
+    cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_INPUT, "a 9000-character observer name was accepted");
+    cr_expect(strstr(er_msg(), "--observer"), "%s", er_msg());
+    name[VSS_MAX_OBSERVER] = 0; /* the longest name allowed: the page shows it */
+    cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    cr_expect_eq(http(port, "GET", "/", NULL, NULL, body, sizeof body), 200);
+    cr_expect(strstr(body, name) && strstr(body, "</html>"), "%s", body);
+    cr_expect_eq(http(port, "GET", "/", "text/plain", "a body", body, sizeof body), 400);
+    cr_expect_eq(http(port, "GET", "/%00", NULL, NULL, body, sizeof body), 400);
+    cr_expect_eq(http(port, "GET", "/image/0/a%00", NULL, NULL, body, sizeof body), 400);
+    cr_expect_eq(http(port, "POST", "/score", FORM, "pair=0%00x&score=1", body, sizeof body), 400);
+    cr_expect_eq(http(port, "POST", "/score", FORM, "pair=0&score=1%00", body, sizeof body), 400);
+    int n, done;
+    vss_server_progress(s, &n, &done);
+    cr_expect_eq(done, 0, "a form value with a NUL was recorded");
+    vss_server_stop(s);
 }
 
 /* Drawing ∝ 1/density of the prior distance must flatten the distribution of drawn distances

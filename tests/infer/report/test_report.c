@@ -336,6 +336,8 @@ Test(report, server_pages_images_traversal, .timeout = 60) {
         {"GET", "/query/5", 404, 404},
         {"GET", "/query/", 400, 400},
         {"GET", "/etc/passwd", 404, 404},
+        {"GET", "/query/0%00", 400, 400}, /* issue 17 #3: read as /query/0 before */
+        {"GET", "/%00", 400, 400},
         {"POST", "/", 405, 405},
         {"DELETE", "/query/0", 405, 405},
     };
@@ -344,6 +346,8 @@ Test(report, server_pages_images_traversal, .timeout = 60) {
         cr_expect(st >= bad[i].lo && st <= bad[i].hi, "%s %s: status %d", bad[i].m, bad[i].u, st);
         cr_expect_null(strstr(body, "root:"), "%s leaked /etc/passwd", bad[i].u);
     }
+    /* issue 17 #3: a GET with a body is refused (it got 200) */
+    cr_expect_eq(test_http(port, "GET", "/query/0", "text/plain", "a body", &body, &len), 400);
     retrieval_server_stop(s);
     /* stopped: the port no longer answers */
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -6,7 +6,9 @@
 #include "infer/eval/synth_emb.h"
 #include "nn/base/base.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -165,7 +167,129 @@ Test(infer_casedb, corrupt_and_foreign_files_rejected) {
     sqlite3_close(s);
     cr_expect_eq(casedb_open(path, &db), ER_INPUT);
     cr_expect(strstr(er_msg(), "case 7") != NULL, "%s", er_msg());
+    /* issue 17 #9: inconsistencies found by the index builders name the database file */
+    cr_assert_eq(write_file_atomic(path, data, len), ER_OK);
+    sqlite3_open(path, &s);
+    sqlite3_exec(s, "UPDATE cases SET embedding = zeroblob(256) WHERE id = 7;" /* 64 floats */
+                    "UPDATE cases SET embedding = CAST(x'0000c07f' || substr(embedding, 5) AS BLOB) WHERE id = 7;",
+                 NULL, NULL, NULL); /* first float NaN */
+    sqlite3_close(s);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), path) && strstr(er_msg(), "non-finite"), "%s", er_msg());
+    cr_assert_eq(write_file_atomic(path, data, len), ER_OK);
+    sqlite3_open(path, &s);
+    sqlite3_exec(s, "UPDATE meta SET value = '32' WHERE key = 'bits';", NULL, NULL, NULL);
+    sqlite3_close(s);
+    cr_expect_eq(casedb_open(path, &db), ER_INPUT);
+    cr_expect(strstr(er_msg(), path) && strstr(er_msg(), "bits"), "%s", er_msg());
     free(data);
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
+/* issue 17 #11: labels outside the database's label names (99, -5) or not integers ('xx') were
+ * accepted; each is refused naming the file, the case and the label. */
+Test(infer_casedb, labels_outside_the_label_names_rejected) {
+    char *path = path_join(test_tmpdir(), "l.db");
+    emb_set all, q;
+    make_set(&all, &q, 50, 1, 16);
+    cr_assert_eq(all.nlabel_names, 2);
+    const char *bad[] = {"99", "-5", "'xx'", "2.5"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+        sqlite3 *s;
+        char sql[128];
+        snprintf(sql, sizeof sql, "UPDATE cases SET label = %s WHERE id = 7;", bad[i]);
+        sqlite3_open(path, &s);
+        cr_assert_eq(sqlite3_exec(s, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(s);
+        casedb db;
+        cr_expect_eq(casedb_open(path, &db), ER_INPUT, "label %s accepted", bad[i]);
+        cr_expect(strstr(er_msg(), path) && strstr(er_msg(), "case 7") && strstr(er_msg(), "label"), "%s", er_msg());
+    }
+    emb_free(&all);
+    emb_free(&q);
+    free(path);
+}
+
+/* Lower the file-size limit (soft only, so it can be raised back): writes past `bytes` then fail as
+ * on a full disk (EFBIG, which SQLite reports like ENOSPC), with no root or small file system. */
+static void limit_file_size(rlim_t bytes) {
+    struct rlimit r;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &r), 0);
+    r.rlim_cur = bytes;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &r), 0);
+}
+
+/* issue 17 #8: a disk full while writing the database is a runtime failure (exit 1), not bad input
+ * (exit 2), in `index build` over an existing database, `index add` and `index delete`; the old
+ * database stays as it was and no temporary file is left. */
+Test(infer_casedb, disk_full_is_a_runtime_error_and_keeps_the_db) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "cases.db"), *embp = path_join(dir, "all.safetensors");
+    emb_set all, q;
+    make_set(&all, &q, 400, 1, 64);
+    cr_assert_eq(emb_save(embp, &all), ER_OK);
+    emb_set first = all;
+    first.n = 300;
+    cr_assert_eq(casedb_create(path, &first, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK, "%s", er_msg());
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+
+    limit_file_size(1024);
+    char *build[] = {"index", "build", "--emb", embp, "--out", path, NULL};
+    cr_expect_eq(cmd_index(6, build), ER_RUNTIME, "index build: %s", er_msg());
+    cr_expect(strstr(er_msg(), "cases.db"), "%s", er_msg());
+    setrlimit(RLIMIT_FSIZE, &saved);
+
+    casedb db;
+    cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
+    cr_expect_eq(db.n, 300);
+    case_rec r[100];
+    for (int i = 0; i < 100; i++)
+        r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * all.dim, -1, NULL, -1, -1, NULL, NULL};
+    limit_file_size(1024);
+    cr_expect_eq(casedb_add(&db, r, 100), ER_RUNTIME, "index add: %s", er_msg());
+    setrlimit(RLIMIT_FSIZE, &saved);
+    cr_expect_eq(db.n, 300);
+    casedb_close(&db);
+
+    limit_file_size(1024);
+    char *del[] = {"index", "delete", "--index", path, "--id", "1,2,3", NULL};
+    cr_expect_eq(cmd_index(6, del), ER_RUNTIME, "index delete: %s", er_msg());
+    setrlimit(RLIMIT_FSIZE, &saved);
+
+    cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
+    cr_expect_eq(db.n, 300, "the old database changed");
+    casedb_close(&db);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d))) cr_expect_null(strstr(e->d_name, ".tmp."), "left %s", e->d_name);
+    closedir(d);
+    emb_free(&all);
+    emb_free(&q);
+    free(path), free(embp);
+}
+
+/* issue 17 #10: each killed `index build` left X.db.tmp.PID and its journal; the next build removes
+ * those whose process has ended. */
+Test(infer_casedb, build_removes_temp_files_of_killed_builds) {
+    char *path = path_join(test_tmpdir(), "cases.db");
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    waitpid(p, NULL, 0); /* p has ended */
+    char tmp[300], journal[320];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)p);
+    snprintf(journal, sizeof journal, "%s-journal", tmp);
+    cr_assert_eq(write_file_atomic(tmp, "half a database", 15), ER_OK);
+    cr_assert_eq(write_file_atomic(journal, "journal", 7), ER_OK);
+    emb_set all, q;
+    make_set(&all, &q, 20, 1, 16);
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    cr_expect_neq(access(tmp, F_OK), 0, "%s left", tmp);
+    cr_expect_neq(access(journal, F_OK), 0, "%s left", journal);
     emb_free(&all);
     emb_free(&q);
     free(path);

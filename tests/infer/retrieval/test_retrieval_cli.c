@@ -9,6 +9,7 @@
 #include "nn/base/json.h"
 
 #include <math.h>
+#include <sqlite3.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -90,6 +91,25 @@ Test(infer_cli, index_build_search_json_lines) {
     cr_expect(strstr(er_msg(), "10-d") != NULL, "%s", er_msg());
     free(out);
     free(dbp); free(qp); free(gtp); free(idx); free(badp);
+}
+
+/* issue 17 #11: `classify` on a database with no cases printed "accuracy nan" and exited 0. */
+Test(infer_cli, classify_on_an_empty_database_is_refused) {
+    const char *dir = test_tmpdir();
+    char *dbp, *qp, *gtp, *out = NULL, *idx = path_join(dir, "cases.db");
+    write_sets(dir, &dbp, &qp, &gtp, 40, 4, 16);
+    char *build[] = {"index", "build", "--emb", dbp, "--out", idx, NULL};
+    cr_assert_eq(capture(cmd_index, 6, build, &out), ER_OK, "%s", er_msg());
+    free(out);
+    sqlite3 *s;
+    sqlite3_open(idx, &s);
+    cr_assert_eq(sqlite3_exec(s, "DELETE FROM cases;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(s);
+    char *cls[] = {"classify", "--index", idx, "--query", qp, NULL};
+    cr_expect_eq(capture(cmd_classify, 5, cls, &out), ER_INPUT, "%s", out);
+    cr_expect(strstr(er_msg(), idx) && strstr(er_msg(), "no cases"), "%s", er_msg());
+    free(out);
+    free(dbp), free(qp), free(gtp), free(idx);
 }
 
 Test(infer_cli, eval_reid_json_and_values) {

@@ -4,6 +4,7 @@
 #include "nn/base/base.h"
 
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 Test(base, atomic_write_replaces_and_leaves_no_temp) {
@@ -30,6 +31,56 @@ Test(base, missing_file_names_the_path) {
     char *data;
     cr_assert_eq(read_file("/nonexistent/x.png", &data, NULL), ER_INPUT);
     cr_expect(strstr(er_msg(), "/nonexistent/x.png") != NULL);
+}
+
+/* issue 17 #4: a directory (or any non-regular file) where a file is expected: one message naming
+ * the path, no allocation from the size ftell() reports for it (the size of a directory is 2^63-1). */
+Test(base, directory_or_device_is_not_a_file) {
+    const char *dir = test_tmpdir();
+    char *data = NULL;
+    cr_assert_eq(read_file(dir, &data, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), dir) && strstr(er_msg(), "directory"), "%s", er_msg());
+    cr_assert_eq(read_file("/dev/zero", &data, NULL), ER_INPUT); /* endless: must not be read */
+    cr_expect(strstr(er_msg(), "/dev/zero") && strstr(er_msg(), "regular file"), "%s", er_msg());
+    cr_expect_null(data);
+}
+
+/* A pid that ran and has ended (its zombie reaped). */
+static int dead_pid(void) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    waitpid(p, NULL, 0);
+    return (int)p;
+}
+
+/* issue 17 #10: temporary files of a killed writer (X.tmp.PID and SQLite's X.tmp.PID-journal) are
+ * removed by the next atomic write of X; those of a live process, and of other files, are kept. */
+Test(base, stale_temp_files_of_dead_processes_are_removed) {
+    const char *dir = test_tmpdir();
+    char *path = path_join(dir, "enc.safetensors");
+    int dead = dead_pid();
+    char names[5][300];
+    snprintf(names[0], 300, "%s.tmp.%d", path, dead);               /* stale: removed */
+    snprintf(names[1], 300, "%s.tmp.%d-journal", path, dead);       /* stale: removed */
+    snprintf(names[2], 300, "%s.tmp.%d", path, (int)getppid());     /* its writer runs: kept */
+    snprintf(names[3], 300, "%s/other.bin.tmp.%d", dir, dead);     /* another file's: kept */
+    snprintf(names[4], 300, "%s.tmp.%dx", path, dead);              /* not a pid: kept */
+    for (int i = 0; i < 5; i++) {
+        FILE *f = fopen(names[i], "w");
+        cr_assert(f);
+        fputs("partial", f);
+        fclose(f);
+    }
+    cr_expect_eq(remove_stale_temps(path), 2);
+    cr_assert_eq(write_file_atomic(path, "x", 1), ER_OK);
+    for (int i = 0; i < 5; i++)
+        cr_expect_eq(access(names[i], F_OK) == 0, i >= 2, "%s %s", names[i], i >= 2 ? "removed" : "kept");
+    /* and write_file_atomic itself cleans up */
+    FILE *f = fopen(names[0], "w");
+    fclose(f);
+    cr_assert_eq(write_file_atomic(path, "y", 1), ER_OK);
+    cr_expect_neq(access(names[0], F_OK), 0, "write_file_atomic left %s", names[0]);
+    free(path);
 }
 
 Test(args, parses_types_and_rejects_bad_input) {

@@ -165,6 +165,47 @@ Test(models_registry, unknown_arch_missing_tensor_and_wrong_shape_are_rejected) 
     free(p);
 }
 
+/* issue 17 #6: `embed` accepted weights holding NaN and wrote NaN descriptors. Every load of weights
+ * (params_load_st) refuses a non-finite value, naming the file and the tensor. */
+Test(models_registry, non_finite_weights_are_rejected_naming_the_tensor) {
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    char *p = path_join(test_tmpdir(), "nan.safetensors");
+    for (int k = 0; k < 3; k++) {
+        model *m = tiny_model(2);
+        tensor *t = NULL;
+        for (int i = 0; i < m->params->n; i++)
+            if (!strcmp(m->params->t[i]->name, "blocks.1.attn.qkv.weight")) t = m->params->t[i];
+        cr_assert(t);
+        ((float *)t->data)[5] = bad[k];
+        cr_assert_eq(model_save(m, p, -1), 0, "%s", er_msg());
+        model_free(m);
+        model *u = NULL;
+        cr_assert_eq(model_load(p, NULL, NULL, 0, &u), ER_INPUT, "weights with %g loaded", bad[k]);
+        cr_assert(strstr(er_msg(), p) && strstr(er_msg(), "blocks.1.attn.qkv.weight") && strstr(er_msg(), "finite"), "%s",
+                  er_msg());
+        cr_assert_null(u);
+    }
+    free(p);
+}
+
+/* issue 17 #9: config values that are wrong name their key (and the config file when it holds them). */
+Test(models_registry, bad_model_values_name_the_key) {
+    char *cfg = path_join(test_tmpdir(), "run.cfg");
+    FILE *f = fopen(cfg, "w");
+    fprintf(f, "[model]\narch = vit_ti\n");
+    fclose(f);
+    model *m = NULL;
+    cr_assert_eq(model_create(NULL, cfg, NULL, 0, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), cfg) && strstr(er_msg(), "model.arch") && strstr(er_msg(), "vit_ti"), "%s", er_msg());
+    char *sets[] = {"model.arch=vit_tiny", "model.img=12", "model.patch=8"};
+    cr_assert_eq(model_create(NULL, NULL, sets, 3, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), "model.img") && strstr(er_msg(), "model.patch") && strstr(er_msg(), "12"), "%s", er_msg());
+    char *arch_set[] = {"model.arch=vit_ti"};
+    cr_assert_eq(model_create(NULL, NULL, arch_set, 1, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--set") && strstr(er_msg(), "model.arch"), "%s", er_msg());
+    free(cfg);
+}
+
 Test(models_registry, create_reads_the_model_keys_of_a_training_config) {
     const char *d = test_tmpdir();
     char *cfg = path_join(d, "run.cfg");

@@ -101,7 +101,7 @@ Test(endofinder_vit, presets_and_bad_configs) {
     vit_config_preset("vit_tiny", &c);
     c.img = 100;
     cr_assert_eq(vit_config_check(&c), ER_INPUT);
-    cr_assert(strstr(er_msg(), "multiple of patch"));
+    cr_assert(strstr(er_msg(), "multiple of model.patch"));
     /* timm parameter names of a fresh model */
     vit_config_preset("vit_tiny", &c);
     c.img = 32; c.depth = 1; c.registers = 2; c.pos_prefix = 0; c.layerscale = 1e-5;
