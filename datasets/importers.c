@@ -187,12 +187,24 @@ static int add_scene(manifest *m, const char *outdir, const char *sdir, const ch
     return rc;
 }
 
+/* a folder of segmentation masks is never a scene: its "views" would be masks */
+static int is_mask_folder(const char *name) {
+    static const char *const MASK_NAMES[] = {"mask", "masks", "label", "labels", "annotations", "segmentations", "groundtruth", "gt"};
+    for (size_t i = 0; i < sizeof MASK_NAMES / sizeof *MASK_NAMES; i++)
+        if (!strcasecmp(name, MASK_NAMES[i])) return 1;
+    return 0;
+}
+
 int import_scenes(const char *src, const char *out_path, manifest *m) {
     char *outdir = out_dir_of(out_path);
     manifest_init(m, outdir);
     strlist top = {0};
     int rc = list_dir(src, 1, &top);
     if (!rc && !top.n) rc = er_fail(ER_INPUT, "%s: no scene sub-folders found", src);
+    for (int i = 0; !rc && i < top.n; i++)
+        if (is_mask_folder(top.v[i]))
+            rc = er_fail(ER_INPUT, "%s: sub-folder '%s' holds masks, not a scene's views (images/ + masks/ is "
+                         "--layout image-mask; --layout scenes wants one folder of views per scene)", src, top.v[i]);
     for (int i = 0; !rc && i < top.n; i++) {
         char *d = path_join(src, top.v[i]);
         strlist sub = {0};

@@ -99,6 +99,14 @@ Test(datasets_data, import_class_folders_and_scenes) {
     manifest_free(&m);
     cr_assert_eq(import_scenes("/nonexistent/endoret", out, &m), ER_INPUT);
     manifest_free(&m);
+    /* an image + mask dataset is refused, naming the mask folder */
+    char *seg = path_join(root, "seg_as_scenes");
+    write_png(seg, "images/a.png", 3, 4, 4, 0.1f);
+    write_png(seg, "masks/a.png", 1, 4, 4, 1.0f);
+    cr_assert_eq(import_scenes(seg, out, &m), ER_INPUT);
+    cr_assert(strstr(er_msg(), "'masks'") && strstr(er_msg(), "image-mask"), "%s", er_msg());
+    manifest_free(&m);
+    free(seg);
     free(src), free(notes), free(out), free(sc), free(out2), free(empty);
 }
 
