@@ -153,6 +153,15 @@ int hasher_fit(hasher *h, hash_kind kind, const float *x, int64_t n, int dim, in
         for (int b = 0; b < a; b++) cov[a * dim + b] = cov[b * dim + a];
     double *w = xmalloc((size_t)dim * sizeof *w), *v = xmalloc((size_t)dim * dim * sizeof *v);
     sym_eigen(cov, dim, w, v);
+    if (kind == HASH_PCA) { /* a bit beyond the data's rank thresholds noise and collapses retrieval */
+        int usable = 0;
+        for (int j = 0; j < dim; j++) usable += w[j] > 1e-9 * (w[0] > 0 ? w[0] : 1);
+        if (bits > usable) {
+            free(row); free(mean); free(cov); free(w); free(v);
+            return er_fail(ER_INPUT, "hash: pca hashing with %d bits, but the %lld training embeddings span only %d "
+                           "usable dimensions (of %d): use --bits <= %d or --hash itq", bits, (long long)n, usable, dim, usable);
+        }
+    }
     double *P = xmalloc((size_t)bits * dim * sizeof *P); /* bits x dim, top directions */
     memcpy(P, v, (size_t)bits * dim * sizeof *P);
     if (kind == HASH_ITQ) {

@@ -106,3 +106,17 @@ Test(infer_hash, pca_and_itq) {
     hasher_free(&p); hasher_free(&q); hasher_free(&c);
     free(x);
 }
+
+/* 10 embeddings span at most 9 centred dimensions: 12 PCA bits are refused with the numbers */
+Test(infer_hash, pca_refuses_more_bits_than_usable_dimensions) {
+    int n = 10, d = 16;
+    float x[10 * 16];
+    rng_t r = rng_make(5, 6);
+    for (int i = 0; i < n * d; i++) x[i] = rng_normal(&r);
+    hasher h;
+    cr_assert_eq(hasher_fit(&h, HASH_PCA, x, n, d, 12, 0), ER_INPUT);
+    cr_expect(strstr(er_msg(), "12 bits") && strstr(er_msg(), "10 training embeddings") && strstr(er_msg(), "only 9 usable"),
+              "%s", er_msg());
+    cr_assert_eq(hasher_fit(&h, HASH_PCA, x, n, d, 9, 0), ER_OK, "%s", er_msg());
+    hasher_free(&h);
+}
