@@ -206,18 +206,20 @@ static int cmd_bow_embed(int argc, char **argv) {
     }
     if (rc) rc = er_fail(rc, "%s", msg);
     double t1 = now_seconds();
-    int *lab = NULL, *sc = NULL, *vw = NULL, nlab = 0, nsc = 0, nvw = 0;
-    char **lnames = NULL, **snames = NULL, **vnames = NULL;
+    int *lab = NULL, nlab = 0, nsc = 0;
+    int64_t *sc = NULL;
+    char **lnames = NULL, **snames = NULL;
     if (!rc) {
         manifest_label_ids(&m, &lab, &lnames, &nlab);
-        manifest_field_ids(&m, MF_SCENE, &sc, &snames, &nsc);
-        manifest_field_ids(&m, MF_VIEW, &vw, &vnames, &nvw);
+        manifest_field_values(&m, MF_SCENE, &sc, &snames, &nsc);
+        int has_scene = 0;
+        for (int i = 0; i < m.n; i++) has_scene |= sc[i] >= 0;
         emb_set e;
         char model[160];
         snprintf(model, sizeof model, "dense-sift bow k=%d step=%d radius=%d rotate=%d%s", K, v.sift.step, v.sift.radius, v.sift.rotate,
                  strcmp(pool, "scene") ? "" : " pooled per scene");
         if (!strcmp(pool, "scene")) {
-            if (nsc == 0) rc = er_fail(ER_INPUT, "--pool scene: %s has no scene column", mpath);
+            if (!has_scene) rc = er_fail(ER_INPUT, "--pool scene: %s has no scene column", mpath);
             int64_t *grp = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
             for (int i = 0; i < m.n; i++) grp[i] = sc[i];
             float *ph = NULL;
@@ -230,24 +232,27 @@ static int cmd_bow_embed(int argc, char **argv) {
                 e.labels = xmalloc(ng * sizeof(int64_t));
                 e.scene = xmalloc(ng * sizeof(int64_t));
                 for (int g = 0; g < ng; g++) { e.ids[g] = gid[g] >= 0 ? gid[g] : -1 - first[g]; e.labels[g] = lab[first[g]]; e.scene[g] = gid[g]; }
+                if (nsc) { /* string scene values: the file keeps their names */
+                    e.nscene_names = nsc;
+                    e.scene_names = xmalloc(nsc * sizeof(char *));
+                    for (int j = 0; j < nsc; j++) e.scene_names[j] = xstrdup(snames[j]);
+                }
+                if (nlab) {
+                    e.nlabel_names = nlab;
+                    e.label_names = xmalloc(nlab * sizeof(char *));
+                    for (int j = 0; j < nlab; j++) e.label_names[j] = xstrdup(lnames[j]);
+                }
             }
             free(grp); free(ph); free(gid); free(first);
         } else {
             emb_alloc(&e, m.n, K);
             memcpy(e.x, h, (size_t)m.n * K * sizeof(float));
-            if (nlab) { e.labels = xmalloc(m.n * sizeof(int64_t)); for (int i = 0; i < m.n; i++) e.labels[i] = lab[i]; }
-            if (nsc) { e.scene = xmalloc(m.n * sizeof(int64_t)); for (int i = 0; i < m.n; i++) e.scene[i] = sc[i]; }
-            if (nvw) { e.view = xmalloc(m.n * sizeof(int64_t)); for (int i = 0; i < m.n; i++) e.view[i] = vw[i]; }
+            emb_fill_from_manifest(&e, &m, NULL, 0);
         }
         if (!rc) {
             e.model = xstrdup(model);
             e.manifest = xstrdup(mpath);
             e.distance = xstrdup("chi2");
-            if (nlab) {
-                e.nlabel_names = nlab;
-                e.label_names = xmalloc(nlab * sizeof(char *));
-                for (int j = 0; j < nlab; j++) e.label_names[j] = xstrdup(lnames[j]);
-            }
             rc = emb_save(out, &e);
             if (!rc) {
                 if (json)
@@ -259,8 +264,8 @@ static int cmd_bow_embed(int argc, char **argv) {
             emb_free(&e);
         }
         manifest_free_labels(lab, lnames, nlab);
-        manifest_free_labels(sc, snames, nsc);
-        manifest_free_labels(vw, vnames, nvw);
+        manifest_free_labels(NULL, snames, nsc);
+        free(sc);
     }
     free(h);
     manifest_free(&m);

@@ -54,9 +54,7 @@ int cmd_embed(int argc, char **argv) {
     model *net = NULL;
     manifest m = {0};
     emb_set e = {0};
-    int *rows = NULL, *lab = NULL, *sc = NULL, *vw = NULL;
-    char **lab_names = NULL, **sc_names = NULL, **vw_names = NULL;
-    int nlab = 0, nsc = 0, nvw = 0, mloaded = 0;
+    int *rows = NULL, mloaded = 0;
     float *x = NULL;
     rc = args_parse(nrest, rest, specs, 13,
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
@@ -86,24 +84,8 @@ int cmd_embed(int argc, char **argv) {
     for (int i = 0; i < m.n; i++)
         if (!split[0] || (m.rows[i].split && !strcmp(m.rows[i].split, split))) rows[n++] = i;
     if (n == 0) { rc = er_fail(ER_INPUT, "%s: no rows%s%s", man_path, split[0] ? " in split " : "", split); goto done; }
-    manifest_label_ids(&m, &lab, &lab_names, &nlab);
-    manifest_field_ids(&m, MF_SCENE, &sc, &sc_names, &nsc);
-    manifest_field_ids(&m, MF_VIEW, &vw, &vw_names, &nvw);
     emb_alloc(&e, n, D);
-    e.labels = xmalloc(n * sizeof(int64_t));
-    e.scene = xmalloc(n * sizeof(int64_t));
-    e.view = xmalloc(n * sizeof(int64_t));
-    for (int k = 0; k < n; k++) {
-        e.ids[k] = rows[k];
-        e.labels[k] = lab[rows[k]];
-        e.scene[k] = sc[rows[k]];
-        e.view[k] = vw[rows[k]];
-    }
-    if (nlab > 0) {
-        e.nlabel_names = nlab;
-        e.label_names = xmalloc(nlab * sizeof(char *));
-        for (int k = 0; k < nlab; k++) e.label_names[k] = xstrdup(lab_names[k]);
-    }
+    emb_fill_from_manifest(&e, &m, rows, 1);
     e.manifest = xstrdup(man_path);
     char what[200], desc[1200];
     model_describe(net, what, sizeof what);
@@ -141,9 +123,6 @@ done:
     free(x);
     emb_free(&e);
     if (mloaded) {
-        manifest_free_labels(lab, lab_names, nlab);
-        manifest_free_labels(sc, sc_names, nsc);
-        manifest_free_labels(vw, vw_names, nvw);
         manifest_free(&m);
     }
     free(rows);

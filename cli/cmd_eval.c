@@ -8,6 +8,9 @@
 #include "infer/retrieval/knn.h"
 #include "infer/eval/metrics.h"
 #include "infer/eval/multiview.h"
+#include "infer/eval/bootstrap.h"
+#include "infer/eval/reid_views.h"
+#include "infer/retrieval/distance.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
 
@@ -69,109 +72,145 @@ static int load_gt(const char *path, reid_gt **gt, int64_t *n) {
     return ER_OK;
 }
 
-/* top-k neighbours of the queries among the references: float cosine, or Hamming on codes hashed
- * with a hasher fitted on the references (bits > 0). score: ISC convention, higher = closer. */
-static int neighbours(const emb_set *q, const emb_set *r, int k, int bits, const char *hash_s, int64_t *ids,
-                      double *score, int *cnt) {
-    int rc;
-    if (bits <= 0) {
-        findex fx;
-        if ((rc = findex_build(&fx, r->dim, r->x, r->ids, r->n))) return rc;
-        float *d = xmalloc((size_t)q->n * k * sizeof *d);
-        findex_search(&fx, q->x, q->n, k, ids, d, cnt);
-        for (size_t i = 0; i < (size_t)q->n * k; i++) score[i] = -2.0 * d[i]; /* -|q - r|^2 of unit vectors */
-        free(d);
-        findex_free(&fx);
-        return ER_OK;
-    }
+/* top-k neighbours of the queries among the references by the files' distance, or Hamming on codes
+ * hashed with a hasher fitted on the references (bits > 0). score: ISC convention, higher = closer. */
+static int neighbours(const emb_set *q, const emb_set *r, int k, int bits, const char *hash_s, emb_distance dist,
+                      int64_t *ids, double *score, int *cnt) {
+    if (bits <= 0) return dist_topk(dist, r->x, r->ids, r->n, q->x, q->n, q->dim, k, ids, score, cnt);
+    if (dist != DIST_COSINE) return er_fail(ER_INPUT, "--bits: hashing assumes cosine, the embedding files' distance is %s", emb_distance_name(dist));
     hash_kind hk = bits == r->dim ? HASH_SIGN : HASH_PCA;
+    int rc;
     if (hash_s && (rc = hash_kind_parse(hash_s, &hk))) return rc;
-    hasher h;
-    if ((rc = hasher_fit(&h, hk, r->x, r->n, r->dim, bits, 0))) return rc;
-    int W = hash_words(bits);
-    uint64_t *cq = xmalloc((size_t)q->n * W * 8), *cr = xmalloc((size_t)r->n * W * 8);
-    hasher_encode(&h, q->x, q->n, cq);
-    hasher_encode(&h, r->x, r->n, cr);
-    bindex bx;
-    rc = bindex_build(&bx, INDEX_SCAN, bits, cr, r->ids, r->n, 0);
-    if (!rc) {
-        int32_t *d = xmalloc((size_t)q->n * k * sizeof *d);
-        bindex_search(&bx, cq, q->n, k, ids, d, cnt);
-        for (size_t i = 0; i < (size_t)q->n * k; i++) score[i] = -4.0 * d[i]; /* |a - b|^2 of +-1 codes = 4H */
-        free(d);
-        bindex_free(&bx);
-    }
-    free(cq); free(cr);
-    hasher_free(&h);
+    return dist_topk_hashed(hk, bits, 0, r->x, r->ids, r->n, q->x, q->n, q->dim, k, ids, score, cnt);
+}
+
+/* same size and the same distance (a file without one is cosine) */
+static int check_pair(const emb_set *q, const emb_set *r, emb_distance *dist) {
+    if (q->dim != r->dim) return er_fail(ER_INPUT, "--query has %d-d embeddings, --ref has %d-d ones", q->dim, r->dim);
+    emb_distance dr;
+    int rc = emb_distance_of(q, "--query", dist);
+    if (!rc) rc = emb_distance_of(r, "--ref", &dr);
+    if (!rc && dr != *dist)
+        rc = er_fail(ER_INPUT, "--query is ranked by %s, --ref by %s: one distance is needed", emb_distance_name(*dist), emb_distance_name(dr));
     return rc;
 }
 
-static int check_dims(const emb_set *q, const emb_set *r) {
-    if (q->dim != r->dim) return er_fail(ER_INPUT, "--query has %d-d embeddings, --ref has %d-d ones", q->dim, r->dim);
-    return ER_OK;
+/* the metric line's 95 % interval: text line or JSON fields (uAP_lo, uAP_hi, ...) */
+static void print_interval(const reid_pred *p, int64_t np, const reid_gt *gt, int64_t ngt, int B, int json) {
+    if (B <= 0) return;
+    reid_interval ci;
+    reid_bootstrap(p, np, gt, ngt, B, BOOTSTRAP_SEED, &ci);
+    if (json) {
+        printf(", \"uAP_lo\": "); json_put_num(stdout, ci.lo.uap);
+        printf(", \"uAP_hi\": "); json_put_num(stdout, ci.hi.uap);
+        printf(", \"acc1_lo\": "); json_put_num(stdout, ci.lo.acc1);
+        printf(", \"acc1_hi\": "); json_put_num(stdout, ci.hi.acc1);
+        printf(", \"recall_p90_lo\": "); json_put_num(stdout, ci.lo.recall_p90);
+        printf(", \"recall_p90_hi\": "); json_put_num(stdout, ci.hi.recall_p90);
+        printf(", \"bootstrap\": %d", B);
+    } else
+        printf("  95%% interval (bootstrap over queries, %d replicates): uAP [%.4f, %.4f]   Acc@1 [%.4f, %.4f]   Recall@P90 [%.4f, %.4f]\n",
+               B, ci.lo.uap, ci.hi.uap, ci.lo.acc1, ci.hi.acc1, ci.lo.recall_p90, ci.hi.recall_p90);
 }
 
-/* `eval reid --emb E --ref-view V`: one embedding file, references = view V of each scene, queries =
- * the other views (copy detection: `data copies` writes originals as view 0, copies as 1..N). */
-static int eval_reid_views(const char *ep, int ref_view, int k, int json) {
+/* "2" or "2,3": view values of the file (integers or names) */
+static int parse_views(const emb_set *e, const char *list, const char *what, int64_t **v, int *n) {
+    *v = NULL;
+    *n = 0;
+    if (!list) return ER_OK;
+    char *copy = xstrdup(list), *save = NULL;
+    int rc = ER_OK;
+    *v = xmalloc(sizeof **v * (strlen(list) + 1));
+    for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) rc = emb_view_id(e, t, what, &(*v)[(*n)++]);
+    if (!rc && !*n) rc = er_fail(ER_INPUT, "%s: no view given", what);
+    free(copy);
+    if (rc) { free(*v); *v = NULL; }
+    return rc;
+}
+
+/* `eval reid --emb E --ref-view V[,V] [--query-view V[,V]]`: one embedding file, references = the
+ * reference views of each scene, queries = the query views (default every other view; copy
+ * detection: `data copies` writes originals as view 0, copies as 1..N). reid_views.h fuses lists. */
+static int eval_reid_views(const char *ep, const char *ref_s, const char *query_s, int k, int bits, const char *hash_s, int B, int json) {
     emb_set e;
     int rc = emb_load_arg(ep, "--emb", &e);
     if (rc) return rc;
+    int64_t *rv = NULL, *qv = NULL;
+    reid_views_cfg c = {.k = k, .bits = bits, .hash = bits == e.dim ? HASH_SIGN : HASH_PCA};
+    if ((rc = parse_views(&e, ref_s, "--ref-view", &rv, &c.nrviews)) || (rc = parse_views(&e, query_s, "--query-view", &qv, &c.nqviews))) goto out;
+    if (hash_s && (rc = hash_kind_parse(hash_s, &c.hash))) goto out;
+    c.rviews = rv;
+    c.qviews = qv;
     reid_view_result res;
-    rc = reid_eval_ref_view(&e, ref_view, k, &res);
-    if (!rc) {
-        if (json) {
-            printf("{\"uAP\": "); json_put_num(stdout, res.r.uap);
-            printf(", \"acc1\": "); json_put_num(stdout, res.r.acc1);
-            printf(", \"recall_p90\": "); json_put_num(stdout, res.r.recall_p90);
-            printf(", \"queries\": %d, \"references\": %d, \"k\": %d}\n", res.nqueries, res.nrefs, k < res.nrefs ? k : res.nrefs);
-        } else {
-            printf("re-identification against reference view %d: %d queries (the other views), %d references, top-%d by cosine\n",
-                   ref_view, res.nqueries, res.nrefs, k < res.nrefs ? k : res.nrefs);
-            printf("  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", res.r.uap, res.r.acc1, res.r.recall_p90);
-        }
+    if ((rc = reid_eval_views(&e, &c, &res))) goto out;
+    const char *by = bits ? "Hamming" : emb_distance_name(res.dist);
+    if (json) {
+        printf("{\"uAP\": "); json_put_num(stdout, res.r.uap);
+        printf(", \"acc1\": "); json_put_num(stdout, res.r.acc1);
+        printf(", \"recall_p90\": "); json_put_num(stdout, res.r.recall_p90);
+        printf(", \"queries\": %d, \"references\": %d, \"k\": %d", res.nqueries, res.nrefs, res.k);
+        if (qv || c.nrviews > 1 || strcmp(by, "cosine")) printf(", \"scenes\": %d, \"distance\": \"%s\"", res.nscenes, by);
+        print_interval(res.pred, res.npred, res.gt, res.ngt, B, 1);
+        printf("}\n");
+    } else {
+        if (!qv && c.nrviews == 1)
+            printf("re-identification against reference view %s: %d queries (the other views), %d references, top-%d by %s\n",
+                   ref_s, res.nqueries, res.nrefs, res.k, by);
+        else
+            printf("re-identification, query view%s %s against reference view%s %s%s: %d queries in %d scenes, %d references, top-%d by %s\n",
+                   c.nqviews > 1 ? "s" : "", qv ? query_s : "(every other)", c.nrviews > 1 ? "s" : "", ref_s,
+                   c.nqviews > 1 || c.nrviews > 1 ? " (fused: mean of normalised views)" : "", res.nqueries, res.nscenes, res.nrefs, res.k, by);
+        printf("  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", res.r.uap, res.r.acc1, res.r.recall_p90);
+        print_interval(res.pred, res.npred, res.gt, res.ngt, B, 0);
     }
+    reid_view_result_free(&res);
+out:
+    free(rv);
+    free(qv);
     emb_free(&e);
     return rc;
 }
 
 static int eval_reid(int argc, char **argv) {
-    const char *qp = NULL, *rp = NULL, *gtp = NULL, *hash_s = NULL, *ep = NULL;
-    int k = 10, bits = 0, json = 0, ref_view = -1;
+    const char *qp = NULL, *rp = NULL, *gtp = NULL, *hash_s = NULL, *ep = NULL, *ref_s = NULL, *query_s = NULL;
+    int k = REID_DEFAULT_K, bits = 0, json = 0, B = BOOTSTRAP_DEFAULT_N;
     arg_spec specs[] = {
         {"emb", ARG_STR, &ep, "one embedding file with scene/view ids (with --ref-view, instead of --query/--ref/--gt)"},
-        {"ref-view", ARG_INT, &ref_view, "with --emb: view id of the references; every other view is a query"},
+        {"ref-view", ARG_STR, &ref_s, "with --emb: reference view(s), e.g. 2 or 2,3 (several: fused per scene)"},
+        {"query-view", ARG_STR, &query_s, "with --emb: query view(s) (default every view that is not a reference)"},
         {"query", ARG_STR, &qp, "query embeddings"},
         {"ref", ARG_STR, &rp, "reference embeddings"},
         {"gt", ARG_STR, &gtp, "ground truth CSV (query_id,reference_id)"},
-        {"k", ARG_INT, &k, "predictions per query (default 10, as the ISC2021 code)"},
-        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float)"},
+        {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
+        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = the file's distance)"},
         {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
-        {"json", ARG_FLAG, &json, "{\"uAP\", \"acc1\", \"recall_p90\"}"},
+        {"bootstrap", ARG_INT, &B, "replicates of the 95% interval over queries (default 1000, 0 = none)"},
+        {"json", ARG_FLAG, &json, "{\"uAP\", \"acc1\", \"recall_p90\", \"uAP_lo\", \"uAP_hi\", ...}"},
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret eval reid --query Q --ref R --gt GT.csv [--json] | --emb E --ref-view V [--json]", NULL, NULL);
+                        "endoret eval reid --query Q --ref R --gt GT.csv [--json] | --emb E --ref-view V[,V] [--query-view V[,V]] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (ep || ref_view >= 0) {
-        if (!ep || ref_view < 0) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--ref-view >= 0)");
+    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if (ep || ref_s || query_s) {
+        if (!ep || !ref_s) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--query-view optional)");
         if (qp || rp || gtp) return er_fail(ER_INPUT, "eval reid: use either --emb/--ref-view or --query/--ref/--gt");
-        if (bits) return er_fail(ER_INPUT, "eval reid: --bits is not supported with --emb/--ref-view");
-        return eval_reid_views(ep, ref_view, k, json);
+        return eval_reid_views(ep, ref_s, query_s, k, bits, hash_s, B, json);
     }
     reid_gt *gt;
     int64_t ngt;
     if ((rc = load_gt(gtp, &gt, &ngt))) return rc;
     emb_set q, r;
+    emb_distance dist;
     if ((rc = emb_load_arg(qp, "--query", &q))) { free(gt); return rc; }
     if ((rc = emb_load_arg(rp, "--ref", &r))) { free(gt); emb_free(&q); return rc; }
-    if ((rc = check_dims(&q, &r))) goto out;
+    if ((rc = check_pair(&q, &r, &dist))) goto out;
     int kk = k < r.n ? k : r.n;
     int64_t *ids = xmalloc((size_t)q.n * kk * 8);
     double *score = xmalloc((size_t)q.n * kk * 8);
     int *cnt = xmalloc((size_t)q.n * sizeof(int));
-    rc = neighbours(&q, &r, kk, bits, hash_s, ids, score, cnt);
+    rc = neighbours(&q, &r, kk, bits, hash_s, dist, ids, score, cnt);
     if (!rc) {
         reid_pred *p = xmalloc((size_t)q.n * kk * sizeof *p);
         int64_t np = 0;
@@ -184,11 +223,14 @@ static int eval_reid(int argc, char **argv) {
                 printf("{\"uAP\": "); json_put_num(stdout, res.uap);
                 printf(", \"acc1\": "); json_put_num(stdout, res.acc1);
                 printf(", \"recall_p90\": "); json_put_num(stdout, res.recall_p90);
+                printf(", \"k\": %d", kk);
+                print_interval(p, np, gt, ngt, B, 1);
                 printf("}\n");
             } else {
                 printf("re-identification: %d queries, %d references, %lld ground-truth pairs, top-%d by %s\n", q.n, r.n,
-                       (long long)ngt, kk, bits ? "Hamming" : "L2 of L2-normalised descriptors");
+                       (long long)ngt, kk, bits ? "Hamming" : dist == DIST_CHI2 ? "chi2 of L1-normalised histograms" : "L2 of L2-normalised descriptors");
                 printf("  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", res.uap, res.acc1, res.recall_p90);
+                print_interval(p, np, gt, ngt, B, 0);
             }
         }
         free(p);
@@ -232,9 +274,10 @@ static int eval_retrieval(int argc, char **argv) {
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
     emb_set q, r;
+    emb_distance dist;
     if ((rc = emb_load_arg(qp, "--query", &q))) { free(kl); return rc; }
     if ((rc = emb_load_arg(rp, "--ref", &r))) { free(kl); emb_free(&q); return rc; }
-    if ((rc = check_dims(&q, &r))) goto out;
+    if ((rc = check_pair(&q, &r, &dist))) goto out;
     if (!q.labels || !r.labels) { rc = er_fail(ER_INPUT, "eval retrieval needs labels in both --query and --ref"); goto out; }
     int n = r.n;
     if ((double)q.n * n > 2e8) { /* full rankings are kept in memory */
@@ -244,7 +287,7 @@ static int eval_retrieval(int argc, char **argv) {
     int64_t *ids = xmalloc((size_t)q.n * n * 8);
     double *score = xmalloc((size_t)q.n * n * 8);
     int *cnt = xmalloc((size_t)q.n * sizeof(int));
-    rc = neighbours(&q, &r, n, bits, hash_s, ids, score, cnt);
+    rc = neighbours(&q, &r, n, bits, hash_s, dist, ids, score, cnt);
     if (!rc) {
         /* map ids back to rows of r */
         int64_t *rowof = NULL, minid = INT64_MAX, maxid = INT64_MIN;
@@ -274,7 +317,7 @@ static int eval_retrieval(int argc, char **argv) {
             for (int a = 0; a < nk; a++) printf(", \"recall@%d\": %.6f", kl[a], hits[a] / used);
             printf("}\n");
         } else {
-            printf("retrieval: %d queries with a relevant item, gallery %d, ranked by %s\n", used, n, bits ? "Hamming" : "cosine");
+            printf("retrieval: %d queries with a relevant item, gallery %d, ranked by %s\n", used, n, bits ? "Hamming" : emb_distance_name(dist));
             printf("  mAP %.4f", map / used);
             for (int a = 0; a < nk; a++) printf("   Recall@%d %.4f", kl[a], hits[a] / used);
             printf("\n");
@@ -323,6 +366,12 @@ static int eval_classify(int argc, char **argv) {
     if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
+    emb_distance dist;
+    if ((rc = emb_distance_of(&e, "--emb", &dist))) { emb_free(&e); return rc; }
+    if (dist != DIST_COSINE) { /* the kNN classifier's neighbours are cosine ones (knn_cv.h) */
+        emb_free(&e);
+        return er_fail(ER_INPUT, "--emb: %s declares distance %s; eval classify ranks by cosine only", ep, emb_distance_name(dist));
+    }
     int n = e.n, C = e.nlabel_names;
     int *label = xmalloc((size_t)n * sizeof(int)), *grp = NULL;
     manifest m = {0};
@@ -411,37 +460,53 @@ out:
 
 static int eval_multiview(int argc, char **argv) {
     const char *ep = NULL;
-    int k = 1, bits = 0, json = 0;
+    int k = REID_DEFAULT_K, bits = 0, json = 0, B = BOOTSTRAP_DEFAULT_N;
     arg_spec specs[] = {
         {"emb", ARG_STR, &ep, "embeddings of every view, with scene and view ids (views 0..3 = Q1,Q2,R1,R2)"},
-        {"k", ARG_INT, &k, "predictions per query (default 1, as the scene code)"},
-        {"bits", ARG_INT, &bits, "hash the averaged descriptors (0 = float cosine)"},
+        {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
+        {"bits", ARG_INT, &bits, "hash the averaged descriptors (0 = the file's distance)"},
+        {"bootstrap", ARG_INT, &B, "replicates of the 95% interval over scenes (default 1000, 0 = none)"},
         {"json", ARG_FLAG, &json, "one JSON line per setting"},
     };
-    int rc = args_parse(argc, argv, specs, 4, "endoret eval multiview --emb E [--k 1] [--json]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval multiview --emb E [--k 10] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
+    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     mv_row rows[9];
-    rc = multiview_eval(&e, k, bits, 0, rows);
+    reid_view_result keep[9];
+    memset(keep, 0, sizeof keep);
+    rc = multiview_eval_keep(&e, k, bits, 0, rows, keep);
     emb_free(&e);
     if (rc) return rc;
     if (!json) {
-        printf("multi-view re-identification (EndoFinder table 3 layout), descriptor averaging, top-%d, %s\n", k, bits ? "Hamming" : "cosine");
-        printf("| Q1 | Q2 | R1 | R2 | scenes |  uAP  | Acc@1 | R@P90 |\n|----|----|----|----|-------:|------:|------:|------:|\n");
+        printf("multi-view re-identification (EndoFinder table 3 layout), descriptor averaging, top-%d, %s\n", k,
+               bits ? "Hamming" : emb_distance_name(keep[0].dist));
+        printf("| Q1 | Q2 | R1 | R2 | scenes |  uAP  | Acc@1 | R@P90 |%s\n|----|----|----|----|-------:|------:|------:|------:|%s\n",
+               B ? " uAP 95% interval | Acc@1 95% interval |" : "", B ? "----------------:|------------------:|" : "");
     }
     for (int o = 0; o < 9; o++) {
         const mv_row *r = &rows[o];
         if (json) {
-            printf("{\"query_views\": \"%s%s\", \"ref_views\": \"%s%s\", \"scenes\": %d, \"uAP\": ", r->qmask & 1 ? "Q1" : "",
-                   r->qmask & 2 ? "Q2" : "", r->rmask & 1 ? "R1" : "", r->rmask & 2 ? "R2" : "", r->nscenes);
+            printf("{\"query_views\": \"%s%s\", \"ref_views\": \"%s%s\", \"scenes\": %d, \"k\": %d, \"uAP\": ", r->qmask & 1 ? "Q1" : "",
+                   r->qmask & 2 ? "Q2" : "", r->rmask & 1 ? "R1" : "", r->rmask & 2 ? "R2" : "", r->nscenes, keep[o].k);
             json_put_num(stdout, r->r.uap); printf(", \"acc1\": "); json_put_num(stdout, r->r.acc1);
-            printf(", \"recall_p90\": "); json_put_num(stdout, r->r.recall_p90); printf("}\n");
-        } else
-            printf("| %s | %s | %s | %s | %6d | %.3f | %.3f | %.3f |\n", r->qmask & 1 ? "✓ " : "  ", r->qmask & 2 ? "✓ " : "  ",
+            printf(", \"recall_p90\": "); json_put_num(stdout, r->r.recall_p90);
+            print_interval(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, B, 1);
+            printf("}\n");
+        } else {
+            printf("| %s | %s | %s | %s | %6d | %.3f | %.3f | %.3f |", r->qmask & 1 ? "✓ " : "  ", r->qmask & 2 ? "✓ " : "  ",
                    r->rmask & 1 ? "✓ " : "  ", r->rmask & 2 ? "✓ " : "  ", r->nscenes, r->r.uap, r->r.acc1, r->r.recall_p90);
+            if (B) {
+                reid_interval ci;
+                reid_bootstrap(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, B, BOOTSTRAP_SEED, &ci);
+                printf("   [%.3f, %.3f] |     [%.3f, %.3f] |", ci.lo.uap, ci.hi.uap, ci.lo.acc1, ci.hi.acc1);
+            }
+            printf("\n");
+        }
+        reid_view_result_free(&keep[o]);
     }
     return ER_OK;
 }
@@ -449,7 +514,8 @@ static int eval_multiview(int argc, char **argv) {
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
         printf("usage: endoret eval reid|retrieval|classify|multiview [options]\n"
-               "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs\n"
+               "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs,\n"
+               "             or inside one file between query and reference views (--emb --ref-view --query-view)\n"
                "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
                "  classify   k-fold CV of the kNN classifier: accuracy, ROC AUC, F1, confusion matrix\n"
                "  multiview  EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2\n"

@@ -218,6 +218,36 @@ void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char
     *n = u;
 }
 
+static int parse_id(const char *v, int64_t *out) {
+    if (!*v || strlen(v) > 18) return 0; /* 18 digits always fit an int64 */
+    int64_t x = 0;
+    for (const char *c = v; *c; c++) {
+        if (*c < '0' || *c > '9') return 0;
+        x = x * 10 + (*c - '0');
+    }
+    *out = x;
+    return 1;
+}
+
+void manifest_field_values(const manifest *m, manifest_field field, int64_t **vals, char ***names, int *n) {
+    int *ids;
+    manifest_field_ids(m, field, &ids, names, n);
+    int64_t *v = xmalloc(sizeof *v * (size_t)(m->n ? m->n : 1));
+    int all_int = 1;
+    for (int i = 0; i < *n && all_int; i++) all_int = parse_id((*names)[i], &v[0]);
+    for (int i = 0; i < m->n; i++) {
+        v[i] = ids[i];
+        if (all_int && ids[i] >= 0) parse_id((*names)[ids[i]], &v[i]);
+    }
+    free(ids);
+    if (all_int) {
+        manifest_free_labels(NULL, *names, *n);
+        *names = NULL;
+        *n = 0;
+    }
+    *vals = v;
+}
+
 void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels) {
     manifest_field_ids(m, MF_LABEL, ids, names, nlabels);
 }

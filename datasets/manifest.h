@@ -6,6 +6,8 @@
 #ifndef ENDORET_MANIFEST_H
 #define ENDORET_MANIFEST_H
 
+#include <stdint.h>
+
 typedef struct {
     char *path, *label, *mask, *scene, *view, *patient, *split; /* owned; NULL = unknown */
 } manifest_row;
@@ -34,5 +36,10 @@ void manifest_free_labels(int *ids, char **names, int nlabels);
 /* Same dense-id mapping for any string column (scene, patient, view, split). */
 typedef enum { MF_LABEL, MF_SCENE, MF_VIEW, MF_PATIENT, MF_SPLIT } manifest_field;
 void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char ***names, int *n);
+/* The user's own values of a column, for ids that must survive into files (scene, view): when
+ * every present value is a non-negative decimal integer, vals[i] is that integer and *names is
+ * NULL (*n = 0); otherwise vals[i] is the rank in manifest_field_ids's sorted names, returned in
+ * *names (*n of them). Unknown = -1. Free with manifest_free_labels((int *)NULL, names, n) and free(vals). */
+void manifest_field_values(const manifest *m, manifest_field field, int64_t **vals, char ***names, int *n);
 
 #endif

@@ -17,13 +17,9 @@ typedef struct { double uap, acc1, recall_p90, thr_p90; int has_p90; } reid_resu
  * ties); Recall@P90 = largest recall at any cut with precision >= 0.9 (0 when none).
  * A duplicate (q, r) prediction is ER_INPUT. */
 int reid_metrics(const reid_pred *p, int64_t np, const reid_gt *gt, int64_t ngt, reid_result *out);
-/* Re-ID against one reference view (copy detection, SSCD/DISC21 style): in an embedding file with
- * scene and view ids, the references are the rows whose view id is ref_view (one per scene, a
- * second one is ER_INPUT), the queries every other row of a scene that has a reference, and a
- * query's only true match is its scene's reference. Query and reference ids are the file's ids.
- * Top-k references per query by cosine, scored -|q - r|^2 of the unit vectors, then reid_metrics.
- * Several queries per scene are allowed (one GT pair each). */
-typedef struct { reid_result r; int nqueries, nrefs; } reid_view_result;
+/* Re-ID against one reference view (copy detection) by the file's distance: reid_eval_views
+ * (infer/eval/reid_views.h) with that reference view and every other view a query. */
+typedef struct reid_view_result reid_view_result;
 int reid_eval_ref_view(const emb_set *e, int64_t ref_view, int k, reid_view_result *out);
 
 /* ---- retrieval with labels (dual-backbone paper) ---- */

@@ -4,6 +4,7 @@
 #include "nn/base/base.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +17,49 @@ void emb_alloc(emb_set *e, int n, int dim) {
     for (int i = 0; i < n; i++) e->ids[i] = i;
 }
 
+static void names_free(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* names in id order, one per line, as one metadata value */
+static void add_names_meta(st_writer *w, const char *key, char **names, int n) {
+    if (!n) return;
+    size_t len = 0;
+    for (int i = 0; i < n; i++) len += strlen(names[i]) + 1;
+    char *all = xmalloc(len + 1), *p = all;
+    for (int i = 0; i < n; i++) p += sprintf(p, "%s%s", i ? "\n" : "", names[i]);
+    st_add_meta(w, key, all);
+    free(all);
+}
+
+static void read_names_meta(st_file *f, const char *key, char ***names, int *n) {
+    const char *m = st_meta(f, key);
+    if (!m || !*m) return;
+    int cnt = 1;
+    for (const char *c = m; *c; c++) cnt += *c == '\n';
+    *names = xmalloc(sizeof(char *) * (size_t)cnt);
+    const char *s = m;
+    for (int i = 0; i < cnt; i++) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        (*names)[i] = xmalloc(len + 1);
+        memcpy((*names)[i], s, len);
+        (*names)[i][len] = 0;
+        s = nl ? nl + 1 : s + len;
+    }
+    *n = cnt;
+}
+
 void emb_free(emb_set *e) {
     free(e->x);
     free(e->ids);
     free(e->labels);
     free(e->scene);
     free(e->view);
-    for (int i = 0; i < e->nlabel_names; i++) free(e->label_names[i]);
-    free(e->label_names);
+    names_free(e->label_names, e->nlabel_names);
+    names_free(e->scene_names, e->nscene_names);
+    names_free(e->view_names, e->nview_names);
     free(e->manifest);
     free(e->model);
     free(e->distance);
@@ -48,14 +84,9 @@ int emb_save(const char *path, const emb_set *e) {
     if (e->model) st_add_meta(w, "model", e->model);
     if (e->manifest) st_add_meta(w, "manifest", e->manifest);
     if (e->distance) st_add_meta(w, "distance", e->distance);
-    if (e->nlabel_names) {
-        size_t len = 0;
-        for (int i = 0; i < e->nlabel_names; i++) len += strlen(e->label_names[i]) + 1;
-        char *names = xmalloc(len + 1), *p = names;
-        for (int i = 0; i < e->nlabel_names; i++) p += sprintf(p, "%s%s", i ? "\n" : "", e->label_names[i]);
-        st_add_meta(w, "label_names", names);
-        free(names);
-    }
+    add_names_meta(w, "label_names", e->label_names, e->nlabel_names);
+    add_names_meta(w, "scene_names", e->scene_names, e->nscene_names);
+    add_names_meta(w, "view_names", e->view_names, e->nview_names);
     int rc = st_write(w, path);
     st_writer_free(w);
     free(ids);
@@ -100,21 +131,9 @@ int emb_load(const char *path, emb_set *e) {
         if ((m = st_meta(&f, "model"))) e->model = xstrdup(m);
         if ((m = st_meta(&f, "manifest"))) e->manifest = xstrdup(m);
         if ((m = st_meta(&f, "distance"))) e->distance = xstrdup(m);
-        if ((m = st_meta(&f, "label_names")) && *m) {
-            int cnt = 1;
-            for (const char *c = m; *c; c++) cnt += *c == '\n';
-            e->label_names = xmalloc(sizeof(char *) * (size_t)cnt);
-            const char *s = m;
-            for (int i = 0; i < cnt; i++) {
-                const char *nl = strchr(s, '\n');
-                size_t len = nl ? (size_t)(nl - s) : strlen(s);
-                e->label_names[i] = xmalloc(len + 1);
-                memcpy(e->label_names[i], s, len);
-                e->label_names[i][len] = 0;
-                s = nl ? nl + 1 : s + len;
-            }
-            e->nlabel_names = cnt;
-        }
+        read_names_meta(&f, "label_names", &e->label_names, &e->nlabel_names);
+        read_names_meta(&f, "scene_names", &e->scene_names, &e->nscene_names);
+        read_names_meta(&f, "view_names", &e->view_names, &e->nview_names);
         if (e->labels)
             for (int i = 0; i < e->n; i++)
                 if (e->labels[i] < -1 || (e->nlabel_names && e->labels[i] >= e->nlabel_names)) {
@@ -134,4 +153,55 @@ int emb_load_arg(const char *path, const char *what, emb_set *e) {
     if (rc) return rc;
     if (e->n < 1) { emb_free(e); return er_fail(ER_INPUT, "%s: %s holds no embeddings", what, path); }
     return ER_OK;
+}
+
+int emb_view_id(const emb_set *e, const char *value, const char *what, int64_t *id) {
+    for (int i = 0; i < e->nview_names; i++)
+        if (!strcmp(e->view_names[i], value)) { *id = i; return ER_OK; }
+    char *end;
+    long long v = strtoll(value, &end, 10);
+    if (!e->nview_names && *value && !*end && v >= 0) { *id = v; return ER_OK; }
+    return er_fail(ER_INPUT, "%s: '%s' is not a view of the embedding file (%s)", what, value,
+                   e->nview_names ? "its views are names" : "its views are integers >= 0");
+}
+
+const char *emb_view_name(const emb_set *e, int64_t v, char *buf, int size) {
+    if (v >= 0 && v < e->nview_names) snprintf(buf, (size_t)size, "%s", e->view_names[v]);
+    else snprintf(buf, (size_t)size, "%lld", (long long)v);
+    return buf;
+}
+
+static char **names_copy(char **names, int n) {
+    char **c = n ? xmalloc(sizeof(char *) * (size_t)n) : NULL;
+    for (int i = 0; i < n; i++) c[i] = xstrdup(names[i]);
+    return c;
+}
+
+void emb_fill_from_manifest(emb_set *e, const manifest *m, const int *rows, int all_columns) {
+    int *lab, nlab, nsc, nvw;
+    char **lnames, **snames, **vnames;
+    int64_t *sc, *vw;
+    manifest_label_ids(m, &lab, &lnames, &nlab);
+    manifest_field_values(m, MF_SCENE, &sc, &snames, &nsc);
+    manifest_field_values(m, MF_VIEW, &vw, &vnames, &nvw);
+    int has_lab = all_columns || nlab, has_sc = all_columns, has_vw = all_columns;
+    for (int i = 0; i < m->n; i++) has_sc |= sc[i] >= 0, has_vw |= vw[i] >= 0;
+    if (has_lab) e->labels = xmalloc(sizeof(int64_t) * (size_t)(e->n ? e->n : 1));
+    if (has_sc) e->scene = xmalloc(sizeof(int64_t) * (size_t)(e->n ? e->n : 1));
+    if (has_vw) e->view = xmalloc(sizeof(int64_t) * (size_t)(e->n ? e->n : 1));
+    for (int k = 0; k < e->n; k++) {
+        int r = rows ? rows[k] : k;
+        e->ids[k] = r;
+        if (has_lab) e->labels[k] = lab[r];
+        if (has_sc) e->scene[k] = sc[r];
+        if (has_vw) e->view[k] = vw[r];
+    }
+    e->label_names = names_copy(lnames, nlab), e->nlabel_names = nlab;
+    e->scene_names = names_copy(snames, nsc), e->nscene_names = nsc;
+    e->view_names = names_copy(vnames, nvw), e->nview_names = nvw;
+    manifest_free_labels(lab, lnames, nlab);
+    manifest_free_labels(NULL, snames, nsc);
+    manifest_free_labels(NULL, vnames, nvw);
+    free(sc);
+    free(vw);
 }

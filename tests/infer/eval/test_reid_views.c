@@ -7,6 +7,7 @@
 
 #include "infer/retrieval/embeddings.h"
 #include "infer/eval/metrics.h"
+#include "infer/eval/reid_views.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 #include "tests/test_util.h"
@@ -107,6 +108,7 @@ Test(infer_reid_views, matches_brute_force) {
             cr_assert_float_eq(res.r.recall_p90, rp90, 1e-9, "noise %g k %d: R@P90 %g vs %g", noises[a], ks[b], res.r.recall_p90, rp90);
             if (a == 0) cr_assert_gt(res.r.acc1, 0.9); /* small noise: the source is found */
             if (a == 2) cr_assert_lt(res.r.uap, 0.9);  /* large noise: the test can tell */
+            reid_view_result_free(&res);
             emb_free(&e);
         }
 }
@@ -121,6 +123,7 @@ Test(infer_reid_views, exact_copies_are_perfect_and_errors_are_clear) {
     cr_assert_float_eq(res.r.uap, 1.0, 1e-12);
     cr_assert_float_eq(res.r.acc1, 1.0, 1e-12);
     cr_assert_float_eq(res.r.recall_p90, 1.0, 1e-12);
+    reid_view_result_free(&res);
     /* no such reference view */
     cr_assert_eq(reid_eval_ref_view(&e, 9, 10, &res), ER_INPUT);
     cr_assert(strstr(er_msg(), "reference view 9"), "%s", er_msg());
