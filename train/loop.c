@@ -216,7 +216,6 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     int tty = progress && isatty(2);
     double t_start = now_seconds(), t_win = t_start;
     int64_t step0 = step, win_steps = 0, ran = 0;
-    double win_loss = 0;
     while (step < total) {
         double lr = lr_at(&sched, step);
         optim_set_lr(opt, lr);
@@ -268,7 +267,6 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
         step++;
         ran++;
         win_steps++;
-        win_loss += loss_sum;
         int last = step == total;
         if (c->log_every > 0 && (step % c->log_every == 0 || last)) {
             double now = now_seconds();
@@ -285,7 +283,8 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             char eta_s[32];
             fmt_time(eta, eta_s, sizeof eta_s);
             char line[512];
-            size_t o = snprintf(line, sizeof line, "step %lld/%lld  loss %.4f", (long long)step, (long long)total, win_loss / win_steps);
+            /* this step's loss and parts, as log.jsonl (a window average beside them would not add up) */
+            size_t o = snprintf(line, sizeof line, "step %lld/%lld  loss %.4f", (long long)step, (long long)total, loss_sum);
             for (int i = 0; i < acc.n && o < sizeof line; i++)
                 o += snprintf(line + o, sizeof line - o, "  %s %.4f", acc.name[i], acc.value[i]);
             if (o < sizeof line)
@@ -293,7 +292,6 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             if (progress) fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
             t_win = now;
             win_steps = 0;
-            win_loss = 0;
         }
         if (writer && obj->eval && c->eval_every > 0 && (step % c->eval_every == 0 || last)) {
             char body[1024] = "";

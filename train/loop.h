@@ -6,7 +6,7 @@
  *     SGD (nn/optim.h) with timm's weight-decay groups, gradient accumulation (accum micro-batches
  *     per update = the effective batch), an optional gradient all-reduce (data parallel), global-norm
  *     clipping;
- *   - a progress line (step, loss terms, lr, img/s, ETA) and a log: <out>/log.jsonl (one JSON object
+ *   - a progress line (step, the logged step's loss and its terms, lr, img/s, ETA) and a log: <out>/log.jsonl (one JSON object
  *     per logged step) and <out>/loss.svg (the loss curves, rewritten at each checkpoint and at the end);
  *   - periodic evaluation through the objective's eval hook (logged as {"eval": ...});
  *   - atomic checkpoints <out>/checkpoint.safetensors every ckpt_every steps and at the end
