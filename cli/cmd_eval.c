@@ -113,21 +113,6 @@ static void print_interval(const reid_pred *p, int64_t np, const reid_gt *gt, in
                B, ci.lo.uap, ci.hi.uap, ci.lo.acc1, ci.hi.acc1, ci.lo.recall_p90, ci.hi.recall_p90);
 }
 
-/* "2" or "2,3": view values of the file (integers or names) */
-static int parse_views(const emb_set *e, const char *list, const char *what, int64_t **v, int *n) {
-    *v = NULL;
-    *n = 0;
-    if (!list) return ER_OK;
-    char *copy = xstrdup(list), *save = NULL;
-    int rc = ER_OK;
-    *v = xmalloc(sizeof **v * (strlen(list) + 1));
-    for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) rc = emb_view_id(e, t, what, &(*v)[(*n)++]);
-    if (!rc && !*n) rc = er_fail(ER_INPUT, "%s: no view given", what);
-    free(copy);
-    if (rc) { free(*v); *v = NULL; }
-    return rc;
-}
-
 /* `eval reid --emb E --ref-view V[,V] [--query-view V[,V]]`: one embedding file, references = the
  * reference views of each scene, queries = the query views (default every other view; copy
  * detection: `data copies` writes originals as view 0, copies as 1..N). reid_views.h fuses lists. */
@@ -137,7 +122,7 @@ static int eval_reid_views(const char *ep, const char *ref_s, const char *query_
     if (rc) return rc;
     int64_t *rv = NULL, *qv = NULL;
     reid_views_cfg c = {.k = k, .bits = bits, .hash = bits == e.dim ? HASH_SIGN : HASH_PCA};
-    if ((rc = parse_views(&e, ref_s, "--ref-view", &rv, &c.nrviews)) || (rc = parse_views(&e, query_s, "--query-view", &qv, &c.nqviews))) goto out;
+    if ((rc = emb_view_list(&e, ref_s, "--ref-view", &rv, &c.nrviews)) || (rc = emb_view_list(&e, query_s, "--query-view", &qv, &c.nqviews))) goto out;
     if (hash_s && (rc = hash_kind_parse(hash_s, &c.hash))) goto out;
     c.rviews = rv;
     c.qviews = qv;
@@ -511,6 +496,8 @@ static int eval_multiview(int argc, char **argv) {
     return ER_OK;
 }
 
+int cmd_eval_compare(int argc, char **argv);
+
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
         printf("usage: endoret eval reid|retrieval|classify|multiview [options]\n"
@@ -519,6 +506,7 @@ int cmd_eval(int argc, char **argv) {
                "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
                "  classify   k-fold CV of the kNN classifier: accuracy, ROC AUC, F1, confusion matrix\n"
                "  multiview  EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2\n"
+               "  compare    paired test of two or more embedding files on the same queries (bootstrap uAP, McNemar Acc@1)\n"
                "  perceived  (see endoret eval perceived --help)\n");
         return argc < 2 ? er_fail(ER_INPUT, "missing sub-command") : ER_OK;
     }
@@ -527,5 +515,6 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(s, "retrieval")) return eval_retrieval(argc - 1, argv + 1);
     if (!strcmp(s, "classify")) return eval_classify(argc - 1, argv + 1);
     if (!strcmp(s, "multiview")) return eval_multiview(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, multiview, perceived)", s);
+    if (!strcmp(s, "compare")) return cmd_eval_compare(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, multiview, compare, perceived)", s);
 }

@@ -205,3 +205,17 @@ void emb_fill_from_manifest(emb_set *e, const manifest *m, const int *rows, int 
     free(sc);
     free(vw);
 }
+
+int emb_view_list(const emb_set *e, const char *list, const char *what, int64_t **v, int *n) {
+    *v = NULL;
+    *n = 0;
+    if (!list) return ER_OK;
+    char *copy = xstrdup(list), *save = NULL;
+    int rc = ER_OK;
+    *v = xmalloc(sizeof **v * (strlen(list) + 1));
+    for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) rc = emb_view_id(e, t, what, &(*v)[(*n)++]);
+    if (!rc && !*n) rc = er_fail(ER_INPUT, "%s: no view given", what);
+    free(copy);
+    if (rc) { free(*v); *v = NULL; *n = 0; }
+    return rc;
+}

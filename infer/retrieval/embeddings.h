@@ -52,6 +52,9 @@ void emb_fill_from_manifest(emb_set *e, const manifest *m, const int *rows, int 
 /* Resolve a user's view (or scene) value to the id stored in the file: a name of view_names when
  * the file has them, else a decimal integer. ER_INPUT naming `what` when it is neither. */
 int emb_view_id(const emb_set *e, const char *value, const char *what, int64_t *id);
+/* A comma-separated list of views ("2" or "2,3") resolved with emb_view_id into a malloc'd array;
+ * list NULL gives *v = NULL, *n = 0. */
+int emb_view_list(const emb_set *e, const char *list, const char *what, int64_t **v, int *n);
 /* The printable value of view id v (its name, or the integer) into buf. */
 const char *emb_view_name(const emb_set *e, int64_t v, char *buf, int size);
 

@@ -1,0 +1,84 @@
+/* cmd_eval_compare.c — `endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V`:
+ * every file is evaluated on the same queries (the same view settings as `eval reid --emb`), then
+ * each later file is compared with the first by a paired test (infer/eval/paired.h): paired
+ * bootstrap for the uAP difference, exact McNemar for Acc@1. */
+#include "cli/cli_util.h"
+#include "infer/eval/bootstrap.h"
+#include "infer/eval/paired.h"
+#include "infer/eval/reid_views.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int evaluate_file(const char *path, const char *ref_s, const char *query_s, int k, reid_view_result *res) {
+    emb_set e;
+    int rc = emb_load_arg(path, "eval compare", &e);
+    if (rc) return rc;
+    int64_t *rv = NULL, *qv = NULL;
+    reid_views_cfg c = {.k = k};
+    if (!(rc = emb_view_list(&e, ref_s, "--ref-view", &rv, &c.nrviews)) && !(rc = emb_view_list(&e, query_s, "--query-view", &qv, &c.nqviews))) {
+        c.rviews = rv;
+        c.qviews = qv;
+        rc = reid_eval_views(&e, &c, res);
+        if (rc) rc = er_fail(rc, "%s: %s", path, er_msg());
+    }
+    free(rv);
+    free(qv);
+    emb_free(&e);
+    return rc;
+}
+
+int cmd_eval_compare(int argc, char **argv) {
+    const char *ref_s = NULL, *query_s = NULL;
+    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0;
+    arg_spec specs[] = {
+        {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3"},
+        {"query-view", ARG_STR, &query_s, "query view(s) (default every view that is not a reference)"},
+        {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
+        {"bootstrap", ARG_INT, &B, "paired-bootstrap replicates (default 1000)"},
+        {"json", ARG_FLAG, &json, "one JSON line per comparison"},
+    };
+    char **files = NULL;
+    int nfiles = 0;
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
+                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] [--json]", &files, &nfiles);
+    if (rc == ARGS_HELP) return ER_OK;
+    if (rc) return rc;
+    if (nfiles < 2) rc = er_fail(ER_INPUT, "eval compare: give at least two embedding files (the first is compared with each other)");
+    else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required");
+    else if (k < 1) rc = er_fail(ER_INPUT, "--k must be >= 1");
+    else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
+    reid_view_result *res = xcalloc((size_t)(nfiles > 0 ? nfiles : 1), sizeof *res);
+    for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], ref_s, query_s, k, &res[i]);
+    if (!rc && !json)
+        printf("paired comparison on the same %d queries, top-%d; uAP: paired bootstrap (%d replicates), Acc@1: exact McNemar\n",
+               res[0].nqueries, res[0].k, B);
+    for (int i = 1; i < nfiles && !rc; i++) {
+        reid_paired t;
+        rc = reid_paired_test(res[0].pred, res[0].npred, res[i].pred, res[i].npred, res[0].gt, res[0].ngt, res[i].gt, res[i].ngt,
+                              B, BOOTSTRAP_SEED, &t);
+        if (rc) { rc = er_fail(rc, "%s vs %s: %s", files[0], files[i], er_msg()); break; }
+        if (json) {
+            printf("{\"a\": \"%s\", \"b\": \"%s\", \"queries\": %d, \"uAP_a\": ", files[0], files[i], t.nq);
+            json_put_num(stdout, t.uap_a); printf(", \"uAP_b\": "); json_put_num(stdout, t.uap_b);
+            printf(", \"uAP_diff_lo\": "); json_put_num(stdout, t.delta_lo);
+            printf(", \"uAP_diff_hi\": "); json_put_num(stdout, t.delta_hi);
+            printf(", \"uAP_p\": "); json_put_num(stdout, t.p_uap);
+            printf(", \"acc1_a\": "); json_put_num(stdout, t.acc1_a); printf(", \"acc1_b\": "); json_put_num(stdout, t.acc1_b);
+            printf(", \"a_only\": %d, \"b_only\": %d, \"acc1_p\": ", t.a_only, t.b_only);
+            json_put_num(stdout, t.p_mcnemar);
+            printf("}\n");
+        } else {
+            printf("A %s\nB %s\n", files[0], files[i]);
+            printf("  uAP    A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], p = %.4g\n", t.uap_a, t.uap_b, t.uap_a - t.uap_b,
+                   t.delta_lo, t.delta_hi, t.p_uap);
+            printf("  Acc@1  A %.4f  B %.4f  right only by A %d, only by B %d, p = %.4g\n", t.acc1_a, t.acc1_b, t.a_only, t.b_only, t.p_mcnemar);
+        }
+    }
+    for (int i = 0; i < nfiles; i++) reid_view_result_free(&res[i]);
+    free(res);
+    free(files);
+    return rc;
+}
