@@ -17,11 +17,61 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
+#include "infer/retrieval/baseline_desc.h"
 #include "infer/retrieval/embeddings.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
 #include "nn/models/model.h"
 #include "nn/precision.h"
+
+/* the manifest rows to embed: every row, or those of `split` ('' = all); ER_INPUT when none */
+static int select_rows(const manifest *m, const char *man_path, const char *split, int **rows, int *n) {
+    *rows = xmalloc((m->n ? m->n : 1) * sizeof(int));
+    *n = 0;
+    for (int i = 0; i < m->n; i++)
+        if (!split[0] || (m->rows[i].split && !strcmp(m->rows[i].split, split))) (*rows)[(*n)++] = i;
+    if (*n == 0) return er_fail(ER_INPUT, "%s: no rows%s%s", man_path, split[0] ? " in split " : "", split);
+    return ER_OK;
+}
+
+/* `embed --baseline colorhist|thumbnail`: no-learning descriptors as an ordinary embedding file */
+static int embed_baseline(const char *name, const char *man_path, const char *split, const char *out, int json) {
+    baseline_kind kind;
+    int rc = baseline_parse(name, &kind);
+    if (rc) return rc;
+    manifest m;
+    if ((rc = manifest_load(man_path, &m))) return rc;
+    int *rows = NULL, n = 0, D = baseline_dim(kind);
+    emb_set e = {0};
+    image im = {0};
+    double t0 = now_seconds();
+    if (!(rc = select_rows(&m, man_path, split, &rows, &n))) {
+        emb_alloc(&e, n, D);
+        emb_fill_from_manifest(&e, &m, rows, 1);
+        for (int k = 0; k < n && !rc; k++) {
+            char *p = manifest_image_path(&m, rows[k]);
+            rc = image_load(p, 3, &im);
+            free(p);
+            if (!rc) baseline_descriptor(kind, &im, e.x + (size_t)k * D);
+        }
+    }
+    double dt = now_seconds() - t0;
+    if (!rc) {
+        e.manifest = xstrdup(man_path);
+        e.model = xstrdup(baseline_describe(kind));
+        e.distance = xstrdup(baseline_distance(kind));
+        rc = emb_save(out, &e);
+    }
+    if (!rc) {
+        if (json) printf("{\"out\": \"%s\", \"n\": %d, \"dim\": %d, \"baseline\": \"%s\", \"distance\": \"%s\", \"seconds\": %.3f}\n", out, n, D, name, e.distance, dt);
+        else printf("embed: %d images -> %s (%d-d %s) in %.1f s\n", n, out, D, e.model, dt);
+    }
+    image_free(&im);
+    emb_free(&e);
+    free(rows);
+    manifest_free(&m);
+    return rc;
+}
 
 int cmd_embed(int argc, char **argv) {
     /* --set may repeat: pull those out first */
@@ -33,7 +83,7 @@ int cmd_embed(int argc, char **argv) {
         else rest[nrest++] = argv[i];
     }
     const char *model_path = NULL, *arch = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
-               *precision = "fp32";
+               *precision = "fp32", *baseline = NULL;
     int img = 0, batch = 32, threads = 0, heads = 0, json = 0;
     arg_spec specs[] = {
         {"model", ARG_STR, &model_path, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
@@ -49,6 +99,7 @@ int cmd_embed(int argc, char **argv) {
         {"json", ARG_FLAG, &json, "machine-readable summary"},
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
+        {"baseline", ARG_STR, &baseline, "colorhist | thumbnail: a no-learning descriptor instead of an encoder"},
     };
     int device = DEV_CPU;
     model *net = NULL;
@@ -56,13 +107,19 @@ int cmd_embed(int argc, char **argv) {
     emb_set e = {0};
     int *rows = NULL, mloaded = 0;
     float *x = NULL;
-    rc = args_parse(nrest, rest, specs, 13,
+    rc = args_parse(nrest, rest, specs, sizeof specs / sizeof *specs,
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
-                    "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)", NULL, NULL);
+                    "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)\n"
+                    "       endoret embed --baseline colorhist|thumbnail --manifest M --out E   (no learning)", NULL, NULL);
     if (rc == ARGS_HELP) { rc = ER_OK; goto done; }
     if (rc) goto done;
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) goto done; /* before any work */
     if (!man_path || !out) { rc = er_fail(ER_INPUT, "embed: --manifest and --out are required"); goto done; }
+    if (baseline) {
+        rc = model_path || config ? er_fail(ER_INPUT, "embed: --baseline replaces --model / --config; give one of them")
+                                  : embed_baseline(baseline, man_path, split, out, json);
+        goto done;
+    }
     if (!model_path && !config) { rc = er_fail(ER_INPUT, "embed: --model (or --config for a random-init encoder) is required"); goto done; }
     if (batch < 1) { rc = er_fail(ER_INPUT, "embed: --batch must be >= 1"); goto done; }
     if (threads > 0) omp_set_num_threads(threads);
@@ -79,11 +136,8 @@ int cmd_embed(int argc, char **argv) {
     int S = net->img, D = net->dim;
     if ((rc = manifest_load(man_path, &m))) goto done;
     mloaded = 1;
-    rows = xmalloc((m.n ? m.n : 1) * sizeof(int));
     int n = 0;
-    for (int i = 0; i < m.n; i++)
-        if (!split[0] || (m.rows[i].split && !strcmp(m.rows[i].split, split))) rows[n++] = i;
-    if (n == 0) { rc = er_fail(ER_INPUT, "%s: no rows%s%s", man_path, split[0] ? " in split " : "", split); goto done; }
+    if ((rc = select_rows(&m, man_path, split, &rows, &n))) goto done;
     emb_alloc(&e, n, D);
     emb_fill_from_manifest(&e, &m, rows, 1);
     e.manifest = xstrdup(man_path);
