@@ -4,6 +4,7 @@
 #include "infer/retrieval/knn.h"
 #include "infer/eval/metrics.h"
 #include "nn/base/args.h"
+#include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 
 #include <math.h>
@@ -39,6 +40,7 @@ int cmd_classify(int argc, char **argv) {
     if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */
     emb_set q;
     if ((rc = emb_load_arg(query, "--query", &q))) { casedb_close(&db); return rc; }
+    if ((rc = emb_require_cosine(&q, "--query"))) { emb_free(&q); casedb_close(&db); return rc; }
     if (q.dim != db.dim) {
         rc = er_fail(ER_INPUT, "--query: %d-d embeddings but the database holds %d-d ones", q.dim, db.dim);
         emb_free(&q); casedb_close(&db);

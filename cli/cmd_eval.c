@@ -351,12 +351,7 @@ static int eval_classify(int argc, char **argv) {
     if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
-    emb_distance dist;
-    if ((rc = emb_distance_of(&e, "--emb", &dist))) { emb_free(&e); return rc; }
-    if (dist != DIST_COSINE) { /* the kNN classifier's neighbours are cosine ones (knn_cv.h) */
-        emb_free(&e);
-        return er_fail(ER_INPUT, "--emb: %s declares distance %s; eval classify ranks by cosine only", ep, emb_distance_name(dist));
-    }
+    if ((rc = emb_require_cosine(&e, "--emb"))) { emb_free(&e); return rc; } /* knn_cv's neighbours are cosine ones */
     int n = e.n, C = e.nlabel_names;
     int *label = xmalloc((size_t)n * sizeof(int)), *grp = NULL;
     manifest m = {0};

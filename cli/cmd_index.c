@@ -3,6 +3,7 @@
 #include "infer/retrieval/casedb.h"
 #include "cli/cli_util.h"
 #include "nn/base/args.h"
+#include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
@@ -96,6 +97,7 @@ static int do_build(int argc, char **argv) {
     if ((rc = index_kind_parse(kind_s, &kind))) return rc;
     emb_set e;
     if ((rc = emb_load_arg(emb, "--emb", &e))) return rc;
+    if ((rc = emb_require_cosine(&e, "--emb"))) { emb_free(&e); return rc; }
     hash_kind hk = HASH_SIGN;
     if (bits < 0) { emb_free(&e); return er_fail(ER_INPUT, "--bits must be positive"); }
     if (hash_s) { if ((rc = hash_kind_parse(hash_s, &hk))) { emb_free(&e); return rc; } }
@@ -136,6 +138,7 @@ static int do_add(int argc, char **argv) {
     if ((rc = casedb_open(index, &db))) return rc;
     emb_set e;
     if ((rc = emb_load_arg(emb, "--emb", &e))) { casedb_close(&db); return rc; }
+    if ((rc = emb_require_cosine(&e, "--emb"))) { emb_free(&e); casedb_close(&db); return rc; }
     if (e.dim != db.dim) {
         rc = er_fail(ER_INPUT, "--emb: %s has %d-d embeddings but the database holds %d-d ones", emb, e.dim, db.dim);
         emb_free(&e); casedb_close(&db);

@@ -2,6 +2,7 @@
 #include "infer/retrieval/casedb.h"
 #include "cli/cli_util.h"
 #include "nn/base/args.h"
+#include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
@@ -27,6 +28,7 @@ int cmd_search(int argc, char **argv) {
     if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */
     emb_set q;
     if ((rc = emb_load_arg(query, "--query", &q))) { casedb_close(&db); return rc; }
+    if ((rc = emb_require_cosine(&q, "--query"))) { emb_free(&q); casedb_close(&db); return rc; }
     if (q.dim != db.dim) {
         rc = er_fail(ER_INPUT, "--query: %s has %d-d embeddings but %s holds %d-d ones", query, q.dim, index, db.dim);
         emb_free(&q); casedb_close(&db);

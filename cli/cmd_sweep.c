@@ -4,6 +4,7 @@
 #include "infer/eval/sweep.h"
 #include "infer/eval/synth_emb.h"
 #include "nn/base/args.h"
+#include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
@@ -105,6 +106,7 @@ int cmd_sweep(int argc, char **argv) {
     } else {
         if ((rc = emb_load_arg(dbp, "--db", &db))) goto out;
         if ((rc = emb_load_arg(qp, "--query", &q))) goto out;
+        if ((rc = emb_require_cosine(&db, "--db")) || (rc = emb_require_cosine(&q, "--query"))) goto out;
         if (gtp && (rc = read_gt_csv(gtp, &gt, &ngt))) goto out;
     }
     rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);

@@ -22,6 +22,15 @@ int emb_distance_of(const emb_set *e, const char *what, emb_distance *d) {
     return ER_OK;
 }
 
+int emb_require_cosine(const emb_set *e, const char *what) {
+    emb_distance d;
+    int rc = emb_distance_of(e, what, &d);
+    if (!rc && d != DIST_COSINE)
+        rc = er_fail(ER_INPUT, "%s: the embedding file's distance is %s; hash indexes, the case database, kNN classification and sweeps rank "
+                     "by cosine only (evaluate it with `eval reid`, `eval multiview` or `eval retrieval`)", what, emb_distance_name(d));
+    return rc;
+}
+
 void dist_normalise(emb_distance d, float *x, int dim) {
     double s = 0;
     for (int i = 0; i < dim; i++) s += d == DIST_CHI2 ? fabs(x[i]) : (double)x[i] * x[i];

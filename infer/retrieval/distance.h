@@ -16,6 +16,9 @@ typedef enum { DIST_COSINE, DIST_CHI2 } emb_distance;
  * are not float descriptors) or, for chi2, a negative value. */
 int emb_distance_of(const emb_set *e, const char *what, emb_distance *d);
 const char *emb_distance_name(emb_distance d);
+/* For the code that ranks by cosine only (hash indexes, the case database, sweeps): ER_INPUT
+ * naming `what` and the file's distance when it is not cosine, instead of ranking it wrongly. */
+int emb_require_cosine(const emb_set *e, const char *what);
 /* Scale a row to the distance's unit: L2 for cosine, L1 for chi2 (a zero row stays zero). */
 void dist_normalise(emb_distance d, float *x, int dim);
 /* Exact top-k of nq queries among nr references: ids ascending by distance (ties by id), the ISC

@@ -243,3 +243,30 @@ Test(infer_eval_views, one_default_k_printed_with_the_result) {
     cr_assert_float_eq(atof(u1 + 7), atof(u2 + 7), 1e-12, "multiview Q1-R1 %s vs reid %s", u1, u2);
     free(p);
 }
+
+int cmd_index(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+
+/* code that ranks by cosine only refuses a chi2 file, naming the distance, instead of ranking it wrongly */
+Test(infer_eval_views, cosine_only_commands_refuse_chi2_files) {
+    const int64_t views[] = {0, 1};
+    emb_set e;
+    make_scenes(&e, 6, views, 2, 8, 0.1f, 9);
+    e.labels = calloc((size_t)e.n, sizeof(int64_t));
+    for (int i = 0; i < e.n; i++) e.labels[i] = i % 2;
+    e.distance = xstrdup("chi2");
+    char *p = path_join(test_tmpdir(), "hist.safetensors"), *db = path_join(test_tmpdir(), "cases.db");
+    cr_assert_eq(emb_save(p, &e), ER_OK);
+    emb_free(&e);
+    char *build[] = {"index", "build", "--emb", p, "--out", db, NULL};
+    cr_assert_eq(cmd_index(6, build), ER_INPUT);
+    cr_assert(strstr(er_msg(), "--emb") && strstr(er_msg(), "chi2"), "%s", er_msg());
+    char *sweep[] = {"sweep", "--db", p, "--query", p, NULL};
+    cr_assert_eq(cmd_sweep(5, sweep), ER_INPUT);
+    cr_assert(strstr(er_msg(), "chi2"), "%s", er_msg());
+    char *classify[] = {"eval", "classify", "--emb", p, NULL};
+    cr_assert_eq(cmd_eval(4, classify), ER_INPUT);
+    cr_assert(strstr(er_msg(), "chi2"), "%s", er_msg());
+    free(p);
+    free(db);
+}
