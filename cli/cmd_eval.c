@@ -244,18 +244,20 @@ static int same_label(const emb_set *q, int i, const emb_set *r, int j) {
 
 static int eval_retrieval(int argc, char **argv) {
     const char *qp = NULL, *rp = NULL, *ks = "1,5", *hash_s = NULL;
-    int bits = 0, json = 0;
+    int bits = 0, json = 0, B = BOOTSTRAP_DEFAULT_N;
     arg_spec specs[] = {
         {"query", ARG_STR, &qp, "query embeddings with labels"},
         {"ref", ARG_STR, &rp, "gallery embeddings with labels"},
         {"k", ARG_STR, &ks, "Recall@k cut-offs (default 1,5)"},
         {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float cosine)"},
         {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        {"bootstrap", ARG_INT, &B, "replicates of the 95% interval over queries (default 1000, 0 = none)"},
+        {"json", ARG_FLAG, &json, "machine-readable output (with <metric>_lo, <metric>_hi)"},
     };
-    int rc = args_parse(argc, argv, specs, 6, "endoret eval retrieval --query Q --ref R [--k 1,5] [--json]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval retrieval --query Q --ref R [--k 1,5] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
     emb_set q, r;
@@ -281,6 +283,7 @@ static int eval_retrieval(int argc, char **argv) {
         if (dense) { rowof = xmalloc((size_t)(maxid - minid + 1) * 8); for (int j = 0; j < n; j++) rowof[r.ids[j] - minid] = j; }
         uint8_t *rel = xmalloc((size_t)n);
         double map = 0, *hits = xcalloc((size_t)nk, sizeof *hits);
+        double *per_q = xmalloc(sizeof *per_q * (size_t)(1 + nk) * q.n); /* column 0 AP, then hits at each k */
         int used = 0;
         for (int i = 0; i < q.n; i++) {
             int64_t nrel = 0;
@@ -292,22 +295,38 @@ static int eval_retrieval(int argc, char **argv) {
                 else for (int t = 0; t < n; t++) if (r.ids[t] == id) { row = t; break; }
                 rel[j] = same_label(&q, i, &r, (int)row);
             }
-            map += ap_ranked(rel, cnt[i], nrel, 0);
-            for (int a = 0; a < nk; a++) hits[a] += hit_at_k(rel, cnt[i], kl[a]);
+            per_q[used] = ap_ranked(rel, cnt[i], nrel, 0);
+            map += per_q[used];
+            for (int a = 0; a < nk; a++) hits[a] += per_q[(size_t)(1 + a) * q.n + used] = hit_at_k(rel, cnt[i], kl[a]);
             used++;
         }
         if (!used) rc = er_fail(ER_INPUT, "eval retrieval: no query has a relevant reference");
         else if (json) {
             printf("{\"queries\": %d, \"mAP\": %.6f", used, map / used);
             for (int a = 0; a < nk; a++) printf(", \"recall@%d\": %.6f", kl[a], hits[a] / used);
+            for (int a = 0; B && a <= nk; a++) {
+                double lo, hi;
+                bootstrap_mean_interval(per_q + (size_t)a * q.n, used, B, BOOTSTRAP_SEED, &lo, &hi);
+                if (a) printf(", \"recall@%d_lo\": %.6f, \"recall@%d_hi\": %.6f", kl[a - 1], lo, kl[a - 1], hi);
+                else printf(", \"mAP_lo\": %.6f, \"mAP_hi\": %.6f", lo, hi);
+            }
+            if (B) printf(", \"bootstrap\": %d", B);
             printf("}\n");
         } else {
             printf("retrieval: %d queries with a relevant item, gallery %d, ranked by %s\n", used, n, bits ? "Hamming" : emb_distance_name(dist));
             printf("  mAP %.4f", map / used);
             for (int a = 0; a < nk; a++) printf("   Recall@%d %.4f", kl[a], hits[a] / used);
             printf("\n");
+            if (B) printf("  95%% interval (bootstrap over queries, %d replicates):", B);
+            for (int a = 0; B && a <= nk; a++) {
+                double lo, hi;
+                bootstrap_mean_interval(per_q + (size_t)a * q.n, used, B, BOOTSTRAP_SEED, &lo, &hi);
+                if (a) printf("   Recall@%d [%.4f, %.4f]", kl[a - 1], lo, hi);
+                else printf(" mAP [%.4f, %.4f]", lo, hi);
+            }
+            if (B) printf("\n");
         }
-        free(rel); free(hits); free(rowof);
+        free(rel); free(hits); free(rowof); free(per_q);
     }
     free(ids); free(score); free(cnt);
 out:
@@ -319,7 +338,7 @@ out:
 
 static int eval_classify(int argc, char **argv) {
     const char *ep = NULL, *vote = "majority", *group = "none", *mpath = NULL, *kind_s = "scan", *hash_s = "pca";
-    int k = 0, folds = 5, bits = 0, json = 0, seed = 0;
+    int k = 0, folds = 5, bits = 0, json = 0, seed = 0, B = BOOTSTRAP_DEFAULT_N;
     double tau = 0.1;
     arg_spec specs[] = {
         {"emb", ARG_STR, &ep, "labelled embeddings"},
@@ -333,11 +352,13 @@ static int eval_classify(int argc, char **argv) {
         {"hash", ARG_STR, &hash_s, "pca | itq when bits < embedding size (sign when equal)"},
         {"kind", ARG_STR, &kind_s, "binary index (scan | balltree | mih): same neighbours, other speed"},
         {"seed", ARG_INT, &seed, "fold seed"},
+        {"bootstrap", ARG_INT, &B, "replicates of the accuracy's 95% interval over items (default 1000, 0 = none)"},
         {"json", ARG_FLAG, &json, "machine-readable output"},
     };
-    int rc = args_parse(argc, argv, specs, 12, "endoret eval classify --emb E [options]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval classify --emb E [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
     knn_cv_cfg cfg = {0};
     cfg.weighted = !strcmp(vote, "weighted");
     if (!cfg.weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
@@ -382,6 +403,14 @@ static int eval_classify(int argc, char **argv) {
         int64_t *conf = xmalloc((size_t)C * C * 8);
         confusion_matrix(label, pred, n, C, conf);
         double acc = accuracy_from_confusion(conf, C), f1 = f1_from_confusion(conf, C, C == 2 ? 1 : -1), auc = NAN;
+        double acc_lo, acc_hi; /* over the labelled items, as the accuracy */
+        {
+            double *right = xmalloc(sizeof *right * (size_t)n);
+            int m = 0;
+            for (int i = 0; i < n; i++) if (label[i] >= 0) right[m++] = pred[i] == label[i];
+            bootstrap_mean_interval(right, m, B, BOOTSTRAP_SEED, &acc_lo, &acc_hi);
+            free(right);
+        }
         if (C == 2) { for (int i = 0; i < n; i++) pos[i] = score[(size_t)i * C + 1]; auc = roc_auc(pos, label, n); }
         else { /* macro one-vs-rest AUC */
             int *t = xmalloc((size_t)n * sizeof(int));
@@ -407,6 +436,7 @@ static int eval_classify(int argc, char **argv) {
             printf("{\"n\": %d, \"folds\": %d, \"k\": %d, \"vote\": \"%s\", \"bits\": %d, \"accuracy\": ", n, folds, cfg.k, vote, bits);
             json_put_num(stdout, acc); printf(", \"auc\": "); json_put_num(stdout, auc);
             printf(", \"f1\": "); json_put_num(stdout, f1); printf(", \"fold_accuracy_sd\": "); json_put_num(stdout, sd);
+            if (B) { printf(", \"accuracy_lo\": "); json_put_num(stdout, acc_lo); printf(", \"accuracy_hi\": "); json_put_num(stdout, acc_hi); }
             printf(", \"confusion\": [");
             for (int a = 0; a < C; a++) {
                 printf("%s[", a ? ", " : "");
@@ -418,6 +448,7 @@ static int eval_classify(int argc, char **argv) {
             printf("kNN classification, %d-fold %s CV, %d items, %s vote k = %d, %s\n", folds,
                    cfg.grouped ? "grouped" : "stratified", n, vote, cfg.k, bits ? "Hamming" : "float cosine");
             printf("  accuracy %.4f (fold sd %.4f)   AUC %.4f   F1 %.4f%s\n", acc, sd, auc, f1, C == 2 ? "" : " (macro)");
+            if (B) printf("  95%% interval of the accuracy (bootstrap over items, %d replicates): [%.4f, %.4f]\n", B, acc_lo, acc_hi);
             printf("  confusion (rows = truth, columns = prediction):\n  %12s", "");
             for (int b = 0; b < C; b++) printf(" %10.10s", b < e.nlabel_names ? e.label_names[b] : "?");
             printf("\n");

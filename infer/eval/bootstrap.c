@@ -112,3 +112,18 @@ int reid_bootstrap(const reid_pred *p, int64_t np, const reid_gt *gt, int64_t ng
     reid_queries_free(&q);
     return rc;
 }
+
+void bootstrap_mean_interval(const double *v, int n, int B, uint64_t seed, double *lo, double *hi) {
+    *lo = *hi = NAN;
+    if (B < 1 || n < 1) return;
+    double *m = xmalloc(sizeof *m * (size_t)B);
+    rng_t r = rng_make(seed, 0xb0075);
+    for (int b = 0; b < B; b++) {
+        double s = 0;
+        for (int t = 0; t < n; t++) s += v[rng_below(&r, (uint32_t)n)];
+        m[b] = s / n;
+    }
+    *lo = percentile_linear(m, B, 2.5);
+    *hi = percentile_linear(m, B, 97.5);
+    free(m);
+}

@@ -31,6 +31,10 @@ void reid_queries_free(reid_queries *q);
  * ER_INPUT (no message) when the drawn queries hold no ground-truth pair. */
 int reid_metrics_of_draw(const reid_queries *q, const int *draw, int n, reid_result *out);
 
+/* 95 % interval of the mean of v[0..n-1] (one value per query or item) over B resamples of the
+ * items, the same draws as reid_bootstrap for the same seed and n; B = 0 or n = 0: NaN. */
+void bootstrap_mean_interval(const double *v, int n, int B, uint64_t seed, double *lo, double *hi);
+
 /* B replicates (B >= 1; B = 0 fills lo = hi = NaN). */
 int reid_bootstrap(const reid_pred *p, int64_t np, const reid_gt *gt, int64_t ngt, int B, uint64_t seed, reid_interval *out);
 

@@ -109,3 +109,15 @@ Test(infer_stats, eval_compare_command) {
     free(a);
     free(b);
 }
+
+/* the mean of 0/1 values resampled: the binomial distribution again (Recall@k, classification accuracy) */
+Test(infer_stats, mean_interval_is_the_binomial_bootstrap_distribution) {
+    double v[REF_ACC_N];
+    for (int i = 0; i < REF_ACC_N; i++) v[i] = (i * 7) % REF_ACC_N < REF_ACC_HITS;
+    double lo, hi;
+    bootstrap_mean_interval(v, REF_ACC_N, 4000, 11, &lo, &hi);
+    cr_expect(fabs(lo - REF_ACC_LO) <= 0.0051, "low %g vs binomial %g", lo, REF_ACC_LO);
+    cr_expect(fabs(hi - REF_ACC_HI) <= 0.0051, "high %g vs binomial %g", hi, REF_ACC_HI);
+    bootstrap_mean_interval(v, REF_ACC_N, 0, 11, &lo, &hi);
+    cr_expect(isnan(lo) && isnan(hi));
+}
