@@ -8,8 +8,10 @@
 #   -> `data copies`: N augmented copies of each of the 200 held-out test images, for each preset
 #      (`copydet` = the headline, `light` = an easier check; own seed; see docs/endofinder.md)
 #   -> embed originals + copies -> `eval reid --emb E --ref-view 0`: every copy is a query, the 200
-#      originals are the references, a query's only true match is its source (cosine, k = 10,
-#      ISC2021 uAP / Acc@1 / Recall@P90)
+#      originals are the references, a query's only true match is its source (each file's distance:
+#      cosine, chi2 for the colour histogram; k = 10, ISC2021 uAP / Acc@1 / Recall@P90 with 95 %
+#      bootstrap intervals over the queries); the no-learning rows colorhist and thumbnail
+#      (`embed --baseline`) sit beside random init
 #   -> table on stdout and $OUT/reid.json (one row per model and preset).
 # Usage: KVASIR_OUT=out/kvasir_reid sh configs/kvasir_reid.sh build/endoret
 # Knobs (environment): KVASIR_DATA (default ../shared/data/kvasir_seg), KVASIR_STEPS (training
@@ -95,9 +97,9 @@ if has copies; then
 fi
 
 if has eval; then
-    rows="random $VARIANTS"
+    rows="random colorhist thumbnail $VARIANTS"
     json="$OUT/reid.json"
-    printf '{"protocol": "copy detection on the 200 held-out Kvasir-SEG test images: queries = %s augmented copies per image, references = the originals, cosine, k=10, ISC2021 metrics", "rows": [' "$COPIES" > "$json.tmp"
+    printf '{"protocol": "copy detection on the 200 held-out Kvasir-SEG test images: queries = %s augmented copies per image, references = the originals, cosine, k=10, ISC2021 metrics, each file ranked by its distance (chi2 for colorhist), 95%% bootstrap intervals over queries", "rows": [' "$COPIES" > "$json.tmp"
     sep=""
     table=""
     for preset in $PRESETS; do
@@ -107,6 +109,8 @@ if has eval; then
             emb="$OUT/${name}_${preset}_emb.safetensors"
             if [ "$name" = random ]; then
                 "$BIN" embed --config "$CFG" --manifest "$man" --out "$emb" --threads "$THREADS"
+            elif [ "$name" = colorhist ] || [ "$name" = thumbnail ]; then
+                "$BIN" embed --baseline "$name" --manifest "$man" --out "$emb"
             else
                 "$BIN" embed --model "$OUT/$name/encoder.safetensors" --manifest "$man" --out "$emb" --threads "$THREADS"
             fi
@@ -116,18 +120,19 @@ if has eval; then
             [ -f "$OUT/$name/train_seconds.txt" ] && secs=$(cat "$OUT/$name/train_seconds.txt")
             steps=0
             [ -f "$OUT/$name/log.jsonl" ] && steps=$(tail -n 1 "$OUT/$name/log.jsonl" | sed 's/.*"step": \([0-9]*\).*/\1/')
-            table="$table$(printf '%-22s %-8s %8.4f %8.4f %10.4f %8s %6s %6s %8s' "$name" "$preset" "$(get uAP)" "$(get acc1)" \
-                "$(get recall_p90)" "$(get queries)" "$(get references)" "$steps" "$secs")
+            table="$table$(printf '%-22s %-8s %8.4f %8.4f %10.4f %8s %6s %6s %8s   [%.4f, %.4f] [%.4f, %.4f]' "$name" "$preset" "$(get uAP)" "$(get acc1)" \
+                "$(get recall_p90)" "$(get queries)" "$(get references)" "$steps" "$secs" "$(get uAP_lo)" "$(get uAP_hi)" "$(get acc1_lo)" "$(get acc1_hi)")
 "
-            printf '%s{"model": "%s", "preset": "%s", "uAP": %s, "acc1": %s, "recall_p90": %s, "queries": %s, "references": %s, "train_steps": %s, "train_seconds": %s}' \
-                "$sep" "$name" "$preset" "$(get uAP)" "$(get acc1)" "$(get recall_p90)" "$(get queries)" "$(get references)" "$steps" "$secs" >> "$json.tmp"
+            printf '%s{"model": "%s", "preset": "%s", "uAP": %s, "uAP_lo": %s, "uAP_hi": %s, "acc1": %s, "acc1_lo": %s, "acc1_hi": %s, "recall_p90": %s, "queries": %s, "references": %s, "train_steps": %s, "train_seconds": %s}' \
+                "$sep" "$name" "$preset" "$(get uAP)" "$(get uAP_lo)" "$(get uAP_hi)" "$(get acc1)" "$(get acc1_lo)" "$(get acc1_hi)" \
+                "$(get recall_p90)" "$(get queries)" "$(get references)" "$steps" "$secs" >> "$json.tmp"
             sep=", "
         done
     done
     printf ']}\n' >> "$json.tmp"
     mv "$json.tmp" "$json"
     echo "== copy detection: queries = the copies (views 1..$COPIES), references = the originals (view 0)"
-    printf '%-22s %-8s %8s %8s %10s %8s %6s %6s %8s\n' model preset uAP Acc@1 R@P90 queries refs steps train_s
+    printf '%-22s %-8s %8s %8s %10s %8s %6s %6s %8s   %-16s %s\n' model preset uAP Acc@1 R@P90 queries refs steps train_s "uAP 95%" "Acc@1 95%"
     printf '%s' "$table"
     echo "== wrote $json; loss curves: $OUT/<model>/loss.svg"
 fi
