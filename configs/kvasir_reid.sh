@@ -99,7 +99,7 @@ fi
 if has eval; then
     rows="random colorhist thumbnail $VARIANTS"
     json="$OUT/reid.json"
-    printf '{"protocol": "copy detection on the 200 held-out Kvasir-SEG test images: queries = %s augmented copies per image, references = the originals, cosine, k=10, ISC2021 metrics, each file ranked by its distance (chi2 for colorhist), 95%% bootstrap intervals over queries", "rows": [' "$COPIES" > "$json.tmp"
+    printf '{"protocol": "copy detection on the 200 held-out Kvasir-SEG test images: queries = %s augmented copies per image, references = the originals, k=10, ISC2021 metrics, each file ranked by its distance (chi2 for colorhist), 95%% bootstrap intervals over queries", "rows": [' "$COPIES" > "$json.tmp"
     sep=""
     table=""
     for preset in $PRESETS; do
