@@ -1,4 +1,4 @@
-/* cmd_eval.c — `endoret eval reid | retrieval | classify | multiview` (`eval perceived` lives with
+/* cmd_eval.c — `endoret eval reid | retrieval | classify | multiview` (`eval compare` is in cmd_eval_compare.c, `eval perceived` lives with
  * the perceived-similarity code). */
 #include "datasets/manifest.h"
 #include "cli/cli_util.h"
@@ -526,7 +526,7 @@ int cmd_eval_compare(int argc, char **argv);
 
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret eval reid|retrieval|classify|multiview [options]\n"
+        printf("usage: endoret eval reid|retrieval|classify|multiview|compare [options]\n"
                "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs,\n"
                "             or inside one file between query and reference views (--emb --ref-view --query-view)\n"
                "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
