@@ -9,6 +9,8 @@
 #include "nn/base/args.h"
 #include "nn/base/base.h"
 #include "nn/base/config.h"
+#include "nn/base/process_group.h"
+#include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
 #include "train/objective.h"
@@ -38,9 +40,11 @@ static int run_objective(const objective_config *oc, train_loop_config *lc, int 
     if (rc) return rc;
     char *cfg_text = objective_config_text(oc);
     lc->config_text = cfg_text;
-    if (!quiet && obj.describe) obj.describe(obj.self, lc, stderr);
+    dp_attach(lc, obj.params->n ? obj.params->t[0]->device : DEV_CPU);
+    if (!quiet && lc->rank == 0 && obj.describe) obj.describe(obj.self, lc, stderr);
     rc = train_loop_run(lc, &obj);
-    if (!rc && !quiet) {
+    dp_detach();
+    if (!rc && !quiet && lc->rank == 0) {
         const char *d = lc->out_dir;
         fprintf(stderr, "done: %s/checkpoint.safetensors, ", d);
         if (obj.exports) fprintf(stderr, "%s/%s, ", d, obj.exports);
@@ -102,6 +106,22 @@ out:
     return rc;
 }
 
+/* How a rank of a data-parallel run ends. A stop every rank agreed on (--stop-after, SIGINT/SIGTERM:
+ * the loop sets train_interrupted) leaves the group normally, rank 0 alone reporting it; any other
+ * failure is this rank's own while the others wait in a collective: it names the rank and ends the
+ * whole job (rank 0's last checkpoint, written atomically, stays intact). */
+static int finish_ranks(int rc) {
+    if (pg_size() > 1 && rc != ER_OK && !(rc == ER_RUNTIME && train_interrupted)) {
+        fprintf(stderr, "endoret train: rank %d of %d: %s\n", pg_rank(), pg_size(), er_msg());
+        fflush(stderr);
+        pg_abort(rc);
+    }
+    int quiet_rank = pg_size() > 1 && pg_rank() != 0;
+    pg_finalize();
+    if (rc != ER_OK && quiet_rank) exit(rc); /* rank 0 prints the message */
+    return rc;
+}
+
 int cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: endoret train <objective> --config C [--set key=value ...] [--resume CKPT]\n"
@@ -113,5 +133,7 @@ int cmd_train(int argc, char **argv) {
         return argc < 2 ? ER_INPUT : ER_OK;
     }
     const objective_def *def = objective_find(argv[1]);
-    return def ? train_one(def, argc - 1, argv + 1) : ER_INPUT;
+    if (!def) return ER_INPUT;
+    int rc = pg_init(); /* `mpirun -np N`: joins the N ranks (nn/base/process_group.h) */
+    return rc ? rc : finish_ranks(train_one(def, argc - 1, argv + 1));
 }
