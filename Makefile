@@ -36,6 +36,12 @@ ifeq ($(CUDA),1)
                -Xcompiler -fopenmp,-Wall
   LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart -lcublas -lcublasLt -lcudnn -lstdc++
   CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+  # NCCL (shipped with the CUDA toolkit): GPU gradient all-reduce for data-parallel runs
+  NCCL      ?= $(if $(wildcard $(CUDA_HOME)/include/nccl.h),1,0)
+  ifeq ($(NCCL),1)
+    NVCCFLAGS += -DENDORET_NCCL
+    LDLIBS    += -lnccl
+  endif
 endif
 
 # ---- MPI detection (data-parallel training, nn/base/process_group.c; NCCL on GPUs with CUDA) ----

@@ -40,7 +40,12 @@ static int run_objective(const objective_config *oc, train_loop_config *lc, int 
     if (rc) return rc;
     char *cfg_text = objective_config_text(oc);
     lc->config_text = cfg_text;
-    dp_attach(lc, obj.params->n ? obj.params->t[0]->device : DEV_CPU);
+    rc = dp_attach(lc, obj.params->n ? obj.params->t[0]->device : DEV_CPU);
+    if (rc) {
+        obj.free(obj.self);
+        free(cfg_text);
+        return rc;
+    }
     if (!quiet && lc->rank == 0 && obj.describe) obj.describe(obj.self, lc, stderr);
     rc = train_loop_run(lc, &obj);
     dp_detach();
@@ -90,6 +95,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     if (!rc) rc = objective_config_load(&oc, config, sets, nsets);
     if (!rc && device) cfg_set_str(&oc.loop.device, device);
     if (!rc && precision) cfg_set_str(&oc.loop.precision, precision);
+    if (!rc) dp_pick_device(&oc.loop.device);
     train_loop_config lc;
     if (!rc) rc = loop_keys_to_config(&oc.loop, &lc); /* bad loop keys: before any work */
     if (!rc) {

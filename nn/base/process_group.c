@@ -9,7 +9,7 @@
 #include <mpi.h>
 #endif
 
-static int pg_joined, pg_me, pg_n = 1;
+static int pg_joined, pg_me, pg_n = 1, pg_local;
 
 /* The number of ranks a launcher started, from its environment (1 when none did). */
 static int launched_ranks(void) {
@@ -29,6 +29,10 @@ int pg_init(void) {
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &pg_me);
         MPI_Comm_size(MPI_COMM_WORLD, &pg_n);
+        MPI_Comm node; /* the ranks sharing this machine */
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, pg_me, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &pg_local);
+        MPI_Comm_free(&node);
     }
 #else
     if (launched > 1)
@@ -41,6 +45,7 @@ int pg_init(void) {
 
 int pg_rank(void) { return pg_me; }
 int pg_size(void) { return pg_n; }
+int pg_local_rank(void) { return pg_local; }
 
 #ifdef ENDORET_MPI
 /* MPI counts are int: large buffers go in chunks. */

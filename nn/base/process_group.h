@@ -22,6 +22,8 @@ int pg_init(void);
 /* This process's rank (0..size-1) and the number of processes (1 without a launcher). */
 int pg_rank(void);
 int pg_size(void);
+/* This rank's index among the ranks on its machine (0 without a launcher): its GPU. */
+int pg_local_rank(void);
 /* In place: buf[i] = sum over ranks of buf[i] (n host floats / doubles). */
 int pg_allreduce_sum(float *buf, int64_t n);
 int pg_allreduce_sum_f64(double *buf, int n);
