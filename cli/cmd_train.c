@@ -33,11 +33,36 @@ static int split_sets(int argc, char **argv, char ***rest, int *nrest, char ***s
     return ER_OK;
 }
 
+/* Data parallel: every rank checks the same command line, config and data, so a bad one stops all
+ * of them at this one agreement (before any other collective), said once: by rank 0, or else by
+ * the ranks that met it. Called exactly once per rank that gets past argument parsing. */
+static int setup_agreed, silent_rank;
+
+static int agree_on_setup(int rc) {
+    if (pg_size() < 2) return rc;
+    int v[2] = {rc, pg_rank() == 0 ? rc : ER_OK}; /* the worst status, rank 0's status */
+    if (pg_allreduce_max(v, 2)) return ER_RUNTIME;
+    if (v[0] == ER_OK) return ER_OK;
+    setup_agreed = 1;
+    silent_rank = v[1] ? pg_rank() != 0 : rc == ER_OK;
+    if (rc == ER_OK) return er_fail(v[0], "stopped: another rank could not start");
+    if (pg_rank() != 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", er_msg());
+        er_fail(rc, "rank %d of %d: %s", pg_rank(), pg_size(), why);
+    }
+    return rc;
+}
+
 /* Build the objective, run the loop, free both. */
 static int run_objective(const objective_config *oc, train_loop_config *lc, int quiet) {
     train_objective obj;
-    int rc = oc->def->create(oc->cfg, &oc->loop, &obj);
-    if (rc) return rc;
+    int created = oc->def->create(oc->cfg, &oc->loop, &obj);
+    int rc = agree_on_setup(created);
+    if (rc) {
+        if (created == ER_OK) obj.free(obj.self); /* another rank failed */
+        return rc;
+    }
     char *cfg_text = objective_config_text(oc);
     lc->config_text = cfg_text;
     rc = dp_attach(lc, obj.params->n ? obj.params->t[0]->device : DEV_CPU);
@@ -104,6 +129,8 @@ static int train_one(const objective_def *def, int argc, char **argv) {
         lc.resume = resume;
         lc.stop_after = stop_after;
         rc = run_objective(&oc, &lc, quiet);
+    } else {
+        rc = agree_on_setup(rc); /* the other ranks meet the same error, or wait for it here */
     }
 out:
     objective_config_free(&oc);
@@ -112,19 +139,21 @@ out:
     return rc;
 }
 
-/* How a rank of a data-parallel run ends. A stop every rank agreed on (--stop-after, SIGINT/SIGTERM:
- * the loop sets train_interrupted) leaves the group normally, rank 0 alone reporting it; any other
- * failure is this rank's own while the others wait in a collective: it names the rank and ends the
- * whole job (rank 0's last checkpoint, written atomically, stays intact). */
+/* How a rank of a data-parallel run ends. A failure every rank agreed on (a bad setup) or a stop
+ * they all made (--stop-after, SIGINT/SIGTERM: the loop sets train_interrupted) leaves the group
+ * normally, said once; any other failure is this rank's own while the others wait in a collective:
+ * it names the rank and ends the whole job (rank 0's last checkpoint, written atomically, stays
+ * intact). */
 static int finish_ranks(int rc) {
-    if (pg_size() > 1 && rc != ER_OK && !(rc == ER_RUNTIME && train_interrupted)) {
+    int agreed = setup_agreed || (rc == ER_RUNTIME && train_interrupted);
+    if (pg_size() > 1 && rc != ER_OK && !agreed) {
         fprintf(stderr, "endoret train: rank %d of %d: %s\n", pg_rank(), pg_size(), er_msg());
         fflush(stderr);
         pg_abort(rc);
     }
-    int quiet_rank = pg_size() > 1 && pg_rank() != 0;
+    int silent = pg_size() > 1 && (setup_agreed ? silent_rank : pg_rank() != 0);
     pg_finalize();
-    if (rc != ER_OK && quiet_rank) exit(rc); /* rank 0 prints the message */
+    if (rc != ER_OK && silent) exit(rc == ER_INPUT ? 2 : 1); /* another rank says why */
     return rc;
 }
 

@@ -13,7 +13,9 @@ static int pg_joined, pg_me, pg_n = 1, pg_local;
 
 /* The number of ranks a launcher started, from its environment (1 when none did). */
 static int launched_ranks(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    /* mpirun (Open MPI), PMI launchers (MPICH, srun --mpi=pmi2), srun itself (set per job step, not
+     * in the batch script, so one process run from an allocation stays one process) */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) > 1) return atoi(v);
@@ -66,6 +68,12 @@ int pg_allreduce_sum_f64(double *buf, int n) {
     return ER_OK;
 }
 
+int pg_allreduce_max(int *v, int n) {
+    if (pg_n > 1 && MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return er_fail(ER_RUNTIME, "rank %d: MPI_Allreduce failed", pg_me);
+    return ER_OK;
+}
+
 int pg_allgather(const float *send, int64_t n, float *recv) {
     if (n > INT32_MAX) return er_fail(ER_RUNTIME, "all-gather of %lld floats per rank is too large", (long long)n);
     if (MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS)
@@ -91,6 +99,7 @@ void pg_finalize(void) {
 /* One process: every collective is the identity. */
 int pg_allreduce_sum(float *buf, int64_t n) { (void)buf; (void)n; return ER_OK; }
 int pg_allreduce_sum_f64(double *buf, int n) { (void)buf; (void)n; return ER_OK; }
+int pg_allreduce_max(int *v, int n) { (void)v; (void)n; return ER_OK; }
 int pg_allgather(const float *send, int64_t n, float *recv) {
     for (int64_t i = 0; i < n; i++) recv[i] = send[i];
     return ER_OK;

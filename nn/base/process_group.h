@@ -4,7 +4,7 @@
  * with MPI (make MPI=1, auto-detected: -DENDORET_MPI) joins MPI_COMM_WORLD when a launcher's
  * environment is present and stays a plain single process otherwise (no MPI_Init: a run without
  * mpirun behaves exactly as a build without MPI). A build without MPI refuses to run as one of
- * several ranks (OMPI_COMM_WORLD_SIZE / PMI_SIZE / SLURM_NTASKS > 1) with one message.
+ * several ranks (OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_STEP_NUM_TASKS > 1) with one message.
  *
  * Everything here works on host memory: the loop's gradient hook (train/data_parallel.c) and the
  * differentiable all-gather (nn/ops_distributed.c) stage device data through the host (or, on GPUs,
@@ -27,6 +27,8 @@ int pg_local_rank(void);
 /* In place: buf[i] = sum over ranks of buf[i] (n host floats / doubles). */
 int pg_allreduce_sum(float *buf, int64_t n);
 int pg_allreduce_sum_f64(double *buf, int n);
+/* In place: v[i] = max over ranks of v[i]. */
+int pg_allreduce_max(int *v, int n);
 /* recv [size * n] = the n floats of rank 0, then rank 1, ... (equal counts). */
 int pg_allgather(const float *send, int64_t n, float *recv);
 /* Copies root's n bytes into buf on every rank (e.g. the NCCL unique id). */

@@ -208,7 +208,28 @@ Test(train_data_parallel, batch_not_divisible_by_the_ranks_is_refused) {
     size_t len;
     snprintf(p, sizeof p, "%s/odd.txt", dir);
     cr_assert_eq(read_file(p, &text, &len), 0);
-    cr_expect(strstr(text, "train.batch = 3 is not a multiple of the 2 ranks") != NULL, "%s", text);
+    const char *m = strstr(text, "train.batch = 3 is not a multiple of the 2 ranks");
+    cr_expect(m != NULL, "%s", text);
+    cr_expect(!m || !strstr(m + 1, "train.batch = 3"), "the message is said more than once:\n%s", text);
+    free(text);
+}
+
+/* A setup error one rank alone meets (here: its manifest is missing) is said by that rank, named. */
+Test(train_data_parallel, a_setup_error_of_one_rank_names_it) {
+    setup();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && cp data/manifest.csv data/manifest0.csv && timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "
+             "sh -c 'exec %s train image --config tiny.cfg --set out.dir=one_bad --set data.manifest=data/manifest$OMPI_COMM_WORLD_RANK.csv "
+             "--quiet' > one_bad.txt 2>&1",
+             dir, exe);
+    int rc = system(cmd);
+    cr_expect(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "exit status %d", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+    char p[300], *text = NULL;
+    size_t len;
+    snprintf(p, sizeof p, "%s/one_bad.txt", dir);
+    cr_assert_eq(read_file(p, &text, &len), 0);
+    cr_expect(strstr(text, "rank 1 of 2: data/manifest1.csv") != NULL, "%s", text);
     free(text);
 }
 
