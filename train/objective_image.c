@@ -312,11 +312,12 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     int64_t g = step * o->run.accum + micro; /* global micro-batch index */
     uint64_t seed = (uint64_t)o->run.seed;
     for (int j = 0; j < B; j++) o->inst[j] = o->inst[B + j] = instance_at(o, g * B + j);
-    /* MixUp/CutMix pairs views across the whole batch: with it every rank augments every view */
+    /* MixUp/CutMix mixes view s with view M-1-s (datasets/augment.h): with it a rank also augments
+     * the partners of its views */
     int mixed = o->use_con && c->mix_prob > 0, fail = 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int s = 0; s < M; s++) {
-        if (!mixed && !view_is_mine(o, s)) { /* another rank's view: only the masking rows need it defined */
+        if (!view_is_mine(o, s) && !(mixed && view_is_mine(o, M - 1 - s))) { /* unused here: defined for the masking rows */
             o->has_mask[s] = 0;
             memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
             continue;

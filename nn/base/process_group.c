@@ -2,6 +2,7 @@
 #include "nn/base/process_group.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/base/base.h"
 
@@ -91,6 +92,14 @@ void pg_abort(int code) {
     if (pg_n > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+const char *pg_describe(void) {
+    static char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n = 0;
+    MPI_Get_library_version(v, &n); /* callable before MPI_Init */
+    v[strcspn(v, "\n")] = 0;
+    return v;
+}
+
 void pg_finalize(void) {
     if (pg_joined && pg_n > 1) MPI_Finalize();
     pg_joined = 0;
@@ -106,5 +115,6 @@ int pg_allgather(const float *send, int64_t n, float *recv) {
 }
 int pg_broadcast(void *buf, size_t n, int root) { (void)buf; (void)n; (void)root; return ER_OK; }
 void pg_abort(int code) { (void)code; }
+const char *pg_describe(void) { return "not compiled (one process; make MPI=1 with libopenmpi-dev)"; }
 void pg_finalize(void) { pg_joined = 0; }
 #endif

@@ -36,6 +36,8 @@ int pg_broadcast(void *buf, size_t n, int root);
 /* Ends every rank of the job with exit status `code` after this rank's message (as mpirun reports
  * it); a single process just returns. */
 void pg_abort(int code);
+/* "Open MPI v4.1.4, ..." (the library's own version line), or "not compiled (one process)". */
+const char *pg_describe(void);
 /* Leaves the group (every rank must call it on a normal exit). */
 void pg_finalize(void);
 

@@ -150,6 +150,22 @@ Test(train_data_parallel, two_ranks_equal_one_rank_on_the_same_global_batch) {
     st_close(&f);
 }
 
+/* One image per rank on 4 ranks (MixUp partners on other ranks, measured 1.5e-5), and gradient
+ * accumulation (2 micro-batches per step) on 2 ranks. */
+Test(train_data_parallel, four_ranks_and_accumulation_equal_one_rank) {
+    setup();
+    cr_assert_eq(train(1, "one", NULL), 0);
+    cr_assert_eq(train(4, "four", NULL), 0, "4 ranks failed: see %s/four.txt", dir);
+    double d = ckpt_max_diff("one", "four");
+    cr_expect(d <= WEIGHT_TOL, "4-rank weights differ from 1-rank by %g (tolerance %g)", d, WEIGHT_TOL);
+    expect_losses_agree("one", "four", LOSS_REL_TOL);
+    cr_assert_eq(train(1, "one_accum", "--set train.accum=2"), 0);
+    cr_assert_eq(train(2, "two_accum", "--set train.accum=2"), 0, "see %s/two_accum.txt", dir);
+    d = ckpt_max_diff("one_accum", "two_accum");
+    cr_expect(d <= WEIGHT_TOL, "accum 2: 2-rank weights differ from 1-rank by %g (tolerance %g)", d, WEIGHT_TOL);
+    expect_losses_agree("one_accum", "two_accum", LOSS_REL_TOL);
+}
+
 Test(train_data_parallel, resume_with_any_rank_count_matches_the_uninterrupted_run) {
     setup();
     cr_assert_eq(train(2, "full", NULL), 0, "see %s/full.txt", dir);
@@ -244,4 +260,38 @@ Test(train_data_parallel, a_build_without_mpi_refuses_to_run_as_several_ranks) {
     cr_expect_eq(rc, ER_INPUT);
     cr_expect(strstr(er_msg(), "built without MPI") != NULL, "%s", er_msg());
 #endif
+}
+
+/* SIGTERM to one rank (rank 1, which writes nothing) stops every rank after the same step: rank 0
+ * writes the checkpoint of that step and says so; the job exits 1. */
+Test(train_data_parallel, sigterm_to_one_rank_stops_all_with_a_checkpoint) {
+    setup();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && mkdir -p term && (timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c "
+             "'echo $$ > term/pid.$OMPI_COMM_WORLD_RANK; exec %s train image --config tiny.cfg --set out.dir=term "
+             "--set train.steps=1000000 --set out.ckpt_every=100000 --quiet' > term/out.txt 2>&1 & mp=$!; "
+             "for i in $(seq 600); do [ -f term/log.jsonl ] && [ -f term/pid.1 ] && break; sleep 0.1; done; "
+             "sleep 0.5; kill -TERM $(cat term/pid.1); wait $mp; echo $? > term/rc)",
+             dir, exe);
+    cr_assert_eq(system(cmd), 0);
+    char p[300], *text = NULL;
+    size_t len;
+    snprintf(p, sizeof p, "%s/term/rc", dir);
+    cr_assert_eq(read_file(p, &text, &len), 0);
+    cr_expect_eq(atoi(text), 1, "exit status %s", text);
+    free(text);
+    snprintf(p, sizeof p, "%s/term/out.txt", dir);
+    cr_assert_eq(read_file(p, &text, &len), 0);
+    const char *m = strstr(text, "interrupted at step ");
+    cr_assert(m, "no 'interrupted' message:\n%s", text);
+    long long said = atoll(m + 20);
+    free(text);
+    snprintf(p, sizeof p, "%s/term/checkpoint.safetensors", dir);
+    st_file f;
+    cr_assert_eq(st_open(p, &f), 0, "%s", er_msg());
+    int64_t step = 0;
+    cr_expect_eq(st_read_i64(&f, "train.step", &step, 1), 0, "%s", er_msg());
+    cr_expect(step >= 1 && step == said, "checkpoint at step %lld, message says %lld", (long long)step, said);
+    st_close(&f);
 }
