@@ -121,14 +121,14 @@ struct image_objective {
 
 /* The footprint of a training step (nn/base/memory.h), from the config alone: encoder, MAE decoder
  * and SSCD head weights, their gradients and optimizer state, and the activations of one
- * micro-batch of 2B views (nn/models/vit_memory.h). On a GPU the activations live in device
+ * micro-batch of 2B views (nn/models/vit_memory.h), 2B / ranks in a data-parallel run. On a GPU the activations live in device
  * memory, which this host check does not see: it runs for train.device = cpu. The image cache
  * (rows x 3 x short side^2 bytes) is not counted: the manifest is not read yet. */
 static int image_memory_check(const image_cfg *c, const loop_keys *k, int device) {
     vit_config v;
     int rc = vit_args_config(&c->model, &v);
     if (rc || device != DEV_CPU) return rc;
-    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch;
+    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch / pg_size(); /* this rank's views */
     double K = c->mask_ratio > 0 ? mae_len_keep((int)L, c->mask_ratio) : L, R = v.registers;
     double enc = vit_param_count(&v), fixed = v.pos_fixed ? (v.pos_prefix + L) * v.dim : 0;
     double dd = c->dec_dim, pdim = 3.0 * v.patch * v.patch, dec = 0, head = 0;
@@ -145,6 +145,7 @@ static int image_memory_check(const image_cfg *c, const loop_keys *k, int device
     if (c->w_mae > 0) m.activations += vit_blocks_train_bytes((int)dd, c->dec_depth, c->dec_heads, 4, M, L + 1 + R) +
                                        2 * 4 * M * L * pdim * 2; /* prediction, target and their gradients */
     m.data = 4 * M * 3.0 * v.img * v.img * 3; /* the augmented views: host buffer, device tensor, patches */
+    m.data += 4 * (2.0 * k->batch - M) * 3.0 * v.img * v.img; /* data parallel: the host buffer holds all 2B */
     return mem_check(&m, "train image", "train.batch, model.img or the model size");
 }
 
