@@ -130,13 +130,19 @@ static void expect_losses_agree(const char *a, const char *b, double rel) {
         cr_expect(fabs(la[i] - lb[i]) <= rel * fabs(la[i]), "step %d: loss %.6g (%s) vs %.6g (%s)", i + 1, la[i], a, lb[i], b);
 }
 
+/* Trains on 1 rank into <one> and on `ranks` into <many> (with extra arguments): the checkpoints
+ * and the logged losses agree to fp32 reduction order. */
+static void expect_ranks_agree(int ranks, const char *one, const char *many, const char *extra) {
+    cr_assert_eq(train(1, one, extra), 0, "see %s/%s.txt", dir, one);
+    cr_assert_eq(train(ranks, many, extra), 0, "%d ranks failed: see %s/%s.txt", ranks, dir, many);
+    double d = ckpt_max_diff(one, many);
+    cr_expect(d <= WEIGHT_TOL, "%d-rank weights (%s) differ from 1-rank by %g (tolerance %g)", ranks, many, d, WEIGHT_TOL);
+    expect_losses_agree(one, many, LOSS_REL_TOL);
+}
+
 Test(train_data_parallel, two_ranks_equal_one_rank_on_the_same_global_batch) {
     setup();
-    cr_assert_eq(train(1, "one", NULL), 0);
-    cr_assert_eq(train(2, "two", NULL), 0, "2 ranks failed: see %s/two.txt", dir);
-    double d = ckpt_max_diff("one", "two");
-    cr_expect(d <= WEIGHT_TOL, "2-rank weights differ from 1-rank by %g (tolerance %g)", d, WEIGHT_TOL);
-    expect_losses_agree("one", "two", LOSS_REL_TOL);
+    expect_ranks_agree(2, "one", "two", NULL);
     double l[16];
     int w;
     logged_losses("two", l, &w);
@@ -154,16 +160,8 @@ Test(train_data_parallel, two_ranks_equal_one_rank_on_the_same_global_batch) {
  * accumulation (2 micro-batches per step) on 2 ranks. */
 Test(train_data_parallel, four_ranks_and_accumulation_equal_one_rank) {
     setup();
-    cr_assert_eq(train(1, "one", NULL), 0);
-    cr_assert_eq(train(4, "four", NULL), 0, "4 ranks failed: see %s/four.txt", dir);
-    double d = ckpt_max_diff("one", "four");
-    cr_expect(d <= WEIGHT_TOL, "4-rank weights differ from 1-rank by %g (tolerance %g)", d, WEIGHT_TOL);
-    expect_losses_agree("one", "four", LOSS_REL_TOL);
-    cr_assert_eq(train(1, "one_accum", "--set train.accum=2"), 0);
-    cr_assert_eq(train(2, "two_accum", "--set train.accum=2"), 0, "see %s/two_accum.txt", dir);
-    d = ckpt_max_diff("one_accum", "two_accum");
-    cr_expect(d <= WEIGHT_TOL, "accum 2: 2-rank weights differ from 1-rank by %g (tolerance %g)", d, WEIGHT_TOL);
-    expect_losses_agree("one_accum", "two_accum", LOSS_REL_TOL);
+    expect_ranks_agree(4, "one", "four", NULL);
+    expect_ranks_agree(2, "one_accum", "two_accum", "--set train.accum=2");
 }
 
 Test(train_data_parallel, resume_with_any_rank_count_matches_the_uninterrupted_run) {
@@ -185,36 +183,50 @@ Test(train_data_parallel, resume_with_any_rank_count_matches_the_uninterrupted_r
     expect_losses_agree("full", "other", LOSS_REL_TOL);
 }
 
-Test(train_data_parallel, a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives) {
-    setup();
+/* Starts an endless 2-rank run into <dir>/<out> (checkpoints every ckpt_every steps); once
+ * <dir>/<out>/<wait_for> exists, sends `signal` to rank 1 and waits for the job. Returns its exit
+ * status; *text receives what the job printed (malloc'd). */
+static int signal_rank_1(const char *out, int ckpt_every, const char *wait_for, const char *signal, char **text) {
     char cmd[4096];
-    /* each rank records its pid; once a checkpoint exists rank 1 is killed mid-run */
     snprintf(cmd, sizeof cmd,
-             "cd %s && mkdir -p kill && (timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c "
-             "'echo $$ > kill/pid.$OMPI_COMM_WORLD_RANK; exec %s train image --config tiny.cfg --set out.dir=kill "
-             "--set train.steps=1000000 --set out.ckpt_every=1 --quiet' > kill/out.txt 2>&1 & mp=$!; "
-             "for i in $(seq 600); do [ -f kill/checkpoint.safetensors ] && [ -f kill/pid.1 ] && break; sleep 0.1; done; "
-             "sleep 0.3; kill -9 $(cat kill/pid.1); wait $mp; echo $? > kill/rc)",
-             dir, exe);
+             "cd %s && mkdir -p %s && (timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c "
+             "'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec %s train image --config tiny.cfg --set out.dir=%s "
+             "--set train.steps=1000000 --set out.ckpt_every=%d --quiet' > %s/out.txt 2>&1 & mp=$!; "
+             "for i in $(seq 600); do [ -f %s/%s ] && [ -f %s/pid.1 ] && break; sleep 0.1; done; "
+             "sleep 0.3; kill -%s $(cat %s/pid.1); wait $mp; echo $? > %s/rc)",
+             dir, out, out, exe, out, ckpt_every, out, out, wait_for, out, signal, out, out);
     cr_assert_eq(system(cmd), 0);
-    char p[300], *text = NULL;
+    char p[300];
     size_t len;
-    snprintf(p, sizeof p, "%s/kill/rc", dir);
-    cr_assert_eq(read_file(p, &text, &len), 0);
-    int rc = atoi(text);
-    free(text);
-    cr_expect(rc != 0 && rc != 124, "the job exited with %d after a rank was killed (124: it hung)", rc);
-    snprintf(p, sizeof p, "%s/kill/out.txt", dir);
-    cr_assert_eq(read_file(p, &text, &len), 0);
-    cr_expect(strstr(text, "rank 1") != NULL, "the job's message does not name rank 1:\n%s", text);
-    free(text);
-    snprintf(p, sizeof p, "%s/kill/checkpoint.safetensors", dir);
+    snprintf(p, sizeof p, "%s/%s/rc", dir, out);
+    cr_assert_eq(read_file(p, text, &len), 0);
+    int rc = atoi(*text);
+    free(*text);
+    snprintf(p, sizeof p, "%s/%s/out.txt", dir, out);
+    cr_assert_eq(read_file(p, text, &len), 0);
+    return rc;
+}
+
+/* The step of <dir>/<out>/checkpoint.safetensors (asserts that it reads). */
+static int64_t checkpoint_step(const char *out) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/%s/checkpoint.safetensors", dir, out);
     st_file f;
     cr_assert_eq(st_open(p, &f), 0, "the last checkpoint is damaged: %s", er_msg());
     int64_t step = 0;
     cr_expect_eq(st_read_i64(&f, "train.step", &step, 1), 0, "%s", er_msg());
-    cr_expect(step >= 1, "checkpoint step %lld", (long long)step);
     st_close(&f);
+    return step;
+}
+
+Test(train_data_parallel, a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives) {
+    setup();
+    char *text;
+    int rc = signal_rank_1("kill", 1, "checkpoint.safetensors", "KILL", &text);
+    cr_expect(rc != 0 && rc != 124, "the job exited with %d after a rank was killed (124: it hung)", rc);
+    cr_expect(strstr(text, "rank 1") != NULL, "the job's message does not name rank 1:\n%s", text);
+    free(text);
+    cr_expect(checkpoint_step("kill") >= 1);
 }
 
 Test(train_data_parallel, batch_not_divisible_by_the_ranks_is_refused) {
@@ -266,32 +278,13 @@ Test(train_data_parallel, a_build_without_mpi_refuses_to_run_as_several_ranks) {
  * writes the checkpoint of that step and says so; the job exits 1. */
 Test(train_data_parallel, sigterm_to_one_rank_stops_all_with_a_checkpoint) {
     setup();
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "cd %s && mkdir -p term && (timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c "
-             "'echo $$ > term/pid.$OMPI_COMM_WORLD_RANK; exec %s train image --config tiny.cfg --set out.dir=term "
-             "--set train.steps=1000000 --set out.ckpt_every=100000 --quiet' > term/out.txt 2>&1 & mp=$!; "
-             "for i in $(seq 600); do [ -f term/log.jsonl ] && [ -f term/pid.1 ] && break; sleep 0.1; done; "
-             "sleep 0.5; kill -TERM $(cat term/pid.1); wait $mp; echo $? > term/rc)",
-             dir, exe);
-    cr_assert_eq(system(cmd), 0);
-    char p[300], *text = NULL;
-    size_t len;
-    snprintf(p, sizeof p, "%s/term/rc", dir);
-    cr_assert_eq(read_file(p, &text, &len), 0);
-    cr_expect_eq(atoi(text), 1, "exit status %s", text);
-    free(text);
-    snprintf(p, sizeof p, "%s/term/out.txt", dir);
-    cr_assert_eq(read_file(p, &text, &len), 0);
+    char *text;
+    int rc = signal_rank_1("term", 100000, "log.jsonl", "TERM", &text);
+    cr_expect_eq(rc, 1, "exit status %d", rc);
     const char *m = strstr(text, "interrupted at step ");
     cr_assert(m, "no 'interrupted' message:\n%s", text);
     long long said = atoll(m + 20);
     free(text);
-    snprintf(p, sizeof p, "%s/term/checkpoint.safetensors", dir);
-    st_file f;
-    cr_assert_eq(st_open(p, &f), 0, "%s", er_msg());
-    int64_t step = 0;
-    cr_expect_eq(st_read_i64(&f, "train.step", &step, 1), 0, "%s", er_msg());
+    int64_t step = checkpoint_step("term");
     cr_expect(step >= 1 && step == said, "checkpoint at step %lld, message says %lld", (long long)step, said);
-    st_close(&f);
 }
