@@ -457,6 +457,8 @@ static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
             c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
             (long long)params_numel(&o->all), o->run.device, o->run.precision, o->data.n, o->run.batch, 2, o->run.accum,
             (long long)steps_per_epoch(o), lc->lr, o->run.out);
+    if (o->ranks > 1)
+        fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
 }
 
 train_objective image_objective_iface(image_objective *o) {
