@@ -5,6 +5,7 @@
 #   make bench      benchmarks (figures, not pass/fail)
 #   make demo       the main job: synthetic scenes -> train -> embed -> retrieval table
 #   make CUDA=0|1   force the CUDA backend off/on
+#   make MPI=0|1    force data-parallel training over MPI off/on (auto: mpicc or pkg-config ompi)
 # Sources are found by wildcard: a new .c file in a source folder is built with no Makefile edit.
 
 SHELL   := /bin/bash
@@ -35,6 +36,25 @@ ifeq ($(CUDA),1)
                -Xcompiler -fopenmp,-Wall
   LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart -lcublas -lcublasLt -lcudnn -lstdc++
   CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+  # NCCL (shipped with the CUDA toolkit): GPU gradient all-reduce for data-parallel runs
+  NCCL      ?= $(if $(wildcard $(CUDA_HOME)/include/nccl.h),1,0)
+  ifeq ($(NCCL),1)
+    NVCCFLAGS += -DENDORET_NCCL
+    LDLIBS    += -lnccl
+  endif
+endif
+
+# ---- MPI detection (data-parallel training, nn/base/process_group.c; NCCL on GPUs with CUDA) ----
+MPICC     ?= $(shell command -v mpicc 2>/dev/null)
+MPI       ?= $(if $(MPICC),1,$(shell pkg-config --exists ompi 2>/dev/null && echo 1 || echo 0))
+MPI       := $(MPI)
+ifeq ($(MPI),1)
+  MPI_CFLAGS ?= $(if $(MPICC),$(shell $(MPICC) --showme:compile),$(shell pkg-config --cflags ompi))
+  MPI_LIBS   ?= $(if $(MPICC),$(shell $(MPICC) --showme:link),$(shell pkg-config --libs ompi))
+  MPI_CFLAGS := $(MPI_CFLAGS)
+  MPI_LIBS   := $(MPI_LIBS)
+  CFLAGS     += -DENDORET_MPI $(MPI_CFLAGS)
+  LDLIBS     += $(MPI_LIBS)
 endif
 
 LIB_SRC  := $(wildcard nn/*.c nn/*/*.c kernels/cpu/*.c datasets/*.c checkpoints/*.c infer/*/*.c train/*.c \
@@ -64,7 +84,7 @@ $(BUILD)/endoret: $(MAIN_OBJ) $(LIB_OBJ)
 # Objects depend on the flags they were built with: switching CUDA=0/1, ARCH or sanitizers in the
 # same BUILD folder rebuilds instead of linking stale objects.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(CFLAGS) $(NVCCFLAGS) CUDA=$(CUDA)
+FLAGS_NOW   := $(CC) $(CFLAGS) $(NVCCFLAGS) CUDA=$(CUDA) MPI=$(MPI)
 $(shell mkdir -p $(BUILD); echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | deps

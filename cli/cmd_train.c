@@ -9,6 +9,8 @@
 #include "nn/base/args.h"
 #include "nn/base/base.h"
 #include "nn/base/config.h"
+#include "nn/base/process_group.h"
+#include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
 #include "train/objective.h"
@@ -31,16 +33,48 @@ static int split_sets(int argc, char **argv, char ***rest, int *nrest, char ***s
     return ER_OK;
 }
 
+/* Data parallel: every rank checks the same command line, config and data, so a bad one stops all
+ * of them at this one agreement (before any other collective), said once: by rank 0, or else by
+ * the ranks that met it. Called exactly once per rank that gets past argument parsing. */
+static int setup_agreed, silent_rank;
+
+static int agree_on_setup(int rc) {
+    if (pg_size() < 2) return rc;
+    int v[2] = {rc, pg_rank() == 0 ? rc : ER_OK}; /* the worst status, rank 0's status */
+    if (pg_allreduce_max(v, 2)) return ER_RUNTIME;
+    if (v[0] == ER_OK) return ER_OK;
+    setup_agreed = 1;
+    silent_rank = v[1] ? pg_rank() != 0 : rc == ER_OK;
+    if (rc == ER_OK) return er_fail(v[0], "stopped: another rank could not start");
+    if (pg_rank() != 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", er_msg());
+        er_fail(rc, "rank %d of %d: %s", pg_rank(), pg_size(), why);
+    }
+    return rc;
+}
+
 /* Build the objective, run the loop, free both. */
 static int run_objective(const objective_config *oc, train_loop_config *lc, int quiet) {
     train_objective obj;
-    int rc = oc->def->create(oc->cfg, &oc->loop, &obj);
-    if (rc) return rc;
+    int created = oc->def->create(oc->cfg, &oc->loop, &obj);
+    int rc = agree_on_setup(created);
+    if (rc) {
+        if (created == ER_OK) obj.free(obj.self); /* another rank failed */
+        return rc;
+    }
     char *cfg_text = objective_config_text(oc);
     lc->config_text = cfg_text;
-    if (!quiet && obj.describe) obj.describe(obj.self, lc, stderr);
+    rc = dp_attach(lc, obj.params->n ? obj.params->t[0]->device : DEV_CPU);
+    if (rc) {
+        obj.free(obj.self);
+        free(cfg_text);
+        return rc;
+    }
+    if (!quiet && lc->rank == 0 && obj.describe) obj.describe(obj.self, lc, stderr);
     rc = train_loop_run(lc, &obj);
-    if (!rc && !quiet) {
+    dp_detach();
+    if (!rc && !quiet && lc->rank == 0) {
         const char *d = lc->out_dir;
         fprintf(stderr, "done: %s/checkpoint.safetensors, ", d);
         if (obj.exports) fprintf(stderr, "%s/%s, ", d, obj.exports);
@@ -86,6 +120,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     if (!rc) rc = objective_config_load(&oc, config, sets, nsets);
     if (!rc && device) cfg_set_str(&oc.loop.device, device);
     if (!rc && precision) cfg_set_str(&oc.loop.precision, precision);
+    if (!rc) dp_pick_device(&oc.loop.device);
     train_loop_config lc;
     if (!rc) rc = loop_keys_to_config(&oc.loop, &lc); /* bad loop keys: before any work */
     if (!rc) {
@@ -94,11 +129,31 @@ static int train_one(const objective_def *def, int argc, char **argv) {
         lc.resume = resume;
         lc.stop_after = stop_after;
         rc = run_objective(&oc, &lc, quiet);
+    } else {
+        rc = agree_on_setup(rc); /* the other ranks meet the same error, or wait for it here */
     }
 out:
     objective_config_free(&oc);
     free(rest);
     free(sets);
+    return rc;
+}
+
+/* How a rank of a data-parallel run ends. A failure every rank agreed on (a bad setup) or a stop
+ * they all made (--stop-after, SIGINT/SIGTERM: the loop sets train_interrupted) leaves the group
+ * normally, said once; any other failure is this rank's own while the others wait in a collective:
+ * it names the rank and ends the whole job (rank 0's last checkpoint, written atomically, stays
+ * intact). */
+static int finish_ranks(int rc) {
+    int agreed = setup_agreed || (rc == ER_RUNTIME && train_interrupted);
+    if (pg_size() > 1 && rc != ER_OK && !agreed) {
+        fprintf(stderr, "endoret train: rank %d of %d: %s\n", pg_rank(), pg_size(), er_msg());
+        fflush(stderr);
+        pg_abort(rc);
+    }
+    int silent = pg_size() > 1 && (setup_agreed ? silent_rank : pg_rank() != 0);
+    pg_finalize();
+    if (rc != ER_OK && silent) exit(rc == ER_INPUT ? 2 : 1); /* another rank says why */
     return rc;
 }
 
@@ -113,5 +168,7 @@ int cmd_train(int argc, char **argv) {
         return argc < 2 ? ER_INPUT : ER_OK;
     }
     const objective_def *def = objective_find(argv[1]);
-    return def ? train_one(def, argc - 1, argv + 1) : ER_INPUT;
+    if (!def) return ER_INPUT;
+    int rc = pg_init(); /* `mpirun -np N`: joins the N ranks (nn/base/process_group.h) */
+    return rc ? rc : finish_ranks(train_one(def, argc - 1, argv + 1));
 }

@@ -3,6 +3,7 @@
  * in er_msg(). Commands are referenced weakly so the table can list a command whose code is not
  * part of this build; such a command says so and exits 2 instead of failing to link. */
 #include "nn/base/base.h"
+#include "nn/base/process_group.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@ static void print_version(void) {
     printf("endoret %s\n", ENDORET_VERSION);
     printf("cpu: %s\n", cpu_backend_describe ? cpu_backend_describe() : "openmp");
     printf("cuda: %s\n", cuda_backend_describe ? cuda_backend_describe() : "not compiled");
+    printf("mpi: %s\n", pg_describe());
 }
 
 static void print_help(void) {

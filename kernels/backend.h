@@ -53,6 +53,9 @@ enum { RED_SUM = 0, RED_MEAN, RED_MAX, RED_COUNT };
 /* Attention mask kinds. */
 enum { MASK_NONE = 0, MASK_ADD = 1 /* scores += mask */, MASK_BOOL = 2 /* mask == 0 => -inf */ };
 
+/* The size of a collective group's id (NCCL_UNIQUE_ID_BYTES). */
+#define COLLECTIVE_ID_BYTES 128
+
 typedef struct er_backend {
     const char *name;
     int device;
@@ -81,6 +84,15 @@ typedef struct er_backend {
      * allocation). set_device returns ER_OK, or an er_fail code naming the index. */
     int (*device_count)(void);
     int (*set_device)(int index);
+    /* Data parallel on this kind of device: NCCL on CUDA (built with nccl.h); NULL on the CPU, whose
+     * gradients go through MPI in host memory (nn/base/process_group.h). Rank 0's collective_id
+     * fills a COLLECTIVE_ID_BYTES id that the caller sends to every rank (over MPI);
+     * collective_join makes this process rank `rank` of `size` on the current device;
+     * allreduce_mean replaces `count` device buffers (n[i] floats each) by their mean over the
+     * ranks, ordered after the queued work. ER_OK or an er_fail code. */
+    int (*collective_id)(void *id);
+    int (*collective_join)(const void *id, int rank, int size);
+    int (*allreduce_mean)(float *const *bufs, const int64_t *n, int count);
 
     /* ---- the kernels: one member per entry of kernels/ops.def ---- */
 #define ER_OP(ret, name, params) ret(*name) params;

@@ -100,4 +100,12 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
 /* Mean over rows with label >= 0 of -log_softmax(logits[r])[label[r]]; logits [N, C]. */
 tensor *op_cross_entropy(tensor *logits, const int32_t *labels);
 
+/* ---- across processes (ops_distributed.c, nn/base/process_group.h) ---- */
+/* x [n, ...] on every rank -> [size * n, ...]: rank 0's rows, then rank 1's, ... (equal n on every
+ * rank). Backward: the output gradients of all ranks are summed and each rank keeps its own rows, so
+ * a loss every rank computes on the gathered rows sends each rank `size` times its share; averaging
+ * the parameter gradients across ranks then gives exactly the one-process gradient. One process:
+ * returns x. */
+tensor *op_allgather_rows(tensor *x);
+
 #endif

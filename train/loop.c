@@ -155,6 +155,20 @@ static int allreduce_grads(const train_loop_config *c, const optimizer *opt) {
     return rc;
 }
 
+/* Data parallel: the loss and terms of the global batch (the mean over ranks of their shards') and
+ * whether any rank was asked to stop. */
+static int average_step(const train_loop_config *c, double *loss_sum, loss_terms *acc, int *stop) {
+    double v[LOSS_TERMS_MAX + 2];
+    v[0] = *loss_sum;
+    for (int i = 0; i < acc->n; i++) v[1 + i] = acc->value[i];
+    v[1 + acc->n] = train_interrupted ? 1 : 0;
+    int rc = c->average(c->allreduce_ctx, v, acc->n + 2);
+    *loss_sum = v[0];
+    for (int i = 0; i < acc->n; i++) acc->value[i] = v[1 + i];
+    *stop = v[1 + acc->n] > 0;
+    return rc;
+}
+
 /* `, "world_size": N` in each log record of a data-parallel run (nothing for one process). */
 static void log_world_size(FILE *f, const train_loop_config *c) {
     if (c->world_size > 1) fprintf(f, ", \"world_size\": %d", c->world_size);
@@ -202,7 +216,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
         step = s.step;
         if (writer && (rc = reload_log(log_path, step, &hist))) goto done;
         last_good = c->resume;
-        fprintf(stderr, "resumed from %s at step %lld\n", c->resume, (long long)step);
+        if (writer) fprintf(stderr, "resumed from %s at step %lld\n", c->resume, (long long)step);
     }
     logf = writer ? fopen(log_path, c->resume ? "a" : "w") : fopen("/dev/null", "w");
     if (!logf) { rc = er_fail(ER_RUNTIME, "%s: cannot open for writing", log_path); goto done; }
@@ -248,6 +262,8 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
                 loss_terms_set(&acc, terms.name[i], prev + terms.value[i] / c->accum);
             }
         }
+        int stop_requested = 0;
+        if (c->average && (rc = average_step(c, &loss_sum, &acc, &stop_requested))) goto stop;
         if (c->allreduce && (rc = allreduce_grads(c, opt))) goto stop;
         double gnorm = optim_clip_grad_norm(opt, c->clip);
         if (!isfinite(gnorm)) {
@@ -304,7 +320,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             fflush(logf);
             if (progress) fprintf(stderr, "%seval @ step %lld: %s\n", tty ? "\n" : "", (long long)step, body);
         }
-        int interrupted = train_interrupted || (c->stop_after > 0 && ran >= c->stop_after && !last);
+        int interrupted = (c->average ? stop_requested : train_interrupted) || (c->stop_after > 0 && ran >= c->stop_after && !last);
         if (writer && ((c->ckpt_every > 0 && step % c->ckpt_every == 0) || last || interrupted)) {
             ckpt_state s = {.params = obj->params, .opt = opt, .step = step, .config = c->config_text,
                             .world_size = c->world_size};
@@ -316,6 +332,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
                                        (const double *const *)hist.y);
         }
         if (interrupted) {
+            train_interrupted = 1; /* tells the caller this stop was requested (every rank agrees on it) */
             if (tty) fputc('\n', stderr);
             rc = er_fail(ER_RUNTIME, "interrupted at step %lld/%lld; checkpoint written to %s (continue with --resume %s)",
                          (long long)step, (long long)total, ckpt_path, ckpt_path);

@@ -73,6 +73,10 @@ typedef struct train_objective {
  * last backward of the step and before clipping and the update; returns ER_OK or an error (with
  * er_fail). */
 typedef int (*train_allreduce_fn)(void *ctx, float *const *grads, const int64_t *n, int count);
+/* Data parallel: averages n host doubles across processes in place. Called once per optimizer step
+ * with the step's loss, its named terms and this process's stop request (SIGINT/SIGTERM), so rank 0
+ * logs the loss of the global batch and every rank stops after the same step. */
+typedef int (*train_average_fn)(void *ctx, double *v, int n);
 
 typedef struct train_loop_config {
     int64_t steps;          /* total optimizer steps (0: epochs * steps_per_epoch) */
@@ -94,14 +98,16 @@ typedef struct train_loop_config {
                                writing a checkpoint as if interrupted */
     /* data parallel (one process: all zero/NULL) */
     train_allreduce_fn allreduce;  /* NULL: a no-op */
-    void *allreduce_ctx;
+    train_average_fn average;      /* NULL: one process */
+    void *allreduce_ctx;           /* passed to both */
     int rank;               /* only rank 0 writes the log, loss curve, checkpoints and progress */
     int world_size;         /* processes (0 or 1: one); > 1 is recorded in log.jsonl and the checkpoint */
 } train_loop_config;
 
 int train_loop_run(const train_loop_config *c, train_objective *obj);
 
-/* Set by SIGINT/SIGTERM while a loop runs. */
+/* Set by SIGINT/SIGTERM while a loop runs, and by the loop when it stops early on request (signal or
+ * stop_after): the caller can tell a requested stop from a failure. */
 extern volatile int train_interrupted;
 
 /* Write an SVG line chart of the series (x, y[k]) to path (atomic). */

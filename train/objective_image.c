@@ -15,6 +15,7 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
+#include "nn/base/process_group.h"
 #include "nn/models/mae.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
@@ -105,6 +106,13 @@ struct image_objective {
     int32_t *shuffle, *restore, *keep;
     int *partner, *inst;
     uint8_t *has_mask, *match;
+    /* data parallel (nn/base/process_group.h): this rank trains images [j0, j0 + b) of every
+     * micro-batch of B, i.e. views j0.. and B + j0..; the SSCD loss sees every rank's views in
+     * gathered order (rank 0's 2b views, then rank 1's...), match_gathered is the match matrix in
+     * that order */
+    int ranks, b, j0;
+    int *gathered_view;
+    uint8_t *match_gathered;
     /* held-out re-ID evaluation (eval.manifest): preprocessed images and their scene/view ids */
     int neval;
     float *eval_x;
@@ -113,14 +121,14 @@ struct image_objective {
 
 /* The footprint of a training step (nn/base/memory.h), from the config alone: encoder, MAE decoder
  * and SSCD head weights, their gradients and optimizer state, and the activations of one
- * micro-batch of 2B views (nn/models/vit_memory.h). On a GPU the activations live in device
+ * micro-batch of 2B views (nn/models/vit_memory.h), 2B / ranks in a data-parallel run. On a GPU the activations live in device
  * memory, which this host check does not see: it runs for train.device = cpu. The image cache
  * (rows x 3 x short side^2 bytes) is not counted: the manifest is not read yet. */
 static int image_memory_check(const image_cfg *c, const loop_keys *k, int device) {
     vit_config v;
     int rc = vit_args_config(&c->model, &v);
     if (rc || device != DEV_CPU) return rc;
-    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch;
+    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch / pg_size(); /* this rank's views */
     double K = c->mask_ratio > 0 ? mae_len_keep((int)L, c->mask_ratio) : L, R = v.registers;
     double enc = vit_param_count(&v), fixed = v.pos_fixed ? (v.pos_prefix + L) * v.dim : 0;
     double dd = c->dec_dim, pdim = 3.0 * v.patch * v.patch, dec = 0, head = 0;
@@ -137,6 +145,7 @@ static int image_memory_check(const image_cfg *c, const loop_keys *k, int device
     if (c->w_mae > 0) m.activations += vit_blocks_train_bytes((int)dd, c->dec_depth, c->dec_heads, 4, M, L + 1 + R) +
                                        2 * 4 * M * L * pdim * 2; /* prediction, target and their gradients */
     m.data = 4 * M * 3.0 * v.img * v.img * 3; /* the augmented views: host buffer, device tensor, patches */
+    m.data += 4 * (2.0 * k->batch - M) * 3.0 * v.img * v.img; /* data parallel: the host buffer holds all 2B */
     return mem_check(&m, "train image", "train.batch, model.img or the model size");
 }
 
@@ -156,6 +165,9 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     if (c->w_mae > 0 && c->mask_ratio <= 0) return er_fail(ER_INPUT, "MAE needs mae.mask_ratio > 0");
     if (c->tau <= 0) return er_fail(ER_INPUT, "loss.tau must be > 0");
+    if (k->batch % pg_size())
+        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks: every rank takes an equal shard "
+                                 "of the global batch", k->batch, pg_size());
     if ((rc0 = image_memory_check(c, k, device))) return rc0; /* before anything is allocated */
     image_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c; /* strings stay owned by the caller's config */
@@ -205,6 +217,18 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->inst = xmalloc(M * sizeof(int));
     o->has_mask = xmalloc(M);
     o->match = xmalloc((size_t)M * M);
+    o->ranks = pg_size();
+    o->b = k->batch / o->ranks;
+    o->j0 = pg_rank() * o->b;
+    if (o->ranks > 1) {
+        int Ml = 2 * o->b;
+        o->gathered_view = xmalloc(M * sizeof(int));
+        for (int g = 0; g < M; g++) { /* row g of the gather: view l of rank r */
+            int r = g / Ml, l = g % Ml;
+            o->gathered_view[g] = (l < o->b ? 0 : k->batch) + r * o->b + l % o->b;
+        }
+        o->match_gathered = xmalloc((size_t)M * M);
+    }
     *out = o;
     return ER_OK;
 fail:
@@ -230,7 +254,7 @@ void image_objective_free(image_objective *o) {
     if (o->pinned) { backend_get(o->device)->host_free(o->x); o->x = NULL; }
     free(o->x); free(o->mx); free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner); free(o->inst);
-    free(o->has_mask); free(o->match);
+    free(o->has_mask); free(o->match); free(o->gathered_view); free(o->match_gathered);
     free(o->eval_x); free(o->eval_scene); free(o->eval_view);
     free(o);
 }
@@ -266,6 +290,22 @@ static tensor *upload_views(image_objective *o, int M) {
     return t;
 }
 
+/* Data parallel: whether view s (0..2B-1) of a micro-batch is one of this rank's. */
+static int view_is_mine(const image_objective *o, int s) {
+    int j = s % o->run.batch;
+    return j >= o->j0 && j < o->j0 + o->b;
+}
+
+/* Moves this rank's 2b rows (views j0.. and B + j0.., of row_bytes each) of a per-view buffer to its
+ * front, in that order. Every destination lies at or before its source and rows move in increasing
+ * order, so no row is overwritten before it is moved. */
+static void shard_rows(const image_objective *o, void *rows, size_t row_bytes) {
+    char *p = rows;
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < o->b; i++)
+            memmove(p + ((size_t)v * o->b + i) * row_bytes, p + ((size_t)v * o->run.batch + o->j0 + i) * row_bytes, row_bytes);
+}
+
 static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
@@ -273,9 +313,16 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     int64_t g = step * o->run.accum + micro; /* global micro-batch index */
     uint64_t seed = (uint64_t)o->run.seed;
     for (int j = 0; j < B; j++) o->inst[j] = o->inst[B + j] = instance_at(o, g * B + j);
-    int fail = 0;
+    /* MixUp/CutMix mixes view s with view M-1-s (datasets/augment.h): with it a rank also augments
+     * the partners of its views */
+    int mixed = o->use_con && c->mix_prob > 0, fail = 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int s = 0; s < M; s++) {
+        if (!view_is_mine(o, s) && !(mixed && view_is_mine(o, M - 1 - s))) { /* unused here: defined for the masking rows */
+            o->has_mask[s] = 0;
+            memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
+            continue;
+        }
         int t = omp_get_thread_num();
         int id = o->inst[s];
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
@@ -292,7 +339,6 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     }
     if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
     /* MixUp / CutMix on the 2B views: extra positives (ContrastiveMixup) */
-    int mixed = o->use_con && c->mix_prob > 0;
     if (mixed) {
         rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
         mixup_config mc = MIXUP_SSCD;
@@ -315,11 +361,18 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         for (int s = 0; s < M; s++) memcpy(o->keep + (size_t)s * K, o->shuffle + (size_t)s * L, K * sizeof(int32_t));
         keep = o->keep;
     }
+    int Ml = 2 * o->b; /* this rank's views */
+    if (o->ranks > 1) {
+        shard_rows(o, o->x, (size_t)3 * S * S * sizeof(float));
+        shard_rows(o, o->mask, (size_t)L * sizeof(float));
+        shard_rows(o, o->restore, (size_t)L * sizeof(int32_t));
+        if (keep) shard_rows(o, o->keep, (size_t)K * sizeof(int32_t));
+    }
     /* the 2B views go to the device once; patchify, the MAE target and both losses run there.
      * Host-side per step: augmentation, masking indices (gathered on the device by op_gather) and
      * the B*L patch mask / N*N match masks (tiny). */
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *xt = upload_views(o, M);
+    tensor *xt = upload_views(o, Ml);
     tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
     if (!latent) return NULL;
     tensor *loss = NULL;
@@ -332,10 +385,18 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         loss = op_mul_scalar(lm, (float)c->w_mae);
     }
     if (o->use_con) {
-        tensor *cls = op_reshape(op_slice(latent, 1, 0, 1), 2, SHAPE(M, o->vc.dim));
+        tensor *cls = op_reshape(op_slice(latent, 1, 0, 1), 2, SHAPE(Ml, o->vc.dim));
         tensor *e = sscd_descriptor(&o->head, &ctx, cls);
+        const uint8_t *match = o->match;
+        if (o->ranks > 1) { /* every rank's descriptors: the whole batch's negatives */
+            e = op_allgather_rows(e);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < M; j++)
+                    o->match_gathered[(size_t)i * M + j] = o->match[(size_t)o->gathered_view[i] * M + o->gathered_view[j]];
+            match = o->match_gathered;
+        }
         sscd_stats st;
-        tensor *lc = sscd_loss(e, o->match, c->tau, c->entropy_weight, mixed, &st);
+        tensor *lc = sscd_loss(e, match, c->tau, c->entropy_weight, mixed, &st);
         if (!lc) return NULL;
         loss_terms_set(terms, "infonce", st.infonce);
         loss_terms_set(terms, "entropy", st.entropy);
@@ -396,6 +457,8 @@ static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
             c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
             (long long)params_numel(&o->all), o->run.device, o->run.precision, o->data.n, o->run.batch, 2, o->run.accum,
             (long long)steps_per_epoch(o), lc->lr, o->run.out);
+    if (o->ranks > 1)
+        fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
 }
 
 train_objective image_objective_iface(image_objective *o) {

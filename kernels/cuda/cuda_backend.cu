@@ -335,6 +335,7 @@ static er_backend make_table(void) {
     t.clear_error = cuda_backend_clear_error;
     t.device_count = cuda_device_count;
     t.set_device = cu_set_device;
+    cuda_collectives_fill(&t);
 #define ER_OP(ret, name, params) t.name = cu_##name;
 #include "kernels/ops.def"
 #undef ER_OP

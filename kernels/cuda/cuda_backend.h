@@ -35,6 +35,10 @@ void *cuda_host_alloc(size_t bytes);
 void cuda_host_free(void *p);
 void cuda_upload_async(void *dst_dev, const void *src_pinned, size_t bytes);
 
+/* The table's data-parallel services (collectives.cu): NCCL when built with it, else left NULL. */
+struct er_backend;
+void cuda_collectives_fill(struct er_backend *t);
+
 #ifdef __cplusplus
 }
 #endif
