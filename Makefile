@@ -118,6 +118,7 @@ asan: deps
 # under ASan + UBSan in build/fuzz/, each run FUZZ_SECONDS. New inputs go to build/fuzz/corpus/<name>
 # (the committed seeds are only read); a crash leaves its input in build/fuzz/artifacts/.
 FUZZ_SECONDS ?= 30
+FUZZ_SEED    ?= 0 # 0: a new random sequence each run (exploration); CI fixes it so a failure reproduces
 FUZZ_CC      ?= clang
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_WARN    := -Wno-pass-failed # clang cannot honour some of gcc's vectorisation pragmas: not a finding
@@ -129,7 +130,7 @@ fuzz: deps
 	mkdir -p build/fuzz/artifacts; \
 	for t in $(FUZZ_NAMES); do \
 	  mkdir -p build/fuzz/corpus/$$t; echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
-	  UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -timeout=10 -rss_limit_mb=2048 \
 	    -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/$$t- build/fuzz/corpus/$$t tests/fuzz/corpus/$$t 2>&1 \
 	    | grep -vE '^#[0-9]+.*(NEW|REDUCE|pulse)' || { echo "fuzz: $$t failed (input in build/fuzz/artifacts/)" >&2; exit 1; }; \
 	done

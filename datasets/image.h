@@ -17,6 +17,12 @@ typedef struct {
     size_t cap;  /* floats allocated */
 } image;
 
+/* The largest image a decoder accepts: an 8192 x 8192 frame (0.8 GB as float RGB). Endoscopy frames
+ * are at most a few megapixels; a header that claims more is refused before anything is allocated
+ * (the JPEG fuzz target found a 2.9 GB allocation under the old 2^28-pixel bound). */
+#define IMAGE_MAX_SIDE 32768
+#define IMAGE_MAX_PIXELS (1u << 26)
+
 #define IMG_AT(im, ch, y, x) ((im)->data[((size_t)(ch) * (im)->h + (y)) * (im)->w + (x)])
 
 /* Make `im` hold c*h*w floats (contents undefined), growing its buffer only when needed. */

@@ -29,8 +29,6 @@ static void jerr_emit(j_common_ptr ci, int level) {
 }
 static void jerr_output(j_common_ptr ci) { (void)ci; }
 
-#define MAX_SIDE 32768
-#define MAX_PIXELS (1u << 28)
 
 static int decode(const uint8_t *buf, size_t len, const char *name, int channels, int min_side,
                   image *out) {
@@ -54,8 +52,8 @@ static int decode(const uint8_t *buf, size_t len, const char *name, int channels
     jpeg_create_decompress(&ci);
     jpeg_mem_src(&ci, (unsigned char *)buf, (unsigned long)len);
     jpeg_read_header(&ci, TRUE);
-    if (ci.image_width == 0 || ci.image_height == 0 || ci.image_width > MAX_SIDE ||
-        ci.image_height > MAX_SIDE || (uint64_t)ci.image_width * ci.image_height > MAX_PIXELS) {
+    if (ci.image_width == 0 || ci.image_height == 0 || ci.image_width > IMAGE_MAX_SIDE ||
+        ci.image_height > IMAGE_MAX_SIDE || (uint64_t)ci.image_width * ci.image_height > IMAGE_MAX_PIXELS) {
         snprintf(e.msg, sizeof e.msg, "image size %ux%u out of range", ci.image_width, ci.image_height);
         longjmp(e.jb, 1);
     }

@@ -31,9 +31,6 @@ static void png_read_mem(png_structp p, png_bytep out, png_size_t n) {
     s->pos += n;
 }
 
-/* Largest image we accept: guards against absurd header sizes allocating gigabytes. */
-#define MAX_SIDE 32768
-#define MAX_PIXELS (1u << 28)
 
 int image_decode_png(const uint8_t *buf, size_t len, const char *name, int channels, image *out) {
     if (len < 8 || png_sig_cmp(buf, 0, 8)) return er_fail(ER_INPUT, "%s: not a PNG file", name);
@@ -57,7 +54,7 @@ int image_decode_png(const uint8_t *buf, size_t len, const char *name, int chann
     png_set_sig_bytes(p, 8);
     png_read_info(p, info);
     png_uint_32 w = png_get_image_width(p, info), h = png_get_image_height(p, info);
-    if (w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE || (uint64_t)w * h > MAX_PIXELS)
+    if (w == 0 || h == 0 || w > IMAGE_MAX_SIDE || h > IMAGE_MAX_SIDE || (uint64_t)w * h > IMAGE_MAX_PIXELS)
         png_error(p, "image size out of range");
     int ct = png_get_color_type(p, info), depth = png_get_bit_depth(p, info);
     /* Normalise every layout to 8/16-bit gray, gray+alpha, RGB or RGBA. */

@@ -198,6 +198,13 @@ static void mem_append(casedb *db, const case_rec *r) {
     db->patient[i] = r->patient ? xstrdup(r->patient) : NULL;
 }
 
+/* n bytes of column col into dst: an empty BLOB or TEXT comes back as NULL from SQLite, and
+ * memcpy from NULL is undefined even for 0 bytes (found by the casedb fuzz target). */
+static void column_copy(void *dst, sqlite3_stmt *st, int col, size_t n) {
+    const void *v = sqlite3_column_blob(st, col);
+    if (n && v) memcpy(dst, v, n);
+}
+
 static const char *meta_text(sqlite3 *s, const char *key, char *buf, size_t nbuf) {
     sqlite3_stmt *st;
     const char *out = NULL;
@@ -205,8 +212,7 @@ static const char *meta_text(sqlite3 *s, const char *key, char *buf, size_t nbuf
     sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
         int len = sqlite3_column_bytes(st, 0);
-        const void *v = sqlite3_column_blob(st, 0);
-        if ((size_t)len < nbuf) { memcpy(buf, v, (size_t)len); buf[len] = 0; out = buf; }
+        if ((size_t)len < nbuf) { column_copy(buf, st, 0, (size_t)len); buf[len] = 0; out = buf; }
     }
     sqlite3_finalize(st);
     return out;
@@ -218,8 +224,8 @@ static float *meta_floats(sqlite3 *s, const char *key, int64_t count) {
     if (sqlite3_prepare_v2(s, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK) return NULL;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) == count * (int64_t)sizeof(float)) {
-        out = xmalloc((size_t)count * sizeof(float));
-        memcpy(out, sqlite3_column_blob(st, 0), (size_t)count * sizeof(float));
+        out = xmalloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+        column_copy(out, st, 0, (size_t)count * sizeof(float));
     }
     sqlite3_finalize(st);
     return out;
@@ -326,8 +332,8 @@ int casedb_open(const char *path, casedb *db) {
             emb = xrealloc(emb, (size_t)cap * db->dim * sizeof(float));
         }
         if ((rc = check_label(st, 3, db, path, id))) break;
-        memcpy(codes + n * W, sqlite3_column_blob(st, 1), (size_t)W * 8);
-        memcpy(emb + n * db->dim, sqlite3_column_blob(st, 2), (size_t)db->dim * sizeof(float));
+        column_copy(codes + n * W, st, 1, (size_t)W * 8);
+        column_copy(emb + n * db->dim, st, 2, (size_t)db->dim * sizeof(float));
         case_rec r = {id, NULL, sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3),
                       (const char *)sqlite3_column_text(st, 4),
                       sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5),

@@ -1,6 +1,7 @@
 /* test_image_io.c — PNG/JPEG decoding, encoding, corrupt files, real Kvasir-SEG files. */
 #include <math.h>
 #include <png.h>
+#include <zlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,4 +251,34 @@ Test(datasets_image, kvasir_truncated_files_rejected) {
         free(buf), free(sp), free(base);
     }
     image_free(&im);
+}
+
+/* A header that claims more than IMAGE_MAX_PIXELS is refused before the pixels are allocated: a
+ * 2x2 PNG whose IHDR (CRC recomputed) says 9000 x 9000 = 81 Mpixel. */
+Test(datasets_image, header_claiming_a_huge_image_is_refused) {
+    const char *d = test_tmpdir();
+    char *p = path_join(d, "small.png");
+    image im = {0};
+    image_ensure(&im, 3, 2, 2);
+    memset(im.data, 0, 12 * sizeof(float));
+    cr_assert_eq(image_save_png(p, &im), ER_OK, "%s", er_msg());
+    char *buf;
+    size_t len;
+    cr_assert_eq(read_file(p, &buf, &len), ER_OK);
+    cr_assert_gt(len, 33);
+    uint8_t *b = (uint8_t *)buf;
+    cr_assert(!memcmp(b + 12, "IHDR", 4));
+    const uint8_t side[4] = {0, 0, 0x23, 0x28}; /* 9000, big-endian */
+    memcpy(b + 16, side, 4);
+    memcpy(b + 20, side, 4);
+    uint32_t crc = (uint32_t)crc32(0, b + 12, 17);
+    b[29] = crc >> 24, b[30] = crc >> 16, b[31] = crc >> 8, b[32] = crc;
+    image out = {0};
+    cr_assert_eq(image_decode_png(b, len, "huge.png", 3, &out), ER_INPUT);
+    cr_expect(strstr(er_msg(), "huge.png") && strstr(er_msg(), "out of range"), "%s", er_msg());
+    cr_expect_null(out.data, "nothing allocated");
+    free(buf);
+    free(p);
+    image_free(&im);
+    image_free(&out);
 }
