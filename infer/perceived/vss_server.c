@@ -250,13 +250,9 @@ int vss_server_start(const vss_server_cfg *cfg, vss_server **out, int *port_out)
     if (!cfg->observer || !*cfg->observer || strpbrk(cfg->observer, ",\n\r\"<>&") || strlen(cfg->observer) > VSS_MAX_OBSERVER)
         return er_fail(ER_INPUT, "--observer: a non-empty name of at most %d characters without , \" < > & or newlines is required",
                        VSS_MAX_OBSERVER);
-    if (cfg->port < 0 || cfg->port > 65535) return er_fail(ER_INPUT, "--port: %d is outside 0..65535", cfg->port);
     struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)cfg->port);
-    const char *bind = cfg->bind ? cfg->bind : "127.0.0.1";
-    if (inet_pton(AF_INET, bind, &addr.sin_addr) != 1) return er_fail(ER_INPUT, "--bind: '%s' is not an IPv4 address", bind);
+    int arc = http_addr_parse(cfg->bind, cfg->port, &addr); /* before any work */
+    if (arc) return arc;
     vss_server *s = xcalloc(1, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
     s->scores_path = xstrdup(cfg->scores);
@@ -274,13 +270,10 @@ int vss_server_start(const vss_server_cfg *cfg, vss_server **out, int *port_out)
         rc = load_scores(s);
     }
     if (rc) { free_server(s); return rc; }
-    s->d = http_daemon_start(&addr, handler, s, completed, s);
-    if (!s->d) {
+    if ((rc = http_daemon_listen("vss serve", &addr, handler, s, completed, s, &s->d, port_out))) {
         free_server(s);
-        return er_fail(ER_RUNTIME, "vss serve: cannot listen on %s:%d (port in use?)", bind, cfg->port);
+        return rc;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = info ? info->port : cfg->port;
     *out = s;
     return ER_OK;
 }

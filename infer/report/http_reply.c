@@ -1,6 +1,7 @@
 /* http_reply.c — see http_reply.h. */
 #include "infer/report/http_reply.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -28,6 +29,30 @@ struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessH
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape_unless_nul, NULL,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls, MHD_OPTION_END);
+}
+
+int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr) {
+    if (port < 0 || port > 65535) return er_fail(ER_INPUT, "--port: %d is outside 0..65535", port);
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_port = htons((uint16_t)port);
+    if (!bind) bind = "127.0.0.1";
+    if (inet_pton(AF_INET, bind, &addr->sin_addr) != 1) return er_fail(ER_INPUT, "--bind: '%s' is not an IPv4 address", bind);
+    return ER_OK;
+}
+
+int http_daemon_listen(const char *what, const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler,
+                       void *cls, MHD_RequestCompletedCallback completed, void *completed_cls,
+                       struct MHD_Daemon **d, int *port_out) {
+    *d = http_daemon_start(addr, handler, cls, completed, completed_cls);
+    if (!*d) {
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof ip);
+        return er_fail(ER_RUNTIME, "%s: cannot listen on %s:%d (port in use?)", what, ip, ntohs(addr->sin_port));
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(*d, MHD_DAEMON_INFO_BIND_PORT);
+    *port_out = info ? info->port : ntohs(addr->sin_port);
+    return ER_OK;
 }
 
 const char *http_request_refusal(struct MHD_Connection *c, const char *method, const char *url) {

@@ -18,6 +18,14 @@ enum { HTTP_MAX_CONNECTIONS = 128, HTTP_MAX_PER_IP = 32, HTTP_IDLE_TIMEOUT_S = 1
  * escaped, so it never matches a route. completed may be NULL. NULL when it cannot listen. */
 struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
                                      MHD_RequestCompletedCallback completed, void *completed_cls);
+/* --bind / --port of a page server as a socket address: ER_INPUT naming the bad value (bind NULL:
+ * 127.0.0.1). Called before any other work. */
+int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr);
+/* http_daemon_start, then the port actually bound (port 0 = any free one) into *port_out; ER_RUNTIME
+ * "<what>: cannot listen on ..." when it cannot listen. */
+int http_daemon_listen(const char *what, const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler,
+                       void *cls, MHD_RequestCompletedCallback completed, void *completed_cls,
+                       struct MHD_Daemon **d, int *port_out);
 /* Why a request must be refused with 400 before routing (a GET or HEAD announcing a body, a NUL in
  * the URL), or NULL when it may go on. */
 const char *http_request_refusal(struct MHD_Connection *c, const char *method, const char *url);

@@ -113,14 +113,10 @@ static void free_server(retrieval_server *s) {
 int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **out, int *port_out) {
     *out = NULL;
     if (!cfg->index) return er_fail(ER_INPUT, "--index is required");
-    if (cfg->port < 0 || cfg->port > 65535) return er_fail(ER_INPUT, "--port: %d is outside 0..65535", cfg->port);
     if (cfg->manifest && !cfg->query) return er_fail(ER_INPUT, "--manifest describes the query images: give --query too");
     struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)cfg->port);
-    const char *bind = cfg->bind ? cfg->bind : "127.0.0.1";
-    if (inet_pton(AF_INET, bind, &addr.sin_addr) != 1) return er_fail(ER_INPUT, "--bind: '%s' is not an IPv4 address", bind);
+    int arc = http_addr_parse(cfg->bind, cfg->port, &addr); /* before any work */
+    if (arc) return arc;
     casedb db;
     int rc = casedb_open(cfg->index, &db);
     if (rc) return rc;
@@ -150,13 +146,10 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     }
     casedb_close(&db);
     if (rc) { free_server(s); return rc; }
-    s->d = http_daemon_start(&addr, handler, s, NULL, NULL);
-    if (!s->d) {
+    if ((rc = http_daemon_listen("serve", &addr, handler, s, NULL, NULL, &s->d, port_out))) {
         free_server(s);
-        return er_fail(ER_RUNTIME, "serve: cannot listen on %s:%d (port in use?)", bind, cfg->port);
+        return rc;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = info ? info->port : cfg->port;
     *out = s;
     return ER_OK;
 }
