@@ -259,9 +259,7 @@ void image_objective_free(image_objective *o) {
     free(o);
 }
 
-vit *image_objective_encoder(image_objective *o) { return o->enc; }
 param_list *image_objective_params(image_objective *o) { return &o->all; }
-int image_objective_images(const image_objective *o) { return o->data.n; }
 
 /* Instance of the i-th image drawn since the start (epoch-wise reshuffled without replacement). */
 static int instance_at(image_objective *o, int64_t i) {

@@ -48,10 +48,7 @@ typedef struct image_objective image_objective;
 int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out);
 void image_objective_free(image_objective *o);
 train_objective image_objective_iface(image_objective *o);
-vit *image_objective_encoder(image_objective *o);
 param_list *image_objective_params(image_objective *o);
-/* Number of training images loaded. */
-int image_objective_images(const image_objective *o);
 
 /* The registry entry (train/objective.c). */
 extern const objective_def objective_image;

@@ -17,7 +17,6 @@ static const model_arch *const ARCHS[] = {
 #define NARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
 
 int model_arch_count(void) { return NARCHS; }
-const model_arch *model_arch_at(int i) { return i >= 0 && i < NARCHS ? ARCHS[i] : NULL; }
 
 /* "vit_tiny | ... ; resnet50" for messages. */
 static void variants_list(char *buf, size_t n) {

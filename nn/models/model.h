@@ -65,9 +65,8 @@ struct model {
     int device;            /* DEV_CPU / DEV_CUDA */
 };
 
-/* The registered families, in table order (for help and --keys). */
+/* How many families are registered. */
 int model_arch_count(void);
-const model_arch *model_arch_at(int i);
 /* The family that builds model.arch = arch; NULL + ER_INPUT message listing the known ones. */
 const model_arch *model_arch_find(const char *arch);
 
