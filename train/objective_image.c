@@ -133,7 +133,8 @@ static int image_memory_check(const image_cfg *c, const loop_keys *k, int device
     double enc = vit_param_count(&v), fixed = v.pos_fixed ? (v.pos_prefix + L) * v.dim : 0;
     double dd = c->dec_dim, pdim = 3.0 * v.patch * v.patch, dec = 0, head = 0;
     if (c->w_mae > 0) /* decoder_embed, mask_token, decoder_pos_embed, blocks (mlp 4), norm, decoder_pred */
-        dec = dd * v.dim + dd + dd + (1 + L) * dd + c->dec_depth * (12 * dd * dd + 13 * dd) + 2 * dd + pdim * dd + pdim;
+        dec = dd * v.dim + dd + dd + (1 + L) * dd + c->dec_depth * vit_block_param_count((int)dd, 4, 1, 0) + 2 * dd +
+              pdim * dd + pdim;
     if (c->w_con > 0 && c->head_dim > 0) head = (double)c->head_dim * v.dim + c->head_dim;
     double trainable = enc - fixed + dec + head;
     int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");

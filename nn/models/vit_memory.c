@@ -5,16 +5,20 @@
  * and never stored (kernels/backend.h). Checked against measured peak RSS in tests/nn/models. */
 #include "nn/models/vit_memory.h"
 
+double vit_block_param_count(int dim, double mlp_ratio, int qkv_bias, int layerscale) {
+    double D = dim, hid = (double)(int64_t)(dim * mlp_ratio);
+    return 4 * D                                                    /* norm1, norm2 */
+         + 3 * D * D + (qkv_bias ? 3 * D : 0)                       /* attn.qkv */
+         + D * D + D                                                /* attn.proj */
+         + hid * D + hid + D * hid + D                              /* mlp.fc1, mlp.fc2 */
+         + (layerscale ? 2 * D : 0);                                /* ls1, ls2 */
+}
+
 double vit_param_count(const vit_config *c) {
-    double D = c->dim, hid = (double)(int64_t)(c->dim * c->mlp_ratio);
-    double g = (double)(c->img / c->patch), L = g * g;
+    double D = c->dim, g = (double)(c->img / c->patch), L = g * g;
     double n = D * c->in_chans * c->patch * c->patch + D;           /* patch_embed.proj */
     n += D + c->registers * D + (c->pos_prefix + L) * D;            /* cls, registers, pos_embed */
-    double block = 4 * D                                            /* norm1, norm2 */
-                 + 3 * D * D + (c->qkv_bias ? 3 * D : 0)            /* attn.qkv */
-                 + D * D + D                                        /* attn.proj */
-                 + hid * D + hid + D * hid + D                      /* mlp.fc1, mlp.fc2 */
-                 + (c->layerscale > 0 ? 2 * D : 0);                 /* ls1, ls2 */
+    double block = vit_block_param_count(c->dim, c->mlp_ratio, c->qkv_bias, c->layerscale > 0);
     return n + c->depth * block + 2 * D;                            /* final norm */
 }
 

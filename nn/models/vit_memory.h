@@ -7,6 +7,8 @@
 
 #include "nn/models/vit.h"
 
+/* Parameters of one pre-norm transformer block of width dim (norms, qkv, proj, MLP, LayerScale). */
+double vit_block_param_count(int dim, double mlp_ratio, int qkv_bias, int layerscale);
 /* Parameters (and the frozen sin-cos position table) of the encoder. */
 double vit_param_count(const vit_config *c);
 /* Bytes a training step keeps for N sequences of T tokens through `depth` blocks of width `dim`
