@@ -36,10 +36,18 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     if (rc) return rc;
     c->imgs = xcalloc(m.n ? m.n : 1, sizeof(u8_image));
     c->masks = xcalloc(m.n ? m.n : 1, sizeof(u8_image));
+    c->scene = xcalloc(m.n ? m.n : 1, sizeof(int));
+    c->view = xcalloc(m.n ? m.n : 1, sizeof(int));
+    int *sid, *vid, ns, nv;
+    char **sn, **vn;
+    manifest_field_ids(&m, MF_SCENE, &sid, &sn, &ns);
+    manifest_field_ids(&m, MF_VIEW, &vid, &vn, &nv);
     int k = 0;
     image im = {0}, r = {0};
     for (int i = 0; i < m.n && rc == ER_OK; i++) {
         if (!in_split(&m, i, split)) continue;
+        c->scene[k] = sid[i];
+        c->view[k] = vid[i];
         char *p = manifest_image_path(&m, i);
         rc = image_load(p, 3, &im);
         free(p);
@@ -62,6 +70,8 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     }
     image_free(&im);
     image_free(&r);
+    manifest_free_labels(sid, sn, ns);
+    manifest_free_labels(vid, vn, nv);
     manifest_free(&m);
     c->n = k;
     if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no rows with split '%s'", path, split ? split : "");
@@ -73,6 +83,8 @@ void image_cache_free(image_cache *c) {
     for (int i = 0; c->masks && i < c->n; i++) free(c->masks[i].px);
     free(c->imgs);
     free(c->masks);
+    free(c->scene);
+    free(c->view);
     memset(c, 0, sizeof *c);
 }
 

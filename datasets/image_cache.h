@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
     int n;
     u8_image *imgs, *masks;
+    int *scene, *view;   /* per row: dense ids of the manifest's scene / view values (sorted order), -1 = none */
 } image_cache;
 
 /* Rows of `split` ('' or NULL = all rows) of the manifest at `path` with short side `side`.

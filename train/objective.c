@@ -6,10 +6,12 @@
 
 #include "nn/base/base.h"
 #include "train/objective_image.h"
+#include "train/objective_scene.h"
 
 /* Every objective `endoret train` knows, in --help order. Add a new one here. */
 static const objective_def *const objectives[] = {
     &objective_image,
+    &objective_scene,
 };
 
 const objective_def *const *objective_list(int *n) {

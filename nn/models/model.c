@@ -8,10 +8,14 @@
 #include "checkpoints/params_st.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/models/scene_model.h"
 #include "nn/models/vit_model.h"
 
-/* The registered families: a new one adds its line here (docs/models.md). */
+/* The registered families: a new one adds its line here (docs/models.md). Files without
+ * endoret.arch are offered to `recognises` in this order: the scene family first, because its files
+ * also hold a ViT's tensors. */
 static const model_arch *const ARCHS[] = {
+    &scene_arch,
     &vit_arch,
 };
 #define NARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
@@ -81,7 +85,7 @@ static int load_from_config(const st_file *f, const char *text, model **out) {
     int rc = ER_OK;
     for (char *l = strtok_r(copy, "\n", &save); l && !rc; l = strtok_r(NULL, "\n", &save)) {
         char *eq = strstr(l, " = ");
-        if (!eq || strncmp(l, "model.", 6)) continue;
+        if (!eq) continue; /* keys the family does not declare are skipped by cfg_set_known */
         memmove(eq + 1, eq + 3, strlen(eq + 3) + 1); /* "key = value" -> "key=value" */
         eq[0] = '=';
         rc = cfg_set_known(l, f->path, x.keys, x.nkeys);
@@ -175,6 +179,21 @@ int model_embed(model *m, const float *images, int B, float *out) {
     int rc = ER_OK;
     NO_GRAD {
         tensor *d = m->arch->descriptor(m, &NN_EVAL, images, B);
+        if (!d) rc = ER_RUNTIME;
+        else tensor_to_host(d, out);
+    }
+    nn_step_end();
+    return rc;
+}
+
+int model_embed_scene(model *m, const float *images, int V, float *out) {
+    if (!m->arch->scene_descriptor)
+        return er_fail(ER_INPUT, "model %s fuses no views: use --fusion mean (the average of the view descriptors)",
+                       m->arch->name);
+    if (V < 1) return er_fail(ER_INPUT, "a case needs at least one view");
+    int rc = ER_OK;
+    NO_GRAD {
+        tensor *d = m->arch->scene_descriptor(m, &NN_EVAL, images, V);
         if (!d) rc = ER_RUNTIME;
         else tensor_to_host(d, out);
     }

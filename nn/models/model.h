@@ -49,6 +49,9 @@ typedef struct model_arch {
     int (*load)(const st_file *f, const char *arch, char **sets, int nsets, model **out);
     /* ---- instance operations ---- */
     tensor *(*descriptor)(model *m, const nn_ctx *ctx, const float *images, int B); /* [B, dim] */
+    /* Optional: the descriptor [1, dim] of one case from its V >= 1 views [V, 3, img, img] (host): a
+     * family that fuses views (EndoFinder-Scene). NULL: `embed --scene` can only average. */
+    tensor *(*scene_descriptor)(model *m, const nn_ctx *ctx, const float *images, int V);
     int (*set_img)(model *m, int img);           /* NULL: the input side is fixed */
     double (*forward_flops)(const model *m, int B); /* descriptor forward of B images (mul-add = 2) */
     void (*describe)(const model *m, char *buf, size_t n); /* "vit dim 384 depth 12 ...: what" */
@@ -85,6 +88,9 @@ int model_save(const model *m, const char *path, int64_t step);
 /* Descriptors of B images [B, 3, img, img] (host floats, normalised as datasets/augment.h's
  * aug_eval) into out [B, dim] (host): eval mode, no gradient, activations released. */
 int model_embed(model *m, const float *images, int B, float *out);
+/* The descriptor of one case from its V views (host floats as model_embed) into out [dim]: the
+ * family's scene_descriptor; ER_INPUT naming the model when it fuses no views. */
+int model_embed_scene(model *m, const float *images, int V, float *out);
 int model_to_device(model *m, int device);
 /* Another input side (ER_INPUT when the family's input is fixed or the side does not fit). */
 int model_set_img(model *m, int img);

@@ -70,6 +70,12 @@ model *vit_model_wrap(vit *v) {
 
 vit *vit_model_vit(const model *m) { return m && m->arch == &vit_arch ? m->impl : NULL; }
 
+vit *vit_model_take(model *m) {
+    vit *v = vit_model_vit(m);
+    if (v) free(m);
+    return v;
+}
+
 static int accepts(const char *arch) {
     vit_config c;
     if (strncmp(arch, "vit_", 4)) return 0;

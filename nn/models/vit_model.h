@@ -30,6 +30,9 @@ int vit_args_config(const vit_args *a, vit_config *v);
 model *vit_model_wrap(vit *v);
 /* The encoder inside a ViT model (NULL for another family). */
 vit *vit_model_vit(const model *m);
+/* The encoder of a ViT model, which is freed without it (the caller owns the vit); NULL (and m
+ * untouched) for another family. */
+vit *vit_model_take(model *m);
 
 extern const model_arch vit_arch;
 

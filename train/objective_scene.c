@@ -1,0 +1,530 @@
+/* objective_scene.c — EndoFinder-Scene's objective for the training loop (objective_scene.h). */
+#include "train/objective_scene.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/augment.h"
+#include "datasets/image.h"
+#include "datasets/image_cache.h"
+#include "infer/eval/reid_views.h"
+#include "infer/retrieval/embeddings.h"
+#include "nn/autograd.h"
+#include "nn/base/base.h"
+#include "nn/base/memory.h"
+#include "nn/base/process_group.h"
+#include "nn/base/rng.h"
+#include "nn/losses/mae_loss.h"
+#include "nn/losses/sscd.h"
+#include "nn/models/vit_memory.h"
+#include "nn/ops.h"
+#include "nn/precision.h"
+
+/* ---------------------------------------------------------------- config */
+
+void scene_cfg_defaults(scene_cfg *c) {
+    memset(c, 0, sizeof *c);
+    scene_args_defaults(&c->model);
+    c->views = 4;
+    c->mask_ratio = 0.5;
+    cfg_set_str(&c->recon, "all");
+    cfg_set_str(&c->aug, "scene");
+    c->encode_batch = 64;
+    c->w_mse = 0.5; c->w_con = 1.0; c->tau = 0.05; c->entropy_weight = 5;
+    cfg_set_str(&c->split, "train");
+    cfg_set_str(&c->eval_split, "");
+}
+
+void scene_loop_defaults(loop_keys *k) {
+    k->epochs = 200; k->batch = 128; k->accum = 1; k->seed = 0;
+    k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
+    k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
+    cfg_set_str(&k->out, "out/train_scene");
+}
+
+const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n) {
+    static __thread cfg_spec s[40];
+    int k = 0;
+    int nm;
+    const cfg_spec *m = scene_args_keys(&c->model, &nm);
+    for (int i = 0; i < nm; i++) s[k++] = m[i];
+#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
+    K("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
+    K("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
+    K("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
+    K("scene.aug", CFG_STR, aug, "scene|advanced", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's)");
+    K("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
+    K("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
+    K("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
+    K("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy");
+    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
+    K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EFS 5)");
+    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV with scene and view columns)");
+    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
+    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
+    K("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest: scene re-ID, views 0+1 against 2+3");
+    K("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
+#undef K
+    *n = k;
+    return s;
+}
+
+void scene_cfg_free(scene_cfg *c) {
+    int n;
+    const cfg_spec *s = scene_cfg_specs(c, &n);
+    cfg_free_strings(s, n);
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct {
+    scene_cfg cfg;
+    model *model;           /* frozen ViT + scene encoder (+ decoder): model->params is what is exported */
+    vit *enc;
+    scene_net *net;
+    struct { int batch, accum, seed; const char *out, *device; } run;
+    int V, N, S, L, K, D, T;  /* views, combinations per micro-batch, image side, patches, kept, width, latent tokens */
+    int use_mse, use_con, recon_all, advanced;
+    image_cache data;
+    int nscenes;            /* scenes with >= V views */
+    int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
+    int nskipped;           /* scenes with fewer than V views */
+    int64_t perm_epoch;
+    int *perm;
+    int nthreads;
+    aug_workspace *ws;
+    image *src;
+    /* per micro-batch host buffers */
+    int *inst;              /* B scene indices */
+    int *rows;              /* B * V dataset rows (the chosen views) */
+    float *chunk;           /* encode_batch augmented images */
+    float *cls;             /* [n_inputs, D] input [CLS] vectors */
+    float *views;           /* [N, V-1, D] the scene encoder's input */
+    float *latent;          /* [nrec, T, D] masked target latents */
+    float *target;          /* [nrec, L, p*p*3] reconstruction targets */
+    float *mask;            /* [N, L] 1 = removed */
+    int32_t *shuffle, *restore, *keep, *rec_restore;
+    int32_t *rec;           /* nrec combination indices reconstructed */
+    uint8_t *match;
+    int *ids;
+    int neval;
+    float *eval_x;
+    int64_t *eval_scene, *eval_view;
+} scene_objective;
+
+/* The footprint of a step (nn/base/memory.h) for train.device = cpu, from the config and the image
+ * encoder's size: frozen encoder weights, trainable scene encoder + decoder with gradients and AdamW
+ * state, the chunked encoder forward (no tape: its activations die after each chunk, counted as
+ * the training-time activations of one chunk, an upper bound), the kept latents and targets, and
+ * the decoder's activations. */
+static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
+    const vit_config *v = &o->enc->cfg;
+    const scene_config *c = &o->net->cfg;
+    double N = (double)k->batch * o->V, nrec = o->recon_all ? N : k->batch, L = o->L, T = o->T;
+    double trainable = scene_encoder_param_count(c) + (o->use_mse ? scene_decoder_param_count(c) : 0);
+    mem_estimate m = {0};
+    m.params = 4 * (vit_param_count(v) + trainable);
+    m.grads = 4 * trainable;
+    m.optimizer = 2 * 4 * trainable;
+    double chunk = vit_blocks_train_bytes(v->dim, v->depth, v->heads, v->mlp_ratio, o->cfg.encode_batch, 1 + v->registers + L);
+    double pd = 3.0 * v->patch * v->patch, dd = c->dec_dim;
+    double dec = o->use_mse ? 4 * nrec * L * (c->dec_depth * (8 * dd + 3.0 * c->dec_heads * c->dec_head_dim + 2.0 * c->dec_mlp) + 3 * dd + 2 * pd) : 0;
+    double enc = 4 * N * (o->V + 1) * (8.0 * v->dim + 3.0 * c->heads * c->head_dim + 2.0 * c->mlp);
+    m.activations = chunk > dec + enc ? chunk : dec + enc;
+    m.data = 4 * (o->cfg.encode_batch * 3.0 * o->S * o->S + N * o->V * v->dim * 2 + nrec * (T * v->dim + L * pd) + N * L * 4);
+    return mem_check(&m, "train scene", "train.batch, scene.views or scene.encode_batch");
+}
+
+static void scene_objective_free(scene_objective *o) {
+    if (!o) return;
+    model_free(o->model);
+    image_cache_free(&o->data);
+    free(o->scene_first); free(o->scene_count); free(o->scene_rows); free(o->perm);
+    for (int t = 0; o->ws && t < o->nthreads; t++) {
+        aug_workspace_free(&o->ws[t]);
+        image_free(&o->src[t]);
+    }
+    free(o->ws); free(o->src);
+    free(o->inst); free(o->rows); free(o->chunk); free(o->cls); free(o->views); free(o->latent); free(o->target);
+    free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore); free(o->rec);
+    free(o->match); free(o->ids);
+    free(o->eval_x); free(o->eval_scene); free(o->eval_view);
+    free(o);
+}
+
+/* Group the cached rows by scene (views in manifest order); scenes with fewer than V rows are skipped. */
+static int group_scenes(scene_objective *o) {
+    int n = o->data.n, maxs = -1;
+    for (int i = 0; i < n; i++) if (o->data.scene[i] > maxs) maxs = o->data.scene[i];
+    if (maxs < 0) return er_fail(ER_INPUT, "%s: no scene column (the scene objective needs scene and view ids; "
+                                           "see `endoret data import --layout scenes`)", o->cfg.manifest);
+    int *count = xcalloc(maxs + 1, sizeof(int));
+    for (int i = 0; i < n; i++) if (o->data.scene[i] >= 0) count[o->data.scene[i]]++;
+    o->scene_first = xmalloc((maxs + 1) * sizeof(int));
+    o->scene_count = xmalloc((maxs + 1) * sizeof(int));
+    o->scene_rows = xmalloc(n * sizeof(int));
+    int used = 0;
+    for (int s = 0; s <= maxs; s++) {
+        if (count[s] == 0) continue;
+        if (count[s] < o->V) { o->nskipped++; continue; }
+        o->scene_first[o->nscenes] = used;
+        o->scene_count[o->nscenes] = 0;
+        for (int i = 0; i < n; i++)
+            if (o->data.scene[i] == s) o->scene_rows[used + o->scene_count[o->nscenes]++] = i;
+        used += count[s];
+        o->nscenes++;
+    }
+    free(count);
+    if (o->nscenes < 2)
+        return er_fail(ER_INPUT, "%s: %d scene(s) with at least scene.views = %d views in split '%s': the contrastive "
+                                 "loss needs two", o->cfg.manifest, o->nscenes, o->V, o->cfg.split ? o->cfg.split : "");
+    return ER_OK;
+}
+
+static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_objective **out) {
+    *out = NULL;
+    int device, rc;
+    if ((rc = er_device_parse(k->device, &device))) return rc;
+    if ((rc = er_set_precision(k->precision))) return rc;
+    if (device != DEV_CPU)
+        return er_fail(ER_INPUT, "train scene runs on the CPU for now (train.device = %s)", k->device);
+    if (pg_size() > 1)
+        return er_fail(ER_INPUT, "train scene is not data-parallel yet: run it as one process");
+    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
+    scene_objective *o = xcalloc(1, sizeof *o);
+    o->cfg = *c;
+    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
+    o->run.out = k->out; o->run.device = k->device;
+    o->V = c->views;
+    o->use_mse = c->w_mse > 0;
+    o->use_con = c->w_con > 0;
+    o->recon_all = !strcmp(c->recon, "all");
+    o->advanced = !strcmp(c->aug, "advanced");
+    if ((rc = scene_model_new(&c->model, (uint64_t)k->seed, o->use_mse, &o->model))) goto fail;
+    o->enc = scene_model_vit(o->model);
+    o->net = scene_model_net(o->model);
+    o->S = o->enc->cfg.img;
+    o->L = o->enc->L;
+    o->K = mae_len_keep(o->L, c->mask_ratio);
+    o->D = o->enc->cfg.dim;
+    o->T = 1 + o->enc->cfg.registers + o->K;
+    o->N = k->batch * o->V;
+    if ((rc = scene_memory_check(o, k))) goto fail;
+    int side = c->cache_side > 0 ? c->cache_side : o->S * 8 / 7;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if ((rc = group_scenes(o))) goto fail;
+    if (c->eval_manifest && c->eval_manifest[0] &&
+        (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
+        goto fail;
+    o->perm_epoch = -1;
+    o->perm = xmalloc(o->nscenes * sizeof(int));
+    o->nthreads = omp_get_max_threads();
+    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
+    o->src = xcalloc(o->nthreads, sizeof(image));
+    int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, nrec = o->recon_all ? N : B;
+    int ninputs = c->share_views ? B * V : N * (V - 1);
+    size_t img = (size_t)3 * o->S * o->S;
+    o->inst = xmalloc(B * sizeof(int));
+    o->rows = xmalloc((size_t)B * V * sizeof(int));
+    o->chunk = xmalloc((size_t)c->encode_batch * img * sizeof(float));
+    o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
+    o->views = xmalloc((size_t)N * (V - 1) * D * sizeof(float));
+    if (o->use_mse) {
+        o->latent = xmalloc((size_t)nrec * o->T * D * sizeof(float));
+        o->target = xmalloc((size_t)nrec * img * sizeof(float));
+    }
+    o->mask = xmalloc((size_t)N * L * sizeof(float));
+    o->shuffle = xmalloc((size_t)N * L * sizeof(int32_t));
+    o->restore = xmalloc((size_t)N * L * sizeof(int32_t));
+    o->keep = xmalloc((size_t)c->encode_batch * o->K * sizeof(int32_t));
+    o->rec_restore = xmalloc((size_t)nrec * L * sizeof(int32_t));
+    o->rec = xmalloc(nrec * sizeof(int32_t));
+    o->match = xmalloc((size_t)N * N);
+    o->ids = xmalloc(N * sizeof(int));
+    *out = o;
+    return ER_OK;
+fail:
+    scene_objective_free(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- one micro-batch */
+
+/* Scene index of the i-th scene drawn since the start (epoch-wise reshuffled without replacement). */
+static int scene_at(scene_objective *o, int64_t i) {
+    int n = o->nscenes;
+    int64_t epoch = i / n;
+    if (epoch != o->perm_epoch) {
+        for (int k = 0; k < n; k++) o->perm[k] = k;
+        rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SHUFFLE, (uint32_t)epoch, 0));
+        rng_shuffle(&r, o->perm, n);
+        o->perm_epoch = epoch;
+    }
+    return o->perm[i % n];
+}
+
+/* The image of view slot u of scene j, augmented with stream `stream`, into dst [3, S, S]. */
+static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream, float *dst) {
+    int t = omp_get_thread_num(), S = o->S;
+    rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
+    image_cache_get(&o->data.imgs[o->rows[j * o->V + u]], &o->src[t]);
+    image out = {.c = 3, .h = S, .w = S, .data = dst, .cap = (size_t)3 * S * S};
+    int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
+                         : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
+    return rc || out.data != dst ? ER_RUNTIME : ER_OK;
+}
+
+/* Frozen-encoder pass over n images, chunk by chunk. Image q is (scene j, slot u, stream) from
+ * `what`; masked: the target forward (keep indices of combination rec[q]), storing the latent and
+ * the reconstruction target; else the [CLS] into o->cls row q. */
+typedef struct { int j, u; uint32_t stream; } slot;
+
+static int encode(scene_objective *o, int64_t g, const slot *what, int n, int masked) {
+    int S = o->S, D = o->D, L = o->L, K = o->K, p = o->enc->cfg.patch, cb = o->cfg.encode_batch;
+    size_t img = (size_t)3 * S * S;
+    nn_ctx ctx = NN_EVAL; /* the frozen encoder: eval mode, no tape */
+    for (int q0 = 0; q0 < n; q0 += cb) {
+        int nb = n - q0 < cb ? n - q0 : cb, fail = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int q = 0; q < nb; q++)
+            if (augment(o, g, what[q0 + q].j, what[q0 + q].u, what[q0 + q].stream, o->chunk + q * img)) fail = 1;
+        if (fail) return er_fail(ER_RUNTIME, "augmentation failed");
+        int rc = ER_OK;
+        NO_GRAD {
+            if (masked) {
+                for (int q = 0; q < nb; q++)
+                    memcpy(o->keep + (size_t)q * K, o->shuffle + (size_t)o->rec[q0 + q] * L, K * sizeof(int32_t));
+                tensor *lat = vit_forward(o->enc, &ctx, o->chunk, nb, o->keep, K);
+                if (!lat) rc = ER_RUNTIME;
+                else tensor_to_host(lat, o->latent + (size_t)q0 * o->T * D);
+                mae_target(o->chunk, nb, 3, S, S, p, 0, o->target + (size_t)q0 * img);
+            } else {
+                tensor *cls = vit_cls(o->enc, &ctx, o->chunk, nb);
+                if (!cls) rc = ER_RUNTIME;
+                else tensor_to_host(cls, o->cls + (size_t)q0 * D);
+            }
+        }
+        nn_step_end(); /* the chunk's activations die here: nothing of this step is live yet */
+        if (rc) return rc;
+    }
+    return ER_OK;
+}
+
+static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    scene_objective *o = self;
+    const scene_cfg *c = &o->cfg;
+    int B = o->run.batch, V = o->V, N = o->N, L = o->L, D = o->D;
+    int64_t g = step * o->run.accum + micro;
+    uint64_t seed = (uint64_t)o->run.seed;
+    /* the scenes, and V of each scene's views (a random V-subset when it has more) */
+    for (int j = 0; j < B; j++) {
+        int s = o->inst[j] = scene_at(o, g * B + j), cnt = o->scene_count[s];
+        int pick[256], *pk = cnt <= 256 ? pick : xmalloc(cnt * sizeof(int));
+        for (int i = 0; i < cnt; i++) pk[i] = i;
+        if (cnt > V) {
+            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
+            rng_shuffle(&r, pk, cnt);
+        }
+        for (int u = 0; u < V; u++) o->rows[j * V + u] = o->scene_rows[o->scene_first[s] + pk[u]];
+        if (pk != pick) free(pk);
+    }
+    /* combinations i = j V + t: target view t of scene j; their masks (pure functions of seed, g, i) */
+    mae_masking(N, L, o->K, NULL, NULL, seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
+    int nrec = 0;
+    for (int j = 0; j < B; j++) {
+        int tsel = 0;
+        if (!o->recon_all) {
+            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
+            tsel = (int)rng_below(&r, (uint32_t)V);
+        }
+        for (int t = 0; t < V; t++)
+            if (o->recon_all || t == tsel) o->rec[nrec++] = j * V + t;
+    }
+    /* inputs: as the code, every (combination, other view) is its own augmented image; shared: each
+     * view once. Targets: the combination's own draw (stream N V + i), or the view's shared draw. */
+    int ninputs = c->share_views ? B * V : N * (V - 1);
+    slot *what = xmalloc((size_t)(ninputs > nrec ? ninputs : nrec) * sizeof(slot));
+    int q = 0;
+    if (c->share_views) {
+        for (int j = 0; j < B; j++) for (int u = 0; u < V; u++) what[q++] = (slot){j, u, (uint32_t)(j * V + u)};
+    } else {
+        for (int i = 0; i < N; i++)
+            for (int u = 0; u < V; u++)
+                if (u != i % V) what[q++] = (slot){i / V, u, (uint32_t)(i * V + u)};
+    }
+    int rc = encode(o, g, what, ninputs, 0);
+    if (!rc) { /* the scene encoder's input [N, V-1, D] */
+        for (int i = 0; i < N; i++) {
+            int j = i / V, t = i % V, w = 0;
+            for (int u = 0; u < V; u++) {
+                if (u == t) continue;
+                const float *src = c->share_views ? o->cls + (size_t)(j * V + u) * D
+                                                  : o->cls + ((size_t)i * (V - 1) + w) * D;
+                memcpy(o->views + ((size_t)i * (V - 1) + w) * D, src, D * sizeof(float));
+                w++;
+            }
+        }
+    }
+    if (!rc && o->use_mse) {
+        for (int r = 0; r < nrec; r++) {
+            int i = o->rec[r], j = i / V, t = i % V;
+            what[r] = (slot){j, t, c->share_views ? (uint32_t)(j * V + t) : (uint32_t)(N * V + i)};
+        }
+        rc = encode(o, g, what, nrec, 1);
+    }
+    free(what);
+    if (rc) return NULL;
+    /* the trainable part */
+    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    tensor *vt = tensor_upload(o->model->device, 3, SHAPE(N, V - 1, D), o->views);
+    tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [N, D] */
+    if (!z) return NULL;
+    tensor *loss = NULL;
+    if (o->use_con) {
+        for (int i = 0; i < N; i++) o->ids[i] = i / V;
+        sscd_match_from_ids(o->ids, N, o->match);
+        sscd_stats st;
+        tensor *lc = sscd_loss(z, o->match, c->tau, c->entropy_weight, 0, &st);
+        if (!lc) return NULL;
+        loss_terms_set(terms, "infonce", st.infonce);
+        loss_terms_set(terms, "entropy", st.entropy);
+        loss_terms_set(terms, "pos_sim", st.pos_sim);
+        loss = op_mul_scalar(lc, (float)c->w_con);
+    }
+    if (o->use_mse) {
+        float *mk = xmalloc((size_t)nrec * L * sizeof(float));
+        for (int r = 0; r < nrec; r++) {
+            memcpy(mk + (size_t)r * L, o->mask + (size_t)o->rec[r] * L, L * sizeof(float));
+            memcpy(o->rec_restore + (size_t)r * L, o->restore + (size_t)o->rec[r] * L, L * sizeof(int32_t));
+        }
+        tensor *zr = nrec == N ? z : op_index_select(z, 0, o->rec, nrec);
+        tensor *lat = tensor_upload(o->model->device, 3, SHAPE(nrec, o->T, D), o->latent);
+        tensor *pred = scene_net_decode(o->net, &ctx, zr, lat, o->enc->cfg.registers, o->rec_restore);
+        tensor *lm = mae_loss(pred, o->target, mk); /* targets in MAE's patch order (dy, dx, c), as the reference */
+        free(mk);
+        if (!lm) return NULL;
+        loss_terms_set(terms, "mse", tensor_item(lm));
+        lm = op_mul_scalar(lm, (float)c->w_mse);
+        loss = loss ? op_add(loss, lm) : lm;
+    }
+    return loss;
+}
+
+/* ---------------------------------------------------------------- export, eval, interface */
+
+/* After each checkpoint: the inference model (frozen ViT + scene encoder, no decoder) as
+ * <out>/scene_encoder.safetensors, what `embed --scene` and `serve` load. */
+static int scene_on_checkpoint(void *self, int64_t step, int final) {
+    scene_objective *o = self;
+    char *path = path_join(o->run.out, "scene_encoder.safetensors");
+    int rc = model_save(o->model, path, step);
+    free(path);
+    (void)final;
+    return rc;
+}
+
+/* Held-out scene re-ID: each eval scene with views 0-3 gives a query descriptor from views 0+1 and
+ * a reference descriptor from views 2+3 (the scene encoder on each pair); queries are matched to
+ * references by cosine, k = 10, ISC2021 uAP / Acc@1 / Recall@P90 (infer/eval/reid_views.h). */
+static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
+    scene_objective *o = self;
+    int D = o->D, S = o->S, rc = ER_OK;
+    size_t img = (size_t)3 * S * S;
+    int64_t maxs = -1;
+    for (int i = 0; i < o->neval; i++) if (o->eval_scene[i] > maxs) maxs = o->eval_scene[i];
+    int *at = xmalloc((size_t)(maxs + 1) * 4 * sizeof(int));
+    for (int64_t i = 0; i < (maxs + 1) * 4; i++) at[i] = -1;
+    for (int i = 0; i < o->neval; i++)
+        if (o->eval_scene[i] >= 0 && o->eval_view[i] >= 0 && o->eval_view[i] < 4) at[o->eval_scene[i] * 4 + o->eval_view[i]] = i;
+    emb_set e;
+    emb_alloc(&e, 2 * (int)(maxs + 1), D);
+    e.scene = xmalloc(e.n * sizeof(int64_t));
+    e.view = xmalloc(e.n * sizeof(int64_t));
+    float *x = xmalloc(2 * img * sizeof(float));
+    int rows = 0;
+    for (int64_t s = 0; s <= maxs && !rc; s++) {
+        const int *a = at + s * 4;
+        if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[3] < 0) continue;
+        for (int side = 0; side < 2 && !rc; side++) {
+            memcpy(x, o->eval_x + (size_t)a[2 * side] * img, img * sizeof(float));
+            memcpy(x + img, o->eval_x + (size_t)a[2 * side + 1] * img, img * sizeof(float));
+            rc = model_embed_scene(o->model, x, 2, e.x + (size_t)rows * D);
+            e.scene[rows] = s;
+            e.view[rows] = 2 * side; /* 0 = the query pair, 2 = the reference pair */
+            rows++;
+        }
+    }
+    free(x);
+    free(at);
+    e.n = rows;
+    if (!rc && rows < 4) rc = er_fail(ER_INPUT, "%s: fewer than 2 eval scenes with views 0-3", o->cfg.eval_manifest);
+    reid_view_result r = {0};
+    int64_t ref = 2, qv = 0;
+    reid_views_cfg vc = {.qviews = &qv, .nqviews = 1, .rviews = &ref, .nrviews = 1, .k = REID_DEFAULT_K};
+    if (!rc) rc = reid_eval_views(&e, &vc, &r);
+    if (!rc) snprintf(buf, n, "\"scene_reid_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",
+                      r.r.uap, r.r.acc1, r.r.recall_p90, r.nqueries);
+    reid_view_result_free(&r);
+    emb_free(&e);
+    (void)step;
+    return rc;
+}
+
+static int64_t steps_per_epoch(const scene_objective *o) {
+    int64_t per = o->nscenes / ((int64_t)o->run.batch * o->run.accum);
+    return per > 0 ? per : 1;
+}
+
+static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
+    scene_objective *o = self;
+    char d[300];
+    model_describe(o->model, d, sizeof d);
+    fprintf(f, "train scene: %s; %lld trainable parameters (image encoder frozen) on %s, %d scenes x %d views "
+               "(%d with fewer views skipped), batch %d scenes x %d combinations, recon %s, %s views, %lld steps/epoch, "
+               "lr %.3g -> %s\n",
+            d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)),
+            o->run.device, o->nscenes, o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon,
+            o->cfg.share_views ? "shared" : "per-combination", (long long)steps_per_epoch(o), lc->lr, o->run.out);
+}
+
+static void scene_free_self(void *self) { scene_objective_free(self); }
+
+static void scene_defaults_any(void *cfg, loop_keys *k) {
+    scene_cfg_defaults(cfg);
+    scene_loop_defaults(k);
+}
+static const cfg_spec *scene_specs_any(void *cfg, int *n) { return scene_cfg_specs(cfg, n); }
+static void scene_cfg_free_any(void *cfg) { scene_cfg_free(cfg); }
+
+static int scene_create(const void *cfg, const loop_keys *k, train_objective *out) {
+    scene_objective *o;
+    int rc = scene_objective_new(cfg, k, &o);
+    if (rc) return rc;
+    train_objective t = {0};
+    t.name = "scene";
+    t.self = o;
+    t.params = scene_model_all_params(o->model);
+    t.steps_per_epoch = steps_per_epoch(o);
+    t.images_per_step = o->run.batch * o->run.accum; /* scenes: the progress line's rate is scenes/s */
+    t.step = scene_step;
+    t.on_checkpoint = scene_on_checkpoint;
+    if (o->neval > 0) t.eval = scene_eval;
+    t.describe = scene_describe;
+    t.exports = "scene_encoder.safetensors";
+    t.free = scene_free_self;
+    *out = t;
+    return ER_OK;
+}
+
+const objective_def objective_scene = {
+    .name = "scene",
+    .help = "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
+    .usage = "configs/endofinder_scene.cfg, configs/demo_scene.cfg",
+    .cfg_size = sizeof(scene_cfg),
+    .defaults = scene_defaults_any,
+    .specs = scene_specs_any,
+    .free_cfg = scene_cfg_free_any,
+    .create = scene_create,
+};
