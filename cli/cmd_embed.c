@@ -17,6 +17,7 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
+#include "cli/embed_scene.h"
 #include "infer/retrieval/baseline_desc.h"
 #include "infer/retrieval/embeddings.h"
 #include "nn/base/args.h"
@@ -83,8 +84,8 @@ int cmd_embed(int argc, char **argv) {
         else rest[nrest++] = argv[i];
     }
     const char *model_path = NULL, *arch = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
-               *precision = "fp32", *baseline = NULL;
-    int img = 0, batch = 32, threads = 0, heads = 0, json = 0;
+               *precision = "fp32", *baseline = NULL, *fusion = "transformer", *groups = NULL;
+    int img = 0, batch = 32, threads = 0, heads = 0, json = 0, scene = 0, max_views = 64;
     arg_spec specs[] = {
         {"model", ARG_STR, &model_path, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
         {"arch", ARG_STR, &arch, "model.arch of a --model file that does not say, e.g. vit_base (docs/models.md)"},
@@ -100,6 +101,10 @@ int cmd_embed(int argc, char **argv) {
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
         {"baseline", ARG_STR, &baseline, "colorhist | thumbnail: a no-learning descriptor instead of an encoder"},
+        {"scene", ARG_FLAG, &scene, "one descriptor per case (scene) from its views (cli/embed_scene.h)"},
+        {"fusion", ARG_STR, &fusion, "with --scene: transformer (the model's scene encoder) | mean (average of the views)"},
+        {"groups", ARG_STR, &groups, "with --scene: view groups fused separately, e.g. \"0,1;2,3\" (rows' view = \"0+1\", \"2+3\")"},
+        {"max-views", ARG_INT, &max_views, "with --scene: most views a case may have"},
     };
     int device = DEV_CPU;
     model *net = NULL;
@@ -110,6 +115,7 @@ int cmd_embed(int argc, char **argv) {
     rc = args_parse(nrest, rest, specs, sizeof specs / sizeof *specs,
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
                     "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)\n"
+                    "       endoret embed --model M --scene [--fusion transformer|mean] [--groups \"0,1;2,3\"] --manifest M --out E\n"
                     "       endoret embed --baseline colorhist|thumbnail --manifest M --out E   (no learning)", NULL, NULL);
     if (rc == ARGS_HELP) { rc = ER_OK; goto done; }
     if (rc) goto done;
@@ -122,6 +128,8 @@ int cmd_embed(int argc, char **argv) {
     }
     if (!model_path && !config) { rc = er_fail(ER_INPUT, "embed: --model (or --config for a random-init encoder) is required"); goto done; }
     if (batch < 1) { rc = er_fail(ER_INPUT, "embed: --batch must be >= 1"); goto done; }
+    if (max_views < 1) { rc = er_fail(ER_INPUT, "embed: --max-views must be >= 1"); goto done; }
+    if (!scene && (groups || strcmp(fusion, "transformer"))) { rc = er_fail(ER_INPUT, "embed: --fusion and --groups need --scene"); goto done; }
     if (threads > 0) omp_set_num_threads(threads);
     if (model_path) {
         char heads_kv[32], *hset[1] = {heads_kv};
@@ -138,6 +146,26 @@ int cmd_embed(int argc, char **argv) {
     mloaded = 1;
     int n = 0;
     if ((rc = select_rows(&m, man_path, split, &rows, &n))) goto done;
+    if (scene) {
+        double t0 = now_seconds();
+        int skipped = 0;
+        embed_scene_opts so = {.fusion = fusion, .groups = groups, .max_views = max_views};
+        if ((rc = embed_scenes(net, &m, man_path, rows, n, &so, &e, &skipped))) goto done;
+        e.manifest = xstrdup(man_path);
+        char what[200], desc[1200];
+        model_describe(net, what, sizeof what);
+        snprintf(desc, sizeof desc, "%s (%s), %s fusion of each case's views", what, model_path ? model_path : "random init", fusion);
+        e.model = xstrdup(desc);
+        e.distance = xstrdup("cosine");
+        if ((rc = emb_save(out, &e))) goto done;
+        double dt = now_seconds() - t0;
+        if (json) printf("{\"out\": \"%s\", \"cases\": %d, \"images\": %d, \"dim\": %d, \"fusion\": \"%s\", \"skipped\": %d, \"seconds\": %.3f}\n",
+                         out, e.n, n, D, fusion, skipped, dt);
+        else printf("embed --scene: %d cases from %d images -> %s (%d-d, %s fusion)%s in %.1f s\n", e.n, n, out, D, fusion,
+                    skipped ? " (cases lacking a view of a group skipped)" : "", dt);
+        if (skipped && !json) printf("embed --scene: %d (case, group) pairs skipped: a view of the group is missing\n", skipped);
+        goto done;
+    }
     emb_alloc(&e, n, D);
     emb_fill_from_manifest(&e, &m, rows, 1);
     e.manifest = xstrdup(man_path);

@@ -9,13 +9,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A case per scene (`embed --scene` without --groups: scene ids, no views, ids = the scene's first
+ * manifest row): its image paths are every manifest row of that scene, joined by ';'. */
+static int scene_columns(const emb_set *e, const manifest *m, char **paths, char **patient) {
+    for (int i = 0; i < e->n; i++) {
+        int64_t r0 = e->ids[i];
+        if (r0 < 0 || r0 >= m->n || !m->rows[r0].scene) return 0;
+    }
+    for (int i = 0; i < e->n; i++) {
+        const char *scene = m->rows[e->ids[i]].scene;
+        size_t len = 1;
+        for (int r = 0; r < m->n; r++) {
+            if (!m->rows[r].scene || strcmp(m->rows[r].scene, scene)) continue;
+            char *p = manifest_image_path(m, r);
+            len += strlen(p) + 1;
+            paths[i] = realloc(paths[i], len);
+            if (len == strlen(p) + 2) paths[i][0] = 0;
+            else strcat(paths[i], ";");
+            strcat(paths[i], p);
+            free(p);
+        }
+        patient[i] = m->rows[e->ids[i]].patient;
+    }
+    return 1;
+}
+
 /* image paths / patients (and labels, when the embedding file has none) from a manifest whose
- * rows match the embedding rows */
+ * rows match the embedding rows, or whose scenes are the embedding's cases (scene_columns) */
 static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, char ***patient, manifest *m) {
     *paths = *patient = NULL;
     if (!mpath || !*mpath) return ER_OK;
     int rc = manifest_load(mpath, m);
     if (rc) return rc;
+    if (m->n != e->n && e->scene && !e->view) {
+        *paths = xcalloc((size_t)e->n, sizeof(char *));
+        *patient = xcalloc((size_t)e->n, sizeof(char *));
+        if (scene_columns(e, m, *paths, *patient)) return ER_OK;
+        for (int i = 0; i < e->n; i++) free((*paths)[i]);
+        free(*paths); free(*patient);
+        *paths = *patient = NULL;
+    }
     if (m->n != e->n) {
         manifest_free(m);
         return er_fail(ER_INPUT, "--manifest: %s has %d rows but the embedding file has %d", mpath, m->n, e->n);

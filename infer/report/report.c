@@ -13,15 +13,6 @@
 
 static char *dup_or_null(const char *s) { return s && *s ? xstrdup(s) : NULL; }
 
-/* first of the ';'-separated image paths */
-static char *first_path(const char *s) {
-    if (!s || !*s) return NULL;
-    size_t n = strcspn(s, ";");
-    char *p = xmalloc(n + 1);
-    memcpy(p, s, n);
-    p[n] = 0;
-    return p;
-}
 
 static int label_by_name(const casedb *db, const char *name) {
     if (!name) return -1;
@@ -109,7 +100,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
         if (loo) {
             self = db->ids[i];
             w->id = self;
-            w->image = first_path(db->paths[i]);
+            w->image = dup_or_null(db->paths[i]);
             w->truth = db->labels[i] >= 0 && db->labels[i] < C ? (int)db->labels[i] : -1;
             w->truth_name = w->truth >= 0 ? xstrdup(db->label_names[w->truth]) : NULL;
             if (db->scene[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)db->scene[i]); w->scene = xstrdup(b); }
@@ -139,7 +130,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             b->hamming = cfg->use_float ? -1 : hd[(size_t)i * ks + j];
             b->cosine = cfg->use_float ? fd[(size_t)i * ks + j] : NAN;
             b->sim = cfg->use_float ? 1.0 - fd[(size_t)i * ks + j] : hamming_similarity(hd[(size_t)i * ks + j], db->bits);
-            b->image = row >= 0 ? first_path(db->paths[row]) : NULL;
+            b->image = row >= 0 ? dup_or_null(db->paths[row]) : NULL;
             b->scene = row >= 0 ? db->scene[row] : -1;
             b->view = row >= 0 ? db->view[row] : -1;
             b->patient = row >= 0 ? dup_or_null(db->patient[row]) : NULL;

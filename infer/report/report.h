@@ -21,7 +21,7 @@ typedef struct {
     int32_t hamming;      /* Hamming distance (binary search), -1 with float search */
     float cosine;         /* cosine distance 1 - cos (float search), NaN with binary search */
     double sim;           /* similarity used by the weighted vote */
-    char *image;          /* first image path of the case, NULL if none (owned) */
+    char *image;          /* the case's image paths (its views, ';'-separated), NULL if none (owned) */
     int64_t scene, view;  /* -1 unknown */
     char *patient;        /* owned, may be NULL */
 } report_neighbour;

@@ -146,6 +146,8 @@ static const char *CSS =
     "ol.nbs li{border:1px solid var(--line);border-radius:6px;padding:4px;font-size:11.5px;line-height:1.3;background:#fbfbfc}"
     "ol.nbs li.same{border-color:#9fd0ae;background:#f2faf4}ol.nbs li.diff{border-color:#e8b3ae;background:#fdf4f3}"
     "ol.nbs img,.noimg{width:100%;aspect-ratio:1;object-fit:cover;border-radius:4px;display:block;background:#ddd}"
+    ".views{display:grid;grid-template-columns:repeat(2,1fr);gap:2px;flex:none}.views.qimg{width:160px;height:auto;border:0}"
+    ".vimg{width:100%;aspect-ratio:1;object-fit:cover;border-radius:3px;display:block;background:#ddd}"
     ".noimg{display:flex;align-items:center;justify-content:center;color:var(--mute);font-size:11px}"
     "ol.nbs .pt{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}table.qlist td,table.qlist th{text-align:left}"
     ".rank{font-weight:700;color:var(--mute)}.lab{font-weight:600}"
@@ -245,7 +247,7 @@ void report_vote_text(const report_data *r, int i, char *out, size_t n) {
     }
 }
 
-static void image_tag(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
+static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
     const char *src = NULL;
     if (o->embed) src = path && o->cache ? cache_get(o->cache, path, o->thumb) : NULL;
     else src = path ? url : NULL;
@@ -260,6 +262,24 @@ static void image_tag(html_buf *b, const char *cls, const char *path, const char
     hb_puts(b, "\"");
     if (path) { hb_puts(b, " title=\""); hb_esc(b, path); hb_puts(b, "\""); }
     hb_puts(b, ">");
+}
+
+/* A case's views: `paths` holds one path or several separated by ';' (a scene case); view v > 0 is
+ * served at <url>/<v>. Several views are shown side by side in a strip. */
+static void image_tag(html_buf *b, const char *cls, const char *paths, const char *url, const char *alt, const report_html_opts *o) {
+    if (!paths || !strchr(paths, ';')) { image_tag1(b, cls, paths, url, alt, o); return; }
+    hb_printf(b, "<div class=\"views %s\">", cls);
+    const char *p = paths;
+    for (int v = 0; *p && v < 16; v++) {
+        size_t n = strcspn(p, ";");
+        char one[4096], u[96], a[96];
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one - 1 ? n : sizeof one - 1), p);
+        if (v) snprintf(u, sizeof u, "%s/%d", url, v); else snprintf(u, sizeof u, "%s", url);
+        snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
+        image_tag1(b, "vimg", one, u, a, o);
+        p += n + (p[n] == ';');
+    }
+    hb_puts(b, "</div>");
 }
 
 void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o) {

@@ -70,22 +70,50 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
     return reply_html(c, &b);
 }
 
+/* "<id>" or "<id>/<view>" (a case's view-th image path; 0 = the first) */
+static int parse_index_view(const char *s, int64_t *v, int64_t *view) {
+    char buf[40];
+    size_t n = strcspn(s, "/");
+    if (n >= sizeof buf) return 0;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    *view = 0;
+    if (!parse_index(buf, v)) return 0;
+    return !s[n] || parse_index(s + n + 1, view);
+}
+
+/* The view-th of a ';'-separated path list: served only when the list has it. */
+static enum MHD_Result reply_view(struct MHD_Connection *c, const char *paths, int64_t view) {
+    const char *p = paths;
+    for (int64_t k = 0; p && *p && k < view; k++) {
+        p = strchr(p, ';');
+        if (p) p++;
+    }
+    if (!p || !*p) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such view\n");
+    char one[4096];
+    size_t n = strcspn(p, ";");
+    if (n >= sizeof one) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "path too long\n");
+    memcpy(one, p, n);
+    one[n] = 0;
+    return http_reply_image_file(c, one, NULL);
+}
+
 static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c, const char *rest) {
-    int64_t v;
+    int64_t v, view;
     if (!strncmp(rest, "query/", 6)) {
-        if (!parse_index(rest + 6, &v)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/query/<row number>\n");
+        if (!parse_index_view(rest + 6, &v, &view)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/query/<row number>\n");
         if (v >= s->rep.nq) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
-        return http_reply_image_file(c, s->rep.q[v].image, NULL);
+        return reply_view(c, s->rep.q[v].image, view);
     }
     if (!strncmp(rest, "case/", 5)) {
-        if (!parse_index(rest + 5, &v)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
+        if (!parse_index_view(rest + 5, &v, &view)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
         int64_t lo = 0, hi = s->ncase; /* binary search over the ascending ids */
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
             if (s->case_id[mid] < v) lo = mid + 1; else hi = mid;
         }
         if (lo >= s->ncase || s->case_id[lo] != v) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
-        return http_reply_image_file(c, s->case_image[lo], NULL);
+        return reply_view(c, s->case_image[lo], view);
     }
     return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
@@ -136,12 +164,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     s->case_image = xcalloc((size_t)(db.n ? db.n : 1), sizeof(char *));
     for (int64_t i = 0; i < db.n; i++) {
         s->case_id[i] = db.ids[i];
-        if (db.paths[i] && *db.paths[i]) {
-            size_t n = strcspn(db.paths[i], ";");
-            s->case_image[i] = xmalloc(n + 1);
-            memcpy(s->case_image[i], db.paths[i], n);
-            s->case_image[i][n] = 0;
-        }
+        if (db.paths[i] && *db.paths[i]) s->case_image[i] = xstrdup(db.paths[i]); /* every view */
         if (i && s->case_id[i] <= s->case_id[i - 1]) rc = er_fail(ER_INPUT, "%s: case ids are not in ascending order", cfg->index);
     }
     casedb_close(&db);

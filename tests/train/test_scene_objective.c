@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/embed_scene.h"
 #include "datasets/synth.h"
 #include "nn/autograd.h"
+#include "datasets/augment.h"
+#include "datasets/image.h"
 #include "nn/base/base.h"
 #include "nn/models/model.h"
 #include "nn/models/vit_model.h"
@@ -124,6 +127,45 @@ Test(scene_train, twenty_steps_lower_the_loss_and_export_loads, .timeout = 180) 
     }
     cr_assert_eq(model_embed_scene(e, x, 2, z), ER_INPUT);
     cr_assert(strstr(er_msg(), "--fusion mean"), "%s", er_msg());
+    /* embed --scene: one row per scene (8 x 4 views), per group with names "0+1" / "2+3"; mean fusion
+     * = the average of the view descriptors */
+    manifest man;
+    cr_assert_eq(manifest_load(r.man, &man), 0, "%s", er_msg());
+    int *rows = malloc(man.n * sizeof(int)), sk = 0;
+    for (int i = 0; i < man.n; i++) rows[i] = i;
+    emb_set all, grp, avg;
+    embed_scene_opts so = {.fusion = "transformer", .groups = NULL, .max_views = 8};
+    cr_assert_eq(embed_scenes(m, &man, r.man, rows, man.n, &so, &all, &sk), 0, "%s", er_msg());
+    cr_assert_eq(all.n, 8);
+    cr_assert(all.scene && !all.view && sk == 0);
+    so.groups = "0,1;2,3";
+    cr_assert_eq(embed_scenes(m, &man, r.man, rows, man.n, &so, &grp, &sk), 0, "%s", er_msg());
+    cr_assert_eq(grp.n, 16);
+    cr_assert(grp.nview_names == 2 && !strcmp(grp.view_names[0], "0+1") && !strcmp(grp.view_names[1], "2+3"));
+    so.fusion = "mean";
+    cr_assert_eq(embed_scenes(m, &man, r.man, rows, man.n, &so, &avg, &sk), 0, "%s", er_msg());
+    /* row 0: scene of manifest row 0, views 0 and 1: the mean of their descriptors */
+    float *im = malloc(sizeof(float) * 2 * 3 * S * S), dv[2 * 32];
+    image src = {0}, dst = {0};
+    aug_workspace ws = {0};
+    for (int v = 0, k = 0; k < man.n && v < 2; k++) {
+        if (strcmp(man.rows[k].scene, man.rows[0].scene)) continue;
+        char *p = manifest_image_path(&man, k);
+        cr_assert_eq(image_load(p, 3, &src), 0);
+        cr_assert_eq(aug_eval(&src, S, &ws, &dst), 0);
+        memcpy(im + (size_t)v++ * 3 * S * S, dst.data, sizeof(float) * 3 * S * S);
+        free(p);
+    }
+    cr_assert_eq(model_embed(m, im, 2, dv), 0);
+    for (int j = 0; j < 32; j++)
+        cr_assert(fabsf(avg.x[j] - 0.5f * (dv[j] + dv[32 + j])) < 1e-6, "mean fusion [%d]", j);
+    so.groups = "0,9";
+    emb_set none;
+    cr_assert_eq(embed_scenes(m, &man, r.man, rows, man.n, &so, &none, &sk), ER_INPUT);
+    cr_assert(strstr(er_msg(), "no scene has every view"), "%s", er_msg());
+    image_free(&src); image_free(&dst); aug_workspace_free(&ws); free(im);
+    emb_free(&all); emb_free(&grp); emb_free(&avg); free(rows);
+    manifest_free(&man);
     model_free(m); model_free(e);
     free(x); free(path);
     run_close(&r);
