@@ -14,6 +14,8 @@
  * ViT step could reach there. */
 #include <math.h>
 #include <omp.h>
+
+#include "cli/cmd_bench_scene.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +65,7 @@ enum { DEC_DIM = 512, DEC_DEPTH = 8, DEC_HEADS = 16 }; /* MAE's decoder for ViT-
 
 static int bench_train(int argc, char **argv) {
     const char *arch = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
-    int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0;
+    int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0, share = 0;
     double mask_ratio = 0.75;
     arg_spec specs[] = {
         {"model", ARG_STR, &arch, "a registered model.arch: vit_tiny | vit_small | vit_base | vit_large (+ _patch14)"},
@@ -75,10 +77,11 @@ static int bench_train(int argc, char **argv) {
         {"json", ARG_FLAG, &json, "one JSON line"},
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
-        {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor) | mae (MAE pre-training step)"},
+        {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor) | mae (MAE pre-training step) | scene (EndoFinder-Scene steps, --batch scenes)"},
         {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)"},
+        {"share-views", ARG_FLAG, &share, "objective scene: each view encoded once per step"},
     };
-    int rc = args_parse(argc, argv, specs, 11,
+    int rc = args_parse(argc, argv, specs, 12,
                         "endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
                         "                    [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae]", NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
@@ -86,6 +89,12 @@ static int bench_train(int argc, char **argv) {
     int device;
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) return rc; /* before any work */
     int mae = !strcmp(objective, "mae");
+    if (!strcmp(objective, "scene")) {
+        if (batch < 2 || steps < 1) return er_fail(ER_INPUT, "bench train: --objective scene needs --batch >= 2 scenes and --steps >= 1");
+        if (device != DEV_CPU) return er_fail(ER_INPUT, "bench train: --objective scene runs on the CPU for now");
+        if (threads > 0) omp_set_num_threads(threads);
+        return bench_train_scene(arch, img, patch, batch, steps, share, json);
+    }
     if (!mae && strcmp(objective, "cls")) return er_fail(ER_INPUT, "bench train: --objective must be cls or mae, got '%s'", objective);
     if (batch < 1 || steps < 1) return er_fail(ER_INPUT, "bench train: --batch and --steps must be >= 1");
     if (mae && !(mask_ratio > 0 && mask_ratio < 1)) return er_fail(ER_INPUT, "bench train: --mask-ratio must be in (0, 1)");

@@ -304,7 +304,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             for (int i = 0; i < acc.n && o < sizeof line; i++)
                 o += snprintf(line + o, sizeof line - o, "  %s %.4f", acc.name[i], acc.value[i]);
             if (o < sizeof line)
-                snprintf(line + o, sizeof line - o, "  lr %.2e  %.1f img/s  ETA %s", lr, ips, eta_s);
+                snprintf(line + o, sizeof line - o, "  lr %.2e  %.1f %s/s  ETA %s", lr, ips, obj->rate_unit ? obj->rate_unit : "img", eta_s);
             if (progress) fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
             t_win = now;
             win_steps = 0;

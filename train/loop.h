@@ -51,7 +51,8 @@ typedef struct train_objective {
     void *self;
     param_list *params;        /* everything saved; trainable = T_REQUIRES_GRAD */
     int64_t steps_per_epoch;   /* optimizer steps per epoch */
-    int images_per_step;       /* images consumed by one optimizer step (for img/s) */
+    int images_per_step;       /* items (images, or scenes: rate_unit) consumed by one optimizer step */
+    const char *rate_unit;     /* the progress line's rate unit: NULL = "img" (img/s), "scenes" ... */
     /* Loss (scalar tensor) of micro-batch `micro` (0..accum-1) of optimizer step `step`; terms gets
      * the named parts (already divided for accumulation is NOT expected: the loop scales). NULL + er_msg
      * on failure. */

@@ -508,6 +508,7 @@ static int scene_create(const void *cfg, const loop_keys *k, train_objective *ou
     t.params = scene_model_all_params(o->model);
     t.steps_per_epoch = steps_per_epoch(o);
     t.images_per_step = o->run.batch * o->run.accum; /* scenes: the progress line's rate is scenes/s */
+    t.rate_unit = "scenes";
     t.step = scene_step;
     t.on_checkpoint = scene_on_checkpoint;
     if (o->neval > 0) t.eval = scene_eval;
