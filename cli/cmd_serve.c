@@ -11,15 +11,18 @@
 
 int cmd_serve(int argc, char **argv) {
     report_opts o = REPORT_OPTS_INIT;
-    const char *bind = "127.0.0.1";
-    int port = 8080;
+    const char *bind = "127.0.0.1", *model = NULL, *roots = NULL;
+    int port = 8080, max_views = 16;
     arg_spec specs[] = {
         REPORT_ARG_SPECS(o),
         {"port", ARG_INT, &port, "TCP port (0 = any free port)"},
         {"bind", ARG_STR, &bind, "IPv4 address to listen on (default 127.0.0.1: this machine only)"},
+        {"model", ARG_STR, &model, "encoder for new cases (POST /case, the /new page): a scene model fuses the views"},
+        {"image-root", ARG_STR, &roots, "folders (comma-separated) whose images a JSON case may name"},
+        {"max-views", ARG_INT, &max_views, "images per new case"},
     };
-    int rc = args_parse(argc, argv, specs, REPORT_NARGS + 2,
-                        "endoret serve --index DB [--query Q.safetensors --manifest QM] [--port P] [--bind 127.0.0.1]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, REPORT_NARGS + 5,
+                        "endoret serve --index DB [--query Q.safetensors --manifest QM] [--model M [--image-root DIR,...]] [--port P] [--bind 127.0.0.1]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if ((rc = report_opts_check(&o))) return rc;
@@ -29,7 +32,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    retrieval_server_cfg cfg = {o.index, o.query, o.manifest, bind, port, o.cfg};
+    retrieval_server_cfg cfg = {o.index, o.query, o.manifest, bind, port, o.cfg, model, roots, max_views};
     retrieval_server *s;
     int bound;
     if ((rc = retrieval_server_start(&cfg, &s, &bound))) {
@@ -37,7 +40,8 @@ int cmd_serve(int argc, char **argv) {
         return rc;
     }
     const report_data *r = retrieval_server_report(s);
-    printf("serving %d queries against %lld cases on http://%s:%d/ (Ctrl-C to stop)\n", r->nq, (long long)r->ncases, bind, bound);
+    printf("serving %d queries against %lld cases on http://%s:%d/%s (Ctrl-C to stop)\n", r->nq, (long long)r->ncases, bind, bound,
+           model ? "; new cases: /new, POST /case, POST /case.json" : "");
     fflush(stdout);
     int sig;
     sigwait(&set, &sig);

@@ -16,8 +16,8 @@
 /* Sends METHOD PATH (with `payload` of type `ctype` when non-NULL) to 127.0.0.1:port and returns the
  * status code; *body / *blen point at the response body inside a static buffer (binary-safe, valid
  * until the next call). Fails the test on a connection error or a missing status line. */
-static int test_http(int port, const char *method, const char *path, const char *ctype, const char *payload,
-                     const char **body, size_t *blen) {
+static int test_http_bin(int port, const char *method, const char *path, const char *ctype, const char *payload,
+                         size_t plen, const char **body, size_t *blen) {
     static char resp[1 << 20];
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fd >= 0);
@@ -31,9 +31,14 @@ static int test_http(int port, const char *method, const char *path, const char 
     cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
     char req[2048];
     int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n", method, path);
-    if (payload) n += snprintf(req + n, sizeof req - n, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, strlen(payload));
-    n += snprintf(req + n, sizeof req - n, "\r\n%s", payload ? payload : "");
+    if (payload) n += snprintf(req + n, sizeof req - n, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, plen);
+    n += snprintf(req + n, sizeof req - n, "\r\n");
     cr_assert(write(fd, req, n) == n);
+    for (size_t off = 0; payload && off < plen;) { /* binary-safe body */
+        ssize_t w = write(fd, payload + off, plen - off);
+        cr_assert(w > 0);
+        off += (size_t)w;
+    }
     size_t got = 0;
     ssize_t r;
     while (got < sizeof resp - 1 && (r = read(fd, resp + got, sizeof resp - 1 - got)) > 0) got += (size_t)r;
@@ -45,6 +50,12 @@ static int test_http(int port, const char *method, const char *path, const char 
     *body = b ? b + 4 : "";
     *blen = b ? got - (size_t)(b + 4 - resp) : 0;
     return status;
+}
+
+/* test_http_bin with a NUL-terminated payload. */
+static inline int test_http(int port, const char *method, const char *path, const char *ctype, const char *payload,
+                            const char **body, size_t *blen) {
+    return test_http_bin(port, method, path, ctype, payload, payload ? strlen(payload) : 0, body, blen);
 }
 
 #endif

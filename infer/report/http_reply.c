@@ -115,6 +115,16 @@ enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path
     return r;
 }
 
+char *http_path_allowed(const char *path, char *const *roots) {
+    char *real = path && *path ? realpath(path, NULL) : NULL;
+    struct stat st;
+    if (!real || stat(real, &st) != 0 || !S_ISREG(st.st_mode) || !under_a_root(real, roots)) {
+        free(real);
+        return NULL;
+    }
+    return real;
+}
+
 char *http_image_root(const char *dir) {
     char *real = realpath(dir, NULL);
     struct stat st;

@@ -36,6 +36,9 @@ enum MHD_Result http_reply_text(struct MHD_Connection *c, unsigned status, const
  * (symlinks and .. resolved) is a regular file under one of roots (a NULL-terminated list of
  * real paths of folders; roots == NULL: any folder) of at most HTTP_MAX_IMAGE_BYTES; 404 otherwise. */
 enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path, char *const *roots);
+/* The real path of `path` when it is a regular file under one of roots (as http_reply_image_file
+ * decides), else NULL. malloc'd. */
+char *http_path_allowed(const char *path, char *const *roots);
 /* The real path of folder dir as a root for http_reply_image_file, or NULL (ER_INPUT naming it). */
 char *http_image_root(const char *dir);
 

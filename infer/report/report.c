@@ -31,6 +31,58 @@ static int query_manifest_row(const manifest *m, const emb_set *q, int i) {
     return q->ids[i] >= 0 && q->ids[i] < m->n ? (int)q->ids[i] : -1;
 }
 
+void report_header(report_data *r, const casedb *db, const char *index_path, int k, const report_cfg *cfg, int nq) {
+    r->index_path = xstrdup(index_path);
+    r->model = dup_or_null(db->model);
+    r->k = k; r->weighted = cfg->weighted; r->use_float = cfg->use_float; r->tau = cfg->tau;
+    r->bits = db->bits; r->dim = db->dim;
+    r->hash_name = hash_kind_name(db->hash.kind);
+    r->index_name = index_kind_name(db->kind);
+    r->ncases = db->n;
+    int C = r->nclass = db->nlabel_names;
+    r->label_names = xcalloc(C ? C : 1, sizeof(char *));
+    for (int c = 0; c < C; c++) r->label_names[c] = xstrdup(db->label_names[c]);
+    r->nq = nq;
+    r->q = xcalloc(nq ? nq : 1, sizeof(report_query));
+    r->conf = xcalloc((size_t)(C ? C * C : 1), sizeof(int64_t));
+}
+
+void report_neighbours(const casedb *db, const report_cfg *cfg, const report_data *r, int k, int64_t self,
+                       const int64_t *ids, const int32_t *hd, const float *fd, int cnt, report_query *w) {
+    int C = r->nclass;
+    int64_t *lab = xmalloc((size_t)(cnt + 1) * 8);
+    double *sim = xmalloc((size_t)(cnt + 1) * 8);
+    w->nb = xcalloc(cnt + 1, sizeof(report_neighbour));
+    int n = 0;
+    for (int j = 0; j < cnt && n < k; j++) {
+        int64_t id = ids[j];
+        if (id == self) continue;
+        int64_t row = casedb_row(db, id);
+        report_neighbour *b = &w->nb[n];
+        b->id = id;
+        b->label = row >= 0 ? db->labels[row] : -1;
+        b->hamming = cfg->use_float ? -1 : hd[j];
+        b->cosine = cfg->use_float ? fd[j] : NAN;
+        b->sim = cfg->use_float ? 1.0 - fd[j] : hamming_similarity(hd[j], db->bits);
+        b->image = row >= 0 ? dup_or_null(db->paths[row]) : NULL;
+        b->scene = row >= 0 ? db->scene[row] : -1;
+        b->view = row >= 0 ? db->view[row] : -1;
+        b->patient = row >= 0 ? dup_or_null(db->patient[row]) : NULL;
+        lab[n] = b->label;
+        sim[n] = b->sim;
+        n++;
+    }
+    w->nnb = n;
+    w->score = xcalloc(C ? C : 1, sizeof(double));
+    w->pred = C == 0 ? -1 : cfg->weighted ? knn_weighted(lab, sim, n, C, cfg->tau, w->score) : knn_majority(lab, n, C, w->score);
+    for (int j = 0; j < n; j++) {
+        w->voters += lab[j] >= 0;
+        w->agree += w->pred >= 0 && lab[j] == w->pred;
+    }
+    free(lab);
+    free(sim);
+}
+
 int report_build(const casedb *db, const char *index_path, const emb_set *q, const char *query_path,
                  const char *qman_path, const report_cfg *cfg, report_data *out) {
     memset(out, 0, sizeof *out);
@@ -70,27 +122,15 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
     }
 
     report_data *r = out;
-    r->index_path = xstrdup(index_path);
+    report_header(r, db, index_path, k, cfg, nq);
     r->query_path = dup_or_null(query_path);
     r->manifest_path = have_m ? xstrdup(qman_path ? qman_path : q->manifest) : NULL;
-    r->model = dup_or_null(db->model);
-    r->k = k; r->weighted = cfg->weighted; r->use_float = cfg->use_float; r->tau = cfg->tau;
-    r->bits = db->bits; r->dim = db->dim;
-    r->hash_name = hash_kind_name(db->hash.kind);
-    r->index_name = index_kind_name(db->kind);
-    r->ncases = db->n;
-    int C = r->nclass = db->nlabel_names;
-    r->label_names = xcalloc(C ? C : 1, sizeof(char *));
-    for (int c = 0; c < C; c++) r->label_names[c] = xstrdup(db->label_names[c]);
-    r->nq = nq;
-    r->q = xcalloc(nq ? nq : 1, sizeof(report_query));
-    r->conf = xcalloc((size_t)(C ? C * C : 1), sizeof(int64_t));
+    int C = r->nclass;
 
     int ks = loo ? k + 1 : k; /* leave-one-out: one more, the case itself is dropped */
-    int64_t *ids = xmalloc((size_t)(nq ? nq : 1) * ks * 8), *lab = xmalloc((size_t)ks * 8);
+    int64_t *ids = xmalloc((size_t)(nq ? nq : 1) * ks * 8);
     int32_t *hd = xmalloc((size_t)(nq ? nq : 1) * ks * 4);
     float *fd = xmalloc((size_t)(nq ? nq : 1) * ks * 4);
-    double *sim = xmalloc((size_t)ks * 8);
     int *cnt = xmalloc((size_t)(nq ? nq : 1) * sizeof(int)), *truth = xmalloc((size_t)(nq ? nq : 1) * sizeof(int)),
         *pred = xmalloc((size_t)(nq ? nq : 1) * sizeof(int));
     rc = casedb_search(db, qx, nq, ks, cfg->use_float, ids, hd, fd, cnt);
@@ -118,33 +158,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             if (!w->scene && q->scene && q->scene[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)q->scene[i]); w->scene = xstrdup(b); }
             if (!w->view && q->view && q->view[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)q->view[i]); w->view = xstrdup(b); }
         }
-        w->nb = xcalloc(ks, sizeof(report_neighbour));
-        int n = 0;
-        for (int j = 0; j < cnt[i] && n < k; j++) {
-            int64_t id = ids[(size_t)i * ks + j];
-            if (id == self) continue;
-            int64_t row = casedb_row(db, id);
-            report_neighbour *b = &w->nb[n];
-            b->id = id;
-            b->label = row >= 0 ? db->labels[row] : -1;
-            b->hamming = cfg->use_float ? -1 : hd[(size_t)i * ks + j];
-            b->cosine = cfg->use_float ? fd[(size_t)i * ks + j] : NAN;
-            b->sim = cfg->use_float ? 1.0 - fd[(size_t)i * ks + j] : hamming_similarity(hd[(size_t)i * ks + j], db->bits);
-            b->image = row >= 0 ? dup_or_null(db->paths[row]) : NULL;
-            b->scene = row >= 0 ? db->scene[row] : -1;
-            b->view = row >= 0 ? db->view[row] : -1;
-            b->patient = row >= 0 ? dup_or_null(db->patient[row]) : NULL;
-            lab[n] = b->label;
-            sim[n] = b->sim;
-            n++;
-        }
-        w->nnb = n;
-        w->score = xcalloc(C ? C : 1, sizeof(double));
-        w->pred = C == 0 ? -1 : cfg->weighted ? knn_weighted(lab, sim, n, C, cfg->tau, w->score) : knn_majority(lab, n, C, w->score);
-        for (int j = 0; j < n; j++) {
-            w->voters += lab[j] >= 0;
-            w->agree += w->pred >= 0 && lab[j] == w->pred;
-        }
+        report_neighbours(db, cfg, r, k, self, ids + (size_t)i * ks, hd + (size_t)i * ks, fd + (size_t)i * ks, cnt[i], w);
         truth[i] = w->truth;
         pred[i] = w->pred;
         if (w->truth >= 0) { r->scored++; r->correct += w->pred == w->truth; }
@@ -153,7 +167,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
         confusion_matrix(truth, pred, nq, C, r->conf);
         r->accuracy = r->scored ? accuracy_from_confusion(r->conf, C) : NAN;
     } else r->accuracy = NAN;
-    free(ids); free(lab); free(hd); free(fd); free(sim); free(cnt); free(truth); free(pred);
+    free(ids); free(hd); free(fd); free(cnt); free(truth); free(pred);
     if (have_m) manifest_free(&m);
     if (rc) report_free(r);
     return rc;

@@ -94,6 +94,13 @@ int report_opts_check(report_opts *o);
 int report_build(const casedb *db, const char *index_path, const emb_set *q, const char *query_path,
                  const char *qman_path, const report_cfg *cfg, report_data *out);
 void report_free(report_data *r);
+/* The parts report_build is made of, for one query found elsewhere (`serve`'s online cases): the
+ * report's parameters and labels for nq queries (r->q allocated, zeroed) ... */
+void report_header(report_data *r, const casedb *db, const char *index_path, int k, const report_cfg *cfg, int nq);
+/* ... and a query's neighbours from casedb_search's cnt results (ids, Hamming or cosine distances),
+ * skipping case `self` (-1: none), at most k, with the vote. */
+void report_neighbours(const casedb *db, const report_cfg *cfg, const report_data *r, int k, int64_t self,
+                       const int64_t *ids, const int32_t *hd, const float *fd, int cnt, report_query *w);
 /* Label name of a database label id, or "unknown". */
 const char *report_label(const report_data *r, int64_t label);
 

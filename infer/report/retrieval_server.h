@@ -5,9 +5,19 @@
  *   GET /query/<row>        the explanation of one query (same card as the static report)
  *   GET /image/query/<row>  the query's image file, as named by the query manifest
  *   GET /image/case/<id>    a case's first image file, as stored in the case database
- * Only files registered in the database / manifest are ever opened: a URL names a row or a case
- * id, never a path (no traversal). Malformed numbers -> 400, unknown routes / rows / ids -> 404,
- * methods other than GET/HEAD -> 405. */
+ * With a model (--model), new cases are answered online (infer/report/case_query.h):
+ *   GET  /new               a form to upload 1..max_views images of one case
+ *   POST /case              multipart/form-data images -> the page of the case: its views, the k
+ *                           nearest cases with all their views, diagnoses and distances, the vote
+ *   POST /case.json         the same images, or application/json {"paths": [...]} naming images
+ *                           under the --image-root folders -> the answer as JSON
+ * Bad uploads get a 4xx with one line saying why: not a PNG/JPEG image or an empty file (400), a
+ * path outside the image folders or unreadable (403), too many images or too large (413), another
+ * content type (415). Uploaded images are decoded in memory; for the page's thumbnails they are
+ * written to a private temporary folder that is removed before the reply.
+ * Only files registered in the database / manifest (or, for JSON cases, under --image-root) are ever
+ * opened: a URL names a row or a case id, never a path (no traversal). Malformed numbers -> 400,
+ * unknown routes / rows / ids -> 404, other methods -> 405. */
 #ifndef ENDORET_RETRIEVAL_SERVER_H
 #define ENDORET_RETRIEVAL_SERVER_H
 
@@ -20,6 +30,9 @@ typedef struct {
     const char *bind;     /* IPv4 address, NULL = "127.0.0.1" */
     int port;             /* 0 = an ephemeral port */
     report_cfg rep;       /* k, vote, tau, float search, limit */
+    const char *model;    /* NULL: browse only; else the encoder that embeds new cases */
+    const char *image_roots; /* comma-separated folders JSON cases may name (NULL: none) */
+    int max_views;        /* images per new case (>= 1) */
 } retrieval_server_cfg;
 
 typedef struct retrieval_server retrieval_server;

@@ -1,0 +1,37 @@
+/* case_query.h — one new case, online (EndoFinder's "online retrieval"): its 1..N view images ->
+ * the case descriptor -> the case database's search -> the kNN vote, as a one-query report
+ * (report.h) that report_html renders and case_query_json writes.
+ *
+ * The descriptor is the model's scene descriptor when its family has one (EndoFinder-Scene: the
+ * scene encoder over the views' [CLS]), else the image descriptor of a single view, or the mean of
+ * the views' descriptors (the paper's averaging baseline). Images are preprocessed as `embed`
+ * (datasets/augment.h aug_eval), so an online case and an embedded one give the same descriptor. */
+#ifndef ENDORET_CASE_QUERY_H
+#define ENDORET_CASE_QUERY_H
+
+#include "datasets/image.h"
+#include "infer/report/report.h"
+#include "infer/report/report_html.h"
+#include "infer/retrieval/casedb.h"
+#include "nn/models/model.h"
+
+typedef struct {
+    model *m;
+    const casedb *db;
+    const char *index_path;
+    report_cfg cfg;
+} case_engine;
+
+typedef struct {
+    const char *fusion;          /* "scene encoder" | "single view" | "mean of views" */
+    double embed_ms, search_ms;  /* preprocessing + encoder; search + vote */
+} case_timing;
+
+/* views[0..V) decoded RGB images; paths: their names joined by ';' (shown on the page; NULL = none).
+ * ER_INPUT when V < 1 or the model's width is not the database's. */
+int case_query(const case_engine *e, const image *views, int V, const char *paths, report_data *out, case_timing *t);
+/* The answer as one JSON object: the vote, the neighbours (id, label, distance, image paths) and the
+ * timings. */
+void case_query_json(html_buf *b, const report_data *r, const case_timing *t, int V);
+
+#endif

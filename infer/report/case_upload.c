@@ -1,0 +1,137 @@
+/* case_upload.c — reading a new case's POST body (case_upload.h). */
+#include "infer/report/case_upload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nn/base/base.h"
+#include "nn/base/json.h"
+
+struct case_upload {
+    int json, max_views;
+    struct MHD_PostProcessor *pp;
+    case_file *f;
+    int n, cap;
+    size_t total;
+    char *body;            /* JSON body */
+    size_t blen;
+    const char *over;      /* the limit exceeded, NULL = none */
+};
+
+static case_file *add_file(case_upload *u, const char *name) {
+    if (u->n == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 4;
+        u->f = realloc(u->f, (size_t)u->cap * sizeof(case_file));
+        if (!u->f) abort();
+    }
+    case_file *f = &u->f[u->n++];
+    memset(f, 0, sizeof *f);
+    f->name = xstrdup(name ? name : "");
+    return f;
+}
+
+static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                               const char *content_type, const char *transfer_encoding, const char *data, uint64_t off,
+                               size_t size) {
+    (void)kind; (void)key; (void)content_type; (void)transfer_encoding;
+    case_upload *u = cls;
+    if (!filename || u->over) return MHD_YES; /* plain form fields are ignored; past a limit: drain */
+    if (off == 0) { /* the first chunk of a file part */
+        if (u->n == u->max_views) { u->over = "too many images for one case"; return MHD_YES; }
+        add_file(u, filename);
+    }
+    if (u->n == 0) return MHD_YES;
+    case_file *f = &u->f[u->n - 1];
+    if (f->len + size > CASE_MAX_IMAGE_BYTES) { u->over = "an image is larger than 20 MB"; return MHD_YES; }
+    if (u->total + size > CASE_MAX_BODY_BYTES) { u->over = "the upload is larger than 64 MB"; return MHD_YES; }
+    if (size) {
+        f->data = realloc(f->data, f->len + size);
+        if (!f->data) abort();
+        memcpy(f->data + f->len, data, size);
+        f->len += size;
+        u->total += size;
+    }
+    return MHD_YES;
+}
+
+case_upload *case_upload_new(struct MHD_Connection *c, int max_views, unsigned *status, const char **msg) {
+    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    case_upload *u = xcalloc(1, sizeof *u);
+    u->max_views = max_views;
+    if (type && !strncasecmp(type, "application/json", 16)) {
+        u->json = 1;
+        return u;
+    }
+    if (type && !strncasecmp(type, "multipart/form-data", 19)) {
+        u->pp = MHD_create_post_processor(c, 64 * 1024, on_part, u);
+        if (u->pp) return u;
+        *msg = "malformed multipart/form-data request (no boundary?)\n";
+        *status = MHD_HTTP_BAD_REQUEST;
+    } else {
+        *msg = "send the case's images as multipart/form-data, or {\"paths\": [...]} as application/json\n";
+        *status = MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+    }
+    free(u);
+    return NULL;
+}
+
+void case_upload_feed(case_upload *u, const char *data, size_t size) {
+    if (u->json) {
+        if (u->over) return;
+        if (u->blen + size > CASE_MAX_JSON_BYTES) { u->over = "the JSON body is larger than 1 MB"; return; }
+        u->body = realloc(u->body, u->blen + size + 1);
+        if (!u->body) abort();
+        memcpy(u->body + u->blen, data, size);
+        u->blen += size;
+        u->body[u->blen] = 0;
+        return;
+    }
+    if (MHD_post_process(u->pp, data, size) != MHD_YES && !u->over) u->over = "malformed multipart body";
+}
+
+unsigned case_upload_finish(case_upload *u, char *msg, size_t n) {
+    if (u->over) {
+        int malformed = !strcmp(u->over, "malformed multipart body");
+        snprintf(msg, n, "%s\n", u->over);
+        return malformed ? MHD_HTTP_BAD_REQUEST : 413u;
+    }
+    if (u->json) {
+        json_value v;
+        if (json_parse(u->body ? u->body : "", u->blen, "request body", &v)) {
+            snprintf(msg, n, "%s\n", er_msg());
+            return MHD_HTTP_BAD_REQUEST;
+        }
+        const json_value *p = json_get(&v, "paths");
+        unsigned st = 0;
+        if (!p || p->type != JSON_ARRAY) snprintf(msg, n, "expected {\"paths\": [\"image\", ...]}\n"), st = MHD_HTTP_BAD_REQUEST;
+        else if (p->n > u->max_views) snprintf(msg, n, "too many images for one case (%d > %d)\n", p->n, u->max_views), st = 413u;
+        for (int i = 0; !st && i < p->n; i++) {
+            if (p->items[i].type != JSON_STRING || !p->items[i].string[0]) {
+                snprintf(msg, n, "paths[%d] is not a file name\n", i);
+                st = MHD_HTTP_BAD_REQUEST;
+            } else add_file(u, p->items[i].string);
+        }
+        json_free(&v);
+        if (!st && u->n == 0) snprintf(msg, n, "no image in the request\n"), st = MHD_HTTP_BAD_REQUEST;
+        return st;
+    }
+    for (int i = 0; i < u->n; i++)
+        if (u->f[i].len == 0) { snprintf(msg, n, "%s: an empty file\n", u->f[i].name); return MHD_HTTP_BAD_REQUEST; }
+    if (u->n == 0) { snprintf(msg, n, "no image file in the upload\n"); return MHD_HTTP_BAD_REQUEST; }
+    return 0;
+}
+
+int case_upload_count(const case_upload *u) { return u->n; }
+const case_file *case_upload_file(const case_upload *u, int i) { return &u->f[i]; }
+int case_upload_is_json(const case_upload *u) { return u->json; }
+
+void case_upload_free(case_upload *u) {
+    if (!u) return;
+    if (u->pp) MHD_destroy_post_processor(u->pp);
+    for (int i = 0; i < u->n; i++) { free(u->f[i].data); free(u->f[i].name); }
+    free(u->f);
+    free(u->body);
+    free(u);
+}

@@ -1,0 +1,139 @@
+/* `serve --model`: a new case (1..N images, uploaded or named by path) is embedded on the server by
+ * the scene model, searched in a case database of scenes and answered with the vote (JSON) or the
+ * page; bad uploads get the right 4xx; nothing outside the image folders is read. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/embed_scene.h"
+#include "datasets/synth.h"
+#include "infer/report/retrieval_server.h"
+#include "infer/retrieval/casedb.h"
+#include "nn/base/base.h"
+#include "nn/models/scene_model.h"
+#include "nn/models/vit_model.h"
+#include "tests/test_http.h"
+#include "tests/test_util.h"
+
+typedef struct { char *dir, *man, *enc, *scene, *db; } online_fx;
+
+static void make_online(online_fx *f) {
+    f->dir = xstrdup(test_tmpdir());
+    synth_config sc = {.scenes = 6, .views = 4, .size = 32, .seed = 5, .threads = 1};
+    cr_assert_eq(synth_write_dataset(f->dir, &sc), 0, "%s", er_msg());
+    f->man = path_join(f->dir, "manifest.csv");
+    f->enc = path_join(f->dir, "enc.safetensors");
+    f->scene = path_join(f->dir, "scene.safetensors");
+    f->db = path_join(f->dir, "cases.db");
+    vit_config c;
+    cr_assert_eq(vit_config_preset("vit_tiny", &c), 0);
+    c.img = 16; c.patch = 4; c.dim = 32; c.depth = 1; c.heads = 2;
+    model *v = vit_model_wrap(vit_new(&c, 7));
+    cr_assert_eq(model_save(v, f->enc, -1), 0, "%s", er_msg());
+    model_free(v);
+    scene_args a;
+    scene_args_defaults(&a);
+    cfg_set_str(&a.image_encoder, f->enc);
+    a.heads = 2; a.dec_dim = 16; a.dec_heads = 2;
+    model *m;
+    cr_assert_eq(scene_model_new(&a, 3, 0, &m), 0, "%s", er_msg());
+    scene_args_free(&a);
+    cr_assert_eq(model_save(m, f->scene, -1), 0, "%s", er_msg());
+    manifest man;
+    cr_assert_eq(manifest_load(f->man, &man), 0);
+    int *rows = malloc(man.n * sizeof(int)), sk;
+    for (int i = 0; i < man.n; i++) rows[i] = i;
+    emb_set e;
+    embed_scene_opts so = {.fusion = "transformer", .groups = NULL, .max_views = 8};
+    cr_assert_eq(embed_scenes(m, &man, f->man, rows, man.n, &so, &e, &sk), 0, "%s", er_msg());
+    cr_assert_eq(casedb_create(f->db, &e, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 1), 0, "%s", er_msg());
+    emb_free(&e);
+    free(rows);
+    manifest_free(&man);
+    model_free(m);
+}
+
+static void free_online(online_fx *f) { free(f->dir); free(f->man); free(f->enc); free(f->scene); free(f->db); }
+
+/* A multipart body of the files (name, bytes) with boundary XyZ. */
+static char *multipart(int n, char *const *names, char *const *data, const size_t *len, size_t *out_len) {
+    size_t cap = 1024;
+    for (int i = 0; i < n; i++) cap += len[i] + 256;
+    char *b = malloc(cap);
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        o += (size_t)sprintf(b + o, "--XyZ\r\nContent-Disposition: form-data; name=\"views\"; filename=\"%s\"\r\n"
+                                    "Content-Type: application/octet-stream\r\n\r\n", names[i]);
+        memcpy(b + o, data[i], len[i]);
+        o += len[i];
+        o += (size_t)sprintf(b + o, "\r\n");
+    }
+    o += (size_t)sprintf(b + o, "--XyZ--\r\n");
+    *out_len = o;
+    return b;
+}
+
+Test(case_online, new_case_by_upload_and_by_path, .timeout = 60) {
+    online_fx f;
+    make_online(&f);
+    char *images = path_join(f.dir, "images");
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, images, 2};
+    retrieval_server *s;
+    int port;
+    cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    const char *body;
+    size_t len;
+    cr_expect_eq(test_http(port, "GET", "/new", NULL, NULL, &body, &len), 200);
+    cr_expect(strstr(body, "multipart/form-data"));
+    /* by path, under --image-root */
+    char js[600];
+    snprintf(js, sizeof js, "{\"paths\": [\"%s/s00001_v00.png\", \"%s/s00001_v02.png\"]}", images, images);
+    cr_assert_eq(test_http(port, "POST", "/case.json", "application/json", js, &body, &len), 200, "%.*s", (int)len, body);
+    cr_expect(strstr(body, "\"fusion\": \"scene encoder\"") && strstr(body, "\"neighbours\": [{\"case\""), "%s", body);
+    cr_expect(strstr(body, "\"k\": 3"), "%s", body);
+    /* outside the folder, and traversal out of it */
+    cr_expect_eq(test_http(port, "POST", "/case.json", "application/json", "{\"paths\": [\"/etc/passwd\"]}", &body, &len), 403);
+    snprintf(js, sizeof js, "{\"paths\": [\"%s/../manifest.csv\"]}", images);
+    cr_expect_eq(test_http(port, "POST", "/case.json", "application/json", js, &body, &len), 403);
+    /* uploads: two PNGs -> the page and the JSON; a text file -> 400; three files > --max-views 2 -> 413 */
+    char *names[3] = {"a.png", "b.png", "notes.txt"}, *data[3];
+    size_t dl[3];
+    for (int i = 0; i < 2; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/s00002_v0%d.png", images, i);
+        cr_assert_eq(read_file(p, &data[i], &dl[i]), 0);
+    }
+    data[2] = xstrdup("not an image at all");
+    dl[2] = strlen(data[2]);
+    size_t bl;
+    char *mp = multipart(2, names, data, dl, &bl);
+    const char *ct = "multipart/form-data; boundary=XyZ";
+    cr_expect_eq(test_http_bin(port, "POST", "/case.json", ct, mp, bl, &body, &len), 200, "%.*s", (int)len, body);
+    cr_expect(strstr(body, "\"views\": 2"), "%s", body);
+    cr_expect_eq(test_http_bin(port, "POST", "/case", ct, mp, bl, &body, &len), 200);
+    cr_expect(strstr(body, "A new case") && strstr(body, "data:image/jpeg"), "the page embeds the thumbnails");
+    free(mp);
+    mp = multipart(1, names + 2, data + 2, dl + 2, &bl);
+    cr_expect_eq(test_http_bin(port, "POST", "/case.json", ct, mp, bl, &body, &len), 400);
+    cr_expect(strstr(body, "notes.txt: not a PNG or JPEG image"), "%.*s", (int)len, body);
+    free(mp);
+    char *three[3] = {data[0], data[1], data[0]};
+    size_t tl[3] = {dl[0], dl[1], dl[0]};
+    mp = multipart(3, names, three, tl, &bl);
+    cr_expect_eq(test_http_bin(port, "POST", "/case.json", ct, mp, bl, &body, &len), 413);
+    free(mp);
+    cr_expect_eq(test_http(port, "POST", "/case.json", "text/plain", "x", &body, &len), 415);
+    cr_expect_eq(test_http(port, "POST", "/case.json", "application/json", "{\"paths\": []}", &body, &len), 400);
+    cr_expect_eq(test_http(port, "POST", "/case.json", "application/json", "{\"paths\": [", &body, &len), 400);
+    cr_expect_eq(test_http(port, "POST", "/other", "application/json", "{}", &body, &len), 404);
+    for (int i = 0; i < 3; i++) free(data[i]);
+    retrieval_server_stop(s);
+    /* without --model the server is read-only */
+    retrieval_server_cfg ro = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, NULL, NULL, 2};
+    cr_assert_eq(retrieval_server_start(&ro, &s, &port), ER_OK, "%s", er_msg());
+    cr_expect_eq(test_http(port, "POST", "/case.json", "application/json", "{\"paths\": []}", &body, &len), 405);
+    cr_expect_eq(test_http(port, "GET", "/new", NULL, NULL, &body, &len), 404);
+    retrieval_server_stop(s);
+    free(images);
+    free_online(&f);
+}
