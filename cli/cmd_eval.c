@@ -5,6 +5,7 @@
 #include "infer/retrieval/hash.h"
 #include "infer/retrieval/index.h"
 #include "infer/eval/knn_cv.h"
+#include "infer/eval/probe_cv.h"
 #include "infer/retrieval/knn.h"
 #include "infer/eval/metrics.h"
 #include "infer/eval/multiview.h"
@@ -337,11 +338,14 @@ out:
 }
 
 static int eval_classify(int argc, char **argv) {
-    const char *ep = NULL, *vote = "majority", *group = "none", *mpath = NULL, *kind_s = "scan", *hash_s = "pca";
+    const char *ep = NULL, *vote = "majority", *group = "none", *mpath = NULL, *kind_s = "scan", *hash_s = "pca",
+               *classifier = "knn";
     int k = 0, folds = 5, bits = 0, json = 0, seed = 0, B = BOOTSTRAP_DEFAULT_N;
-    double tau = 0.1;
+    double tau = 0.1, l2 = 1e-3;
     arg_spec specs[] = {
         {"emb", ARG_STR, &ep, "labelled embeddings"},
+        {"classifier", ARG_STR, &classifier, "knn (the vote over the nearest cases) | probe (a linear probe: softmax regression, the supervised baseline)"},
+        {"l2", ARG_DOUBLE, &l2, "linear probe: L2 weight"},
         {"folds", ARG_INT, &folds, "cross-validation folds (default 5, as the paper)"},
         {"k", ARG_INT, &k, "neighbours (default 6 majority, 290 weighted)"},
         {"vote", ARG_STR, &vote, "majority | weighted"},
@@ -359,6 +363,9 @@ static int eval_classify(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    int probe = !strcmp(classifier, "probe");
+    if (!probe && strcmp(classifier, "knn")) return er_fail(ER_INPUT, "--classifier: '%s' (knn or probe)", classifier);
+    if (probe && !(l2 >= 0)) return er_fail(ER_INPUT, "--l2 must be >= 0");
     knn_cv_cfg cfg = {0};
     cfg.weighted = !strcmp(vote, "weighted");
     if (!cfg.weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
@@ -398,7 +405,8 @@ static int eval_classify(int argc, char **argv) {
     } else if (strcmp(group, "none")) { rc = er_fail(ER_INPUT, "--group: '%s' (none, scene, patient)", group); goto out; }
     int *pred = xmalloc((size_t)n * sizeof(int)), *fold = xmalloc((size_t)n * sizeof(int));
     double *score = xmalloc((size_t)n * C * sizeof(double)), *pos = xmalloc((size_t)n * sizeof(double));
-    rc = knn_cv(e.x, n, e.dim, label, grp, C, &cfg, pred, score, fold);
+    rc = probe ? probe_cv(e.x, n, e.dim, label, cfg.grouped ? grp : NULL, C, folds, cfg.seed, l2, pred, score, fold)
+               : knn_cv(e.x, n, e.dim, label, grp, C, &cfg, pred, score, fold);
     if (!rc) {
         int64_t *conf = xmalloc((size_t)C * C * 8);
         confusion_matrix(label, pred, n, C, conf);
@@ -433,7 +441,8 @@ static int eval_classify(int argc, char **argv) {
         for (int f = 0; f < folds; f++) if (fn[f]) sd += (facc[f] - mean) * (facc[f] - mean);
         sd = nf > 1 ? sqrt(sd / (nf - 1)) : 0;
         if (json) {
-            printf("{\"n\": %d, \"folds\": %d, \"k\": %d, \"vote\": \"%s\", \"bits\": %d, \"accuracy\": ", n, folds, cfg.k, vote, bits);
+            printf("{\"classifier\": \"%s\", \"n\": %d, \"folds\": %d, \"k\": %d, \"vote\": \"%s\", \"bits\": %d, \"accuracy\": ",
+                   classifier, n, folds, cfg.k, vote, bits);
             json_put_num(stdout, acc); printf(", \"auc\": "); json_put_num(stdout, auc);
             printf(", \"f1\": "); json_put_num(stdout, f1); printf(", \"fold_accuracy_sd\": "); json_put_num(stdout, sd);
             if (B) { printf(", \"accuracy_lo\": "); json_put_num(stdout, acc_lo); printf(", \"accuracy_hi\": "); json_put_num(stdout, acc_hi); }
@@ -445,8 +454,12 @@ static int eval_classify(int argc, char **argv) {
             }
             printf("]}\n");
         } else {
-            printf("kNN classification, %d-fold %s CV, %d items, %s vote k = %d, %s\n", folds,
-                   cfg.grouped ? "grouped" : "stratified", n, vote, cfg.k, bits ? "Hamming" : "float cosine");
+            if (probe)
+                printf("linear probe (softmax regression, L2 %g, standardised features), %d-fold %s CV, %d items\n", l2, folds,
+                       cfg.grouped ? "grouped" : "stratified", n);
+            else
+                printf("kNN classification, %d-fold %s CV, %d items, %s vote k = %d, %s\n", folds,
+                       cfg.grouped ? "grouped" : "stratified", n, vote, cfg.k, bits ? "Hamming" : "float cosine");
             printf("  accuracy %.4f (fold sd %.4f)   AUC %.4f   F1 %.4f%s\n", acc, sd, auc, f1, C == 2 ? "" : " (macro)");
             if (B) printf("  95%% interval of the accuracy (bootstrap over items, %d replicates): [%.4f, %.4f]\n", B, acc_lo, acc_hi);
             printf("  confusion (rows = truth, columns = prediction):\n  %12s", "");
