@@ -52,6 +52,15 @@ static char *text_file(const char *dir, const char *name, const char *txt) {
 
 static int cmp_names(const void *a, const void *b) { return natural_cmp(*(const char *const *)a, *(const char *const *)b); }
 
+/* the same with a map file written first (and freed after) */
+#define EXPECT_BAD_MAP(root, name, txt, needle1, needle2) \
+    do {                                                  \
+        char *map_ = text_file(root, name, txt);          \
+        g_map = map_;                                     \
+        EXPECT_BAD(run_import, needle1, needle2);         \
+        free(map_);                                       \
+    } while (0)
+
 Test(datasets_sequences, natural_order) {
     cr_expect_lt(natural_cmp("frame_2.png", "frame_10.png"), 0);
     cr_expect_gt(natural_cmp("frame_10.png", "frame_9.png"), 0);
@@ -273,35 +282,23 @@ Test(datasets_sequences, map_one_frame_per_line) {
 
     g_src = src, g_out = out, g_opts = seq_import_defaults();
     /* a listed frame that does not exist: the map, its line and the frame */
-    g_map = text_file(root, "missing.csv", "frame,sequence\nimg_1.png,a\nimg_99.png,a\n");
-    EXPECT_BAD(run_import, "missing.csv: line 3", "img_99.png");
+    EXPECT_BAD_MAP(root, "missing.csv", "frame,sequence\nimg_1.png,a\nimg_99.png,a\n", "missing.csv: line 3", "img_99.png");
     /* an unknown column */
-    g_map = text_file(root, "unknown.csv", "frame,sequence,video\nimg_1.png,a,v1\n");
-    EXPECT_BAD(run_import, "unknown.csv: line 1, column 3", "unknown column 'video'");
+    EXPECT_BAD_MAP(root, "unknown.csv", "frame,sequence,video\nimg_1.png,a,v1\n", "unknown.csv: line 1, column 3", "unknown column 'video'");
     /* no sequence column; both frame and start/end; neither */
-    g_map = text_file(root, "noseq.csv", "frame,label\nimg_1.png,a\n");
-    EXPECT_BAD(run_import, "noseq.csv: line 1", "no 'sequence' column");
-    g_map = text_file(root, "both.csv", "frame,sequence,start,end\nimg_1.png,a,1,2\n");
-    EXPECT_BAD(run_import, "both.csv: line 1", "both 'frame' and");
-    g_map = text_file(root, "neither.csv", "sequence,start\na,1\n");
-    EXPECT_BAD(run_import, "neither.csv: line 1", "'start' and 'end'");
+    EXPECT_BAD_MAP(root, "noseq.csv", "frame,label\nimg_1.png,a\n", "noseq.csv: line 1", "no 'sequence' column");
+    EXPECT_BAD_MAP(root, "both.csv", "frame,sequence,start,end\nimg_1.png,a,1,2\n", "both.csv: line 1", "both 'frame' and");
+    EXPECT_BAD_MAP(root, "neither.csv", "sequence,start\na,1\n", "neither.csv: line 1", "'start' and 'end'");
     /* a frame listed twice, also in another sequence */
-    g_map = text_file(root, "twice.csv", "frame,sequence\nimg_1.png,a\nimg_2.png,a\nimg_1.png,b\n");
-    EXPECT_BAD(run_import, "twice.csv: line 4", "already listed at line 2");
+    EXPECT_BAD_MAP(root, "twice.csv", "frame,sequence\nimg_1.png,a\nimg_2.png,a\nimg_1.png,b\n", "twice.csv: line 4", "already listed at line 2");
     /* a sequence whose label changes */
-    g_map = text_file(root, "label.csv", "frame,sequence,label\nimg_1.png,a,x\nimg_2.png,a,y\n");
-    EXPECT_BAD(run_import, "label.csv: line 3", "label 'y' here but 'x' at line 2");
+    EXPECT_BAD_MAP(root, "label.csv", "frame,sequence,label\nimg_1.png,a,x\nimg_2.png,a,y\n", "label.csv: line 3", "label 'y' here but 'x' at line 2");
     /* an empty sequence name, a short line, a quoting error, an empty file, no lines, no file */
-    g_map = text_file(root, "emptyseq.csv", "frame,sequence\nimg_1.png,\n");
-    EXPECT_BAD(run_import, "emptyseq.csv: line 2", "empty sequence");
-    g_map = text_file(root, "short.csv", "frame,sequence\nimg_1.png\n");
-    EXPECT_BAD(run_import, "short.csv: line 2", "1 columns");
-    g_map = text_file(root, "quote.csv", "frame,sequence\nimg_1.png,\"a\n");
-    EXPECT_BAD(run_import, "quote.csv: line 2", "unterminated");
-    g_map = text_file(root, "empty.csv", "");
-    EXPECT_BAD(run_import, "empty.csv", "empty file");
-    g_map = text_file(root, "header.csv", "frame,sequence\n");
-    EXPECT_BAD(run_import, "header.csv", "no lines");
+    EXPECT_BAD_MAP(root, "emptyseq.csv", "frame,sequence\nimg_1.png,\n", "emptyseq.csv: line 2", "empty sequence");
+    EXPECT_BAD_MAP(root, "short.csv", "frame,sequence\nimg_1.png\n", "short.csv: line 2", "1 columns");
+    EXPECT_BAD_MAP(root, "quote.csv", "frame,sequence\nimg_1.png,\"a\n", "quote.csv: line 2", "unterminated");
+    EXPECT_BAD_MAP(root, "empty.csv", "", "empty.csv", "empty file");
+    EXPECT_BAD_MAP(root, "header.csv", "frame,sequence\n", "header.csv", "no lines");
     g_map = "/nonexistent/endoret_map.csv";
     EXPECT_BAD(run_import, "/nonexistent/endoret_map.csv", "");
     /* a missing frames folder names it */
@@ -348,18 +345,13 @@ Test(datasets_sequences, map_runs_of_frames) {
     seq_import_stats_free(&st);
 
     g_src = src, g_out = out, g_opts = seq_import_defaults();
-    g_map = text_file(root, "overlap.csv", "sequence,start,end\na,1,10\nb,10,20\n");
-    EXPECT_BAD(run_import, "overlap.csv: line 3", "'frame_10.png' is already in the run of line 2");
-    g_map = text_file(root, "backwards.csv", "sequence,start,end\na,10,1\n");
-    EXPECT_BAD(run_import, "backwards.csv: line 2", "empty sequence");
-    g_map = text_file(root, "nonum.csv", "sequence,start,end\na,1,99\n");
-    EXPECT_BAD(run_import, "nonum.csv: line 2", "no frame numbered 99");
-    g_map = text_file(root, "noname.csv", "sequence,start,end\na,frame_1.png,frame_x.png\n");
-    EXPECT_BAD(run_import, "noname.csv: line 2", "'frame_x.png'");
+    EXPECT_BAD_MAP(root, "overlap.csv", "sequence,start,end\na,1,10\nb,10,20\n", "overlap.csv: line 3", "'frame_10.png' is already in the run of line 2");
+    EXPECT_BAD_MAP(root, "backwards.csv", "sequence,start,end\na,10,1\n", "backwards.csv: line 2", "empty sequence");
+    EXPECT_BAD_MAP(root, "nonum.csv", "sequence,start,end\na,1,99\n", "nonum.csv: line 2", "no frame numbered 99");
+    EXPECT_BAD_MAP(root, "noname.csv", "sequence,start,end\na,frame_1.png,frame_x.png\n", "noname.csv: line 2", "'frame_x.png'");
     /* two files with one number: ambiguous, give the file name */
     png(src, "other_5.png");
-    g_map = text_file(root, "ambiguous.csv", "sequence,start,end\na,5,9\n");
-    EXPECT_BAD(run_import, "ambiguous.csv: line 2", "ambiguous");
+    EXPECT_BAD_MAP(root, "ambiguous.csv", "sequence,start,end\na,5,9\n", "ambiguous.csv: line 2", "ambiguous");
     free(src), free(out), free(txt), free(map);
 }
 
