@@ -27,27 +27,62 @@ static int parse(int argc, char **argv, arg_spec *specs, int n, const char *usag
 }
 
 static int data_import(int argc, char **argv) {
-    const char *layout = NULL, *out = NULL, *label = NULL;
+    const char *layout = NULL, *out = NULL, *label = NULL, *map = NULL;
+    seq_import_opts so = seq_import_defaults();
+    int views = so.views, min_gap = so.min_gap;
     arg_spec specs[] = {
-        {"layout", ARG_STR, &layout, "class-folders | image-mask | scenes"},
+        {"layout", ARG_STR, &layout, "class-folders | image-mask | scenes | sequences"},
         {"out", ARG_STR, &out, "manifest to write (paths are written relative to its folder)"},
-        {"label", ARG_STR, &label, "image-mask layout: label to give every row"},
+        {"label", ARG_STR, &label, "image-mask / sequences layouts: label of every row (that has none)"},
+        {"map", ARG_STR, &map, "sequences layout: CSV frame,sequence[,...] or sequence,start,end[,...] for a flat SRC"},
+        {"views", ARG_INT, &views, "sequences layout: views per sequence, spread over it"},
+        {"min-gap", ARG_INT, &min_gap, "sequences layout: views at least this many frames apart"},
     };
     char **pos = NULL;
     int npos = 0;
-    const char *usage = "endoret data import --layout class-folders|image-mask|scenes SRC --out manifest.csv";
-    int rc = parse(argc, argv, specs, 3, usage, 1, &pos, &npos);
+    const char *usage = "endoret data import --layout class-folders|image-mask|scenes|sequences SRC --out manifest.csv "
+                        "[--map FRAMES.csv --views V --min-gap G]";
+    int rc = parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, 1, &pos, &npos);
     if (rc) return rc == ARGS_HELP ? 0 : rc;
     const char *src = pos[0];
     free(pos);
     if (!layout || !out) return er_fail(ER_INPUT, "data import: --layout and --out are required (%s)", usage);
+    int seq = !strcmp(layout, "sequences");
+    for (int i = 1; !seq && i < argc; i++) {
+        const char *own[] = {"--map", "--views", "--min-gap"};
+        for (int k = 0; k < 3; k++) {
+            size_t n = strlen(own[k]);
+            if (!strncmp(argv[i], own[k], n) && (!argv[i][n] || argv[i][n] == '='))
+                return er_fail(ER_INPUT, "data import: %s is for --layout sequences only", own[k]);
+        }
+    }
     manifest m = {0};
+    seq_import_stats st = {0};
     if (!strcmp(layout, "class-folders")) rc = import_class_folders(src, out, &m);
     else if (!strcmp(layout, "image-mask")) rc = import_image_mask(src, out, label, &m);
     else if (!strcmp(layout, "scenes")) rc = import_scenes(src, out, &m);
-    else return er_fail(ER_INPUT, "data import: unknown --layout '%s' (class-folders, image-mask, scenes)", layout);
+    else if (seq) {
+        so.views = views;
+        so.min_gap = min_gap;
+        so.map = map;
+        so.label = label;
+        rc = import_sequences(src, out, &so, &m, &st);
+    } else return er_fail(ER_INPUT, "data import: unknown --layout '%s' (class-folders, image-mask, scenes, sequences)", layout);
     if (!rc) rc = manifest_save(out, &m);
-    if (!rc) printf("data import: %d rows (%s layout) -> %s\n", m.n, layout, out);
+    if (!rc && seq) {
+        if (st.nskipped) {
+            fprintf(stderr, "data import: skipped %d of %d sequences with fewer than the %d frames that %d views %d "
+                    "frame(s) apart need:", st.nskipped, st.sequences, (so.views - 1) * so.min_gap + 1, so.views, so.min_gap);
+            for (int i = 0; i < st.nskipped && i < 20; i++)
+                fprintf(stderr, "%s %s (%d)", i ? "," : "", st.skipped[i], st.skipped_frames[i]);
+            if (st.nskipped > 20) fprintf(stderr, ", ... %d more", st.nskipped - 20);
+            fprintf(stderr, "\n");
+        }
+        if (st.unmapped) fprintf(stderr, "data import: %d frames of %s are in no run of %s (left out)\n", st.unmapped, src, map);
+        printf("data import: %d rows (sequences layout: %d sequences x %d views from %d frames, %d skipped) -> %s\n", m.n,
+               st.sequences - st.nskipped, so.views, st.frames, st.nskipped, out);
+    } else if (!rc) printf("data import: %d rows (%s layout) -> %s\n", m.n, layout, out);
+    seq_import_stats_free(&st);
     manifest_free(&m);
     return rc;
 }
@@ -282,7 +317,7 @@ static int data_copies(int argc, char **argv) {
 int cmd_data(int argc, char **argv) {
     const char *usage = "endoret data import|check|bench|split|copies ... (endoret data SUB --help)";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: %s\n  import  --layout class-folders|image-mask|scenes SRC --out manifest.csv\n"
+        printf("usage: %s\n  import  --layout class-folders|image-mask|scenes|sequences SRC --out manifest.csv [--map F --views V]\n"
                "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
                "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
                "  split   MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv   k-fold split column\n"

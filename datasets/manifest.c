@@ -1,5 +1,6 @@
 /* manifest.c — CSV manifest reader/writer (RFC 4180 quoting); see manifest.h. */
 #include "datasets/manifest.h"
+#include "datasets/csv.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
@@ -35,69 +36,6 @@ void manifest_free(manifest *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* One CSV record starting at *pos. Fields are returned NUL-terminated in a scratch buffer.
- * Returns number of fields, 0 at end of input, -1 on a quoting error (message set). */
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    int line;           /* line number where the current record starts (1-based) */
-    int next_line;
-    char *buf;
-    size_t cap;
-    char **fields;
-    int fcap;
-} csv_reader;
-
-static int csv_record(csv_reader *r, const char *path) {
-    if (r->pos >= r->len) return 0;
-    r->line = r->next_line;
-    size_t n = 0;
-    int nf = 0;
-    size_t field_start = 0;
-    int in_quotes = 0, was_quoted = 0;
-    if (r->cap < r->len + 1) r->buf = xrealloc(r->buf, r->cap = r->len + 1);
-    int starts_cap = 16;
-    size_t *starts = xmalloc(sizeof(size_t) * (size_t)starts_cap);
-    for (;;) {
-        int at_end = r->pos >= r->len;
-        char c = at_end ? '\n' : r->s[r->pos];
-        if (!at_end) r->pos++;
-        if (in_quotes) {
-            if (at_end) { free(starts); return er_fail(ER_INPUT, "%s: line %d: unterminated quoted field", path, r->line), -1; }
-            if (c == '"') {
-                if (r->pos < r->len && r->s[r->pos] == '"') { r->buf[n++] = '"'; r->pos++; }
-                else in_quotes = 0;
-            } else {
-                if (c == '\n') r->next_line++;
-                r->buf[n++] = c;
-            }
-            continue;
-        }
-        if (c == '"' ) {
-            if (n != field_start || was_quoted) { free(starts); return er_fail(ER_INPUT, "%s: line %d, column %d: stray quote inside a field", path, r->line, nf + 1), -1; }
-            in_quotes = was_quoted = 1;
-            continue;
-        }
-        if (c == ',' || c == '\n') {
-            if (nf == starts_cap) starts = xrealloc(starts, sizeof(size_t) * (size_t)(starts_cap *= 2));
-            starts[nf++] = field_start;
-            /* trim a trailing \r (CRLF files) on unquoted last fields */
-            if (c == '\n' && !was_quoted && n > field_start && r->buf[n - 1] == '\r') n--;
-            r->buf[n++] = 0;
-            field_start = n;
-            was_quoted = 0;
-            if (c == '\n') { r->next_line++; break; }
-            continue;
-        }
-        if (was_quoted && c != '\r') { free(starts); return er_fail(ER_INPUT, "%s: line %d, column %d: characters after a closing quote", path, r->line, nf + 1), -1; }
-        if (!was_quoted) r->buf[n++] = c;
-    }
-    if (nf > r->fcap) r->fields = xrealloc(r->fields, sizeof(char *) * (size_t)(r->fcap = nf));
-    for (int i = 0; i < nf; i++) r->fields[i] = r->buf + starts[i];
-    free(starts);
-    return nf;
-}
-
 int manifest_load(const char *path, manifest *m) {
     char *text;
     size_t len;
@@ -107,9 +45,9 @@ int manifest_load(const char *path, manifest *m) {
     manifest_init(m, dir);
     free(dir);
     m->file = xstrdup(path);
-    csv_reader r = {text, len, 0, 1, 1, NULL, 0, NULL, 0};
-    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB && (unsigned char)text[2] == 0xBF) r.pos = 3;
-    int nf = csv_record(&r, path);
+    csv_reader r;
+    csv_open(&r, text, len, path);
+    int nf = csv_next(&r);
     int colmap[64];
     if (nf < 0) rc = ER_INPUT;
     else if (nf == 0) rc = er_fail(ER_INPUT, "%s: empty file (a manifest needs a header line with a 'path' column)", path);
@@ -129,7 +67,7 @@ int manifest_load(const char *path, manifest *m) {
         rc = er_fail(ER_INPUT, "%s: line 1: header has no 'path' column (expected path,label,mask,scene,view,patient,split)", path);
     int ncols = nf;
     while (rc == ER_OK) {
-        int k = csv_record(&r, path);
+        int k = csv_next(&r);
         if (k < 0) { rc = ER_INPUT; break; }
         if (k == 0) break;
         if (k == 1 && r.fields[0][0] == 0) continue; /* blank line */
@@ -148,8 +86,7 @@ int manifest_load(const char *path, manifest *m) {
         }
         manifest_add(m, &row);
     }
-    free(r.buf);
-    free(r.fields);
+    csv_close(&r);
     free(text);
     if (rc) manifest_free(m);
     return rc;

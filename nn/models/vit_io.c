@@ -27,6 +27,22 @@ void vit_config_add_meta(const vit_config *c, st_writer *w) {
 #undef M
 }
 
+const st_tensor *vit_st_registers(const st_file *f, const char *prefix, const char **name_out) {
+    static __thread char a[512], b[512];
+    snprintf(a, sizeof a, "%sreg_token", prefix);
+    snprintf(b, sizeof b, "%sregister_tokens", prefix);
+    const st_tensor *timm = st_find(f, a), *meta = st_find(f, b);
+    *name_out = NULL;
+    if (timm && meta) {
+        *name_out = a;
+        er_fail(ER_INPUT, "%s: both '%s' (timm) and '%s' (Meta DINOv2) register tokens: which ones the model uses is "
+                "ambiguous", f->path, a, b);
+        return NULL;
+    }
+    if (timm || meta) *name_out = timm ? a : b;
+    return timm ? timm : meta;
+}
+
 int vit_config_from_st(const st_file *f, const char *prefix, vit_config *c) {
     char name[512];
     memset(c, 0, sizeof *c);
@@ -47,9 +63,22 @@ int vit_config_from_st(const st_file *f, const char *prefix, vit_config *c) {
     if (fc1 && fc1->ndim == 2) c->mlp_ratio = (double)fc1->shape[0] / c->dim;
     snprintf(name, sizeof name, "%sblocks.0.attn.qkv.bias", prefix);
     c->qkv_bias = c->depth == 0 || st_find(f, name) != NULL;
-    snprintf(name, sizeof name, "%sreg_token", prefix);
-    const st_tensor *rt = st_find(f, name);
-    if (rt) c->registers = (int)(rt->numel / c->dim);
+    /* register tokens: timm calls them reg_token, Meta's DINOv2 register_tokens (both [1, R, D]) */
+    const char *reg_name = NULL;
+    const st_tensor *rt = vit_st_registers(f, prefix, &reg_name);
+    if (!rt && reg_name) return ER_INPUT;
+    if (rt) {
+        int64_t n = 1, r = rt->ndim >= 2 ? rt->shape[rt->ndim - 2] : 0;
+        for (int d = 0; d < rt->ndim - 2; d++) n *= rt->shape[d];
+        if (rt->ndim < 2 || n != 1 || rt->shape[rt->ndim - 1] != c->dim || r < 1 || r > 64) {
+            char sh[96] = "";
+            for (int d = 0; d < rt->ndim; d++)
+                snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%s%lld", d ? "," : "", (long long)rt->shape[d]);
+            return er_fail(ER_INPUT, "%s: '%s' has shape [%s], expected [1, R, %d] register tokens (R = 1..64)", f->path,
+                           reg_name, sh, c->dim);
+        }
+        c->registers = (int)r;
+    }
     snprintf(name, sizeof name, "%spos_embed", prefix);
     const st_tensor *pe = st_find(f, name);
     if (!pe) return er_fail(ER_INPUT, "%s: '%s' missing", f->path, name);
@@ -82,7 +111,19 @@ vit *vit_load(const st_file *f, const char *prefix) {
     if (vit_config_from_st(f, prefix, &c)) return NULL;
     vit *v = vit_new(&c, 0);
     if (!v) return NULL;
-    if (params_load_st(&v->params, f, prefix, 1)) {
+    /* Meta's file names the registers register_tokens: read our reg_token under that name */
+    const char *reg_name = NULL;
+    char *own = NULL;
+    if (v->reg_token && vit_st_registers(f, prefix, &reg_name) && strstr(reg_name, "register_tokens")) {
+        own = v->reg_token->name;
+        v->reg_token->name = xstrdup("register_tokens");
+    }
+    int rc = params_load_st(&v->params, f, prefix, 1);
+    if (own) {
+        free(v->reg_token->name);
+        v->reg_token->name = own;
+    }
+    if (rc) {
         vit_free(v);
         return NULL;
     }
