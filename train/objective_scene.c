@@ -85,6 +85,7 @@ typedef struct {
     scene_net *net;
     struct { int batch, accum, seed; const char *out, *device; } run;
     int V, N, S, L, K, D, T;  /* views, combinations per micro-batch, image side, patches, kept, width, latent tokens */
+    int ranks, b, j0;       /* data parallel: this rank's scenes j0 .. j0 + b - 1 of every micro-batch */
     int use_mse, use_con, recon_all, advanced;
     image_cache data;
     int nscenes;            /* scenes with >= V views */
@@ -121,7 +122,7 @@ typedef struct {
 static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     const vit_config *v = &o->enc->cfg;
     const scene_config *c = &o->net->cfg;
-    double N = (double)k->batch * o->V, nrec = o->recon_all ? N : k->batch, L = o->L, T = o->T;
+    double N = (double)o->b * o->V, nrec = o->recon_all ? N : o->b, L = o->L, T = o->T; /* this rank's */
     double trainable = scene_encoder_param_count(c) + (o->use_mse ? scene_decoder_param_count(c) : 0);
     mem_estimate m = {0};
     m.params = 4 * (vit_param_count(v) + trainable);
@@ -189,8 +190,9 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     if ((rc = er_set_precision(k->precision))) return rc;
     if (device != DEV_CPU)
         return er_fail(ER_INPUT, "train scene runs on the CPU for now (train.device = %s)", k->device);
-    if (pg_size() > 1)
-        return er_fail(ER_INPUT, "train scene is not data-parallel yet: run it as one process");
+    if (k->batch % pg_size())
+        return er_fail(ER_INPUT, "train.batch = %d scenes is not a multiple of the %d ranks: every rank takes an equal "
+                                 "shard of the global batch", k->batch, pg_size());
     if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
     if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     scene_objective *o = xcalloc(1, sizeof *o);
@@ -211,6 +213,9 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->D = o->enc->cfg.dim;
     o->T = 1 + o->enc->cfg.registers + o->K;
     o->N = k->batch * o->V;
+    o->ranks = pg_size();
+    o->b = k->batch / o->ranks;
+    o->j0 = pg_rank() * o->b;
     if ((rc = scene_memory_check(o, k))) goto fail;
     int side = c->cache_side > 0 ? c->cache_side : o->S * 8 / 7;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
@@ -223,14 +228,14 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->nthreads = omp_get_max_threads();
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
-    int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, nrec = o->recon_all ? N : B;
-    int ninputs = c->share_views ? B * V : N * (V - 1);
+    int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->b * V, nrec = o->recon_all ? Nl : o->b;
+    int ninputs = c->share_views ? o->b * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
     o->inst = xmalloc(B * sizeof(int));
     o->rows = xmalloc((size_t)B * V * sizeof(int));
     o->chunk = xmalloc((size_t)c->encode_batch * img * sizeof(float));
     o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
-    o->views = xmalloc((size_t)N * (V - 1) * D * sizeof(float));
+    o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
     if (o->use_mse) {
         o->latent = xmalloc((size_t)nrec * o->T * D * sizeof(float));
         o->target = xmalloc((size_t)nrec * img * sizeof(float));
@@ -315,7 +320,9 @@ static int encode(scene_objective *o, int64_t g, const slot *what, int n, int ma
 static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms) {
     scene_objective *o = self;
     const scene_cfg *c = &o->cfg;
-    int B = o->run.batch, V = o->V, N = o->N, L = o->L, D = o->D;
+    /* global: B scenes, N = B V combinations (i = j V + t); this rank: scenes j0 .. j0 + b - 1, i.e.
+     * combinations V j0 .. V (j0 + b) - 1, in the same order (local il = i - V j0) */
+    int B = o->run.batch, V = o->V, N = o->N, L = o->L, D = o->D, b = o->b, j0 = o->j0, Nl = b * V, i0 = j0 * V;
     int64_t g = step * o->run.accum + micro;
     uint64_t seed = (uint64_t)o->run.seed;
     /* the scenes, and V of each scene's views (a random V-subset when it has more) */
@@ -330,10 +337,10 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
         for (int u = 0; u < V; u++) o->rows[j * V + u] = o->scene_rows[o->scene_first[s] + pk[u]];
         if (pk != pick) free(pk);
     }
-    /* combinations i = j V + t: target view t of scene j; their masks (pure functions of seed, g, i) */
+    /* every combination's mask (pure functions of seed, g, i: the same on every rank) */
     mae_masking(N, L, o->K, NULL, NULL, seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
-    int nrec = 0;
-    for (int j = 0; j < B; j++) {
+    int nrec = 0; /* this rank's reconstructed combinations (global indices) */
+    for (int j = j0; j < j0 + b; j++) {
         int tsel = 0;
         if (!o->recon_all) {
             rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
@@ -343,26 +350,27 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
             if (o->recon_all || t == tsel) o->rec[nrec++] = j * V + t;
     }
     /* inputs: as the code, every (combination, other view) is its own augmented image; shared: each
-     * view once. Targets: the combination's own draw (stream N V + i), or the view's shared draw. */
-    int ninputs = c->share_views ? B * V : N * (V - 1);
+     * view once. Targets: the combination's own draw (stream N V + i), or the view's shared draw.
+     * Streams use global indices, so a rank draws what one process would. */
+    int ninputs = c->share_views ? b * V : Nl * (V - 1);
     slot *what = xmalloc((size_t)(ninputs > nrec ? ninputs : nrec) * sizeof(slot));
     int q = 0;
     if (c->share_views) {
-        for (int j = 0; j < B; j++) for (int u = 0; u < V; u++) what[q++] = (slot){j, u, (uint32_t)(j * V + u)};
+        for (int j = j0; j < j0 + b; j++) for (int u = 0; u < V; u++) what[q++] = (slot){j, u, (uint32_t)(j * V + u)};
     } else {
-        for (int i = 0; i < N; i++)
+        for (int i = i0; i < i0 + Nl; i++)
             for (int u = 0; u < V; u++)
                 if (u != i % V) what[q++] = (slot){i / V, u, (uint32_t)(i * V + u)};
     }
     int rc = encode(o, g, what, ninputs, 0);
-    if (!rc) { /* the scene encoder's input [N, V-1, D] */
-        for (int i = 0; i < N; i++) {
-            int j = i / V, t = i % V, w = 0;
+    if (!rc) { /* the scene encoder's input [Nl, V-1, D] */
+        for (int il = 0; il < Nl; il++) {
+            int jl = il / V, t = il % V, w = 0;
             for (int u = 0; u < V; u++) {
                 if (u == t) continue;
-                const float *src = c->share_views ? o->cls + (size_t)(j * V + u) * D
-                                                  : o->cls + ((size_t)i * (V - 1) + w) * D;
-                memcpy(o->views + ((size_t)i * (V - 1) + w) * D, src, D * sizeof(float));
+                const float *src = c->share_views ? o->cls + (size_t)(jl * V + u) * D
+                                                  : o->cls + ((size_t)il * (V - 1) + w) * D;
+                memcpy(o->views + ((size_t)il * (V - 1) + w) * D, src, D * sizeof(float));
                 w++;
             }
         }
@@ -378,15 +386,17 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     if (rc) return NULL;
     /* the trainable part */
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *vt = tensor_upload(o->model->device, 3, SHAPE(N, V - 1, D), o->views);
-    tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [N, D] */
+    tensor *vt = tensor_upload(o->model->device, 3, SHAPE(Nl, V - 1, D), o->views);
+    tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [Nl, D] */
     if (!z) return NULL;
     tensor *loss = NULL;
     if (o->use_con) {
+        /* every rank's descriptors (rank order = combination order): the whole batch's negatives */
+        tensor *zall = o->ranks > 1 ? op_allgather_rows(z) : z;
         for (int i = 0; i < N; i++) o->ids[i] = i / V;
         sscd_match_from_ids(o->ids, N, o->match);
         sscd_stats st;
-        tensor *lc = sscd_loss(z, o->match, c->tau, c->entropy_weight, 0, &st);
+        tensor *lc = sscd_loss(zall, o->match, c->tau, c->entropy_weight, 0, &st);
         if (!lc) return NULL;
         loss_terms_set(terms, "infonce", st.infonce);
         loss_terms_set(terms, "entropy", st.entropy);
@@ -394,12 +404,17 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
         loss = op_mul_scalar(lc, (float)c->w_con);
     }
     if (o->use_mse) {
+        /* this rank's MSE: every rank holds as many targets with as many masked patches, so the
+         * mean over ranks (the loop averages gradients and losses) is the one-process MSE */
         float *mk = xmalloc((size_t)nrec * L * sizeof(float));
+        int32_t *loc = xmalloc((size_t)nrec * sizeof(int32_t));
         for (int r = 0; r < nrec; r++) {
             memcpy(mk + (size_t)r * L, o->mask + (size_t)o->rec[r] * L, L * sizeof(float));
             memcpy(o->rec_restore + (size_t)r * L, o->restore + (size_t)o->rec[r] * L, L * sizeof(int32_t));
+            loc[r] = o->rec[r] - i0;
         }
-        tensor *zr = nrec == N ? z : op_index_select(z, 0, o->rec, nrec);
+        tensor *zr = nrec == Nl ? z : op_index_select(z, 0, loc, nrec);
+        free(loc);
         tensor *lat = tensor_upload(o->model->device, 3, SHAPE(nrec, o->T, D), o->latent);
         tensor *pred = scene_net_decode(o->net, &ctx, zr, lat, o->enc->cfg.registers, o->rec_restore);
         tensor *lm = mae_loss(pred, o->target, mk); /* targets in MAE's patch order (dy, dx, c), as the reference */
@@ -487,6 +502,7 @@ static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
             d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)),
             o->run.device, o->nscenes, o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon,
             o->cfg.share_views ? "shared" : "per-combination", (long long)steps_per_epoch(o), lc->lr, o->run.out);
+    if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d scenes of every global batch each\n", o->ranks, o->b);
 }
 
 static void scene_free_self(void *self) { scene_objective_free(self); }
