@@ -198,7 +198,7 @@ static inline cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t
     for (int64_t i = 0; i < n; i++) var[i / hw % xd->c] += (x[i] - mean[i / hw % xd->c]) * (x[i] - mean[i / hw % xd->c]);
     for (int c = 0; c < xd->c; c++) {
         double v = var[c] / (double)M, inv = 1.0 / sqrt(v + eps);
-        if (rmean) { /* the running variance takes the unbiased estimate, as cuDNN documents */
+        if (rmean) { /* unbiased running variance: torch's cuDNN batch norm relies on cuDNN doing this */
             ((float *)rmean)[c] = (float)((1 - factor) * ((float *)rmean)[c] + factor * mean[c]);
             ((float *)rvar)[c] = (float)((1 - factor) * ((float *)rvar)[c] + factor * var[c] / (double)(M - 1));
         }
