@@ -1,6 +1,7 @@
 /* conv2d: forward against a direct-loop reference in double, gradients against finite differences,
  * over odd shapes (stride 2, padding, 1x1, 7x7, odd and non-square sizes, dilation, groups, no
- * bias, several column tiles per image) and the shape errors. */
+ * bias) and every path of kernels/cpu/conv.c (small maps in image groups, one image in several
+ * column tiles, 1x1 without a column buffer), and the shape errors. */
 #include <math.h>
 #include <string.h>
 
@@ -77,6 +78,8 @@ static const cv_case CASES[] = {
     {2, 4, 6, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0},   /* depthwise, stride 2 */
     {2, 3, 7, 8, 5, 3, 2, 2, 1, 0, 1, 1, 2, 1, 1},   /* non-square kernel, stride, pad, dilation */
     {1, 2, 4, 4, 3, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1},   /* stride > 1 with padding leaving empty edges */
+    {2, 4, 17, 16, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, 1}, /* 1x1 on a map >= 256 positions: no column buffer */
+    {5, 3, 10, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* small maps in image groups of 3 + 2 */
 };
 #define NCASES (int)(sizeof CASES / sizeof *CASES)
 
