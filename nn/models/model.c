@@ -8,11 +8,13 @@
 #include "checkpoints/params_st.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/models/resnet_model.h"
 #include "nn/models/vit_model.h"
 
 /* The registered families: a new one adds its line here (docs/models.md). */
 static const model_arch *const ARCHS[] = {
     &vit_arch,
+    &resnet_arch,
 };
 #define NARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
 

@@ -29,8 +29,6 @@ int resnet_config_preset(const char *name, resnet_config *c) {
     return er_fail(ER_INPUT, "resnet: unknown model '%s' (resnet18 | resnet34 | resnet50 | resnet101 | resnet152)", name);
 }
 
-static int is_bottleneck(const resnet_config *c) { return c->depth >= 50; }
-
 /* Kaiming normal, mode fan_out, ReLU gain (torchvision's conv init): std = sqrt(2 / (K R S)). */
 static tensor *conv_param(resnet *r, const char *name, int K, int C, int k, uint64_t seed) {
     tensor *t = layer_param(&r->params, name, 4, SHAPE(K, C, k, k));
@@ -77,7 +75,7 @@ resnet *resnet_new(const resnet_config *c, uint64_t seed) {
     if (config_check(c)) return NULL;
     resnet *r = xcalloc(1, sizeof *r);
     r->cfg = *c;
-    const int W = c->width, bott = is_bottleneck(c), expansion = bott ? 4 : 1;
+    const int W = c->width, bott = resnet_is_bottleneck(c->depth), expansion = bott ? 4 : 1;
     r->conv1 = conv_param(r, "conv1.weight", W, 3, 7, seed);
     r->bn1 = bn_params(r, "bn1", W);
     r->nblocks = c->blocks[0] + c->blocks[1] + c->blocks[2] + c->blocks[3];

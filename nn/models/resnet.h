@@ -10,7 +10,7 @@
  * Tensor names are torchvision's ("conv1.weight", "bn1.running_mean", "layer2.0.downsample.1.weight",
  * "fc.bias"), so its state dicts load by name; batch-norm running statistics are buffers in the
  * param_list without T_REQUIRES_GRAD (torchvision's num_batches_tracked counters are not kept: they
- * only matter for momentum=None). Not yet registered as a model_arch (nn/models/model.h). */
+ * only matter for momentum=None). Registered as the "resnet" model_arch in resnet_model.c. */
 #ifndef ENDORET_RESNET_H
 #define ENDORET_RESNET_H
 
@@ -27,6 +27,9 @@ typedef struct {
     float bn_momentum;  /* 0.1 */
     float bn_eps;       /* 1e-5 */
 } resnet_config;
+
+/* Depth 50 and above: bottleneck blocks; 18 and 34: basic blocks. */
+static inline int resnet_is_bottleneck(int depth) { return depth >= 50; }
 
 /* resnet18 / resnet34 / resnet50 / resnet101 / resnet152, width 64, 1000 classes. */
 int resnet_config_preset(const char *name, resnet_config *c);

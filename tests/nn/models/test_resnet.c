@@ -8,6 +8,7 @@
 #include "checkpoints/safetensors.h"
 #include "nn/base/base.h"
 #include "nn/models/resnet.h"
+#include "nn/models/resnet_model.h"
 #include "nn/ops.h"
 #include "tests/test_util.h"
 
@@ -127,4 +128,71 @@ Test(nn_resnet, presets_have_torchvision_names_and_sizes) {
     cr_assert_null(resnet_new(&bad, 1));
     cr_assert(strstr(er_msg(), "depth 20"), "%s", er_msg());
     cr_assert_neq(resnet_config_preset("resnet20", &bad), ER_OK);
+}
+
+/* ---- the registry entry (nn/models/resnet_model.c) ---- */
+
+Test(nn_resnet, registry_create_embed_save_load) {
+    cr_assert_eq(model_arch_find("resnet50"), &resnet_arch);
+    cr_assert_eq(model_arch_find("resnet18"), &resnet_arch);
+    cr_assert_null(model_arch_find("resnet20"));
+    char *sets[] = {"model.width=4", "model.img=48"};
+    model *m = NULL;
+    cr_assert_eq(model_create("resnet18", NULL, sets, 2, &m), ER_OK, "%s", er_msg());
+    cr_assert_eq(m->dim, 32);
+    cr_assert_eq(m->img, 48);
+    const int B = 2, n = B * 3 * 48 * 48;
+    float *img = malloc(sizeof(float) * n), e1[64], e2[64];
+    for (int i = 0; i < n; i++) img[i] = sinf(0.37f * i) + 0.1f * (i % 7);
+    cr_assert_eq(model_embed(m, img, B, e1), ER_OK, "%s", er_msg());
+    for (int b = 0; b < B; b++) {
+        double s = 0;
+        for (int j = 0; j < 32; j++) s += e1[b * 32 + j] * e1[b * 32 + j];
+        cr_assert_float_eq(s, 1.0, 1e-5, "descriptor %d is not unit length", b);
+    }
+    char desc[256];
+    model_describe(m, desc, sizeof desc);
+    cr_assert(strstr(desc, "resnet18 (basic blocks 2/2/2/2) width 4 img 48"), "%s", desc);
+    const char *dir = test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/r.safetensors", dir);
+    cr_assert_eq(model_save(m, path, -1), ER_OK, "%s", er_msg());
+    model *m2 = NULL;
+    cr_assert_eq(model_load(path, NULL, NULL, 0, &m2), ER_OK, "%s", er_msg());
+    cr_assert_eq(m2->arch, &resnet_arch);
+    cr_assert_eq(m2->img, 48);
+    cr_assert_eq(model_embed(m2, img, B, e2), ER_OK, "%s", er_msg());
+    cr_assert(memcmp(e1, e2, sizeof(float) * B * 32) == 0, "save -> load changed the descriptor");
+    /* a plain file (torchvision names, no metadata) with one buffer missing: refused, naming it */
+    st_writer *w = st_writer_new();
+    for (int i = 0; i < m->params->n; i++) {
+        tensor *t = m->params->t[i];
+        if (strcmp(t->name, "layer2.0.downsample.1.running_var"))
+            st_add(w, t->name, ST_F32, t->ndim, t->shape, t->data);
+    }
+    snprintf(path, sizeof path, "%s/missing.safetensors", dir);
+    cr_assert_eq(st_write(w, path), ER_OK);
+    st_writer_free(w);
+    model *m3 = NULL;
+    cr_assert_eq(model_load(path, NULL, NULL, 0, &m3), ER_INPUT);
+    cr_assert(strstr(er_msg(), "layer2.0.downsample.1.running_var"), "%s", er_msg());
+    cr_assert_eq(model_load(path, "resnet50", NULL, 0, &m3), ER_INPUT);
+    cr_assert(strstr(er_msg(), "basic blocks, but resnet50 has bottleneck blocks"), "%s", er_msg());
+    free(img);
+    model_free(m);
+    model_free(m2);
+}
+
+/* FLOPs of the convolutions at 224 px: torchvision's model cards say 1.81 and 4.09 GMACs (fc and
+ * the rest included, a few MMACs). */
+Test(nn_resnet, forward_flops_match_torchvision_cards) {
+    const char *names[2] = {"resnet18", "resnet50"};
+    const double gmac[2] = {1.81, 4.09};
+    for (int i = 0; i < 2; i++) {
+        model *m = NULL;
+        cr_assert_eq(model_create(names[i], NULL, NULL, 0, &m), ER_OK, "%s", er_msg());
+        double g = m->arch->forward_flops(m, 1) / 2e9;
+        cr_assert(fabs(g - gmac[i]) < 0.02, "%s: %.3f GMACs", names[i], g);
+        model_free(m);
+    }
 }
