@@ -99,6 +99,7 @@ Test(nn_resnet, tiny_bottleneck_net_matches_torch) {
 /* The full-size presets have torchvision's tensor names, shapes and parameter counts
  * (resnet18 11,689,512 and resnet50 25,557,032 trainable; + 2 floats of running stats per BN channel). */
 Test(nn_resnet, presets_have_torchvision_names_and_sizes) {
+    SLOW_TEST(); /* initialises 37M parameters */
     const struct {
         const char *name;
         int64_t trainable;
@@ -186,6 +187,7 @@ Test(nn_resnet, registry_create_embed_save_load) {
 /* FLOPs of the convolutions at 224 px: torchvision's model cards say 1.81 and 4.09 GMACs (fc and
  * the rest included, a few MMACs). */
 Test(nn_resnet, forward_flops_match_torchvision_cards) {
+    SLOW_TEST(); /* initialises 37M parameters */
     const char *names[2] = {"resnet18", "resnet50"};
     const double gmac[2] = {1.81, 4.09};
     for (int i = 0; i < 2; i++) {
