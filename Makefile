@@ -166,6 +166,7 @@ portable-check: deps
 bench: deps $(BUILD)/endoret
 	$(BUILD)/endoret bench gemm
 	$(BUILD)/endoret bench search --n 1000000 --bits 64 --k 10
+	$(BUILD)/endoret bench conv --batch 2 --reps 5
 	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2
 	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2 --precision bf16
 

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/conv_args.h"
 #include "kernels/optim_args.h"
 
 #ifdef __cplusplus

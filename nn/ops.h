@@ -88,6 +88,32 @@ tensor *op_softmax(tensor *x, int axis);
 tensor *op_log_softmax(tensor *x, int axis);
 tensor *op_l2_normalize(tensor *x, int axis, float eps);           /* x / max(||x||, eps) */
 
+/* ---- NCHW image ops (ops_conv.c) ---- packed or not; results packed ----
+ * conv2d: x [N, C, H, W], w [K, C / groups, R, S], bias [K] or NULL -> [N, K, P, Q] with
+ * P = (H + 2 pad - dilation (R - 1) - 1) / stride + 1 (and Q alike): torch.nn.functional.conv2d.
+ * The _ex form takes (height, width) pairs. */
+tensor *op_conv2d(tensor *x, tensor *w, tensor *bias, int stride, int pad, int dilation, int groups);
+tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], const int pad[2],
+                     const int dilation[2], int groups);
+/* Batch norm per channel of x [N, C, H, W] (or [N, C]), torch.nn.BatchNorm2d semantics: training
+ * normalises with the batch statistics (biased variance) and updates running_mean / running_var in
+ * place, running = (1 - momentum) running + momentum stat with the unbiased variance (torch's
+ * defaults: momentum 0.1, eps 1e-5); eval uses the running statistics. w, b [C] or NULL (affine
+ * off); running stats [C] buffers without T_REQUIRES_GRAD, required in eval, both NULL in training
+ * = no tracking. The gradient flows through the batch statistics in training. */
+tensor *op_batchnorm2d(tensor *x, tensor *w, tensor *b, tensor *running_mean, tensor *running_var,
+                       int training, float momentum, float eps);
+/* relu(batchnorm2d(...)): one fused pass when nothing is recorded (inference), else the two ops. */
+tensor *op_batchnorm2d_relu(tensor *x, tensor *w, tensor *b, tensor *running_mean,
+                            tensor *running_var, int training, float momentum, float eps);
+/* Max over kernel x kernel windows (stride 0 = kernel; padding <= kernel / 2 never wins);
+ * gradient to the first maximum of each window (a NaN propagates), as torch max_pool2d. */
+tensor *op_maxpool2d(tensor *x, int kernel, int stride, int pad);
+/* torch adaptive_avg_pool2d: [N, C, H, W] -> [N, C, out_h, out_w]. */
+tensor *op_adaptive_avgpool2d(tensor *x, int out_h, int out_w);
+/* Mean over H and W: [N, C, H, W] -> [N, C]. */
+tensor *op_global_avgpool(tensor *x);
+
 /* ---- attention (ops_attention.c) ----
  * q [B, H, Tq, D], k, v [B, H, Tk, D] (any strides with unit stride on D, so q/k/v may be views
  * of one packed qkv projection). mask: NULL, or [.., .., Tq, Tk] broadcastable to [B, H, Tq, Tk]

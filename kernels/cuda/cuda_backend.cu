@@ -32,6 +32,7 @@ static int g_ready = 0;          /* stream + handles created */
 static char g_devname[300] = "";
 static cudaStream_t g_stream = 0;
 static cublasHandle_t g_cublas = 0;
+static cudnnHandle_t g_cudnn = 0;   /* made by cuda_cudnn() on first use */
 static int g_dev = 0;             /* the device the stream and handles belong to */
 static double *g_red_partials = NULL, *g_red_partials_host = NULL; /* cuda_common.h */
 static std::mutex g_err_mu;
@@ -78,6 +79,8 @@ static void close_device(void) {
     cudaFree(g_red_partials);
     cudaFreeHost(g_red_partials_host);
     cublasDestroy(g_cublas);
+    if (g_cudnn) cudnnDestroy(g_cudnn);
+    g_cudnn = 0;
     cudaStreamDestroy(g_stream);
     g_red_partials = g_red_partials_host = NULL;
     g_cublas = 0;
@@ -126,6 +129,22 @@ cudaStream_t cuda_stream(void) {
 struct cublasContext *cuda_cublas(void) {
     ready();
     return g_cublas;
+}
+
+struct cudnnContext *cuda_cudnn(void) {
+    if (!ready()) return NULL;
+    if (!g_cudnn) {
+        cudnnStatus_t st = cudnnCreate(&g_cudnn);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "cudnnCreate: %s", cudnnGetErrorString(st));
+            cuda_record_msg(msg, __FILE__, __LINE__);
+            g_cudnn = 0;
+            return NULL;
+        }
+        cudnnSetStream(g_cudnn, g_stream);
+    }
+    return g_cudnn;
 }
 
 double *cuda_red_partials(void) {

@@ -15,11 +15,15 @@
 #include "kernels/backend.h"
 
 struct cublasContext;
+struct cudnnContext;
 
 /* The stream every table function enqueues on (created with the backend). */
 cudaStream_t cuda_stream(void);
 /* cuBLAS handle bound to cuda_stream(). */
 struct cublasContext *cuda_cublas(void);
+/* cuDNN handle bound to cuda_stream(), made on first use (only convolutions and batch norm need
+ * it); NULL after recording why when cuDNN cannot start. */
+struct cudnnContext *cuda_cudnn(void);
 /* Scratch for reductions to one number (optim.cu): CUDA_RED_BLOCKS doubles on the device and the
  * same in pinned host memory, allocated once per device by the backend's init (NULL if that
  * failed). The only memory kernels touch that the caller did not pass in. */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/conv_args.h"
 #include "kernels/optim_args.h"
 
 #define ER_OP(ret, name, params) ret cu_##name params;

@@ -8,6 +8,7 @@
 #include "checkpoints/params_st.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/models/resnet_model.h"
 #include "nn/models/scene_model.h"
 #include "nn/models/vit_model.h"
 
@@ -17,6 +18,7 @@
 static const model_arch *const ARCHS[] = {
     &scene_arch,
     &vit_arch,
+    &resnet_arch,
 };
 #define NARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
 

@@ -8,7 +8,8 @@
  * whose shuffles exchange values through a per-warp slot array between two warp barriers.
  * __shared__ becomes `static`, which is per-block memory because only one block runs at a time.
  * cublasGemmStridedBatchedEx is a column-major reference loop (bf16 mode rounds its inputs to
- * bf16), which checks the row-major -> column-major operand mapping of gemm.cu.
+ * bf16), which checks the row-major -> column-major operand mapping of gemm.cu; the cuDNN calls of
+ * conv.cu are reference loops too (emu_cudnn.h).
  * What this cannot check: real-GPU concerns (memory-model races between blocks, performance,
  * the real cuBLAS). Never part of the product build. */
 #ifndef ENDORET_EMU_CUDA_H
@@ -257,7 +258,7 @@ static inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOp
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---- cuDNN ---- */
-static inline size_t cudnnGetVersion(void) { return 91900; }
+/* ---- cuDNN: reference loops (convolution, batch norm) ---- */
+#include "emu_cudnn.h"
 
 #endif

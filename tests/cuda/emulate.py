@@ -144,7 +144,7 @@ def main():
     csrc = sorted(glob.glob(os.path.join(ROOT, "nn", "**", "*.c"), recursive=True)
                   + glob.glob(os.path.join(ROOT, "kernels", "cpu", "*.c"))
                   + glob.glob(os.path.join(ROOT, "checkpoints", "*.c")))
-    csrc.append(os.path.join(ROOT, "tests", "cuda", "test_cuda_parity.c"))
+    csrc += sorted(glob.glob(os.path.join(ROOT, "tests", "cuda", "test_cuda_parity*.c")))
     for c in csrc:
         obj = os.path.join(OUT, "c_" + os.path.relpath(c, ROOT).replace("/", "_")[:-2] + ".o")
         run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-fopenmp", "-DENDORET_CUDA", "-I" + ROOT, "-c", c, "-o", obj])

@@ -1,0 +1,273 @@
+/* conv.cu — convolution and batch norm on the GPU through cuDNN, mirroring cpu_conv2d,
+ * cpu_conv2d_backward (kernels/cpu/conv.c), cpu_batchnorm and cpu_batchnorm_backward
+ * (kernels/cpu/bnorm.c).
+ *
+ * Convolution: cuDNN's forward / backward-data / backward-filter / backward-bias with FMA maths (no
+ * TF32, so fp32 results match the CPU within summation order). The algorithm is the first of
+ * cuDNN's heuristic list that runs, needs at most CONV_WS_MAX bytes and, for the backward passes,
+ * is deterministic; the *_workspace entry makes the same choice, so the caller's arena supplies
+ * exactly the scratch the call uses (kernels never allocate).
+ * Batch norm: cuDNN's spatial training forward (batch statistics, running-stat update with the
+ * unbiased variance, saved mean / inverse std) and its training backward when the input gradient
+ * is wanted; own kernels for eval mode (one multiply-add per element, the ReLU fused) and for the
+ * weight / bias gradients alone (cuDNN has neither).
+ * Descriptors are process-lifetime host objects made once and re-set per call, like the handle. */
+#include <cudnn.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define CONV_WS_MAX ((size_t)1 << 30)
+
+static bool dnn_ok(cudnnStatus_t st, const char *what, int line) {
+    if (st == CUDNN_STATUS_SUCCESS) return true;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: %s", what, cudnnGetErrorString(st));
+    cuda_record_msg(msg, __FILE__, line);
+    return false;
+}
+#define DNN(call) dnn_ok((call), #call, __LINE__)
+
+struct dnn_descs {
+    cudnnTensorDescriptor_t x, y, b;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    bool made;
+};
+static dnn_descs g_d;
+
+/* The handle, with the descriptors made on first use; NULL (error recorded) if cuDNN fails. */
+static cudnnHandle_t dnn(void) {
+    cudnnHandle_t h = cuda_cudnn();
+    if (!h) return NULL;
+    if (!g_d.made) {
+        if (!DNN(cudnnCreateTensorDescriptor(&g_d.x)) || !DNN(cudnnCreateTensorDescriptor(&g_d.y)) ||
+            !DNN(cudnnCreateTensorDescriptor(&g_d.b)) || !DNN(cudnnCreateFilterDescriptor(&g_d.w)) ||
+            !DNN(cudnnCreateConvolutionDescriptor(&g_d.conv)))
+            return NULL;
+        g_d.made = true;
+    }
+    return h;
+}
+
+/* ---- convolution ---- */
+
+static cudnnHandle_t conv_descs(const conv2d_args *a) {
+    cudnnHandle_t h = dnn();
+    if (!h) return NULL;
+    const cudnnTensorFormat_t F = CUDNN_TENSOR_NCHW;
+    const cudnnDataType_t T = CUDNN_DATA_FLOAT;
+    if (!DNN(cudnnSetTensor4dDescriptor(g_d.x, F, T, a->N, a->C, a->H, a->W)) ||
+        !DNN(cudnnSetTensor4dDescriptor(g_d.y, F, T, a->N, a->K, a->P, a->Q)) ||
+        !DNN(cudnnSetTensor4dDescriptor(g_d.b, F, T, 1, a->K, 1, 1)) ||
+        !DNN(cudnnSetFilter4dDescriptor(g_d.w, T, F, a->K, a->C / a->groups, a->R, a->S)) ||
+        !DNN(cudnnSetConvolution2dDescriptor(g_d.conv, a->ph, a->pw, a->sh, a->sw, a->dh, a->dw,
+                                             CUDNN_CROSS_CORRELATION, T)) ||
+        !DNN(cudnnSetConvolutionGroupCount(g_d.conv, a->groups)) ||
+        !DNN(cudnnSetConvolutionMathType(g_d.conv, CUDNN_FMA_MATH)))
+        return NULL;
+    return h;
+}
+
+/* The first usable entry of a heuristic list (status, memory, determinism when asked). */
+template <class Perf>
+static bool pick(const Perf *perf, int n, bool deterministic, Perf *out) {
+    for (int i = 0; i < n; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX) continue;
+        if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        *out = perf[i];
+        return true;
+    }
+    cuda_record_msg("conv2d: cuDNN offers no usable algorithm", __FILE__, __LINE__);
+    return false;
+}
+
+static bool fwd_algo(cudnnHandle_t h, cudnnConvolutionFwdAlgoPerf_t *p) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    return DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, g_d.x, g_d.w, g_d.conv, g_d.y,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf)) &&
+           pick(perf, n, false, p);
+}
+static bool bwd_data_algo(cudnnHandle_t h, cudnnConvolutionBwdDataAlgoPerf_t *p) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int n = 0;
+    return DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, g_d.w, g_d.y, g_d.conv, g_d.x,
+                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf)) &&
+           pick(perf, n, true, p);
+}
+static bool bwd_filter_algo(cudnnHandle_t h, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n = 0;
+    return DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, g_d.x, g_d.y, g_d.conv, g_d.w,
+                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf)) &&
+           pick(perf, n, true, p);
+}
+
+static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+size_t cu_conv2d_workspace(const conv2d_args *a) {
+    cudnnHandle_t h = conv_descs(a);
+    cudnnConvolutionFwdAlgoPerf_t p;
+    return h && fwd_algo(h, &p) ? floats(p.memory) : 0;
+}
+
+void cu_conv2d(const conv2d_args *a, const float *x, const float *w, const float *b, float *y,
+               float *work) {
+    cudnnHandle_t h = conv_descs(a);
+    cudnnConvolutionFwdAlgoPerf_t p;
+    if (!h || !fwd_algo(h, &p)) return;
+    const float one = 1.0f, zero = 0.0f;
+    if (!DNN(cudnnConvolutionForward(h, &one, g_d.x, x, g_d.w, w, g_d.conv, p.algo, work, p.memory,
+                                     &zero, g_d.y, y)))
+        return;
+    if (b) DNN(cudnnAddTensor(h, &one, g_d.b, b, &one, g_d.y, y));
+}
+
+/* The larger of the two backward passes' needs: the call may run either or both. */
+size_t cu_conv2d_backward_workspace(const conv2d_args *a) {
+    cudnnHandle_t h = conv_descs(a);
+    cudnnConvolutionBwdDataAlgoPerf_t pd;
+    cudnnConvolutionBwdFilterAlgoPerf_t pf;
+    if (!h || !bwd_data_algo(h, &pd) || !bwd_filter_algo(h, &pf)) return 0;
+    return floats(pd.memory > pf.memory ? pd.memory : pf.memory);
+}
+
+void cu_conv2d_backward(const conv2d_args *a, const float *x, const float *w, const float *gy,
+                        float *gx, float *gw, float *gb, float *work) {
+    cudnnHandle_t h = conv_descs(a);
+    if (!h) return;
+    const float one = 1.0f; /* beta 1: every gradient accumulates */
+    if (gb) DNN(cudnnConvolutionBackwardBias(h, &one, g_d.y, gy, &one, g_d.b, gb));
+    if (gx) {
+        cudnnConvolutionBwdDataAlgoPerf_t p;
+        if (bwd_data_algo(h, &p))
+            DNN(cudnnConvolutionBackwardData(h, &one, g_d.w, w, g_d.y, gy, g_d.conv, p.algo, work,
+                                             p.memory, &one, g_d.x, gx));
+    }
+    if (gw) {
+        cudnnConvolutionBwdFilterAlgoPerf_t p;
+        if (bwd_filter_algo(h, &p))
+            DNN(cudnnConvolutionBackwardFilter(h, &one, g_d.x, x, g_d.y, gy, g_d.conv, p.algo, work,
+                                               p.memory, &one, g_d.w, gw));
+    }
+}
+
+/* ---- batch norm ---- */
+
+#define BN_THREADS 256
+
+/* x [N, C, HW] as cuDNN's N x C x HW x 1, statistics 1 x C x 1 x 1. */
+static cudnnHandle_t bn_descs(int64_t N, int64_t C, int64_t HW) {
+    cudnnHandle_t h = dnn();
+    if (!h) return NULL;
+    if (N > INT32_MAX || C > INT32_MAX || HW > INT32_MAX) {
+        cuda_record_msg("batchnorm: tensor too large for cuDNN", __FILE__, __LINE__);
+        return NULL;
+    }
+    if (!DNN(cudnnSetTensor4dDescriptor(g_d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)N, (int)C, (int)HW, 1)) ||
+        !DNN(cudnnSetTensor4dDescriptor(g_d.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)C, 1, 1)))
+        return NULL;
+    return h;
+}
+
+/* mean = running_mean, rstd = 1 / sqrt(running_var + eps) in double, as cpu_batchnorm */
+__global__ void k_bn_eval_stats(int64_t C, const float *rm, const float *rv, float eps, float *mean,
+                                float *rstd) {
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < C; c += (int64_t)gridDim.x * blockDim.x) {
+        mean[c] = rm[c];
+        rstd[c] = (float)(1.0 / sqrt((double)rv[c] + eps));
+    }
+}
+
+/* y = x * scale + shift (scale = rstd w, shift = b - mean scale), then the optional ReLU; with
+ * mean/rstd NULL (after cuDNN's training forward) only the ReLU, in place. */
+__global__ void k_bn_apply(int64_t n, int64_t C, int64_t HW, const float *x, const float *w,
+                           const float *b, const float *mean, const float *rstd, int relu, float *y) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (mean) {
+            int64_t c = i / HW % C;
+            float scale = rstd[c] * w[c];
+            v = v * scale + (b[c] - mean[c] * scale);
+        }
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+void cu_batchnorm(int64_t N, int64_t C, int64_t HW, const float *x, const float *w, const float *b,
+                  float *running_mean, float *running_var, int training, float momentum, float eps,
+                  int relu, float *y, float *mean, float *rstd) {
+    const int64_t n = N * C * HW;
+    if (n <= 0) return;
+    if (!training) {
+        k_bn_eval_stats<<<cuda_blocks(C, BN_THREADS), BN_THREADS, 0, cuda_stream()>>>(C, running_mean, running_var, eps, mean, rstd);
+        k_bn_apply<<<cuda_blocks(n, BN_THREADS), BN_THREADS, 0, cuda_stream()>>>(n, C, HW, x, w, b, mean, rstd, relu, y);
+        CUDA_LAUNCHED("batchnorm (eval)");
+        return;
+    }
+    cudnnHandle_t h = bn_descs(N, C, HW);
+    if (!h) return;
+    const float one = 1.0f, zero = 0.0f;
+    if (!DNN(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, g_d.x, x,
+                                                    g_d.x, y, g_d.b, w, b, momentum, running_mean,
+                                                    running_var, eps, mean, rstd)))
+        return;
+    if (relu) {
+        k_bn_apply<<<cuda_blocks(n, BN_THREADS), BN_THREADS, 0, cuda_stream()>>>(n, C, HW, y, w, b, NULL, NULL, 1, y);
+        CUDA_LAUNCHED("batchnorm relu");
+    }
+}
+
+/* One block per channel: sg = sum gy, sgx = sum gy xh (double); gb += sg, gw += sgx and, when gx
+ * is given, gx += w rstd (gy - [training] (sg + xh sgx) / M). */
+__global__ void k_bn_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
+                              const float *mean, const float *rstd, const float *gy, int training,
+                              float *gx, float *gw, float *gb) {
+    const int64_t c = blockIdx.x, M = N * HW;
+    const float mu = mean[c], rs = rstd[c];
+    double sg = 0, sgx = 0;
+    for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
+        int64_t i = (j / HW * C + c) * HW + j % HW;
+        sg += gy[i];
+        sgx += (double)gy[i] * ((x[i] - mu) * rs);
+    }
+    sg = cu_block_sum_d(sg);
+    sgx = cu_block_sum_d(sgx);
+    if (threadIdx.x == 0) {
+        if (gb) gb[c] += (float)sg;
+        if (gw) gw[c] += (float)sgx;
+    }
+    if (!gx) return;
+    const float k = w[c] * rs, m1 = training ? (float)(sg / (double)M) : 0.0f;
+    const float m2 = training ? (float)(sgx / (double)M) : 0.0f;
+    for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
+        int64_t i = (j / HW * C + c) * HW + j % HW;
+        gx[i] += k * (gy[i] - m1 - (x[i] - mu) * rs * m2);
+    }
+}
+
+/* cuDNN's training backward writes a weight and bias gradient even when the op wants neither:
+ * 2 C floats of scratch for those. */
+size_t cu_batchnorm_backward_workspace(int64_t N, int64_t C, int64_t HW) { return (size_t)(2 * C); }
+
+void cu_batchnorm_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
+                           const float *mean, const float *rstd, const float *gy, int training,
+                           float eps, float *gx, float *gw, float *gb, float *work) {
+    if (N * C * HW <= 0 || C > 2147483647) return;
+    if (!training || !gx) {
+        k_bn_backward<<<(unsigned)C, BN_THREADS, 0, cuda_stream()>>>(N, C, HW, x, w, mean, rstd, gy, training, gx, gw, gb);
+        CUDA_LAUNCHED("batchnorm_backward");
+        return;
+    }
+    cudnnHandle_t h = bn_descs(N, C, HW);
+    if (!h) return;
+    const float one = 1.0f;
+    /* gw and gb share one blend factor: both accumulate, or (when the op wants neither or only
+     * one) the missing one lands in scratch */
+    float *dw = gw ? gw : work, *dbias = gb ? gb : work + C;
+    DNN(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &one, &one, &one, g_d.x, x,
+                                        g_d.x, gy, g_d.x, gx, g_d.b, w, dw, dbias, eps, mean, rstd));
+}

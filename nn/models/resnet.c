@@ -1,0 +1,165 @@
+/* resnet.c — torchvision's ResNet built from the image ops (nn/ops.h); see resnet.h. */
+#include "nn/models/resnet.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/base/base.h"
+#include "nn/init.h"
+#include "nn/layers/layer_params.h"
+#include "nn/ops.h"
+
+enum { RESNET_FAMILY = 3 }; /* init stream family (0 ViT, 1 MAE decoder, 2 SSCD head) */
+
+int resnet_config_preset(const char *name, resnet_config *c) {
+    static const struct {
+        const char *name;
+        int depth, blocks[4];
+    } P[] = {{"resnet18", 18, {2, 2, 2, 2}},  {"resnet34", 34, {3, 4, 6, 3}},  {"resnet50", 50, {3, 4, 6, 3}},
+             {"resnet101", 101, {3, 4, 23, 3}}, {"resnet152", 152, {3, 8, 36, 3}}};
+    for (size_t i = 0; i < sizeof P / sizeof *P; i++)
+        if (!strcmp(name, P[i].name)) {
+            *c = (resnet_config){.depth = P[i].depth, .width = 64, .num_classes = 1000, .bn_momentum = 0.1f,
+                                 .bn_eps = 1e-5f};
+            memcpy(c->blocks, P[i].blocks, sizeof c->blocks);
+            return ER_OK;
+        }
+    return er_fail(ER_INPUT, "resnet: unknown model '%s' (resnet18 | resnet34 | resnet50 | resnet101 | resnet152)", name);
+}
+
+/* Kaiming normal, mode fan_out, ReLU gain (torchvision's conv init): std = sqrt(2 / (K R S)). */
+static tensor *conv_param(resnet *r, const char *name, int K, int C, int k, uint64_t seed) {
+    tensor *t = layer_param(&r->params, name, 4, SHAPE(K, C, k, k));
+    rng_t g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
+    init_normal(t->data, tensor_numel(t), 0.0f, sqrtf(2.0f / (float)(K * k * k)), &g);
+    return t;
+}
+
+/* weight 1, bias 0 (parameters); running mean 0, running var 1 (buffers, no gradient) */
+static resnet_bn bn_params(resnet *r, const char *prefix, int C) {
+    char name[128];
+    resnet_bn b;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    b.w = layer_param(&r->params, name, 1, SHAPE(C));
+    init_ones(b.w->data, C);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    b.b = layer_param(&r->params, name, 1, SHAPE(C));
+    init_zeros(b.b->data, C);
+    tensor **buf[2] = {&b.running_mean, &b.running_var};
+    const char *suffix[2] = {"running_mean", "running_var"};
+    for (int i = 0; i < 2; i++) {
+        tensor *t = tensor_new(1, SHAPE(C));
+        snprintf(name, sizeof name, "%s.%s", prefix, suffix[i]);
+        t->name = xstrdup(name);
+        if (i) init_ones(t->data, C);
+        params_add(&r->params, t);
+        *buf[i] = t;
+    }
+    return b;
+}
+
+static int config_check(const resnet_config *c) {
+    int ok = c->depth == 18 || c->depth == 34 || c->depth == 50 || c->depth == 101 || c->depth == 152;
+    for (int i = 0; i < 4; i++) ok = ok && c->blocks[i] >= 1 && c->blocks[i] <= 64;
+    if (!ok || c->width < 1 || c->width > 1024 || c->num_classes < 0 || !(c->bn_eps > 0) ||
+        !(c->bn_momentum >= 0 && c->bn_momentum <= 1))
+        return er_fail(ER_INPUT, "resnet: depth %d, blocks %d/%d/%d/%d, width %d, classes %d: need depth 18|34|50|101|152, "
+                       "1..64 blocks per stage, width 1..1024, classes >= 0, bn eps > 0, momentum in [0, 1]",
+                       c->depth, c->blocks[0], c->blocks[1], c->blocks[2], c->blocks[3], c->width, c->num_classes);
+    return ER_OK;
+}
+
+resnet *resnet_new(const resnet_config *c, uint64_t seed) {
+    if (config_check(c)) return NULL;
+    resnet *r = xcalloc(1, sizeof *r);
+    r->cfg = *c;
+    const int W = c->width, bott = resnet_is_bottleneck(c->depth), expansion = bott ? 4 : 1;
+    r->conv1 = conv_param(r, "conv1.weight", W, 3, 7, seed);
+    r->bn1 = bn_params(r, "bn1", W);
+    r->nblocks = c->blocks[0] + c->blocks[1] + c->blocks[2] + c->blocks[3];
+    r->blocks = xcalloc((size_t)r->nblocks, sizeof *r->blocks);
+    int inplanes = W, bi = 0;
+    char name[128];
+    for (int s = 0; s < 4; s++) {
+        int planes = W << s;
+        for (int j = 0; j < c->blocks[s]; j++, bi++) {
+            resnet_block *b = &r->blocks[bi];
+            b->bottleneck = bott;
+            b->stride = s > 0 && j == 0 ? 2 : 1;
+            const int out = planes * expansion;
+            /* torchvision's registration order: conv1, bn1, conv2, bn2, (conv3, bn3), downsample */
+            const int ksz[3] = {bott ? 1 : 3, 3, 1};
+            const int cin[3] = {inplanes, planes, planes}, cout[3] = {planes, bott ? planes : out, out};
+            for (int k = 0; k < (bott ? 3 : 2); k++) {
+                snprintf(name, sizeof name, "layer%d.%d.conv%d.weight", s + 1, j, k + 1);
+                b->conv[k] = conv_param(r, name, cout[k], cin[k], ksz[k], seed);
+                snprintf(name, sizeof name, "layer%d.%d.bn%d", s + 1, j, k + 1);
+                b->bn[k] = bn_params(r, name, cout[k]);
+            }
+            if (b->stride != 1 || inplanes != out) {
+                snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", s + 1, j);
+                b->down = conv_param(r, name, out, inplanes, 1, seed);
+                snprintf(name, sizeof name, "layer%d.%d.downsample.1", s + 1, j);
+                b->down_bn = bn_params(r, name, out);
+            }
+            inplanes = out;
+        }
+    }
+    r->features = inplanes;
+    if (c->num_classes > 0) { /* nn.Linear's default init */
+        float bound = 1.0f / sqrtf((float)inplanes);
+        r->fc_w = layer_param(&r->params, "fc.weight", 2, SHAPE(c->num_classes, inplanes));
+        rng_t g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
+        init_uniform(r->fc_w->data, tensor_numel(r->fc_w), -bound, bound, &g);
+        r->fc_b = layer_param(&r->params, "fc.bias", 1, SHAPE(c->num_classes));
+        g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
+        init_uniform(r->fc_b->data, c->num_classes, -bound, bound, &g);
+    }
+    return r;
+}
+
+void resnet_free(resnet *r) {
+    if (!r) return;
+    params_free(&r->params);
+    free(r->blocks);
+    free(r);
+}
+
+static tensor *bn(const resnet *r, const nn_ctx *ctx, tensor *x, const resnet_bn *b, int relu) {
+    return (relu ? op_batchnorm2d_relu : op_batchnorm2d)(x, b->w, b->b, b->running_mean, b->running_var,
+                                                         ctx->training, r->cfg.bn_momentum, r->cfg.bn_eps);
+}
+
+static tensor *block_forward(const resnet *r, const nn_ctx *ctx, const resnet_block *b, tensor *x) {
+    tensor *h = x;
+    int n = b->bottleneck ? 3 : 2;
+    for (int k = 0; k < n; k++) {
+        int k3 = b->conv[k]->shape[2] == 3;
+        /* the stride sits on the 3x3 conv (v1.5): conv2 of a bottleneck, conv1 of a basic block */
+        int stride = k3 && (b->bottleneck ? k == 1 : k == 0) ? b->stride : 1;
+        h = op_conv2d(h, b->conv[k], NULL, stride, k3 ? 1 : 0, 1, 1);
+        h = bn(r, ctx, h, &b->bn[k], k < n - 1);
+    }
+    tensor *sc = b->down ? bn(r, ctx, op_conv2d(x, b->down, NULL, b->stride, 0, 1, 1), &b->down_bn, 0) : x;
+    return op_relu(op_add(h, sc));
+}
+
+tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) {
+    if (!x) return NULL;
+    if (x->ndim != 4 || x->shape[1] != 3) {
+        char s[96];
+        er_fail(ER_INPUT, "resnet: input %s: need [N, 3, H, W]", tensor_shape_str(x, s, sizeof s));
+        return NULL;
+    }
+    tensor *h = op_conv2d(x, r->conv1, NULL, 2, 3, 1, 1);
+    h = op_maxpool2d(bn(r, ctx, h, &r->bn1, 1), 3, 2, 1);
+    for (int i = 0; i < r->nblocks; i++) h = block_forward(r, ctx, &r->blocks[i], h);
+    return op_global_avgpool(h);
+}
+
+tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x) {
+    tensor *f = resnet_features(r, ctx, x);
+    return r->cfg.num_classes > 0 ? op_linear(f, r->fc_w, r->fc_b) : f;
+}

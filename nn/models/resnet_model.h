@@ -1,0 +1,28 @@
+/* resnet_model.h — the ResNet behind the model interface (nn/models/model.h): its model.* keys
+ * and the architecture entry model.c registers. Descriptor: the L2-normalised globally pooled
+ * features (before fc), the embedding PGCon's retrieval uses.
+ *
+ * A file is recognised by torchvision's tensor names (conv1.weight, bn1.running_var,
+ * layer1.0.conv1.weight); its shape says the rest (block kind from layer1.0.conv3, blocks per stage,
+ * width from conv1, classes from fc), so torchvision state dicts converted to safetensors load as
+ * they are. model_save writes endoret.arch. */
+#ifndef ENDORET_RESNET_MODEL_H
+#define ENDORET_RESNET_MODEL_H
+
+#include "nn/base/config.h"
+#include "nn/models/model.h"
+#include "nn/models/resnet.h"
+
+typedef struct {
+    char *arch;   /* resnet18 | resnet34 | resnet50 | resnet101 | resnet152 */
+    int img;      /* input side the descriptor is computed at */
+    int width;    /* 0 = the preset's 64 */
+    int classes;  /* fc outputs, 0 = no fc */
+} resnet_args;
+
+/* A model that owns r (freed by model_free). */
+model *resnet_model_wrap(resnet *r, int img);
+
+extern const model_arch resnet_arch;
+
+#endif
