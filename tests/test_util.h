@@ -3,8 +3,10 @@
 #define ENDORET_TEST_UTIL_H
 
 #include <criterion/criterion.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 /* Tests that take more than ~1 s call SLOW_TEST() first: they skip (saying why) under `make asan`,
@@ -26,11 +28,27 @@ static inline const char *shared_data_dir(void) {
     const char *var = shared_data_dir();                                                  \
     if (!var) cr_skip_test("../shared/data not found (set ENDORET_SHARED): real-image test skipped")
 
-/* A fresh temporary directory for a test (removed by the OS's tmp cleaning; tests are forked). */
+/* A fresh temporary directory for a test, removed with everything in it when the test's process
+ * exits (Criterion forks one per test), unless ENDORET_KEEP_TMP is set (to look at a failure). */
+static inline int test_tmp_rm(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st; (void)flag; (void)f;
+    return remove(p);
+}
+static char test_tmp_dirs[16][32];
+static int test_tmp_count;
+static inline void test_tmp_cleanup(void) {
+    if (getenv("ENDORET_KEEP_TMP")) return;
+    for (int i = 0; i < test_tmp_count; i++) nftw(test_tmp_dirs[i], test_tmp_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
 static inline const char *test_tmpdir(void) {
     static char buf[64];
     snprintf(buf, sizeof buf, "/tmp/endoret_test_XXXXXX");
-    return mkdtemp(buf);
+    const char *d = mkdtemp(buf);
+    if (d && test_tmp_count < 16) {
+        if (test_tmp_count == 0) atexit(test_tmp_cleanup);
+        snprintf(test_tmp_dirs[test_tmp_count++], sizeof test_tmp_dirs[0], "%s", d);
+    }
+    return d;
 }
 
 #endif
