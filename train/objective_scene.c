@@ -53,7 +53,7 @@ const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n) {
     K("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
     K("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
     K("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
-    K("scene.aug", CFG_STR, aug, "scene|advanced", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's)");
+    K("scene.aug", CFG_STR, aug, "scene|advanced|mae|eval", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's) | mae (crop + flip) | eval (resize only)");
     K("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
     K("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
     K("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
@@ -78,6 +78,8 @@ void scene_cfg_free(scene_cfg *c) {
 
 /* ---------------------------------------------------------------- state */
 
+enum { AUG_SCENE, AUG_ADVANCED, AUG_MAE, AUG_EVAL };
+
 typedef struct {
     scene_cfg cfg;
     model *model;           /* frozen ViT + scene encoder (+ decoder): model->params is what is exported */
@@ -86,7 +88,7 @@ typedef struct {
     struct { int batch, accum, seed; const char *out, *device; } run;
     int V, N, S, L, K, D, T;  /* views, combinations per micro-batch, image side, patches, kept, width, latent tokens */
     int ranks, b, j0;       /* data parallel: this rank's scenes j0 .. j0 + b - 1 of every micro-batch */
-    int use_mse, use_con, recon_all, advanced;
+    int use_mse, use_con, recon_all, aug;  /* aug: AUG_SCENE | AUG_ADVANCED | AUG_MAE | AUG_EVAL */
     image_cache data;
     int nscenes;            /* scenes with >= V views */
     int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
@@ -203,7 +205,7 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->use_mse = c->w_mse > 0;
     o->use_con = c->w_con > 0;
     o->recon_all = !strcmp(c->recon, "all");
-    o->advanced = !strcmp(c->aug, "advanced");
+    o->aug = !strcmp(c->aug, "advanced") ? AUG_ADVANCED : !strcmp(c->aug, "mae") ? AUG_MAE : !strcmp(c->aug, "eval") ? AUG_EVAL : AUG_SCENE;
     if ((rc = scene_model_new(&c->model, (uint64_t)k->seed, o->use_mse, &o->model))) goto fail;
     o->enc = scene_model_vit(o->model);
     o->net = scene_model_net(o->model);
@@ -276,8 +278,10 @@ static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream,
     rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
     image_cache_get(&o->data.imgs[o->rows[j * o->V + u]], &o->src[t]);
     image out = {.c = 3, .h = S, .w = S, .data = dst, .cap = (size_t)3 * S * S};
-    int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
-                         : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
+    int rc = o->aug == AUG_ADVANCED ? aug_sscd_advanced(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
+             : o->aug == AUG_MAE    ? aug_mae(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
+             : o->aug == AUG_EVAL   ? aug_eval(&o->src[t], S, &o->ws[t], &out)
+                                    : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
     return rc || out.data != dst ? ER_RUNTIME : ER_OK;
 }
 

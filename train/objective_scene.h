@@ -16,7 +16,8 @@
  *                 one  : one randomly chosen combination per scene (the paper: "one image per scene").
  *   scene.aug   = scene: the code's own transform (crop, flip, +-15 deg rotation, jitter, grey, blur,
  *                        JPEG; datasets/augment.h aug_scene_train), no overlays, no MixUp;
- *                 advanced: the image objective's SSCD augmentation (with overlays).
+ *                 advanced: the image objective's SSCD augmentation (with overlays);
+ *                 mae: crop + flip (for an image encoder trained with those only); eval: resize only.
  *   scene.share_views = false : as the code, every view is augmented and encoded anew for each
  *                 combination it enters (V^2 encoder passes per scene); true (a deviation, faster):
  *                 each view is augmented and encoded once per step and reused by every combination
