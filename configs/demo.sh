@@ -54,7 +54,7 @@ done
 
 echo "== single-view re-identification (query view 0 -> reference view 2, held-out scenes)"
 json="$OUT/reid.json"
-printf '{"protocol": "single-view re-ID on held-out synthetic scenes: query view 0 vs reference view 2, cosine, k=10, ISC2021 metrics", "rows": [' > "$json.tmp"
+printf '{"protocol": "single-view re-ID on held-out synthetic scenes: query view 0 vs reference view 2, cosine (chi2 for the colour histogram), k=10, ISC2021 metrics", "rows": [' > "$json.tmp"
 printf '%-22s %8s %8s %10s\n' model uAP Acc@1 R@P90
 sep=""
 for name in random colorhist $VARIANTS; do
