@@ -35,6 +35,7 @@ void image_cfg_defaults(image_cfg *c) {
     c->w_mae = 0.5; c->w_con = 1.0; c->tau = 0.05; c->entropy_weight = 5; c->mix_prob = 0.05;
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->aug, "advanced");
+    cfg_set_str(&c->positives, "crops");
     cfg_set_str(&c->eval_split, "");
 }
 
@@ -65,6 +66,7 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EF 5, SSCD 30)");
     K("aug.mix_prob", CFG_DOUBLE, mix_prob, "[0, 1]", "MixUp/CutMix probability per view");
     K("aug.preset", CFG_STR, aug, "advanced|mae", "advanced (SSCD) | mae (crop + flip)");
+    K("data.positives", CFG_STR, positives, "crops|views", "crops (SSCD: two augmentations of one image) | views (another view of its scene)");
     K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
     K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
     K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
@@ -92,6 +94,7 @@ struct image_objective {
     sscd_head head;
     param_list all;       /* encoder + decoder + head (the training state) */
     int use_mae, use_con, K, guided, advanced;
+    int *other, *other_first, *other_count; /* positives = views: rows of each row's scene (incl. itself) */
     int device;           /* where parameters, activations and optimizer state live */
     int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
     struct { int batch, accum, seed; const char *out, *device, *precision; } run; /* shared loop keys it uses */
@@ -150,6 +153,38 @@ static int image_memory_check(const image_cfg *c, const loop_keys *k, int device
     return mem_check(&m, "train image", "train.batch, model.img or the model size");
 }
 
+/* positives = views: for row i, other[other_first[i] .. + other_count[i]) lists the rows of its scene
+ * (itself included). Rows without a scene have only themselves. */
+static int group_views(image_objective *o) {
+    int n = o->data.n, maxs = -1;
+    for (int i = 0; i < n; i++) if (o->data.scene[i] > maxs) maxs = o->data.scene[i];
+    if (maxs < 0)
+        return er_fail(ER_INPUT, "data.positives = views: %s has no scene column (views of one scene are the positives)",
+                       o->cfg.manifest);
+    int *count = xcalloc(maxs + 1, sizeof(int)), *start = xcalloc(maxs + 2, sizeof(int)), *fill = xcalloc(maxs + 1, sizeof(int));
+    for (int i = 0; i < n; i++) if (o->data.scene[i] >= 0) count[o->data.scene[i]]++;
+    for (int s = 0; s <= maxs; s++) start[s + 1] = start[s] + count[s];
+    int nsc = start[maxs + 1];
+    o->other = xmalloc((size_t)(nsc + n) * sizeof(int));
+    o->other_first = xmalloc(n * sizeof(int));
+    o->other_count = xmalloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) { /* scene rows in manifest order */
+        int s = o->data.scene[i];
+        if (s >= 0) o->other[start[s] + fill[s]++] = i;
+    }
+    int multi = 0;
+    for (int i = 0, extra = nsc; i < n; i++) {
+        int s = o->data.scene[i];
+        if (s >= 0) { o->other_first[i] = start[s]; o->other_count[i] = count[s]; multi += count[s] > 1; }
+        else { o->other[extra] = i; o->other_first[i] = extra++; o->other_count[i] = 1; }
+    }
+    free(count); free(start); free(fill);
+    if (!multi)
+        return er_fail(ER_INPUT, "data.positives = views: no scene of %s split '%s' has two views", o->cfg.manifest,
+                       o->cfg.split ? o->cfg.split : "");
+    return ER_OK;
+}
+
 int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out) {
     *out = NULL;
     int device, rc0;
@@ -195,6 +230,7 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = eval_set_load(c->eval_manifest, c->eval_split, c->model.img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
+    if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
     o->perm_epoch = -1;
     o->perm = xmalloc(o->data.n * sizeof(int));
     o->nthreads = omp_get_max_threads();
@@ -239,6 +275,7 @@ fail:
 
 void image_objective_free(image_objective *o) {
     if (!o) return;
+    free(o->other); free(o->other_first); free(o->other_count);
     /* the encoder owns its tensors; decoder/head tensors are only in `all` */
     for (int i = o->enc ? o->enc->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
@@ -324,6 +361,13 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         }
         int t = omp_get_thread_num();
         int id = o->inst[s];
+        if (o->other && s >= B && o->other_count[id] > 1) { /* another view of the scene, uniformly */
+            rng_t rv = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x40000000u + (uint32_t)s));
+            int cnt = o->other_count[id], k = (int)rng_below(&rv, (uint32_t)(cnt - 1));
+            const int *rows = o->other + o->other_first[id];
+            if (rows[k] == id) k = cnt - 1; /* skip itself: k ranges over the cnt - 1 others */
+            id = rows[k];
+        }
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
         image_cache_get(&o->data.imgs[id], &o->src[t]);
         const u8_image *mk = &o->data.masks[id];

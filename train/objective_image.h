@@ -2,7 +2,9 @@
  * + SSCD InfoNCE/entropy on two augmented views of every image, plugged into train/loop.h.
  *
  * One micro-batch: B images of the training split -> 2 views each (SSCD ADVANCED augmentation or
- * MAE crop+flip, masks carried through the geometry) ordered [view 0 of all B; view 1 of all B]
+ * MAE crop+flip, masks carried through the geometry) ordered [view 0 of all B; view 1 of all B];
+ * with data.positives = views the second copy is another view of the image's scene (a multi-view
+ * manifest's scene column: positives across camera poses, a use of the scene labels SSCD does not make)
  * -> MixUp/CutMix on the 2B views (extra positives) -> per-sample masking -> ViT on the kept
  * patches -> MAE decoder + masked MSE, and [CLS] -> head -> L2 norm -> InfoNCE + entropy.
  * loss = w_mae * MSE + w_con * (InfoNCE + entropy_weight * entropy)   (EF: 0.5, 1, 5, tau 0.05)
@@ -28,6 +30,8 @@ typedef struct {
     double mix_prob;               /* MixUp/CutMix probability per view (SSCD 0.05) */
     /* data */
     char *manifest, *split, *aug;  /* aug: "advanced" | "mae" */
+    char *positives;               /* "crops" (SSCD: two augmentations of one image) | "views" (the second is
+                                      another view of the image's scene, when it has one) */
     int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
     char *eval_manifest, *eval_split;
 } image_cfg;

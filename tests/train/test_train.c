@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/image.h"
 #include "datasets/synth.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
@@ -216,4 +217,65 @@ Test(endofinder_train, bad_objective_config_is_rejected) {
     cr_assert(strstr(er_msg(), "/nonexistent/manifest.csv"), "%s", er_msg());
     image_cfg_free(&c);
     loop_keys_free(&k);
+}
+
+/* data.positives = views: the second copy of an image is another view of its scene. Scenes of two
+ * flat-colour views (black|white, red|blue) make it visible: with crops the two copies are the same
+ * flat image (positive similarity exactly 1), with views they differ. */
+Test(endofinder_train, positives_from_other_views_of_the_scene) {
+    const char *d = test_tmpdir();
+    const unsigned char col[4][3] = {{0, 0, 0}, {255, 255, 255}, {255, 0, 0}, {0, 0, 255}};
+    char *man = path_join(d, "m.csv");
+    FILE *f = fopen(man, "w");
+    cr_assert(f);
+    fprintf(f, "path,scene,view\n");
+    unsigned char px[32 * 32 * 3];
+    for (int i = 0; i < 4; i++) {
+        for (int p = 0; p < 32 * 32; p++) memcpy(px + 3 * p, col[i], 3);
+        char name[32];
+        snprintf(name, sizeof name, "%s/c%d.png", d, i);
+        cr_assert_eq(png_save_u8(name, px, 3, 32, 32), 0, "%s", er_msg());
+        fprintf(f, "c%d.png,s%d,%d\n", i, i / 2, i % 2);
+    }
+    fclose(f);
+    double pos[2];
+    for (int v = 0; v < 2; v++) {
+        image_cfg c;
+        loop_keys k;
+        tiny_cfg(&c, &k, man, d);
+        c.mix_prob = 0;
+        c.w_mae = 0;
+        c.mask_ratio = 0;
+        cfg_set_str(&c.positives, v ? "views" : "crops");
+        image_objective *o;
+        cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
+        loss_terms terms = {0};
+        NO_GRAD {
+            train_objective t = image_objective_iface(o);
+            cr_assert(t.step(t.self, 0, 0, &terms), "%s", er_msg());
+        }
+        nn_step_end();
+        pos[v] = -1;
+        for (int i = 0; i < terms.n; i++) if (!strcmp(terms.name[i], "pos_sim")) pos[v] = terms.value[i];
+        image_objective_free(o);
+        image_cfg_free(&c);
+        loop_keys_free(&k);
+    }
+    cr_assert(fabs(pos[0] - 1) < 1e-5, "crops of a flat image: positive similarity %g", pos[0]);
+    cr_assert(pos[1] < 0.999, "views: the positive is the scene's other colour, similarity %g", pos[1]);
+    /* no scene column: one message */
+    char *plain = path_join(d, "p.csv");
+    f = fopen(plain, "w");
+    fprintf(f, "path\nc0.png\nc1.png\n");
+    fclose(f);
+    image_cfg c;
+    loop_keys k;
+    tiny_cfg(&c, &k, plain, d);
+    cfg_set_str(&c.positives, "views");
+    image_objective *o;
+    cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
+    cr_assert(strstr(er_msg(), "data.positives = views") && strstr(er_msg(), "no scene column"), "%s", er_msg());
+    image_cfg_free(&c);
+    loop_keys_free(&k);
+    free(man); free(plain);
 }
