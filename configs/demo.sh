@@ -1,10 +1,14 @@
 #!/bin/sh
-# make demo — the whole EndoFinder image pipeline on synthetic scenes, on the CPU:
+# make demo — the whole EndoFinder pipeline on synthetic scenes, on the CPU:
 #   synthesise multi-view polyp scenes -> train the demo image encoder with each objective
-#   (MAE only, SSCD only, MAE+SSCD with lesion-guided masking) -> embed the held-out test scenes
+#   (MAE only, SSCD only, MAE+SSCD with lesion-guided masking, and MAE+SSCD whose positives are
+#   other views of the scene: data.positives = views) -> embed the held-out test scenes
 #   -> single-view re-identification (query view 0 against reference view 2 of every test scene,
 #   k = 10 neighbours, ISC2021 uAP / Acc@1 / Recall@P90; random init and a colour histogram as
-#   the no-learning references) -> table on stdout and $DEMO_OUT/reid.json.
+#   the no-learning references) -> table on stdout and $DEMO_OUT/reid.json
+#   -> the scene stage (configs/demo_scene.sh): scene encoder on the frozen MAE+SSCD encoder, scene
+#   re-ID (average vs scene encoder) -> $DEMO_OUT/scene.json, sign-hash case database, kNN
+#   diagnosis, report.html.
 # Usage: DEMO_OUT=out/demo sh configs/demo.sh build/endoret
 # Knobs (environment): DEMO_STEPS (training steps per variant, default: the config's 1000),
 # DEMO_SCENES, DEMO_THREADS, DEMO_RANDOM_MASK=1 (also train MAE+SSCD with random masking: the
@@ -15,7 +19,7 @@ OUT=${DEMO_OUT:-out/demo}
 STEPS=${DEMO_STEPS:-1000}
 SCENES=${DEMO_SCENES:-400}
 THREADS=${DEMO_THREADS:-2}
-VARIANTS="mae sscd mae+sscd"
+VARIANTS="mae sscd mae+sscd mae+sscd_views"
 if [ "${DEMO_RANDOM_MASK:-0}" = 1 ]; then VARIANTS="$VARIANTS mae+sscd_random_mask"; fi
 CFG=configs/demo_image.cfg
 # On a 2-core machine shared with other jobs, spinning OpenMP workers steal the cores they wait
@@ -41,6 +45,7 @@ train() { # name, extra --set arguments
 train mae --set loss.con_weight=0 --set mae.masking=guided
 train sscd --set loss.mae_weight=0 --set mae.mask_ratio=0
 train mae+sscd --set mae.masking=guided
+train mae+sscd_views --set mae.masking=guided --set data.positives=views
 case " $VARIANTS " in *" mae+sscd_random_mask "*) train mae+sscd_random_mask --set mae.masking=random ;; esac
 
 echo "== embed held-out test scenes"
@@ -69,4 +74,7 @@ for name in random colorhist $VARIANTS; do
 done
 printf ']}\n' >> "$json.tmp"
 mv "$json.tmp" "$json"
-echo "== wrote $json; loss curves: $OUT/<model>/loss.svg; total $(( $(date +%s) - t0 )) s"
+echo "== wrote $json; loss curves: $OUT/<model>/loss.svg; $(( $(date +%s) - t0 )) s so far"
+DEMO_OUT=$OUT DEMO_THREADS=$THREADS sh configs/demo_scene.sh "$BIN"
+echo "== make demo: total $(( $(date +%s) - t0 )) s"
+
