@@ -20,6 +20,23 @@ static int label_by_name(const casedb *db, const char *name) {
     return -1;
 }
 
+/* Every image path of the manifest's rows of `scene`, joined by ';' (malloc'd). */
+static char *scene_paths(const manifest *m, const char *scene) {
+    size_t len = 1;
+    char *out = xcalloc(1, 1);
+    for (int r = 0; r < m->n; r++) {
+        if (!m->rows[r].scene || strcmp(m->rows[r].scene, scene)) continue;
+        char *p = manifest_image_path(m, r);
+        len += strlen(p) + 1;
+        out = realloc(out, len);
+        if (!out) abort();
+        if (*out) strcat(out, ";");
+        strcat(out, p);
+        free(p);
+    }
+    return out;
+}
+
 const char *report_label(const report_data *r, int64_t label) {
     return label >= 0 && label < r->nclass ? r->label_names[label] : "unknown";
 }
@@ -150,7 +167,8 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             w->id = q->ids[i];
             int mr = have_m ? query_manifest_row(&m, q, i) : -1;
             const manifest_row *row = mr >= 0 ? &m.rows[mr] : NULL;
-            w->image = row ? manifest_image_path(&m, mr) : NULL;
+            /* a scene file's query (scenes, no views: `embed --scene`) shows every view of its scene */
+            w->image = !row ? NULL : q->scene && !q->view && row->scene ? scene_paths(&m, row->scene) : manifest_image_path(&m, mr);
             if (q->labels && q->labels[i] >= 0 && q->labels[i] < q->nlabel_names) w->truth_name = xstrdup(q->label_names[q->labels[i]]);
             else if (row && row->label) w->truth_name = xstrdup(row->label);
             w->truth = label_by_name(db, w->truth_name);
