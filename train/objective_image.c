@@ -20,6 +20,7 @@
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
+#include "train/epoch_order.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
 
@@ -99,8 +100,7 @@ struct image_objective {
     int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
     struct { int batch, accum, seed; const char *out, *device, *precision; } run; /* shared loop keys it uses */
     image_cache data;     /* the training split (data.manifest, data.split) */
-    int64_t perm_epoch;
-    int *perm;
+    epoch_order order;      /* training items, reshuffled each epoch */
     int nthreads;
     aug_workspace *ws;
     image *src, *msrc;    /* per-thread decoded sources */
@@ -231,8 +231,7 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
         (rc = eval_set_load(c->eval_manifest, c->eval_split, c->model.img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
     if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
-    o->perm_epoch = -1;
-    o->perm = xmalloc(o->data.n * sizeof(int));
+    epoch_order_init(&o->order, o->data.n);
     o->nthreads = omp_get_max_threads();
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
@@ -282,7 +281,7 @@ void image_objective_free(image_objective *o) {
     model_free(o->model);
     mae_decoder_free(&o->dec);
     image_cache_free(&o->data);
-    free(o->perm);
+    epoch_order_free(&o->order);
     for (int t = 0; o->ws && t < o->nthreads; t++) {
         aug_workspace_free(&o->ws[t]);
         image_free(&o->src[t]);
@@ -300,17 +299,7 @@ void image_objective_free(image_objective *o) {
 param_list *image_objective_params(image_objective *o) { return &o->all; }
 
 /* Instance of the i-th image drawn since the start (epoch-wise reshuffled without replacement). */
-static int instance_at(image_objective *o, int64_t i) {
-    int n = o->data.n;
-    int64_t epoch = i / n;
-    if (epoch != o->perm_epoch) {
-        for (int k = 0; k < n; k++) o->perm[k] = k;
-        rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SHUFFLE, (uint32_t)epoch, 0));
-        rng_shuffle(&r, o->perm, n);
-        o->perm_epoch = epoch;
-    }
-    return o->perm[i % n];
-}
+static int instance_at(image_objective *o, int64_t i) { return epoch_order_at(&o->order, (uint64_t)o->run.seed, i); }
 
 /* The M augmented views [M,3,S,S] as a per-step tensor on the model's device. */
 static tensor *upload_views(image_objective *o, int M) {

@@ -20,6 +20,7 @@
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
+#include "train/epoch_order.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -93,8 +94,7 @@ typedef struct {
     int nscenes;            /* scenes with >= V views */
     int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
     int nskipped;           /* scenes with fewer than V views */
-    int64_t perm_epoch;
-    int *perm;
+    epoch_order order;      /* training items, reshuffled each epoch */
     int nthreads;
     aug_workspace *ws;
     image *src;
@@ -143,7 +143,7 @@ static void scene_objective_free(scene_objective *o) {
     if (!o) return;
     model_free(o->model);
     image_cache_free(&o->data);
-    free(o->scene_first); free(o->scene_count); free(o->scene_rows); free(o->perm);
+    free(o->scene_first); free(o->scene_count); free(o->scene_rows); epoch_order_free(&o->order);
     for (int t = 0; o->ws && t < o->nthreads; t++) {
         aug_workspace_free(&o->ws[t]);
         image_free(&o->src[t]);
@@ -225,8 +225,7 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
-    o->perm_epoch = -1;
-    o->perm = xmalloc(o->nscenes * sizeof(int));
+    epoch_order_init(&o->order, o->nscenes);
     o->nthreads = omp_get_max_threads();
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
@@ -260,17 +259,7 @@ fail:
 /* ---------------------------------------------------------------- one micro-batch */
 
 /* Scene index of the i-th scene drawn since the start (epoch-wise reshuffled without replacement). */
-static int scene_at(scene_objective *o, int64_t i) {
-    int n = o->nscenes;
-    int64_t epoch = i / n;
-    if (epoch != o->perm_epoch) {
-        for (int k = 0; k < n; k++) o->perm[k] = k;
-        rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SHUFFLE, (uint32_t)epoch, 0));
-        rng_shuffle(&r, o->perm, n);
-        o->perm_epoch = epoch;
-    }
-    return o->perm[i % n];
-}
+static int scene_at(scene_objective *o, int64_t i) { return epoch_order_at(&o->order, (uint64_t)o->run.seed, i); }
 
 /* The image of view slot u of scene j, augmented with stream `stream`, into dst [3, S, S]. */
 static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream, float *dst) {
