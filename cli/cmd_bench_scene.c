@@ -90,9 +90,7 @@ int bench_train_scene(const char *arch, int img, int patch, int batch, int steps
     if (t.free) t.free(t.self);
     objective_config_free(&oc);
     model_free(m);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "bench: could not remove %s\n", dir);
+    if (remove_tree(dir)) fprintf(stderr, "bench: %s\n", er_msg());
     free(enc); free(man); free(out);
     return rc;
 }

@@ -3,11 +3,12 @@
 #define ENDORET_TEST_UTIL_H
 
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "nn/base/base.h"
 
 /* Tests that take more than ~1 s call SLOW_TEST() first: they skip (saying why) under `make asan`,
  * which sets ENDORET_FAST=1, and run in `make test`. */
@@ -30,15 +31,11 @@ static inline const char *shared_data_dir(void) {
 
 /* A fresh temporary directory for a test, removed with everything in it when the test's process
  * exits (Criterion forks one per test), unless ENDORET_KEEP_TMP is set (to look at a failure). */
-static inline int test_tmp_rm(const char *p, const struct stat *st, int flag, struct FTW *f) {
-    (void)st; (void)flag; (void)f;
-    return remove(p);
-}
 static char test_tmp_dirs[16][32];
 static int test_tmp_count;
 static inline void test_tmp_cleanup(void) {
     if (getenv("ENDORET_KEEP_TMP")) return;
-    for (int i = 0; i < test_tmp_count; i++) nftw(test_tmp_dirs[i], test_tmp_rm, 16, FTW_DEPTH | FTW_PHYS);
+    for (int i = 0; i < test_tmp_count; i++) remove_tree(test_tmp_dirs[i]);
 }
 static inline const char *test_tmpdir(void) {
     static char buf[64];

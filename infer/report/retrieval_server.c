@@ -4,7 +4,6 @@
 #include "infer/report/http_reply.h"
 
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <netinet/in.h>
@@ -100,11 +99,6 @@ static enum MHD_Result page_new(retrieval_server *s, struct MHD_Connection *c) {
     return reply_html(c, &b);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
-
 /* The uploaded bytes of file i as <dir>/<i>_<name> (name reduced to [A-Za-z0-9._-]): the page's
  * thumbnails are made from files. Returns the path (malloc'd) or NULL. */
 static char *save_upload(const char *dir, int i, const case_file *f) {
@@ -191,7 +185,7 @@ static enum MHD_Result answer_case(retrieval_server *s, struct MHD_Connection *c
     report_free(&rep);
     for (int i = 0; i < V; i++) { image_free(&im[i]); free(paths[i]); }
     free(im); free(paths);
-    if (have_dir) nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    if (have_dir) remove_tree(dir);
     return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -204,6 +205,17 @@ int make_dirs(const char *path) {
         rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
     free(p);
     return rc;
+}
+
+static int remove_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st; (void)flag; (void)f;
+    return remove(p);
+}
+
+int remove_tree(const char *dir) {
+    if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return er_fail(ER_RUNTIME, "%s: cannot remove: %s", dir, strerror(errno));
+    return ER_OK;
 }
 
 char *path_join(const char *dir, const char *rel) {

@@ -50,6 +50,8 @@ int remove_stale_temps(const char *path);
 
 /* mkdir -p; ER_OK or ER_RUNTIME. */
 int make_dirs(const char *path);
+/* rm -rf of a folder (symlinks removed, never followed); ER_OK or ER_RUNTIME naming what stayed. */
+int remove_tree(const char *dir);
 /* Join a directory and a relative path (absolute `rel` is returned as-is). Caller frees. */
 char *path_join(const char *dir, const char *rel);
 /* Directory part of a path ("." when none). Caller frees. */

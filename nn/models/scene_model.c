@@ -135,10 +135,6 @@ param_list *scene_model_all_params(const model *m) {
     return m && m->arch == &scene_arch ? &((scene_impl *)m->impl)->all : NULL;
 }
 
-tensor *scene_model_fuse(model *m, const nn_ctx *ctx, tensor *cls) {
-    return scene_net_encode(&((scene_impl *)m->impl)->net, ctx, cls);
-}
-
 static int accepts(const char *arch) { return !strcmp(arch, SCENE_ARCH); }
 static void args_defaults(void *a) { scene_args_defaults(a); }
 static const cfg_spec *keys(void *a, int *n) { return scene_args_keys(a, n); }

@@ -42,8 +42,6 @@ vit *scene_model_vit(const model *m);
 scene_net *scene_model_net(const model *m);
 /* Everything trainable + the frozen encoder (model->params is the inference part only). */
 param_list *scene_model_all_params(const model *m);
-/* The scene descriptors of S cases from their views' [CLS] outputs cls [S, V, dim] (a tensor). */
-tensor *scene_model_fuse(model *m, const nn_ctx *ctx, tensor *cls);
 
 extern const model_arch scene_arch;
 

@@ -112,3 +112,23 @@ Test(args, parses_types_and_rejects_bad_input) {
     free(v);
     cr_expect_eq(args_int_list("16,,x", "bits", &v, &nv), ER_INPUT);
 }
+
+/* remove_tree removes a nested folder but only unlinks a symlink in it, never what it points to. */
+Test(base, remove_tree_does_not_follow_symlinks) {
+    char top[] = "/tmp/endoret_rmtree_XXXXXX", outside[] = "/tmp/endoret_keep_XXXXXX";
+    cr_assert(mkdtemp(top) && mkdtemp(outside));
+    char *sub = path_join(top, "a/b"), *f = path_join(sub, "x.txt"), *keep = path_join(outside, "k.txt"),
+         *ln = path_join(top, "a/link");
+    cr_assert_eq(make_dirs(sub), 0);
+    cr_assert_eq(write_file_atomic(f, "x", 1), 0);
+    cr_assert_eq(write_file_atomic(keep, "k", 1), 0);
+    cr_assert_eq(symlink(outside, ln), 0);
+    cr_assert_eq(remove_tree(top), 0, "%s", er_msg());
+    struct stat st;
+    cr_assert(stat(top, &st) != 0, "the folder is still there");
+    cr_assert(stat(keep, &st) == 0, "a symlink's target was removed");
+    cr_assert_eq(remove_tree(top), ER_RUNTIME);
+    cr_assert(strstr(er_msg(), top), "%s", er_msg());
+    remove_tree(outside);
+    free(sub); free(f); free(keep); free(ln);
+}
