@@ -16,21 +16,14 @@ static int scene_columns(const emb_set *e, const manifest *m, char **paths, char
         int64_t r0 = e->ids[i];
         if (r0 < 0 || r0 >= m->n || !m->rows[r0].scene) return 0;
     }
+    int *scene_of, n;
+    char **joined;
+    manifest_scene_paths(m, &scene_of, &joined, &n);
     for (int i = 0; i < e->n; i++) {
-        const char *scene = m->rows[e->ids[i]].scene;
-        size_t len = 1;
-        for (int r = 0; r < m->n; r++) {
-            if (!m->rows[r].scene || strcmp(m->rows[r].scene, scene)) continue;
-            char *p = manifest_image_path(m, r);
-            len += strlen(p) + 1;
-            paths[i] = realloc(paths[i], len);
-            if (len == strlen(p) + 2) paths[i][0] = 0;
-            else strcat(paths[i], ";");
-            strcat(paths[i], p);
-            free(p);
-        }
+        paths[i] = xstrdup(joined[scene_of[e->ids[i]]]);
         patient[i] = m->rows[e->ids[i]].patient;
     }
+    manifest_free_labels(scene_of, joined, n);
     return 1;
 }
 

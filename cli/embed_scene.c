@@ -113,7 +113,7 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
     qsort(first, nruns, sizeof(int), by_first_row);
     int S = net->img, D = net->dim, cap = o->max_views;
     size_t img = (size_t)3 * S * S;
-    float *x = xmalloc((size_t)cap * img * sizeof(float)), *one = xmalloc((size_t)cap * D * sizeof(float));
+    float *x = xmalloc((size_t)cap * img * sizeof(float));
     int *out_row = xmalloc((size_t)ns * g.n * sizeof(int)), *out_grp = xmalloc((size_t)ns * g.n * sizeof(int));
     float *desc = xmalloc((size_t)ns * g.n * D * sizeof(float));
     int nout = 0;
@@ -146,16 +146,7 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
             }
             if (rc) break;
             float *d = desc + (size_t)nout * D;
-            if (mean) {
-                rc = model_embed(net, x, V, one);
-                for (int j = 0; j < D && !rc; j++) {
-                    double acc = 0;
-                    for (int v = 0; v < V; v++) acc += one[(size_t)v * D + j];
-                    d[j] = (float)(acc / V);
-                }
-            } else {
-                rc = model_embed_scene(net, x, V, d);
-            }
+            rc = mean ? model_embed_mean(net, x, V, d) : model_embed_scene(net, x, V, d);
             out_row[nout] = rows[ord[a]];
             out_grp[nout] = gi;
             nout++;
@@ -184,7 +175,7 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
             e->view = NULL;
         }
     }
-    free(x); free(one); free(out_row); free(out_grp); free(desc); free(first); free(ord); free(run0);
+    free(x); free(out_row); free(out_grp); free(desc); free(first); free(ord); free(run0);
     groups_free(&g);
     return rc;
 }

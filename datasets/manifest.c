@@ -155,6 +155,28 @@ void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char
     *n = u;
 }
 
+void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n) {
+    char **names;
+    manifest_field_ids(m, MF_SCENE, scene_of, &names, n);
+    size_t *len = xcalloc((size_t)(*n ? *n : 1), sizeof(size_t));
+    char **paths = xmalloc(sizeof(char *) * (size_t)(m->n ? m->n : 1));
+    for (int r = 0; r < m->n; r++) {
+        paths[r] = (*scene_of)[r] >= 0 ? manifest_image_path(m, r) : NULL;
+        if (paths[r]) len[(*scene_of)[r]] += strlen(paths[r]) + 1;
+    }
+    for (int k = 0; k < *n; k++) { free(names[k]); names[k] = xcalloc(len[k] + 1, 1); }
+    for (int r = 0; r < m->n; r++) {
+        if (!paths[r]) continue;
+        char *out = names[(*scene_of)[r]];
+        if (*out) strcat(out, ";");
+        strcat(out, paths[r]);
+        free(paths[r]);
+    }
+    free(paths);
+    free(len);
+    *joined = names;
+}
+
 static int parse_id(const char *v, int64_t *out) {
     if (!*v || strlen(v) > 18) return 0; /* 18 digits always fit an int64 */
     int64_t x = 0;

@@ -36,6 +36,10 @@ void manifest_free_labels(int *ids, char **names, int nlabels);
 /* Same dense-id mapping for any string column (scene, patient, view, split). */
 typedef enum { MF_LABEL, MF_SCENE, MF_VIEW, MF_PATIENT, MF_SPLIT } manifest_field;
 void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char ***names, int *n);
+/* The image paths of each scene joined by ';' in row order (a case's views): *joined[k] for scene id k
+ * of manifest_field_ids(MF_SCENE), which *scene_of receives (n rows, -1 = no scene). One pass over
+ * the rows. Free with manifest_free_labels(*scene_of, *joined, *n). */
+void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n);
 /* The user's own values of a column, for ids that must survive into files (scene, view): when
  * every present value is a non-negative decimal integer, vals[i] is that integer and *names is
  * NULL (*n = 0); otherwise vals[i] is the rank in manifest_field_ids's sorted names, returned in

@@ -32,14 +32,7 @@ int case_query(const case_engine *e, const image *views, int V, const char *path
         rc = model_embed_scene(m, x, V, q);
     } else if (!rc) {
         t->fusion = V == 1 ? "single view" : "mean of views";
-        float *d = xmalloc((size_t)V * D * sizeof(float));
-        rc = model_embed(m, x, V, d);
-        for (int j = 0; j < D && !rc; j++) {
-            double acc = 0;
-            for (int v = 0; v < V; v++) acc += d[(size_t)v * D + j];
-            q[j] = (float)(acc / V);
-        }
-        free(d);
+        rc = model_embed_mean(m, x, V, q);
     }
     free(x);
     double t1 = now_seconds();

@@ -20,23 +20,6 @@ static int label_by_name(const casedb *db, const char *name) {
     return -1;
 }
 
-/* Every image path of the manifest's rows of `scene`, joined by ';' (malloc'd). */
-static char *scene_paths(const manifest *m, const char *scene) {
-    size_t len = 1;
-    char *out = xcalloc(1, 1);
-    for (int r = 0; r < m->n; r++) {
-        if (!m->rows[r].scene || strcmp(m->rows[r].scene, scene)) continue;
-        char *p = manifest_image_path(m, r);
-        len += strlen(p) + 1;
-        out = realloc(out, len);
-        if (!out) abort();
-        if (*out) strcat(out, ";");
-        strcat(out, p);
-        free(p);
-    }
-    return out;
-}
-
 const char *report_label(const report_data *r, int64_t label) {
     return label >= 0 && label < r->nclass ? r->label_names[label] : "unknown";
 }
@@ -143,6 +126,10 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
     r->query_path = dup_or_null(query_path);
     r->manifest_path = have_m ? xstrdup(qman_path ? qman_path : q->manifest) : NULL;
     int C = r->nclass;
+    /* a scene file's queries (scenes, no views: `embed --scene`) show every view of their scene */
+    int *scene_of = NULL, nscene = 0;
+    char **scene_joined = NULL;
+    if (have_m && q->scene && !q->view) manifest_scene_paths(&m, &scene_of, &scene_joined, &nscene);
 
     int ks = loo ? k + 1 : k; /* leave-one-out: one more, the case itself is dropped */
     int64_t *ids = xmalloc((size_t)(nq ? nq : 1) * ks * 8);
@@ -167,8 +154,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             w->id = q->ids[i];
             int mr = have_m ? query_manifest_row(&m, q, i) : -1;
             const manifest_row *row = mr >= 0 ? &m.rows[mr] : NULL;
-            /* a scene file's query (scenes, no views: `embed --scene`) shows every view of its scene */
-            w->image = !row ? NULL : q->scene && !q->view && row->scene ? scene_paths(&m, row->scene) : manifest_image_path(&m, mr);
+            w->image = !row ? NULL : scene_joined && scene_of[mr] >= 0 ? xstrdup(scene_joined[scene_of[mr]]) : manifest_image_path(&m, mr);
             if (q->labels && q->labels[i] >= 0 && q->labels[i] < q->nlabel_names) w->truth_name = xstrdup(q->label_names[q->labels[i]]);
             else if (row && row->label) w->truth_name = xstrdup(row->label);
             w->truth = label_by_name(db, w->truth_name);
@@ -186,6 +172,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
         r->accuracy = r->scored ? accuracy_from_confusion(r->conf, C) : NAN;
     } else r->accuracy = NAN;
     free(ids); free(hd); free(fd); free(cnt); free(truth); free(pred);
+    if (scene_of) manifest_free_labels(scene_of, scene_joined, nscene);
     if (have_m) manifest_free(&m);
     if (rc) report_free(r);
     return rc;

@@ -203,6 +203,20 @@ int model_embed_scene(model *m, const float *images, int V, float *out) {
     return rc;
 }
 
+int model_embed_mean(model *m, const float *images, int V, float *out) {
+    if (V < 1) return er_fail(ER_INPUT, "a case needs at least one view");
+    int D = m->dim;
+    float *d = xmalloc((size_t)V * D * sizeof(float));
+    int rc = model_embed(m, images, V, d);
+    for (int j = 0; j < D && !rc; j++) {
+        double acc = 0;
+        for (int v = 0; v < V; v++) acc += d[(size_t)v * D + j];
+        out[j] = (float)(acc / V);
+    }
+    free(d);
+    return rc;
+}
+
 int model_to_device(model *m, int device) {
     int rc = params_to_device(m->params, device);
     if (!rc) m->device = device;

@@ -91,6 +91,9 @@ int model_embed(model *m, const float *images, int B, float *out);
 /* The descriptor of one case from its V views (host floats as model_embed) into out [dim]: the
  * family's scene_descriptor; ER_INPUT naming the model when it fuses no views. */
 int model_embed_scene(model *m, const float *images, int V, float *out);
+/* The mean of the V views' descriptors into out [dim], not renormalised (the paper's averaging
+ * baseline; cosine retrieval ignores the scale): any family. */
+int model_embed_mean(model *m, const float *images, int V, float *out);
 int model_to_device(model *m, int device);
 /* Another input side (ER_INPUT when the family's input is fixed or the side does not fit). */
 int model_set_img(model *m, int img);

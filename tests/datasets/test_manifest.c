@@ -77,3 +77,27 @@ Test(manifest, multiline_quoted_field_keeps_line_numbers) {
     cr_assert_eq(load_text("path,label\n\"a\nb.png\",x\nc.png\n", &m, NULL), ER_INPUT);
     cr_expect(strstr(er_msg(), "line 4") != NULL, "%s", er_msg());
 }
+
+/* A case's views: each scene's paths joined in row order; rows without a scene belong to none. */
+Test(manifest, scene_paths_join_each_scenes_views) {
+    const char *d = test_tmpdir();
+    char *p = path_join(d, "m.csv");
+    const char *csv = "path,scene,view\nb1.png,b,1\na0.png,a,0\nx.png,,\nb0.png,b,0\na1.png,a,1\n";
+    cr_assert_eq(write_file_atomic(p, csv, strlen(csv)), 0);
+    manifest m;
+    cr_assert_eq(manifest_load(p, &m), 0, "%s", er_msg());
+    int *of, n;
+    char **joined;
+    manifest_scene_paths(&m, &of, &joined, &n);
+    cr_assert_eq(n, 2);
+    char want_a[600], want_b[600];
+    snprintf(want_a, sizeof want_a, "%s/a0.png;%s/a1.png", d, d);
+    snprintf(want_b, sizeof want_b, "%s/b1.png;%s/b0.png", d, d);
+    cr_expect_str_eq(joined[of[1]], want_a);
+    cr_expect_str_eq(joined[of[0]], want_b);
+    cr_expect_eq(of[2], -1);
+    cr_expect_eq(of[1], of[4]);
+    manifest_free_labels(of, joined, n);
+    manifest_free(&m);
+    free(p);
+}
