@@ -78,6 +78,23 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     return rc;
 }
 
+void image_cache_scenes(const image_cache *c, int **first, int **count, int **rows, int *nscene) {
+    int n = c->n, ns = 0;
+    for (int i = 0; i < n; i++) if (c->scene[i] + 1 > ns) ns = c->scene[i] + 1;
+    *first = xcalloc((size_t)ns + 1, sizeof(int));
+    *count = xcalloc((size_t)ns + 1, sizeof(int));
+    *rows = xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    for (int i = 0; i < n; i++) if (c->scene[i] >= 0) (*count)[c->scene[i]]++;
+    for (int s = 1; s < ns; s++) (*first)[s] = (*first)[s - 1] + (*count)[s - 1];
+    int *fill = xcalloc((size_t)ns + 1, sizeof(int));
+    for (int i = 0; i < n; i++) {
+        int s = c->scene[i];
+        if (s >= 0) (*rows)[(*first)[s] + fill[s]++] = i;
+    }
+    free(fill);
+    *nscene = ns;
+}
+
 void image_cache_free(image_cache *c) {
     for (int i = 0; c->imgs && i < c->n; i++) free(c->imgs[i].px);
     for (int i = 0; c->masks && i < c->n; i++) free(c->masks[i].px);

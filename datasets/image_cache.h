@@ -35,6 +35,10 @@ typedef struct {
 /* Rows of `split` ('' or NULL = all rows) of the manifest at `path` with short side `side`.
  * ER_INPUT (naming the file) when the split has no rows or an image cannot be read. */
 int image_cache_load(image_cache *c, const char *path, const char *split, int side);
+/* The cached rows grouped by scene (counting sort, row order kept): scene s (a dense id of c->scene,
+ * 0 <= s < *nscene) has rows (*rows)[(*first)[s] .. (*first)[s] + (*count)[s]); rows without a scene
+ * are in no group. The three arrays are malloc'd. */
+void image_cache_scenes(const image_cache *c, int **first, int **count, int **rows, int *nscene);
 /* The cached u8 planes as an fp32 image in [0, 1] (im is resized with image_ensure). */
 void image_cache_get(const u8_image *s, image *im);
 void image_cache_free(image_cache *c);

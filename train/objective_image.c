@@ -95,7 +95,7 @@ struct image_objective {
     sscd_head head;
     param_list all;       /* encoder + decoder + head (the training state) */
     int use_mae, use_con, K, guided, advanced;
-    int *other, *other_first, *other_count; /* positives = views: rows of each row's scene (incl. itself) */
+    int *scene_first, *scene_count, *scene_rows; /* positives = views: the rows of each scene (image_cache_scenes) */
     int device;           /* where parameters, activations and optimizer state live */
     int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
     struct { int batch, accum, seed; const char *out, *device, *precision; } run; /* shared loop keys it uses */
@@ -153,32 +153,14 @@ static int image_memory_check(const image_cfg *c, const loop_keys *k, int device
     return mem_check(&m, "train image", "train.batch, model.img or the model size");
 }
 
-/* positives = views: for row i, other[other_first[i] .. + other_count[i]) lists the rows of its scene
- * (itself included). Rows without a scene have only themselves. */
+/* positives = views: the training rows grouped by scene (datasets/image_cache.h). */
 static int group_views(image_objective *o) {
-    int n = o->data.n, maxs = -1;
-    for (int i = 0; i < n; i++) if (o->data.scene[i] > maxs) maxs = o->data.scene[i];
-    if (maxs < 0)
+    int ns, multi = 0;
+    image_cache_scenes(&o->data, &o->scene_first, &o->scene_count, &o->scene_rows, &ns);
+    if (ns == 0)
         return er_fail(ER_INPUT, "data.positives = views: %s has no scene column (views of one scene are the positives)",
                        o->cfg.manifest);
-    int *count = xcalloc(maxs + 1, sizeof(int)), *start = xcalloc(maxs + 2, sizeof(int)), *fill = xcalloc(maxs + 1, sizeof(int));
-    for (int i = 0; i < n; i++) if (o->data.scene[i] >= 0) count[o->data.scene[i]]++;
-    for (int s = 0; s <= maxs; s++) start[s + 1] = start[s] + count[s];
-    int nsc = start[maxs + 1];
-    o->other = xmalloc((size_t)(nsc + n) * sizeof(int));
-    o->other_first = xmalloc(n * sizeof(int));
-    o->other_count = xmalloc(n * sizeof(int));
-    for (int i = 0; i < n; i++) { /* scene rows in manifest order */
-        int s = o->data.scene[i];
-        if (s >= 0) o->other[start[s] + fill[s]++] = i;
-    }
-    int multi = 0;
-    for (int i = 0, extra = nsc; i < n; i++) {
-        int s = o->data.scene[i];
-        if (s >= 0) { o->other_first[i] = start[s]; o->other_count[i] = count[s]; multi += count[s] > 1; }
-        else { o->other[extra] = i; o->other_first[i] = extra++; o->other_count[i] = 1; }
-    }
-    free(count); free(start); free(fill);
+    for (int s = 0; s < ns; s++) multi += o->scene_count[s] > 1;
     if (!multi)
         return er_fail(ER_INPUT, "data.positives = views: no scene of %s split '%s' has two views", o->cfg.manifest,
                        o->cfg.split ? o->cfg.split : "");
@@ -274,7 +256,7 @@ fail:
 
 void image_objective_free(image_objective *o) {
     if (!o) return;
-    free(o->other); free(o->other_first); free(o->other_count);
+    free(o->scene_first); free(o->scene_count); free(o->scene_rows);
     /* the encoder owns its tensors; decoder/head tensors are only in `all` */
     for (int i = o->enc ? o->enc->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
@@ -350,10 +332,11 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         }
         int t = omp_get_thread_num();
         int id = o->inst[s];
-        if (o->other && s >= B && o->other_count[id] > 1) { /* another view of the scene, uniformly */
+        int sc = o->scene_rows && s >= B ? o->data.scene[id] : -1;
+        if (sc >= 0 && o->scene_count[sc] > 1) { /* another view of the scene, uniformly */
             rng_t rv = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x40000000u + (uint32_t)s));
-            int cnt = o->other_count[id], k = (int)rng_below(&rv, (uint32_t)(cnt - 1));
-            const int *rows = o->other + o->other_first[id];
+            int cnt = o->scene_count[sc], k = (int)rng_below(&rv, (uint32_t)(cnt - 1));
+            const int *rows = o->scene_rows + o->scene_first[sc];
             if (rows[k] == id) k = cnt - 1; /* skip itself: k ranges over the cnt - 1 others */
             id = rows[k];
         }

@@ -156,29 +156,25 @@ static void scene_objective_free(scene_objective *o) {
     free(o);
 }
 
-/* Group the cached rows by scene (views in manifest order); scenes with fewer than V rows are skipped. */
+/* The training scenes: those with at least V views (image_cache_scenes), renumbered 0..nscenes-1;
+ * scenes with fewer are counted in nskipped. */
 static int group_scenes(scene_objective *o) {
-    int n = o->data.n, maxs = -1;
-    for (int i = 0; i < n; i++) if (o->data.scene[i] > maxs) maxs = o->data.scene[i];
-    if (maxs < 0) return er_fail(ER_INPUT, "%s: no scene column (the scene objective needs scene and view ids; "
-                                           "see `endoret data import --layout scenes`)", o->cfg.manifest);
-    int *count = xcalloc(maxs + 1, sizeof(int));
-    for (int i = 0; i < n; i++) if (o->data.scene[i] >= 0) count[o->data.scene[i]]++;
-    o->scene_first = xmalloc((maxs + 1) * sizeof(int));
-    o->scene_count = xmalloc((maxs + 1) * sizeof(int));
-    o->scene_rows = xmalloc(n * sizeof(int));
-    int used = 0;
-    for (int s = 0; s <= maxs; s++) {
+    int *first, *count, ns;
+    image_cache_scenes(&o->data, &first, &count, &o->scene_rows, &ns);
+    if (ns == 0) {
+        free(first); free(count);
+        return er_fail(ER_INPUT, "%s: no scene column (the scene objective needs scene and view ids; "
+                                 "see `endoret data import --layout scenes`)", o->cfg.manifest);
+    }
+    o->scene_first = xmalloc((size_t)ns * sizeof(int));
+    o->scene_count = xmalloc((size_t)ns * sizeof(int));
+    for (int s = 0; s < ns; s++) {
         if (count[s] == 0) continue;
         if (count[s] < o->V) { o->nskipped++; continue; }
-        o->scene_first[o->nscenes] = used;
-        o->scene_count[o->nscenes] = 0;
-        for (int i = 0; i < n; i++)
-            if (o->data.scene[i] == s) o->scene_rows[used + o->scene_count[o->nscenes]++] = i;
-        used += count[s];
-        o->nscenes++;
+        o->scene_first[o->nscenes] = first[s];
+        o->scene_count[o->nscenes++] = count[s];
     }
-    free(count);
+    free(first); free(count);
     if (o->nscenes < 2)
         return er_fail(ER_INPUT, "%s: %d scene(s) with at least scene.views = %d views in split '%s': the contrastive "
                                  "loss needs two", o->cfg.manifest, o->nscenes, o->V, o->cfg.split ? o->cfg.split : "");

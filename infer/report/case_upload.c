@@ -23,8 +23,7 @@ struct case_upload {
 static case_file *add_file(case_upload *u, const char *name) {
     if (u->n == u->cap) {
         u->cap = u->cap ? 2 * u->cap : 4;
-        u->f = realloc(u->f, (size_t)u->cap * sizeof(case_file));
-        if (!u->f) abort();
+        u->f = xrealloc(u->f, (size_t)u->cap * sizeof(case_file));
     }
     case_file *f = &u->f[u->n++];
     memset(f, 0, sizeof *f);
@@ -47,8 +46,7 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
     if (f->len + size > CASE_MAX_IMAGE_BYTES) { u->over = "an image is larger than 20 MB"; return MHD_YES; }
     if (u->total + size > CASE_MAX_BODY_BYTES) { u->over = "the upload is larger than 64 MB"; return MHD_YES; }
     if (size) {
-        f->data = realloc(f->data, f->len + size);
-        if (!f->data) abort();
+        f->data = xrealloc(f->data, f->len + size);
         memcpy(f->data + f->len, data, size);
         f->len += size;
         u->total += size;
@@ -81,8 +79,7 @@ void case_upload_feed(case_upload *u, const char *data, size_t size) {
     if (u->json) {
         if (u->over) return;
         if (u->blen + size > CASE_MAX_JSON_BYTES) { u->over = "the JSON body is larger than 1 MB"; return; }
-        u->body = realloc(u->body, u->blen + size + 1);
-        if (!u->body) abort();
+        u->body = xrealloc(u->body, u->blen + size + 1);
         memcpy(u->body + u->blen, data, size);
         u->blen += size;
         u->body[u->blen] = 0;
