@@ -99,7 +99,6 @@ typedef struct {
     aug_workspace *ws;
     image *src;
     /* per micro-batch host buffers */
-    int *inst;              /* B scene indices */
     int *rows;              /* B * V dataset rows (the chosen views) */
     float *chunk;           /* encode_batch augmented images */
     float *cls;             /* [n_inputs, D] input [CLS] vectors */
@@ -149,7 +148,7 @@ static void scene_objective_free(scene_objective *o) {
         image_free(&o->src[t]);
     }
     free(o->ws); free(o->src);
-    free(o->inst); free(o->rows); free(o->chunk); free(o->cls); free(o->views); free(o->latent); free(o->target);
+    free(o->rows); free(o->chunk); free(o->cls); free(o->views); free(o->latent); free(o->target);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore); free(o->rec);
     free(o->match); free(o->ids);
     free(o->eval_x); free(o->eval_scene); free(o->eval_view);
@@ -228,7 +227,6 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->b * V, nrec = o->recon_all ? Nl : o->b;
     int ninputs = c->share_views ? o->b * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
-    o->inst = xmalloc(B * sizeof(int));
     o->rows = xmalloc((size_t)B * V * sizeof(int));
     o->chunk = xmalloc((size_t)c->encode_batch * img * sizeof(float));
     o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
@@ -243,8 +241,10 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->keep = xmalloc((size_t)c->encode_batch * o->K * sizeof(int32_t));
     o->rec_restore = xmalloc((size_t)nrec * L * sizeof(int32_t));
     o->rec = xmalloc(nrec * sizeof(int32_t));
-    o->match = xmalloc((size_t)N * N);
+    o->match = xmalloc((size_t)N * N); /* the V combinations of a scene are mutual positives: fixed */
     o->ids = xmalloc(N * sizeof(int));
+    for (int i = 0; i < N; i++) o->ids[i] = i / V;
+    sscd_match_from_ids(o->ids, N, o->match);
     *out = o;
     return ER_OK;
 fail:
@@ -314,9 +314,9 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     int B = o->run.batch, V = o->V, N = o->N, L = o->L, D = o->D, b = o->b, j0 = o->j0, Nl = b * V, i0 = j0 * V;
     int64_t g = step * o->run.accum + micro;
     uint64_t seed = (uint64_t)o->run.seed;
-    /* the scenes, and V of each scene's views (a random V-subset when it has more) */
-    for (int j = 0; j < B; j++) {
-        int s = o->inst[j] = scene_at(o, g * B + j), cnt = o->scene_count[s];
+    /* this rank's scenes, and V of each scene's views (a random V-subset when it has more) */
+    for (int j = j0; j < j0 + b; j++) {
+        int s = scene_at(o, g * B + j), cnt = o->scene_count[s];
         int pick[256], *pk = cnt <= 256 ? pick : xmalloc(cnt * sizeof(int));
         for (int i = 0; i < cnt; i++) pk[i] = i;
         if (cnt > V) {
@@ -382,8 +382,6 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     if (o->use_con) {
         /* every rank's descriptors (rank order = combination order): the whole batch's negatives */
         tensor *zall = o->ranks > 1 ? op_allgather_rows(z) : z;
-        for (int i = 0; i < N; i++) o->ids[i] = i / V;
-        sscd_match_from_ids(o->ids, N, o->match);
         sscd_stats st;
         tensor *lc = sscd_loss(zall, o->match, c->tau, c->entropy_weight, 0, &st);
         if (!lc) return NULL;
