@@ -316,7 +316,11 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
         char *copy = cfg->image_roots ? xstrdup(cfg->image_roots) : NULL, *save = NULL;
         int nr = 0;
         for (char *d = copy ? strtok_r(copy, ",", &save) : NULL; d && !rc; d = strtok_r(NULL, ",", &save)) {
-            if (!(roots[nr] = http_image_root(d))) rc = ER_INPUT;
+            if (!(roots[nr] = http_image_root(d))) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", er_msg());
+                rc = er_fail(ER_INPUT, "--image-root %s", msg);
+            }
             else nr++;
         }
         free(copy);

@@ -108,7 +108,11 @@ int scene_model_new(const scene_args *a, uint64_t seed, int with_decoder, model 
                                  "encoder (e.g. --set scene.image_encoder=out/train_image/encoder.safetensors)");
     model *im;
     int rc = model_load(a->image_encoder, NULL, NULL, 0, &im);
-    if (rc) return rc;
+    if (rc) { /* name the key: the path alone does not say which file of the run it was */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", er_msg());
+        return er_fail(rc, "scene.image_encoder: %s", msg);
+    }
     vit *v = vit_model_take(im);
     if (!v) {
         char d[200];
