@@ -46,6 +46,20 @@ Test(probe, gradient_matches_central_differences) {
     }
 }
 
+/* Values by hand: zero weights give log C; one row of 2 classes with logits (1, 0) and label 0 gives
+ * log(1 + e^-1), plus l2/2 * ||W||^2. */
+Test(probe, loss_values_by_hand) {
+    float x[N * DIM];
+    int y[N];
+    blobs(x, y, 5, 1.0f);
+    double W[C * DIM] = {0}, b[C] = {0};
+    cr_assert_float_eq(probe_loss(x, y, N, DIM, C, W, b, 0.5, NULL, NULL), log(3.0), 1e-12);
+    float x1[2] = {1, 0};
+    int y1[1] = {0};
+    double W2[4] = {1, 0, 0, 0}, b2[2] = {0, 0};
+    cr_assert_float_eq(probe_loss(x1, y1, 1, 2, 2, W2, b2, 0.2, NULL, NULL), log(1 + exp(-1.0)) + 0.1, 1e-12);
+}
+
 static double cv_accuracy(const float *x, const int *y, int *fold) {
     int pred[N];
     double score[N * C];
