@@ -6,12 +6,14 @@
 
 #include "nn/base/base.h"
 #include "train/objective_image.h"
+#include "train/objective_pgcon.h"
 #include "train/objective_scene.h"
 
 /* Every objective `endoret train` knows, in --help order. Add a new one here. */
 static const objective_def *const objectives[] = {
     &objective_image,
     &objective_scene,
+    &objective_pgcon,
 };
 
 const objective_def *const *objective_list(int *n) {
