@@ -38,8 +38,11 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     c->masks = xcalloc(m.n ? m.n : 1, sizeof(u8_image));
     c->scene = xcalloc(m.n ? m.n : 1, sizeof(int));
     c->view = xcalloc(m.n ? m.n : 1, sizeof(int));
-    int *sid, *vid, ns, nv;
-    char **sn, **vn;
+    c->label = xcalloc(m.n ? m.n : 1, sizeof(int));
+    int *sid, *vid, *lid, ns, nv, nl;
+    char **sn, **vn, **ln;
+    manifest_label_ids(&m, &lid, &ln, &nl);
+    c->nlabels = nl;
     manifest_field_ids(&m, MF_SCENE, &sid, &sn, &ns);
     manifest_field_ids(&m, MF_VIEW, &vid, &vn, &nv);
     int k = 0;
@@ -48,6 +51,7 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
         if (!in_split(&m, i, split)) continue;
         c->scene[k] = sid[i];
         c->view[k] = vid[i];
+        c->label[k] = lid[i];
         char *p = manifest_image_path(&m, i);
         rc = image_load(p, 3, &im);
         free(p);
@@ -72,6 +76,7 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     image_free(&r);
     manifest_free_labels(sid, sn, ns);
     manifest_free_labels(vid, vn, nv);
+    manifest_free_labels(lid, ln, nl);
     manifest_free(&m);
     c->n = k;
     if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no rows with split '%s'", path, split ? split : "");
@@ -102,6 +107,7 @@ void image_cache_free(image_cache *c) {
     free(c->masks);
     free(c->scene);
     free(c->view);
+    free(c->label);
     memset(c, 0, sizeof *c);
 }
 

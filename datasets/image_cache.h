@@ -30,6 +30,8 @@ typedef struct {
     int n;
     u8_image *imgs, *masks;
     int *scene, *view;   /* per row: dense ids of the manifest's scene / view values (sorted order), -1 = none */
+    int *label;          /* per row: dense label id over the whole manifest (sorted order), -1 = none */
+    int nlabels;         /* label names in the manifest */
 } image_cache;
 
 /* Rows of `split` ('' or NULL = all rows) of the manifest at `path` with short side `side`.

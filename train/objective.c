@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "train/objective_finetune.h"
 #include "train/objective_image.h"
 #include "train/objective_pgcon.h"
 #include "train/objective_scene.h"
@@ -14,6 +15,7 @@ static const objective_def *const objectives[] = {
     &objective_image,
     &objective_scene,
     &objective_pgcon,
+    &objective_finetune,
 };
 
 const objective_def *const *objective_list(int *n) {
