@@ -31,6 +31,7 @@ static void ft_defaults(finetune_cfg *c) {
     cfg_set_str(&c->split, "train");
     c->label_percent = 100;
     cfg_set_str(&c->eval_split, "val");
+    cfg_set_str(&c->test_split, "");
 }
 
 /* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
@@ -63,6 +64,7 @@ static const cfg_spec *ft_specs(finetune_cfg *c, int *n) {
     K("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
     K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
     K("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
+    K("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
 #undef K
     *n = k;
     return s;
@@ -85,10 +87,10 @@ typedef struct {
     image *src;
     float *x;
     int32_t *y;
-    /* evaluation */
-    int neval;
-    float *eval_x;
-    int *eval_y;
+    /* evaluation (set 0) and the test split scored at each new best (set 1) */
+    int neval, ntest;
+    float *eval_x, *test_x;
+    int *eval_y, *test_y;
     double best;
 } finetune_objective;
 
@@ -155,15 +157,16 @@ static int save_weights(finetune_objective *o, const char *name, int64_t step) {
     return rc;
 }
 
-static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
-    finetune_objective *o = self;
+/* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
+static int score(finetune_objective *o, const float *x, const int *y, int n, const char *name, char *buf, size_t cap,
+                 int *k, double *acc_out) {
     int S = o->S, C = o->C, bs = 64, rc = ER_OK, right = 0;
-    int *pred = xmalloc((size_t)o->neval * sizeof(int));
+    int *pred = xmalloc((size_t)n * sizeof(int));
     float *lg = xmalloc((size_t)bs * C * sizeof(float));
-    for (int b0 = 0; b0 < o->neval && !rc; b0 += bs) {
-        int B = o->neval - b0 < bs ? o->neval - b0 : bs;
+    for (int b0 = 0; b0 < n && !rc; b0 += bs) {
+        int B = n - b0 < bs ? n - b0 : bs;
         NO_GRAD {
-            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), o->eval_x + (size_t)b0 * 3 * S * S));
+            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
             if (!z) rc = ER_RUNTIME;
             else tensor_to_host(z, lg);
         }
@@ -172,24 +175,36 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
             int best = 0;
             for (int c = 1; c < C; c++) if (lg[(size_t)i * C + c] > lg[(size_t)i * C + best]) best = c;
             pred[b0 + i] = best;
-            right += best == o->eval_y[b0 + i];
+            right += best == y[b0 + i];
         }
     }
-    if (!rc) {
-        double acc = (double)right / o->neval;
-        int k = snprintf(buf, n, "\"accuracy\": %.4f, \"n\": %d, \"sensitivity\": [", acc, o->neval);
-        for (int c = 0; c < C && k > 0 && (size_t)k < n; c++) {
+    *acc_out = (double)right / n;
+    if (!rc && *k >= 0 && (size_t)*k < cap) {
+        *k += snprintf(buf + *k, cap - *k, "%s\"%saccuracy\": %.4f, \"%sn\": %d, \"%ssensitivity\": [", *k ? ", " : "", name,
+                       *acc_out, name, n, name);
+        for (int c = 0; c < C && *k > 0 && (size_t)*k < cap; c++) {
             int tp = 0, cnt = 0;
-            for (int i = 0; i < o->neval; i++) if (o->eval_y[i] == c) cnt++, tp += pred[i] == c;
-            k += snprintf(buf + k, n - k, "%s%.4f", c ? ", " : "", cnt ? (double)tp / cnt : NAN);
+            for (int i = 0; i < n; i++) if (y[i] == c) cnt++, tp += pred[i] == c;
+            *k += snprintf(buf + *k, cap - *k, "%s%.4f", c ? ", " : "", cnt ? (double)tp / cnt : NAN);
         }
-        if (k > 0 && (size_t)k < n) snprintf(buf + k, n - k, "]");
-        if (acc > o->best && pg_rank() == 0) { /* model selection on the evaluation split */
-            o->best = acc;
-            rc = save_weights(o, "best.safetensors", step);
-        }
+        if (*k > 0 && (size_t)*k < cap) *k += snprintf(buf + *k, cap - *k, "]");
     }
     free(pred); free(lg);
+    return rc;
+}
+
+static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
+    finetune_objective *o = self;
+    int k = 0;
+    double acc, test;
+    int rc = score(o, o->eval_x, o->eval_y, o->neval, "", buf, n, &k, &acc);
+    if (!rc && acc > o->best) { /* model selection on the evaluation split */
+        o->best = acc;
+        if (o->ntest) rc = score(o, o->test_x, o->test_y, o->ntest, "test_", buf, n, &k, &test);
+        if (!rc && pg_rank() == 0) rc = save_weights(o, "best.safetensors", step);
+        if (!rc && k > 0 && (size_t)k < n) snprintf(buf + k, n - k, ", \"best\": true");
+    }
+    (void)step;
     return rc;
 }
 
@@ -211,6 +226,7 @@ static void ft_free(void *self) {
         if (o->src) image_free(&o->src[t]);
     }
     free(o->ws); free(o->src); free(o->x); free(o->y); free(o->rows); free(o->eval_x); free(o->eval_y);
+    free(o->test_x); free(o->test_y);
     free(o);
 }
 
@@ -295,6 +311,10 @@ static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out)
         int nc;
         if ((rc = labelled_set_load(c->manifest, c->eval_split, o->S, in.crop, in.mean, in.std, &o->eval_x, &o->eval_y,
                                     &o->neval, &nc)))
+            goto fail;
+        if (c->test_split && c->test_split[0] &&
+            (rc = labelled_set_load(c->manifest, c->test_split, o->S, in.crop, in.mean, in.std, &o->test_x, &o->test_y,
+                                    &o->ntest, &nc)))
             goto fail;
     }
     epoch_order_init(&o->order, o->nrows);

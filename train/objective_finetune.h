@@ -13,7 +13,8 @@
  * finetune.freeze: the trunk keeps its weights and its running statistics (eval-mode batch norm).
  * Evaluation: top-1 accuracy and per-class sensitivity on eval.split; the best evaluation's weights
  * are kept as <out>/best.safetensors (a copy at that step, not a reference), the last as
- * <out>/classifier.safetensors. */
+ * <out>/classifier.safetensors; with eval.test_split, each new best is also scored on that split
+ * (the test accuracy of the model selected on eval.split: CAD-CAP's protocol). */
 #ifndef ENDORET_OBJECTIVE_FINETUNE_H
 #define ENDORET_OBJECTIVE_FINETUNE_H
 
@@ -31,7 +32,7 @@ typedef struct {
     char *manifest, *split;
     double label_percent;      /* (0, 100] */
     int cache_side;
-    char *eval_manifest, *eval_split;
+    char *eval_split, *test_split;
 } finetune_cfg;
 
 extern const objective_def objective_finetune;
