@@ -22,7 +22,7 @@ const cfg_spec *vit_args_keys(vit_args *a, int *n) {
     static __thread cfg_spec s[9];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &a->field, help, range}
-    K("model.arch", CFG_STR, arch, "vit_tiny|vit_small|vit_base|vit_large|vit_tiny_patch14|vit_small_patch14|vit_base_patch14|vit_large_patch14|vit_tiny_patch16|vit_small_patch16|vit_base_patch16|vit_large_patch16", "vit_tiny | vit_small | vit_base | vit_large (+ _patch14/_patch16)");
+    K("model.arch", CFG_STR, arch, "vit_tiny|vit_small|vit_base|vit_large|vit_giant|vit_tiny_patch14|vit_small_patch14|vit_base_patch14|vit_large_patch14|vit_giant_patch14|vit_tiny_patch16|vit_small_patch16|vit_base_patch16|vit_large_patch16|vit_giant_patch16", "vit_tiny | vit_small | vit_base | vit_large | vit_giant (+ _patch14/_patch16)");
     K("model.img", CFG_INT, img, "[8, 4096]", "training image side");
     K("model.patch", CFG_INT, patch, "[2, 64]", "patch size");
     K("model.dim", CFG_INT, dim, "[0, 8192]", "override the width (0 = the arch's)");
@@ -98,8 +98,18 @@ static int create(const void *args, uint64_t seed, model **out) {
     return ER_OK;
 }
 
+/* ours, or a patch embedding of any layout of nn/models/vit_layouts.h (under any prefix): what else
+ * is wrong with the file, load says */
 static int recognises(const st_file *f) {
-    return st_meta(f, "endoret.vit.dim") || st_find(f, "patch_embed.proj.weight");
+    if (st_meta(f, "endoret.vit.dim")) return 1;
+    for (int i = 0; i < f->n; i++) {
+        const char *n = f->tensors[i].name;
+        size_t l = strlen(n);
+        if ((l >= 23 && !strcmp(n + l - 23, "patch_embed.proj.weight")) ||
+            (l >= 45 && !strcmp(n + l - 45, "embeddings.patch_embeddings.projection.weight")))
+            return 1;
+    }
+    return 0;
 }
 
 /* The heads a file cannot say (unless it is ours): --arch's preset (whose width must match) or model.heads. */
@@ -125,7 +135,10 @@ static int apply_overrides(const st_file *f, const char *arch, char **sets, int 
 }
 
 static int load(const st_file *f, const char *arch, char **sets, int nsets, model **out) {
-    vit *v = vit_load(f, "");
+    vit_tensors t; /* strict: every tensor of the file is the ViT's or a known leftover (a head, mask_token) */
+    if (vit_tensors_open(f, "", 1, &t)) return ER_INPUT;
+    vit *v = vit_load_tensors(&t, 1);
+    vit_tensors_free(&t);
     if (!v) return ER_INPUT;
     int rc = apply_overrides(f, arch, sets, nsets, &v->cfg); /* heads: used by the forward only */
     if (rc) {
@@ -163,8 +176,8 @@ static void destroy(model *m) { vit_free(m->impl); }
 
 const model_arch vit_arch = {
     .name = "vit",
-    .variants = "vit_tiny | vit_small | vit_base | vit_large (+ _patch14/_patch16)",
-    .help = "Vision Transformer (timm names; MAE, EndoFinder, DINOv2 files load)",
+    .variants = "vit_tiny | vit_small | vit_base | vit_large | vit_giant (+ _patch14/_patch16)",
+    .help = "Vision Transformer (timm names; timm, MAE, Meta DINOv2, Hugging Face, DINO v1 files load)",
     .what = "L2-normalised [CLS]",
     .accepts = accepts,
     .args_size = sizeof(vit_args),
