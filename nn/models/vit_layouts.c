@@ -132,7 +132,8 @@ static int split_block(int layout, int chunked, const char *name, int *blk, int 
 }
 
 /* canonical name and part of a file name (prefix stripped) in a layout; 0 when unknown */
-static int map_name(int layout, int chunked, const char *name, char *canon, size_t n, int *part, int *blk_chunk) {
+static int map_name(int layout, int chunked, const char *name, char *canon, size_t n, int *part, int *blk_chunk,
+                    int *swiglu) {
     int bit = 1 << layout;
     for (int i = 0; i < NTOP; i++)
         if ((TOP[i].layouts & bit) && !strcmp(name, TOP[i].file)) {
@@ -148,6 +149,7 @@ static int map_name(int layout, int chunked, const char *name, char *canon, size
             snprintf(canon, n, "blocks.%d.%s", blk, BLOCK[i].canon);
             *part = BLOCK[i].part;
             *blk_chunk = chunk;
+            if (BLOCK[i].swiglu == 1) *swiglu = 1;
             return 1;
         }
     return 0;
@@ -264,7 +266,7 @@ static void shape_str(int ndim, const int64_t *s, char *buf, size_t n) {
 
 void vit_tensors_file_name(const vit_tensors *v, const char *canon, char *out, size_t n) {
     char name[256];
-    if (!vit_layout_name_of(v->layout, canon, 0, 0, name, sizeof name)) snprintf(name, sizeof name, "%s", canon);
+    if (!vit_layout_name_of(v->layout, canon, 0, v->swiglu_names, name, sizeof name)) snprintf(name, sizeof name, "%s", canon);
     if (v->chunk > 0 && !strncmp(name, "blocks.", 7)) {
         char *end;
         long b = strtol(name + 7, &end, 10);
@@ -297,7 +299,7 @@ int vit_tensors_open(const st_file *f, const char *prefix, int strict, vit_tenso
         const char *orel = starts(ft->name, outer) ? ft->name + no : NULL;
         char canon[256];
         int part = 0, chunk = -1;
-        if (rel && map_name(v->layout, v->chunk > 0, rel, canon, sizeof canon, &part, &chunk)) {
+        if (rel && map_name(v->layout, v->chunk > 0, rel, canon, sizeof canon, &part, &chunk, &v->swiglu_names)) {
             if (v->chunk > 0 && chunk >= 0) {
                 int blk = atoi(canon + 7);
                 if (chunk != blk / v->chunk) {

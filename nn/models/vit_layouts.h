@@ -47,6 +47,7 @@ typedef struct {
     int layout;
     char prefix[128];         /* in front of every backbone name in the file ("teacher.backbone.", "") */
     int chunk;                /* Meta chunked blocks (blocks.C.N): blocks per chunk; 0 = blocks.N */
+    int swiglu_names;         /* the file names its MLP as a SwiGLU (Meta w12/w3, HF weights_in/out) */
     int n;
     vit_tensor *t;
     int ndropped;
