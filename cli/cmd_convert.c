@@ -8,6 +8,7 @@
 #include "checkpoints/safetensors.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
+#include "nn/models/pos_interp.h"
 #include "nn/models/resnet_model.h"
 #include "nn/models/vit_convert.h"
 #include "nn/models/vit_layouts.h"
@@ -32,11 +33,13 @@ static int copy_resnet(const st_file *f, const char *out) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *to = NULL, *lora = NULL;
+    const char *in = NULL, *out = NULL, *to = NULL, *lora = NULL, *rule = NULL;
     arg_spec specs[] = {
         {"in", ARG_STR, &in, "weights file (timm, MAE, Meta DINOv2, Hugging Face, DINO v1, endoret; torchvision ResNet)"},
         {"out", ARG_STR, &out, "file to write (atomically)"},
         {"to", ARG_STR, &to, "timm | meta | hf | torchvision"},
+        {"pos-interp", ARG_STR, &rule, "position-table rule to record (bicubic | bicubic_aa | bicubic_offset) when the "
+                                       "layout cannot tell: a bare DINO v1 backbone has timm's names (bicubic_offset)"},
         {"merge-lora", ARG_STR, &lora, "LoRA adapter to merge into the weights first (not in this build yet)"},
     };
     int nspecs = (int)(sizeof specs / sizeof *specs);
@@ -52,6 +55,8 @@ int cmd_convert(int argc, char **argv) {
     int layout = !strcmp(to, "timm") ? VIT_LAYOUT_TIMM : !strcmp(to, "meta") ? VIT_LAYOUT_META
                : !strcmp(to, "hf") ? VIT_LAYOUT_HF : !strcmp(to, "torchvision") ? -2 : -1;
     if (layout == -1) return er_fail(ER_INPUT, "--to %s: expected timm, meta, hf or torchvision", to);
+    int pos_rule = rule ? pos_interp_rule(rule) : -1;
+    if (rule && pos_rule < 0) return er_fail(ER_INPUT, "--pos-interp %s: expected bicubic, bicubic_aa or bicubic_offset", rule);
     /* ---- MERGE-LORA HOOK (issue 14) --------------------------------------------------------------
      * --merge-lora ADAPTER: merge the adapter's W += (alpha / r) B A into the weights of `in` before
      * they are written. The merge function comes with the LoRA work (branch `dual`); wiring it here is
@@ -82,7 +87,7 @@ int cmd_convert(int argc, char **argv) {
             rc = er_fail(ER_INPUT, "%s: a ViT has no torchvision layout here (torchvision's VisionTransformer names, "
                          "class_token / conv_proj / encoder.layers.encoder_layer_N, are not mapped): --to timm, meta or hf", in);
         else
-            rc = vit_convert(&f, layout, out, note, sizeof note);
+            rc = vit_convert(&f, layout, pos_rule, out, note, sizeof note);
     }
     st_close(&f);
     if (rc) return rc;

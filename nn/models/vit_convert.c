@@ -78,7 +78,7 @@ static int all_zero_bytes(const uint8_t *p, size_t n) {
     return 1;
 }
 
-int vit_convert(const st_file *in, int to, const char *out_path, char *note, size_t nnote) {
+int vit_convert(const st_file *in, int to, int pos_interp, const char *out_path, char *note, size_t nnote) {
     if (to != VIT_LAYOUT_TIMM && to != VIT_LAYOUT_META && to != VIT_LAYOUT_HF)
         return er_fail(ER_INPUT, "convert: a ViT is written as timm, meta or hf (not %s)", vit_layout_label(to));
     if (note && nnote) note[0] = 0;
@@ -92,6 +92,7 @@ int vit_convert(const st_file *in, int to, const char *out_path, char *note, siz
     }
     vit_config c = check->cfg;
     vit_free(check);
+    if (pos_interp >= 0 && pos_interp < POS_INTERP_COUNT) c.pos_interp = pos_interp;
     out_ctx o = {st_writer_new(), NULL, 0, note, nnote, 0};
     say(&o, "read: %s\n", vit_layout_describe(vt.layout));
     int rc = ER_OK, D = c.dim;

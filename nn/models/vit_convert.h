@@ -21,9 +21,10 @@
 
 /* Write the ViT of `in` (any layout of vit_layouts.h, loaded strictly first) to `out_path` in layout
  * `to` (VIT_LAYOUT_TIMM, VIT_LAYOUT_META or VIT_LAYOUT_HF), atomically. The metadata keeps the source's
- * position-table rule (endoret.vit.pos_interp) and, when the source had it, endoret.vit.heads. `note`
- * gets one line per thing worth saying (layouts, tensors left out, the [CLS] fold). ER_INPUT + message
- * naming the file when the ViT cannot be written in `to` exactly. */
-int vit_convert(const st_file *in, int to, const char *out_path, char *note, size_t nnote);
+ * position-table rule (endoret.vit.pos_interp; `pos_interp` >= 0 records that rule instead, for a file
+ * whose layout cannot tell, as a bare DINO v1 backbone with timm's names) and, when the source had it,
+ * endoret.vit.heads. `note` gets one line per thing worth saying (layouts, tensors left out, the [CLS]
+ * fold). ER_INPUT + message naming the file when the ViT cannot be written in `to` exactly. */
+int vit_convert(const st_file *in, int to, int pos_interp, const char *out_path, char *note, size_t nnote);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/models/pos_interp.h"
 #include "nn/models/vit_io.h"
 #include "nn/ops.h"
 
@@ -121,17 +122,22 @@ static int apply_overrides(const st_file *f, const char *arch, char **sets, int 
         c->heads = p.heads;
     }
     int heads = 0;
-    cfg_spec k = {"model.heads", CFG_INT, &heads, "", "[1, 256]"};
-    for (int i = 0; i < nsets; i++) {
-        if (strncmp(sets[i], "model.heads=", 12))
-            return er_fail(ER_INPUT, "%s: '%s': a ViT file fixes everything but model.heads", f->path, sets[i]);
-        if (cfg_set(sets[i], f->path, &k, 1)) return ER_INPUT;
+    char *rule = NULL; /* the position-table rule, when the layout cannot tell (a bare DINO v1 backbone has timm's names) */
+    cfg_spec k[2] = {{"model.heads", CFG_INT, &heads, "", "[1, 256]"},
+                     {"model.pos_interp", CFG_STR, &rule, "", "bicubic|bicubic_aa|bicubic_offset"}};
+    int rc = ER_OK;
+    for (int i = 0; i < nsets && !rc; i++) {
+        if (strncmp(sets[i], "model.heads=", 12) && strncmp(sets[i], "model.pos_interp=", 17))
+            rc = er_fail(ER_INPUT, "%s: '%s': a ViT file fixes everything but model.heads and model.pos_interp", f->path, sets[i]);
+        else rc = cfg_set(sets[i], f->path, k, 2);
     }
-    if (heads > 0) {
-        if (c->dim % heads) return er_fail(ER_INPUT, "%s: model.heads=%d does not divide the width %d", f->path, heads, c->dim);
-        c->heads = heads;
+    if (!rc && heads > 0) {
+        if (c->dim % heads) rc = er_fail(ER_INPUT, "%s: model.heads=%d does not divide the width %d", f->path, heads, c->dim);
+        else c->heads = heads;
     }
-    return ER_OK;
+    if (!rc && rule) c->pos_interp = pos_interp_rule(rule); /* the range above checked the name */
+    free(rule);
+    return rc;
 }
 
 static int load(const st_file *f, const char *arch, char **sets, int nsets, model **out) {

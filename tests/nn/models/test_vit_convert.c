@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoints/safetensors.h"
 #include "nn/autograd.h"
@@ -20,6 +21,7 @@
 #include "tests/test_util.h"
 
 int cmd_convert(int argc, char **argv);
+int cmd_ckpt(int argc, char **argv);
 
 #define DIR "tests/nn/models/"
 enum { B = 2 };
@@ -30,7 +32,7 @@ static void convert(const char *in, int to, const char *out) {
     st_file f;
     char note[2048];
     cr_assert_eq(st_open(in, &f), 0, "%s", er_msg());
-    cr_assert_eq(vit_convert(&f, to, out, note, sizeof note), 0, "%s -> %s: %s", in, vit_layout_label(to), er_msg());
+    cr_assert_eq(vit_convert(&f, to, -1, out, note, sizeof note), 0, "%s -> %s: %s", in, vit_layout_label(to), er_msg());
     st_close(&f);
 }
 
@@ -221,4 +223,50 @@ Test(vit_convert, torchvision_resnet_is_copied_exactly) {
     }
     st_close(&f), st_close(&g);
     free(a), free(b), free(plain);
+}
+
+/* `convert --pos-interp` records the rule a file's layout cannot tell (a bare DINO v1 backbone has
+ * timm's names); `ckpt --json` names each layout and the rule. */
+Test(vit_convert, pos_interp_recorded_and_ckpt_names_the_layout) {
+    char *t = path_join(test_tmpdir(), "d_timm.safetensors");
+    cr_assert_eq(run_convert(DIR "layout_dinov1.safetensors", t, "timm", NULL), 0, "%s", er_msg());
+    st_file f;
+    cr_assert_eq(st_open(t, &f), 0, "%s", er_msg());
+    cr_expect_str_eq(st_meta(&f, "endoret.vit.pos_interp"), "bicubic_offset");
+    st_close(&f);
+    char *argv[] = {"convert", "--in", (char *)DIR "layout_timm_reg.safetensors", "--out", t, "--to", "meta", "--pos-interp",
+                    "bicubic_offset"};
+    cr_assert_eq(cmd_convert(9, argv), 0, "%s", er_msg());
+    cr_assert_eq(st_open(t, &f), 0, "%s", er_msg());
+    cr_expect_str_eq(st_meta(&f, "endoret.vit.pos_interp"), "bicubic_offset");
+    st_close(&f);
+    argv[8] = "nearest";
+    cr_expect_eq(cmd_convert(9, argv), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--pos-interp nearest"), "%s", er_msg());
+    /* ckpt --json: the layout of each file */
+    const char *files[][2] = {{DIR "layout_meta_g.safetensors", "\"layout\":\"meta\""},
+                              {DIR "layout_hf_reg.safetensors", "\"layout\":\"hf\""},
+                              {DIR "layout_dinov1.safetensors", "\"layout\":\"dinov1\""},
+                              {DIR "layout_timm_reg.safetensors", "\"layout\":\"timm\""},
+                              {DIR "layout_refs.safetensors", "\"layout\":\"\""}};
+    char *out = path_join(test_tmpdir(), "ckpt.json");
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        fflush(stdout);
+        FILE *saved = fdopen(dup(fileno(stdout)), "w");
+        cr_assert(freopen(out, "w", stdout));
+        char *cargv[] = {"ckpt", (char *)files[i][0], "--json"};
+        int rc = cmd_ckpt(3, cargv);
+        fflush(stdout);
+        dup2(fileno(saved), fileno(stdout));
+        fclose(saved);
+        cr_assert_eq(rc, 0, "%s", er_msg());
+        char buf[16384] = "";
+        FILE *g = fopen(out, "r");
+        size_t n = fread(buf, 1, sizeof buf - 1, g);
+        buf[n] = 0;
+        fclose(g);
+        cr_expect(strstr(buf, files[i][1]), "%s: expected %s in %.300s", files[i][0], files[i][1], buf);
+    }
+    free(out);
+    free(t);
 }

@@ -203,3 +203,37 @@ Test(vit_layouts, a_missing_renamed_reshaped_or_extra_tensor_is_refused_naming_i
     /* a DINO checkpoint with teacher and student: which one? */
     expect_refused(dino, ADD, "student.backbone.patch_embed.proj.weight", NULL, "student.backbone.");
 }
+
+/* A bare DINO v1 backbone (the teacher without its backbone. prefix and head, as a published
+ * dino_deitsmall16_pretrain.pth) has timm's names, so its layout cannot say it is DINO's: it loads as
+ * timm (antialiased rule) and model.pos_interp=bicubic_offset gives DINO's own resize. */
+Test(vit_layouts, bare_dino_backbone_needs_its_rule_named) {
+    st_file f;
+    cr_assert_eq(st_open(DIR "layout_dinov1.safetensors", &f), 0, "%s", er_msg());
+    st_writer *w = st_writer_new();
+    for (int i = 0; i < f.n; i++) {
+        const st_tensor *t = &f.tensors[i];
+        if (strncmp(t->name, "backbone.", 9)) continue;
+        st_add(w, t->name + 9, t->dtype, t->ndim, t->shape, f.data + t->offset);
+    }
+    char *p = path_join(test_tmpdir(), "bare_dino.safetensors");
+    cr_assert_eq(st_write(w, p), 0, "%s", er_msg());
+    st_writer_free(w);
+    st_close(&f);
+    expect_layout(p, VIT_LAYOUT_TIMM, "", 0);
+    char *sets[] = {"model.heads=2", "model.pos_interp=bicubic_offset"};
+    model *m = NULL;
+    cr_assert_eq(model_load(p, NULL, sets, 1, &m), 0, "%s", er_msg());
+    cr_expect_eq(vit_model_vit(m)->cfg.pos_interp, POS_INTERP_BICUBIC_AA);
+    double e = cls_error(m, 64, "dinov1_cls_64");
+    cr_expect_gt(e, 1e-4, "timm's rule on DINO's table should not match DINO's reference (relative %.3g)", e);
+    model_free(m);
+    cr_assert_eq(model_load(p, NULL, sets, 2, &m), 0, "%s", er_msg());
+    cr_expect_eq(vit_model_vit(m)->cfg.pos_interp, POS_INTERP_BICUBIC_OFFSET);
+    cr_expect_leq(cls_error(m, 64, "dinov1_cls_64"), 1e-5);
+    model_free(m);
+    char *bad[] = {"model.pos_interp=bilinear"};
+    cr_expect_eq(model_load(p, NULL, bad, 1, &m), ER_INPUT);
+    cr_expect(strstr(er_msg(), "model.pos_interp") && strstr(er_msg(), "bilinear"), "%s", er_msg());
+    free(p);
+}
