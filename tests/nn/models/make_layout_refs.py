@@ -16,6 +16,8 @@ nn/models/*.c: the names, the token order, the position-table rule and the MLP a
                               attention.output.dense, layer_scale1.lambda1, norm2, mlp.weights_in/weights_out
                               (Dinov2SwiGLUFFN, use_swiglu_ffn=True), layer_scale2.lambda1}, layernorm; a
                               4x4 table (56). Reference at 56 and at 84 (6x6: size=, antialias=True)
+  layout_hf_plain.safetensors Hugging Face Dinov2Model: no registers, Dinov2MLP (mlp.fc1/fc2); a 4x4 table.
+                              Reference at 84 (size=, no antialias: transformers' Dinov2Embeddings)
   layout_dinov1.safetensors   facebookresearch/dino VisionTransformer (patch 16, no LayerScale, no
                               registers) as a teacher checkpoint: backbone.* plus the DINOHead (head.mlp.*,
                               head.last_layer.weight_g/_v); a 7x7 table (112). Reference at 64 (4x4:
@@ -141,11 +143,11 @@ def meta_g_cls(sd, x):
 # ---------------------------------------------------------------- Hugging Face Dinov2WithRegisters
 
 
-def make_hf():
+def make_hf(registers=True):
     Hs = swiglu_hidden(D)
     e = "embeddings."
     sd = {e + "cls_token": rand((1, 1, D), "token"), e + "mask_token": rand((1, D), "token"),
-          e + "register_tokens": rand((1, 4, D), "token"), e + "position_embeddings": rand((1, 1 + 16, D), "token"),
+          e + "position_embeddings": rand((1, 1 + 16, D), "token"),
           e + "patch_embeddings.projection.weight": rand((D, 3, 14, 14), "w"),
           e + "patch_embeddings.projection.bias": rand((D,), "small"),
           "layernorm.weight": rand((D,), "ln_w"), "layernorm.bias": rand((D,), "small")}
@@ -158,15 +160,23 @@ def make_hf():
                    b + "attention.output.dense.weight": rand((D, D), "w"),
                    b + "attention.output.dense.bias": rand((D,), "small"),
                    b + "layer_scale1.lambda1": rand((D,), "ls"), b + "norm2.weight": rand((D,), "ln_w"),
-                   b + "norm2.bias": rand((D,), "small"), b + "mlp.weights_in.weight": rand((2 * Hs, D), "w"),
-                   b + "mlp.weights_in.bias": rand((2 * Hs,), "small"), b + "mlp.weights_out.weight": rand((D, Hs), "w"),
-                   b + "mlp.weights_out.bias": rand((D,), "small"), b + "layer_scale2.lambda1": rand((D,), "ls")})
+                   b + "norm2.bias": rand((D,), "small"), b + "layer_scale2.lambda1": rand((D,), "ls")})
+        if registers:  # the with-registers file: use_swiglu_ffn=True (Dinov2SwiGLUFFN)
+            sd.update({b + "mlp.weights_in.weight": rand((2 * Hs, D), "w"), b + "mlp.weights_in.bias": rand((2 * Hs,), "small"),
+                       b + "mlp.weights_out.weight": rand((D, Hs), "w"), b + "mlp.weights_out.bias": rand((D,), "small")})
+        else:  # Dinov2MLP
+            sd.update({b + "mlp.fc1.weight": rand((4 * D, D), "w"), b + "mlp.fc1.bias": rand((4 * D,), "small"),
+                       b + "mlp.fc2.weight": rand((D, 4 * D), "w"), b + "mlp.fc2.bias": rand((D,), "small")})
+    if registers:
+        sd[e + "register_tokens"] = rand((1, 4, D), "token")
     return f16(sd)
 
 
 def hf_cls(sd, x):
-    """Dinov2WithRegistersEmbeddings + Dinov2Layer (SelfAttention with separate query/key/value,
-    SelfOutput dense, LayerScale lambda1, SwiGLUFFN weights_in/weights_out) + layernorm, [CLS]."""
+    """Dinov2WithRegistersEmbeddings (or Dinov2Embeddings without registers: size=, no antialias) +
+    Dinov2Layer (SelfAttention with separate query/key/value, SelfOutput dense, LayerScale lambda1,
+    SwiGLUFFN weights_in/weights_out or Dinov2MLP fc1/fc2) + layernorm, [CLS]."""
+    registers = "embeddings.register_tokens" in sd
     B, _, img, _ = x.shape
     e = "embeddings."
     t = F.conv2d(x, sd[e + "patch_embeddings.projection.weight"], sd[e + "patch_embeddings.projection.bias"],
@@ -177,10 +187,11 @@ def hf_cls(sd, x):
     if g * g != pos.shape[1] - 1:
         M = int(math.sqrt(pos.shape[1] - 1))
         pp = pos[:, 1:].reshape(1, M, M, D).permute(0, 3, 1, 2)
-        pp = F.interpolate(pp.to(torch.float32), size=(g, g), mode="bicubic", align_corners=False, antialias=True)
+        pp = F.interpolate(pp.to(torch.float32), size=(g, g), mode="bicubic", align_corners=False, antialias=registers)
         pos = torch.cat((pos[:, 0].unsqueeze(0), pp.permute(0, 2, 3, 1).view(1, -1, D)), dim=1)
     t = t + pos
-    t = torch.cat((t[:, :1], sd[e + "register_tokens"].expand(B, -1, -1), t[:, 1:]), dim=1)
+    if registers:
+        t = torch.cat((t[:, :1], sd[e + "register_tokens"].expand(B, -1, -1), t[:, 1:]), dim=1)
     for n in range(DEPTH):
         b = "encoder.layer.%d." % n
         h = F.layer_norm(t, (D,), sd[b + "norm1.weight"], sd[b + "norm1.bias"], EPS)
@@ -195,9 +206,13 @@ def hf_cls(sd, x):
         a = F.linear(a, sd[b + "attention.output.dense.weight"], sd[b + "attention.output.dense.bias"])
         t = t + a * sd[b + "layer_scale1.lambda1"]
         h = F.layer_norm(t, (D,), sd[b + "norm2.weight"], sd[b + "norm2.bias"], EPS)
-        hid = F.linear(h, sd[b + "mlp.weights_in.weight"], sd[b + "mlp.weights_in.bias"])
-        x1, x2 = hid.chunk(2, dim=-1)
-        h = F.linear(F.silu(x1) * x2, sd[b + "mlp.weights_out.weight"], sd[b + "mlp.weights_out.bias"])
+        if registers:
+            hid = F.linear(h, sd[b + "mlp.weights_in.weight"], sd[b + "mlp.weights_in.bias"])
+            x1, x2 = hid.chunk(2, dim=-1)
+            h = F.linear(F.silu(x1) * x2, sd[b + "mlp.weights_out.weight"], sd[b + "mlp.weights_out.bias"])
+        else:
+            h = F.linear(F.gelu(F.linear(h, sd[b + "mlp.fc1.weight"], sd[b + "mlp.fc1.bias"])), sd[b + "mlp.fc2.weight"],
+                         sd[b + "mlp.fc2.bias"])
         t = t + h * sd[b + "layer_scale2.lambda1"]
     return F.layer_norm(t, (D,), sd["layernorm.weight"], sd["layernorm.bias"], EPS)[:, 0]
 
@@ -316,6 +331,7 @@ def main():
     torch.manual_seed(1414)
     refs = {}
     cases = (("meta_g", make_meta_g, meta_g_cls, (224,)), ("hf_reg", make_hf, hf_cls, (56, 84)),
+             ("hf_plain", lambda: make_hf(registers=False), hf_cls, (84,)),
              ("dinov1", make_dinov1, dinov1_cls, (64,)), ("timm_reg", make_timm_reg, timm_reg_cls, (98,)))
     with torch.no_grad():
         for tag, make, cls, sizes in cases:
@@ -325,7 +341,7 @@ def main():
                 print("%-9s img %3d: [CLS] max |x| %.3f" % (tag, img, refs["%s_cls_%d" % (tag, img)].abs().max()))
             dv.write_safetensors(os.path.join(here, "layout_%s.safetensors" % tag), sd, "F16")
     dv.write_safetensors(os.path.join(here, "layout_refs.safetensors"), refs, "F32")
-    print("wrote tests/nn/models/layout_{meta_g,hf_reg,dinov1,timm_reg,refs}.safetensors")
+    print("wrote tests/nn/models/layout_{meta_g,hf_reg,hf_plain,dinov1,timm_reg,refs}.safetensors")
 
 
 if __name__ == "__main__":

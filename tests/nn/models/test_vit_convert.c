@@ -120,6 +120,7 @@ typedef struct {
 static const source SOURCES[] = {
     {DIR "layout_meta_g.safetensors", VIT_LAYOUT_META, 518, 224, 1},
     {DIR "layout_hf_reg.safetensors", VIT_LAYOUT_HF, 56, 84, 1},
+    {DIR "layout_hf_plain.safetensors", VIT_LAYOUT_HF, 56, 84, 0},
     {DIR "layout_timm_reg.safetensors", VIT_LAYOUT_TIMM, 70, 98, 0},
     {DIR "dinov2_reg4_meta.safetensors", VIT_LAYOUT_META, 56, 70, 1},
 };

@@ -1,7 +1,7 @@
 /* Weight layouts (issue 14): one tiny ViT per public layout, written with that code's own names and
  * forward by make_layout_refs.py (Meta DINOv2 ViT-g style: SwiGLU w12/w3, chunked blocks, 4 registers,
  * a 37x37 table used at 224; Hugging Face Dinov2WithRegisters: separate query/key/value, lambda1,
- * weights_in/out; a DINO v1 teacher checkpoint: backbone. prefix, DINO head; timm reg4: no_embed_class),
+ * weights_in/out, and without registers with fc1/fc2; a DINO v1 teacher checkpoint: backbone. prefix, DINO head; timm reg4: no_embed_class),
  * loads through model_load, recognises its layout, resizes its position table with its own rule and gives
  * PyTorch's [CLS] to 1e-5 relative; a file with one tensor removed, renamed, reshaped or added, or with
  * two backbones, is refused naming it. */
@@ -97,6 +97,18 @@ Test(vit_layouts, hugging_face_registers_swiglu_separate_qkv) {
     cr_expect_eq(c->pos_interp, POS_INTERP_BICUBIC_AA, "Dinov2WithRegistersEmbeddings: antialias=True");
     cr_expect_leq(cls_error(m, 56, "hf_reg_cls_56"), 1e-5);
     cr_expect_leq(cls_error(m, 84, "hf_reg_cls_84"), 1e-5);
+    model_free(m);
+}
+
+Test(vit_layouts, hugging_face_without_registers_gelu_mlp) {
+    expect_layout(DIR "layout_hf_plain.safetensors", VIT_LAYOUT_HF, "", 1 /* embeddings.mask_token */);
+    model *m = NULL;
+    cr_assert_eq(model_load(DIR "layout_hf_plain.safetensors", NULL, HEADS2, 1, &m), 0, "%s", er_msg());
+    const vit_config *c = &vit_model_vit(m)->cfg;
+    cr_expect_eq(c->swiglu, 0);
+    cr_expect_eq(c->registers, 0);
+    cr_expect_eq(c->pos_interp, POS_INTERP_BICUBIC, "Dinov2Embeddings: size=, no antialias");
+    cr_expect_leq(cls_error(m, 84, "hf_plain_cls_84"), 1e-5);
     model_free(m);
 }
 
