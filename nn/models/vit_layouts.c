@@ -194,10 +194,11 @@ static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p
 
 /* tensors a layout leaves out on purpose: name relative to the backbone prefix, and `outer` (the
  * prefix without its trailing backbone./module. parts) for heads that sit beside the backbone */
-static int dropped(int layout, const char *rel, const char *outer_rel) {
+static int dropped(int layout, const char *full, const char *rel, const char *outer_rel) {
     switch (layout) {
     case VIT_LAYOUT_META: return rel && !strcmp(rel, "mask_token");
-    case VIT_LAYOUT_HF: return rel && (!strcmp(rel, "embeddings.mask_token") || starts(rel, "classifier."));
+    case VIT_LAYOUT_HF: /* Dinov2ForImageClassification: dinov2.* beside classifier.* */
+        return (rel && !strcmp(rel, "embeddings.mask_token")) || starts(full, "classifier.");
     case VIT_LAYOUT_MAE: return rel && (!strcmp(rel, "mask_token") || starts(rel, "decoder_"));
     case VIT_LAYOUT_TIMM: return rel && (!strcmp(rel, "head.weight") || !strcmp(rel, "head.bias"));
     case VIT_LAYOUT_DINOV1: return (rel && starts(rel, "head.")) || (outer_rel && starts(outer_rel, "head."));
@@ -319,7 +320,7 @@ int vit_tensors_open(const st_file *f, const char *prefix, int strict, vit_tenso
             continue;
         }
         if (v->layout == VIT_LAYOUT_ENDORET || !strict) continue;
-        if (dropped(v->layout, rel, orel)) {
+        if (dropped(v->layout, ft->name, rel, orel)) {
             v->dropped = xrealloc(v->dropped, sizeof(char *) * (size_t)(v->ndropped + 1));
             v->dropped[v->ndropped++] = ft->name;
             continue;

@@ -15,6 +15,7 @@
 #include "nn/models/model.h"
 #include "nn/models/pos_interp.h"
 #include "nn/models/vit_layouts.h"
+#include "nn/models/vit.h"
 #include "nn/models/vit_model.h"
 #include "tests/test_util.h"
 
@@ -248,4 +249,50 @@ Test(vit_layouts, bare_dino_backbone_needs_its_rule_named) {
     cr_expect_eq(model_load(p, NULL, bad, 1, &m), ER_INPUT);
     cr_expect(strstr(er_msg(), "model.pos_interp") && strstr(er_msg(), "bilinear"), "%s", er_msg());
     free(p);
+}
+
+/* The rule each layout implies (docs/models.md), seen through real loads where a test file exists:
+ * Meta without registers is the hub's default builder (interpolate_offset 0.1); HF's classifier model
+ * (dinov2. prefix, classifier.* beside it) loads its backbone; vit_giant is DINOv2's vit_giant2. */
+Test(vit_layouts, rules_per_layout_classifier_prefix_and_giant_preset) {
+    cr_expect_eq(vit_layout_pos_interp(VIT_LAYOUT_TIMM, 0), POS_INTERP_BICUBIC_AA);
+    cr_expect_eq(vit_layout_pos_interp(VIT_LAYOUT_MAE, 0), POS_INTERP_BICUBIC);
+    cr_expect_eq(vit_layout_pos_interp(VIT_LAYOUT_ENDORET, 4), POS_INTERP_BICUBIC);
+    cr_expect_eq(vit_layout_pos_interp(VIT_LAYOUT_HF, 0), POS_INTERP_BICUBIC);
+    cr_expect_eq(vit_layout_pos_interp(VIT_LAYOUT_DINOV1, 0), POS_INTERP_BICUBIC_OFFSET);
+    /* Meta without registers: drop them from the ViT-g file */
+    char *p = edited(DIR "layout_meta_g.safetensors", "noreg.safetensors", DROP, "register_tokens", NULL);
+    model *m = NULL;
+    cr_assert_eq(model_load(p, NULL, HEADS2, 1, &m), 0, "%s", er_msg());
+    cr_expect_eq(vit_model_vit(m)->cfg.registers, 0);
+    cr_expect_eq(vit_model_vit(m)->cfg.pos_interp, POS_INTERP_BICUBIC_OFFSET, "dinov2_vitg14: interpolate_offset 0.1");
+    model_free(m);
+    free(p);
+    /* Dinov2ForImageClassification's state dict: dinov2.* and classifier.* */
+    st_file f;
+    cr_assert_eq(st_open(DIR "layout_hf_plain.safetensors", &f), 0, "%s", er_msg());
+    st_writer *w = st_writer_new();
+    char (*names)[160] = xcalloc((size_t)f.n, sizeof *names);
+    for (int i = 0; i < f.n; i++) {
+        const st_tensor *t = &f.tensors[i];
+        snprintf(names[i], sizeof names[i], "dinov2.%s", t->name);
+        st_add(w, names[i], t->dtype, t->ndim, t->shape, f.data + t->offset);
+    }
+    static const float head[2 * 64] = {0};
+    st_add(w, "classifier.weight", ST_F32, 2, (int64_t[]){2, 64}, head);
+    st_add(w, "classifier.bias", ST_F32, 1, (int64_t[]){2}, head);
+    p = path_join(test_tmpdir(), "hf_cls.safetensors");
+    cr_assert_eq(st_write(w, p), 0, "%s", er_msg());
+    st_writer_free(w);
+    free(names);
+    st_close(&f);
+    expect_layout(p, VIT_LAYOUT_HF, "dinov2.", 3 /* mask_token, classifier.weight, classifier.bias */);
+    cr_assert_eq(model_load(p, NULL, HEADS2, 1, &m), 0, "%s", er_msg());
+    cr_expect_leq(cls_error(m, 84, "hf_plain_cls_84"), 1e-5);
+    model_free(m);
+    free(p);
+    vit_config c;
+    cr_assert_eq(vit_config_preset("vit_giant_patch14", &c), 0, "%s", er_msg());
+    cr_expect(c.dim == 1536 && c.depth == 40 && c.heads == 24 && c.patch == 14 && c.swiglu == 1 && c.mlp_hidden == 4096,
+              "vit_giant: %d/%d/%d patch %d swiglu %d hidden %d", c.dim, c.depth, c.heads, c.patch, c.swiglu, c.mlp_hidden);
 }
