@@ -36,6 +36,7 @@ int vit_config_preset(const char *name, vit_config *c) {
     else if (!strcmp(base, "vit_large")) { c->dim = 1024; c->depth = 24; c->heads = 16; }
     else if (!strcmp(base, "vit_giant")) { /* DINOv2 vit_giant2 + SwiGLUFFNFused: int(2/3 * 4 * 1536) -> x8 = 4096 */
         c->dim = 1536; c->depth = 40; c->heads = 24; c->swiglu = 1; c->mlp_hidden = ((int)(2.0 / 3.0 * 4 * 1536) + 7) / 8 * 8;
+        c->mlp_ratio = (double)c->mlp_hidden / c->dim; /* what the memory estimate reads */
     }
     else return er_fail(ER_INPUT, "unknown model '%s' (vit_tiny, vit_small, vit_base, vit_large, vit_giant, optional _patch14/_patch16)", name ? name : "");
     return ER_OK;
