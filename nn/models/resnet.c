@@ -9,6 +9,7 @@
 #include "nn/base/base.h"
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
+#include "nn/layers/sync_batchnorm.h"
 #include "nn/ops.h"
 
 enum { RESNET_FAMILY = 3 }; /* init stream family (0 ViT, 1 MAE decoder, 2 SSCD head) */
@@ -149,6 +150,9 @@ void resnet_free(resnet *r) {
 }
 
 static tensor *bn(const resnet *r, const nn_ctx *ctx, tensor *x, const resnet_bn *b, int relu) {
+    if (r->cfg.sync_bn)
+        return sync_batchnorm2d(x, b->w, b->b, b->running_mean, b->running_var, ctx->training, r->cfg.bn_momentum,
+                                r->cfg.bn_eps, relu);
     return (relu ? op_batchnorm2d_relu : op_batchnorm2d)(x, b->w, b->b, b->running_mean, b->running_var,
                                                          ctx->training, r->cfg.bn_momentum, r->cfg.bn_eps);
 }

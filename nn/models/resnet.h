@@ -31,6 +31,9 @@ typedef struct {
      *   connect_patches_feature      = Linear(jigsaw_tiles * proj_dim, proj_dim), the jigsaw head. */
     int proj_dim;
     int jigsaw_tiles;
+    /* data-parallel training: batch statistics over every rank's rows (nn/layers/sync_batchnorm.h);
+     * one process or eval mode: plain batch norm */
+    int sync_bn;
 } resnet_config;
 
 /* Depth 50 and above: bottleneck blocks; 18 and 34: basic blocks. */

@@ -16,11 +16,12 @@ static void args_defaults(void *v) {
     memset(a, 0, sizeof *a);
     cfg_set_str(&a->arch, "resnet50");
     a->img = 224;
+    a->sync_bn = 1;
 }
 
 static const cfg_spec *keys(void *v, int *n) {
     resnet_args *a = v;
-    static __thread cfg_spec s[6];
+    static __thread cfg_spec s[7];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &a->field, help, range}
     K("model.arch", CFG_STR, arch, "resnet18|resnet34|resnet50|resnet101|resnet152", "resnet18 | resnet34 | resnet50 | resnet101 | resnet152 (torchvision v1.5)");
@@ -29,6 +30,7 @@ static const cfg_spec *keys(void *v, int *n) {
     K("model.classes", CFG_INT, classes, "[0, 100000]", "fc outputs (0 = none; the descriptor never uses fc)");
     K("model.proj", CFG_INT, proj, "[0, 65536]", "PGCon projection width (0 = none; 128 in the paper): the descriptor becomes P(f(x))");
     K("model.jigsaw", CFG_INT, jigsaw, "[0, 64]", "PGCon jigsaw head over this many tiles (0 = none; 9 in the paper; needs model.proj)");
+    K("model.sync_bn", CFG_BOOL, sync_bn, NULL, "under mpirun: batch statistics of the global batch (torch SyncBatchNorm; false = each rank's own)");
 #undef K
     *n = k;
     return s;
@@ -65,6 +67,7 @@ static int create(const void *v, uint64_t seed, model **out) {
     c.num_classes = a->classes;
     c.proj_dim = a->proj;
     c.jigsaw_tiles = a->jigsaw;
+    c.sync_bn = a->sync_bn;
     resnet *r = resnet_new(&c, seed);
     if (!r) return ER_INPUT;
     *out = resnet_model_wrap(r, a->img);
