@@ -3,8 +3,8 @@
 #   sh bench/resnet_vs_torch.sh [MODEL] [BATCH] [THREADS] [ROUNDS]
 # endoret: `endoret bench train --model MODEL --img 224` (forward + backward of the mean of the
 # L2-normalised pooled features + AdamW); torch: bench/torch_resnet_bench.py (torchvision's model,
-# the same loss and optimizer), NCHW and channels-last. Then the peak resident memory of one endoret
-# training step (warm-up + 1 timed step) at BATCH and at 128, from /usr/bin/time.
+# the same loss and optimizer), NCHW and channels-last. Then the peak resident memory of endoret's
+# training steps at BATCH (and MEM_BATCHES, e.g. "16 128" where memory allows), from /usr/bin/time.
 set -eu
 MODEL=${1:-resnet50}; B=${2:-16}; T=${3:-2}; ROUNDS=${4:-2}
 BIN=${BIN:-build/endoret}
@@ -15,7 +15,7 @@ for r in $(seq "$ROUNDS"); do
     /usr/bin/python3 bench/torch_resnet_bench.py --model "$MODEL" --img 224 --batch "$B" --threads "$T" --steps 3 --channels-last
 done
 uptime
-for b in "$B" 128; do
+for b in ${MEM_BATCHES:-$B}; do
     /usr/bin/time -f "peak RSS %M KiB: endoret bench train --model $MODEL --batch $b (one step after the warm-up)" \
         "$BIN" bench train --model "$MODEL" --img 224 --batch "$b" --threads "$T" --steps 1 --json
 done

@@ -5,7 +5,9 @@ For N Kvasir-SEG images (../shared/data, never copied into the repo) resized onc
 and saved as PNG (so both sides read identical pixels; endoret's resize of a 224 image to 224 is the
 identity), this writes
   - a ResNet-50 in torchvision's layout (tests/ref/make_resnet_ref.py's re-typed definition; random
-    weights and random batch-norm statistics, as a state dict without num_batches_tracked), and
+    weights and random batch-norm statistics, as a state dict without num_batches_tracked), and,
+    when python3-torchvision is installed, torchvision's own resnet50() (random init, random batch-norm
+    statistics) with its whole state dict (num_batches_tracked counters as I64), and
   - a DINOv2 ViT-S/14 with 4 registers and LayerScale in Meta's layout
     (tests/nn/models/make_dinov2_refs.py's definition, random weights, 224^2 position table),
   - the same ViT-S/14 reg4 with the hub checkpoints' 518^2 table (37^2 + 1 rows), used at 224 as
@@ -131,6 +133,25 @@ def main():
     dv.write_safetensors(os.path.join(out, "dinov2_vits14_reg4.safetensors"), d.state_dict(), "F32")
     dv.write_safetensors(os.path.join(out, "dinov2_vits14_reg4_518.safetensors"), d518.state_dict(), "F32")
     dv.write_safetensors(os.path.join(out, "dino_vits16_teacher.safetensors"), v1, "F32")
+    cases_tv = ()
+    try:  # torchvision's own ResNet-50 and state dict (num_batches_tracked counters included, as saved)
+        import torchvision
+        torch.manual_seed(51)
+        tv = torchvision.models.resnet50()
+        with torch.no_grad():
+            for mod in tv.modules():
+                if isinstance(mod, torch.nn.BatchNorm2d):
+                    mod.weight.uniform_(0.8, 1.2); mod.bias.normal_(0, 0.1)
+                    mod.running_mean.normal_(0, 0.1); mod.running_var.uniform_(0.8, 1.2)
+        tv.fc = torch.nn.Identity()
+        tv.eval()
+        sdt = {k: v for k, v in tv.state_dict().items()}
+        write_mixed(os.path.join(out, "resnet50_torchvision.safetensors"), sdt)
+        with torch.no_grad():
+            ref["resnet50_torchvision"] = F.normalize(tv(x), dim=1)
+        cases_tv = (("resnet50_torchvision", [], "manifest.csv"),)
+    except ImportError:
+        print("torchvision not installed (apt-get install python3-torchvision): its own ResNet-50 case skipped")
     for to in ("timm", "hf"):
         subprocess.run([exe, "convert", "--in", os.path.join(out, "dinov2_vits14_reg4_518.safetensors"), "--out",
                         os.path.join(out, "dinov2_vits14_reg4_518_%s.safetensors" % to), "--to", to], check=True,
@@ -154,7 +175,7 @@ def main():
              ("dinov2_vits14_reg4_518", ["--heads", "6", "--img", "224"], "manifest.csv"),
              ("dinov2_vits14_reg4_518_timm", ["--heads", "6", "--img", "224"], "manifest.csv"),
              ("dinov2_vits14_reg4_518_hf", ["--heads", "6", "--img", "224"], "manifest.csv"),
-             ("dino_vits16_teacher", ["--heads", "6", "--img", "160"], "manifest160.csv"))
+             ("dino_vits16_teacher", ["--heads", "6", "--img", "160"], "manifest160.csv")) + cases_tv
     for tag, extra, manifest in cases:
         emb = os.path.join(out, tag + "_emb.safetensors")
         subprocess.run([exe, "embed", "--model", os.path.join(out, tag + ".safetensors"), "--manifest",
@@ -171,6 +192,26 @@ def main():
         print("%-27s %d real images %sx%s: max |endoret - torch| %.3g, min cosine %.9f; image-to-image part: "
               "spread %.3g, relative error %.3g" % (tag, len(rows), side, side, diff, cos, spread, dev))
     sys.exit(0 if worst <= 1e-4 else 1)
+
+
+def write_mixed(path, tensors):
+    """A state dict as safetensors keeping each tensor's dtype (F32, I64 counters), as torch saves it."""
+    codes = {torch.float32: "F32", torch.int64: "I64"}
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous()
+        data = t.numpy().tobytes()
+        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
 
 
 if __name__ == "__main__":
