@@ -14,7 +14,7 @@ typedef int (*cmd_fn)(int argc, char **argv);
 #define DECLARE(fn) extern int fn(int argc, char **argv) __attribute__((weak));
 DECLARE(cmd_synth) DECLARE(cmd_data) DECLARE(cmd_train) DECLARE(cmd_embed) DECLARE(cmd_index)
 DECLARE(cmd_search) DECLARE(cmd_classify) DECLARE(cmd_eval) DECLARE(cmd_eval_perceived)
-DECLARE(cmd_sweep) DECLARE(cmd_bench_gemm) DECLARE(cmd_bench_search) DECLARE(cmd_bench_conv) DECLARE(cmd_bench)
+DECLARE(cmd_sweep) DECLARE(cmd_bench_gemm) DECLARE(cmd_bench_search) DECLARE(cmd_bench_conv) DECLARE(cmd_bench_latency) DECLARE(cmd_bench)
 DECLARE(cmd_report) DECLARE(cmd_serve) DECLARE(cmd_vss) DECLARE(cmd_bow)
 DECLARE(cmd_ckpt) DECLARE(cmd_convert)
 
@@ -29,7 +29,7 @@ typedef struct {
 } command;
 
 static cmd_fn f_synth, f_data, f_train, f_embed, f_index, f_search, f_classify, f_eval, f_eval_perceived,
-    f_sweep, f_bench_gemm, f_bench_search, f_bench_conv, f_bench, f_report, f_serve, f_vss, f_bow, f_ckpt, f_convert;
+    f_sweep, f_bench_gemm, f_bench_search, f_bench_conv, f_bench_latency, f_bench, f_report, f_serve, f_vss, f_bow, f_ckpt, f_convert;
 
 static const command commands[] = {
     {"synth", NULL, &f_synth, "render a synthetic multi-view polyp-scene dataset"},
@@ -45,6 +45,7 @@ static const command commands[] = {
     {"bench", "gemm", &f_bench_gemm, "sgemm GFLOP/s vs OpenBLAS"},
     {"bench", "search", &f_bench_search, "index latency vs float search and memory bandwidth"},
     {"bench", "conv", &f_bench_conv, "CPU conv2d on ResNet-50 shapes vs direct loops"},
+    {"bench", "latency", &f_bench_latency, "one new case on the CPU: decode, resize, encoder, hash, search (p50 / p99)"},
     {"bench", NULL, &f_bench, "other benchmarks"},
     {"ckpt", NULL, &f_ckpt, "inspect a safetensors file"},
     {"convert", NULL, &f_convert, "rewrite weights in another layout (timm | meta | hf | torchvision)"},
@@ -59,7 +60,7 @@ static void bind(void) {
     f_synth = cmd_synth; f_data = cmd_data; f_train = cmd_train; f_embed = cmd_embed;
     f_index = cmd_index; f_search = cmd_search; f_classify = cmd_classify; f_eval = cmd_eval;
     f_eval_perceived = cmd_eval_perceived; f_sweep = cmd_sweep; f_bench_gemm = cmd_bench_gemm;
-    f_bench_search = cmd_bench_search; f_bench_conv = cmd_bench_conv; f_bench = cmd_bench;
+    f_bench_search = cmd_bench_search; f_bench_conv = cmd_bench_conv; f_bench_latency = cmd_bench_latency; f_bench = cmd_bench;
     f_report = cmd_report; f_serve = cmd_serve; f_vss = cmd_vss; f_bow = cmd_bow; f_ckpt = cmd_ckpt;
     f_convert = cmd_convert;
 }
