@@ -235,7 +235,11 @@ int lora_merge_files(const char *base, const char *adapter, const char *out) {
     if (rc) { free(afile); return rc; }
     if ((rc = st_open(afile, &fa))) { st_close(&fb); free(afile); return rc; }
     double alpha = 0;
-    rc = adapter_alpha(&fa, afile, &alpha);
+    for (int i = 0; i < fa.n && !rc; i++) { /* only A/B weights: a weights file given as adapter fails here */
+        const char *n = fa.tensors[i].name, *a = strstr(n, ".lora_A.weight"), *b = strstr(n, ".lora_B.weight");
+        if (!(a && !a[14]) && !(b && !b[14])) rc = er_fail(ER_INPUT, "%s: tensor '%s' is not a LoRA A/B weight", afile, n);
+    }
+    if (!rc) rc = adapter_alpha(&fa, afile, &alpha);
     float **data = xcalloc(fb.n ? fb.n : 1, sizeof(float *));
     for (int i = 0; i < fb.n && !rc; i++) { /* every base tensor as float32 */
         const st_tensor *t = &fb.tensors[i];
@@ -245,11 +249,7 @@ int lora_merge_files(const char *base, const char *adapter, const char *out) {
     int pairs = 0;
     for (int i = 0; i < fa.n && !rc; i++) {
         const char *n = fa.tensors[i].name, *pa = strstr(n, ".lora_A.weight");
-        if (!pa || pa[14]) {
-            if (!strstr(n, ".lora_B.weight") || strstr(n, ".lora_B.weight")[14])
-                rc = er_fail(ER_INPUT, "%s: tensor '%s' is not a LoRA A/B weight", afile, n);
-            continue;
-        }
+        if (!pa || pa[14]) continue; /* a B weight: read with its A */
         char mod[256], bname[300], wname[300];
         const char *m0 = strncmp(n, PEFT_PREFIX, strlen(PEFT_PREFIX)) ? n : n + strlen(PEFT_PREFIX);
         snprintf(mod, sizeof mod, "%.*s", (int)(pa - m0), m0);
@@ -278,6 +278,7 @@ int lora_merge_files(const char *base, const char *adapter, const char *out) {
         pairs++;
     }
     if (!rc && pairs == 0) rc = er_fail(ER_INPUT, "%s: no LoRA A/B pairs", afile);
+    if (!rc && 2 * pairs != fa.n) rc = er_fail(ER_INPUT, "%s: a lora_B weight without its lora_A", afile);
     if (!rc) {
         st_writer *w = st_writer_new();
         for (int i = 0; i < fb.n; i++) st_add(w, fb.tensors[i].name, ST_F32, fb.tensors[i].ndim, fb.tensors[i].shape, data[i]);
