@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "train/objective_dual.h"
 #include "train/objective_image.h"
 #include "train/objective_scene.h"
 
@@ -12,6 +13,7 @@
 static const objective_def *const objectives[] = {
     &objective_image,
     &objective_scene,
+    &objective_dual,
 };
 
 const objective_def *const *objective_list(int *n) {
