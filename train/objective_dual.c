@@ -88,7 +88,7 @@ typedef struct {
     struct { int batch, accum, seed; const char *out, *device; } run;
     image_cache data;
     int *label;            /* per cached row: class id */
-    int nclass;
+    int nclass, present; /* class ids in the manifest, classes with training rows */
     int *cfirst, *ccount, *crows; /* rows grouped by class (m_per_class) */
     epoch_order order;
     int nthreads;
@@ -196,6 +196,7 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     }
     int classes = 0;
     for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
+    o->present = classes;
     if (classes < 2) {
         rc = er_fail(ER_INPUT, "%s split '%s': %d class(es) by data.label = %s: triplets need two", c->manifest, c->split,
                      classes, c->label);
@@ -343,7 +344,7 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
     model_describe(o->model, d, sizeof d);
     fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
                "miner %s %.2f, margin %.2f, %lld steps/epoch, lr %.3g -> %s\n",
-            d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->nclass,
+            d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
             o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
             (long long)steps_per_epoch(o), lc->lr, o->run.out);
 }
