@@ -21,7 +21,10 @@ OUT=${OUT:-out/dual_tables}
 QS=${QUERY_SPLIT:-test}
 GS=${GALLERY_SPLIT:-train}
 THREADS=${THREADS:-2}
-W=""
+# sleeping OpenMP waiters: spinning ones steal the cores of a shared machine (configs/demo.sh)
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY
+W=""""
 [ -n "${GASTRONET:-}" ] && W="$W --set dual.gastronet=$GASTRONET"
 [ -n "${DINOV2:-}" ] && W="$W --set dual.dinov2=$DINOV2"
 mkdir -p "$OUT"
