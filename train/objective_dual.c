@@ -172,7 +172,10 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     o->device = device;
     o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
     o->run.out = k->out; o->run.device = k->device;
-    if ((rc = dual_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
+    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
+    /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
+    if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
+    if ((rc = dual_arch.create(&c->model, (uint64_t)k->seed, &o->model))) goto fail;
     if ((rc = model_to_device(o->model, device))) goto fail;
     o->net = dual_model_net(o->model);
     for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
@@ -180,9 +183,7 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     tensor_set_requires_grad(o->best_map, 0); /* a buffer: checkpointed, never optimised */
     tensor_fill(o->best_map, -1.0f);
     params_add(&o->all, o->best_map);
-    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
-    if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) goto fail;
     if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
     { /* rows grouped by class: counting sort */
         o->cfirst = xcalloc(o->nclass + 1, sizeof(int));

@@ -16,6 +16,8 @@
 #include "train/loop.h"
 #include "train/objective.h"
 
+int cmd_train(int argc, char **argv); /* cli/cmd_train.c: ER_INPUT is exit 2 in main */
+
 static char *make_data(const char *dir) {
     synth_config sc = {.scenes = 12, .views = 4, .size = 40, .seed = 5, .threads = 1};
     cr_assert_eq(synth_write_dataset(dir, &sc), 0, "%s", er_msg());
@@ -197,4 +199,17 @@ Test(dual_train, bad_values_name_the_key) {
     cr_assert_eq(open_run(&r, man, out, 1, extra), ER_INPUT);
     cr_assert(strstr(er_msg(), "none.csv"), "%s", er_msg());
     free(man); free(out);
+}
+
+/* the command itself: a bad value is ER_INPUT (exit 2) naming the key, before any data is read */
+Test(dual_train, command_refuses_bad_values_before_work) {
+    char *a1[] = {"train", "dual", "--config", "configs/dual_backbone.cfg", "--set", "loss.miner=easy", NULL};
+    cr_assert_eq(cmd_train(6, a1), ER_INPUT);
+    cr_assert(strstr(er_msg(), "loss.miner") && strstr(er_msg(), "easy"), "%s", er_msg());
+    char *a2[] = {"train", "dual", "--config", "configs/dual_backbone.cfg", "--set", "dual.lora_r=-1", NULL};
+    cr_assert_eq(cmd_train(6, a2), ER_INPUT);
+    cr_assert(strstr(er_msg(), "dual.lora_r"), "%s", er_msg());
+    char *a3[] = {"train", "dual", "--config", "configs/dual_backbone.cfg", "--set", "data.manifest=/nonexistent/m.csv", NULL};
+    cr_assert_eq(cmd_train(6, a3), ER_INPUT);
+    cr_assert(strstr(er_msg(), "/nonexistent/m.csv"), "%s", er_msg());
 }
