@@ -294,3 +294,49 @@ Test(dual, bad_keys_are_named) {
     cr_assert_eq(model_create("dual_backbone", NULL, (char *[]){"dual.gastronet=/nonexistent.safetensors"}, 1, &m), ER_INPUT);
     cr_assert(strstr(er_msg(), "dual.gastronet") && strstr(er_msg(), "/nonexistent.safetensors"), "%s", er_msg());
 }
+
+/* single-backbone rows: one branch without a head (descriptor = the L2-normalised pooled branch) or
+ * with the 384 -> 512-style head; lora_r = 0 trains only the head */
+Test(dual, single_branch_variants_and_frozen_baseline) {
+    model *m;
+    char *s1[] = {"model.img=32", "dual.gastronet_arch=vit_tiny_patch16", "dual.depth=1", "dual.branches=gastronet",
+                  "dual.embed_dim=0", "dual.pool=mean"};
+    cr_assert_eq(model_create("dual_backbone", NULL, s1, 6, &m), ER_OK, "%s", er_msg());
+    dual_net *d = dual_model_net(m);
+    cr_assert_eq(m->dim, 192);
+    cr_assert_null(d->v[1]);
+    cr_assert(!d->has_head);
+    float *x = images(2, 32, 9), e[384];
+    embed(m, x, 2, e);
+    /* mean pooling of the patch tokens, L2-normalised: recompute from the ViT's tokens */
+    int64_t n;
+    float *tok = tokens(d->v[0], x, 2, &n);
+    for (int b = 0; b < 2; b++) {
+        double f[192], ss = 0;
+        for (int c = 0; c < 192; c++) {
+            f[c] = 0;
+            for (int t = 1; t < 5; t++) f[c] += tok[(b * 5 + t) * 192 + c] / 4.0;
+            ss += f[c] * f[c];
+        }
+        for (int c = 0; c < 192; c++)
+            cr_assert(fabs(e[b * 192 + c] - f[c] / sqrt(ss)) < 1e-5, "[%d,%d] %g vs %g", b, c, e[b * 192 + c], f[c] / sqrt(ss));
+    }
+    free(tok);
+    model_free(m);
+    char *s2[] = {"model.img=32", "dual.dinov2_arch=vit_tiny_patch16", "dual.depth=1", "dual.branches=dinov2",
+                  "dual.embed_dim=24", "dual.lora_r=0", "dual.dinov2_registers=2"};
+    cr_assert_eq(model_create("dual_backbone", NULL, s2, 7, &m), ER_OK, "%s", er_msg());
+    d = dual_model_net(m);
+    cr_assert_eq(m->dim, 24);
+    cr_assert_eq(d->head.in, 192);
+    int64_t trainable = 0;
+    for (int i = 0; i < d->params.n; i++)
+        if (d->params.t[i]->flags & T_REQUIRES_GRAD) {
+            cr_assert(!strncmp(d->params.t[i]->name, "fusion.", 7), "%s trains with lora_r = 0", d->params.t[i]->name);
+            trainable += tensor_numel(d->params.t[i]);
+        }
+    cr_assert_eq(trainable, 24 * 192 + 24 + 2 * 24, "Linear + BN affine");
+    embed(m, x, 2, e);
+    model_free(m);
+    free(x);
+}
