@@ -8,6 +8,9 @@
 #include "checkpoints/safetensors.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
+#include "nn/models/pos_interp.h"
+#include "nn/models/resnet_model.h"
+#include "nn/models/vit_io.h"
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -26,6 +29,45 @@ static void shape_str(const st_tensor *t, char *buf, size_t n) {
 }
 
 static int is_state(const char *name) { return !strncmp(name, "optim.", 6) || !strncmp(name, "train.", 6); }
+
+/* Which weight layout the file is (nn/models/vit_layouts.h, or torchvision's ResNet), checked as strictly
+ * as a load would: "layout" gets the label ("" when none), "what" one line (or why it is refused). */
+static void layout_of(const st_file *f, char *layout, size_t nl, char *what, size_t nw) {
+    vit_tensors t;
+    vit_config c;
+    snprintf(layout, nl, "%s", "");
+    int is_vit = 0;
+    for (int i = 0; i < f->n && !is_vit; i++)
+        is_vit = strstr(f->tensors[i].name, "patch_embed.proj.weight") || strstr(f->tensors[i].name, "patch_embeddings.projection.weight");
+    if (st_meta(f, "endoret.vit.dim") || is_vit) {
+        if (vit_tensors_open(f, "", 1, &t)) {
+            snprintf(what, nw, "a ViT that does not load: %s", er_msg());
+            er_clear();
+            return;
+        }
+        snprintf(layout, nl, "%s", vit_layout_label(t.layout));
+        if (vit_config_from_tensors(&t, &c)) {
+            snprintf(what, nw, "%s, does not load: %s", vit_layout_describe(t.layout), er_msg());
+            er_clear();
+        } else {
+            size_t l = (size_t)snprintf(what, nw, "%s%s%s%s: ViT dim %d depth %d patch %d img %d, %d registers%s%s, "
+                                        "position table resized by %s", vit_layout_describe(t.layout),
+                                        *t.prefix ? ", under '" : "", t.prefix, *t.prefix ? "'" : "", c.dim, c.depth,
+                                        c.patch, c.img, c.registers, c.layerscale > 0 ? ", LayerScale" : "",
+                                        c.swiglu ? ", SwiGLU MLP" : "", pos_interp_name(c.pos_interp));
+            for (int i = 0; i < t.ndropped && l < nw; i++)
+                l += (size_t)snprintf(what + l, nw - l, "%s%s", i ? ", " : "; left out: ", t.dropped[i]);
+        }
+        vit_tensors_free(&t);
+        return;
+    }
+    if (resnet_arch.recognises(f)) {
+        snprintf(layout, nl, "torchvision");
+        snprintf(what, nw, "torchvision ResNet (conv1, bn1, layer1.0...)");
+        return;
+    }
+    snprintf(what, nw, "no weight layout recognised");
+}
 
 int cmd_ckpt(int argc, char **argv) {
     int json = 0, all = 0;
@@ -55,13 +97,19 @@ int cmd_ckpt(int argc, char **argv) {
     int64_t train_step = -1, opt_step = -1;
     if (st_find(&f, "train.step") && st_find(&f, "train.step")->numel == 1) st_read_i64(&f, "train.step", &train_step, 1);
     if (st_find(&f, "optim.step") && st_find(&f, "optim.step")->numel == 1) st_read_i64(&f, "optim.step", &opt_step, 1);
-    char shp[256];
+    char shp[256], layout[32], what[2048];
+    layout_of(&f, layout, sizeof layout, what, sizeof what);
     if (json) {
         printf("{\"file\":");
         json_str(stdout, f.path);
         printf(",\"bytes\":%zu,\"tensors\":%d,\"weight_tensors\":%d,\"weight_elements\":%" PRId64
-               ",\"state_elements\":%" PRId64 ",\"train_step\":%" PRId64 ",\"optim_step\":%" PRId64 ",\"metadata\":{",
+               ",\"state_elements\":%" PRId64 ",\"train_step\":%" PRId64 ",\"optim_step\":%" PRId64,
                f.size, f.n, nweights, weights, state, train_step, opt_step);
+        printf(",\"layout\":");
+        json_str(stdout, layout);
+        printf(",\"layout_detail\":");
+        json_str(stdout, what);
+        printf(",\"metadata\":{");
         for (int i = 0; i < f.nmeta; i++) {
             if (i) putchar(',');
             json_str(stdout, f.meta_keys[i]);
@@ -85,6 +133,7 @@ int cmd_ckpt(int argc, char **argv) {
                f.path, f.size, f.n, nweights, weights, state);
         if (train_step >= 0) printf("train.step %" PRId64 "\n", train_step);
         if (opt_step >= 0) printf("optim.step %" PRId64 "\n", opt_step);
+        printf("layout %s: %s\n", *layout ? layout : "none", what);
         for (int i = 0; i < f.nmeta; i++) {
             const char *v = f.meta_vals[i], *nl = strchr(v, '\n');
             printf("meta %s = %.*s%s\n", f.meta_keys[i], nl ? (int)(nl - v) : (int)strlen(v), v, nl ? " ..." : "");

@@ -212,27 +212,62 @@ static int data_bench(int argc, char **argv) {
     return ER_OK;
 }
 
+/* --ratios "train:60,val:40": the names and percentages (summing to 100); *folds = 100 / their gcd
+ * and name_of[f] the split of fold f (consecutive folds per name, in the order given). */
+static int parse_ratios(const char *text, char names[8][32], int *folds, int name_of[100]) {
+    int pct[8], n = 0, sum = 0, g = 100;
+    const char *p = text;
+    while (*p && n < 8) {
+        const char *colon = strchr(p, ':'), *comma = strchr(p, ',');
+        if (!colon || (comma && comma < colon) || colon == p || colon - p >= 32) break;
+        memcpy(names[n], p, colon - p);
+        names[n][colon - p] = 0;
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || v < 1 || v > 100 || (*end && *end != ',')) break;
+        pct[n++] = (int)v, sum += (int)v;
+        p = *end ? end + 1 : end;
+        if (!*end) { p = end; break; }
+    }
+    if (*p || n < 1 || sum != 100)
+        return er_fail(ER_INPUT, "data split: --ratios '%s': need name:percent pairs summing to 100, e.g. train:60,val:40", text);
+    for (int i = 0; i < n; i++) {
+        int a = g, b = pct[i];
+        while (b) { int t = a % b; a = b; b = t; }
+        g = a;
+    }
+    *folds = 100 / g;
+    for (int i = 0, f = 0; i < n; i++)
+        for (int k = 0; k < pct[i] / g; k++) name_of[f++] = i;
+    return ER_OK;
+}
+
 /* Write a copy of the manifest whose split column is fold0..fold{K-1}, or, with --holdout-fold F,
  * "test" for the rows of fold F and "train" for all others (a fixed train/test split that
- * `train image` (data.split = train) and `embed --split test` respect). */
+ * `train image` (data.split = train) and `embed --split test` respect), or, with --ratios, named
+ * splits of those shares (e.g. PGCon's train:80,val:10,test:10), stratified or grouped as --by. */
 static int data_split(int argc, char **argv) {
-    const char *out = NULL, *by = "label";
-    int folds = 5, seed = 0, holdout = -1;
+    const char *out = NULL, *by = "label", *ratios = NULL;
+    int folds = 5, seed = 0, holdout = -1, name_of[100];
+    char rnames[8][32];
     arg_spec specs[] = {
         {"folds", ARG_INT, &folds, "number of folds"},
         {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped)"},
         {"seed", ARG_INT, &seed, "seed"},
         {"holdout-fold", ARG_INT, &holdout, "write split test for this fold and train for the others (-1 = fold names)"},
+        {"ratios", ARG_STR, &ratios, "named shares instead of folds, e.g. train:60,val:40 or train:80,val:10,test:10"},
         {"out", ARG_STR, &out, "manifest to write (required)"},
     };
     char **pos = NULL;
     int npos = 0;
-    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv";
+    const char *usage = "endoret data split MANIFEST --folds K --by label|scene|patient [--holdout-fold F | --ratios train:60,val:40] --out OUT.csv";
     int rc = parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, 1, &pos, &npos);
     if (rc) return rc == ARGS_HELP ? 0 : rc;
     const char *path = pos[0];
     free(pos);
     if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
+    if (ratios && holdout >= 0) return er_fail(ER_INPUT, "data split: --ratios and --holdout-fold exclude each other");
+    if (ratios && (rc = parse_ratios(ratios, rnames, &folds, name_of))) return rc;
     if (holdout < -1 || holdout >= folds)
         return er_fail(ER_INPUT, "data split: --holdout-fold %d is not a fold of 0..%d (or -1)", holdout, folds - 1);
     manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
@@ -249,7 +284,8 @@ static int data_split(int argc, char **argv) {
         char buf[32];
         for (int i = 0; i < m.n; i++) {
             free(m.rows[i].split);
-            if (holdout >= 0) snprintf(buf, sizeof buf, "%s", fold[i] == holdout ? "test" : "train");
+            if (ratios) snprintf(buf, sizeof buf, "%s", rnames[name_of[fold[i]]]);
+            else if (holdout >= 0) snprintf(buf, sizeof buf, "%s", fold[i] == holdout ? "test" : "train");
             else snprintf(buf, sizeof buf, "fold%d", fold[i]);
             m.rows[i].split = xstrdup(buf);
         }
@@ -270,7 +306,8 @@ static int data_split(int argc, char **argv) {
             for (int i = 0; i < m.n; i++) ntest += fold[i] == holdout;
             printf("data split: %d rows, fold %d of %d by %s held out: %d train, %d test -> %s\n", m.n, holdout, folds, by,
                    m.n - ntest, ntest, out);
-        } else if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
+        } else if (!rc && ratios) printf("data split: %d rows into %s by %s (%d folds) -> %s\n", m.n, ratios, by, folds, out);
+        else if (!rc) printf("data split: %d rows into %d folds by %s -> %s\n", m.n, folds, by, out);
     }
     manifest_free_labels(ids, names, n);
     free(fold);
@@ -320,7 +357,7 @@ int cmd_data(int argc, char **argv) {
         printf("usage: %s\n  import  --layout class-folders|image-mask|scenes|sequences SRC --out manifest.csv [--map F --views V]\n"
                "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
                "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
-               "  split   MANIFEST --folds K --by label|scene|patient [--holdout-fold F] --out OUT.csv   k-fold split column\n"
+               "  split   MANIFEST --folds K --by label|scene|patient [--holdout-fold F | --ratios train:60,val:40] --out OUT.csv\n"
                "  copies  --manifest M --split S --out DIR --copies N --seed S [--preset copydet]   copy-detection queries\n", usage);
         return argc < 2 ? ER_INPUT : 0;
     }

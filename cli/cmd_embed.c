@@ -178,13 +178,14 @@ int cmd_embed(int argc, char **argv) {
     double t0 = now_seconds();
     image src = {0}, dst = {0};
     aug_workspace ws = {0};
+    model_input in = model_input_of(net);
     for (int b0 = 0; b0 < n && !rc; b0 += batch) {
         int B = n - b0 < batch ? n - b0 : batch;
         for (int k = 0; k < B && !rc; k++) {
             char *p = manifest_image_path(&m, rows[b0 + k]);
             rc = image_load(p, 3, &src);
             free(p);
-            if (!rc) rc = aug_eval(&src, S, &ws, &dst);
+            if (!rc) rc = aug_eval_input(&src, S, in.crop, in.mean, in.std, &ws, &dst);
             if (!rc) memcpy(x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
         }
         if (rc) break;

@@ -536,14 +536,18 @@ static int eval_multiview(int argc, char **argv) {
 }
 
 int cmd_eval_compare(int argc, char **argv);
+int cmd_eval_split(int argc, char **argv);
+int cmd_eval_align(int argc, char **argv);
 
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret eval reid|retrieval|classify|multiview|compare [options]\n"
+        printf("usage: endoret eval reid|retrieval|classify|split|align|multiview|compare [options]\n"
                "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs,\n"
                "             or inside one file between query and reference views (--emb --ref-view --query-view)\n"
                "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
                "  classify   k-fold CV of the kNN classifier: accuracy, ROC AUC, F1, confusion matrix\n"
+               "  split      train / test classification: weighted kNN or linear probe, few-label shares (PGCon tables)\n"
+               "  align      alignment and uniformity of the descriptors (Wang & Isola; PGCon fig. 4)\n"
                "  multiview  EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2\n"
                "  compare    paired test of two or more embedding files on the same queries (bootstrap uAP, McNemar Acc@1)\n"
                "  perceived  (see endoret eval perceived --help)\n");
@@ -555,5 +559,7 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(s, "classify")) return eval_classify(argc - 1, argv + 1);
     if (!strcmp(s, "multiview")) return eval_multiview(argc - 1, argv + 1);
     if (!strcmp(s, "compare")) return cmd_eval_compare(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, multiview, compare, perceived)", s);
+    if (!strcmp(s, "split")) return cmd_eval_split(argc - 1, argv + 1);
+    if (!strcmp(s, "align")) return cmd_eval_align(argc - 1, argv + 1);
+    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, split, align, multiview, compare, perceived)", s);
 }

@@ -119,6 +119,7 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
     int nout = 0;
     image src = {0}, dst = {0};
     aug_workspace ws = {0};
+    model_input in = model_input_of(net);
     for (int s = 0; s < ns && !rc; s++) {
         int a = run0[first[s]], b = run0[first[s] + 1];
         const char *scene = m->rows[rows[ord[a]]].scene;
@@ -141,7 +142,7 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
                 char *p = manifest_image_path(m, rows[ord[k]]);
                 rc = image_load(p, 3, &src);
                 free(p);
-                if (!rc) rc = aug_eval(&src, S, &ws, &dst);
+                if (!rc) rc = aug_eval_input(&src, S, in.crop, in.mean, in.std, &ws, &dst);
                 if (!rc) memcpy(x + (size_t)V++ * img, dst.data, img * sizeof(float));
             }
             if (rc) break;

@@ -16,7 +16,7 @@ DECLARE(cmd_synth) DECLARE(cmd_data) DECLARE(cmd_train) DECLARE(cmd_embed) DECLA
 DECLARE(cmd_search) DECLARE(cmd_classify) DECLARE(cmd_eval) DECLARE(cmd_eval_perceived)
 DECLARE(cmd_sweep) DECLARE(cmd_bench_gemm) DECLARE(cmd_bench_search) DECLARE(cmd_bench_conv) DECLARE(cmd_bench)
 DECLARE(cmd_report) DECLARE(cmd_serve) DECLARE(cmd_vss) DECLARE(cmd_bow)
-DECLARE(cmd_ckpt)
+DECLARE(cmd_ckpt) DECLARE(cmd_convert)
 
 /* Backends describe themselves; the CUDA one exists only in CUDA builds. */
 extern const char *cpu_backend_describe(void) __attribute__((weak));
@@ -29,7 +29,7 @@ typedef struct {
 } command;
 
 static cmd_fn f_synth, f_data, f_train, f_embed, f_index, f_search, f_classify, f_eval, f_eval_perceived,
-    f_sweep, f_bench_gemm, f_bench_search, f_bench_conv, f_bench, f_report, f_serve, f_vss, f_bow, f_ckpt;
+    f_sweep, f_bench_gemm, f_bench_search, f_bench_conv, f_bench, f_report, f_serve, f_vss, f_bow, f_ckpt, f_convert;
 
 static const command commands[] = {
     {"synth", NULL, &f_synth, "render a synthetic multi-view polyp-scene dataset"},
@@ -47,6 +47,7 @@ static const command commands[] = {
     {"bench", "conv", &f_bench_conv, "CPU conv2d on ResNet-50 shapes vs direct loops"},
     {"bench", NULL, &f_bench, "other benchmarks"},
     {"ckpt", NULL, &f_ckpt, "inspect a safetensors file"},
+    {"convert", NULL, &f_convert, "rewrite weights in another layout (timm | meta | hf | torchvision)"},
     {"report", NULL, &f_report, "HTML report of retrieval results"},
     {"serve", NULL, &f_serve, "local retrieval web page"},
     {"vss", NULL, &f_vss, "perceived-similarity scoring: draw pairs | serve a scoring page"},
@@ -60,6 +61,7 @@ static void bind(void) {
     f_eval_perceived = cmd_eval_perceived; f_sweep = cmd_sweep; f_bench_gemm = cmd_bench_gemm;
     f_bench_search = cmd_bench_search; f_bench_conv = cmd_bench_conv; f_bench = cmd_bench;
     f_report = cmd_report; f_serve = cmd_serve; f_vss = cmd_vss; f_bow = cmd_bow; f_ckpt = cmd_ckpt;
+    f_convert = cmd_convert;
 }
 
 static void print_version(void) {

@@ -36,6 +36,11 @@ int aug_mae(rng_t *r, const image *src, const image *mask, int size, aug_workspa
             image *mask_out);
 /* Evaluation: resize to size x size (bilinear, antialiased) + normalise. */
 int aug_eval(const image *src, int size, aug_workspace *ws, image *out);
+/* aug_eval with a model's own input rule (nn/models/model.h model_input): the centre square of
+ * round(crop * short side), resized to size x size (bilinear), normalised with mean / std. crop 1 with
+ * the ImageNet statistics is aug_eval (the same bytes: a square source is resized directly). */
+int aug_eval_input(const image *src, int size, float crop, const float mean[3], const float std[3], aug_workspace *ws,
+                   image *out);
 
 /* ---- batch-level MixUp / CutMix (ClassyVision ContrastiveMixup "elem" mode) ----
  * x: M images of c*h*w floats. Element i is mixed with probability mix_prob with partner

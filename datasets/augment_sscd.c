@@ -179,6 +179,21 @@ int aug_eval(const image *src, int size, aug_workspace *ws, image *out) {
     return ER_OK;
 }
 
+int aug_eval_input(const image *src, int size, float crop, const float mean[3], const float std[3], aug_workspace *ws,
+                   image *out) {
+    if (!(crop > 0 && crop <= 1)) return er_fail(ER_INPUT, "input crop %g: need (0, 1]", crop);
+    const image *from = src;
+    if (crop < 1) {
+        int S = src->h < src->w ? src->h : src->w, side = (int)lroundf(crop * S);
+        if (side < 1) side = 1;
+        image_center_crop(src, &ws->a, side, side);
+        from = &ws->a;
+    }
+    image_resize(from, out, size, size, RESIZE_BILINEAR);
+    image_normalize(out, mean, std);
+    return ER_OK;
+}
+
 void mask_patch_fraction(const image *mask, int patch, float *out) {
     int gh = mask->h / patch, gw = mask->w / patch;
     for (int gy = 0; gy < gh; gy++)

@@ -38,8 +38,11 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     c->masks = xcalloc(m.n ? m.n : 1, sizeof(u8_image));
     c->scene = xcalloc(m.n ? m.n : 1, sizeof(int));
     c->view = xcalloc(m.n ? m.n : 1, sizeof(int));
-    int *sid, *vid, ns, nv;
-    char **sn, **vn;
+    c->label = xcalloc(m.n ? m.n : 1, sizeof(int));
+    int *sid, *vid, *lid, ns, nv, nl;
+    char **sn, **vn, **ln;
+    manifest_label_ids(&m, &lid, &ln, &nl);
+    c->nlabels = nl;
     manifest_field_ids(&m, MF_SCENE, &sid, &sn, &ns);
     manifest_field_ids(&m, MF_VIEW, &vid, &vn, &nv);
     int k = 0;
@@ -48,6 +51,7 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
         if (!in_split(&m, i, split)) continue;
         c->scene[k] = sid[i];
         c->view[k] = vid[i];
+        c->label[k] = lid[i];
         char *p = manifest_image_path(&m, i);
         rc = image_load(p, 3, &im);
         free(p);
@@ -72,6 +76,7 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     image_free(&r);
     manifest_free_labels(sid, sn, ns);
     manifest_free_labels(vid, vn, nv);
+    manifest_free_labels(lid, ln, nl);
     manifest_free(&m);
     c->n = k;
     if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no rows with split '%s'", path, split ? split : "");
@@ -102,6 +107,7 @@ void image_cache_free(image_cache *c) {
     free(c->masks);
     free(c->scene);
     free(c->view);
+    free(c->label);
     memset(c, 0, sizeof *c);
 }
 
@@ -142,5 +148,43 @@ int eval_set_load(const char *path, const char *split, int side, float **x, int6
     manifest_free_labels(vw, vwn, nvw);
     manifest_free(&m);
     if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no eval rows", path);
+    return rc;
+}
+
+int labelled_set_load(const char *path, const char *split, int side, float crop, const float mean[3],
+                      const float std[3], float **x, int **label, int *n, int *nclass) {
+    *x = NULL; *label = NULL; *n = 0; *nclass = 0;
+    manifest m;
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    int *ids, nl;
+    char **names;
+    manifest_label_ids(&m, &ids, &names, &nl);
+    const int S = side;
+    *x = xmalloc((size_t)(m.n ? m.n : 1) * 3 * S * S * sizeof(float));
+    *label = xmalloc((m.n ? m.n : 1) * sizeof(int));
+    image src = {0}, dst = {0};
+    aug_workspace ws = {0};
+    int k = 0;
+    for (int i = 0; i < m.n && !rc; i++) {
+        if (!in_split(&m, i, split) || ids[i] < 0) continue;
+        char *p = manifest_image_path(&m, i);
+        rc = image_load(p, 3, &src);
+        free(p);
+        if (!rc) rc = aug_eval_input(&src, S, crop, mean, std, &ws, &dst);
+        if (rc) break;
+        memcpy(*x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
+        (*label)[k++] = ids[i];
+    }
+    *n = k;
+    *nclass = nl;
+    image_free(&src);
+    image_free(&dst);
+    aug_workspace_free(&ws);
+    manifest_free_labels(ids, names, nl);
+    manifest_free(&m);
+    if (!rc && k == 0)
+        rc = er_fail(ER_INPUT, "%s: no labelled rows in split '%s'", path, split && split[0] ? split : "(all)");
+    if (rc) { free(*x); free(*label); *x = NULL; *label = NULL; *n = 0; }
     return rc;
 }

@@ -30,6 +30,8 @@ typedef struct {
     int n;
     u8_image *imgs, *masks;
     int *scene, *view;   /* per row: dense ids of the manifest's scene / view values (sorted order), -1 = none */
+    int *label;          /* per row: dense label id over the whole manifest (sorted order), -1 = none */
+    int nlabels;         /* label names in the manifest */
 } image_cache;
 
 /* Rows of `split` ('' or NULL = all rows) of the manifest at `path` with short side `side`.
@@ -47,5 +49,13 @@ void image_cache_free(image_cache *c);
  * view ids (manifest_field_ids). The arrays are malloc'd; ER_INPUT when no row is left. */
 int eval_set_load(const char *path, const char *split, int side, float **x, int64_t **scene, int64_t **view,
                   int *n);
+
+/* The labelled rows of `split` of the manifest at `path`, preprocessed by a model's input rule
+ * (aug_eval_input: centre crop `crop` of the short side, resize to side, mean / std) as x [n, 3,
+ * side, side], with dense label ids (sorted label order over the whole manifest, so two splits of one
+ * manifest share them; *nclass of them). Rows without a label are left out. ER_INPUT when none is
+ * left. */
+int labelled_set_load(const char *path, const char *split, int side, float crop, const float mean[3],
+                      const float std[3], float **x, int **label, int *n, int *nclass);
 
 #endif

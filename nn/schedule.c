@@ -6,9 +6,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* torch.optim.lr_scheduler.CosineAnnealingWarmRestarts at t (steps past the warm-up). */
+static double restarts_at(const lr_schedule *s, double t) {
+    double T0 = s->restart_steps, m = s->restart_mult, Ti = T0, tcur = t;
+    if (t >= T0) {
+        if (m == 1) tcur = fmod(t, T0);
+        else {
+            int n = (int)floor(log(t / T0 * (m - 1) + 1) / log(m));
+            tcur = t - T0 * (pow(m, n) - 1) / (m - 1);
+            Ti = T0 * pow(m, n);
+            if (tcur < 0) tcur += (Ti /= m); /* log rounding just below a restart */
+            else if (tcur >= Ti) tcur -= Ti, Ti *= m;
+        }
+    }
+    return s->min_lr + (s->base_lr - s->min_lr) * 0.5 * (1.0 + cos(M_PI * tcur / Ti));
+}
+
 double lr_at(const lr_schedule *s, int64_t step) {
     if (step < 0) step = 0;
     if (step < s->warmup_steps) return s->base_lr * (double)step / (double)s->warmup_steps;
+    if (s->restart_steps > 0) return restarts_at(s, (double)(step - s->warmup_steps));
     int64_t span = s->total_steps - s->warmup_steps;
     if (span <= 0 || step >= s->total_steps) return s->min_lr;
     double progress = (double)(step - s->warmup_steps) / (double)span;

@@ -19,6 +19,13 @@
 typedef struct {
     double base_lr, min_lr;
     int64_t warmup_steps, total_steps;
+    /* Cosine with warm restarts instead of one cosine (PGCon, torch CosineAnnealingWarmRestarts
+     * stepped per iteration with the fractional epoch): restart_steps = T_0 in steps (> 0 turns it
+     * on), restart_mult = T_mult (>= 1). With t = step - warmup: cycle n (T_i = T_0 T_mult^n) starts at
+     * T_0 (T_mult^n - 1) / (T_mult - 1) (n T_0 when T_mult = 1), and
+     *   lr = min_lr + (base_lr - min_lr) (1 + cos(pi t_cur / T_i)) / 2;
+     * total_steps does not end it (steps past it continue the cycle). */
+    double restart_steps, restart_mult;
 } lr_schedule;
 
 double lr_at(const lr_schedule *s, int64_t step);

@@ -183,7 +183,8 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     if (total < 1) return er_fail(ER_INPUT, "nothing to train: set train.steps or train.epochs");
     int64_t warmup = c->warmup_steps >= 0 ? c->warmup_steps : (int64_t)llround(c->warmup_epochs * obj->steps_per_epoch);
     if (warmup > total) warmup = total;
-    lr_schedule sched = {c->lr, c->min_lr, warmup, total};
+    lr_schedule sched = {c->lr, c->min_lr, warmup, total, c->restart_epochs * (double)obj->steps_per_epoch,
+                         c->restart_mult >= 1 ? c->restart_mult : 1};
     const int writer = c->rank == 0; /* data parallel: one process writes the files */
     int rc = writer ? make_dirs(c->out_dir) : ER_OK;
     if (rc) return rc;

@@ -85,6 +85,8 @@ typedef struct train_loop_config {
     int64_t warmup_steps;   /* < 0: warmup_epochs * steps_per_epoch */
     double warmup_epochs;
     double lr, min_lr, weight_decay, beta1, beta2, eps;
+    double restart_epochs;  /* > 0: cosine with warm restarts, first cycle this many epochs (nn/schedule.h) */
+    double restart_mult;    /* T_mult of the restarts */
     optim_kind optimizer;   /* OPTIM_ADAMW (default) | OPTIM_SGD */
     double momentum;        /* SGD */
     int nesterov;           /* SGD */

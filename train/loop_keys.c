@@ -14,6 +14,8 @@ void loop_keys_defaults(loop_keys *k, const char *objective) {
     k->warmup_steps = -1;
     cfg_set_str(&k->device, "cpu");
     cfg_set_str(&k->precision, "fp32");
+    cfg_set_str(&k->schedule, "cosine");
+    k->restart_epochs = 50; k->restart_mult = 2;
     char out[256];
     snprintf(out, sizeof out, "out/train_%s", objective ? objective : "run");
     cfg_set_str(&k->out, out);
@@ -45,6 +47,9 @@ const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     K("train.threads", CFG_INT, threads, "[0, 1024]", "OpenMP threads (0 = default)");
     K("train.device", CFG_STR, device, "cpu|cuda|cuda:N", "cpu | cuda (--device)");
     K("train.precision", CFG_STR, precision, "fp32|bf16", "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
+    K("train.schedule", CFG_STR, schedule, "cosine|restarts", "cosine (one decay to min_lr) | restarts (cosine with warm restarts: PGCon)");
+    K("train.restart_epochs", CFG_DOUBLE, restart_epochs, "(0, inf)", "restarts: length of the first cycle T_0 (epochs)");
+    K("train.restart_mult", CFG_DOUBLE, restart_mult, "[1, inf)", "restarts: each cycle is this many times the previous (T_mult)");
     K("out.dir", CFG_STR, out, "path", "output folder (checkpoint, log, loss curve, the objective's exports)");
     K("out.log_every", CFG_INT, log_every, "[1, inf)", "log/progress every N steps");
     K("out.ckpt_every", CFG_INT, ckpt_every, "[1, inf)", "checkpoint every N steps (and at the end)");
@@ -74,12 +79,16 @@ int loop_keys_to_config(const loop_keys *k, train_loop_config *lc) {
         return er_fail(ER_INPUT, "train.momentum and train.nesterov apply to train.optimizer = sgd, not '%s'", k->optimizer);
     if (k->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1, got %d", k->accum);
     if (k->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1, got %d", k->batch);
+    if (k->schedule && strcmp(k->schedule, "cosine") && strcmp(k->schedule, "restarts"))
+        return er_fail(ER_INPUT, "train.schedule must be 'cosine' or 'restarts', got '%s'", k->schedule);
     train_loop_config c = {
         .steps = k->steps, .epochs = k->epochs, .warmup_steps = k->warmup_steps, .warmup_epochs = k->warmup_epochs,
         .lr = loop_keys_lr(k), .min_lr = k->min_lr, .weight_decay = k->weight_decay, .beta1 = k->beta1,
         .beta2 = k->beta2, .eps = 1e-8, .optimizer = kind, .momentum = k->momentum, .nesterov = k->nesterov,
         .clip = k->clip, .accum = k->accum, .log_every = k->log_every, .ckpt_every = k->ckpt_every,
         .eval_every = k->eval_every, .out_dir = k->out, .world_size = 1,
+        .restart_epochs = k->schedule && !strcmp(k->schedule, "restarts") ? k->restart_epochs : 0,
+        .restart_mult = k->restart_mult,
     };
     *lc = c;
     return ER_OK;

@@ -24,6 +24,8 @@ typedef struct {
     int seed, threads;
     char *device;                  /* "cpu" | "cuda" (--device) */
     char *precision;               /* "fp32" | "bf16" (--precision) */
+    char *schedule;                /* "cosine" | "restarts" (cosine with warm restarts, PGCon) */
+    double restart_epochs, restart_mult; /* T_0 (epochs) and T_mult of "restarts" */
     char *out;
     int log_every, ckpt_every;
 } loop_keys;

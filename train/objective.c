@@ -6,13 +6,17 @@
 
 #include "nn/base/base.h"
 #include "train/objective_dual.h"
+#include "train/objective_finetune.h"
 #include "train/objective_image.h"
+#include "train/objective_pgcon.h"
 #include "train/objective_scene.h"
 
 /* Every objective `endoret train` knows, in --help order. Add a new one here. */
 static const objective_def *const objectives[] = {
     &objective_image,
     &objective_scene,
+    &objective_pgcon,
+    &objective_finetune,
     &objective_dual,
 };
 

@@ -77,6 +77,49 @@ static void probe_fit(const float *x, const int *label, int n, int dim, int C, d
     free(g); free(m); free(v); free(theta);
 }
 
+/* Standardise with the training rows' statistics, fit, predict the test rows. tr and te are
+ * overwritten with their standardised values. */
+static void fit_predict(float *tr, const int *ytr, int ntr, float *te, int nte, int dim, int C, double l2, int *pred,
+                        double *score) {
+    double *mu = xmalloc((size_t)dim * sizeof(double)), *sd = xmalloc((size_t)dim * sizeof(double));
+    double *W = xmalloc((size_t)C * dim * sizeof(double)), *b = xmalloc((size_t)C * sizeof(double));
+    double *p = xmalloc((size_t)C * sizeof(double));
+    for (int j = 0; j < dim; j++) { /* the training rows' statistics, applied to both */
+        double s = 0, s2 = 0;
+        for (int i = 0; i < ntr; i++) s += tr[(size_t)i * dim + j];
+        mu[j] = s / ntr;
+        for (int i = 0; i < ntr; i++) { double d = tr[(size_t)i * dim + j] - mu[j]; s2 += d * d; }
+        sd[j] = sqrt(s2 / ntr);
+        if (sd[j] < 1e-12) sd[j] = 1;
+        for (int i = 0; i < ntr; i++) tr[(size_t)i * dim + j] = (float)((tr[(size_t)i * dim + j] - mu[j]) / sd[j]);
+        for (int i = 0; i < nte; i++) te[(size_t)i * dim + j] = (float)((te[(size_t)i * dim + j] - mu[j]) / sd[j]);
+    }
+    probe_fit(tr, ytr, ntr, dim, C, l2, W, b);
+    for (int a = 0; a < nte; a++) {
+        double *pa = score ? score + (size_t)a * C : p;
+        row_softmax(te + (size_t)a * dim, dim, C, W, b, pa);
+        int best = 0;
+        for (int c = 1; c < C; c++) if (pa[c] > pa[best]) best = c;
+        pred[a] = best;
+    }
+    free(mu); free(sd); free(W); free(b); free(p);
+}
+
+int probe_split(const float *tr, const int *ytr, int ntr, const float *te, int nte, int dim, int C, double l2,
+                int *pred, double *score) {
+    if (!(l2 >= 0)) return er_fail(ER_INPUT, "linear probe: L2 weight must be >= 0");
+    float *a = xmalloc((size_t)(ntr ? ntr : 1) * dim * sizeof(float)), *b = xmalloc((size_t)(nte ? nte : 1) * dim * sizeof(float));
+    int *y = xmalloc((size_t)(ntr ? ntr : 1) * sizeof(int)), m = 0;
+    for (int i = 0; i < ntr; i++)
+        if (ytr[i] >= 0) { memcpy(a + (size_t)m * dim, tr + (size_t)i * dim, dim * sizeof(float)); y[m++] = ytr[i]; }
+    memcpy(b, te, (size_t)nte * dim * sizeof(float));
+    int rc = ER_OK;
+    if (!m) rc = er_fail(ER_INPUT, "linear probe: no labelled training rows");
+    else fit_predict(a, y, m, b, nte, dim, C, l2, pred, score);
+    free(a); free(b); free(y);
+    return rc;
+}
+
 int probe_cv(const float *x, int n, int dim, const int *label, const int *group, int C, int folds, uint64_t seed,
              double l2, int *pred, double *score, int *fold) {
     if (folds < 2) return er_fail(ER_INPUT, "cross-validation needs at least 2 folds (got %d)", folds);
@@ -86,8 +129,8 @@ int probe_cv(const float *x, int n, int dim, const int *label, const int *group,
     else folds_stratified(label, n, folds, seed, fold);
     float *tr = xmalloc((size_t)n * dim * sizeof(float)), *te = xmalloc((size_t)n * dim * sizeof(float));
     int *ytr = xmalloc((size_t)n * sizeof(int)), *row = xmalloc((size_t)n * sizeof(int));
-    double *mu = xmalloc((size_t)dim * sizeof(double)), *sd = xmalloc((size_t)dim * sizeof(double));
-    double *W = xmalloc((size_t)C * dim * sizeof(double)), *b = xmalloc((size_t)C * sizeof(double));
+    int *pf = xmalloc((size_t)n * sizeof(int));
+    double *sf = xmalloc((size_t)n * C * sizeof(double));
     for (int f = 0; f < folds; f++) {
         int ntr = 0, nte = 0;
         for (int i = 0; i < n; i++) {
@@ -95,25 +138,12 @@ int probe_cv(const float *x, int n, int dim, const int *label, const int *group,
             else if (label[i] >= 0) { memcpy(tr + (size_t)ntr * dim, x + (size_t)i * dim, dim * sizeof(float)); ytr[ntr++] = label[i]; }
         }
         if (!nte || !ntr) continue;
-        for (int j = 0; j < dim; j++) { /* the training fold's statistics, applied to both */
-            double s = 0, s2 = 0;
-            for (int i = 0; i < ntr; i++) s += tr[(size_t)i * dim + j];
-            mu[j] = s / ntr;
-            for (int i = 0; i < ntr; i++) { double d = tr[(size_t)i * dim + j] - mu[j]; s2 += d * d; }
-            sd[j] = sqrt(s2 / ntr);
-            if (sd[j] < 1e-12) sd[j] = 1;
-            for (int i = 0; i < ntr; i++) tr[(size_t)i * dim + j] = (float)((tr[(size_t)i * dim + j] - mu[j]) / sd[j]);
-            for (int i = 0; i < nte; i++) te[(size_t)i * dim + j] = (float)((te[(size_t)i * dim + j] - mu[j]) / sd[j]);
-        }
-        probe_fit(tr, ytr, ntr, dim, C, l2, W, b);
+        fit_predict(tr, ytr, ntr, te, nte, dim, C, l2, pf, sf);
         for (int a = 0; a < nte; a++) {
-            double *p = score + (size_t)row[a] * C;
-            row_softmax(te + (size_t)a * dim, dim, C, W, b, p);
-            int best = 0;
-            for (int c = 1; c < C; c++) if (p[c] > p[best]) best = c;
-            pred[row[a]] = best;
+            pred[row[a]] = pf[a];
+            memcpy(score + (size_t)row[a] * C, sf + (size_t)a * C, C * sizeof(double));
         }
     }
-    free(tr); free(te); free(ytr); free(row); free(mu); free(sd); free(W); free(b);
+    free(tr); free(te); free(ytr); free(row); free(pf); free(sf);
     return ER_OK;
 }

@@ -19,4 +19,9 @@ double probe_loss(const float *x, const int *label, int n, int dim, int nclass, 
 int probe_cv(const float *x, int n, int dim, const int *label, const int *group, int nclass, int folds, uint64_t seed,
              double l2, int *pred, double *score, int *fold);
 
+/* Train / test: a probe fitted on the rows of tr with ytr >= 0 (standardised with their statistics),
+ * pred [nte] and score [nte, nclass] (may be NULL) for the rows of te (infer/eval/split_eval.h). */
+int probe_split(const float *tr, const int *ytr, int ntr, const float *te, int nte, int dim, int nclass, double l2,
+                int *pred, double *score);
+
 #endif

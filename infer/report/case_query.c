@@ -21,8 +21,9 @@ int case_query(const case_engine *e, const image *views, int V, const char *path
     float *x = xmalloc((size_t)V * img * sizeof(float)), *q = xmalloc((size_t)D * sizeof(float));
     image dst = {0};
     aug_workspace ws = {0};
+    model_input in = model_input_of(m);
     for (int v = 0; v < V && !rc; v++) {
-        rc = aug_eval(&views[v], S, &ws, &dst);
+        rc = aug_eval_input(&views[v], S, in.crop, in.mean, in.std, &ws, &dst);
         if (!rc) memcpy(x + (size_t)v * img, dst.data, img * sizeof(float));
     }
     image_free(&dst);

@@ -7,6 +7,7 @@
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
 #include "nn/layers/lora.h"
+#include "nn/layers/swiglu.h"
 #include "nn/ops.h"
 
 /* "<prefix>.<name>.weight" [out, in] xavier-uniform and (bias) "<prefix>.<name>.bias" zeros. */
@@ -46,14 +47,19 @@ static tensor *layerscale(param_list *pl, const char *prefix, const char *name, 
 
 void vit_block_init(vit_block *b, const char *prefix, int dim, double mlp_ratio, int qkv_bias,
                     double ls_init, uint64_t seed, param_list *pl) {
+    vit_block_init_mlp(b, prefix, dim, (int64_t)(dim * mlp_ratio), 0, qkv_bias, ls_init, seed, pl);
+}
+
+void vit_block_init_mlp(vit_block *b, const char *prefix, int dim, int64_t hid, int swiglu, int qkv_bias,
+                        double ls_init, uint64_t seed, param_list *pl) {
     memset(b, 0, sizeof *b);
-    int64_t hid = (int64_t)(dim * mlp_ratio);
+    b->swiglu = swiglu != 0;
     norm(&b->norm1_w, &b->norm1_b, pl, prefix, "norm1", dim);
     linear(&b->qkv_w, &b->qkv_b, pl, prefix, "attn.qkv", 3 * (int64_t)dim, dim, qkv_bias, seed);
     linear(&b->proj_w, &b->proj_b, pl, prefix, "attn.proj", dim, dim, 1, seed);
     b->ls1 = layerscale(pl, prefix, "ls1", dim, ls_init);
     norm(&b->norm2_w, &b->norm2_b, pl, prefix, "norm2", dim);
-    linear(&b->fc1_w, &b->fc1_b, pl, prefix, "mlp.fc1", hid, dim, 1, seed);
+    linear(&b->fc1_w, &b->fc1_b, pl, prefix, "mlp.fc1", b->swiglu ? 2 * hid : hid, dim, 1, seed);
     linear(&b->fc2_w, &b->fc2_b, pl, prefix, "mlp.fc2", dim, hid, 1, seed);
     b->ls2 = layerscale(pl, prefix, "ls2", dim, ls_init);
 }
@@ -75,7 +81,8 @@ tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int 
     if (b->ls1) a = op_mul(a, b->ls1);
     x = op_add(x, a);
     h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
-    h = op_gelu(lora_linear(b->lora[VIT_LORA_FC1], ctx, h, b->fc1_w, b->fc1_b));
+    h = lora_linear(b->lora[VIT_LORA_FC1], ctx, h, b->fc1_w, b->fc1_b);
+    h = b->swiglu ? swiglu_gate(h) : op_gelu(h);
     h = lora_linear(b->lora[VIT_LORA_FC2], ctx, h, b->fc2_w, b->fc2_b);
     if (b->ls2) h = op_mul(h, b->ls2);
     return op_add(x, h);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "checkpoints/safetensors.h"
+#include "nn/models/vit_layouts.h"
 #include "nn/base/base.h"
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
@@ -121,63 +122,22 @@ tensor *dual_forward(dual_net *d, const nn_ctx *ctx, tensor *img) {
 
 /* ---------------------------------------------------------------- strict branch loading */
 
-/* append "name" to a bounded list for the message */
-static void note(char *buf, size_t cap, int *count, const char *name) {
-    if (*count < 8) snprintf(buf + strlen(buf), cap - strlen(buf), "%s'%s'", *count ? ", " : "", name);
-    else if (*count == 8) snprintf(buf + strlen(buf), cap - strlen(buf), ", ...");
-    (*count)++;
-}
-
-/* shapes equal up to leading 1s */
-static int same_shape(const st_tensor *s, const tensor *t) {
-    int a = 0, b = 0;
-    while (a < s->ndim && s->shape[a] == 1 && s->ndim - a > t->ndim) a++;
-    while (b < t->ndim && t->shape[b] == 1 && t->ndim - b > s->ndim - a) b++;
-    if (s->ndim - a != t->ndim - b) return 0;
-    for (; a < s->ndim; a++, b++)
-        if (s->shape[a] != t->shape[b]) return 0;
-    return 1;
-}
-
 vit *dual_branch_load(const char *path, int img) {
     st_file f;
     if (st_open(path, &f)) return NULL;
-    vit_config c;
+    /* the project's strict layout maps (nn/models/vit_layouts.h): timm, Meta DINOv2 (register_tokens,
+     * chunked blocks; mask_token dropped), Hugging Face, DINO v1 (backbone. / module. / teacher.
+     * prefixes, the DINO head dropped); any other tensor, a missing or a reshaped one is refused */
+    vit_tensors t;
     vit *v = NULL;
-    if (vit_config_from_st(&f, "", &c) || !(v = vit_new(&c, 0))) {
-        st_close(&f);
-        return NULL;
+    if (!vit_tensors_open(&f, "", 1, &t)) {
+        v = vit_load_tensors(&t, 1);
+        vit_tensors_free(&t);
     }
-    int *used = xcalloc(f.n ? f.n : 1, sizeof(int));
-    char miss[600] = "", shape[600] = "", extra[600] = "";
-    int nmiss = 0, nshape = 0, nextra = 0, rc = ER_OK;
-    for (int j = 0; j < v->params.n; j++) {
-        tensor *t = v->params.t[j];
-        const char *want = t->name;
-        const st_tensor *s = st_find(&f, want);
-        if (!s && t == v->reg_token) s = st_find(&f, want = "register_tokens"); /* Meta's name */
-        if (!s) { note(miss, sizeof miss, &nmiss, t->name); continue; }
-        used[s - f.tensors] = 1;
-        if (!same_shape(s, t)) { note(shape, sizeof shape, &nshape, want); continue; }
-        float *h = xmalloc((size_t)s->numel * sizeof(float));
-        if (!rc) rc = st_read_f32(&f, want, h, s->numel);
-        if (!rc) tensor_copy_from_host(t, h);
-        free(h);
-    }
-    for (int i = 0; i < f.n; i++)
-        if (!used[i] && strcmp(f.tensors[i].name, "mask_token")) /* DINOv2's iBOT mask token: training only */
-            note(extra, sizeof extra, &nextra, f.tensors[i].name);
-    free(used);
-    if (!rc && (nmiss || nshape || nextra))
-        rc = er_fail(ER_INPUT, "%s: not a plain ViT weights file for this branch:%s%s%s%s%s%s%s%s%s", path,
-                     nmiss ? " missing " : "", miss, nmiss ? ";" : "", nshape ? " misshaped " : "", shape,
-                     nshape ? ";" : "", nextra ? " unexpected " : "", extra,
-                     nextra ? " (strip a 'module.'/'backbone.' prefix or a head when converting)" : "");
     st_close(&f);
-    if (!rc) rc = vit_set_img(v, img);
-    if (rc) {
+    if (v && vit_set_img(v, img)) { /* the table resampled with the rule of the file's layout */
         vit_free(v);
-        return NULL;
+        v = NULL;
     }
     return v;
 }

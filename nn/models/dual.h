@@ -15,7 +15,7 @@
  *
  * Branch weight files (dual_branch_load) are checked strictly, unlike the reference's
  * load_state_dict(strict=False) that left the DINOv2 blocks random (spec section 2.3): a missing,
- * unexpected or misshaped tensor is one ER_INPUT message listing them. */
+ * unexpected or misshaped tensor is one ER_INPUT message naming it. */
 #ifndef ENDORET_DUAL_H
 #define ENDORET_DUAL_H
 
@@ -60,9 +60,10 @@ const char *dual_branches_name(int mask);
 dual_net *dual_new(const dual_config *cfg, vit *v[DUAL_NBRANCH], uint64_t seed);
 void dual_free(dual_net *d);
 
-/* A branch backbone from a plain weights file (timm / DINO / Meta DINOv2 names; Meta's
- * register_tokens are our reg_token, an unused mask_token is allowed), strictly checked, its
- * position embedding resampled to img (bicubic, as the reference's interpolate_pos_embed). */
+/* A branch backbone from a weights file in any layout of nn/models/vit_layouts.h (timm, Meta DINOv2
+ * with registers, Hugging Face, DINO v1 with its backbone./teacher. prefixes and head), strictly
+ * checked (a missing, reshaped or unknown tensor is ER_INPUT naming it), its position table
+ * resampled to img with the rule of the file's layout (nn/models/pos_interp.h). */
 vit *dual_branch_load(const char *path, int img);
 
 /* Descriptor [B, out] of images [B, 3, img, img] already on the model's device. */

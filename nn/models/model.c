@@ -104,6 +104,41 @@ static int load_from_config(const st_file *f, const char *text, model **out) {
     return rc;
 }
 
+model_input model_input_of(const model *m) {
+    if (m->has_input) return m->input;
+    model_input in = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1.0f}; /* IMAGENET_MEAN / _STD */
+    return in;
+}
+
+/* "a,b,c" -> three floats; 0 when the text is not exactly that. */
+static int parse3(const char *s, float v[3]) {
+    char *end;
+    for (int i = 0; i < 3; i++) {
+        v[i] = strtof(s, &end);
+        if (end == s || (i < 2 && *end != ',')) return 0;
+        s = end + (i < 2);
+    }
+    return *end == 0;
+}
+
+/* endoret.input.* metadata (model_input): all three or none. */
+static int input_from_meta(const st_file *f, model *m) {
+    const char *mean = st_meta(f, "endoret.input.mean"), *std = st_meta(f, "endoret.input.std"),
+               *crop = st_meta(f, "endoret.input.crop");
+    if (!mean && !std && !crop) return ER_OK;
+    model_input in;
+    char *end = NULL;
+    if (crop) in.crop = strtof(crop, &end);
+    if (!mean || !std || !crop || !parse3(mean, in.mean) || !parse3(std, in.std) || *end || !(in.crop > 0 && in.crop <= 1) ||
+        !(in.std[0] > 0 && in.std[1] > 0 && in.std[2] > 0))
+        return er_fail(ER_INPUT, "%s: endoret.input.mean / std / crop metadata: need three numbers each for mean and "
+                       "std (std > 0) and a crop in (0, 1], got '%s' / '%s' / '%s'", f->path, mean ? mean : "(none)",
+                       std ? std : "(none)", crop ? crop : "(none)");
+    m->input = in;
+    m->has_input = 1;
+    return ER_OK;
+}
+
 int model_load(const char *path, const char *arch, char **sets, int nsets, model **out) {
     *out = NULL;
     st_file f;
@@ -127,6 +162,10 @@ int model_load(const char *path, const char *arch, char **sets, int nsets, model
         }
     }
     if (a) rc = a->load(&f, name, sets, nsets, out);
+    if (!rc && (rc = input_from_meta(&f, *out))) {
+        model_free(*out);
+        *out = NULL;
+    }
     st_close(&f);
     return rc;
 }
@@ -166,6 +205,16 @@ int model_save(const model *m, const char *path, int64_t step) {
     st_writer *w = st_writer_new();
     float *host = params_add_st(m->params, w, ""); /* device tensors: downloaded copies */
     m->arch->add_meta(m, w);
+    if (m->has_input) {
+        char mean[96], std[96], crop[32];
+        const model_input *in = &m->input;
+        snprintf(mean, sizeof mean, "%.9g,%.9g,%.9g", in->mean[0], in->mean[1], in->mean[2]);
+        snprintf(std, sizeof std, "%.9g,%.9g,%.9g", in->std[0], in->std[1], in->std[2]);
+        snprintf(crop, sizeof crop, "%.9g", in->crop);
+        st_add_meta(w, "endoret.input.mean", mean);
+        st_add_meta(w, "endoret.input.std", std);
+        st_add_meta(w, "endoret.input.crop", crop);
+    }
     st_add_meta(w, "format", "pt");
     st_add_meta(w, "endoret.kind", "weights");
     if (step >= 0) {

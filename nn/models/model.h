@@ -59,6 +59,16 @@ typedef struct model_arch {
     void (*destroy)(model *m);                   /* frees impl (which owns the tensors) */
 } model_arch;
 
+/* How a model wants its input (datasets/augment.h aug_eval_input): a centre square of `crop` times
+ * the short side, resized to img x img, normalised with mean / std. Unset (has_input 0): no crop
+ * and the ImageNet statistics, what every family trained here before PGCon expects. PGCon sets the
+ * WCE statistics and its evaluation crop (spec pgcon_dual_vss.md 1.2, 1.9); model_save writes it as
+ * endoret.input.{mean,std,crop} metadata and model_load reads it back for any family. */
+typedef struct {
+    float mean[3], std[3];
+    float crop;            /* (0, 1] */
+} model_input;
+
 struct model {
     const model_arch *arch;
     void *impl;            /* the family's own struct (vit *) */
@@ -66,7 +76,12 @@ struct model {
     int dim;               /* descriptor width */
     int img;               /* input side: images are [B, 3, img, img] */
     int device;            /* DEV_CPU / DEV_CUDA */
+    int has_input;         /* input below is set */
+    model_input input;
 };
+
+/* m's input rule (the defaults when unset). */
+model_input model_input_of(const model *m);
 
 /* How many families are registered. */
 int model_arch_count(void);

@@ -9,6 +9,7 @@
 #include "nn/base/base.h"
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
+#include "nn/layers/sync_batchnorm.h"
 #include "nn/ops.h"
 
 enum { RESNET_FAMILY = 3 }; /* init stream family (0 ViT, 1 MAE decoder, 2 SSCD head) */
@@ -63,12 +64,30 @@ static resnet_bn bn_params(resnet *r, const char *prefix, int C) {
 static int config_check(const resnet_config *c) {
     int ok = c->depth == 18 || c->depth == 34 || c->depth == 50 || c->depth == 101 || c->depth == 152;
     for (int i = 0; i < 4; i++) ok = ok && c->blocks[i] >= 1 && c->blocks[i] <= 64;
+    if (c->proj_dim < 0 || c->proj_dim > 65536 || c->jigsaw_tiles < 0 || c->jigsaw_tiles > 64 ||
+        (c->jigsaw_tiles > 0 && c->proj_dim == 0))
+        return er_fail(ER_INPUT, "resnet: projection %d, jigsaw tiles %d: need projection 0..65536, tiles 0..64, and a "
+                       "projection for a jigsaw head", c->proj_dim, c->jigsaw_tiles);
     if (!ok || c->width < 1 || c->width > 1024 || c->num_classes < 0 || !(c->bn_eps > 0) ||
         !(c->bn_momentum >= 0 && c->bn_momentum <= 1))
         return er_fail(ER_INPUT, "resnet: depth %d, blocks %d/%d/%d/%d, width %d, classes %d: need depth 18|34|50|101|152, "
                        "1..64 blocks per stage, width 1..1024, classes >= 0, bn eps > 0, momentum in [0, 1]",
                        c->depth, c->blocks[0], c->blocks[1], c->blocks[2], c->blocks[3], c->width, c->num_classes);
     return ER_OK;
+}
+
+/* nn.Linear(in, out) with its default init: weight and bias U(-1/sqrt(in), 1/sqrt(in)). */
+static void linear_params(resnet *r, const char *prefix, int out, int in, uint64_t seed, tensor **w, tensor **b) {
+    char name[96];
+    float bound = 1.0f / sqrtf((float)in);
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    *w = layer_param(&r->params, name, 2, SHAPE(out, in));
+    rng_t g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
+    init_uniform((*w)->data, tensor_numel(*w), -bound, bound, &g);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    *b = layer_param(&r->params, name, 1, SHAPE(out));
+    g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
+    init_uniform((*b)->data, out, -bound, bound, &g);
 }
 
 resnet *resnet_new(const resnet_config *c, uint64_t seed) {
@@ -117,6 +136,9 @@ resnet *resnet_new(const resnet_config *c, uint64_t seed) {
         g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
         init_uniform(r->fc_b->data, c->num_classes, -bound, bound, &g);
     }
+    if (c->proj_dim > 0) linear_params(r, "projection_original_features", c->proj_dim, inplanes, seed, &r->proj_w, &r->proj_b);
+    if (c->proj_dim > 0 && c->jigsaw_tiles > 0)
+        linear_params(r, "connect_patches_feature", c->proj_dim, c->jigsaw_tiles * c->proj_dim, seed, &r->jig_w, &r->jig_b);
     return r;
 }
 
@@ -128,6 +150,9 @@ void resnet_free(resnet *r) {
 }
 
 static tensor *bn(const resnet *r, const nn_ctx *ctx, tensor *x, const resnet_bn *b, int relu) {
+    if (r->cfg.sync_bn)
+        return sync_batchnorm2d(x, b->w, b->b, b->running_mean, b->running_var, ctx->training, r->cfg.bn_momentum,
+                                r->cfg.bn_eps, relu);
     return (relu ? op_batchnorm2d_relu : op_batchnorm2d)(x, b->w, b->b, b->running_mean, b->running_var,
                                                          ctx->training, r->cfg.bn_momentum, r->cfg.bn_eps);
 }
@@ -162,4 +187,28 @@ tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) {
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x) {
     tensor *f = resnet_features(r, ctx, x);
     return r->cfg.num_classes > 0 ? op_linear(f, r->fc_w, r->fc_b) : f;
+}
+
+tensor *resnet_project(resnet *r, const nn_ctx *ctx, tensor *x) {
+    if (!r->proj_w) {
+        er_fail(ER_INPUT, "resnet: no projection head (proj_dim = 0)");
+        return NULL;
+    }
+    return op_linear(resnet_features(r, ctx, x), r->proj_w, r->proj_b);
+}
+
+tensor *resnet_jigsaw(resnet *r, const nn_ctx *ctx, tensor *tiles) {
+    if (!r->jig_w) {
+        er_fail(ER_INPUT, "resnet: no jigsaw head (jigsaw_tiles = 0)");
+        return NULL;
+    }
+    int T = r->cfg.jigsaw_tiles;
+    if (tiles && tiles->shape[0] % T) {
+        er_fail(ER_INPUT, "resnet_jigsaw: %lld tiles is not a multiple of %d", (long long)tiles->shape[0], T);
+        return NULL;
+    }
+    tensor *u = resnet_project(r, ctx, tiles); /* [N * T, P], item-major */
+    if (!u) return NULL;
+    u = op_reshape(u, 2, SHAPE(u->shape[0] / T, T * r->cfg.proj_dim));
+    return op_linear(u, r->jig_w, r->jig_b);
 }

@@ -26,6 +26,14 @@ typedef struct {
     int num_classes;    /* fc outputs; 0 = no fc, the pooled features are the output */
     float bn_momentum;  /* 0.1 */
     float bn_eps;       /* 1e-5 */
+    /* PGCon / WINCon heads (spec pgcon_dual_vss.md 1.5), 0 = none:
+     *   projection_original_features = Linear(features, proj_dim), shared by every view;
+     *   connect_patches_feature      = Linear(jigsaw_tiles * proj_dim, proj_dim), the jigsaw head. */
+    int proj_dim;
+    int jigsaw_tiles;
+    /* data-parallel training: batch statistics over every rank's rows (nn/layers/sync_batchnorm.h);
+     * one process or eval mode: plain batch norm */
+    int sync_bn;
 } resnet_config;
 
 /* Depth 50 and above: bottleneck blocks; 18 and 34: basic blocks. */
@@ -54,6 +62,8 @@ typedef struct {
     resnet_block *blocks;
     int nblocks;
     tensor *fc_w, *fc_b;
+    tensor *proj_w, *proj_b;   /* projection_original_features, NULL without proj_dim */
+    tensor *jig_w, *jig_b;     /* connect_patches_feature, NULL without jigsaw_tiles */
     param_list params;  /* weights and the running-statistics buffers, torchvision's order */
 } resnet;
 
@@ -68,5 +78,10 @@ void resnet_free(resnet *r);
 tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x);
 /* resnet_features, then fc when num_classes > 0: torchvision's forward. */
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x);
+/* PGCon's z = P(f(x)) [N, proj_dim] (not normalised): the prior / WIN / tile embedding. */
+tensor *resnet_project(resnet *r, const nn_ctx *ctx, tensor *x);
+/* The jigsaw embedding Q([u_1; ...; u_T]) [N, proj_dim] of tiles [N * T, 3, h, w] (tile t of item n
+ * at row n * T + t): every tile through P(f(.)), concatenated per item, then Q. */
+tensor *resnet_jigsaw(resnet *r, const nn_ctx *ctx, tensor *tiles);
 
 #endif

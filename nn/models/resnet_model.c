@@ -16,17 +16,21 @@ static void args_defaults(void *v) {
     memset(a, 0, sizeof *a);
     cfg_set_str(&a->arch, "resnet50");
     a->img = 224;
+    a->sync_bn = 1;
 }
 
 static const cfg_spec *keys(void *v, int *n) {
     resnet_args *a = v;
-    static __thread cfg_spec s[4];
+    static __thread cfg_spec s[7];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &a->field, help, range}
     K("model.arch", CFG_STR, arch, "resnet18|resnet34|resnet50|resnet101|resnet152", "resnet18 | resnet34 | resnet50 | resnet101 | resnet152 (torchvision v1.5)");
     K("model.img", CFG_INT, img, "[32, 4096]", "input image side");
     K("model.width", CFG_INT, width, "[0, 1024]", "stem width (0 = 64, torchvision's)");
     K("model.classes", CFG_INT, classes, "[0, 100000]", "fc outputs (0 = none; the descriptor never uses fc)");
+    K("model.proj", CFG_INT, proj, "[0, 65536]", "PGCon projection width (0 = none; 128 in the paper): the descriptor becomes P(f(x))");
+    K("model.jigsaw", CFG_INT, jigsaw, "[0, 64]", "PGCon jigsaw head over this many tiles (0 = none; 9 in the paper; needs model.proj)");
+    K("model.sync_bn", CFG_BOOL, sync_bn, NULL, "under mpirun: batch statistics of the global batch (torch SyncBatchNorm; false = each rank's own)");
 #undef K
     *n = k;
     return s;
@@ -43,7 +47,7 @@ model *resnet_model_wrap(resnet *r, int img) {
     m->arch = &resnet_arch;
     m->impl = r;
     m->params = &r->params;
-    m->dim = r->features;
+    m->dim = r->proj_w ? r->cfg.proj_dim : r->features;
     m->img = img;
     m->device = r->conv1->device;
     return m;
@@ -61,6 +65,9 @@ static int create(const void *v, uint64_t seed, model **out) {
     if (resnet_config_preset(a->arch, &c)) return ER_INPUT;
     if (a->width > 0) c.width = a->width;
     c.num_classes = a->classes;
+    c.proj_dim = a->proj;
+    c.jigsaw_tiles = a->jigsaw;
+    c.sync_bn = a->sync_bn;
     resnet *r = resnet_new(&c, seed);
     if (!r) return ER_INPUT;
     *out = resnet_model_wrap(r, a->img);
@@ -79,6 +86,9 @@ static int config_from_file(const st_file *f, resnet_config *c) {
     int bott = st_find(f, "layer1.0.conv3.weight") != NULL;
     *c = (resnet_config){.depth = bott ? 50 : 18, .width = (int)t->shape[0], .bn_momentum = 0.1f, .bn_eps = 1e-5f};
     if (fc && fc->ndim == 2) c->num_classes = (int)fc->shape[0];
+    const st_tensor *p = st_find(f, "projection_original_features.weight"), *q = st_find(f, "connect_patches_feature.weight");
+    if (p && p->ndim == 2) c->proj_dim = (int)p->shape[0];
+    if (q && p && q->ndim == 2 && c->proj_dim > 0) c->jigsaw_tiles = (int)(q->shape[1] / c->proj_dim);
     char name[64];
     for (int s = 0; s < 4; s++) {
         for (c->blocks[s] = 0; c->blocks[s] < 64; c->blocks[s]++) {
@@ -127,7 +137,8 @@ static int load(const st_file *f, const char *arch, char **sets, int nsets, mode
 
 static tensor *descriptor(model *m, const nn_ctx *ctx, const float *images, int B) {
     tensor *x = tensor_upload(m->device, 4, SHAPE(B, 3, m->img, m->img), images);
-    return op_l2_normalize(resnet_features(m->impl, ctx, x), -1, 1e-12f);
+    resnet *r = m->impl;
+    return op_l2_normalize(r->proj_w ? resnet_project(r, ctx, x) : resnet_features(r, ctx, x), -1, 1e-12f);
 }
 
 static int set_img(model *m, int img) {
@@ -159,9 +170,11 @@ static double forward_flops(const model *m, int B) {
 
 static void describe(const model *m, char *buf, size_t n) {
     const resnet_config *c = &((const resnet *)m->impl)->cfg;
-    snprintf(buf, n, "resnet%d (%s blocks %d/%d/%d/%d) width %d img %d: %s", c->depth,
-             resnet_is_bottleneck(c->depth) ? "bottleneck" : "basic", c->blocks[0], c->blocks[1], c->blocks[2],
-             c->blocks[3], c->width, m->img, m->arch->what);
+    int k = snprintf(buf, n, "resnet%d (%s blocks %d/%d/%d/%d) width %d img %d: %s", c->depth,
+                     resnet_is_bottleneck(c->depth) ? "bottleneck" : "basic", c->blocks[0], c->blocks[1], c->blocks[2],
+                     c->blocks[3], c->width, m->img, m->arch->what);
+    if (c->proj_dim > 0 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - k, "; PGCon projection %d-d%s", c->proj_dim, c->jigsaw_tiles ? " + jigsaw head" : "");
 }
 
 static void add_meta(const model *m, st_writer *w) {

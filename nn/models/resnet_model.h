@@ -18,6 +18,9 @@ typedef struct {
     int img;      /* input side the descriptor is computed at */
     int width;    /* 0 = the preset's 64 */
     int classes;  /* fc outputs, 0 = no fc */
+    int proj;     /* PGCon projection width (0 = none): the descriptor is then the normalised P(f(x)) */
+    int jigsaw;   /* PGCon jigsaw head over this many tiles (0 = none; 9 in the paper) */
+    int sync_bn;  /* data-parallel training: batch norm over the global batch (default on) */
 } resnet_args;
 
 /* A model that owns r (freed by model_free). */

@@ -11,6 +11,7 @@
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
 #include "nn/layers/lora.h"
+#include "nn/models/pos_interp.h"
 #include "nn/ops.h"
 #include "nn/base/rng.h"
 
@@ -34,7 +35,11 @@ int vit_config_preset(const char *name, vit_config *c) {
     else if (!strcmp(base, "vit_small")) { c->dim = 384; c->depth = 12; c->heads = 6; }
     else if (!strcmp(base, "vit_base")) { c->dim = 768; c->depth = 12; c->heads = 12; }
     else if (!strcmp(base, "vit_large")) { c->dim = 1024; c->depth = 24; c->heads = 16; }
-    else return er_fail(ER_INPUT, "unknown model '%s' (vit_tiny, vit_small, vit_base, vit_large, optional _patch14/_patch16)", name ? name : "");
+    else if (!strcmp(base, "vit_giant")) { /* DINOv2 vit_giant2 + SwiGLUFFNFused: int(2/3 * 4 * 1536) -> x8 = 4096 */
+        c->dim = 1536; c->depth = 40; c->heads = 24; c->swiglu = 1; c->mlp_hidden = ((int)(2.0 / 3.0 * 4 * 1536) + 7) / 8 * 8;
+        c->mlp_ratio = (double)c->mlp_hidden / c->dim; /* what the memory estimate reads */
+    }
+    else return er_fail(ER_INPUT, "unknown model '%s' (vit_tiny, vit_small, vit_base, vit_large, vit_giant, optional _patch14/_patch16)", name ? name : "");
     return ER_OK;
 }
 
@@ -48,6 +53,8 @@ int vit_config_check(const vit_config *c) {
     if (c->mlp_ratio <= 0) return er_fail(ER_INPUT, "vit: mlp_ratio must be > 0");
     if (c->registers < 0 || c->pos_prefix < 0 || c->pos_prefix > 1 + c->registers) return er_fail(ER_INPUT, "vit: bad registers/pos_prefix");
     if (c->eps <= 0) return er_fail(ER_INPUT, "vit: eps must be > 0");
+    if (c->mlp_hidden < 0 || c->swiglu < 0 || c->swiglu > 1) return er_fail(ER_INPUT, "vit: bad mlp_hidden/swiglu");
+    if (c->pos_interp < 0 || c->pos_interp >= POS_INTERP_COUNT) return er_fail(ER_INPUT, "vit: bad pos_interp %d", c->pos_interp);
     return ER_OK;
 }
 
@@ -95,7 +102,8 @@ vit *vit_new(const vit_config *cfg, uint64_t seed) {
     for (int i = 0; i < cfg->depth; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
-        vit_block_init(&v->blocks[i], prefix, D, cfg->mlp_ratio, cfg->qkv_bias, cfg->layerscale, seed, pl);
+        vit_block_init_mlp(&v->blocks[i], prefix, D, vit_mlp_hidden(cfg), cfg->swiglu, cfg->qkv_bias, cfg->layerscale,
+                           seed, pl);
     }
     v->norm_w = layer_param(pl, "norm.weight", 1, SHAPE(D));
     init_ones(v->norm_w->data, D);
@@ -208,51 +216,19 @@ tensor *vit_cls(vit *v, const nn_ctx *ctx, const float *img, int B) {
     return op_reshape(op_slice(x, 1, 0, 1), 2, SHAPE(B, v->cfg.dim));
 }
 
+int64_t vit_mlp_hidden(const vit_config *c) { return c->mlp_hidden > 0 ? c->mlp_hidden : (int64_t)(c->dim * c->mlp_ratio); }
+
 double vit_forward_flops(const vit_config *c, int B, int T) {
-    double D = c->dim, hid = (double)(int64_t)(c->dim * c->mlp_ratio), L = T - 1 - c->registers;
+    double D = c->dim, hid = (double)vit_mlp_hidden(c), L = T - 1 - c->registers;
     double patch = 2.0 * L * c->in_chans * c->patch * c->patch * D;
     double per_block = 2.0 * T * D * 3 * D      /* qkv */
                      + 2.0 * 2 * (double)T * T * D /* q k^T and attn v */
                      + 2.0 * T * D * D          /* proj */
-                     + 2.0 * 2 * T * D * hid;   /* fc1 + fc2 */
+                     + 2.0 * (c->swiglu ? 3 : 2) * T * D * hid; /* fc1 (2H rows with SwiGLU) + fc2 */
     return B * (patch + c->depth * per_block);
 }
 
 /* ---------------------------------------------------------------- pos-embed resampling */
-
-/* PyTorch's bicubic convolution kernel (A = -0.75). */
-static double cubic_w(double x) {
-    const double A = -0.75;
-    x = fabs(x);
-    if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
-    if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    return 0;
-}
-
-/* src [gs*gs, D] -> dst [gd*gd, D], F.interpolate(mode="bicubic", align_corners=False). */
-static void bicubic_grid(const float *src, int gs, float *dst, int gd, int D) {
-    double scale = (double)gs / gd;
-    for (int oy = 0; oy < gd; oy++)
-        for (int ox = 0; ox < gd; ox++) {
-            double sy = (oy + 0.5) * scale - 0.5, sx = (ox + 0.5) * scale - 0.5;
-            int iy = (int)floor(sy), ix = (int)floor(sx);
-            double ty = sy - iy, tx = sx - ix;
-            double wy[4], wx[4];
-            for (int k = 0; k < 4; k++) { wy[k] = cubic_w(ty - (k - 1)); wx[k] = cubic_w(tx - (k - 1)); }
-            float *o = dst + ((size_t)oy * gd + ox) * D;
-            for (int d = 0; d < D; d++) {
-                double acc = 0;
-                for (int a = 0; a < 4; a++) {
-                    int yy = iy - 1 + a; yy = yy < 0 ? 0 : yy >= gs ? gs - 1 : yy;
-                    for (int b2 = 0; b2 < 4; b2++) {
-                        int xx = ix - 1 + b2; xx = xx < 0 ? 0 : xx >= gs ? gs - 1 : xx;
-                        acc += wy[a] * wx[b2] * src[((size_t)yy * gs + xx) * D + d];
-                    }
-                }
-                o[d] = (float)acc;
-            }
-        }
-}
 
 int vit_set_img(vit *v, int img) {
     if (img == v->cfg.img) return ER_OK;
@@ -266,7 +242,7 @@ int vit_set_img(vit *v, int img) {
     float *nw = xcalloc((size_t)(P + Lnew) * D, sizeof(float));
     memcpy(nw, old, (size_t)P * D * sizeof(float));
     if (c.pos_fixed) init_sincos_pos_embed_2d(nw + (size_t)P * D, D, gnew, gnew, 0);
-    else bicubic_grid(old + (size_t)P * D, v->grid, nw + (size_t)P * D, gnew, D);
+    else pos_interp_grid(c.pos_interp, old + (size_t)P * D, v->grid, nw + (size_t)P * D, gnew, D);
     int requires = (v->pos_embed->flags & T_REQUIRES_GRAD) != 0;
     tensor *t = tensor_param_on(v->pos_embed->device, "pos_embed", 3, SHAPE(1, P + Lnew, D));
     tensor_copy_from_host(t, nw);

@@ -32,10 +32,15 @@ typedef struct {
     double layerscale;  /* LayerScale init value, 0 = no LayerScale */
     int pos_fixed;      /* 1 = fixed 2-D sin-cos (MAE, frozen), 0 = learned (trunc-normal 0.02) */
     double eps;         /* LayerNorm eps, 1e-6 as timm ViTs */
+    int mlp_hidden;     /* MLP hidden width, 0 = dim * mlp_ratio */
+    int swiglu;         /* 1 = SwiGLU MLP (DINOv2 ViT-g): fc1 [2 * hidden, dim], fc2(silu(x1) * x2) */
+    int pos_interp;     /* how vit_set_img resamples a learned table (nn/models/pos_interp.h): the rule of the
+                           code the weights come from; 0 = plain bicubic (MAE) */
 } vit_config;
 
-/* vit_tiny (192/12/3), vit_small (384/12/6), vit_base (768/12/12), vit_large (1024/24/16); an
- * optional "_patch14"/"_patch16" suffix sets the patch. Defaults: img 224, patch 16, mlp 4, qkv
+/* vit_tiny (192/12/3), vit_small (384/12/6), vit_base (768/12/12), vit_large (1024/24/16), vit_giant
+ * (DINOv2's vit_giant2: 1536/40/24, SwiGLU MLP of hidden 4096); an optional "_patch14"/"_patch16" suffix
+ * sets the patch. Defaults: img 224, patch 16, mlp 4, qkv
  * bias, no registers, no LayerScale, fixed sin-cos pos-embed, eps 1e-6. ER_INPUT on unknown names. */
 int vit_config_preset(const char *name, vit_config *c);
 /* Shape checks (dims divisible, img multiple of patch ...): ER_OK or ER_INPUT naming the field. */
@@ -76,10 +81,13 @@ tensor *vit_forward_t(vit *v, const nn_ctx *ctx, tensor *img, const int32_t *kee
 /* [CLS] output [B, D] of full (unmasked) images. */
 tensor *vit_cls(vit *v, const nn_ctx *ctx, const float *img, int B);
 
-/* Resample the patch rows of pos_embed to a new image side (bicubic, as timm
- * resample_abs_pos_embed / MAE interpolate_pos_embed; fixed sin-cos ones are recomputed). */
+/* Resample the patch rows of pos_embed to a new image side with cfg.pos_interp, the rule of the code the
+ * weights come from (nn/models/pos_interp.h: MAE, timm / DINOv2 reg, DINO's 0.1 offset); fixed sin-cos
+ * tables are recomputed. */
 int vit_set_img(vit *v, int img);
 
+/* The MLP's hidden width H (fc2's input): mlp_hidden, or dim * mlp_ratio. */
+int64_t vit_mlp_hidden(const vit_config *c);
 /* Forward FLOPs (multiply-add = 2) for B images of T tokens (T = 1 + R + L unmasked). */
 double vit_forward_flops(const vit_config *c, int B, int T);
 

@@ -18,7 +18,9 @@ double vit_param_count(const vit_config *c) {
     double D = c->dim, g = (double)(c->img / c->patch), L = g * g;
     double n = D * c->in_chans * c->patch * c->patch + D;           /* patch_embed.proj */
     n += D + c->registers * D + (c->pos_prefix + L) * D;            /* cls, registers, pos_embed */
-    double block = vit_block_param_count(c->dim, c->mlp_ratio, c->qkv_bias, c->layerscale > 0);
+    /* the MLP's width from the config (SwiGLU: fc1 has 2H rows) */
+    double H = (double)vit_mlp_hidden(c), block = vit_block_param_count(c->dim, 0, c->qkv_bias, c->layerscale > 0);
+    block += (c->swiglu ? 2 : 1) * (H * D + H) + D * H;
     return n + c->depth * block + 2 * D;                            /* final norm */
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/models/pos_interp.h"
 #include "nn/models/vit_io.h"
 #include "nn/ops.h"
 
@@ -22,7 +23,7 @@ const cfg_spec *vit_args_keys(vit_args *a, int *n) {
     static __thread cfg_spec s[9];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &a->field, help, range}
-    K("model.arch", CFG_STR, arch, "vit_tiny|vit_small|vit_base|vit_large|vit_tiny_patch14|vit_small_patch14|vit_base_patch14|vit_large_patch14|vit_tiny_patch16|vit_small_patch16|vit_base_patch16|vit_large_patch16", "vit_tiny | vit_small | vit_base | vit_large (+ _patch14/_patch16)");
+    K("model.arch", CFG_STR, arch, "vit_tiny|vit_small|vit_base|vit_large|vit_giant|vit_tiny_patch14|vit_small_patch14|vit_base_patch14|vit_large_patch14|vit_giant_patch14|vit_tiny_patch16|vit_small_patch16|vit_base_patch16|vit_large_patch16|vit_giant_patch16", "vit_tiny | vit_small | vit_base | vit_large | vit_giant (+ _patch14/_patch16)");
     K("model.img", CFG_INT, img, "[8, 4096]", "training image side");
     K("model.patch", CFG_INT, patch, "[2, 64]", "patch size");
     K("model.dim", CFG_INT, dim, "[0, 8192]", "override the width (0 = the arch's)");
@@ -98,8 +99,18 @@ static int create(const void *args, uint64_t seed, model **out) {
     return ER_OK;
 }
 
+/* ours, or a patch embedding of any layout of nn/models/vit_layouts.h (under any prefix): what else
+ * is wrong with the file, load says */
 static int recognises(const st_file *f) {
-    return st_meta(f, "endoret.vit.dim") || st_find(f, "patch_embed.proj.weight");
+    if (st_meta(f, "endoret.vit.dim")) return 1;
+    for (int i = 0; i < f->n; i++) {
+        const char *n = f->tensors[i].name;
+        size_t l = strlen(n);
+        if ((l >= 23 && !strcmp(n + l - 23, "patch_embed.proj.weight")) ||
+            (l >= 45 && !strcmp(n + l - 45, "embeddings.patch_embeddings.projection.weight")))
+            return 1;
+    }
+    return 0;
 }
 
 /* The heads a file cannot say (unless it is ours): --arch's preset (whose width must match) or model.heads. */
@@ -111,21 +122,29 @@ static int apply_overrides(const st_file *f, const char *arch, char **sets, int 
         c->heads = p.heads;
     }
     int heads = 0;
-    cfg_spec k = {"model.heads", CFG_INT, &heads, "", "[1, 256]"};
-    for (int i = 0; i < nsets; i++) {
-        if (strncmp(sets[i], "model.heads=", 12))
-            return er_fail(ER_INPUT, "%s: '%s': a ViT file fixes everything but model.heads", f->path, sets[i]);
-        if (cfg_set(sets[i], f->path, &k, 1)) return ER_INPUT;
+    char *rule = NULL; /* the position-table rule, when the layout cannot tell (a bare DINO v1 backbone has timm's names) */
+    cfg_spec k[2] = {{"model.heads", CFG_INT, &heads, "", "[1, 256]"},
+                     {"model.pos_interp", CFG_STR, &rule, "", "bicubic|bicubic_aa|bicubic_offset"}};
+    int rc = ER_OK;
+    for (int i = 0; i < nsets && !rc; i++) {
+        if (strncmp(sets[i], "model.heads=", 12) && strncmp(sets[i], "model.pos_interp=", 17))
+            rc = er_fail(ER_INPUT, "%s: '%s': a ViT file fixes everything but model.heads and model.pos_interp", f->path, sets[i]);
+        else rc = cfg_set(sets[i], f->path, k, 2);
     }
-    if (heads > 0) {
-        if (c->dim % heads) return er_fail(ER_INPUT, "%s: model.heads=%d does not divide the width %d", f->path, heads, c->dim);
-        c->heads = heads;
+    if (!rc && heads > 0) {
+        if (c->dim % heads) rc = er_fail(ER_INPUT, "%s: model.heads=%d does not divide the width %d", f->path, heads, c->dim);
+        else c->heads = heads;
     }
-    return ER_OK;
+    if (!rc && rule) c->pos_interp = pos_interp_rule(rule); /* the range above checked the name */
+    free(rule);
+    return rc;
 }
 
 static int load(const st_file *f, const char *arch, char **sets, int nsets, model **out) {
-    vit *v = vit_load(f, "");
+    vit_tensors t; /* strict: every tensor of the file is the ViT's or a known leftover (a head, mask_token) */
+    if (vit_tensors_open(f, "", 1, &t)) return ER_INPUT;
+    vit *v = vit_load_tensors(&t, 1);
+    vit_tensors_free(&t);
     if (!v) return ER_INPUT;
     int rc = apply_overrides(f, arch, sets, nsets, &v->cfg); /* heads: used by the forward only */
     if (rc) {
@@ -163,8 +182,8 @@ static void destroy(model *m) { vit_free(m->impl); }
 
 const model_arch vit_arch = {
     .name = "vit",
-    .variants = "vit_tiny | vit_small | vit_base | vit_large (+ _patch14/_patch16)",
-    .help = "Vision Transformer (timm names; MAE, EndoFinder, DINOv2 files load)",
+    .variants = "vit_tiny | vit_small | vit_base | vit_large | vit_giant (+ _patch14/_patch16)",
+    .help = "Vision Transformer (timm names; timm, MAE, Meta DINOv2, Hugging Face, DINO v1 files load)",
     .what = "L2-normalised [CLS]",
     .accepts = accepts,
     .args_size = sizeof(vit_args),

@@ -1,4 +1,4 @@
-/* test_copies.c — `data copies` (copy-detection query sets) and `data split --holdout-fold`. */
+/* test_copies.c — `data copies` (copy-detection query sets) and `data split --holdout-fold / --ratios`. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,4 +242,39 @@ Test(datasets_copies, split_holdout_fold) {
     cr_assert_eq(cmd_data(9, a3), ER_INPUT);
     cr_assert(strstr(er_msg(), "--holdout-fold"), "%s", er_msg());
     free(man), free(out), free(folds);
+}
+
+/* --ratios: named stratified shares (PGCon's CAD-CAP 80:10:10), seeded; bad lists name the option */
+Test(datasets_copies, split_ratios) {
+    const char *root = test_tmpdir();
+    char *man = path_join(root, "m.csv"), *out = path_join(root, "r.csv"), *again = path_join(root, "r2.csv");
+    char txt[8192] = "path,label\n";
+    for (int i = 0; i < 100; i++) snprintf(txt + strlen(txt), sizeof txt - strlen(txt), "i%d.png,%s\n", i, i % 4 ? "normal" : "lesion");
+    cr_assert_eq(write_file_atomic(man, txt, strlen(txt)), ER_OK);
+    char *a1[] = {"data", "split", man, "--ratios", "train:80,val:10,test:10", "--seed", "4", "--out", out, NULL};
+    cr_assert_eq(cmd_data(9, a1), ER_OK, "%s", er_msg());
+    char *a2[] = {"data", "split", man, "--ratios", "train:80,val:10,test:10", "--seed", "4", "--out", again, NULL};
+    cr_assert_eq(cmd_data(9, a2), ER_OK, "%s", er_msg());
+    manifest s, t;
+    cr_assert_eq(manifest_load(out, &s), ER_OK);
+    cr_assert_eq(manifest_load(again, &t), ER_OK);
+    int count[3][2] = {{0}};
+    for (int i = 0; i < 100; i++) {
+        cr_assert_str_eq(s.rows[i].split, t.rows[i].split, "same seed, same split");
+        int k = !strcmp(s.rows[i].split, "train") ? 0 : !strcmp(s.rows[i].split, "val") ? 1 : 2;
+        cr_assert(k < 2 || !strcmp(s.rows[i].split, "test"), "%s", s.rows[i].split);
+        count[k][!strcmp(s.rows[i].label, "lesion")]++;
+    }
+    /* 75 normal, 25 lesion: each class 80 / 10 / 10 % up to one row of rounding */
+    cr_assert(abs(count[0][0] - 60) <= 1 && abs(count[1][0] - 7) <= 1 && abs(count[2][0] - 7) <= 1, "normal %d %d %d",
+              count[0][0], count[1][0], count[2][0]);
+    cr_assert(abs(count[0][1] - 20) <= 1 && abs(count[1][1] - 2) <= 1 && abs(count[2][1] - 2) <= 1, "lesion %d %d %d",
+              count[0][1], count[1][1], count[2][1]);
+    manifest_free(&s), manifest_free(&t);
+    char *bad[] = {"data", "split", man, "--ratios", "train:60,val:30", "--out", out, NULL};
+    cr_assert_eq(cmd_data(7, bad), ER_INPUT);
+    cr_assert(strstr(er_msg(), "--ratios 'train:60,val:30'"), "%s", er_msg());
+    char *both[] = {"data", "split", man, "--ratios", "train:50,val:50", "--holdout-fold", "1", "--out", out, NULL};
+    cr_assert_eq(cmd_data(9, both), ER_INPUT);
+    free(man), free(out), free(again);
 }

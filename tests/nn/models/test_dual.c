@@ -186,40 +186,52 @@ Test(vit_lora, peft_adapter_round_trip_and_file_merge) {
 
 /* ---------------------------------------------------------------- branch files */
 
-static void write_vit(vit *v, const char *path, const char *drop, const char *rename, const char *reshape) {
+static void write_vit(vit *v, const char *path, const char *prefix, const char *drop, const char *rename,
+                      const char *reshape, const char *extra) {
     st_writer *w = st_writer_new();
     float zero[1] = {0};
+    char names[64][160];
     for (int i = 0; i < v->params.n; i++) {
         tensor *t = v->params.t[i];
         if (drop && !strcmp(t->name, drop)) continue;
-        const char *n = rename && !strcmp(t->name, rename) ? "blocks.1.attn.proj.weight_renamed" : t->name;
-        if (reshape && !strcmp(t->name, reshape)) { st_add(w, n, ST_F32, 1, SHAPE(1), zero); continue; }
-        st_add(w, n, ST_F32, t->ndim, t->shape, t->data);
+        snprintf(names[i], sizeof names[i], "%s%s%s", prefix, t->name, rename && !strcmp(t->name, rename) ? "_renamed" : "");
+        if (reshape && !strcmp(t->name, reshape)) { st_add(w, names[i], ST_F32, 1, SHAPE(1), zero); continue; }
+        st_add(w, names[i], ST_F32, t->ndim, t->shape, t->data);
     }
+    if (extra) st_add(w, extra, ST_F32, 1, SHAPE(1), zero);
     cr_assert_eq(st_write(w, path), ER_OK);
     st_writer_free(w);
 }
 
+/* through the project's strict layout maps: timm names and DINO v1 teacher checkpoints load (the
+ * DINO head dropped); a missing, renamed, reshaped or foreign tensor is refused naming it */
 Test(dual, strict_branch_files) {
     const char *dir = test_tmpdir();
     vit_config c = tiny_cfg(0);
     vit *v = vit_new(&c, 1);
     char p[256];
     snprintf(p, sizeof p, "%s/ok.safetensors", dir);
-    write_vit(v, p, NULL, NULL, NULL);
+    write_vit(v, p, "", NULL, NULL, NULL, NULL);
     vit *l = dual_branch_load(p, 32);
     cr_assert_not_null(l, "%s", er_msg());
+    cr_assert_eq(memcmp(l->blocks[1].fc2_w->data, v->blocks[1].fc2_w->data, sizeof(float) * tensor_numel(v->blocks[1].fc2_w)), 0);
     vit_free(l);
-    write_vit(v, p, "blocks.1.mlp.fc1.bias", NULL, NULL);
+    write_vit(v, p, "teacher.backbone.", NULL, NULL, NULL, "teacher.head.mlp.0.weight");
+    l = dual_branch_load(p, 32);
+    cr_assert_not_null(l, "DINO v1 teacher layout: %s", er_msg());
+    vit_free(l);
+    write_vit(v, p, "", "blocks.1.mlp.fc1.bias", NULL, NULL, NULL);
     cr_assert_null(dual_branch_load(p, 32));
-    cr_assert(strstr(er_msg(), "missing 'blocks.1.mlp.fc1.bias'"), "%s", er_msg());
-    write_vit(v, p, NULL, "blocks.1.attn.proj.weight", NULL);
+    cr_assert(strstr(er_msg(), "'blocks.1.mlp.fc1.bias' missing"), "%s", er_msg());
+    write_vit(v, p, "", NULL, "blocks.1.attn.proj.weight", NULL, NULL);
     cr_assert_null(dual_branch_load(p, 32));
-    cr_assert(strstr(er_msg(), "missing 'blocks.1.attn.proj.weight'") && strstr(er_msg(), "unexpected 'blocks.1.attn.proj.weight_renamed'"),
-              "%s", er_msg());
-    write_vit(v, p, NULL, NULL, "blocks.1.norm2.weight");
+    cr_assert(strstr(er_msg(), "blocks.1.attn.proj.weight"), "%s", er_msg());
+    write_vit(v, p, "", NULL, NULL, "blocks.1.norm2.weight", NULL);
     cr_assert_null(dual_branch_load(p, 32));
-    cr_assert(strstr(er_msg(), "misshaped 'blocks.1.norm2.weight'"), "%s", er_msg());
+    cr_assert(strstr(er_msg(), "'blocks.1.norm2.weight' has shape"), "%s", er_msg());
+    write_vit(v, p, "", NULL, NULL, NULL, "projector.weight");
+    cr_assert_null(dual_branch_load(p, 32));
+    cr_assert(strstr(er_msg(), "projector.weight"), "%s", er_msg());
     vit_free(v);
 }
 

@@ -1,0 +1,98 @@
+/* split_eval.c — train / test kNN, few-label subsets, alignment and uniformity (split_eval.h). */
+#include "infer/eval/split_eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/retrieval/knn.h"
+#include "infer/retrieval/topk.h"
+#include "nn/base/base.h"
+#include "nn/base/rng.h"
+
+/* Unit-norm copy of n rows. */
+static float *unit_rows(const float *x, int n, int dim) {
+    float *u = xmalloc((size_t)(n ? n : 1) * dim * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int d = 0; d < dim; d++) s += (double)x[(size_t)i * dim + d] * x[(size_t)i * dim + d];
+        double inv = s > 0 ? 1.0 / sqrt(s) : 0;
+        for (int d = 0; d < dim; d++) u[(size_t)i * dim + d] = (float)(x[(size_t)i * dim + d] * inv);
+    }
+    return u;
+}
+
+int knn_split(const float *bank, const int *bank_label, int nb, const float *q, int nq, int dim, int nclass, int k,
+              int weighted, double tau, int *pred) {
+    if (k < 1) return er_fail(ER_INPUT, "kNN: k must be >= 1 (got %d)", k);
+    if (nb < 1) return er_fail(ER_INPUT, "kNN: the bank is empty");
+    if (weighted && !(tau > 0)) return er_fail(ER_INPUT, "kNN: tau must be > 0");
+    if (k > nb) k = nb;
+    float *B = unit_rows(bank, nb, dim), *Q = unit_rows(q, nq, dim);
+    int rc = ER_OK;
+#pragma omp parallel
+    {
+        topkf_ent *e = xmalloc((size_t)k * sizeof(topkf_ent));
+        int64_t *lab = xmalloc((size_t)k * sizeof(int64_t));
+        double *sim = xmalloc((size_t)k * sizeof(double)), *score = xmalloc((size_t)(nclass ? nclass : 1) * sizeof(double));
+#pragma omp for schedule(static)
+        for (int i = 0; i < nq; i++) {
+            topkf_heap h;
+            topkf_init(&h, e, k);
+            const float *qi = Q + (size_t)i * dim;
+            for (int j = 0; j < nb; j++) {
+                const float *bj = B + (size_t)j * dim;
+                double s = 0;
+                for (int d = 0; d < dim; d++) s += (double)qi[d] * bj[d];
+                topkf_push(&h, (float)(1.0 - s), j); /* ties: the smaller row index first */
+            }
+            int m = topkf_finish(&h);
+            for (int t = 0; t < m; t++) lab[t] = bank_label[h.e[t].id], sim[t] = 1.0 - h.e[t].d;
+            pred[i] = weighted ? knn_weighted(lab, sim, m, nclass, tau, score) : knn_majority(lab, m, nclass, score);
+        }
+        free(e); free(lab); free(sim); free(score);
+    }
+    free(B); free(Q);
+    return rc;
+}
+
+int label_subset(const int *label, int n, double percent, uint64_t seed, uint8_t *keep) {
+    memset(keep, 0, (size_t)n);
+    int C = 0, kept = 0;
+    for (int i = 0; i < n; i++) C = label[i] + 1 > C ? label[i] + 1 : C;
+    int *rows = xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    for (int c = 0; c < C; c++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) if (label[i] == c) rows[m++] = i;
+        if (!m) continue;
+        rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, 0x1abe1u, (uint32_t)c));
+        rng_shuffle(&r, rows, m);
+        int take = (int)ceil(m * percent / 100.0 - 1e-9);
+        take = take < 1 ? 1 : take > m ? m : take;
+        for (int t = 0; t < take; t++) keep[rows[t]] = 1;
+        kept += take;
+    }
+    free(rows);
+    return kept;
+}
+
+void align_uniform(const float *x, int n, int dim, const int *group, double *align, double *uniform, int64_t *npos) {
+    float *u = unit_rows(x, n, dim);
+    double sa = 0, su = 0;
+    int64_t na = 0, nu = 0;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : sa, su, na, nu)
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            double d2 = 0;
+            for (int d = 0; d < dim; d++) {
+                double t = (double)u[(size_t)i * dim + d] - u[(size_t)j * dim + d];
+                d2 += t * t;
+            }
+            su += exp(-2.0 * d2), nu++;
+            if (group && group[i] >= 0 && group[i] == group[j]) sa += d2, na++;
+        }
+    free(u);
+    *align = na ? sa / (double)na : NAN;
+    *uniform = nu ? log(su / (double)nu) : NAN;
+    *npos = na;
+}

@@ -1,0 +1,363 @@
+/* objective_finetune.c — linear evaluation and fine-tuning of a ResNet (objective_finetune.h). */
+#include "train/objective_finetune.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoints/params_st.h"
+#include "datasets/augment.h"
+#include "datasets/image.h"
+#include "datasets/image_cache.h"
+#include "infer/eval/split_eval.h"
+#include "nn/autograd.h"
+#include "nn/base/base.h"
+#include "nn/base/process_group.h"
+#include "nn/base/rng.h"
+#include "nn/init.h"
+#include "nn/layers/layer_params.h"
+#include "nn/ops.h"
+#include "nn/precision.h"
+#include "train/epoch_order.h"
+
+static void ft_defaults(finetune_cfg *c) {
+    memset(c, 0, sizeof *c);
+    resnet_arch.args_defaults(&c->model);
+    cfg_set_str(&c->init, "");
+    cfg_set_str(&c->head, "linear");
+    c->hidden = 512;
+    cfg_set_str(&c->norm, "auto");
+    cfg_set_str(&c->split, "train");
+    c->label_percent = 100;
+    cfg_set_str(&c->eval_split, "val");
+    cfg_set_str(&c->test_split, "");
+}
+
+/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
+ * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
+ * configs/pgcon_linear.cfg). */
+static void ft_loop_defaults(loop_keys *k) {
+    k->epochs = 100; k->batch = 128; k->accum = 1; k->seed = 0;
+    cfg_set_str(&k->optimizer, "sgd");
+    k->momentum = 0.9; k->lr = 0.01; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
+    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 0;
+    cfg_set_str(&k->schedule, "restarts");
+    k->restart_epochs = 3; k->restart_mult = 2;
+    cfg_set_str(&k->out, "out/train_finetune");
+}
+
+static const cfg_spec *ft_specs(finetune_cfg *c, int *n) {
+    static __thread cfg_spec s[32];
+    int k = 0, nm;
+    const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
+    for (int i = 0; i < nm; i++) s[k++] = m[i];
+#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
+    K("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
+    K("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
+    K("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
+    K("finetune.hidden", CFG_INT, hidden, "[1, 65536]", "hidden width of the mlp head");
+    K("finetune.norm", CFG_STR, norm, "auto|wce|imagenet", "input statistics: auto (the init file's rule, else WCE) | wce | imagenet");
+    K("finetune.crop", CFG_DOUBLE, crop, "[0, 1]", "centre crop, share of the short side (0 = the init file's rule, else 280/336)");
+    K("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV)");
+    K("data.split", CFG_STR, split, "text", "training rows ('' = all)");
+    K("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
+    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
+    K("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
+    K("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
+#undef K
+    *n = k;
+    return s;
+}
+
+typedef struct {
+    finetune_cfg cfg;
+    resnet *net;
+    tensor *w[2], *b[2];    /* fc (w[0], b[0]) or head.0 / head.2 */
+    int mlp, C, S;
+    param_list all;
+    model_input in;
+    int device;
+    struct { int batch, accum, seed; const char *out; } run;
+    image_cache data;
+    int *rows, nrows;       /* the training rows kept (label present, in the label share) */
+    epoch_order order;
+    int nthreads;
+    aug_workspace *ws;
+    image *src;
+    float *x;
+    int32_t *y;
+    /* evaluation (set 0) and the test split scored at each new best (set 1) */
+    int neval, ntest;
+    float *eval_x, *test_x;
+    int *eval_y, *test_y;
+    double best;
+} finetune_objective;
+
+static void linear_init(param_list *pl, const char *name, int out, int in, uint64_t seed, tensor **w, tensor **b) {
+    char n[64];
+    float bound = 1.0f / sqrtf((float)in);
+    snprintf(n, sizeof n, "%s.weight", name);
+    *w = layer_param(pl, n, 2, SHAPE(out, in));
+    rng_t g = layer_param_rng(seed, pl, 4);
+    init_uniform((*w)->data, tensor_numel(*w), -bound, bound, &g);
+    snprintf(n, sizeof n, "%s.bias", name);
+    *b = layer_param(pl, n, 1, SHAPE(out));
+    g = layer_param_rng(seed, pl, 4);
+    init_uniform((*b)->data, out, -bound, bound, &g);
+}
+
+/* logits [B, C] of images x on the device */
+static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
+    nn_ctx trunk = *ctx;
+    if (o->cfg.freeze) trunk.training = 0;
+    tensor *f = resnet_features(o->net, &trunk, x);
+    if (!o->mlp) return op_linear(f, o->w[0], o->b[0]);
+    return op_linear(op_relu(op_linear(f, o->w[0], o->b[0])), o->w[1], o->b[1]);
+}
+
+static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    finetune_objective *o = self;
+    int B = o->run.batch, S = o->S, fail = 0;
+    int64_t g = step * o->run.accum + micro;
+    uint64_t seed = (uint64_t)o->run.seed;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int j = 0; j < B; j++) {
+        int t = omp_get_thread_num(), id = o->rows[epoch_order_at(&o->order, seed, g * B + j)];
+        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
+        image_cache_get(&o->data.imgs[id], &o->src[t]);
+        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)j * 3 * S * S, .cap = (size_t)3 * S * S};
+        /* spec 1.10's train transform, jitter on [0, 1] pixels before the normalisation */
+        const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+        if (aug_eval_input(&o->src[t], S, o->in.crop, zero, one, &o->ws[t], &out) || out.data != o->x + (size_t)j * 3 * S * S)
+            fail = 1;
+        image_color_jitter(&out, &r, 0.4f, 0.6f, 0.0f, 0.0f);
+        if (rng_uniform(&r) < 0.5f) image_hflip(&out);
+        if (rng_uniform(&r) < 0.5f) image_vflip(&out);
+        image_normalize(&out, o->in.mean, o->in.std);
+        o->y[j] = o->data.label[id];
+    }
+    if (fail) { er_fail(ER_RUNTIME, "finetune: augmentation failed at step %lld", (long long)step); return NULL; }
+    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    tensor *l = op_cross_entropy(logits(o, &ctx, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), o->x)), o->y);
+    if (l) loss_terms_set(terms, "ce", tensor_item(l));
+    return l;
+}
+
+/* the exported weights: trunk + head (+ the input rule as metadata through the model interface) */
+static int save_weights(finetune_objective *o, const char *name, int64_t step) {
+    model *m = resnet_model_wrap(o->net, o->cfg.model.img);
+    m->params = &o->all; /* trunk and head */
+    m->input = o->in;
+    m->has_input = 1;
+    char *path = path_join(o->run.out, name);
+    int rc = model_save(m, path, step);
+    free(path);
+    free(m); /* the wrapper only: the network stays ours */
+    return rc;
+}
+
+/* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
+static int score(finetune_objective *o, const float *x, const int *y, int n, const char *name, char *buf, size_t cap,
+                 int *k, double *acc_out) {
+    int S = o->S, C = o->C, bs = 64, rc = ER_OK, right = 0;
+    int *pred = xmalloc((size_t)n * sizeof(int));
+    float *lg = xmalloc((size_t)bs * C * sizeof(float));
+    for (int b0 = 0; b0 < n && !rc; b0 += bs) {
+        int B = n - b0 < bs ? n - b0 : bs;
+        NO_GRAD {
+            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
+            if (!z) rc = ER_RUNTIME;
+            else tensor_to_host(z, lg);
+        }
+        nn_step_end();
+        for (int i = 0; i < B && !rc; i++) {
+            int best = 0;
+            for (int c = 1; c < C; c++) if (lg[(size_t)i * C + c] > lg[(size_t)i * C + best]) best = c;
+            pred[b0 + i] = best;
+            right += best == y[b0 + i];
+        }
+    }
+    *acc_out = (double)right / n;
+    if (!rc && *k >= 0 && (size_t)*k < cap) {
+        *k += snprintf(buf + *k, cap - *k, "%s\"%saccuracy\": %.4f, \"%sn\": %d, \"%ssensitivity\": [", *k ? ", " : "", name,
+                       *acc_out, name, n, name);
+        for (int c = 0; c < C && *k > 0 && (size_t)*k < cap; c++) {
+            int tp = 0, cnt = 0;
+            for (int i = 0; i < n; i++) if (y[i] == c) cnt++, tp += pred[i] == c;
+            *k += snprintf(buf + *k, cap - *k, "%s%.4f", c ? ", " : "", cnt ? (double)tp / cnt : NAN);
+        }
+        if (*k > 0 && (size_t)*k < cap) *k += snprintf(buf + *k, cap - *k, "]");
+    }
+    free(pred); free(lg);
+    return rc;
+}
+
+static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
+    finetune_objective *o = self;
+    int k = 0;
+    double acc, test;
+    int rc = score(o, o->eval_x, o->eval_y, o->neval, "", buf, n, &k, &acc);
+    if (!rc && acc > o->best) { /* model selection on the evaluation split */
+        o->best = acc;
+        if (o->ntest) rc = score(o, o->test_x, o->test_y, o->ntest, "test_", buf, n, &k, &test);
+        if (!rc && pg_rank() == 0) rc = save_weights(o, "best.safetensors", step);
+        if (!rc && k > 0 && (size_t)k < n) snprintf(buf + k, n - k, ", \"best\": true");
+    }
+    (void)step;
+    return rc;
+}
+
+static int ft_on_checkpoint(void *self, int64_t step, int final) {
+    (void)final;
+    return save_weights(self, "classifier.safetensors", step);
+}
+
+static void ft_free(void *self) {
+    finetune_objective *o = self;
+    if (!o) return;
+    for (int i = o->net ? o->net->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
+    free(o->all.t);
+    resnet_free(o->net);
+    image_cache_free(&o->data);
+    epoch_order_free(&o->order);
+    for (int t = 0; t < o->nthreads; t++) {
+        if (o->ws) aug_workspace_free(&o->ws[t]);
+        if (o->src) image_free(&o->src[t]);
+    }
+    free(o->ws); free(o->src); free(o->x); free(o->y); free(o->rows); free(o->eval_x); free(o->eval_y);
+    free(o->test_x); free(o->test_y);
+    free(o);
+}
+
+static void ft_describe(void *self, const train_loop_config *lc, FILE *f) {
+    finetune_objective *o = self;
+    const finetune_cfg *c = &o->cfg;
+    fprintf(f, "train finetune: %s %s (%s head, %d classes) from %s, %d of %d labelled rows (%g%%), %dx%d, batch %d, lr %.3g -> %s\n",
+            c->model.arch, c->freeze ? "frozen, linear evaluation" : "fully fine-tuned", c->head, o->C,
+            c->init && c->init[0] ? c->init : "random init", o->nrows, o->data.n, c->label_percent, o->S, o->S,
+            o->run.batch, lc->lr, o->run.out);
+}
+
+static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out) {
+    const finetune_cfg *c = cfgv;
+    int device, rc;
+    if ((rc = er_device_parse(k->device, &device))) return rc;
+    if ((rc = er_set_precision(k->precision))) return rc;
+    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (pg_size() > 1) return er_fail(ER_INPUT, "train finetune runs in one process (no data-parallel support yet)");
+    finetune_objective *o = xcalloc(1, sizeof *o);
+    o->cfg = *c;
+    o->device = device;
+    o->mlp = !strcmp(c->head, "mlp");
+    o->S = c->model.img;
+    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed; o->run.out = k->out;
+    o->nthreads = omp_get_max_threads();
+    resnet_config rc_cfg;
+    model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, 280.0f / 336.0f};
+    if (c->init && c->init[0]) { /* the file's trunk: its shapes decide the config */
+        model *m;
+        if ((rc = model_load(c->init, NULL, NULL, 0, &m))) goto fail;
+        if (m->arch != &resnet_arch) {
+            rc = er_fail(ER_INPUT, "finetune.init: %s is a %s model, not a ResNet", c->init, m->arch->name);
+            model_free(m);
+            goto fail;
+        }
+        rc_cfg = ((resnet *)m->impl)->cfg;
+        if (m->has_input && !strcmp(c->norm, "auto")) in = m->input;
+        model_free(m);
+    } else if ((rc = resnet_config_preset(c->model.arch, &rc_cfg))) goto fail;
+    else if (c->model.width > 0) rc_cfg.width = c->model.width;
+    if (!strcmp(c->norm, "imagenet")) {
+        model_input im = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, in.crop};
+        in = im;
+    } else if (!strcmp(c->norm, "wce")) {
+        memcpy(in.mean, PGCON_MEAN, sizeof in.mean);
+        memcpy(in.std, PGCON_STD, sizeof in.std);
+    }
+    if (c->crop > 0) in.crop = (float)c->crop;
+    o->in = in;
+    rc_cfg.num_classes = 0; rc_cfg.proj_dim = 0; rc_cfg.jigsaw_tiles = 0;
+    if (!(o->net = resnet_new(&rc_cfg, (uint64_t)k->seed))) { rc = ER_INPUT; goto fail; }
+    if (c->init && c->init[0]) {
+        st_file f;
+        if ((rc = st_open(c->init, &f))) goto fail;
+        rc = params_load_st(&o->net->params, &f, "", 1);
+        st_close(&f);
+        if (rc) goto fail;
+    }
+    for (int i = 0; i < o->net->params.n; i++) {
+        if (c->freeze) o->net->params.t[i]->flags &= ~T_REQUIRES_GRAD; /* the trunk stays as loaded */
+        params_add(&o->all, o->net->params.t[i]);
+    }
+    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    o->C = o->data.nlabels;
+    if (o->C < 2) { rc = er_fail(ER_INPUT, "%s: classification needs at least 2 labels", c->manifest); goto fail; }
+    uint8_t *keep = xmalloc((size_t)o->data.n);
+    label_subset(o->data.label, o->data.n, c->label_percent, (uint64_t)k->seed, keep);
+    o->rows = xmalloc((size_t)o->data.n * sizeof(int));
+    for (int i = 0; i < o->data.n; i++) if (keep[i]) o->rows[o->nrows++] = i;
+    free(keep);
+    if (o->nrows < 1) { rc = er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split); goto fail; }
+    int F = o->net->features;
+    if (o->mlp) {
+        linear_init(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, &o->w[0], &o->b[0]);
+        linear_init(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, &o->w[1], &o->b[1]);
+    } else linear_init(&o->all, "fc", o->C, F, (uint64_t)k->seed, &o->w[0], &o->b[0]);
+    for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
+    if (rc) goto fail;
+    if (k->eval_every > 0) { /* eval.split '' = every row, like data.split */
+        int nc;
+        if ((rc = labelled_set_load(c->manifest, c->eval_split, o->S, in.crop, in.mean, in.std, &o->eval_x, &o->eval_y,
+                                    &o->neval, &nc)))
+            goto fail;
+        if (c->test_split && c->test_split[0] &&
+            (rc = labelled_set_load(c->manifest, c->test_split, o->S, in.crop, in.mean, in.std, &o->test_x, &o->test_y,
+                                    &o->ntest, &nc)))
+            goto fail;
+    }
+    epoch_order_init(&o->order, o->nrows);
+    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
+    o->src = xcalloc(o->nthreads, sizeof(image));
+    o->x = xmalloc((size_t)k->batch * 3 * o->S * o->S * sizeof(float));
+    o->y = xmalloc((size_t)k->batch * sizeof(int32_t));
+    o->best = -1;
+    train_objective t = {0};
+    t.name = "finetune";
+    t.self = o;
+    t.params = &o->all;
+    int64_t per = o->nrows / ((int64_t)k->batch * k->accum);
+    t.steps_per_epoch = per > 0 ? per : 1;
+    t.images_per_step = k->batch * k->accum;
+    t.step = ft_step;
+    if (o->neval) t.eval = ft_eval;
+    t.on_checkpoint = ft_on_checkpoint;
+    t.describe = ft_describe;
+    t.exports = o->neval ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
+    t.free = ft_free;
+    *out = t;
+    return ER_OK;
+fail:
+    ft_free(o);
+    return rc;
+}
+
+static void defaults_any(void *cfg, loop_keys *k) { ft_defaults(cfg); ft_loop_defaults(k); }
+static const cfg_spec *specs_any(void *cfg, int *n) { return ft_specs(cfg, n); }
+static void cfg_free_any(void *cfg) {
+    int n;
+    const cfg_spec *s = ft_specs(cfg, &n);
+    cfg_free_strings(s, n);
+}
+
+const objective_def objective_finetune = {
+    .name = "finetune",
+    .help = "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
+    .usage = "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg",
+    .cfg_size = sizeof(finetune_cfg),
+    .defaults = defaults_any,
+    .specs = specs_any,
+    .free_cfg = cfg_free_any,
+    .create = ft_create,
+};

@@ -1,0 +1,434 @@
+/* objective_pgcon.c — PGCon / WINCon for the training loop (objective_pgcon.h). */
+#include "train/objective_pgcon.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/augment.h"
+#include "datasets/image.h"
+#include "datasets/image_cache.h"
+#include "infer/eval/split_eval.h"
+#include "nn/autograd.h"
+#include "nn/base/base.h"
+#include "nn/base/process_group.h"
+#include "nn/base/rng.h"
+#include "nn/losses/pgcon_loss.h"
+#include "nn/ops.h"
+#include "nn/precision.h"
+#include "train/epoch_order.h"
+
+/* ---------------------------------------------------------------- config */
+
+static void pgcon_cfg_defaults(pgcon_cfg *c) {
+    memset(c, 0, sizeof *c);
+    resnet_arch.args_defaults(&c->model);
+    c->model.proj = 128;
+    c->model.jigsaw = 9;
+    cfg_set_str(&c->variant, "pgcon");
+    c->negatives = 200;
+    c->tau = 0.07; c->momentum = 0.5; c->w_jig = 0.5; c->w_mem = 0.5;
+    c->prior_out = 120; c->tile_out = 90; c->win_out = 224;
+    c->eval_crop = 280.0 / 336.0; /* CenterCrop(280) of a Kvasir-Capsule image (300 / 360 of KID) */
+    cfg_set_str(&c->split, "train");
+    cfg_set_str(&c->eval_split, "val");
+    cfg_set_str(&c->eval_bank_split, "train");
+    c->knn_k = 290; c->knn_tau = 0.1;
+}
+
+/* The paper's optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm restarts
+ * (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
+static void pgcon_loop_defaults(loop_keys *k) {
+    k->epochs = 700; k->batch = 128; k->accum = 1; k->seed = 0;
+    cfg_set_str(&k->optimizer, "sgd");
+    k->momentum = 0.9; k->lr = 0.012; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
+    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 0;
+    cfg_set_str(&k->schedule, "restarts");
+    k->restart_epochs = 50; k->restart_mult = 2;
+    cfg_set_str(&k->out, "out/train_pgcon");
+}
+
+static const cfg_spec *pgcon_cfg_specs(pgcon_cfg *c, int *n) {
+    static __thread cfg_spec s[40];
+    int k = 0, nm;
+    const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
+    for (int i = 0; i < nm; i++) s[k++] = m[i];
+#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
+    K("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
+    K("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
+    K("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
+    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
+    K("loss.jigsaw_weight", CFG_DOUBLE, w_jig, "[0, inf)", "weight of l(prior, jigsaw)");
+    K("loss.memory_weight", CFG_DOUBLE, w_mem, "[0, inf)", "weight of l(prior, memory row)");
+    K("pgcon.side", CFG_INT, side, "[0, 65536]", "centre crop searched for the reddest point (0 = the reference's by image size: 316 / 500)");
+    K("pgcon.box", CFG_INT, box, "[0, 65536]", "side of the prior box (0 = the reference's: 100 / 150)");
+    K("pgcon.jigsaw", CFG_INT, jigsaw, "[0, 65536]", "centre crop cut into 3x3 tiles (0 = the reference's: 280 / 300 / 400)");
+    K("pgcon.prior_out", CFG_INT, prior_out, "[8, 4096]", "prior view side fed to the network (120)");
+    K("pgcon.tile_out", CFG_INT, tile_out, "[8, 4096]", "jigsaw tile side fed to the network (90)");
+    K("pgcon.win_out", CFG_INT, win_out, "[8, 4096]", "WIN view side fed to the network (224)");
+    K("pgcon.eval_crop", CFG_DOUBLE, eval_crop, "(0, 1]", "evaluation centre crop, share of the short side (280/336); exported as the model's input rule");
+    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
+    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
+    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = as the files are)");
+    K("eval.manifest", CFG_STR, eval_manifest, "path", "labelled manifest of the periodic weighted-kNN evaluation");
+    K("eval.split", CFG_STR, eval_split, "text", "its query split");
+    K("eval.bank_split", CFG_STR, eval_bank_split, "text", "its labelled bank split (the kNN database)");
+    K("eval.knn_k", CFG_INT, knn_k, "[1, 100000]", "neighbours of the weighted vote (290)");
+    K("eval.knn_tau", CFG_DOUBLE, knn_tau, "(0, inf)", "temperature of the weighted vote (0.1)");
+#undef K
+    *n = k;
+    return s;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct {
+    pgcon_cfg cfg;
+    model *model;          /* the ResNet + heads behind the model interface (export, eval) */
+    resnet *net;
+    tensor *mem;           /* memory_bank [N, D]: a buffer of the training state */
+    float *M;              /* its host copy (the tensor's own data on the CPU) */
+    int mem_ready;         /* M holds the bank (filled, or read back after --resume) */
+    param_list all;        /* the network's parameters and buffers + the bank */
+    int device, wincon, D, k;
+    struct { int batch, accum, seed; const char *out, *device, *precision; } run;
+    image_cache data;
+    epoch_order order;
+    int nthreads, ranks, b, j0;
+    aug_workspace *ws;
+    image *src;
+    pgcon_views *views;
+    uint8_t **seen;        /* per thread: N bytes for the negative sampler */
+    int *inst;             /* [B] */
+    float *xp, *xt, *xw;   /* this rank's views */
+    float *neg1, *neg2, *pos_mem, *z_all; /* [b, k, D], [b, k, D], [b, D], [B, D] */
+    int32_t *negi;         /* [b, 2, k] */
+    /* periodic evaluation */
+    int nbank, nquery, nclass;
+    float *bank_x, *query_x;
+    int *bank_y, *query_y;
+} pgcon_objective;
+
+static pgcon_geometry geometry(const pgcon_objective *o, int h, int w) {
+    const pgcon_cfg *c = &o->cfg;
+    pgcon_geometry g = pgcon_geometry_for(h, w);
+    if (c->side > 0) g.side = c->side;
+    if (c->box > 0) g.half = c->box / 2;
+    if (c->jigsaw > 0) g.jigsaw = c->jigsaw;
+    g.prior_out = c->prior_out, g.tile_out = c->tile_out, g.win_out = c->win_out;
+    return g;
+}
+
+static void pgcon_free(void *self) {
+    pgcon_objective *o = self;
+    if (!o) return;
+    model_free(o->model); /* owns the network's tensors; the bank is ours */
+    tensor_free(o->mem);
+    free(o->all.t);
+    if (o->device != DEV_CPU) free(o->M);
+    image_cache_free(&o->data);
+    epoch_order_free(&o->order);
+    for (int t = 0; t < o->nthreads; t++) {
+        if (o->ws) aug_workspace_free(&o->ws[t]);
+        if (o->src) image_free(&o->src[t]);
+        if (o->views) pgcon_views_free(&o->views[t]);
+        if (o->seen) free(o->seen[t]);
+    }
+    free(o->ws); free(o->src); free(o->views); free(o->seen); free(o->inst);
+    free(o->xp); free(o->xt); free(o->xw); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all); free(o->negi);
+    free(o->bank_x); free(o->query_x); free(o->bank_y); free(o->query_y);
+    free(o);
+}
+
+/* ---------------------------------------------------------------- views and the bank */
+
+/* The views of training row `id` drawn from r into thread t's buffers; copies the prior view to
+ * xp[slot], the tiles to xt[9 slot ..] and (WINCon) the WIN view to xw[slot]. */
+static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int prior_only) {
+    const pgcon_cfg *c = &o->cfg;
+    image_cache_get(&o->data.imgs[id], &o->src[t]);
+    pgcon_geometry g = geometry(o, o->src[t].h, o->src[t].w);
+    pgcon_views *v = &o->views[t];
+    int rc = pgcon_make_views(r, &o->src[t], &g, &o->ws[t], v);
+    if (rc) return rc;
+    size_t P = (size_t)3 * c->prior_out * c->prior_out, T = (size_t)27 * c->tile_out * c->tile_out,
+           W = (size_t)3 * c->win_out * c->win_out;
+    memcpy(o->xp + slot * P, v->prior.data, P * sizeof(float));
+    if (prior_only) return ER_OK;
+    memcpy(o->xt + slot * T, v->tiles.data, T * sizeof(float));
+    if (o->wincon) memcpy(o->xw + slot * W, v->win.data, W * sizeof(float));
+    return ER_OK;
+}
+
+/* Writes rows of the host bank back to the device tensor (a no-op on the CPU: M is its data). */
+static void bank_upload_rows(pgcon_objective *o, const int *idx, int n) {
+    if (o->device == DEV_CPU) return;
+    const er_backend *be = backend_get(o->device);
+    for (int j = 0; j < n; j++)
+        be->upload(o->mem->data + (size_t)idx[j] * o->D, o->M + (size_t)idx[j] * o->D, (size_t)o->D * sizeof(float));
+}
+
+/* The bank before training (spec 1.6): the untrained network's prior-view embeddings of every
+ * training row, in chunks of the batch (this rank's share of each chunk, gathered). Runs once: a
+ * resumed run reads the bank from its checkpoint. */
+static int bank_fill(pgcon_objective *o) {
+    const pgcon_cfg *c = &o->cfg;
+    int N = o->data.n, B = o->run.batch, D = o->D, S = c->prior_out, fail = 0, rc = ER_OK;
+    int *rows = xmalloc((size_t)B * sizeof(int));
+    float *z = xmalloc((size_t)o->b * D * sizeof(float));
+    for (int c0 = 0; c0 < N && !rc; c0 += B) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int j = 0; j < o->b; j++) {
+            int i = (c0 + o->j0 + j) % N; /* the last chunk wraps: its extra rows are not written */
+            rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
+            if (make_views(o, omp_get_thread_num(), i, &r, j, 1)) fail = 1;
+        }
+        if (fail) { rc = er_fail(ER_RUNTIME, "pgcon: prior view of a training image failed while filling the memory bank"); break; }
+        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.seed, -1, 0);
+        NO_GRAD {
+            tensor *x = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->xp);
+            tensor *e = op_l2_normalize(resnet_project(o->net, &ctx, x), -1, 1e-12f);
+            if (!e) rc = ER_RUNTIME;
+            else tensor_to_host(e, z);
+        }
+        nn_step_end();
+        if (!rc && o->ranks > 1) rc = pg_allgather(z, (int64_t)o->b * D, o->z_all);
+        else if (!rc) memcpy(o->z_all, z, (size_t)B * D * sizeof(float));
+        int n = N - c0 < B ? N - c0 : B;
+        for (int j = 0; j < n && !rc; j++) {
+            rows[j] = c0 + j;
+            memcpy(o->M + (size_t)(c0 + j) * D, o->z_all + (size_t)j * D, (size_t)D * sizeof(float));
+        }
+        if (!rc) bank_upload_rows(o, rows, n);
+    }
+    free(rows);
+    free(z);
+    return rc;
+}
+
+/* At the first step of this process: the bank from the checkpoint (--resume), or filled now. */
+static int bank_ready(pgcon_objective *o) {
+    if (o->mem_ready) return ER_OK;
+    if (o->device != DEV_CPU) tensor_to_host(o->mem, o->M);
+    double s = 0;
+    for (int d = 0; d < o->D; d++) s += (double)o->M[d] * o->M[d];
+    int rc = s > 0 ? ER_OK : bank_fill(o); /* unit rows: an all-zero row 0 means never filled */
+    o->mem_ready = rc == ER_OK;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the step */
+
+static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    pgcon_objective *o = self;
+    const pgcon_cfg *c = &o->cfg;
+    if (bank_ready(o)) return NULL;
+    int B = o->run.batch, b = o->b, D = o->D, k = o->k, N = o->data.n;
+    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
+    uint64_t seed = (uint64_t)o->run.seed;
+    for (int j = 0; j < B; j++) o->inst[j] = epoch_order_at(&o->order, seed, g * B + j);
+    int fail = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int j = 0; j < b; j++) {
+        int t = omp_get_thread_num(), i = o->inst[o->j0 + j];
+        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->j0 + j)));
+        if (make_views(o, t, i, &r, j, 0)) fail = 1;
+        for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
+            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->j0 + j) + (uint32_t)term));
+            int32_t *idx = o->negi + ((size_t)j * 2 + term) * k;
+            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], idx);
+            pgcon_memory_rows(o->M, D, idx, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
+        }
+        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)i * D, (size_t)D * sizeof(float));
+    }
+    if (fail) { er_fail(ER_RUNTIME, "pgcon: views failed at step %lld", (long long)step); return NULL; }
+    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    int P = c->prior_out, T = c->tile_out, W = c->win_out;
+    tensor *zp = op_l2_normalize(resnet_project(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(b, 3, P, P), o->xp)), -1, 1e-12f);
+    tensor *zd = op_l2_normalize(resnet_jigsaw(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(9 * b, 3, T, T), o->xt)), -1, 1e-12f);
+    tensor *zw = NULL;
+    if (o->wincon) /* every rank's WIN views: the negatives of the global batch (gradient to each rank's own) */
+        zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(b, 3, W, W), o->xw)), -1, 1e-12f));
+    if (!zp || !zd || (o->wincon && !zw)) return NULL;
+    tensor *n1 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg1);
+    tensor *n2 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg2);
+    tensor *mi = tensor_upload(o->device, 2, SHAPE(b, D), o->pos_mem);
+    double pos_jig = 0, pos_mem = 0;
+    tensor *l1 = pgcon_infonce(zp, zd, n1, zw, (float)c->tau, &pos_jig);
+    tensor *l2 = pgcon_infonce(zp, mi, n2, zw, (float)c->tau, &pos_mem);
+    if (!l1 || !l2) return NULL;
+    loss_terms_set(terms, "jigsaw", tensor_item(l1));
+    loss_terms_set(terms, "memory", tensor_item(l2));
+    loss_terms_set(terms, "pos_jig", pos_jig);
+    loss_terms_set(terms, "pos_mem", pos_mem);
+    tensor *loss = op_add(op_mul_scalar(l1, (float)c->w_jig), op_mul_scalar(l2, (float)c->w_mem));
+    /* the bank takes this micro-batch's prior embeddings (every rank the whole batch's, in order) */
+    float *z = o->z_all + (size_t)o->j0 * D;
+    tensor_to_host(zp, o->ranks > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
+    if (o->ranks > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
+    pgcon_memory_update(o->M, D, o->inst, o->z_all, B, (float)c->momentum);
+    bank_upload_rows(o, o->inst, B);
+    return loss;
+}
+
+/* ---------------------------------------------------------------- eval, export */
+
+/* Weighted kNN (spec 1.9) of the eval split against the bank split, on the normalised projection. */
+static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
+    pgcon_objective *o = self;
+    int S = o->model->img, D = o->model->dim, bs = 64, rc = ER_OK;
+    float *eb = xmalloc((size_t)o->nbank * D * sizeof(float)), *eq = xmalloc((size_t)o->nquery * D * sizeof(float));
+    for (int set = 0; set < 2 && !rc; set++) {
+        int m = set ? o->nquery : o->nbank;
+        const float *x = set ? o->query_x : o->bank_x;
+        float *e = set ? eq : eb;
+        for (int b0 = 0; b0 < m && !rc; b0 += bs)
+            rc = model_embed(o->model, x + (size_t)b0 * 3 * S * S, m - b0 < bs ? m - b0 : bs, e + (size_t)b0 * D);
+    }
+    int *pred = xmalloc((size_t)o->nquery * sizeof(int)), correct = 0;
+    if (!rc) rc = knn_split(eb, o->bank_y, o->nbank, eq, o->nquery, D, o->nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
+    for (int i = 0; i < o->nquery && !rc; i++) correct += pred[i] == o->query_y[i];
+    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", (double)correct / o->nquery,
+                      o->nquery, o->nbank, o->cfg.knn_k);
+    free(eb); free(eq); free(pred);
+    (void)step;
+    return rc;
+}
+
+static int pgcon_on_checkpoint(void *self, int64_t step, int final) {
+    pgcon_objective *o = self;
+    char *path = path_join(o->run.out, "encoder.safetensors");
+    int rc = model_save(o->model, path, step);
+    free(path);
+    (void)final;
+    return rc;
+}
+
+static int64_t steps_per_epoch(const pgcon_objective *o) {
+    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
+    return per > 0 ? per : 1;
+}
+
+static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
+    pgcon_objective *o = self;
+    const pgcon_cfg *c = &o->cfg;
+    fprintf(f, "train pgcon: %s (%s%s), projection %d, on %s/%s, %d images, batch %d x accum %d, %d negatives per "
+               "term, views %d / %d x 9%s, %lld steps/epoch, lr %.3g (%s) -> %s\n",
+            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->run.device, o->run.precision,
+            o->data.n, o->run.batch, o->run.accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "",
+            (long long)steps_per_epoch(o), lc->lr, lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine",
+            o->run.out);
+    if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
+}
+
+/* ---------------------------------------------------------------- create */
+
+static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *out) {
+    const pgcon_cfg *c = cfgv;
+    int device, rc;
+    if ((rc = er_device_parse(k->device, &device))) return rc;
+    if ((rc = er_set_precision(k->precision))) return rc;
+    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (strcmp(c->variant, "pgcon") && strcmp(c->variant, "wincon"))
+        return er_fail(ER_INPUT, "pgcon.variant must be 'pgcon' or 'wincon', got '%s'", c->variant);
+    if (c->model.proj < 1) return er_fail(ER_INPUT, "model.proj = 0: PGCon needs its projection head (128 in the paper)");
+    if (c->model.jigsaw != 9) return er_fail(ER_INPUT, "model.jigsaw = %d: the jigsaw view has 9 tiles", c->model.jigsaw);
+    if (c->w_jig <= 0 && c->w_mem <= 0) return er_fail(ER_INPUT, "loss.jigsaw_weight and loss.memory_weight are both 0");
+    if (c->box == 1) return er_fail(ER_INPUT, "pgcon.box = 1: the prior box needs a side of at least 2");
+    if (k->batch % pg_size())
+        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks", k->batch, pg_size());
+    pgcon_objective *o = xcalloc(1, sizeof *o);
+    o->cfg = *c;
+    o->device = device;
+    o->wincon = !strcmp(c->variant, "wincon");
+    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
+    o->run.out = k->out; o->run.device = k->device; o->run.precision = k->precision;
+    o->ranks = pg_size(); o->b = k->batch / o->ranks; o->j0 = pg_rank() * o->b;
+    o->nthreads = omp_get_max_threads();
+    if ((rc = resnet_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
+    o->net = o->model->impl;
+    o->D = c->model.proj;
+    model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, (float)c->eval_crop};
+    o->model->input = in;
+    o->model->has_input = 1;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) goto fail;
+    int N = o->data.n;
+    if (c->negatives > N - 1) {
+        rc = er_fail(ER_INPUT, "pgcon.negatives = %d: %s split '%s' has %d images, so at most %d other rows to draw from",
+                     c->negatives, c->manifest, c->split ? c->split : "", N, N - 1);
+        goto fail;
+    }
+    o->k = c->negatives;
+    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
+    o->mem = tensor_new(2, SHAPE(N, o->D)); /* zeros: filled at the first step */
+    o->mem->name = xstrdup("memory_bank");
+    params_add(&o->all, o->mem);
+    if ((rc = model_to_device(o->model, device)) || (rc = tensor_to_device(o->mem, device))) goto fail;
+    o->M = device == DEV_CPU ? o->mem->data : xcalloc((size_t)N * o->D, sizeof(float));
+    if (c->eval_manifest && c->eval_manifest[0]) {
+        int nc2;
+        if ((rc = labelled_set_load(c->eval_manifest, c->eval_bank_split, o->model->img, in.crop, in.mean, in.std,
+                                    &o->bank_x, &o->bank_y, &o->nbank, &o->nclass)) ||
+            (rc = labelled_set_load(c->eval_manifest, c->eval_split, o->model->img, in.crop, in.mean, in.std,
+                                    &o->query_x, &o->query_y, &o->nquery, &nc2)))
+            goto fail;
+    }
+    epoch_order_init(&o->order, N);
+    int B = k->batch, b = o->b, k2 = o->k, D = o->D;
+    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
+    o->src = xcalloc(o->nthreads, sizeof(image));
+    o->views = xcalloc(o->nthreads, sizeof(pgcon_views));
+    o->seen = xcalloc(o->nthreads, sizeof(uint8_t *));
+    for (int t = 0; t < o->nthreads; t++) o->seen[t] = xcalloc((size_t)N, 1);
+    o->inst = xmalloc((size_t)B * sizeof(int));
+    size_t prior = (size_t)3 * c->prior_out * c->prior_out;
+    o->xp = xmalloc((size_t)(b > 1 ? b : 1) * (prior > (size_t)D ? prior : (size_t)D) * sizeof(float));
+    o->xt = xmalloc((size_t)b * 27 * c->tile_out * c->tile_out * sizeof(float));
+    if (o->wincon) o->xw = xmalloc((size_t)b * 3 * c->win_out * c->win_out * sizeof(float));
+    o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
+    o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
+    o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
+    o->z_all = xmalloc((size_t)B * D * sizeof(float));
+    o->negi = xmalloc((size_t)b * 2 * k2 * sizeof(int32_t));
+    train_objective t = {0};
+    t.name = "pgcon";
+    t.self = o;
+    t.params = &o->all;
+    t.steps_per_epoch = steps_per_epoch(o);
+    t.images_per_step = k->batch * k->accum;
+    t.step = pgcon_step;
+    if (o->nquery > 0) t.eval = pgcon_eval;
+    t.on_checkpoint = pgcon_on_checkpoint;
+    t.describe = pgcon_describe;
+    t.exports = "encoder.safetensors";
+    t.free = pgcon_free;
+    *out = t;
+    return ER_OK;
+fail:
+    pgcon_free(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- registry entry */
+
+static void defaults_any(void *cfg, loop_keys *k) {
+    pgcon_cfg_defaults(cfg);
+    pgcon_loop_defaults(k);
+}
+static const cfg_spec *specs_any(void *cfg, int *n) { return pgcon_cfg_specs(cfg, n); }
+static void cfg_free_any(void *cfg) {
+    int n;
+    const cfg_spec *s = pgcon_cfg_specs(cfg, &n);
+    cfg_free_strings(s, n);
+}
+
+const objective_def objective_pgcon = {
+    .name = "pgcon",
+    .help = "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
+    .usage = "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg",
+    .cfg_size = sizeof(pgcon_cfg),
+    .defaults = defaults_any,
+    .specs = specs_any,
+    .free_cfg = cfg_free_any,
+    .create = pgcon_create,
+};
