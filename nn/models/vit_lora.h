@@ -40,7 +40,9 @@ int vit_lora_load_adapter(vit *v, const char *path);
  * W + (alpha / r) B A in every adapted weight, every other tensor copied (as float32), metadata
  * kept. alpha / r come from the adapter's endoret.lora.* metadata or the adapter_config.json beside
  * it. Every adapter pair must match a base weight of the right shape; anything else is ER_INPUT
- * naming the file and the tensor. What `endoret convert --merge-lora` calls. */
+ * naming the file and the tensor. Module names are relative to the wrapped ViT, so base must carry
+ * timm names (convert a Meta / HF / prefixed DINO file to timm first). What `endoret convert
+ * --merge-lora` calls. */
 int lora_merge_files(const char *base, const char *adapter, const char *out);
 
 #endif
