@@ -15,7 +15,8 @@ typedef struct chunk {
 
 typedef struct region {
     chunk *head;        /* current chunk */
-    size_t total_used;  /* bytes handed out since reset, all chunks */
+    size_t total_used;  /* bytes handed out since reset, all chunks (less what was released) */
+    size_t peak;        /* the most total_used has been since reset */
     size_t align;
     int on_device;
 } region;
@@ -59,14 +60,15 @@ static void *region_alloc(arena *a, region *r, size_t bytes) {
     void *p = c->mem + c->used;
     c->used += n;
     r->total_used += n;
+    if (r->total_used > r->peak) r->peak = r->total_used;
     return p;
 }
 
 static void region_reset(arena *a, region *r) {
     chunk *c = r->head;
-    if (c && c->next) { /* several chunks were needed: replace by one big enough for all */
-        size_t total = 0;
-        for (chunk *x = c; x; x = x->next) total += x->size;
+    if (c && c->next) { /* several chunks were needed: replace by one big enough for the step's peak */
+        size_t total = r->peak + r->peak / 8;
+        total = (total + (1u << 20) - 1) / (1u << 20) * (1u << 20);
         while (c) {
             chunk *nx = c->next;
             region_sys_free(a, r, c->mem);
@@ -78,6 +80,7 @@ static void region_reset(arena *a, region *r) {
         c->used = 0;
     }
     r->total_used = 0;
+    r->peak = 0;
 }
 
 static void region_free(arena *a, region *r) {
@@ -128,6 +131,18 @@ void *arena_alloc_host(arena *a, size_t bytes) {
 void arena_reset(arena *a) {
     region_reset(a, &a->dev);
     region_reset(a, &a->host);
+}
+
+arena_mark arena_get_mark(const arena *a) {
+    arena_mark m = {a->dev.head, a->dev.head ? a->dev.head->used : 0, a->dev.total_used};
+    return m;
+}
+
+void arena_release(arena *a, arena_mark m) {
+    region *r = &a->dev;
+    for (chunk *c = r->head; c && c != m.chunk; c = c->next) c->used = 0; /* chunks chained after the mark */
+    if (m.chunk) ((chunk *)m.chunk)->used = m.used;
+    r->total_used = m.total;
 }
 
 int arena_device(const arena *a) { return a->device; }

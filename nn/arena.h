@@ -9,8 +9,8 @@
  *     (nn_step_end() in nn/autograd.h resets the tape and the default arenas).
  * An arena holds two bump regions: device memory (tensor data, from the device's backend) and
  * host memory (tensor structs, tape nodes). When a region overflows it chains a new chunk; at
- * reset, a region that needed several chunks is replaced by one chunk of their total size, so
- * after the first step or two the steady state does no system allocation at all.
+ * reset, a region that needed several chunks is replaced by one chunk of the step's peak use (+1/8),
+ * so after the first step or two the steady state does no system allocation at all.
  * Not thread-safe: one thread builds the graph (kernels use OpenMP internally). */
 #ifndef ENDORET_ARENA_H
 #define ENDORET_ARENA_H
@@ -29,6 +29,17 @@ void *arena_calloc(arena *a, size_t bytes);
 void *arena_alloc_host(arena *a, size_t bytes);
 /* Frees everything allocated since the last reset, in O(chunks). */
 void arena_reset(arena *a);
+
+/* Kernel scratch (a *_workspace) is needed only during one kernel call: an op takes a mark before
+ * allocating it and releases back to the mark after the call, so a step's scratch does not pile up
+ * (LIFO: nothing allocated after the mark may be used after the release). On a GPU the release is
+ * safe as soon as the kernel is queued: every kernel runs in order on the backend's stream. */
+typedef struct {
+    void *chunk;
+    size_t used, total;
+} arena_mark;
+arena_mark arena_get_mark(const arena *a);
+void arena_release(arena *a, arena_mark m);
 
 int arena_device(const arena *a);
 size_t arena_used(const arena *a);      /* device bytes handed out since the last reset */

@@ -66,10 +66,12 @@ static void attention_backward(tape_node *n) {
     strides3(o->grad, gos);
     float *gq = grad_dest(q, gqs), *gk = grad_dest(k, gks), *gv = grad_dest(v, gvs);
     const er_backend *be = BE(q);
+    arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
     be->attention_backward(B, H, Tq, Tk, D, n->f[0], q->data, qs, k->data, ks, v->data, vs,
                            c->mask_kind, c->mask ? c->mask->data : NULL, c->ms, o->data, os,
                            o->grad->data, gos, c->lse, gq, gqs, gk, gks, gv, gvs, work);
+    ops_release(q->device, m);
 }
 
 static tensor *unit_last(tensor *t) { return t && t->stride[3] != 1 && t->shape[3] > 1 ? op_clone(t) : t; }
@@ -117,6 +119,7 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     c->mask_kind = mask_kind;
     for (int i = 0; i < 4; i++) c->ms[i] = ms[i];
     c->lse = ops_scratch(q->device, (int64_t)B * H * Tq);
+    arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
     int64_t qs[3], ks[3], vs[3], os[3];
     strides3(q, qs);
@@ -125,6 +128,7 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     strides3(o, os);
     be->attention(B, H, Tq, Tk, D, scale, q->data, qs, k->data, ks, v->data, vs, mask_kind,
                   c->mask ? c->mask->data : NULL, ms, o->data, os, c->lse, work);
+    ops_release(q->device, m);
     tensor *in[3] = {q, k, v};
     tape_node *n = tape_record("attention", attention_backward, o, 3, in);
     if (n) {

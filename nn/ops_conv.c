@@ -16,9 +16,11 @@ static void conv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
     tensor *gx = grad_buf(x), *gw = grad_buf(w), *gb = grad_buf(b);
     const conv2d_args *a = n->ctx;
+    arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->conv2d_backward_workspace(a));
     BE(x)->conv2d_backward(a, x->data, w->data, y->grad->data, gx ? gx->data : NULL,
                            gw ? gw->data : NULL, gb ? gb->data : NULL, work);
+    ops_release(x->device, m);
 }
 
 tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], const int pad[2],
@@ -66,8 +68,10 @@ tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], co
     if (bias) bias = op_contiguous(bias);
     tensor *y = ops_new(x, 4, SHAPE(a->N, a->K, a->P, a->Q));
     if (a->N > 0 && a->K > 0) {
+        arena_mark m = ops_mark(x->device);
         float *work = ops_scratch(x->device, (int64_t)BE(x)->conv2d_workspace(a));
         BE(x)->conv2d(a, x->data, w->data, bias ? bias->data : NULL, y->data, work);
+        ops_release(x->device, m);
     }
     tensor *in[3] = {x, w, bias};
     tape_node *n = tape_record("conv2d", conv2d_backward, y, 3, in);
@@ -94,10 +98,12 @@ static void batchnorm_backward(tape_node *n) {
     tensor *gx = grad_buf(x), *gw = grad_buf(w), *gb = grad_buf(b);
     const bn_ctx *c = n->ctx;
     int64_t N = x->shape[0], C = x->shape[1], HW = tensor_numel(x) / (N * C);
+    arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->batchnorm_backward_workspace(N, C, HW));
     BE(x)->batchnorm_backward(N, C, HW, x->data, c->w, c->stats, c->stats + C, y->grad->data,
                               c->training, c->eps, gx ? gx->data : NULL, gw ? gw->data : NULL,
                               gb ? gb->data : NULL, work);
+    ops_release(x->device, m);
 }
 
 static int bn_vec_ok(const tensor *t, int64_t C, int device) {

@@ -158,8 +158,10 @@ static void bias_backward(tape_node *n) {
     int64_t ones[T_MAX_DIMS], N = b->shape[0];
     for (int i = 0; i < y->ndim; i++) ones[i] = 1;
     ones[y->ndim - 1] = N;
+    arena_mark m = ops_mark(y->device);
     float *work = ops_scratch(y->device, (int64_t)BE(y)->sum_to_workspace(y->ndim, y->shape, ones));
     BE(y)->sum_to(y->ndim, y->shape, y->grad->data, ones, gb->data, 1, work);
+    ops_release(y->device, m);
 }
 
 static tensor *add_bias_inplace(tensor *y, tensor *bias) {

@@ -9,9 +9,11 @@ static void layernorm_backward(tape_node *n) {
     tensor *gx = grad_buf(x), *gw = grad_buf(w), *gb = grad_buf(b);
     int64_t C = x->shape[x->ndim - 1], R = C ? tensor_numel(x) / C : 0;
     float *mean = n->ctx, *rstd = mean + R;
+    arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->layernorm_backward_workspace(R, C));
     BE(x)->layernorm_backward(R, C, x->data, w ? w->data : NULL, mean, rstd, y->grad->data,
                               gx ? gx->data : NULL, gw ? gw->data : NULL, gb ? gb->data : NULL, work);
+    ops_release(x->device, m);
 }
 
 tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {

@@ -34,6 +34,10 @@ static inline float *ops_scratch(int device, int64_t n) {
     return arena_alloc(arena_default(device), (size_t)(n > 0 ? n : 1) * sizeof(float));
 }
 
+/* Kernel scratch released after the call (arena.h): mark, ops_scratch, kernel, release. */
+static inline arena_mark ops_mark(int device) { return arena_get_mark(arena_default(device)); }
+static inline void ops_release(int device, arena_mark m) { arena_release(arena_default(device), m); }
+
 /* Copies a host int32 array to device arena memory. */
 static inline int32_t *ops_upload_idx(int device, const int32_t *idx, int64_t n) {
     int32_t *d = arena_alloc(arena_default(device), (size_t)(n > 0 ? n : 1) * sizeof(int32_t));

@@ -11,6 +11,7 @@
 #include "infer/eval/split_eval.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/memory.h"
 #include "nn/base/process_group.h"
 #include "nn/base/rng.h"
 #include "nn/losses/pgcon_loss.h"
@@ -323,6 +324,28 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
 
 /* ---------------------------------------------------------------- create */
 
+/* The footprint of a training step (nn/base/memory.h) before anything is allocated: the ResNet and
+ * its heads (weights, gradients, SGD momentum), the three forwards of this rank's micro-batch kept
+ * for backward (nn/models/resnet.h resnet_train_bytes: prior views, 9 tiles each, WIN views) and
+ * their host buffers. The bank and image cache (known after the manifest is read) are not counted.
+ * CPU runs only, as the image objective. */
+static int pgcon_memory_check(const pgcon_cfg *c, const loop_keys *k, int device) {
+    resnet_config rc;
+    if (resnet_config_preset(c->model.arch, &rc) || device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
+    if (c->model.width > 0) rc.width = c->model.width;
+    rc.num_classes = 0, rc.proj_dim = c->model.proj, rc.jigsaw_tiles = c->model.jigsaw;
+    double b = (double)k->batch / pg_size(), params = resnet_param_count(&rc);
+    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
+    mem_estimate m = {0};
+    m.params = 4 * params;
+    m.grads = 4 * params;
+    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * params;
+    m.activations = resnet_train_bytes(&rc, b, c->prior_out, c->prior_out) + resnet_train_bytes(&rc, 9 * b, c->tile_out, c->tile_out);
+    if (!strcmp(c->variant, "wincon")) m.activations += resnet_train_bytes(&rc, b, c->win_out, c->win_out);
+    m.data = 4.0 * b * 3 * (c->prior_out * c->prior_out + 9.0 * c->tile_out * c->tile_out + c->win_out * c->win_out);
+    return mem_check(&m, "train pgcon", "train.batch (with train.accum for the same effective batch), the view sizes or the model");
+}
+
 static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *out) {
     const pgcon_cfg *c = cfgv;
     int device, rc;
@@ -337,6 +360,7 @@ static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *o
     if (c->box == 1) return er_fail(ER_INPUT, "pgcon.box = 1: the prior box needs a side of at least 2");
     if (k->batch % pg_size())
         return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks", k->batch, pg_size());
+    if ((rc = pgcon_memory_check(c, k, device))) return rc; /* before anything is allocated */
     pgcon_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
     o->device = device;

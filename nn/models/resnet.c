@@ -212,3 +212,56 @@ tensor *resnet_jigsaw(resnet *r, const nn_ctx *ctx, tensor *tiles) {
     u = op_reshape(u, 2, SHAPE(u->shape[0] / T, T * r->cfg.proj_dim));
     return op_linear(u, r->jig_w, r->jig_b);
 }
+
+static int conv_out(int in, int k, int st, int pad) { return (in + 2 * pad - k) / st + 1; }
+
+double resnet_train_bytes(const resnet_config *c, double N, int H, int W) {
+    double kept = 3.0 * H * W, scratch = 0; /* floats per image */
+    int h = conv_out(H, 7, 2, 3), w = conv_out(W, 7, 2, 3), width = c->width;
+    kept += 3.0 * width * h * w;              /* conv1, bn1, relu */
+    scratch = 3.0 * 49 * h * w;
+    h = conv_out(h, 3, 2, 1), w = conv_out(w, 3, 2, 1);
+    kept += 1.5 * width * h * w;              /* maxpool out + int32 indices (half counted: same size) */
+    int bott = resnet_is_bottleneck(c->depth), inplanes = width;
+    for (int s = 0; s < 4; s++) {
+        int planes = width << s, out = bott ? 4 * planes : planes;
+        for (int b = 0; b < c->blocks[s]; b++) {
+            int st = b == 0 && s > 0 ? 2 : 1, ho = conv_out(h, 3, st, 1), wo = conv_out(w, 3, st, 1);
+            if (bott) {
+                kept += 3.0 * planes * h * w;      /* conv1 1x1, bn, relu at the input size */
+                kept += 3.0 * planes * ho * wo;    /* conv2 3x3/st, bn, relu */
+                kept += 2.0 * out * ho * wo;       /* conv3 1x1, bn */
+                double col = 9.0 * planes * ho * wo;
+                scratch = col > scratch ? col : scratch;
+            } else {
+                kept += 3.0 * planes * ho * wo + 2.0 * planes * ho * wo;
+                double col = 9.0 * (b == 0 ? inplanes : planes) * ho * wo;
+                scratch = col > scratch ? col : scratch;
+            }
+            if (st != 1 || inplanes != out) kept += 2.0 * out * ho * wo; /* downsample conv + bn */
+            kept += 2.0 * out * ho * wo;           /* residual add, relu */
+            inplanes = out, h = ho, w = wo;
+        }
+    }
+    kept += 2.0 * inplanes;                        /* pooled features (+ heads: small) */
+    return 1.125 * 4.0 * (2.0 * kept * N + scratch * N);
+}
+
+double resnet_param_count(const resnet_config *c) {
+    int width = c->width, bott = resnet_is_bottleneck(c->depth), inplanes = width;
+    double n = 49.0 * 3 * width + 2.0 * width;
+    for (int s = 0; s < 4; s++) {
+        int planes = width << s, out = bott ? 4 * planes : planes;
+        for (int b = 0; b < c->blocks[s]; b++) {
+            int st = b == 0 && s > 0 ? 2 : 1;
+            if (bott) n += (double)inplanes * planes + 9.0 * planes * planes + (double)planes * out + 2.0 * (2 * planes + out);
+            else n += 9.0 * inplanes * planes + 9.0 * planes * planes + 4.0 * planes;
+            if (st != 1 || inplanes != out) n += (double)inplanes * out + 2.0 * out;
+            inplanes = out;
+        }
+    }
+    if (c->num_classes > 0) n += (double)c->num_classes * (inplanes + 1);
+    if (c->proj_dim > 0) n += (double)c->proj_dim * (inplanes + 1);
+    if (c->proj_dim > 0 && c->jigsaw_tiles > 0) n += (double)c->proj_dim * (c->jigsaw_tiles * c->proj_dim + 1);
+    return n;
+}

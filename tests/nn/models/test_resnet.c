@@ -116,6 +116,7 @@ Test(nn_resnet, presets_have_torchvision_names_and_sizes) {
             if (r->params.t[k]->flags & T_REQUIRES_GRAD) trainable += tensor_numel(r->params.t[k]);
             else cr_assert(strstr(r->params.t[k]->name, "running_"), "%s is a buffer", r->params.t[k]->name);
         cr_assert_eq(trainable, P[i].trainable, "%s: %lld trainable", P[i].name, (long long)trainable);
+        cr_assert_eq((int64_t)resnet_param_count(&c), trainable, "%s: resnet_param_count", P[i].name);
         tensor *t = params_find(&r->params, P[i].probe);
         cr_assert_not_null(t, "%s: no %s", P[i].name, P[i].probe);
         for (int d = 0; d < 4; d++) cr_assert_eq(t->shape[d], P[i].probe_shape[d], "%s dim %d", P[i].probe, d);
@@ -197,4 +198,20 @@ Test(nn_resnet, forward_flops_match_torchvision_cards) {
         cr_assert(fabs(g - gmac[i]) < 0.02, "%s: %.3f GMACs", names[i], g);
         model_free(m);
     }
+}
+
+/* The training-memory estimate against a measurement: peak RSS of `endoret bench train --model
+ * resnet50 --batch 16` (two warm-up steps and 2 timed ones, 2026-11-24) was 5.29 GB = 4.93 GiB with
+ * weights, gradients, AdamW state and the inputs (about 0.5 GB of those); the estimate of the
+ * activations alone must be within 15 % of the rest, and scale linearly with the batch. With PGCon's
+ * heads the parameter count grows by exactly the two Linear layers. */
+Test(nn_resnet, training_memory_estimate_matches_a_measurement) {
+    resnet_config c;
+    cr_assert_eq(resnet_config_preset("resnet50", &c), ER_OK);
+    double est = resnet_train_bytes(&c, 16, 224, 224), measured = 5293100.0 * 1024 - 0.5e9;
+    cr_assert(fabs(est - measured) < 0.15 * measured, "estimate %.2f GB vs measured %.2f GB", est / 1e9, measured / 1e9);
+    cr_assert(fabs(resnet_train_bytes(&c, 32, 224, 224) - 2 * est) < 1e-6 * est);
+    double plain = resnet_param_count(&c);
+    c.num_classes = 0, c.proj_dim = 128, c.jigsaw_tiles = 9;
+    cr_assert_eq(resnet_param_count(&c) - plain, -1000.0 * 2049 + 128.0 * 2049 + 128.0 * (9 * 128 + 1));
 }
