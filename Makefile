@@ -67,7 +67,7 @@ TEST_SRC := $(foreach f,$(wildcard tests/*.c tests/*/*.c tests/*/*/*.c),$(if $(f
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all test asan bench demo demo-pgcon kvasir-reid clean cuda-check portable-check deps layers-check fuzz fuzz-build
+.PHONY: all test asan bench demo demo-pgcon demo-dual kvasir-reid clean cuda-check portable-check deps layers-check fuzz fuzz-build
 all: deps $(BUILD)/endoret
 
 # A fresh machine: install the Debian packages when any is missing (apt-get, as root or via sudo),
@@ -177,6 +177,10 @@ demo: deps $(BUILD)/endoret
 # PGCon / WINCon on synthetic frames (a few minutes on 2 cores): out/demo/pgcon.json
 demo-pgcon: deps $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo_pgcon.sh $(BUILD)/endoret
+
+# the dual-backbone objective on synthetic scenes: frozen vs LoRA -> $(DEMO_OUT)/dual.json (docs/dual.md)
+demo-dual: deps $(BUILD)/endoret
+	DEMO_OUT=$(DEMO_OUT) sh configs/demo_dual.sh $(BUILD)/endoret
 
 # Real data: Kvasir-SEG copy detection (needs ../shared/data/kvasir_seg; ~20-25 min on 2 cores).
 KVASIR_OUT ?= out/kvasir_reid

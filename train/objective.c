@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "train/objective_dual.h"
 #include "train/objective_finetune.h"
 #include "train/objective_image.h"
 #include "train/objective_pgcon.h"
@@ -16,6 +17,7 @@ static const objective_def *const objectives[] = {
     &objective_scene,
     &objective_pgcon,
     &objective_finetune,
+    &objective_dual,
 };
 
 const objective_def *const *objective_list(int *n) {

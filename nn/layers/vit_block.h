@@ -15,7 +15,12 @@ typedef struct {
     tensor *norm1_w, *norm1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ls1;
     tensor *norm2_w, *norm2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b, *ls2;
     int swiglu;
+    /* optional LoRA adapters (nn/layers/lora.h) on attn.qkv, attn.proj, mlp.fc1, mlp.fc2; NULL = none.
+     * Owned by whoever attached them (nn/models/vit_lora.c). */
+    struct lora *lora[4];
 } vit_block;
+
+enum { VIT_LORA_QKV, VIT_LORA_PROJ, VIT_LORA_FC1, VIT_LORA_FC2 };
 
 /* Creates the block's parameters named "<prefix>.norm1.weight" ... and appends them to pl,
  * initialised as MAE (xavier-uniform linears, zero biases, unit norms; LayerScale = ls_init). */

@@ -9,6 +9,7 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/models/resnet_model.h"
+#include "nn/models/dual_model.h"
 #include "nn/models/scene_model.h"
 #include "nn/models/vit_model.h"
 
@@ -19,6 +20,7 @@ static const model_arch *const ARCHS[] = {
     &scene_arch,
     &vit_arch,
     &resnet_arch,
+    &dual_arch,
 };
 #define NARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
 

@@ -10,6 +10,7 @@
 #include "nn/base/base.h"
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
+#include "nn/layers/lora.h"
 #include "nn/models/pos_interp.h"
 #include "nn/ops.h"
 #include "nn/base/rng.h"
@@ -123,6 +124,7 @@ void vit_free(vit *v) {
     if (!v) return;
     params_free(&v->params);
     free(v->blocks);
+    free(v->loras);
     free(v);
 }
 
@@ -159,7 +161,7 @@ static tensor *forward_patches(vit *v, const nn_ctx *ctx, tensor *patches, int B
     int D = c->dim, L = v->L, P = c->pos_prefix, R = c->registers;
     int64_t pd = (int64_t)c->in_chans * c->patch * c->patch;
     tensor *w = op_reshape(v->patch_w, 2, SHAPE(D, pd));
-    tensor *x = op_linear(patches, w, v->patch_b);                             /* [B,L,D] */
+    tensor *x = lora_linear(v->patch_lora, ctx, patches, w, v->patch_b);        /* [B,L,D] */
     x = op_add(x, op_slice(v->pos_embed, 1, P, P + L));
     if (keep) x = op_gather(x, 1, keep, K);                                    /* [B,K,D] */
     int dev = v->patch_w->device;

@@ -52,6 +52,9 @@ typedef struct {
     int L;              /* grid * grid */
     tensor *cls_token, *reg_token, *pos_embed, *patch_w, *patch_b, *norm_w, *norm_b;
     vit_block *blocks;
+    struct lora *patch_lora;  /* optional LoRA on patch_embed.proj (nn/models/vit_lora.h), NULL = none */
+    struct lora *loras;       /* every adapter of the model (vit_lora_attach), freed with it */
+    int nlora;
     param_list params;  /* every tensor above (frozen ones included: they are saved too) */
 } vit;
 

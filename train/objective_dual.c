@@ -1,0 +1,393 @@
+/* objective_dual.c — the dual-backbone triplet objective for the training loop (objective_dual.h). */
+#include "train/objective_dual.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/augment.h"
+#include "datasets/image.h"
+#include "datasets/image_cache.h"
+#include "datasets/manifest.h"
+#include "infer/eval/retrieval_loo.h"
+#include "nn/autograd.h"
+#include "nn/base/base.h"
+#include "nn/base/process_group.h"
+#include "nn/base/rng.h"
+#include "nn/losses/triplet.h"
+#include "nn/models/vit_lora.h"
+#include "nn/ops.h"
+#include "nn/precision.h"
+#include "train/epoch_order.h"
+
+/* ---------------------------------------------------------------- config */
+
+void dual_cfg_defaults(dual_cfg *c) {
+    memset(c, 0, sizeof *c);
+    dual_args_defaults(&c->model);
+    cfg_set_str(&c->miner, "semihard");
+    c->miner_margin = 0.3;
+    c->margin = 0.6;
+    cfg_set_str(&c->split, "train");
+    cfg_set_str(&c->val_split, "val");
+    cfg_set_str(&c->label, "label");
+    cfg_set_str(&c->sampler, "random");
+    c->m_per_class = 4;
+    cfg_set_str(&c->aug, "light");
+}
+
+/* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
+void dual_loop_defaults(loop_keys *k) {
+    k->epochs = 30; k->batch = 32; k->accum = 1; k->seed = 43;
+    k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 1e-4; k->beta1 = 0.9; k->beta2 = 0.999;
+    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 2.0;
+    k->eval_every = 0;
+    cfg_set_str(&k->out, "out/train_dual");
+}
+
+const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n) {
+    static __thread cfg_spec s[40];
+    int k = 0;
+#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
+    int nm;
+    const cfg_spec *m = dual_args_keys(&c->model, &nm); /* the model's keys first */
+    for (int i = 0; i < nm; i++) s[k++] = m[i];
+    K("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
+    K("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
+    K("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
+    K("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV with a label or scene column)");
+    K("data.split", CFG_STR, split, "text", "training split ('' = all rows)");
+    K("data.val_split", CFG_STR, val_split, "text", "validation split for Recall@1/5, mAP and model selection ('' = none)");
+    K("data.label", CFG_STR, label, "label|scene", "the column that defines a class: label | scene (instance retrieval)");
+    K("data.sampler", CFG_STR, sampler, "random|m_per_class", "random batches (the reference) | m_per_class (class-balanced)");
+    K("data.m_per_class", CFG_INT, m_per_class, "[1, 1024]", "images per class in a batch (m_per_class sampler)");
+    K("data.aug", CFG_STR, aug, "light|none", "light (crop, flip, rotation, jitter, blur) | none (resize only, the inference transform)");
+    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the image cache (0 = model.img * 8 / 7)");
+#undef K
+    *n = k;
+    return s;
+}
+
+void dual_cfg_free(dual_cfg *c) {
+    int n;
+    const cfg_spec *s = dual_cfg_specs(c, &n);
+    cfg_free_strings(s, n);
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct {
+    dual_cfg cfg;
+    model *model;
+    dual_net *net;
+    param_list all;        /* the model's tensors + best_map */
+    tensor *best_map;      /* [1] buffer: best validation mAP so far (-1 = none) */
+    miner_kind miner;
+    int aug_none, mpc, device;
+    struct { int batch, accum, seed; const char *out, *device; } run;
+    image_cache data;
+    int *label;            /* per cached row: class id */
+    int nclass, present; /* class ids in the manifest, classes with training rows */
+    int *cfirst, *ccount, *crows; /* rows grouped by class (m_per_class) */
+    epoch_order order;
+    int nthreads;
+    aug_workspace *ws;
+    image *src;
+    float *x;
+    int *rows, *lab;
+    int nval;
+    float *val_x;
+    int *val_label;
+} dual_objective;
+
+/* class ids of the rows of `split` (manifest order, as image_cache_load keeps it) */
+static int split_labels(const char *path, const char *split, const char *column, int **out, int *n, int *nclass) {
+    manifest m;
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    int *ids = NULL, k = 0, nl = 0;
+    char **names = NULL;
+    int scene = !strcmp(column, "scene");
+    if (scene) manifest_field_ids(&m, MF_SCENE, &ids, &names, &nl);
+    else manifest_label_ids(&m, &ids, &names, &nl);
+    *out = xmalloc(sizeof(int) * (size_t)(m.n ? m.n : 1));
+    for (int i = 0; i < m.n && !rc; i++) {
+        if (split && split[0] && !(m.rows[i].split && !strcmp(m.rows[i].split, split))) continue;
+        if (ids[i] < 0) rc = er_fail(ER_INPUT, "%s: row %d (%s) has no %s (data.label = %s)", path, i + 2, m.rows[i].path,
+                                     column, column);
+        (*out)[k++] = ids[i];
+    }
+    *n = k;
+    *nclass = nl;
+    manifest_free_labels(ids, names, nl);
+    manifest_free(&m);
+    if (rc) { free(*out); *out = NULL; }
+    return rc;
+}
+
+static void dual_objective_free(dual_objective *o) {
+    if (!o) return;
+    tensor_free(o->best_map);
+    free(o->all.t);
+    model_free(o->model);
+    image_cache_free(&o->data);
+    epoch_order_free(&o->order);
+    for (int t = 0; o->ws && t < o->nthreads; t++) { aug_workspace_free(&o->ws[t]); image_free(&o->src[t]); }
+    free(o->ws); free(o->src); free(o->x); free(o->rows); free(o->lab);
+    free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
+    free(o->val_x); free(o->val_label);
+    free(o);
+}
+
+static int check_cfg(const dual_cfg *c, const loop_keys *k, miner_kind *mk) {
+    int rc;
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, "data.manifest is not set");
+    if ((rc = miner_parse(c->miner, "loss.miner", mk))) return rc;
+    if (strcmp(c->sampler, "random") && strcmp(c->sampler, "m_per_class"))
+        return er_fail(ER_INPUT, "data.sampler = '%s': expected random or m_per_class", c->sampler);
+    if (strcmp(c->label, "label") && strcmp(c->label, "scene"))
+        return er_fail(ER_INPUT, "data.label = '%s': expected label or scene", c->label);
+    if (strcmp(c->aug, "light") && strcmp(c->aug, "none"))
+        return er_fail(ER_INPUT, "data.aug = '%s': expected light or none", c->aug);
+    if (k->batch < 2) return er_fail(ER_INPUT, "train.batch = %d: triplets and batch norm need >= 2 images", k->batch);
+    if (!strcmp(c->sampler, "m_per_class") && (c->m_per_class < 2 || k->batch % c->m_per_class))
+        return er_fail(ER_INPUT, "data.m_per_class = %d must be >= 2 and divide train.batch = %d", c->m_per_class, k->batch);
+    if (pg_size() > 1) return er_fail(ER_INPUT, "train dual: data-parallel runs are not supported yet (run one process)");
+    return ER_OK;
+}
+
+static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_objective **out) {
+    *out = NULL;
+    int device, rc;
+    miner_kind mk;
+    if ((rc = er_device_parse(k->device, &device))) return rc;
+    if ((rc = er_set_precision(k->precision))) return rc;
+    if ((rc = check_cfg(c, k, &mk))) return rc;
+    dual_objective *o = xcalloc(1, sizeof *o);
+    o->cfg = *c;
+    o->miner = mk;
+    o->aug_none = !strcmp(c->aug, "none");
+    o->mpc = !strcmp(c->sampler, "m_per_class");
+    o->device = device;
+    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
+    o->run.out = k->out; o->run.device = k->device;
+    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
+    /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
+    if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
+    if ((rc = dual_arch.create(&c->model, (uint64_t)k->seed, &o->model))) goto fail;
+    if ((rc = model_to_device(o->model, device))) goto fail;
+    o->net = dual_model_net(o->model);
+    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
+    o->best_map = tensor_param_on(device, "dual.best_val_map", 1, SHAPE(1));
+    tensor_set_requires_grad(o->best_map, 0); /* a buffer: checkpointed, never optimised */
+    tensor_fill(o->best_map, -1.0f);
+    params_add(&o->all, o->best_map);
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
+    { /* rows grouped by class: counting sort */
+        o->cfirst = xcalloc(o->nclass + 1, sizeof(int));
+        o->ccount = xcalloc(o->nclass + 1, sizeof(int));
+        o->crows = xmalloc(sizeof(int) * (size_t)o->data.n);
+        for (int i = 0; i < o->data.n; i++) o->ccount[o->label[i]]++;
+        for (int cl = 1; cl <= o->nclass; cl++) o->cfirst[cl] = o->cfirst[cl - 1] + o->ccount[cl - 1];
+        int *fill = xcalloc(o->nclass + 1, sizeof(int));
+        for (int i = 0; i < o->data.n; i++) o->crows[o->cfirst[o->label[i]] + fill[o->label[i]]++] = i;
+        free(fill);
+    }
+    int classes = 0;
+    for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
+    o->present = classes;
+    if (classes < 2) {
+        rc = er_fail(ER_INPUT, "%s split '%s': %d class(es) by data.label = %s: triplets need two", c->manifest, c->split,
+                     classes, c->label);
+        goto fail;
+    }
+    if (c->val_split && c->val_split[0]) {
+        int64_t *sc, *vw;
+        int ncls;
+        if ((rc = eval_set_load(c->manifest, c->val_split, c->model.img, &o->val_x, &sc, &vw, &o->nval))) goto fail;
+        free(sc); free(vw);
+        if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
+    }
+    epoch_order_init(&o->order, o->data.n);
+    o->nthreads = omp_get_max_threads();
+    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
+    o->src = xcalloc(o->nthreads, sizeof(image));
+    int S = c->model.img;
+    o->x = xmalloc(sizeof(float) * (size_t)k->batch * 3 * S * S);
+    o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
+    o->lab = xmalloc(sizeof(int) * (size_t)k->batch);
+    *out = o;
+    return ER_OK;
+fail:
+    dual_objective_free(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- step */
+
+/* m_per_class: B / m classes without replacement, m rows of each (without replacement when the class
+ * has m, else with), all drawn from the batch's own stream */
+static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
+    int B = o->run.batch, m = o->cfg.m_per_class, nc = 0;
+    int *cls = xmalloc(sizeof(int) * (size_t)o->nclass), *tmp = xmalloc(sizeof(int) * (size_t)(o->data.n));
+    for (int c = 0; c < o->nclass; c++)
+        if (o->ccount[c] > 0) cls[nc++] = c;
+    rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
+    int k = 0;
+    for (int t = 0; k < B; t++) {
+        int left = nc - t % nc, pick = t % nc + (int)rng_below(&r, (uint32_t)left);
+        int c = cls[pick];
+        cls[pick] = cls[t % nc];
+        cls[t % nc] = c;
+        int cnt = o->ccount[c];
+        const int *cr = o->crows + o->cfirst[c];
+        memcpy(tmp, cr, sizeof(int) * (size_t)cnt);
+        for (int j = 0; j < m && k < B; j++) {
+            if (cnt >= m) { /* partial Fisher-Yates */
+                int q = j + (int)rng_below(&r, (uint32_t)(cnt - j));
+                int v = tmp[q]; tmp[q] = tmp[j]; tmp[j] = v;
+                rows[k++] = tmp[j];
+            } else {
+                rows[k++] = cr[rng_below(&r, (uint32_t)cnt)];
+            }
+        }
+    }
+    free(cls);
+    free(tmp);
+}
+
+static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    dual_objective *o = self;
+    int B = o->run.batch, S = o->cfg.model.img, fail = 0;
+    int64_t g = step * o->run.accum + micro;
+    uint64_t seed = (uint64_t)o->run.seed;
+    if (o->mpc) sample_m_per_class(o, g, o->rows);
+    else for (int j = 0; j < B; j++) o->rows[j] = epoch_order_at(&o->order, seed, g * B + j);
+    for (int j = 0; j < B; j++) o->lab[j] = o->label[o->rows[j]];
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int j = 0; j < B; j++) {
+        int t = omp_get_thread_num();
+        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
+        image_cache_get(&o->data.imgs[o->rows[j]], &o->src[t]);
+        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)j * 3 * S * S, .cap = (size_t)3 * S * S};
+        int rc = o->aug_none ? aug_eval(&o->src[t], S, &o->ws[t], &out) : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
+        if (rc || out.data != o->x + (size_t)j * 3 * S * S) fail = 1;
+    }
+    if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
+    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    tensor *xt = tensor_upload(o->device, 4, SHAPE(B, 3, S, S), o->x);
+    tensor *e = dual_forward(o->net, &ctx, xt);
+    triplet_stats st;
+    tensor *loss = triplet_loss(e, o->lab, o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
+    if (loss) loss_terms_set(terms, "triplet", st.loss);
+    return loss;
+}
+
+/* ---------------------------------------------------------------- eval, export */
+
+static int save_exports(dual_objective *o, const char *name, int64_t step) {
+    char *path = path_join(o->run.out, name);
+    int rc = dual_model_save_merged(o->model, path, step);
+    free(path);
+    return rc;
+}
+
+static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
+    dual_objective *o = self;
+    int S = o->cfg.model.img, D = o->model->dim, rc = ER_OK;
+    float *E = xmalloc(sizeof(float) * (size_t)o->nval * D);
+    for (int b0 = 0; b0 < o->nval && !rc; b0 += 32) {
+        int B = o->nval - b0 < 32 ? o->nval - b0 : 32;
+        rc = model_embed(o->model, o->val_x + (size_t)b0 * 3 * S * S, B, E + (size_t)b0 * D);
+    }
+    retrieval_scores sc;
+    if (!rc) rc = retrieval_loo(E, o->val_label, o->nval, D, &sc, 0, NULL);
+    free(E);
+    if (rc) return rc;
+    float best;
+    tensor_to_host(o->best_map, &best);
+    int improved = sc.map > best;
+    if (improved) {
+        if ((rc = save_exports(o, "best.safetensors", step))) return rc;
+        float v = (float)sc.map;
+        tensor_copy_from_host(o->best_map, &v);
+    }
+    snprintf(buf, n, "\"val_mAP\": %.4f, \"val_R1\": %.4f, \"val_R5\": %.4f, \"val_queries\": %d, \"best_mAP\": %.4f%s",
+             sc.map, sc.recall1, sc.recall5, sc.queries, improved ? sc.map : best, improved ? ", \"saved_best\": true" : "");
+    return ER_OK;
+}
+
+static int dual_on_checkpoint(void *self, int64_t step, int final) {
+    dual_objective *o = self;
+    (void)final;
+    int rc = save_exports(o, "dual.safetensors", step);
+    for (int i = 0; i < DUAL_NBRANCH && !rc; i++)
+        if (o->net->v[i] && o->net->v[i]->loras) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_adapter", dual_branch_name[i]);
+            char *dir = path_join(o->run.out, name);
+            rc = vit_lora_save_adapter(o->net->v[i], dir);
+            free(dir);
+        }
+    return rc;
+}
+
+static int64_t steps_per_epoch(const dual_objective *o) {
+    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
+    return per > 0 ? per : 1;
+}
+
+static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
+    dual_objective *o = self;
+    char d[512];
+    model_describe(o->model, d, sizeof d);
+    fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
+               "miner %s %.2f, margin %.2f, %lld steps/epoch, lr %.3g -> %s\n",
+            d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
+            o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
+            (long long)steps_per_epoch(o), lc->lr, o->run.out);
+}
+
+static void dual_free_self(void *self) { dual_objective_free(self); }
+
+/* ---------------------------------------------------------------- registry entry */
+
+static void defaults_any(void *cfg, loop_keys *k) {
+    dual_cfg_defaults(cfg);
+    dual_loop_defaults(k);
+}
+static const cfg_spec *specs_any(void *cfg, int *n) { return dual_cfg_specs(cfg, n); }
+static void free_any(void *cfg) { dual_cfg_free(cfg); }
+
+static int create_any(const void *cfg, const loop_keys *k, train_objective *out) {
+    dual_objective *o;
+    int rc = dual_objective_new(cfg, k, &o);
+    if (rc) return rc;
+    train_objective t = {0};
+    t.name = "dual";
+    t.self = o;
+    t.params = &o->all;
+    t.steps_per_epoch = steps_per_epoch(o);
+    t.images_per_step = o->run.batch * o->run.accum;
+    t.step = dual_step;
+    if (o->nval > 0) t.eval = dual_eval;
+    t.on_checkpoint = dual_on_checkpoint;
+    t.describe = dual_describe;
+    t.exports = "dual.safetensors";
+    t.free = dual_free_self;
+    *out = t;
+    return ER_OK;
+}
+
+const objective_def objective_dual = {
+    .name = "dual",
+    .help = "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
+    .usage = "configs/dual_backbone.cfg, configs/demo_dual.cfg",
+    .cfg_size = sizeof(dual_cfg),
+    .defaults = defaults_any,
+    .specs = specs_any,
+    .free_cfg = free_any,
+    .create = create_any,
+};

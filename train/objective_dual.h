@@ -1,0 +1,40 @@
+/* objective_dual.h — `endoret train dual`: the dual-backbone retrieval model (nn/models/dual_model.h)
+ * trained with the cosine triplet loss and a batch miner (nn/losses/triplet.h) on a labelled
+ * manifest, model selection on validation mAP (spec section 2).
+ *
+ * Trainable: the LoRA adapters, the fusion head and the GeM exponents; the backbones are frozen and
+ * travel in the checkpoint as buffers (saved and restored bit-exactly by --resume, never optimised),
+ * as does the best validation mAP so far (dual.best_val_map), so a resumed run keeps selecting
+ * against the right best.
+ *
+ * Writes into out.dir, besides the loop's files: dual.safetensors (the merged export at each
+ * checkpoint: `endoret embed --model`), best.safetensors (the same, whenever the validation mAP
+ * improves: a copy written at that moment, not a live reference as in the reference code), and
+ * <branch>_adapter/ (PEFT adapter_model.safetensors + adapter_config.json) when LoRA is on. */
+#ifndef ENDORET_OBJECTIVE_DUAL_H
+#define ENDORET_OBJECTIVE_DUAL_H
+
+#include "nn/models/dual_model.h"
+#include "train/objective.h"
+
+typedef struct {
+    dual_args model;           /* model.arch, model.img, dual.* */
+    char *miner;               /* semihard | hard | all */
+    double miner_margin;       /* 0.3 */
+    double margin;             /* 0.6 (the reference's hard-coded loss margin) */
+    char *manifest, *split, *val_split;
+    char *label;               /* label | scene: the column that defines a class */
+    char *sampler;             /* random | m_per_class */
+    int m_per_class;
+    char *aug;                 /* light | none */
+    int cache_side;
+} dual_cfg;
+
+void dual_cfg_defaults(dual_cfg *c);
+void dual_loop_defaults(loop_keys *k);
+const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n);
+void dual_cfg_free(dual_cfg *c);
+
+extern const objective_def objective_dual;
+
+#endif
