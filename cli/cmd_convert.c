@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoints/safetensors.h"
 #include "nn/base/args.h"
@@ -12,6 +13,7 @@
 #include "nn/models/resnet_model.h"
 #include "nn/models/vit_convert.h"
 #include "nn/models/vit_layouts.h"
+#include "nn/models/vit_lora.h"
 #include "nn/models/model.h"
 
 /* A torchvision ResNet (checked by loading it) written again under the same names: timm's ResNet uses
@@ -40,7 +42,7 @@ int cmd_convert(int argc, char **argv) {
         {"to", ARG_STR, &to, "timm | meta | hf | torchvision"},
         {"pos-interp", ARG_STR, &rule, "position-table rule to record (bicubic | bicubic_aa | bicubic_offset) when the "
                                        "layout cannot tell: a bare DINO v1 backbone has timm's names (bicubic_offset)"},
-        {"merge-lora", ARG_STR, &lora, "LoRA adapter to merge into the weights first (not in this build yet)"},
+        {"merge-lora", ARG_STR, &lora, "LoRA adapter (a PEFT folder's adapter_model.safetensors) merged into the timm-named --in weights first"},
     };
     int nspecs = (int)(sizeof specs / sizeof *specs);
     char **pos = NULL;
@@ -57,17 +59,27 @@ int cmd_convert(int argc, char **argv) {
     if (layout == -1) return er_fail(ER_INPUT, "--to %s: expected timm, meta, hf or torchvision", to);
     int pos_rule = rule ? pos_interp_rule(rule) : -1;
     if (rule && pos_rule < 0) return er_fail(ER_INPUT, "--pos-interp %s: expected bicubic, bicubic_aa or bicubic_offset", rule);
-    /* ---- MERGE-LORA HOOK (issue 14) --------------------------------------------------------------
-     * --merge-lora ADAPTER: merge the adapter's W += (alpha / r) B A into the weights of `in` before
-     * they are written. The merge function comes with the LoRA work (branch `dual`); wiring it here is
-     * the lead's: open `in`, merge into its tensors (a writer over merged copies), then convert those.
-     * Until then the option is refused rather than ignored. */
-    if (lora)
-        return er_fail(ER_INPUT, "--merge-lora %s: merging a LoRA adapter is not in this build yet (issue 14); convert "
-                       "the base weights, or merge with the training code", lora);
+    /* --merge-lora ADAPTER: W + (alpha / r) B A into the timm-named weights of `in` (nn/models/vit_lora.h
+     * lora_merge_files), written to a temporary file beside --out, which is then converted as any input */
+    char *merged = NULL;
+    const char *given = in;
+    if (lora) {
+        size_t n = strlen(out) + 32;
+        merged = xmalloc(n);
+        snprintf(merged, n, "%s.merged.%d.tmp", out, (int)getpid());
+        if ((rc = lora_merge_files(in, lora, merged))) {
+            remove(merged);
+            free(merged);
+            return rc;
+        }
+        in = merged;
+    }
     st_file f;
     rc = st_open(in, &f);
-    if (rc) return rc;
+    if (rc) {
+        if (merged) remove(merged), free(merged);
+        return rc;
+    }
     char note[4096] = "";
     if (st_meta(&f, "endoret.arch") && !st_meta(&f, "endoret.vit.dim")) {
         rc = er_fail(ER_INPUT, "%s: an endoret %s file, not a plain weights layout", in, st_meta(&f, "endoret.arch"));
@@ -90,7 +102,13 @@ int cmd_convert(int argc, char **argv) {
             rc = vit_convert(&f, layout, pos_rule, out, note, sizeof note);
     }
     st_close(&f);
+    if (merged) {
+        remove(merged);
+        free(merged);
+        in = given;
+    }
     if (rc) return rc;
+    if (lora) printf("merged: LoRA adapter %s\n", lora);
     fputs(note, stdout);
     printf("%s -> %s\n", in, out);
     return ER_OK;

@@ -16,6 +16,8 @@
 #include "nn/ops.h"
 #include "tests/test_util.h"
 
+int cmd_convert(int argc, char **argv);
+
 static vit_config tiny_cfg(int registers) {
     vit_config c;
     vit_config_preset("vit_tiny", &c);
@@ -171,6 +173,18 @@ Test(vit_lora, peft_adapter_round_trip_and_file_merge) {
     cr_assert_eq(model_load(outf, NULL, NULL, 0, &mm), ER_OK, "%s", er_msg());
     float *ym = tokens(mm->impl, x, 2, &n);
     cr_assert(max_rel(ym, yv, n) < 2e-5, "merged file vs unmerged: %g", max_rel(ym, yv, n));
+    /* the same merge through `endoret convert --merge-lora`, written in Meta's layout: the same outputs */
+    char convf[600], adf[600];
+    snprintf(convf, sizeof convf, "%s/converted_meta.safetensors", dir);
+    snprintf(adf, sizeof adf, "%s/adapter_model.safetensors", ad);
+    char *cargv[] = {"convert", "--in", basef, "--out", convf, "--to", "meta", "--merge-lora", adf, NULL};
+    cr_assert_eq(cmd_convert(9, cargv), ER_OK, "%s", er_msg());
+    model *cm;
+    cr_assert_eq(model_load(convf, NULL, NULL, 0, &cm), ER_OK, "%s", er_msg());
+    float *yc = tokens(cm->impl, x, 2, &n);
+    cr_assert(max_rel(yc, yv, n) < 2e-5, "convert --merge-lora vs unmerged: %g", max_rel(yc, yv, n));
+    free(yc);
+    model_free(cm);
     /* a wrong rank or a foreign tensor is refused, naming it */
     vit *r2 = vit_new(&c, 4);
     lora_config l2 = {2, 4, 0};

@@ -183,9 +183,9 @@ Test(vit_convert, what_cannot_be_mapped_exactly_is_refused) {
     cr_expect(strstr(er_msg(), "layout_meta_g") && strstr(er_msg(), "torchvision"), "%s", er_msg());
     cr_expect_eq(run_convert(DIR "layout_hf_reg.safetensors", out, "dinov1", NULL), ER_INPUT);
     cr_expect(strstr(er_msg(), "--to dinov1"), "%s", er_msg());
-    /* the LoRA merge is not here yet: refused, never ignored */
-    cr_expect_eq(run_convert(DIR "layout_hf_reg.safetensors", out, "meta", "adapter.safetensors"), ER_INPUT);
-    cr_expect(strstr(er_msg(), "--merge-lora"), "%s", er_msg());
+    /* a LoRA adapter that is not there: one message naming it, nothing written */
+    cr_expect_eq(run_convert(DIR "layout_hf_reg.safetensors", out, "meta", "no_such_adapter.safetensors"), ER_INPUT);
+    cr_expect(strstr(er_msg(), "no_such_adapter"), "%s", er_msg());
     /* a file that does not load strictly is not converted */
     cr_expect_eq(run_convert("tests/nn/models/layout_refs.safetensors", out, "timm", NULL), ER_INPUT);
     FILE *f = fopen(out, "rb");
