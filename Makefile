@@ -169,6 +169,9 @@ bench: deps $(BUILD)/endoret
 	$(BUILD)/endoret bench conv --batch 2 --reps 5
 	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2
 	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2 --precision bf16
+	$(BUILD)/endoret bench train --model resnet50 --img 224 --batch 16 --threads 2
+	$(BUILD)/endoret bench latency --model vit_small --img 224 --threads 2
+	$(BUILD)/endoret bench latency --model vit_small --img 224 --threads 2 --precision bf16
 
 DEMO_OUT ?= out/demo
 demo: deps $(BUILD)/endoret
