@@ -85,6 +85,7 @@ typedef struct {
     tensor *best_map;      /* [1] buffer: best validation mAP so far (-1 = none) */
     miner_kind miner;
     int aug_none, mpc, device;
+    int ranks, b, j0;      /* data parallel: this rank trains images [j0, j0 + b) of every global batch */
     struct { int batch, accum, seed; const char *out, *device; } run;
     image_cache data;
     int *label;            /* per cached row: class id */
@@ -153,7 +154,9 @@ static int check_cfg(const dual_cfg *c, const loop_keys *k, miner_kind *mk) {
     if (k->batch < 2) return er_fail(ER_INPUT, "train.batch = %d: triplets and batch norm need >= 2 images", k->batch);
     if (!strcmp(c->sampler, "m_per_class") && (c->m_per_class < 2 || k->batch % c->m_per_class))
         return er_fail(ER_INPUT, "data.m_per_class = %d must be >= 2 and divide train.batch = %d", c->m_per_class, k->batch);
-    if (pg_size() > 1) return er_fail(ER_INPUT, "train dual: data-parallel runs are not supported yet (run one process)");
+    if (k->batch % pg_size())
+        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks: every rank takes an equal shard", k->batch,
+                       pg_size());
     return ER_OK;
 }
 
@@ -172,6 +175,7 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     o->device = device;
     o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
     o->run.out = k->out; o->run.device = k->device;
+    o->ranks = pg_size(); o->b = k->batch / o->ranks; o->j0 = pg_rank() * o->b;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
     if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
@@ -266,19 +270,22 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
     if (o->mpc) sample_m_per_class(o, g, o->rows);
     else for (int j = 0; j < B; j++) o->rows[j] = epoch_order_at(&o->order, seed, g * B + j);
     for (int j = 0; j < B; j++) o->lab[j] = o->label[o->rows[j]];
+    /* data parallel: this rank's images j0 .. j0 + b of the global batch (streams keyed by j) */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int j = 0; j < B; j++) {
-        int t = omp_get_thread_num();
+    for (int i = 0; i < o->b; i++) {
+        int t = omp_get_thread_num(), j = o->j0 + i;
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[o->rows[j]], &o->src[t]);
-        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)j * 3 * S * S, .cap = (size_t)3 * S * S};
+        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         int rc = o->aug_none ? aug_eval(&o->src[t], S, &o->ws[t], &out) : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
-        if (rc || out.data != o->x + (size_t)j * 3 * S * S) fail = 1;
+        if (rc || out.data != o->x + (size_t)i * 3 * S * S) fail = 1;
     }
     if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *xt = tensor_upload(o->device, 4, SHAPE(B, 3, S, S), o->x);
-    tensor *e = dual_forward(o->net, &ctx, xt);
+    tensor *xt = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->x);
+    /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
+    tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
+    (void)B;
     triplet_stats st;
     tensor *loss = triplet_loss(e, o->lab, o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
     if (loss) loss_terms_set(terms, "triplet", st.loss);
