@@ -363,6 +363,17 @@ Test(train_data_parallel, pgcon_wincon_two_ranks_equal_one_rank) {
     pgcon_run(1, "pgcon1_3", "--set train.steps=3");
     pgcon_run(2, "pgcon2_3", "--set train.steps=3");
     expect_losses_agree("pgcon1_3", "pgcon2_3", 1e-4);
+    /* a 2-rank run stopped after 1 of 3 steps and resumed on 2 ranks: bit-exact, bank included (every
+     * rank reads the bank from the checkpoint instead of filling it again) */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 %s train pgcon --config "
+             "pgcon.cfg --set out.dir=pgcon2_r --set train.steps=3 --stop-after 1 --quiet > pgcon2_r.txt 2>&1", dir, exe);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "stopped run: see %s/pgcon2_r.txt", dir);
+    char resume[400];
+    snprintf(resume, sizeof resume, "--set train.steps=3 --resume %s/pgcon2_r/checkpoint.safetensors", dir);
+    pgcon_run(2, "pgcon2_r", resume);
+    cr_expect_eq(ckpt_max_diff("pgcon2_3", "pgcon2_r"), 0.0, "2-rank PGCon resume is not bit-exact");
 }
 
 /* The dual-backbone objective on 2 ranks (issue 15): each rank augments and encodes its half of the
