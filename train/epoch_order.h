@@ -13,7 +13,9 @@ typedef struct {
 } epoch_order;
 
 void epoch_order_init(epoch_order *o, int n);
-/* The item drawn i-th since the start (0 <= i): perm of epoch i / n at i % n. */
+/* The item drawn i-th since the start (0 <= i): perm of epoch i / n at i % n. Not thread-safe (it
+ * rebuilds the cached permutation when the epoch changes): call it from one thread, before a parallel
+ * loop over the batch. */
 int epoch_order_at(epoch_order *o, uint64_t seed, int64_t i);
 void epoch_order_free(epoch_order *o);
 

@@ -121,9 +121,11 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     int B = o->run.batch, S = o->S, fail = 0;
     int64_t g = step * o->run.accum + micro;
     uint64_t seed = (uint64_t)o->run.seed;
+    /* the batch's rows first, in one thread: epoch_order_at caches the current epoch's permutation */
+    for (int j = 0; j < B; j++) o->y[j] = o->rows[epoch_order_at(&o->order, seed, g * B + j)];
 #pragma omp parallel for schedule(dynamic, 1)
     for (int j = 0; j < B; j++) {
-        int t = omp_get_thread_num(), id = o->rows[epoch_order_at(&o->order, seed, g * B + j)];
+        int t = omp_get_thread_num(), id = o->y[j];
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[id], &o->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)j * 3 * S * S, .cap = (size_t)3 * S * S};
