@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "nn/base/base.h"
+#include "nn/tensor.h"
 
 /* Tests that take more than ~1 s call SLOW_TEST() first: they skip (saying why) under `make asan`,
  * which sets ENDORET_FAST=1, and run in `make test`. */
@@ -46,6 +47,18 @@ static inline const char *test_tmpdir(void) {
         snprintf(test_tmp_dirs[test_tmp_count++], sizeof test_tmp_dirs[0], "%s", d);
     }
     return d;
+}
+
+/* Every tensor of a param_list (weights, buffers) copied to one host array of *n floats (malloc'd):
+ * what the resume and data-parallel tests compare bit for bit. */
+static inline float *params_snapshot(const param_list *pl, int64_t *n) {
+    *n = params_numel(pl);
+    float *buf = (float *)malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float)), *p = buf;
+    for (int i = 0; i < pl->n; i++) {
+        tensor_to_host(pl->t[i], p);
+        p += tensor_numel(pl->t[i]);
+    }
+    return buf;
 }
 
 #endif

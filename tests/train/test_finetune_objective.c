@@ -204,17 +204,6 @@ Test(finetune_train, label_share_and_bad_inputs) {
     run_close(&r);
 }
 
-static float *snapshot(const run *r, int64_t *n) {
-    const param_list *pl = r->t.params;
-    *n = params_numel(pl);
-    float *buf = malloc(*n * sizeof(float)), *p = buf;
-    for (int i = 0; i < pl->n; i++) {
-        tensor_to_host(pl->t[i], p);
-        p += tensor_numel(pl->t[i]);
-    }
-    return buf;
-}
-
 /* 8 rows, batch 8: every step starts an epoch (the sampler's permutation is rebuilt each step, once,
  * before the parallel augmentation). A run stopped after 2 of 4 steps and resumed equals the
  * uninterrupted run bit for bit. */
@@ -227,7 +216,7 @@ Test(finetune_train, resume_is_bit_exact, .timeout = 120) {
     lc.eval_every = 0;
     cr_assert_eq(train_loop_run(&lc, &r.t), 0, "%s", er_msg());
     int64_t na, nb;
-    float *a = snapshot(&r, &na);
+    float *a = params_snapshot(r.t.params, &na);
     run_close(&r);
     cr_assert_eq(run_open(&r, d, "b", "data.label_percent=25", NULL), 0, "%s", er_msg());
     lc = loop_cfg(&r, 4);
@@ -241,7 +230,7 @@ Test(finetune_train, resume_is_bit_exact, .timeout = 120) {
     char *ck = path_join(r.out, "checkpoint.safetensors");
     lc.resume = ck;
     cr_assert_eq(train_loop_run(&lc, &r.t), 0, "%s", er_msg());
-    float *b = snapshot(&r, &nb);
+    float *b = params_snapshot(r.t.params, &nb);
     cr_assert_eq(na, nb);
     int64_t diff = 0;
     for (int64_t i = 0; i < na; i++) diff += memcmp(&a[i], &b[i], 4) != 0;

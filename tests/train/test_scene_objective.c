@@ -171,17 +171,6 @@ Test(scene_train, twenty_steps_lower_the_loss_and_export_loads, .timeout = 180) 
     run_close(&r);
 }
 
-static float *snapshot(const run *r, int64_t *n) {
-    const param_list *pl = r->t.params;
-    *n = params_numel(pl);
-    float *buf = malloc(*n * sizeof(float)), *p = buf;
-    for (int i = 0; i < pl->n; i++) {
-        tensor_to_host(pl->t[i], p);
-        p += tensor_numel(pl->t[i]);
-    }
-    return buf;
-}
-
 Test(scene_train, resume_is_bit_exact, .timeout = 180) {
     SLOW_TEST();
     const char *d = test_tmpdir();
@@ -190,7 +179,7 @@ Test(scene_train, resume_is_bit_exact, .timeout = 180) {
     train_loop_config lc = loop_cfg(&r, 6);
     cr_assert_eq(train_loop_run(&lc, &r.t), 0, "%s", er_msg());
     int64_t na, nb;
-    float *a = snapshot(&r, &na);
+    float *a = params_snapshot(r.t.params, &na);
     run_close(&r);
     run_open(&r, d, "b", NULL, NULL);
     lc = loop_cfg(&r, 6);
@@ -202,7 +191,7 @@ Test(scene_train, resume_is_bit_exact, .timeout = 180) {
     char *ck = path_join(r.out, "checkpoint.safetensors");
     lc.resume = ck;
     cr_assert_eq(train_loop_run(&lc, &r.t), 0, "%s", er_msg());
-    float *b = snapshot(&r, &nb);
+    float *b = params_snapshot(r.t.params, &nb);
     cr_assert_eq(na, nb);
     int64_t diff = 0;
     for (int64_t i = 0; i < na; i++) diff += memcmp(&a[i], &b[i], 4) != 0;

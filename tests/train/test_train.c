@@ -96,17 +96,6 @@ Test(endofinder_train, twenty_steps_lower_the_loss, .timeout = 120) {
     tiny_run_close(&r);
 }
 
-static float *params_snapshot(image_objective *o, int64_t *n) {
-    param_list *pl = image_objective_params(o);
-    *n = params_numel(pl);
-    float *buf = malloc(*n * sizeof(float)), *p = buf;
-    for (int i = 0; i < pl->n; i++) {
-        tensor_to_host(pl->t[i], p);
-        p += tensor_numel(pl->t[i]);
-    }
-    return buf;
-}
-
 Test(endofinder_train, resume_is_bit_exact, .timeout = 120) {
     SLOW_TEST();
     const char *d = test_tmpdir();
@@ -122,7 +111,7 @@ Test(endofinder_train, resume_is_bit_exact, .timeout = 120) {
     train_loop_config lc = loop_cfg(&k, 6);
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
     int64_t na, nb;
-    float *a = params_snapshot(o, &na);
+    float *a = params_snapshot(image_objective_params(o), &na);
     image_objective_free(o);
     image_cfg_free(&c);
     loop_keys_free(&k);
@@ -141,7 +130,7 @@ Test(endofinder_train, resume_is_bit_exact, .timeout = 120) {
     char *ck = path_join(out_b, "checkpoint.safetensors");
     lc.resume = ck;
     cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
-    float *b = params_snapshot(o, &nb);
+    float *b = params_snapshot(image_objective_params(o), &nb);
     cr_assert_eq(na, nb);
     int64_t diff = 0;
     for (int64_t i = 0; i < na; i++) diff += memcmp(&a[i], &b[i], 4) != 0;
