@@ -8,6 +8,31 @@ static int g_grad_enabled = 1;
 static tape_node *g_tail; /* newest node */
 static int g_count;
 
+/* Gradient buffers of activations that backward has finished with (see run_backward): a later
+ * activation gradient of at most their size reuses one instead of taking new arena memory, so a
+ * backward pass holds the gradients of its frontier, not of the whole graph. The memory stays the
+ * arena's (valid until the step ends); the pool is emptied with the tape. */
+enum { GRAD_POOL_MAX = 4096 };
+static tensor *g_pool[GRAD_POOL_MAX];
+static int g_npool;
+
+static void pool_put(tensor *g) {
+    if (g_npool < GRAD_POOL_MAX) g_pool[g_npool++] = g;
+}
+
+/* the smallest pooled buffer on `device` holding at least n floats, removed from the pool; NULL if none */
+static tensor *pool_take(int device, int64_t n) {
+    int best = -1;
+    for (int i = 0; i < g_npool; i++)
+        if (g_pool[i]->device == device && tensor_numel(g_pool[i]) >= n &&
+            (best < 0 || tensor_numel(g_pool[i]) < tensor_numel(g_pool[best])))
+            best = i;
+    if (best < 0) return NULL;
+    tensor *g = g_pool[best];
+    g_pool[best] = g_pool[--g_npool];
+    return g;
+}
+
 int grad_enabled(void) { return g_grad_enabled; }
 
 int no_grad_enter(void) {
@@ -64,7 +89,13 @@ tensor *grad_buf_fresh(tensor *x, int *fresh) {
         if (x->flags & T_LONG_LIVED) {
             x->grad = tensor_new_on(x->device, x->ndim, x->shape); /* long-lived, zeroed */
         } else {
-            x->grad = tensor_empty(x->device, x->ndim, x->shape);
+            int64_t st[T_MAX_DIMS], acc = 1;
+            for (int i = x->ndim - 1; i >= 0; i--) {
+                st[i] = acc;
+                acc *= x->shape[i];
+            }
+            tensor *reuse = pool_take(x->device, acc);
+            x->grad = reuse ? tensor_view(reuse, x->ndim, x->shape, st, 0) : tensor_empty(x->device, x->ndim, x->shape);
             *fresh = 1;
         }
     }
@@ -85,6 +116,7 @@ void tape_clear(void) {
         if (n->out && n->out->node == n) n->out->node = NULL;
     g_tail = NULL;
     g_count = 0;
+    g_npool = 0;
 }
 
 int tape_size(void) { return g_count; }
@@ -97,6 +129,13 @@ static int run_backward(tensor *out) {
     for (tape_node *n = g_tail; n; n = n->prev) {
         if (!n->out->grad) continue;
         n->backward(n);
+        /* every consumer of n->out ran before n: its gradient is dead now, unless it belongs to
+         * someone else (a long-lived tensor's, or an alias node's view into its input's gradient) or
+         * the output is the tensor backward started from (callers may read that one) */
+        tensor *g = n->out->grad;
+        if (n->out != out && n->out->node == n && !n->grad_alias && !(n->out->flags & T_LONG_LIVED) && !g->storage &&
+            g->offset == 0 && tensor_is_contiguous(g))
+            pool_put(g);
     }
     no_grad_exit(prev);
     tape_clear();

@@ -244,7 +244,9 @@ double resnet_train_bytes(const resnet_config *c, double N, int H, int W) {
         }
     }
     kept += 2.0 * inplanes;                        /* pooled features (+ heads: small) */
-    return 1.125 * 4.0 * (2.0 * kept * N + scratch * N);
+    /* the kept outputs, once: backward reuses the gradient buffers it has finished with (nn/autograd.c),
+     * so the live gradients are a frontier of a few layers, inside the 1/8 of slack */
+    return 1.125 * 4.0 * (kept * N + scratch * N);
 }
 
 double resnet_param_count(const resnet_config *c) {

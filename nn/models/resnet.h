@@ -79,9 +79,10 @@ tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x);
 /* resnet_features, then fc when num_classes > 0: torchvision's forward. */
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x);
 /* Bytes one training forward + backward of N images of H x W keeps until the step ends: every conv,
- * batch-norm, ReLU, add and pooling output and its gradient (fp32), max-pool indices, plus the largest
- * convolution's im2col scratch; x 1.125 for the step arena's slack (nn/arena.h). For the refusal of a
- * run that cannot fit (nn/base/memory.h). */
+ * batch-norm, ReLU, add and pooling output (fp32) and max-pool indices, plus the largest convolution's
+ * im2col scratch; x 1.125 for the step arena's slack (nn/arena.h), which also covers the frontier of
+ * live activation gradients (backward recycles the finished ones). For the refusal of a run that
+ * cannot fit (nn/base/memory.h). */
 double resnet_train_bytes(const resnet_config *c, double N, int H, int W);
 /* Trainable parameters of the config (convolutions, batch-norm affine, fc and PGCon heads). */
 double resnet_param_count(const resnet_config *c);

@@ -186,3 +186,33 @@ Test(nn_autograd, views_params_and_host_transfer) {
     params_free(&pl);
     arena_default_free_all();
 }
+
+/* Backward reuses the gradient buffers of activations it has finished with (nn/autograd.c): a chain
+ * of 40 tanh ops over 64k floats needs the gradients of its frontier, not 40 of them; the values are
+ * those of the chain rule. */
+Test(autograd, finished_activation_gradients_are_reused) {
+    enum { L = 40, N = 65536 };
+    float *h = malloc(sizeof(float) * N), *g = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) h[i] = (float)(i % 97) / 97.0f - 0.5f;
+    tensor *x = tensor_from_host_new(1, SHAPE(N), h);
+    x->flags |= T_REQUIRES_GRAD;
+    tensor *y = x;
+    for (int l = 0; l < L; l++) y = op_tanh(y);
+    tensor *loss = op_sum_all(y);
+    size_t before = arena_used(arena_default(DEV_CPU));
+    cr_assert_eq(backward(loss), 0, "%s", er_msg());
+    size_t grads = arena_used(arena_default(DEV_CPU)) - before;
+    cr_log_info("backward of %d ops over %d floats took %zu bytes of activation gradients (%.1f buffers)", L, N, grads,
+                (double)grads / (N * sizeof(float)));
+    cr_assert(grads < 4 * N * sizeof(float), "%zu bytes: the finished gradients were not reused", grads);
+    /* d/dx of sum(tanh^L(x)): the product of (1 - tanh^2) along the chain, in double */
+    tensor_to_host(x->grad, g);
+    for (int i = 0; i < N; i += 997) {
+        double v = h[i], d = 1;
+        for (int l = 0; l < L; l++) { v = tanh(v); d *= 1 - v * v; }
+        cr_assert(fabs(g[i] - d) < 1e-5 * (1 + fabs(d)), "x[%d]: %g vs %g", i, g[i], d);
+    }
+    nn_step_end();
+    tensor_free(x);
+    free(h); free(g);
+}
