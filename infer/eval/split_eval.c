@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "infer/retrieval/knn.h"
-#include "infer/retrieval/topk.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 
@@ -28,31 +27,17 @@ int knn_split(const float *bank, const int *bank_label, int nb, const float *q, 
     if (nb < 1) return er_fail(ER_INPUT, "kNN: the bank is empty");
     if (weighted && !(tau > 0)) return er_fail(ER_INPUT, "kNN: tau must be > 0");
     if (k > nb) k = nb;
-    float *B = unit_rows(bank, nb, dim), *Q = unit_rows(q, nq, dim);
-    int rc = ER_OK;
-#pragma omp parallel
-    {
-        topkf_ent *e = xmalloc((size_t)k * sizeof(topkf_ent));
-        int64_t *lab = xmalloc((size_t)k * sizeof(int64_t));
-        double *sim = xmalloc((size_t)k * sizeof(double)), *score = xmalloc((size_t)(nclass ? nclass : 1) * sizeof(double));
-#pragma omp for schedule(static)
-        for (int i = 0; i < nq; i++) {
-            topkf_heap h;
-            topkf_init(&h, e, k);
-            const float *qi = Q + (size_t)i * dim;
-            for (int j = 0; j < nb; j++) {
-                const float *bj = B + (size_t)j * dim;
-                double s = 0;
-                for (int d = 0; d < dim; d++) s += (double)qi[d] * bj[d];
-                topkf_push(&h, (float)(1.0 - s), j); /* ties: the smaller row index first */
-            }
-            int m = topkf_finish(&h);
-            for (int t = 0; t < m; t++) lab[t] = bank_label[h.e[t].id], sim[t] = 1.0 - h.e[t].d;
-            pred[i] = weighted ? knn_weighted(lab, sim, m, nclass, tau, score) : knn_majority(lab, m, nclass, score);
-        }
-        free(e); free(lab); free(sim); free(score);
+    knn_cv_cfg cfg = {.k = k, .weighted = weighted, .tau = tau}; /* bits 0: exact float cosine (findex) */
+    int64_t *idx = xmalloc((size_t)(nq ? nq : 1) * k * sizeof(int64_t)), *lab = xmalloc((size_t)k * sizeof(int64_t));
+    double *sim = xmalloc((size_t)(nq ? nq : 1) * k * sizeof(double)), *score = xmalloc((size_t)(nclass ? nclass : 1) * sizeof(double));
+    int *count = xmalloc((size_t)(nq ? nq : 1) * sizeof(int));
+    int rc = knn_neighbours(bank, nb, q, nq, dim, &cfg, idx, sim, count);
+    for (int i = 0; i < nq && !rc; i++) {
+        for (int t = 0; t < count[i]; t++) lab[t] = bank_label[idx[(size_t)i * k + t]];
+        pred[i] = weighted ? knn_weighted(lab, sim + (size_t)i * k, count[i], nclass, tau, score)
+                           : knn_majority(lab, count[i], nclass, score);
     }
-    free(B); free(Q);
+    free(idx); free(lab); free(sim); free(score); free(count);
     return rc;
 }
 
