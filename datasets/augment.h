@@ -83,7 +83,12 @@ typedef struct {
 extern const float PGCON_MEAN[3], PGCON_STD[3];
 /* Argmax of CIELAB a* over the image (first in row-major order on ties). */
 void lab_a_argmax(const image *rgb, int *y, int *x);
-int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, aug_workspace *ws, pgcon_views *v);
+/* Which views pgcon_make_views makes (the others are left as they were): the bank fill needs the
+ * prior view alone, PGCon (not WINCon) no WIN view. The prior's random draws come first and the WIN
+ * view draws none, so leaving views out never changes the ones made. */
+enum { PGCON_PRIOR = 1, PGCON_TILES = 2, PGCON_WIN = 4, PGCON_ALL = 7 };
+int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, unsigned views, aug_workspace *ws,
+                     pgcon_views *v);
 void pgcon_views_free(pgcon_views *v);
 
 /* ---- mask helpers ----

@@ -57,31 +57,8 @@ static void random_erase(rng_t *r, image *im, float s0, float s1, float r0, floa
     }
 }
 
-int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, aug_workspace *ws, pgcon_views *v) {
-    if (src->c != 3) return er_fail(ER_INPUT, "PGCon views need an RGB image (got %d channels)", src->c);
-    int S = src->h < src->w ? src->h : src->w;
-    if (g->side > S || g->jigsaw > S || 2 * g->half > g->side || g->jigsaw < 3)
-        return er_fail(ER_INPUT, "PGCon geometry (side %d, box %d, jigsaw %d) does not fit a %dx%d image", g->side,
-                       2 * g->half, g->jigsaw, src->w, src->h);
-    /* prior view */
-    image *C = &ws->a;
-    image_center_crop(src, C, g->side, g->side);
-    int ys, xs;
-    lab_a_argmax(C, &ys, &xs);
-    double c = g->side / 2.0, margin = g->side >= 316 ? 50 : 50.0 * g->side / 316;
-    int q = xs < c ? (ys < c ? 1 : 3) : (ys < c ? 2 : 4);
-    if (c - margin < xs && xs < c + margin && c - margin < ys && ys < c + margin) q = 0;
-    int b = g->half;
-    int xc = xs < b ? b : xs > g->side - b ? g->side - b : xs;
-    int yc = ys < b ? b : ys > g->side - b ? g->side - b : ys;
-    v->quadrant = q, v->cx = xc, v->cy = yc;
-    image_crop(C, &ws->b, yc - b, xc - b, 2 * b, 2 * b);
-    image_resize(&ws->b, &v->prior, g->prior_out, g->prior_out, RESIZE_BILINEAR);
-    if (rng_uniform(r) < 0.5f) image_hflip(&v->prior);
-    if (rng_uniform(r) < 0.5f) image_vflip(&v->prior);
-    image_normalize(&v->prior, PGCON_MEAN, PGCON_STD);
-
-    /* jigsaw view */
+/* the jigsaw view of src into v->tiles (quadrant q of the prior view decides the clean tiles) */
+static void make_tiles(rng_t *r, const image *src, const pgcon_geometry *g, int q, aug_workspace *ws, pgcon_views *v) {
     image_center_crop(src, &ws->b, g->jigsaw, g->jigsaw);
     int pw = g->jigsaw / 3, crop = pw < g->tile_out ? pw : g->tile_out, T = g->tile_out;
     image_ensure(&v->tiles, 27, T, T);
@@ -107,6 +84,35 @@ int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, aug_wo
         memcpy(v->tiles.data + (size_t)t * 3 * T * T, ws->c.data + (size_t)perm[t] * 3 * T * T, sizeof(float) * 3 * T * T);
         v->tile_perm[t] = perm[t];
     }
+}
+
+int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, unsigned views, aug_workspace *ws,
+                     pgcon_views *v) {
+    if (src->c != 3) return er_fail(ER_INPUT, "PGCon views need an RGB image (got %d channels)", src->c);
+    int S = src->h < src->w ? src->h : src->w;
+    if (g->side > S || g->jigsaw > S || 2 * g->half > g->side || g->jigsaw < 3)
+        return er_fail(ER_INPUT, "PGCon geometry (side %d, box %d, jigsaw %d) does not fit a %dx%d image", g->side,
+                       2 * g->half, g->jigsaw, src->w, src->h);
+    /* prior view */
+    image *C = &ws->a;
+    image_center_crop(src, C, g->side, g->side);
+    int ys, xs;
+    lab_a_argmax(C, &ys, &xs);
+    double c = g->side / 2.0, margin = g->side >= 316 ? 50 : 50.0 * g->side / 316;
+    int q = xs < c ? (ys < c ? 1 : 3) : (ys < c ? 2 : 4);
+    if (c - margin < xs && xs < c + margin && c - margin < ys && ys < c + margin) q = 0;
+    int b = g->half;
+    int xc = xs < b ? b : xs > g->side - b ? g->side - b : xs;
+    int yc = ys < b ? b : ys > g->side - b ? g->side - b : ys;
+    v->quadrant = q, v->cx = xc, v->cy = yc;
+    image_crop(C, &ws->b, yc - b, xc - b, 2 * b, 2 * b);
+    image_resize(&ws->b, &v->prior, g->prior_out, g->prior_out, RESIZE_BILINEAR);
+    if (rng_uniform(r) < 0.5f) image_hflip(&v->prior);
+    if (rng_uniform(r) < 0.5f) image_vflip(&v->prior);
+    image_normalize(&v->prior, PGCON_MEAN, PGCON_STD);
+
+    if (views & PGCON_TILES) make_tiles(r, src, g, q, ws, v);
+    if (!(views & PGCON_WIN)) return ER_OK;
 
     /* WIN view: the side crop with the prior box zeroed, centre-cropped to the jigsaw size */
     for (int ch = 0; ch < 3; ch++)

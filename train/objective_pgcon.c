@@ -150,7 +150,8 @@ static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int
     image_cache_get(&o->data.imgs[id], &o->src[t]);
     pgcon_geometry g = geometry(o, o->src[t].h, o->src[t].w);
     pgcon_views *v = &o->views[t];
-    int rc = pgcon_make_views(r, &o->src[t], &g, &o->ws[t], v);
+    unsigned views = prior_only ? PGCON_PRIOR : PGCON_PRIOR | PGCON_TILES | (o->wincon ? PGCON_WIN : 0);
+    int rc = pgcon_make_views(r, &o->src[t], &g, views, &o->ws[t], v);
     if (rc) return rc;
     size_t P = (size_t)3 * c->prior_out * c->prior_out, T = (size_t)27 * c->tile_out * c->tile_out,
            W = (size_t)3 * c->win_out * c->win_out;

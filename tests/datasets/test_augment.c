@@ -216,7 +216,7 @@ Test(datasets_augment, pgcon_prior_at_reddest_pixel) {
     aug_workspace ws = {0};
     pgcon_views v = {0};
     rng_t r = rng_make(1, 1);
-    cr_assert_eq(pgcon_make_views(&r, &src, &g, &ws, &v), ER_OK, "%s", er_msg());
+    cr_assert_eq(pgcon_make_views(&r, &src, &g, PGCON_ALL, &ws, &v), ER_OK, "%s", er_msg());
     cr_assert_eq(v.quadrant, 1);
     cr_assert(v.cx == 70 && v.cy == 60, "prior centre %d,%d", v.cx, v.cy);
     int shared1[9] = {1, 1, 0, 1, 1, 0, 0, 0, 0};
@@ -231,6 +231,18 @@ Test(datasets_augment, pgcon_prior_at_reddest_pixel) {
     cr_assert_float_eq(IMG_AT(&v.win, 0, (int)wy, (int)wx), -PGCON_MEAN[0] / PGCON_STD[0], 1e-4);
     /* far from the box the WIN view keeps the grey */
     cr_assert_float_eq(IMG_AT(&v.win, 0, 200, 200), (0.5f - PGCON_MEAN[0]) / PGCON_STD[0], 1e-3);
+    /* fewer views (the bank fill: prior only; PGCon: no WIN view): the views made are the same bytes */
+    pgcon_views part = {0};
+    for (unsigned views = PGCON_PRIOR; views <= (PGCON_PRIOR | PGCON_TILES); views += PGCON_TILES) {
+        rng_t r2 = rng_make(1, 1);
+        cr_assert_eq(pgcon_make_views(&r2, &src, &g, views, &ws, &part), ER_OK, "%s", er_msg());
+        cr_assert(!memcmp(part.prior.data, v.prior.data, sizeof(float) * 3 * 120 * 120), "views %u: prior differs", views);
+        if (views & PGCON_TILES)
+            cr_assert(!memcmp(part.tiles.data, v.tiles.data, sizeof(float) * 27 * 90 * 90), "tiles differ");
+        else cr_assert_null(part.tiles.data, "tiles made though not asked for");
+        cr_assert_null(part.win.data, "WIN view made though not asked for");
+    }
+    pgcon_views_free(&part);
     pgcon_views_free(&v);
     aug_workspace_free(&ws);
     image_free(&src);
@@ -244,9 +256,9 @@ Test(datasets_augment, pgcon_small_image_and_bad_geometry) {
     aug_workspace ws = {0};
     pgcon_views v = {0};
     rng_t r = rng_make(1, 2);
-    cr_assert_eq(pgcon_make_views(&r, &src, &g, &ws, &v), ER_OK, "%s", er_msg());
+    cr_assert_eq(pgcon_make_views(&r, &src, &g, PGCON_ALL, &ws, &v), ER_OK, "%s", er_msg());
     g.side = 400;
-    cr_assert_eq(pgcon_make_views(&r, &src, &g, &ws, &v), ER_INPUT);
+    cr_assert_eq(pgcon_make_views(&r, &src, &g, PGCON_ALL, &ws, &v), ER_INPUT);
     pgcon_views_free(&v);
     aug_workspace_free(&ws);
     image_free(&src), image_free(&m);
@@ -284,7 +296,7 @@ Test(datasets_augment, pgcon_views_on_kvasir) {
         int S = src.h < src.w ? src.h : src.w;
         cr_assert_eq(g.side, S >= 500 ? 500 : 316);
         rng_t r = rng_make(1, i);
-        cr_assert_eq(pgcon_make_views(&r, &src, &g, &ws, &v), ER_OK, "%s", er_msg());
+        cr_assert_eq(pgcon_make_views(&r, &src, &g, PGCON_ALL, &ws, &v), ER_OK, "%s", er_msg());
         image_center_crop(&src, &crop, g.side, g.side);
         int ys, xs;
         lab_a_argmax(&crop, &ys, &xs);
