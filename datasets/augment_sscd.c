@@ -174,9 +174,7 @@ int aug_mae(rng_t *r, const image *src, const image *mask, int size, aug_workspa
 }
 
 int aug_eval(const image *src, int size, aug_workspace *ws, image *out) {
-    image_resize(src, out, size, size, RESIZE_BILINEAR);
-    image_normalize(out, IMAGENET_MEAN, IMAGENET_STD);
-    return ER_OK;
+    return aug_eval_input(src, size, 1.0f, IMAGENET_MEAN, IMAGENET_STD, ws, out);
 }
 
 int aug_eval_input(const image *src, int size, float crop, const float mean[3], const float std[3], aug_workspace *ws,

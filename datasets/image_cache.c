@@ -111,43 +111,57 @@ void image_cache_free(image_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* Rows i of m with keep[i] (in order) preprocessed by aug_eval_input into x [n, 3, side, side]
+ * (malloc'd); row[k] receives the manifest row of image k. ER_INPUT naming a file that cannot be read. */
+static int load_rows(const manifest *m, const uint8_t *keep, int side, float crop, const float mean[3],
+                     const float std[3], float **x, int *row, int *n) {
+    const int S = side;
+    *x = xmalloc((size_t)(m->n ? m->n : 1) * 3 * S * S * sizeof(float));
+    image src = {0}, dst = {0};
+    aug_workspace ws = {0};
+    int k = 0, rc = ER_OK;
+    for (int i = 0; i < m->n && !rc; i++) {
+        if (!keep[i]) continue;
+        char *p = manifest_image_path(m, i);
+        rc = image_load(p, 3, &src);
+        free(p);
+        if (!rc) rc = aug_eval_input(&src, S, crop, mean, std, &ws, &dst);
+        if (rc) break;
+        memcpy(*x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
+        row[k++] = i;
+    }
+    *n = k;
+    image_free(&src);
+    image_free(&dst);
+    aug_workspace_free(&ws);
+    if (rc) { free(*x); *x = NULL; *n = 0; }
+    return rc;
+}
+
 int eval_set_load(const char *path, const char *split, int side, float **x, int64_t **scene, int64_t **view,
                   int *n) {
     *x = NULL; *scene = *view = NULL; *n = 0;
     manifest m;
     int rc = manifest_load(path, &m);
     if (rc) return rc;
-    int *sc, *vw, nsc, nvw;
+    int *sc, *vw, nsc, nvw, *row = xmalloc((m.n ? m.n : 1) * sizeof(int));
     char **scn, **vwn;
     manifest_field_ids(&m, MF_SCENE, &sc, &scn, &nsc);
     manifest_field_ids(&m, MF_VIEW, &vw, &vwn, &nvw);
-    const int S = side;
-    *x = xmalloc((size_t)(m.n ? m.n : 1) * 3 * S * S * sizeof(float));
-    *scene = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
-    *view = xmalloc((m.n ? m.n : 1) * sizeof(int64_t));
-    image src = {0}, dst = {0};
-    aug_workspace ws = {0};
-    int k = 0;
-    for (int i = 0; i < m.n && !rc; i++) {
-        if (!in_split(&m, i, split)) continue;
-        char *p = manifest_image_path(&m, i);
-        rc = image_load(p, 3, &src);
-        free(p);
-        if (!rc) rc = aug_eval(&src, S, &ws, &dst);
-        if (rc) break;
-        memcpy(*x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
-        (*scene)[k] = sc[i];
-        (*view)[k] = vw[i];
-        k++;
+    uint8_t *keep = xmalloc(m.n ? m.n : 1);
+    for (int i = 0; i < m.n; i++) keep[i] = (uint8_t)in_split(&m, i, split);
+    rc = load_rows(&m, keep, side, 1.0f, IMAGENET_MEAN, IMAGENET_STD, x, row, n); /* = aug_eval */
+    if (!rc) {
+        *scene = xmalloc((*n ? *n : 1) * sizeof(int64_t));
+        *view = xmalloc((*n ? *n : 1) * sizeof(int64_t));
+        for (int k = 0; k < *n; k++) (*scene)[k] = sc[row[k]], (*view)[k] = vw[row[k]];
     }
-    *n = k;
-    image_free(&src);
-    image_free(&dst);
-    aug_workspace_free(&ws);
     manifest_free_labels(sc, scn, nsc);
     manifest_free_labels(vw, vwn, nvw);
     manifest_free(&m);
-    if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no eval rows", path);
+    free(keep);
+    free(row);
+    if (!rc && *n == 0) rc = er_fail(ER_INPUT, "%s: no eval rows", path);
     return rc;
 }
 
@@ -157,34 +171,24 @@ int labelled_set_load(const char *path, const char *split, int side, float crop,
     manifest m;
     int rc = manifest_load(path, &m);
     if (rc) return rc;
-    int *ids, nl;
+    int *ids, nl, *row = xmalloc((m.n ? m.n : 1) * sizeof(int));
     char **names;
     manifest_label_ids(&m, &ids, &names, &nl);
-    const int S = side;
-    *x = xmalloc((size_t)(m.n ? m.n : 1) * 3 * S * S * sizeof(float));
-    *label = xmalloc((m.n ? m.n : 1) * sizeof(int));
-    image src = {0}, dst = {0};
-    aug_workspace ws = {0};
-    int k = 0;
-    for (int i = 0; i < m.n && !rc; i++) {
-        if (!in_split(&m, i, split) || ids[i] < 0) continue;
-        char *p = manifest_image_path(&m, i);
-        rc = image_load(p, 3, &src);
-        free(p);
-        if (!rc) rc = aug_eval_input(&src, S, crop, mean, std, &ws, &dst);
-        if (rc) break;
-        memcpy(*x + (size_t)k * 3 * S * S, dst.data, (size_t)3 * S * S * sizeof(float));
-        (*label)[k++] = ids[i];
+    uint8_t *keep = xmalloc(m.n ? m.n : 1);
+    for (int i = 0; i < m.n; i++) keep[i] = (uint8_t)(in_split(&m, i, split) && ids[i] >= 0);
+    rc = load_rows(&m, keep, side, crop, mean, std, x, row, n);
+    if (!rc) {
+        *label = xmalloc((*n ? *n : 1) * sizeof(int));
+        for (int k = 0; k < *n; k++) (*label)[k] = ids[row[k]];
+        *nclass = nl;
     }
-    *n = k;
-    *nclass = nl;
-    image_free(&src);
-    image_free(&dst);
-    aug_workspace_free(&ws);
     manifest_free_labels(ids, names, nl);
     manifest_free(&m);
-    if (!rc && k == 0)
+    free(keep);
+    free(row);
+    if (!rc && *n == 0) {
         rc = er_fail(ER_INPUT, "%s: no labelled rows in split '%s'", path, split && split[0] ? split : "(all)");
-    if (rc) { free(*x); free(*label); *x = NULL; *label = NULL; *n = 0; }
+        free(*x); free(*label); *x = NULL; *label = NULL;
+    }
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "infer/eval/probe_cv.h"
 #include "infer/eval/split_eval.h"
+#include "infer/retrieval/embeddings.h"
 #include "nn/base/rng.h"
 #include "tests/test_util.h"
 
@@ -92,4 +93,54 @@ Test(split_eval, probe_split_separates_separable_classes) {
     int right = 0;
     for (int i = 0; i < N; i++) right += pred[i] == yt[i];
     cr_assert_eq(right, N, "%d of %d", right, N);
+}
+
+int cmd_eval(int argc, char **argv);
+
+/* labelled embeddings: n rows of 2-d points, class c around angle c */
+static char *labelled_file(const char *dir, const char *name, int n, const char *const *labels, int nl) {
+    emb_set e;
+    emb_alloc(&e, n, 2);
+    e.labels = malloc(sizeof(int64_t) * n);
+    e.nlabel_names = nl;
+    e.label_names = malloc(sizeof(char *) * nl);
+    for (int c = 0; c < nl; c++) e.label_names[c] = strdup(labels[c]);
+    for (int i = 0; i < n; i++) {
+        e.labels[i] = i % nl;
+        e.x[2 * i] = cosf((float)(i % nl) + 0.01f * i), e.x[2 * i + 1] = sinf((float)(i % nl) + 0.01f * i);
+    }
+    char *p = path_join(dir, name);
+    cr_assert_eq(emb_save(p, &e), 0, "%s", er_msg());
+    emb_free(&e);
+    return p;
+}
+
+/* `eval split` and `eval align`: separable classes are found; bad options and files are one message
+ * naming the option, exit 2 (ER_INPUT); a test label the training file lacks is named */
+Test(split_eval, cli_split_align_and_bad_input) {
+    const char *d = test_tmpdir();
+    const char *ab[] = {"a", "b"}, *abz[] = {"a", "b", "z"};
+    char *tr = labelled_file(d, "tr.safetensors", 40, ab, 2), *te = labelled_file(d, "te.safetensors", 20, ab, 2);
+    char *odd = labelled_file(d, "odd.safetensors", 9, abz, 3);
+    char *ok[] = {"eval", "split", "--train", tr, "--test", te, "--k", "5", "--json", NULL};
+    cr_assert_eq(cmd_eval(9, ok), ER_OK, "%s", er_msg());
+    char *probe[] = {"eval", "split", "--train", tr, "--test", te, "--classifier", "probe", "--label-percent", "10", NULL};
+    cr_assert_eq(cmd_eval(10, probe), ER_OK, "%s", er_msg());
+    char *al[] = {"eval", "align", "--emb", te, "--json", NULL};
+    cr_assert_eq(cmd_eval(5, al), ER_OK, "%s", er_msg());
+    struct { char *argv[12]; int argc; const char *want; } bad[] = {
+        {{"eval", "split", "--test", te}, 4, "--train"},
+        {{"eval", "split", "--train", tr, "--test", te, "--label-percent", "0"}, 8, "--label-percent"},
+        {{"eval", "split", "--train", tr, "--test", te, "--classifier", "svm"}, 8, "--classifier"},
+        {{"eval", "split", "--train", tr, "--test", te, "--vote", "max"}, 8, "--vote"},
+        {{"eval", "split", "--train", tr, "--test", te, "--k", "0"}, 8, "--k"},
+        {{"eval", "split", "--train", tr, "--test", odd}, 6, "label 'z'"},
+        {{"eval", "align", "--emb", te, "--group", "patient"}, 6, "--group"},
+        {{"eval", "align", "--emb", te, "--group", "scene"}, 6, "no scene column"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(cmd_eval(bad[i].argc, bad[i].argv), ER_INPUT, "case %zu accepted", i);
+        cr_assert(strstr(er_msg(), bad[i].want), "case %zu: %s", i, er_msg());
+    }
+    free(tr); free(te); free(odd);
 }
