@@ -268,3 +268,28 @@ Test(models_registry, registry_lists_the_vit) {
     cr_assert_eq(m->img, 32);
     model_free(m);
 }
+
+/* The input rule (model.h model_input): saved as endoret.input.* metadata and read back for any family;
+ * metadata out of range is one message naming the file and the values. */
+Test(models_registry, input_rule_round_trip_and_bad_metadata) {
+    model *m = NULL, *back = NULL;
+    char *sets[] = {"model.dim=32", "model.depth=1", "model.heads=2", "model.img=32", "model.patch=8"};
+    cr_assert_eq(model_create("vit_tiny", NULL, sets, 5, &m), ER_OK, "%s", er_msg());
+    model_input def = model_input_of(m);
+    cr_assert(!m->has_input && def.crop == 1.0f && fabsf(def.mean[0] - 0.485f) < 1e-7, "ImageNet rule by default");
+    model_input in = {{0.56f, 0.35f, 0.2f}, {0.3f, 0.24f, 0.17f}, 0.8333f};
+    m->input = in;
+    m->has_input = 1;
+    char *p = path_join(test_tmpdir(), "in.safetensors");
+    cr_assert_eq(model_save(m, p, -1), ER_OK, "%s", er_msg());
+    cr_assert_eq(model_load(p, NULL, NULL, 0, &back), ER_OK, "%s", er_msg());
+    cr_assert(back->has_input && !memcmp(&back->input, &in, sizeof in), "input rule did not round-trip");
+    model_free(back);
+    m->input.crop = 1.5f; /* outside (0, 1] */
+    cr_assert_eq(model_save(m, p, -1), ER_OK, "%s", er_msg());
+    cr_assert_eq(model_load(p, NULL, NULL, 0, &back), ER_INPUT);
+    cr_assert(strstr(er_msg(), "in.safetensors") && strstr(er_msg(), "endoret.input") && strstr(er_msg(), "1.5"), "%s",
+              er_msg());
+    model_free(m);
+    free(p);
+}
