@@ -285,7 +285,6 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
     tensor *xt = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->x);
     /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
     tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
-    (void)B;
     triplet_stats st;
     tensor *loss = triplet_loss(e, o->lab, o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
     if (loss) loss_terms_set(terms, "triplet", st.loss);
