@@ -9,6 +9,9 @@
 #         trains configs/kvasir_seg_image.cfg + the given --set on the 640 fit images, embeds the val
 #         originals + copies, and appends one line per preset to $OUT/val.tsv
 #   base: sh bench/kvasir_recipe.sh build/endoret --baselines   (colorhist, thumbnail, random init)
+#   synth: sh bench/kvasir_recipe.sh build/endoret --synth NAME|colorhist|thumbnail|random
+#         the second judge (never used to choose): the held-out synthetic scenes of `make demo`
+#         (400 scenes x 4 views, 64 px, seed 7, its test split), Q1->R1 and Q1Q2->R1R2 re-ID
 # Env: KR_OUT (default out/kvasir_recipe), KVASIR_DATA (../shared/data/kvasir_seg), KR_CFG (base config).
 set -eu
 BIN=${1:-build/endoret}
@@ -41,6 +44,25 @@ score() { # name preset emb steps seconds
     printf '%s\t%s\t%.4f\t[%.4f,%.4f]\t%.4f\t[%.4f,%.4f]\t%s\t%s\t%s\n' "$1" "$2" "$(g uAP)" "$(g uAP_lo)" "$(g uAP_hi)" \
         "$(g acc1)" "$(g acc1_lo)" "$(g acc1_hi)" "$4" "$5" "$SETS" | tee -a "$OUT/val.tsv"
 }
+
+if [ "${1:-}" = --synth ]; then
+    name=$2
+    S="$OUT/synth"
+    [ -f "$S/manifest.csv" ] || "$BIN" synth --out "$S" --scenes 400 --views 4 --size 64 --seed 7 --threads 2 > /dev/null
+    e="$OUT/synth_$name.safetensors"
+    case $name in
+    colorhist|thumbnail) "$BIN" embed --baseline "$name" --manifest "$S/manifest.csv" --split test --out "$e" > /dev/null ;;
+    random) "$BIN" embed --config "$CFG" --manifest "$S/manifest.csv" --split test --out "$e" --threads 2 > /dev/null ;;
+    *) "$BIN" embed --model "$OUT/$name/encoder.safetensors" --manifest "$S/manifest.csv" --split test --out "$e" --threads 2 > /dev/null ;;
+    esac
+    "$BIN" eval multiview --emb "$e" --k 10 --json | grep -E '"query_views": "(Q1|Q1Q2)", "ref_views": "(R1|R1R2)"' |
+        while read -r line; do
+            g() { echo "$line" | sed "s/.*\"$1\": \([^,}]*\).*/\1/"; }
+            printf 'synth\t%s\t%s->%s\t%.4f\t[%.4f,%.4f]\t%.4f\t[%.4f,%.4f]\n' "$name" "$(g query_views | tr -d '"')" \
+                "$(g ref_views | tr -d '"')" "$(g uAP)" "$(g uAP_lo)" "$(g uAP_hi)" "$(g acc1)" "$(g acc1_lo)" "$(g acc1_hi)"
+        done | tee -a "$OUT/synth.tsv"
+    exit 0
+fi
 
 if [ "${1:-}" = --baselines ]; then
     SETS=""

@@ -34,6 +34,20 @@ int aug_scene_train(rng_t *r, const image *src, int size, aug_workspace *ws, ima
 /* MAE pre-training: RandomResizedCrop(size, scale .2-1, bicubic; mask nearest) + hflip .5. */
 int aug_mae(rng_t *r, const image *src, const image *mask, int size, aug_workspace *ws, image *out,
             image *mask_out);
+/* "views": what differs between two looks at one lesion, every strength a config key (aug.*):
+ * RandomResizedCrop(size, area crop_min-1, ratio 3/4-4/3, bilinear) | rotation U(-rotate, rotate)
+ * degrees (corners black) | hflip .5 | vflip p vflip | p jitter_prob ColorJitter(jitter, jitter,
+ * jitter, jitter/4) | grey p grey_prob | p blur_prob Gaussian blur sigma U(.1, blur_max) px |
+ * p jpeg_prob JPEG at quality U{30..95} | ImageNet normalise. The mask follows the geometry
+ * (nearest). No overlays: a scope image has none. */
+typedef struct {
+    float crop_min, rotate, vflip, jitter, jitter_prob, grey_prob, blur_prob, blur_max, jpeg_prob;
+} aug_view_params;
+aug_view_params aug_view_defaults(void);
+/* ER_INPUT naming the aug.* key of the first value out of range. */
+int aug_view_params_check(const aug_view_params *p);
+int aug_views(rng_t *r, const image *src, const image *mask, int size, const aug_view_params *p, aug_workspace *ws,
+              image *out, image *mask_out);
 /* Evaluation: resize to size x size (bilinear, antialiased) + normalise. */
 int aug_eval(const image *src, int size, aug_workspace *ws, image *out);
 /* aug_eval with a model's own input rule (nn/models/model.h model_input): the centre square of

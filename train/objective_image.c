@@ -36,6 +36,9 @@ void image_cfg_defaults(image_cfg *c) {
     c->w_mae = 0.5; c->w_con = 1.0; c->tau = 0.05; c->entropy_weight = 5; c->mix_prob = 0.05;
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->aug, "advanced");
+    aug_view_params v = aug_view_defaults();
+    const float *vf = &v.crop_min;
+    for (int i = 0; i < 9; i++) c->view_aug[i] = vf[i];
     cfg_set_str(&c->positives, "crops");
     cfg_set_str(&c->eval_split, "");
 }
@@ -66,7 +69,16 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
     K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EF 5, SSCD 30)");
     K("aug.mix_prob", CFG_DOUBLE, mix_prob, "[0, 1]", "MixUp/CutMix probability per view");
-    K("aug.preset", CFG_STR, aug, "advanced|mae", "advanced (SSCD) | mae (crop + flip)");
+    K("aug.preset", CFG_STR, aug, "advanced|mae|views", "advanced (SSCD) | mae (crop + flip) | views (the aug.* strengths below)");
+    K("aug.crop_min", CFG_DOUBLE, view_aug[0], "[0.01, 1]", "views: smallest crop, as a share of the image area");
+    K("aug.rotate", CFG_DOUBLE, view_aug[1], "[0, 180]", "views: rotation U(-rotate, rotate) degrees");
+    K("aug.vflip", CFG_DOUBLE, view_aug[2], "[0, 1]", "views: vertical flip probability (horizontal: 0.5)");
+    K("aug.jitter", CFG_DOUBLE, view_aug[3], "[0, 1]", "views: colour jitter strength (brightness, contrast, saturation; hue = /4)");
+    K("aug.jitter_prob", CFG_DOUBLE, view_aug[4], "[0, 1]", "views: colour jitter probability");
+    K("aug.grey_prob", CFG_DOUBLE, view_aug[5], "[0, 1]", "views: greyscale probability");
+    K("aug.blur_prob", CFG_DOUBLE, view_aug[6], "[0, 1]", "views: Gaussian blur probability");
+    K("aug.blur_max", CFG_DOUBLE, view_aug[7], "[0.1, 20]", "views: largest blur sigma (output pixels)");
+    K("aug.jpeg_prob", CFG_DOUBLE, view_aug[8], "[0, 1]", "views: JPEG re-encoding probability (quality 30-95)");
     K("data.positives", CFG_STR, positives, "crops|views", "crops (SSCD: two augmentations of one image) | views (another view of its scene)");
     K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
     K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
@@ -94,7 +106,8 @@ struct image_objective {
     mae_decoder dec;
     sscd_head head;
     param_list all;       /* encoder + decoder + head (the training state) */
-    int use_mae, use_con, K, guided, advanced;
+    int use_mae, use_con, K, guided, advanced, views;
+    aug_view_params view_aug; /* aug.preset = views */
     int *scene_first, *scene_count, *scene_rows; /* positives = views: the rows of each scene (image_cache_scenes) */
     int device;           /* where parameters, activations and optimizer state live */
     int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
@@ -178,8 +191,21 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     if (c->mask_ratio < 0 || c->mask_ratio >= 1) return er_fail(ER_INPUT, "mae.mask_ratio must be in [0, 1)");
     if (strcmp(c->masking, "guided") && strcmp(c->masking, "random"))
         return er_fail(ER_INPUT, "mae.masking must be 'guided' or 'random', got '%s'", c->masking);
-    if (strcmp(c->aug, "advanced") && strcmp(c->aug, "mae"))
-        return er_fail(ER_INPUT, "aug.preset must be 'advanced' or 'mae', got '%s'", c->aug);
+    if (strcmp(c->aug, "advanced") && strcmp(c->aug, "mae") && strcmp(c->aug, "views"))
+        return er_fail(ER_INPUT, "aug.preset must be 'advanced', 'mae' or 'views', got '%s'", c->aug);
+    if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them silently ignored */
+        image_cfg d;
+        image_cfg_defaults(&d);
+        static const char *const names[9] = {"crop_min", "rotate", "vflip", "jitter", "jitter_prob",
+                                             "grey_prob", "blur_prob", "blur_max", "jpeg_prob"};
+        for (int i = 0; i < 9; i++)
+            if (c->view_aug[i] != d.view_aug[i]) {
+                image_cfg_free(&d);
+                return er_fail(ER_INPUT, "aug.%s is set but aug.preset = %s: the aug.* strengths apply to aug.preset = views",
+                               names[i], c->aug);
+            }
+        image_cfg_free(&d);
+    }
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     if (c->w_mae > 0 && c->mask_ratio <= 0) return er_fail(ER_INPUT, "MAE needs mae.mask_ratio > 0");
     if (c->tau <= 0) return er_fail(ER_INPUT, "loss.tau must be > 0");
@@ -202,6 +228,10 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->use_con = c->w_con > 0;
     o->guided = !strcmp(c->masking, "guided");
     o->advanced = !strcmp(c->aug, "advanced");
+    o->views = !strcmp(c->aug, "views");
+    float *vp = &o->view_aug.crop_min;
+    for (int i = 0; i < 9; i++) vp[i] = (float)c->view_aug[i];
+    if (o->views && (rc = aug_view_params_check(&o->view_aug))) goto fail;
     o->K = c->mask_ratio > 0 ? mae_len_keep(o->enc->L, c->mask_ratio) : o->enc->L;
     if (o->use_mae && (rc = mae_decoder_init_on(device, &o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
                                                 (uint64_t)k->seed + 1, &o->all))) goto fail;
@@ -346,8 +376,11 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)s * 3 * S * S, .cap = (size_t)3 * S * S};
         image mout = {.c = 1, .h = S, .w = S, .data = o->mx + (size_t)s * S * S, .cap = (size_t)S * S};
         if (mk->px) image_cache_get(mk, &o->msrc[t]);
-        int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], mk->px ? &o->msrc[t] : NULL, S, &o->ws[t], &out, mk->px ? &mout : NULL)
-                             : aug_mae(&r, &o->src[t], mk->px ? &o->msrc[t] : NULL, S, &o->ws[t], &out, mk->px ? &mout : NULL);
+        const image *ms = mk->px ? &o->msrc[t] : NULL;
+        image *mo = mk->px ? &mout : NULL;
+        int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], ms, S, &o->ws[t], &out, mo)
+                 : o->views  ? aug_views(&r, &o->src[t], ms, S, &o->view_aug, &o->ws[t], &out, mo)
+                             : aug_mae(&r, &o->src[t], ms, S, &o->ws[t], &out, mo);
         if (rc || out.data != o->x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
         o->has_mask[s] = mk->px != NULL;
         if (!mk->px) memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));

@@ -202,10 +202,34 @@ Test(endofinder_train, bad_objective_config_is_rejected) {
     cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
     cr_assert(strstr(er_msg(), "mae.masking"), "%s", er_msg());
     cfg_set_str(&c.masking, "guided");
+    c.view_aug[1] = 30; /* aug.rotate under aug.preset = mae: refused, not ignored */
+    cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
+    cr_assert(strstr(er_msg(), "aug.rotate") && strstr(er_msg(), "views"), "%s", er_msg());
+    cfg_set_str(&c.aug, "views");
     cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
     cr_assert(strstr(er_msg(), "/nonexistent/manifest.csv"), "%s", er_msg());
     image_cfg_free(&c);
     loop_keys_free(&k);
+}
+
+/* aug.preset = views trains (finite, falling loss on a fixed batch) with the mask carried to the
+ * guided masking. */
+Test(endofinder_train, views_preset_trains, .timeout = 120) {
+    tiny_run r;
+    const char *d = test_tmpdir();
+    r.man = make_data(d);
+    r.out = path_join(d, "run");
+    tiny_cfg(&r.c, &r.k, r.man, r.out);
+    cfg_set_str(&r.c.aug, "views");
+    r.c.view_aug[1] = 25;
+    cr_assert_eq(image_objective_new(&r.c, &r.k, &r.o), 0, "%s", er_msg());
+    double before = fixed_batch_loss(r.o);
+    train_objective t = image_objective_iface(r.o);
+    train_loop_config lc = loop_cfg(&r.k, 20);
+    cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
+    double after = fixed_batch_loss(r.o);
+    cr_assert(isfinite(before) && isfinite(after) && after < before, "loss %f -> %f", before, after);
+    tiny_run_close(&r);
 }
 
 /* data.positives = views: the second copy of an image is another view of its scene. Scenes of two
