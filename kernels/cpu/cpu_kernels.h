@@ -128,7 +128,7 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
                              float *work);
 
 /* The kernels of backend_cpu: cpu_<name> for every entry of kernels/ops.def. */
-#define ER_OP(ret, name, params) ret cpu_##name params;
+#define ER_OP(ret, name, params, args) ret cpu_##name params;
 #include "kernels/ops.def"
 #undef ER_OP
 

@@ -625,7 +625,7 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
 
 /* Every entry of kernels/ops.def is filled in the CPU table and (when present) the CUDA table, and
  * has a PARITY_COVERS mark above the test that compares the two. */
-#define ER_OP(ret, name, params) extern const char parity_covers_##name[];
+#define ER_OP(ret, name, params, args) extern const char parity_covers_##name[];
 #include "kernels/ops.def"
 #undef ER_OP
 Test(cuda, every_op_is_filled_and_covered) {
@@ -634,7 +634,7 @@ Test(cuda, every_op_is_filled_and_covered) {
         const er_backend *b = tabs[t];
         if (!b) continue; /* no CUDA in this build or on this machine */
         const char *b_name = b->name;
-#define ER_OP(ret, name, params)                                                                   \
+#define ER_OP(ret, name, params, args)                                                                   \
     cr_expect(b->name != NULL, "%s table: op %s is NULL", b_name, #name);             \
     cr_expect_str_eq(parity_covers_##name, #name);
 #include "kernels/ops.def"
