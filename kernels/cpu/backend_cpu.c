@@ -201,7 +201,7 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
  * rows in order into a float partial row (unit stride, one pass over x), then each column adds
  * the block partials in block order in double. The blocks do not depend on the thread count, so
  * the result does not either. */
-#define RED_RB 64
+#define RED_RB CPU_RED_RB
 
 /* One block: ncols doubles (2 ncols floats, 8-byte aligned when `work` is); more: the float
  * partial rows, ceil(rows / RED_RB) x ncols. Rounded up to 64 bytes. */
