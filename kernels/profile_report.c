@@ -16,7 +16,8 @@ const char *prof_category(const char *name, int phase) {
     if (phase == PROF_LOOP) return "loop";
     if (starts(name, "gemm") || starts(name, "conv2d")) return "gemm";
     if (starts(name, "attention")) return "attention";
-    if (starts(name, "unary") || starts(name, "binary") || starts(name, "dropout")) return "elementwise";
+    if (starts(name, "unary") || starts(name, "binary") || starts(name, "dropout") || starts(name, "bias_gelu"))
+        return "elementwise";
     if (starts(name, "layernorm") || starts(name, "batchnorm") || starts(name, "l2norm") || starts(name, "softmax"))
         return "normalisation";
     if (starts(name, "reduce") || starts(name, "sum_to") || starts(name, "cross_entropy")) return "reduction";
