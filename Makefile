@@ -57,7 +57,7 @@ ifeq ($(MPI),1)
   LDLIBS     += $(MPI_LIBS)
 endif
 
-LIB_SRC  := $(wildcard nn/*.c nn/*/*.c kernels/cpu/*.c datasets/*.c checkpoints/*.c infer/*/*.c train/*.c \
+LIB_SRC  := $(wildcard nn/*.c nn/*/*.c kernels/*.c kernels/cpu/*.c datasets/*.c checkpoints/*.c infer/*/*.c train/*.c \
                       $(filter-out cli/main.c,$(wildcard cli/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 MAIN_OBJ := $(BUILD)/cli/main.o

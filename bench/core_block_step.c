@@ -3,7 +3,8 @@
  * Standalone program (not part of the endoret binary); build and run from the repo root:
  *   cc -std=c11 -D_GNU_SOURCE -O3 -march=native -fopenmp -I. -o build/core_block_step \
  *      bench/core_block_step.c nn/tensor.c nn/arena.c nn/autograd.c nn/ops_*.c nn/base/base.c \
- *      nn/base/rng.c kernels/cpu/backend_cpu.c kernels/cpu/elementwise.c kernels/cpu/reduce.c \
+ *      nn/base/rng.c kernels/cpu/backend_cpu.c kernels/profile.c kernels/cpu/elementwise.c kernels/cpu/bias_gelu.c \
+ *      kernels/cpu/reduce.c \
  *      kernels/cpu/norm.c kernels/cpu/index.c kernels/cpu/attention.c kernels/cpu/gemm*.c \
  *      kernels/cpu/cpu_info.c kernels/cpu/optim_kernels.c -lm
  *   build/core_block_step [batch] [iters]      (ViT-S block: 197 tokens, width 384, 6 heads)

@@ -11,7 +11,8 @@
  * counting 3x the forward FLOPs (forward + 2x backward; attention and all linear layers,
  * multiply-add = 2). mfu: that rate divided by a square GEMM measured in the same run with the same
  * precision on the same device (sgemm 1024^3 on the CPU, cuBLAS 8192^3 on CUDA): the ceiling any
- * ViT step could reach there. */
+ * ViT step could reach there. --profile: the timed training steps run with the op table's timing
+ * wrappers (kernels/profile.h) and the per-op / per-category table follows the figures. */
 #include <math.h>
 #include <omp.h>
 
@@ -32,6 +33,7 @@
 #include "nn/precision.h"
 #include "nn/base/rng.h"
 #include "kernels/bench_cuda.h"
+#include "kernels/profile.h"
 
 #pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
 
@@ -65,7 +67,7 @@ enum { DEC_DIM = 512, DEC_DEPTH = 8, DEC_HEADS = 16 }; /* MAE's decoder for ViT-
 
 static int bench_train(int argc, char **argv) {
     const char *arch = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
-    int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0, share = 0;
+    int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0, share = 0, profile = 0;
     double mask_ratio = 0.75;
     arg_spec specs[] = {
         {"model", ARG_STR, &arch, "a registered model.arch: vit_tiny | vit_small | vit_base | vit_large (+ _patch14)"},
@@ -80,10 +82,11 @@ static int bench_train(int argc, char **argv) {
         {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor) | mae (MAE pre-training step) | scene (EndoFinder-Scene steps, --batch scenes)"},
         {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)"},
         {"share-views", ARG_FLAG, &share, "objective scene: each view encoded once per step"},
+        {"profile", ARG_FLAG, &profile, "time every kernel of the timed training steps: a table per phase and category (JSON with --json)"},
     };
-    int rc = args_parse(argc, argv, specs, 12,
+    int rc = args_parse(argc, argv, specs, 13,
                         "endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
-                        "                    [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae]", NULL, NULL);
+                        "                    [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae] [--profile]", NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     int device;
@@ -126,6 +129,7 @@ static int bench_train(int argc, char **argv) {
      * the second touches the merged chunk's fresh pages; the timed steps are the steady state */
     const int warm = 2;
     for (int s = 0; s < steps + warm && !rc; s++) {
+        if (profile && s == warm) prof_start(); /* the timed steps only */
         double t0 = now_seconds();
         nn_ctx ctx = nn_ctx_train(1, s, 0);
         tensor *loss;
@@ -147,6 +151,7 @@ static int bench_train(int argc, char **argv) {
         if (!rc) rc = er_device_check(device, "bench train"); /* also waits for the step's kernels */
         if (s >= warm) t_train += now_seconds() - t0;
     }
+    prof_stop();
     double t_inf = 0;
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
@@ -186,6 +191,7 @@ static int bench_train(int argc, char **argv) {
                    arch, img, img, v ? v->cfg.patch : 0, objective, mae ? " (75% masking, 8x512 decoder)" : "", batch, device_s, precision,
                    nthreads, (long long)params_numel(&all), train_ips, gflops, 100 * gflops / ceiling, kernel,
                    device == DEV_CPU ? 1024 : 8192, ceiling, inf_ips, inf_gflops, 100 * inf_gflops / ceiling, fwd / batch / 1e9);
+        if (profile) prof_report(stdout, steps, t_train, json);
     }
 out:
     optim_free(opt);

@@ -21,6 +21,7 @@
 #include "datasets/synth.h"
 #include "infer/retrieval/hash.h"
 #include "infer/retrieval/index.h"
+#include "kernels/profile.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -55,7 +56,7 @@ static int synthetic_jpeg(int side, uint8_t **buf, size_t *len) {
 
 int cmd_bench_latency(int argc, char **argv) {
     const char *arch = "vit_small", *weights = NULL, *img_path = NULL, *precision = "fp32";
-    int img = 224, threads = 0, runs = 200, warmup = 10, k = 10, side = 576, json = 0;
+    int img = 224, threads = 0, runs = 200, warmup = 10, k = 10, side = 576, json = 0, profile = 0;
     int db = 100000;
     arg_spec specs[] = {
         {"model", ARG_STR, &arch, "a registered model.arch (random init): vit_small, vit_large, resnet50, ..."},
@@ -70,6 +71,7 @@ int cmd_bench_latency(int argc, char **argv) {
         {"image", ARG_STR, &img_path, "the query image file (default: a synthetic view as a JPEG in memory)"},
         {"side", ARG_INT, &side, "side of the synthetic query image"},
         {"json", ARG_FLAG, &json, "one JSON line"},
+        {"profile", ARG_FLAG, &profile, "time every kernel of the timed runs (kernels/profile.h): decode + resize as phase data, the encoder as forward, hash + search as loop"},
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
                         "endoret bench latency --model vit_small --img 224 --threads 2 [--precision bf16] [--json]", NULL, NULL);
@@ -113,15 +115,21 @@ int cmd_bench_latency(int argc, char **argv) {
     float *desc = xmalloc((size_t)D * sizeof(float));
     image src = {0}, dst = {0};
     aug_workspace ws = {0};
+    double prof_measured = 0;
     for (int it = 0; it < warmup + runs && !rc; it++) {
         double s[NSTAGES + 1];
+        if (profile && it == warmup) prof_start();
+        prof_phase(PROF_DATA);
         s[0] = now_seconds();
         rc = image_decode(buf, len, img_path ? img_path : "synthetic.jpg", 3, &src);
         s[1] = now_seconds();
         if (!rc) rc = aug_eval_input(&src, img, in.crop, in.mean, in.std, &ws, &dst);
         s[2] = now_seconds();
+        prof_phase(PROF_FORWARD);
         if (!rc) rc = model_embed(m, dst.data, 1, desc);
         s[3] = now_seconds();
+        prof_phase(PROF_LOOP);
+        if (it >= warmup) prof_measured += s[3] - s[0];
         hasher_encode(&h, desc, 1, q);
         s[4] = now_seconds();
         int count;
@@ -133,6 +141,7 @@ int cmd_bench_latency(int argc, char **argv) {
             row[ST_TOTAL] = 1e3 * (s[5] - s[0]);
         }
     }
+    prof_stop();
     if (!rc) {
         double p50[NSTAGES], p99[NSTAGES], *col = xmalloc(sizeof(double) * runs);
         for (int st = 0; st < NSTAGES; st++) {
@@ -158,6 +167,7 @@ int cmd_bench_latency(int argc, char **argv) {
             printf("  %-18s %10s %10s\n", "stage", "p50 ms", "p99 ms");
             for (int st = 0; st < NSTAGES; st++) printf("  %-18s %10.3f %10.3f\n", STAGE[st], p50[st], p99[st]);
         }
+        if (profile) prof_report(stdout, runs, prof_measured, json);
     }
     image_free(&src);
     image_free(&dst);

@@ -96,7 +96,7 @@ typedef struct er_backend {
     int (*allreduce_mean)(float *const *bufs, const int64_t *n, int count);
 
     /* ---- the kernels: one member per entry of kernels/ops.def ---- */
-#define ER_OP(ret, name, params) ret(*name) params;
+#define ER_OP(ret, name, params, args) ret(*name) params;
 #include "kernels/ops.def"
 #undef ER_OP
 } er_backend;

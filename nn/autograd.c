@@ -1,6 +1,7 @@
 /* autograd.c — the tape: recording, reverse walk, grad mode, gradient buffers. */
 #include "nn/autograd.h"
 
+#include "kernels/profile.h"
 #include "nn/arena.h"
 #include "nn/base/base.h"
 
@@ -142,7 +143,7 @@ static int run_backward(tensor *out) {
     return ER_OK;
 }
 
-int backward(tensor *loss) {
+static int backward_impl(tensor *loss) {
     if (!loss) return er_fail(ER_INPUT, "backward: loss is NULL (an op before it failed: %s)", er_msg());
     if (tensor_numel(loss) != 1) {
         char b[96];
@@ -161,7 +162,7 @@ int backward(tensor *loss) {
     return run_backward(loss);
 }
 
-int backward_with(tensor *out, const tensor *grad_out) {
+static int backward_with_impl(tensor *out, const tensor *grad_out) {
     if (!out || !grad_out) return er_fail(ER_INPUT, "backward_with: NULL tensor (%s)", er_msg());
     if (!tensor_same_shape(out, grad_out))
         return er_fail(ER_INPUT, "backward_with: gradient shape differs from output shape");
@@ -170,6 +171,19 @@ int backward_with(tensor *out, const tensor *grad_out) {
     tensor_backend(g)->copy_strided(g->ndim, g->shape, grad_out->data, grad_out->stride, g->data,
                                     g->stride, 1);
     return run_backward(out);
+}
+
+/* A profiled step counts everything from here on as its backward phase (the seed gradient too). */
+int backward(tensor *loss) {
+    int phase = prof_phase(PROF_BACKWARD), rc = backward_impl(loss);
+    prof_phase(phase);
+    return rc;
+}
+
+int backward_with(tensor *out, const tensor *grad_out) {
+    int phase = prof_phase(PROF_BACKWARD), rc = backward_with_impl(out, grad_out);
+    prof_phase(phase);
+    return rc;
 }
 
 void zero_grad(const param_list *pl) {

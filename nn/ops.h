@@ -43,6 +43,10 @@ tensor *op_pow(tensor *x, float p);
 tensor *op_abs(tensor *x);                              /* gradient sign(x), 0 at 0 */
 tensor *op_clamp(tensor *x, float lo, float hi);         /* gradient 1 strictly inside */
 tensor *op_gelu(tensor *x);                              /* erf form */
+/* gelu(x + b), b [N] over x [..., N]: op_gelu(op_add(x, b)) in one pass (and one backward pass
+ * that also sums b's gradient); with op_linear(x, w, NULL) it is op_gelu(op_linear(x, w, b)) bit
+ * for bit */
+tensor *op_bias_gelu(tensor *x, tensor *b);
 tensor *op_relu(tensor *x);
 tensor *op_sigmoid(tensor *x);
 tensor *op_tanh(tensor *x);

@@ -115,6 +115,40 @@ tensor *op_relu(tensor *x) { return unary("relu", UN_RELU, x, 0, 0); }
 tensor *op_sigmoid(tensor *x) { return unary("sigmoid", UN_SIGMOID, x, 0, 0); }
 tensor *op_tanh(tensor *x) { return unary("tanh", UN_TANH, x, 0, 0); }
 
+/* ---- bias + GELU (an MLP's first linear layer and its activation in one pass) ---- */
+
+static void bias_gelu_backward(tape_node *n) {
+    tensor *x = n->in[0], *b = n->in[1], *y = n->out;
+    int fresh;
+    tensor *gx = grad_buf_fresh(x, &fresh), *gb = grad_buf(b);
+    if (!gx && !gb) return;
+    int64_t cols = b->shape[0], rows = tensor_numel(x) / cols;
+    arena_mark m = ops_mark(x->device);
+    float *work = ops_scratch(x->device, (int64_t)BE(x)->bias_gelu_backward_workspace(rows, cols));
+    float *gxd = gx ? gx->data : ops_scratch(x->device, rows * cols); /* frozen x: the bias's sums only */
+    BE(x)->bias_gelu_backward(rows, cols, x->data, b->data, y->grad->data, gxd, gb ? gb->data : NULL,
+                              gx && !fresh, work);
+    ops_release(x->device, m);
+}
+
+tensor *op_bias_gelu(tensor *x, tensor *b) {
+    if (!x || !b) return NULL;
+    if (b->ndim != 1 || x->ndim < 1 || x->shape[x->ndim - 1] != b->shape[0]) {
+        char s0[96], s1[96];
+        er_fail(ER_INPUT, "bias_gelu: input %s, bias %s: need [..., N] and [N]", ops_shape(x, s0), ops_shape(b, s1));
+        return NULL;
+    }
+    x = op_contiguous(x);
+    b = op_contiguous(b);
+    if (!x || !b) return NULL;
+    tensor *y = ops_new(x, x->ndim, x->shape);
+    int64_t cols = b->shape[0], rows = cols ? tensor_numel(x) / cols : 0;
+    BE(x)->bias_gelu(rows, cols, x->data, b->data, y->data);
+    tensor *in[2] = {x, b};
+    tape_record("bias_gelu", bias_gelu_backward, y, 2, in);
+    return y;
+}
+
 tensor *op_clamp(tensor *x, float lo, float hi) {
     if (x && lo > hi) {
         er_fail(ER_INPUT, "clamp: lo %g > hi %g", lo, hi);

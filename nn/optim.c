@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/profile.h"
 #include "nn/base/base.h"
 #include "nn/schedule.h"
 
@@ -104,7 +105,7 @@ static int check_packed(const optim_param *q) {
     return ER_OK;
 }
 
-int optim_step(optimizer *o) {
+static int step_impl(optimizer *o) {
     const int64_t t = o->step + 1;
     for (int i = 0; i < o->n; i++) {
         optim_param *q = &o->ps[i];
@@ -130,12 +131,12 @@ int optim_step(optimizer *o) {
     return ER_OK;
 }
 
-void optim_zero_grad(optimizer *o) {
+static void zero_grad_impl(optimizer *o) {
     for (int i = 0; i < o->n; i++)
         if (o->ps[i].p->grad) tensor_fill(o->ps[i].p->grad, 0.0f);
 }
 
-double optim_clip_grad_norm(optimizer *o, double max_norm) {
+static double clip_impl(optimizer *o, double max_norm) {
     double sumsq = 0.0;
     for (int i = 0; i < o->n; i++) {
         const tensor *g = o->ps[i].p->grad;
@@ -149,5 +150,25 @@ double optim_clip_grad_norm(optimizer *o, double max_norm) {
             if (g) backend_get(g->device)->scale(g->data, tensor_numel(g), coef);
         }
     }
+    return norm;
+}
+
+/* The optimizer's kernels and host work are their own phase of a profiled step. */
+int optim_step(optimizer *o) {
+    int prev = prof_phase(PROF_OPTIMIZER), rc = step_impl(o);
+    prof_phase(prev);
+    return rc;
+}
+
+void optim_zero_grad(optimizer *o) {
+    int prev = prof_phase(PROF_OPTIMIZER);
+    zero_grad_impl(o);
+    prof_phase(prev);
+}
+
+double optim_clip_grad_norm(optimizer *o, double max_norm) {
+    int prev = prof_phase(PROF_OPTIMIZER);
+    double norm = clip_impl(o, max_norm);
+    prof_phase(prev);
     return norm;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "checkpoints/checkpoint.h"
+#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/svg_plot.h"
@@ -231,7 +232,16 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     int tty = progress && isatty(2);
     double t_start = now_seconds(), t_win = t_start;
     int64_t step0 = step, win_steps = 0, ran = 0;
+    /* ENDORET_PROFILE=1 (or =json): time every kernel of the steps after the first (the first
+     * sizes the arena) and print the table (kernels/profile.h) to stderr at the end */
+    const char *prof_env = getenv("ENDORET_PROFILE");
+    int profile = prof_env && *prof_env && strcmp(prof_env, "0"), prof_steps = 0;
+    int64_t prof_from = total - step0 > 1 ? 1 : 0;
+    double prof_seconds = 0, t_step = 0;
     while (step < total) {
+        if (profile && ran == prof_from) prof_start();
+        prof_phase(PROF_FORWARD);
+        t_step = now_seconds();
         double lr = lr_at(&sched, step);
         optim_set_lr(opt, lr);
         loss_terms terms = {0}, acc = {0};
@@ -284,6 +294,11 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
         step++;
         ran++;
         win_steps++;
+        if (prof_on()) {
+            prof_seconds += now_seconds() - t_step;
+            prof_steps++;
+            prof_phase(PROF_LOOP);
+        }
         int last = step == total;
         if (c->log_every > 0 && (step % c->log_every == 0 || last)) {
             double now = now_seconds();
@@ -342,6 +357,10 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     }
     if (tty) fputc('\n', stderr);
 stop:
+    if (prof_on()) {
+        prof_stop();
+        if (writer && prof_steps) prof_report(stderr, prof_steps, prof_seconds, !strcmp(prof_env, "json"));
+    }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
 done:

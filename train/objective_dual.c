@@ -11,6 +11,7 @@
 #include "datasets/image_cache.h"
 #include "datasets/manifest.h"
 #include "infer/eval/retrieval_loo.h"
+#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/process_group.h"
@@ -267,6 +268,7 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
     int B = o->run.batch, S = o->cfg.model.img, fail = 0;
     int64_t g = step * o->run.accum + micro;
     uint64_t seed = (uint64_t)o->run.seed;
+    int phase = prof_phase(PROF_DATA);
     if (o->mpc) sample_m_per_class(o, g, o->rows);
     else for (int j = 0; j < B; j++) o->rows[j] = epoch_order_at(&o->order, seed, g * B + j);
     for (int j = 0; j < B; j++) o->lab[j] = o->label[o->rows[j]];
@@ -280,6 +282,7 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
         int rc = o->aug_none ? aug_eval(&o->src[t], S, &o->ws[t], &out) : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
         if (rc || out.data != o->x + (size_t)i * 3 * S * S) fail = 1;
     }
+    prof_phase(phase);
     if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     tensor *xt = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->x);

@@ -11,6 +11,7 @@
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
 #include "infer/eval/split_eval.h"
+#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/process_group.h"
@@ -121,6 +122,7 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     int B = o->run.batch, S = o->S, fail = 0;
     int64_t g = step * o->run.accum + micro;
     uint64_t seed = (uint64_t)o->run.seed;
+    int phase = prof_phase(PROF_DATA);
     /* the batch's rows first, in one thread: epoch_order_at caches the current epoch's permutation */
     for (int j = 0; j < B; j++) o->y[j] = o->rows[epoch_order_at(&o->order, seed, g * B + j)];
 #pragma omp parallel for schedule(dynamic, 1)
@@ -139,6 +141,7 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
         image_normalize(&out, o->in.mean, o->in.std);
         o->y[j] = o->data.label[id];
     }
+    prof_phase(phase);
     if (fail) { er_fail(ER_RUNTIME, "finetune: augmentation failed at step %lld", (long long)step); return NULL; }
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     tensor *l = op_cross_entropy(logits(o, &ctx, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), o->x)), o->y);

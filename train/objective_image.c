@@ -12,6 +12,7 @@
 #include "datasets/manifest.h"
 #include "infer/retrieval/embeddings.h"
 #include "infer/eval/multiview.h"
+#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
@@ -349,6 +350,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     int B = o->run.batch, M = 2 * B, S = c->model.img, L = o->enc->L, K = o->K, p = o->vc.patch;
     int64_t g = step * o->run.accum + micro; /* global micro-batch index */
     uint64_t seed = (uint64_t)o->run.seed;
+    int phase = prof_phase(PROF_DATA); /* augmentation, mixing, masking, upload */
     for (int j = 0; j < B; j++) o->inst[j] = o->inst[B + j] = instance_at(o, g * B + j);
     /* MixUp/CutMix mixes view s with view M-1-s (datasets/augment.h): with it a rank also augments
      * the partners of its views */
@@ -385,7 +387,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         o->has_mask[s] = mk->px != NULL;
         if (!mk->px) memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
     }
-    if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
+    if (fail) { prof_phase(phase); er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
     /* MixUp / CutMix on the 2B views: extra positives (ContrastiveMixup) */
     if (mixed) {
         rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
@@ -421,6 +423,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
      * the B*L patch mask / N*N match masks (tiny). */
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     tensor *xt = upload_views(o, Ml);
+    prof_phase(phase);
     tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
     if (!latent) return NULL;
     tensor *loss = NULL;

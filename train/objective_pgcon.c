@@ -9,6 +9,7 @@
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
 #include "infer/eval/split_eval.h"
+#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
@@ -228,6 +229,7 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     int B = o->run.batch, b = o->b, D = o->D, k = o->k, N = o->data.n;
     int64_t g = step * o->run.accum + micro; /* global micro-batch index */
     uint64_t seed = (uint64_t)o->run.seed;
+    int phase = prof_phase(PROF_DATA); /* views, negatives, memory rows */
     for (int j = 0; j < B; j++) o->inst[j] = epoch_order_at(&o->order, seed, g * B + j);
     int fail = 0;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -243,6 +245,7 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
         }
         memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)i * D, (size_t)D * sizeof(float));
     }
+    prof_phase(phase);
     if (fail) { er_fail(ER_RUNTIME, "pgcon: views failed at step %lld", (long long)step); return NULL; }
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;

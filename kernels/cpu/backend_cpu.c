@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/profile.h"
 #include "nn/base/base.h"
 
 #pragma weak backend_cuda
@@ -200,7 +201,7 @@ void cpu_sum_to(int ndim, const int64_t *xshape, const float *x, const int64_t *
  * rows in order into a float partial row (unit stride, one pass over x), then each column adds
  * the block partials in block order in double. The blocks do not depend on the thread count, so
  * the result does not either. */
-#define RED_RB 64
+#define RED_RB CPU_RED_RB
 
 /* One block: ncols doubles (2 ncols floats, 8-byte aligned when `work` is); more: the float
  * partial rows, ceil(rows / RED_RB) x ncols. Rounded up to 64 bytes. */
@@ -279,15 +280,22 @@ const er_backend backend_cpu = {
     .clear_error = cpu_clear_error,
     .device_count = cpu_device_count,
     .set_device = cpu_set_device,
-#define ER_OP(ret, name, params) .name = cpu_##name,
+#define ER_OP(ret, name, params, args) .name = cpu_##name,
 #include "kernels/ops.def"
 #undef ER_OP
 };
 
-const er_backend *backend_get(int device) {
+static const er_backend *backend_real(int device) {
     if (device == DEV_CPU) return &backend_cpu;
     if (device == DEV_CUDA && backend_cuda) return backend_cuda(); /* er_msg() says why on NULL */
     if (device == DEV_CUDA)
         er_fail(ER_INPUT, "this build has no CUDA backend (rebuild with make CUDA=1 where nvcc is installed)");
     return NULL;
+}
+
+/* While a profile runs (kernels/profile.h) the table handed out times every op; otherwise the
+ * flag test is all it costs. */
+const er_backend *backend_get(int device) {
+    const er_backend *b = backend_real(device);
+    return prof_enabled && b ? prof_wrap(b) : b;
 }

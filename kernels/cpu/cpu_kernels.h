@@ -89,6 +89,13 @@ static inline float erf_pw(float x) {
     return erf_sel(0u - (uint32_t)(x != x), x, r); /* NaN in, NaN out */
 }
 
+/* GELU, exact erf form (torch/timm default): the scalar references of gelu_*_avx512 / _avx2. */
+static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erf_pw(x * 0.70710678118654752f)); }
+static inline float gelu_d(float x) {
+    const float inv_sqrt2pi = 0.39894228040143268f;
+    return 0.5f * (1.0f + erf_pw(x * 0.70710678118654752f)) + x * inv_sqrt2pi * exp_vec(-0.5f * x * x);
+}
+
 /* Below this many elements a kernel runs single-threaded (thread start-up costs more). */
 #define CPU_PAR_MIN 32768
 
@@ -121,6 +128,9 @@ void pack_transposed_avx512(int N, int D, const float *B, int64_t ldb, float *Bt
 void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
+/* Rows per block of the column sums below: each block sums its rows in order into a float partial
+ * row, the blocks' partials are added in block order in double (bias_gelu.c keeps the same blocks). */
+#define CPU_RED_RB 64
 /* out[c] = sum_r x[r * ld + c] for c < ncols; `work` holds
  * cpu_reduce_strided_cols_workspace(rows, ncols) floats, 8-byte aligned. */
 size_t cpu_reduce_strided_cols_workspace(int64_t rows, int64_t ncols);
@@ -128,7 +138,7 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
                              float *work);
 
 /* The kernels of backend_cpu: cpu_<name> for every entry of kernels/ops.def. */
-#define ER_OP(ret, name, params) ret cpu_##name params;
+#define ER_OP(ret, name, params, args) ret cpu_##name params;
 #include "kernels/ops.def"
 #undef ER_OP
 

@@ -96,13 +96,7 @@ void cpu_binary_grad(int op, int side, int ndim, const int64_t *shape0, const fl
 
 #undef OUT
 
-/* GELU, exact erf form (torch/timm default), with the vectorisable erf/exp of cpu_kernels.h.
- * These scalar loops are the reference for gelu_*_avx512 (simd_avx512.c). */
-static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erf_pw(x * 0.70710678118654752f)); }
-static inline float gelu_d(float x) {
-    const float inv_sqrt2pi = 0.39894228040143268f;
-    return 0.5f * (1.0f + erf_pw(x * 0.70710678118654752f)) + x * inv_sqrt2pi * exp_vec(-0.5f * x * x);
-}
+/* GELU (gelu_f / gelu_d of cpu_kernels.h, the references of gelu_*_avx512 in simd_avx512.c). */
 
 #define SIMD_CHUNK 8192 /* elements per parallel block (a multiple of 16) */
 

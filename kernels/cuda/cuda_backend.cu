@@ -355,7 +355,7 @@ static er_backend make_table(void) {
     t.device_count = cuda_device_count;
     t.set_device = cu_set_device;
     cuda_collectives_fill(&t);
-#define ER_OP(ret, name, params) t.name = cu_##name;
+#define ER_OP(ret, name, params, args) t.name = cu_##name;
 #include "kernels/ops.def"
 #undef ER_OP
     return t;

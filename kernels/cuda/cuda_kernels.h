@@ -10,7 +10,7 @@
 #include "kernels/conv_args.h"
 #include "kernels/optim_args.h"
 
-#define ER_OP(ret, name, params) ret cu_##name params;
+#define ER_OP(ret, name, params, args) ret cu_##name params;
 #include "kernels/ops.def"
 #undef ER_OP
 

@@ -90,6 +90,7 @@ tensor *prenorm_layer_forward(const prenorm_layer *l, const nn_ctx *ctx, tensor 
     a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, (int64_t)H * Dh));
     x = op_add(x, op_linear(a, l->out_w, l->out_b));
     h = op_layernorm(x, l->n2_w, l->n2_b, l->eps);
-    h = op_linear(op_gelu(op_linear(h, l->fc1_w, l->fc1_b)), l->fc2_w, l->fc2_b);
+    h = l->fc1_b ? op_bias_gelu(op_linear(h, l->fc1_w, NULL), l->fc1_b) : op_gelu(op_linear(h, l->fc1_w, NULL));
+    h = op_linear(h, l->fc2_w, l->fc2_b);
     return op_add(x, h);
 }

@@ -81,8 +81,12 @@ tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int 
     if (b->ls1) a = op_mul(a, b->ls1);
     x = op_add(x, a);
     h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
-    h = lora_linear(b->lora[VIT_LORA_FC1], ctx, h, b->fc1_w, b->fc1_b);
-    h = b->swiglu ? swiglu_gate(h) : op_gelu(h);
+    if (!b->swiglu && !b->lora[VIT_LORA_FC1] && b->fc1_b) { /* bias and GELU in one pass, same bits */
+        h = op_bias_gelu(op_linear(h, b->fc1_w, NULL), b->fc1_b);
+    } else {
+        h = lora_linear(b->lora[VIT_LORA_FC1], ctx, h, b->fc1_w, b->fc1_b);
+        h = b->swiglu ? swiglu_gate(h) : op_gelu(h);
+    }
     h = lora_linear(b->lora[VIT_LORA_FC2], ctx, h, b->fc2_w, b->fc2_b);
     if (b->ls2) h = op_mul(h, b->ls2);
     return op_add(x, h);

@@ -142,6 +142,7 @@ def main():
              "-I" + os.path.join(ROOT, "tests", "cuda"), "-I" + ROOT, "-Wno-unused-result", "-c", cpp, "-o", obj])
         objs.append(obj)
     csrc = sorted(glob.glob(os.path.join(ROOT, "nn", "**", "*.c"), recursive=True)
+                  + glob.glob(os.path.join(ROOT, "kernels", "*.c"))
                   + glob.glob(os.path.join(ROOT, "kernels", "cpu", "*.c"))
                   + glob.glob(os.path.join(ROOT, "checkpoints", "*.c")))
     csrc += sorted(glob.glob(os.path.join(ROOT, "tests", "cuda", "test_cuda_parity*.c")))

@@ -136,6 +136,36 @@ Test(cuda, unary_forward_backward) {
     }
 }
 
+PARITY_COVERS(bias_gelu);
+PARITY_COVERS(bias_gelu_backward_workspace);
+PARITY_COVERS(bias_gelu_backward);
+Test(cuda, bias_gelu_forward_backward) {
+    require_gpu();
+    const int64_t sizes[3][2] = {{1, 5}, {67, 33}, {130, 1030}};
+    for (int s = 0; s < 3; s++) {
+        int64_t R = sizes[s][0], C = sizes[s][1], n = R * C;
+        float *x = rnd(n, -4, 4, 300 + s), *b = rnd(C, -1, 1, 310 + s), *gy = rnd(n, -1, 1, 320 + s);
+        float *dx = devf(x, n), *db = devf(b, C), *dgy = devf(gy, n), *y = malloc(n * sizeof(float));
+        float *dy = GPU->alloc(n * sizeof(float));
+        CPU->bias_gelu(R, C, x, b, y);
+        GPU->bias_gelu(R, C, dx, db, dy);
+        expect_close("bias_gelu", y, dy, n, 1e-6);
+        for (int acc = 0; acc <= 1; acc++) {
+            float *gx = rnd(n, -1, 1, 330 + s), *gb = rnd(C, -1, 1, 340 + s), *dgx = devf(gx, n), *dgb = devf(gb, C);
+            float *cw = work_of(CPU, CPU->bias_gelu_backward_workspace(R, C));
+            float *gw = work_of(GPU, GPU->bias_gelu_backward_workspace(R, C));
+            CPU->bias_gelu_backward(R, C, x, b, gy, gx, gb, acc, cw);
+            GPU->bias_gelu_backward(R, C, dx, db, dgy, dgx, dgb, acc, gw);
+            expect_close(acc ? "bias_gelu_backward gx (+=)" : "bias_gelu_backward gx", gx, dgx, n, 1e-5);
+            expect_close("bias_gelu_backward gb", gb, dgb, C, 1e-4);
+            CPU->free(cw); GPU->free(gw); GPU->free(dgx); GPU->free(dgb);
+            free(gx); free(gb);
+        }
+        GPU->free(dx); GPU->free(db); GPU->free(dgy); GPU->free(dy);
+        free(x); free(b); free(gy); free(y);
+    }
+}
+
 PARITY_COVERS(dropout);
 Test(cuda, dropout_mask_is_identical) {
     require_gpu();
@@ -625,7 +655,7 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
 
 /* Every entry of kernels/ops.def is filled in the CPU table and (when present) the CUDA table, and
  * has a PARITY_COVERS mark above the test that compares the two. */
-#define ER_OP(ret, name, params) extern const char parity_covers_##name[];
+#define ER_OP(ret, name, params, args) extern const char parity_covers_##name[];
 #include "kernels/ops.def"
 #undef ER_OP
 Test(cuda, every_op_is_filled_and_covered) {
@@ -634,7 +664,7 @@ Test(cuda, every_op_is_filled_and_covered) {
         const er_backend *b = tabs[t];
         if (!b) continue; /* no CUDA in this build or on this machine */
         const char *b_name = b->name;
-#define ER_OP(ret, name, params)                                                                   \
+#define ER_OP(ret, name, params, args)                                                                   \
     cr_expect(b->name != NULL, "%s table: op %s is NULL", b_name, #name);             \
     cr_expect_str_eq(parity_covers_##name, #name);
 #include "kernels/ops.def"
