@@ -22,6 +22,25 @@ CFG=${KR_CFG:-configs/kvasir_seg_image.cfg}
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
 mkdir -p "$OUT"
+if [ "${1:-}" = --synth ]; then
+    name=$2
+    S="$OUT/synth"
+    [ -f "$S/manifest.csv" ] || "$BIN" synth --out "$S" --scenes 400 --views 4 --size 64 --seed 7 --threads 2 > /dev/null
+    e="$OUT/synth_$name.safetensors"
+    case $name in
+    colorhist|thumbnail) "$BIN" embed --baseline "$name" --manifest "$S/manifest.csv" --split test --out "$e" > /dev/null ;;
+    random) "$BIN" embed --config "$CFG" --manifest "$S/manifest.csv" --split test --out "$e" --threads 2 > /dev/null ;;
+    *) "$BIN" embed --model "$OUT/$name/encoder.safetensors" --manifest "$S/manifest.csv" --split test --out "$e" --threads 2 > /dev/null ;;
+    esac
+    "$BIN" eval multiview --emb "$e" --k 10 --json | grep -E '"query_views": "(Q1|Q1Q2)", "ref_views": "(R1|R1R2)"' |
+        while read -r line; do
+            g() { echo "$line" | sed "s/.*\"$1\": \([^,}]*\).*/\1/"; }
+            printf 'synth\t%s\t%s->%s\t%.4f\t[%.4f,%.4f]\t%.4f\t[%.4f,%.4f]\n' "$name" "$(g query_views | tr -d '"')" \
+                "$(g ref_views | tr -d '"')" "$(g uAP)" "$(g uAP_lo)" "$(g uAP_hi)" "$(g acc1)" "$(g acc1_lo)" "$(g acc1_hi)"
+        done | tee -a "$OUT/synth.tsv"
+    exit 0
+fi
+
 if [ ! -f "$OUT/val.csv" ]; then
     [ -d "$DATA/images" ] || { echo "kvasir_recipe: $DATA/images not found (set KVASIR_DATA)" >&2; exit 2; }
     "$BIN" data import --layout image-mask "$DATA" --out "$OUT/manifest.csv"
@@ -44,25 +63,6 @@ score() { # name preset emb steps seconds
     printf '%s\t%s\t%.4f\t[%.4f,%.4f]\t%.4f\t[%.4f,%.4f]\t%s\t%s\t%s\n' "$1" "$2" "$(g uAP)" "$(g uAP_lo)" "$(g uAP_hi)" \
         "$(g acc1)" "$(g acc1_lo)" "$(g acc1_hi)" "$4" "$5" "$SETS" | tee -a "$OUT/val.tsv"
 }
-
-if [ "${1:-}" = --synth ]; then
-    name=$2
-    S="$OUT/synth"
-    [ -f "$S/manifest.csv" ] || "$BIN" synth --out "$S" --scenes 400 --views 4 --size 64 --seed 7 --threads 2 > /dev/null
-    e="$OUT/synth_$name.safetensors"
-    case $name in
-    colorhist|thumbnail) "$BIN" embed --baseline "$name" --manifest "$S/manifest.csv" --split test --out "$e" > /dev/null ;;
-    random) "$BIN" embed --config "$CFG" --manifest "$S/manifest.csv" --split test --out "$e" --threads 2 > /dev/null ;;
-    *) "$BIN" embed --model "$OUT/$name/encoder.safetensors" --manifest "$S/manifest.csv" --split test --out "$e" --threads 2 > /dev/null ;;
-    esac
-    "$BIN" eval multiview --emb "$e" --k 10 --json | grep -E '"query_views": "(Q1|Q1Q2)", "ref_views": "(R1|R1R2)"' |
-        while read -r line; do
-            g() { echo "$line" | sed "s/.*\"$1\": \([^,}]*\).*/\1/"; }
-            printf 'synth\t%s\t%s->%s\t%.4f\t[%.4f,%.4f]\t%.4f\t[%.4f,%.4f]\n' "$name" "$(g query_views | tr -d '"')" \
-                "$(g ref_views | tr -d '"')" "$(g uAP)" "$(g uAP_lo)" "$(g uAP_hi)" "$(g acc1)" "$(g acc1_lo)" "$(g acc1_hi)"
-        done | tee -a "$OUT/synth.tsv"
-    exit 0
-fi
 
 if [ "${1:-}" = --baselines ]; then
     SETS=""

@@ -20,6 +20,8 @@
 # also mae+sscd_crop_aug, mae+sscd_random_mask_crop_aug, sscd_crop_aug: the same objectives with
 # MAE's crop+flip views instead of SSCD's advanced augmentation);
 # set but empty = none),
+# recipe_1h (configs/kvasir_seg_image_1h.cfg, the CPU recipe of issue 19); any name + _seedN trains
+# that variant with train.seed = N, e.g. "recipe_1h_seed0 recipe_1h_seed1 recipe_1h_seed2";
 # KVASIR_PRESETS (copy presets, default "copydet light"), KVASIR_LONG_STEPS (> 0 adds the row
 # mae+sscd_long: the paper's method trained this many steps), KVASIR_STAGES (default
 # "data train copies eval"; e.g. "copies eval" re-evaluates trained encoders),
@@ -57,8 +59,17 @@ if has data; then
     "$BIN" data split "$OUT/manifest.csv" --folds 5 --by label --seed 0 --holdout-fold 0 --out "$MAN"
 fi
 
+variant_cfg() { # the config file of one row
+    case ${1%_seed*} in
+    recipe_1h) echo configs/kvasir_seg_image_1h.cfg ;;
+    *) echo "$CFG" ;;
+    esac
+}
+
 variant_sets() { # the --set arguments of one row
     case $1 in
+    *_seed*) echo "$(variant_sets "${1%_seed*}") --set train.seed=${1##*_seed}" ;;
+    recipe_1h) echo "" ;;
     mae+sscd) echo "--set mae.masking=guided" ;;
     mae+sscd_long) echo "--set mae.masking=guided --set train.steps=$LONG_STEPS" ;;
     mae+sscd_random_mask) echo "--set mae.masking=random" ;;
@@ -78,11 +89,13 @@ if has train; then
             echo "== train $name: reusing $OUT/$name/encoder.safetensors (KVASIR_REUSE=1)"
             continue
         fi
-        echo "== train $name ($sets; $STEPS steps unless set there; batch 32 x 2 views, 800 train images)"
+        echo "== train $name ($(variant_cfg "$name") $sets; 800 train images)"
         ts=$(date +%s)
         # shellcheck disable=SC2086 (later --set wins: the variant's train.steps overrides $STEPS)
-        "$BIN" train image --config "$CFG" --set "data.manifest=$MAN" --set data.split=train \
-            --set "train.steps=$STEPS" --set "train.threads=$THREADS" --set "out.dir=$OUT/$name" $sets --quiet
+        steps_set="--set train.steps=$STEPS"
+        [ "$(variant_cfg "$name")" = "$CFG" ] || steps_set="" # a recipe file keeps its own steps
+        "$BIN" train image --config "$(variant_cfg "$name")" --set "data.manifest=$MAN" --set data.split=train \
+            $steps_set --set "train.threads=$THREADS" --set "out.dir=$OUT/$name" $sets --quiet
         echo "$(( $(date +%s) - ts ))" > "$OUT/$name/train_seconds.txt"
         tail -n 1 "$OUT/$name/log.jsonl"
     done
