@@ -14,7 +14,10 @@
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static size_t pack_offset(int Tq, int Tk) { return round16(2 * (size_t)Tq * Tk + (size_t)Tq); }
 static size_t per_thread(int Tq, int Tk, int D) {
-    return pack_offset(Tq, Tk) + (size_t)D * round16((size_t)Tk);
+    size_t n = pack_offset(Tq, Tk) + (size_t)D * round16((size_t)Tk);
+    size_t f = attn_fused_forward_floats(Tq, Tk, D), b = attn_fused_backward_floats(Tq, Tk, D);
+    f = f > b ? f : b;
+    return round16(n > f ? n : f);
 }
 
 size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
@@ -27,6 +30,62 @@ size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
  * the path for other widths, and the path under SGEMM_BF16 so attention follows the precision. */
 static int fast_head(int D) {
     return D > 0 && D % 16 == 0 && D <= 64 && sgemm_precision() == SGEMM_FP32 && cpu_simd();
+}
+
+/* Unmasked heads of a fast_head width run the fused kernels of attention_avx512.c; masked ones
+ * (and every head when ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the
+ * reference the fused kernels are tested against. */
+static int fused(int D, int mask_kind) { return mask_kind == MASK_NONE && fast_head(D); }
+
+/* Head bh's rows, for the fused kernels and their prefetch of the next head. */
+static attn_next head_rows(int bh, int H, int Tq, int Tk, const float *q, const int64_t *qs,
+                           const float *k, const int64_t *ks, const float *v, const int64_t *vs,
+                           const float *o, const int64_t *os, const float *go, const int64_t *gos,
+                           float *gq, const int64_t *gqs, float *gk, const int64_t *gks, float *gv,
+                           const int64_t *gvs) {
+    int64_t b = bh / H, h = bh % H;
+    attn_next r = {q + b * qs[0] + h * qs[1], k + b * ks[0] + h * ks[1], v + b * vs[0] + h * vs[1],
+                   o ? o + b * os[0] + h * os[1] : NULL, go ? go + b * gos[0] + h * gos[1] : NULL,
+                   gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gk ? gk + b * gks[0] + h * gks[1] : NULL,
+                   gv ? gv + b * gvs[0] + h * gvs[1] : NULL, qs[2], ks[2], vs[2], os ? os[2] : 0,
+                   gos ? gos[2] : 0, gqs ? gqs[2] : 0, gks ? gks[2] : 0, gvs ? gvs[2] : 0, Tq, Tk};
+    return r;
+}
+
+/* The fused kernels over all B H heads, in parallel when `par`: each thread claims its next head
+ * before working on the current one (a shared counter), so the current head can prefetch the
+ * next one's rows. Which thread computes a head does not change its result. */
+static void fused_all(int backward, int par, int B, int H, int Tq, int Tk, int D, float scale,
+                      const float *q, const int64_t *qs, const float *k, const int64_t *ks,
+                      const float *v, const int64_t *vs, const float *o, const int64_t *os,
+                      const float *go, const int64_t *gos, float *lse, float *gq, const int64_t *gqs,
+                      float *gk, const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
+    int nh = B * H, counter = 0;
+    size_t per = per_thread(Tq, Tk, D);
+    #pragma omp parallel if (par)
+    {
+        float *w = work + per * omp_get_thread_num();
+        int cur, nxt;
+        #pragma omp atomic capture
+        cur = counter++;
+        while (cur < nh) {
+            #pragma omp atomic capture
+            nxt = counter++;
+            attn_next c = head_rows(cur, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
+            attn_next n = nxt < nh ? head_rows(nxt, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk,
+                                              gks, gv, gvs)
+                                   : c;
+            float *l = lse + (int64_t)cur * Tq;
+            if (!backward)
+                attn_fused_forward_avx512(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v, c.ldv, (float *)c.o, c.ldo, l,
+                                          w, nxt < nh ? &n : NULL);
+            else
+                attn_fused_backward_avx512(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v, c.ldv, c.o, c.ldo, c.go,
+                                           c.ldgo, l, c.gq, c.ldgq, c.gk, c.ldgk, c.gv, c.ldgv, w,
+                                           nxt < nh ? &n : NULL);
+            cur = nxt;
+        }
+    }
 }
 
 /* B^T of a [N x D] row-major block (row stride ldb), packed into t [D][ld], ld = N rounded up
@@ -126,7 +185,11 @@ void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float
                    const int64_t *os, float *lse, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
-    if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
+    int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    if (fused(D, mask_kind)) {
+        fused_all(0, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL,
+                  NULL, NULL, NULL, NULL, work);
+    } else if (par) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
             head_forward(bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
@@ -183,7 +246,11 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
                             const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
-    if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
+    int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    if (fused(D, mask_kind)) {
+        fused_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, (float *)lse, gq, gqs,
+                  gk, gks, gv, gvs, work);
+    } else if (par) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
             head_backward(bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,
