@@ -35,57 +35,43 @@ static int fast_head(int D) {
 /* Unmasked heads of a fast_head width run the fused kernels of attention_avx512.c; masked ones
  * (and every head when ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the
  * reference the fused kernels are tested against. */
-static int fused(int D, int mask_kind) { return mask_kind == MASK_NONE && fast_head(D); }
-
-/* Head bh's rows, for the fused kernels and their prefetch of the next head. */
-static attn_next head_rows(int bh, int H, int Tq, int Tk, const float *q, const int64_t *qs,
-                           const float *k, const int64_t *ks, const float *v, const int64_t *vs,
-                           const float *o, const int64_t *os, const float *go, const int64_t *gos,
-                           float *gq, const int64_t *gqs, float *gk, const int64_t *gks, float *gv,
-                           const int64_t *gvs) {
-    int64_t b = bh / H, h = bh % H;
-    attn_next r = {q + b * qs[0] + h * qs[1], k + b * ks[0] + h * ks[1], v + b * vs[0] + h * vs[1],
-                   o ? o + b * os[0] + h * os[1] : NULL, go ? go + b * gos[0] + h * gos[1] : NULL,
-                   gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gk ? gk + b * gks[0] + h * gks[1] : NULL,
-                   gv ? gv + b * gvs[0] + h * gvs[1] : NULL, qs[2], ks[2], vs[2], os ? os[2] : 0,
-                   gos ? gos[2] : 0, gqs ? gqs[2] : 0, gks ? gks[2] : 0, gvs ? gvs[2] : 0, Tq, Tk};
-    return r;
+static int fused(int D, int Tk, int mask_kind, const int64_t *ks, const int64_t *vs) {
+    return mask_kind == MASK_NONE && fast_head(D) && (int64_t)Tk * ks[2] < INT32_MAX &&
+           (int64_t)Tk * vs[2] < INT32_MAX; /* the packing gathers take 32-bit offsets */
 }
 
-/* The fused kernels over all B H heads, in parallel when `par`: each thread claims its next head
- * before working on the current one (a shared counter), so the current head can prefetch the
- * next one's rows. Which thread computes a head does not change its result. */
+/* One head (b, h) through the fused kernels; work is the calling thread's part. */
+static void fused_head(int backward, int bh, int H, int Tq, int Tk, int D, float scale, const float *q,
+                       const int64_t *qs, const float *k, const int64_t *ks, const float *v,
+                       const int64_t *vs, float *o, const int64_t *os, const float *go,
+                       const int64_t *gos, float *lse, float *gq, const int64_t *gqs, float *gk,
+                       const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
+    int64_t b = bh / H, h = bh % H;
+    const float *qh = q + b * qs[0] + h * qs[1], *kh = k + b * ks[0] + h * ks[1], *vh = v + b * vs[0] + h * vs[1];
+    float *oh = o + b * os[0] + h * os[1], *l = lse + (int64_t)bh * Tq;
+    if (!backward) {
+        attn_fused_forward_avx512(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh, os[2], l, work);
+        return;
+    }
+    attn_fused_backward_avx512(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh, os[2],
+                               go + b * gos[0] + h * gos[1], gos[2], l,
+                               gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gq ? gqs[2] : 0,
+                               gk ? gk + b * gks[0] + h * gks[1] : NULL, gk ? gks[2] : 0,
+                               gv ? gv + b * gvs[0] + h * gvs[1] : NULL, gv ? gvs[2] : 0, work);
+}
+
+/* The fused kernels over all B H heads, heads in parallel when `par`. */
 static void fused_all(int backward, int par, int B, int H, int Tq, int Tk, int D, float scale,
                       const float *q, const int64_t *qs, const float *k, const int64_t *ks,
-                      const float *v, const int64_t *vs, const float *o, const int64_t *os,
+                      const float *v, const int64_t *vs, float *o, const int64_t *os,
                       const float *go, const int64_t *gos, float *lse, float *gq, const int64_t *gqs,
                       float *gk, const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
-    int nh = B * H, counter = 0;
+    int nh = B * H;
     size_t per = per_thread(Tq, Tk, D);
-    #pragma omp parallel if (par)
-    {
-        float *w = work + per * omp_get_thread_num();
-        int cur, nxt;
-        #pragma omp atomic capture
-        cur = counter++;
-        while (cur < nh) {
-            #pragma omp atomic capture
-            nxt = counter++;
-            attn_next c = head_rows(cur, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
-            attn_next n = nxt < nh ? head_rows(nxt, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk,
-                                              gks, gv, gvs)
-                                   : c;
-            float *l = lse + (int64_t)cur * Tq;
-            if (!backward)
-                attn_fused_forward_avx512(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v, c.ldv, (float *)c.o, c.ldo, l,
-                                          w, nxt < nh ? &n : NULL);
-            else
-                attn_fused_backward_avx512(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v, c.ldv, c.o, c.ldo, c.go,
-                                           c.ldgo, l, c.gq, c.ldgq, c.gk, c.ldgk, c.gv, c.ldgv, w,
-                                           nxt < nh ? &n : NULL);
-            cur = nxt;
-        }
-    }
+    #pragma omp parallel for schedule(dynamic) if (par)
+    for (int bh = 0; bh < nh; bh++)
+        fused_head(backward, bh, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk,
+                   gks, gv, gvs, work + per * omp_get_thread_num());
 }
 
 /* B^T of a [N x D] row-major block (row stride ldb), packed into t [D][ld], ld = N rounded up
@@ -186,7 +172,7 @@ void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
     int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    if (fused(D, mask_kind)) {
+    if (fused(D, Tk, mask_kind, ks, vs)) {
         fused_all(0, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL,
                   NULL, NULL, NULL, NULL, work);
     } else if (par) {
@@ -247,8 +233,8 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
     int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    if (fused(D, mask_kind)) {
-        fused_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, (float *)lse, gq, gqs,
+    if (fused(D, Tk, mask_kind, ks, vs)) {
+        fused_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (float *)o, os, go, gos, (float *)lse, gq, gqs,
                   gk, gks, gv, gvs, work);
     } else if (par) {
         #pragma omp parallel for schedule(dynamic)

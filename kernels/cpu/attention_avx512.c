@@ -12,10 +12,9 @@
  *            normalisation is the product's per-row alpha, no pass of its own).
  *   backward: P = exp(scale Q K^T - lse) is the epilogue of the Q K^T tile, dS = P (dO V^T - Di)
  *            the epilogue of the dO V^T tile; then dV += P^T dO, dQ += scale dS K, dK += scale dS^T Q.
- * Each head also prefetches (into L2) the rows the caller's next head will read, spread over its
- * own row loop: at batch 16 the q/k/v/o/gradient rows (256 B each, 4.6 KB apart) mostly come from
- * DRAM, and the packing gathers and broadcasts stalled on them (a head took 45 % longer at batch 16
- * than with its data in cache). Results depend only on the head's inputs: not on the thread count. */
+ * Results depend only on the head's inputs, not on the thread count. (Prefetching the next head's
+ * rows into L2 was tried against the ~25 % slower heads at batch 16 than with their data in cache:
+ * no change beyond noise, not kept.) */
 #include "kernels/cpu/cpu_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -46,14 +45,6 @@ static inline __m512 fexp16(__m512 x) {
     __m512 y = _mm512_scalef_ps(p, n);
     y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
-}
-
-/* Prefetch into L2 part `part` of `nparts` of the rows [0, n) (D floats each, stride ld) of p. */
-static inline void prefetch_part(const float *p, int64_t ld, int n, int D, int part, int nparts) {
-    if (!p) return;
-    int r0 = (int)((int64_t)n * part / nparts), r1 = (int)((int64_t)n * (part + 1) / nparts);
-    for (int r = r0; r < r1; r++)
-        for (int d = 0; d < D; d += 16) _mm_prefetch((const char *)(p + r * ld + d), _MM_HINT_T1);
 }
 
 /* Q K^T-type tile: MR rows x NV vectors of 16 columns, sum over d of A[r lda + d] Bt[d ldb + j].
@@ -206,7 +197,7 @@ size_t attn_fused_forward_floats(int Tq, int Tk, int D) {
 
 void attn_fused_forward_avx512(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq,
                                const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
-                               int64_t ldo, float *lse, float *work, const attn_next *next) {
+                               int64_t ldo, float *lse, float *work) {
     int64_t ldt = ((int64_t)Tk + 15) / 16 * 16;
     float *kt = work, *S = kt + D * ldt, *inv = S + FWD_MB * ldt;
     pack_transposed_avx512(Tk, D, k, ldk, kt, ldt);
@@ -220,11 +211,6 @@ void attn_fused_forward_avx512(int Tq, int Tk, int D, float scale, const float *
             lse[i0 + r] = m + logf(s);
         }
         ab_rows(mb, D, Tk, inv, 1, S, ldt, 1, v, ldv, o + i0 * ldo, ldo, 0);
-        if (next) {
-            prefetch_part(next->q, next->ldq, next->Tq, D, blk, nb);
-            prefetch_part(next->k, next->ldk, next->Tk, D, blk, nb);
-            prefetch_part(next->v, next->ldv, next->Tk, D, blk, nb);
-        }
     }
 }
 
@@ -237,13 +223,13 @@ void attn_fused_backward_avx512(int Tq, int Tk, int D, float scale, const float 
                                 const float *k, int64_t ldk, const float *v, int64_t ldv,
                                 const float *o, int64_t ldo, const float *go, int64_t ldgo,
                                 const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk,
-                                float *gv, int64_t ldgv, float *work, const attn_next *next) {
+                                float *gv, int64_t ldgv, float *work) {
     int64_t ldt = ((int64_t)Tk + 15) / 16 * 16;
     float *kt = work, *vt = kt + D * ldt, *P = vt + D * ldt, *dS = P + Tq * ldt, *Di = dS + Tq * ldt;
     pack_transposed_avx512(Tk, D, k, ldk, kt, ldt);
     pack_transposed_avx512(Tk, D, v, ldv, vt, ldt);
     int nb = (Tq + 7) / 8;
-    for (int blk = 0; blk < nb; blk++) { /* rows in groups of 8: P, Di, dS, and a share of the prefetch */
+    for (int blk = 0; blk < nb; blk++) { /* rows in groups of 8: P, Di, dS */
         int i0 = blk * 8, i1 = i0 + 8 < Tq ? i0 + 8 : Tq;
         abt_rows(1, i0, i1, Tk, D, scale, q, ldq, kt, ldt, P, ldt, lse, NULL);
         for (int i = i0; i < i1; i++) { /* Di = dO_i . O_i, D a multiple of 16 */
@@ -253,23 +239,11 @@ void attn_fused_backward_avx512(int Tq, int Tk, int D, float scale, const float 
             Di[i] = _mm512_reduce_add_ps(s);
         }
         abt_rows(2, i0, i1, Tk, D, 1.0f, go, ldgo, vt, ldt, dS, ldt, Di, P);
-        if (next) {
-            prefetch_part(next->q, next->ldq, next->Tq, D, blk, nb);
-            prefetch_part(next->k, next->ldk, next->Tk, D, blk, nb);
-            prefetch_part(next->v, next->ldv, next->Tk, D, blk, nb);
-            prefetch_part(next->o, next->ldo, next->Tq, D, blk, nb);
-            prefetch_part(next->go, next->ldgo, next->Tq, D, blk, nb);
-        }
     }
     const float one = 1.0f;
     if (gv) ab_rows(Tk, D, Tq, &one, 0, P, 1, ldt, go, ldgo, gv, ldgv, 1);     /* dV += P^T dO */
     if (gq) ab_rows(Tq, D, Tk, &scale, 0, dS, ldt, 1, k, ldk, gq, ldgq, 1);   /* dQ += scale dS K */
     if (gk) ab_rows(Tk, D, Tq, &scale, 0, dS, 1, ldt, q, ldq, gk, ldgk, 1);   /* dK += scale dS^T Q */
-    if (next) { /* the gradient rows the next head adds into */
-        prefetch_part(next->gq, next->ldgq, next->Tq, D, 0, 1);
-        prefetch_part(next->gk, next->ldgk, next->Tk, D, 0, 1);
-        prefetch_part(next->gv, next->ldgv, next->Tk, D, 0, 1);
-    }
 }
 
 #pragma GCC pop_options
@@ -279,17 +253,17 @@ size_t attn_fused_forward_floats(int Tq, int Tk, int D) { (void)Tq, (void)Tk, (v
 size_t attn_fused_backward_floats(int Tq, int Tk, int D) { (void)Tq, (void)Tk, (void)D; return 0; }
 void attn_fused_forward_avx512(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq,
                                const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
-                               int64_t ldo, float *lse, float *work, const attn_next *next) {
+                               int64_t ldo, float *lse, float *work) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
-    (void)o, (void)ldo, (void)lse, (void)work, (void)next;
+    (void)o, (void)ldo, (void)lse, (void)work;
 }
 void attn_fused_backward_avx512(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq,
                                 const float *k, int64_t ldk, const float *v, int64_t ldv,
                                 const float *o, int64_t ldo, const float *go, int64_t ldgo,
                                 const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk,
-                                float *gv, int64_t ldgv, float *work, const attn_next *next) {
+                                float *gv, int64_t ldgv, float *work) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
     (void)o, (void)ldo, (void)go, (void)ldgo, (void)lse, (void)gq, (void)ldgq, (void)gk, (void)ldgk;
-    (void)gv, (void)ldgv, (void)work, (void)next;
+    (void)gv, (void)ldgv, (void)work;
 }
 #endif
