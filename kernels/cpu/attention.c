@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
 /* Each thread's part of `work`, in floats: the scores S and dS [Tq x Tk] each, the row terms Di
@@ -16,7 +17,10 @@ static size_t pack_offset(int Tq, int Tk) { return round16(2 * (size_t)Tq * Tk +
 static size_t per_thread(int Tq, int Tk, int D) {
     size_t n = pack_offset(Tq, Tk) + (size_t)D * round16((size_t)Tk);
     size_t f = attn_fused_forward_floats(Tq, Tk, D), b = attn_fused_backward_floats(Tq, Tk, D);
+    size_t f16 = attn_bf16_forward_floats(Tq, Tk, D), b16 = attn_bf16_backward_floats(Tq, Tk, D);
     f = f > b ? f : b;
+    f = f > f16 ? f : f16;
+    f = f > b16 ? f : b16;
     return round16(n > f ? n : f);
 }
 
@@ -32,16 +36,19 @@ static int fast_head(int D) {
     return D > 0 && D % 16 == 0 && D <= 64 && sgemm_precision() == SGEMM_FP32 && cpu_simd();
 }
 
-/* Unmasked heads of a fast_head width run the fused kernels of attention_avx512.c; masked ones
- * (and every head when ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the
- * reference the fused kernels are tested against. */
+/* Unmasked heads of a width D % 16 == 0, D <= 64 run the fused kernels: attention_avx512.c in fp32
+ * mode, attention_bf16.c under SGEMM_BF16 on an AVX512_BF16 CPU. Masked ones (and every head when
+ * ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the reference the fused
+ * kernels are tested against. Returns 0 (unfused), 1 (fp32) or 2 (bf16). */
 static int fused(int D, int Tk, int mask_kind, const int64_t *ks, const int64_t *vs) {
-    return mask_kind == MASK_NONE && fast_head(D) && (int64_t)Tk * ks[2] < INT32_MAX &&
-           (int64_t)Tk * vs[2] < INT32_MAX; /* the packing gathers take 32-bit offsets */
+    if (mask_kind != MASK_NONE || !cpu_simd() || D <= 0 || D % 16 || D > 64) return 0;
+    if (sgemm_precision() == SGEMM_BF16) return cpu_has_avx512_bf16() ? 2 : 0;
+    /* the fp32 kernels' packing gathers take 32-bit offsets */
+    return (int64_t)Tk * ks[2] < INT32_MAX && (int64_t)Tk * vs[2] < INT32_MAX ? 1 : 0;
 }
 
 /* One head (b, h) through the fused kernels; work is the calling thread's part. */
-static void fused_head(int backward, int bh, int H, int Tq, int Tk, int D, float scale, const float *q,
+static void fused_head(int backward, int bf16, int bh, int H, int Tq, int Tk, int D, float scale, const float *q,
                        const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                        const int64_t *vs, float *o, const int64_t *os, const float *go,
                        const int64_t *gos, float *lse, float *gq, const int64_t *gqs, float *gk,
@@ -50,10 +57,11 @@ static void fused_head(int backward, int bh, int H, int Tq, int Tk, int D, float
     const float *qh = q + b * qs[0] + h * qs[1], *kh = k + b * ks[0] + h * ks[1], *vh = v + b * vs[0] + h * vs[1];
     float *oh = o + b * os[0] + h * os[1], *l = lse + (int64_t)bh * Tq;
     if (!backward) {
-        attn_fused_forward_avx512(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh, os[2], l, work);
+        (bf16 ? attn_bf16_forward : attn_fused_forward_avx512)(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh,
+                                                               os[2], l, work);
         return;
     }
-    attn_fused_backward_avx512(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh, os[2],
+    (bf16 ? attn_bf16_backward : attn_fused_backward_avx512)(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh, os[2],
                                go + b * gos[0] + h * gos[1], gos[2], l,
                                gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gq ? gqs[2] : 0,
                                gk ? gk + b * gks[0] + h * gks[1] : NULL, gk ? gks[2] : 0,
@@ -61,7 +69,7 @@ static void fused_head(int backward, int bh, int H, int Tq, int Tk, int D, float
 }
 
 /* The fused kernels over all B H heads, heads in parallel when `par`. */
-static void fused_all(int backward, int par, int B, int H, int Tq, int Tk, int D, float scale,
+static void fused_all(int backward, int bf16, int par, int B, int H, int Tq, int Tk, int D, float scale,
                       const float *q, const int64_t *qs, const float *k, const int64_t *ks,
                       const float *v, const int64_t *vs, float *o, const int64_t *os,
                       const float *go, const int64_t *gos, float *lse, float *gq, const int64_t *gqs,
@@ -70,7 +78,7 @@ static void fused_all(int backward, int par, int B, int H, int Tq, int Tk, int D
     size_t per = per_thread(Tq, Tk, D);
     #pragma omp parallel for schedule(dynamic) if (par)
     for (int bh = 0; bh < nh; bh++)
-        fused_head(backward, bh, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk,
+        fused_head(backward, bf16, bh, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk,
                    gks, gv, gvs, work + per * omp_get_thread_num());
 }
 
@@ -172,8 +180,9 @@ void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
     int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    if (fused(D, Tk, mask_kind, ks, vs)) {
-        fused_all(0, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL,
+    int f = fused(D, Tk, mask_kind, ks, vs);
+    if (f) {
+        fused_all(0, f == 2, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL,
                   NULL, NULL, NULL, NULL, work);
     } else if (par) {
         #pragma omp parallel for schedule(dynamic)
@@ -233,8 +242,9 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
     int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    if (fused(D, Tk, mask_kind, ks, vs)) {
-        fused_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (float *)o, os, go, gos, (float *)lse, gq, gqs,
+    int f = fused(D, Tk, mask_kind, ks, vs);
+    if (f) {
+        fused_all(1, f == 2, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (float *)o, os, go, gos, (float *)lse, gq, gqs,
                   gk, gks, gv, gvs, work);
     } else if (par) {
         #pragma omp parallel for schedule(dynamic)

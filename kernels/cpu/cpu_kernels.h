@@ -143,6 +143,17 @@ void attn_fused_backward_avx512(int Tq, int Tk, int D, float scale, const float 
                                 const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk,
                                 float *gv, int64_t ldgv, float *work);
 
+/* The same under SGEMM_BF16 on an AVX512_BF16 CPU (attention_bf16.c): products in bf16 with fp32
+ * accumulation, as the unfused path's sgemm calls in that mode; work holds attn_bf16_*_floats. */
+size_t attn_bf16_forward_floats(int Tq, int Tk, int D);
+size_t attn_bf16_backward_floats(int Tq, int Tk, int D);
+void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work);
+void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
+                        int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
+                        int64_t ldgv, float *work);
+
 /* Rows per block of the column sums below: each block sums its rows in order into a float partial
  * row, the blocks' partials are added in block order in double (bias_gelu.c keeps the same blocks). */
 #define CPU_RED_RB 64
