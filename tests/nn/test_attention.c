@@ -92,6 +92,12 @@ Test(nn_attention, forward_matches_naive_softmax) {
     run_case(2, 1, 14, 7, 32, MASK_ADD, 8, 1);
     run_case(1, 1, 50, 17, 48, MASK_BOOL, 9, 1);
     run_case(1, 1, 1, 49, 64, MASK_NONE, 10, 0);
+    /* unmasked: the fused kernels (kernels/cpu/attention_avx512.c), 8- and 24-row blocks with
+     * 4/2/1-row tails, 48-column tiles with 16-column tails */
+    run_case(2, 2, 13, 29, 32, MASK_NONE, 11, 1);
+    run_case(1, 1, 31, 7, 48, MASK_NONE, 12, 1);
+    run_case(1, 3, 25, 24, 16, MASK_NONE, 13, 1);
+    run_case(1, 1, 3, 50, 64, MASK_NONE, 14, 1);
 }
 
 Test(nn_attention, vit_sized_197_tokens) {
@@ -99,8 +105,7 @@ Test(nn_attention, vit_sized_197_tokens) {
     run_case(2, 3, 197, 197, 16, MASK_NONE, 6, 1);
 }
 
-Test(nn_attention, packed_qkv_views_and_grad) {
-    int B = 2, T = 17, H = 2, D = 4;
+static void packed_case(int B, int T, int H, int D) {
     tensor *qkv = gc_rand(5, SHAPE(B, T, 3, H, D), 9, -1, 1);
     at_ctx c = {NULL, MASK_NONE, 1, H};
     tensor *in[1] = {qkv};
@@ -126,6 +131,12 @@ Test(nn_attention, packed_qkv_views_and_grad) {
     free(q);
     free(ref);
     tensor_free(qkv);
+    nn_step_end();
+}
+
+Test(nn_attention, packed_qkv_views_and_grad) {
+    packed_case(2, 17, 2, 4);
+    packed_case(2, 19, 2, 16); /* a fused-kernel width: strided q/k/v rows, gradients into the packed buffer */
 }
 
 Test(nn_attention, shape_errors) {
