@@ -47,39 +47,56 @@ static int fused(int D, int Tk, int mask_kind, const int64_t *ks, const int64_t 
     return (int64_t)Tk * ks[2] < INT32_MAX && (int64_t)Tk * vs[2] < INT32_MAX ? 1 : 0;
 }
 
-/* One head (b, h) through the fused kernels; work is the calling thread's part. */
-static void fused_head(int backward, int bf16, int bh, int H, int Tq, int Tk, int D, float scale, const float *q,
-                       const int64_t *qs, const float *k, const int64_t *ks, const float *v,
-                       const int64_t *vs, float *o, const int64_t *os, const float *go,
-                       const int64_t *gos, float *lse, float *gq, const int64_t *gqs, float *gk,
-                       const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
+/* Head bh's rows, for the fused kernels and their prefetch of the next head. */
+static attn_next head_rows(int bh, int H, int Tq, int Tk, const float *q, const int64_t *qs,
+                           const float *k, const int64_t *ks, const float *v, const int64_t *vs,
+                           const float *o, const int64_t *os, const float *go, const int64_t *gos,
+                           const float *gq, const int64_t *gqs, const float *gk, const int64_t *gks,
+                           const float *gv, const int64_t *gvs) {
     int64_t b = bh / H, h = bh % H;
-    const float *qh = q + b * qs[0] + h * qs[1], *kh = k + b * ks[0] + h * ks[1], *vh = v + b * vs[0] + h * vs[1];
-    float *oh = o + b * os[0] + h * os[1], *l = lse + (int64_t)bh * Tq;
-    if (!backward) {
-        (bf16 ? attn_bf16_forward : attn_fused_forward_avx512)(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh,
-                                                               os[2], l, work);
-        return;
-    }
-    (bf16 ? attn_bf16_backward : attn_fused_backward_avx512)(Tq, Tk, D, scale, qh, qs[2], kh, ks[2], vh, vs[2], oh, os[2],
-                               go + b * gos[0] + h * gos[1], gos[2], l,
-                               gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gq ? gqs[2] : 0,
-                               gk ? gk + b * gks[0] + h * gks[1] : NULL, gk ? gks[2] : 0,
-                               gv ? gv + b * gvs[0] + h * gvs[1] : NULL, gv ? gvs[2] : 0, work);
+    attn_next r = {q + b * qs[0] + h * qs[1], k + b * ks[0] + h * ks[1], v + b * vs[0] + h * vs[1],
+                   o + b * os[0] + h * os[1], go ? go + b * gos[0] + h * gos[1] : NULL,
+                   gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gk ? gk + b * gks[0] + h * gks[1] : NULL,
+                   gv ? gv + b * gvs[0] + h * gvs[1] : NULL, qs[2], ks[2], vs[2], os[2],
+                   go ? gos[2] : 0, gq ? gqs[2] : 0, gk ? gks[2] : 0, gv ? gvs[2] : 0, Tq, Tk};
+    return r;
 }
 
-/* The fused kernels over all B H heads, heads in parallel when `par`. */
+/* The fused kernels (bf16: attention_bf16.c) over all B H heads, in parallel when `par`: each
+ * thread claims its next head (a shared counter) before running the current one, which then
+ * prefetches the next one's rows. Which thread runs a head does not change its result. */
 static void fused_all(int backward, int bf16, int par, int B, int H, int Tq, int Tk, int D, float scale,
                       const float *q, const int64_t *qs, const float *k, const int64_t *ks,
                       const float *v, const int64_t *vs, float *o, const int64_t *os,
                       const float *go, const int64_t *gos, float *lse, float *gq, const int64_t *gqs,
                       float *gk, const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
-    int nh = B * H;
+    int nh = B * H, counter = 0;
     size_t per = per_thread(Tq, Tk, D);
-    #pragma omp parallel for schedule(dynamic) if (par)
-    for (int bh = 0; bh < nh; bh++)
-        fused_head(backward, bf16, bh, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk,
-                   gks, gv, gvs, work + per * omp_get_thread_num());
+    #pragma omp parallel if (par)
+    {
+        float *w = work + per * omp_get_thread_num();
+        int cur, nxt;
+        #pragma omp atomic capture
+        cur = counter++;
+        while (cur < nh) {
+            #pragma omp atomic capture
+            nxt = counter++;
+            attn_next c = head_rows(cur, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
+            attn_next n = c;
+            if (nxt < nh) n = head_rows(nxt, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
+            const attn_next *pn = nxt < nh ? &n : NULL;
+            float *l = lse + (int64_t)cur * Tq, *oc = o + (c.o - o);
+            float *gqc = gq ? gq + (c.gq - gq) : NULL, *gkc = gk ? gk + (c.gk - gk) : NULL, *gvc = gv ? gv + (c.gv - gv) : NULL;
+            if (!backward)
+                (bf16 ? attn_bf16_forward : attn_fused_forward_avx512)(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v,
+                                                                       c.ldv, oc, c.ldo, l, w, pn);
+            else
+                (bf16 ? attn_bf16_backward : attn_fused_backward_avx512)(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v,
+                                                                         c.ldv, c.o, c.ldo, c.go, c.ldgo, l, gqc, c.ldgq,
+                                                                         gkc, c.ldgk, gvc, c.ldgv, w, pn);
+            cur = nxt;
+        }
+    }
 }
 
 /* B^T of a [N x D] row-major block (row stride ldb), packed into t [D][ld], ld = N rounded up

@@ -11,8 +11,9 @@
  *            as bf16, O_blk = diag(1 / sum) e V.
  *   backward: per 8 x 48 tile, P = exp(scale Q K^T - lse) and dS = P (dO V^T - Di), stored as the
  *            bf16 pairs of P^T, dS^T and dS; then dV += P^T dO, dQ += scale dS K, dK += scale dS^T Q.
- * The reference is the unfused path (tests/kernels/test_attention_fused.c). Results depend only
- * on the head's inputs, not on the thread count. */
+ * Each head prefetches the next head's rows over its row loop, as the fp32 kernels. The reference
+ * is the unfused path (tests/kernels/test_attention_fused.c). Results depend only on the head's
+ * inputs, not on the thread count. */
 #include <stdint.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -43,7 +44,7 @@ size_t attn_bf16_backward_floats(int Tq, int Tk, int D) {
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/cpu/attention_exp_avx512.h"
+#include "kernels/cpu/attention_fused_avx512.h"
 
 static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
@@ -123,7 +124,8 @@ static inline void store_pairs(void *p, __m512 lo, __m512 hi) {
 }
 
 void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
-                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work) {
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
+                       const attn_next *next) {
     load_ukr();
     int64_t ldt = (Tk + 31) / 32 * 32; /* row of S in floats; row of E in pairs: ldt / 2 */
     long kpd = (D + 1) / 2, kpt = (Tk + 1) / 2;
@@ -164,13 +166,14 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
             lse[i0 + r] = m + logf(sum);
         }
         ab16_rows(mb, D, kpt, inv, 1, E, ldt / 2, 1, Vp, o + i0 * ldo, ldo, 0);
+        prefetch_next(next, D, 0, i0 / FWD_MB, (Tq + FWD_MB - 1) / FWD_MB);
     }
 }
 
 void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
                         int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
                         int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
-                        int64_t ldgv, float *work) {
+                        int64_t ldgv, float *work, const attn_next *next) {
     load_ukr();
     int64_t ldt = (Tk + 47) / 48 * 48; /* pairs per row of P^T / dS^T; floats per row of the tiles; 2x dS's */
     long kpd = (D + 1) / 2, kpq = (Tq + 1) / 2, kpt = (Tk + 1) / 2;
@@ -201,6 +204,7 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
     }
     for (int i = 0; i < Tq; i += 8) {
         int mr = Tq - i < 8 ? Tq - i : 8;
+        prefetch_next(next, D, 1, i / 8, (Tq + 7) / 8);
         for (int j = 0; j < Tk; j += 48) {
             int nr = Tk - j < 48 ? Tk - j : 48;
             ukr_8x48(kpd, Qp + (size_t)i * 2 * kpd, Kp + (size_t)j * 2 * kpd, Pt + j, ldt, scale, 0.0f, mr, nr);
@@ -244,16 +248,17 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
 #else
 /* Not x86-64 GCC/Clang: cpu_has_avx512_bf16() is 0, so these are never called. */
 void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
-                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work) {
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
+                       const attn_next *next) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
-    (void)o, (void)ldo, (void)lse, (void)work;
+    (void)o, (void)ldo, (void)lse, (void)work, (void)next;
 }
 void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
                         int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
                         int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
-                        int64_t ldgv, float *work) {
+                        int64_t ldgv, float *work, const attn_next *next) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
     (void)o, (void)ldo, (void)go, (void)ldgo, (void)lse, (void)gq, (void)ldgq, (void)gk, (void)ldgk;
-    (void)gv, (void)ldgv, (void)work;
+    (void)gv, (void)ldgv, (void)work, (void)next;
 }
 #endif
