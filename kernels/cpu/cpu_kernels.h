@@ -162,6 +162,10 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
                         int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
                         int64_t ldgv, float *work, const attn_next *next);
 
+/* Max pooling of one plane's outputs q in [qa, qb) of every row, windows inside the columns, column
+ * stride 1 or 2 (pool_avx512.c; pool.c's scalar loop is the reference and does the rest). */
+void maxpool2d_interior_avx512(const pool2d_args *a, const float *xp, float *yp, int32_t *ap, int qa, int qb);
+
 /* Rows per block of the column sums below: each block sums its rows in order into a float partial
  * row, the blocks' partials are added in block order in double (bias_gelu.c keeps the same blocks). */
 #define CPU_RED_RB 64
