@@ -2,7 +2,10 @@
  * One (batch, head) score block [Tq, Tk] exists at a time per thread (in `work`); the backward
  * pass recomputes it from q, k and the saved row log-sum-exp instead of storing probabilities.
  * Heads run in parallel when there are at least as many heads as threads; otherwise heads run in
- * turn and each matrix product uses all threads. */
+ * turn and each matrix product uses all threads. Unmasked heads of the usual widths go to the
+ * fused kernels (attention_avx512.c, attention_bf16.c); this file's loops are the unfused path:
+ * masked heads, other widths, CPUs without AVX-512, and the reference the fused ones are tested
+ * against. */
 #include <math.h>
 #include <omp.h>
 
@@ -10,8 +13,9 @@
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
-/* Each thread's part of `work`, in floats: the scores S and dS [Tq x Tk] each, the row terms Di
- * [Tq], then (64-byte aligned) K^T or V^T packed for the AVX-512 head product [D x round16(Tk)]. */
+/* Each thread's part of `work`, in floats: for the unfused path the scores S and dS [Tq x Tk]
+ * each, the row terms Di [Tq], then K^T or V^T packed for the AVX-512 head product
+ * [D x round16(Tk)]; the fused kernels' layouts when larger. */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static size_t pack_offset(int Tq, int Tk) { return round16(2 * (size_t)Tq * Tk + (size_t)Tq); }
 static size_t per_thread(int Tq, int Tk, int D) {
