@@ -203,3 +203,23 @@ Test(nn_attention, packed_qkv_grad_shared_with_other_ops) {
         tensor_free(qkv);
     }
 }
+
+/* q, k and v all add straight into the packed qkv gradient (ops_attention.c grad_dest): the
+ * permute / slice views in between get no gradient buffer, so no zero fill and no copies. q given
+ * as the key too must not (gq and gk would alias): it takes its own buffer. */
+Test(nn_attention, packed_qkv_gradients_skip_the_views) {
+    int B = 2, T = 7, H = 2, D = 16, perm[5] = {2, 0, 3, 1, 4};
+    for (int same = 0; same < 2; same++) {
+        tensor *qkv = gc_rand(5, SHAPE(B, T, 3, H, D), 31, -1, 1);
+        tensor *p = op_permute(qkv, perm);
+        tensor *q = op_squeeze(op_slice(p, 0, 0, 1), 0), *k = op_squeeze(op_slice(p, 0, 1, 2), 0),
+               *v = op_squeeze(op_slice(p, 0, 2, 3), 0);
+        tensor *o = op_attention(q, same ? q : k, v, NULL, MASK_NONE, 0);
+        cr_assert_eq(backward(op_sum_all(op_mul(o, o))), ER_OK, "%s", er_msg());
+        cr_assert_not_null(qkv->grad);
+        if (!same) cr_assert_null(p->grad, "the permute view got a gradient buffer");
+        else cr_assert_not_null(q->grad, "q as key too: its own buffer");
+        tensor_free(qkv);
+        nn_step_end();
+    }
+}
