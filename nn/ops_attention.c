@@ -35,16 +35,64 @@ static int is_view_node(const tape_node *n) {
  * its gradient goes straight into base's packed gradient buffer at x's offset: base's gradient
  * has base's layout, so x's strides address it as they address base's data. The views in between
  * then receive no gradient and their backward is skipped (no zero-filled [B,H,T,D] buffers, no
- * slice and permute copies). Otherwise x's own (packed) gradient buffer. */
-static float *grad_dest(tensor *x, int64_t *s) {
+ * slice and permute copies). base may already have a gradient (q's, written just before k's and
+ * v's; or another consumer's): the kernel adds, and an existing buffer is always initialised.
+ * (Requiring none sent k and v through their own buffers, two slice copies, a zero-filled
+ * [3,B,H,T,D] buffer and its permute copy per block.) Otherwise x's own (packed) gradient. */
+/* Whether offset d is a sum of e_i st[i] with |e_i| < sh[i] over dims [0, n) sorted by stride
+ * (each stride above what the smaller ones span: then at most two e_i per dim can work). */
+static int reachable(int64_t d, const int64_t *sh, const int64_t *st, int n) {
+    if (n == 0) return d == 0;
+    int64_t below = 0; /* what dims [0, n - 1) can add up to */
+    for (int i = 0; i < n - 1; i++) below += (sh[i] - 1) * st[i];
+    int64_t e0 = d >= 0 ? d / st[n - 1] : -((-d + st[n - 1] - 1) / st[n - 1]); /* floor */
+    for (int64_t e = e0; e <= e0 + 1; e++) {
+        int64_t r = d - e * st[n - 1];
+        if (e > -sh[n - 1] && e < sh[n - 1] && r <= below && r >= -below && reachable(r, sh, st, n - 1)) return 1;
+    }
+    return 0;
+}
+
+/* Whether two views share an element. Exact for views of one shape and one set of nested strides
+ * (q, k, v cut from one packed projection: offsets H D apart, never reachable); otherwise
+ * whether their address spans overlap. */
+static int views_overlap(const tensor *a, const tensor *b) {
+    int64_t sh[T_MAX_DIMS], st[T_MAX_DIMS], span = 0;
+    int n = 0, same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i] && a->stride[i] == b->stride[i];
+    for (int i = 0; same && i < a->ndim; i++) {
+        if (a->shape[i] == 1) continue;
+        int j = n++; /* insertion by stride */
+        while (j > 0 && st[j - 1] > a->stride[i]) sh[j] = sh[j - 1], st[j] = st[j - 1], j--;
+        sh[j] = a->shape[i], st[j] = a->stride[i];
+    }
+    for (int i = 0; same && i < n; i++) {
+        same = st[i] > span; /* nested */
+        span += (sh[i] - 1) * st[i];
+    }
+    if (same) return reachable(b->data - a->data, sh, st, n);
+    const float *ae = a->data, *be = b->data;
+    for (int i = 0; i < a->ndim; i++) ae += (a->shape[i] - 1) * a->stride[i];
+    for (int i = 0; i < b->ndim; i++) be += (b->shape[i] - 1) * b->stride[i];
+    return a->data <= be && b->data <= ae;
+}
+
+/* `direct` lists the operands whose gradients already go straight into a base: x may not share
+ * memory with them (q given as key too would make gq and gk alias, against the kernels' contract
+ * of disjoint views), so it takes its own buffer then. *went says which way x went. */
+static float *grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went) {
+    *went = 0;
     if (!(x->flags & T_REQUIRES_GRAD)) return NULL;
     tensor *base = x;
     while (base->node && is_view_node(base->node) && !base->grad) base = base->node->in[0];
-    if (base != x && !base->grad && tensor_is_contiguous(base) && (base->flags & T_REQUIRES_GRAD) &&
+    int clash = 0;
+    for (int i = 0; i < ndirect; i++) clash |= views_overlap(x, direct[i]);
+    if (base != x && !clash && tensor_is_contiguous(base) && (base->flags & T_REQUIRES_GRAD) &&
         x->data >= base->data && x->data < base->data + tensor_numel(base)) {
         tensor *gb = grad_buf(base);
         if (gb && tensor_is_contiguous(gb)) {
             strides3(x, s);
+            *went = 1;
             return gb->data + (x->data - base->data);
         }
     }
@@ -64,7 +112,13 @@ static void attention_backward(tape_node *n) {
     strides3(v, vs);
     strides3(o, os);
     strides3(o->grad, gos);
-    float *gq = grad_dest(q, gqs), *gk = grad_dest(k, gks), *gv = grad_dest(v, gvs);
+    tensor *direct[2];
+    int nd = 0, went;
+    float *gq = grad_dest(q, gqs, direct, nd, &went);
+    if (went) direct[nd++] = q;
+    float *gk = grad_dest(k, gks, direct, nd, &went);
+    if (went) direct[nd++] = k;
+    float *gv = grad_dest(v, gvs, direct, nd, &went);
     const er_backend *be = BE(q);
     arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));

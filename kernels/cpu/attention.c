@@ -2,19 +2,30 @@
  * One (batch, head) score block [Tq, Tk] exists at a time per thread (in `work`); the backward
  * pass recomputes it from q, k and the saved row log-sum-exp instead of storing probabilities.
  * Heads run in parallel when there are at least as many heads as threads; otherwise heads run in
- * turn and each matrix product uses all threads. */
+ * turn and each matrix product uses all threads. Unmasked heads of the usual widths go to the
+ * fused kernels (attention_avx512.c, attention_bf16.c); this file's loops are the unfused path:
+ * masked heads, other widths, CPUs without AVX-512, and the reference the fused ones are tested
+ * against. */
 #include <math.h>
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
-/* Each thread's part of `work`, in floats: the scores S and dS [Tq x Tk] each, the row terms Di
- * [Tq], then (64-byte aligned) K^T or V^T packed for the AVX-512 head product [D x round16(Tk)]. */
+/* Each thread's part of `work`, in floats: for the unfused path the scores S and dS [Tq x Tk]
+ * each, the row terms Di [Tq], then K^T or V^T packed for the AVX-512 head product
+ * [D x round16(Tk)]; the fused kernels' layouts when larger. */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static size_t pack_offset(int Tq, int Tk) { return round16(2 * (size_t)Tq * Tk + (size_t)Tq); }
 static size_t per_thread(int Tq, int Tk, int D) {
-    return pack_offset(Tq, Tk) + (size_t)D * round16((size_t)Tk);
+    size_t n = pack_offset(Tq, Tk) + (size_t)D * round16((size_t)Tk);
+    size_t f = attn_fused_forward_floats(Tq, Tk, D), b = attn_fused_backward_floats(Tq, Tk, D);
+    size_t f16 = attn_bf16_forward_floats(Tq, Tk, D), b16 = attn_bf16_backward_floats(Tq, Tk, D);
+    f = f > b ? f : b;
+    f = f > f16 ? f : f16;
+    f = f > b16 ? f : b16;
+    return round16(n > f ? n : f);
 }
 
 size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
@@ -27,6 +38,69 @@ size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
  * the path for other widths, and the path under SGEMM_BF16 so attention follows the precision. */
 static int fast_head(int D) {
     return D > 0 && D % 16 == 0 && D <= 64 && sgemm_precision() == SGEMM_FP32 && cpu_simd();
+}
+
+/* Unmasked heads of a width D % 16 == 0, D <= 64 run the fused kernels: attention_avx512.c in fp32
+ * mode, attention_bf16.c under SGEMM_BF16 on an AVX512_BF16 CPU. Masked ones (and every head when
+ * ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the reference the fused
+ * kernels are tested against. Returns 0 (unfused), 1 (fp32) or 2 (bf16). */
+static int fused(int D, int Tk, int mask_kind, const int64_t *ks, const int64_t *vs) {
+    if (mask_kind != MASK_NONE || !cpu_simd() || D <= 0 || D % 16 || D > 64) return 0;
+    if (sgemm_precision() == SGEMM_BF16) return cpu_has_avx512_bf16() ? 2 : 0;
+    /* the fp32 kernels' packing gathers take 32-bit offsets */
+    return (int64_t)Tk * ks[2] < INT32_MAX && (int64_t)Tk * vs[2] < INT32_MAX ? 1 : 0;
+}
+
+/* Head bh's rows, for the fused kernels and their prefetch of the next head. */
+static attn_next head_rows(int bh, int H, int Tq, int Tk, const float *q, const int64_t *qs,
+                           const float *k, const int64_t *ks, const float *v, const int64_t *vs,
+                           const float *o, const int64_t *os, const float *go, const int64_t *gos,
+                           const float *gq, const int64_t *gqs, const float *gk, const int64_t *gks,
+                           const float *gv, const int64_t *gvs) {
+    int64_t b = bh / H, h = bh % H;
+    attn_next r = {q + b * qs[0] + h * qs[1], k + b * ks[0] + h * ks[1], v + b * vs[0] + h * vs[1],
+                   o + b * os[0] + h * os[1], go ? go + b * gos[0] + h * gos[1] : NULL,
+                   gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gk ? gk + b * gks[0] + h * gks[1] : NULL,
+                   gv ? gv + b * gvs[0] + h * gvs[1] : NULL, qs[2], ks[2], vs[2], os[2],
+                   go ? gos[2] : 0, gq ? gqs[2] : 0, gk ? gks[2] : 0, gv ? gvs[2] : 0, Tq, Tk};
+    return r;
+}
+
+/* The fused kernels (bf16: attention_bf16.c) over all B H heads, in parallel when `par`: each
+ * thread claims its next head (a shared counter) before running the current one, which then
+ * prefetches the next one's rows. Which thread runs a head does not change its result. */
+static void fused_all(int backward, int bf16, int par, int B, int H, int Tq, int Tk, int D, float scale,
+                      const float *q, const int64_t *qs, const float *k, const int64_t *ks,
+                      const float *v, const int64_t *vs, float *o, const int64_t *os,
+                      const float *go, const int64_t *gos, float *lse, float *gq, const int64_t *gqs,
+                      float *gk, const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
+    int nh = B * H, counter = 0;
+    size_t per = per_thread(Tq, Tk, D);
+    #pragma omp parallel if (par)
+    {
+        float *w = work + per * omp_get_thread_num();
+        int cur, nxt;
+        #pragma omp atomic capture
+        cur = counter++;
+        while (cur < nh) {
+            #pragma omp atomic capture
+            nxt = counter++;
+            attn_next c = head_rows(cur, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
+            attn_next n = c;
+            if (nxt < nh) n = head_rows(nxt, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
+            const attn_next *pn = nxt < nh ? &n : NULL;
+            float *l = lse + (int64_t)cur * Tq, *oc = o + (c.o - o);
+            float *gqc = gq ? gq + (c.gq - gq) : NULL, *gkc = gk ? gk + (c.gk - gk) : NULL, *gvc = gv ? gv + (c.gv - gv) : NULL;
+            if (!backward)
+                (bf16 ? attn_bf16_forward : attn_fused_forward_avx512)(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v,
+                                                                       c.ldv, oc, c.ldo, l, w, pn);
+            else
+                (bf16 ? attn_bf16_backward : attn_fused_backward_avx512)(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v,
+                                                                         c.ldv, c.o, c.ldo, c.go, c.ldgo, l, gqc, c.ldgq,
+                                                                         gkc, c.ldgk, gvc, c.ldgv, w, pn);
+            cur = nxt;
+        }
+    }
 }
 
 /* B^T of a [N x D] row-major block (row stride ldb), packed into t [D][ld], ld = N rounded up
@@ -126,7 +200,12 @@ void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float
                    const int64_t *os, float *lse, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
-    if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
+    int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    int f = fused(D, Tk, mask_kind, ks, vs);
+    if (f) {
+        fused_all(0, f == 2, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL,
+                  NULL, NULL, NULL, NULL, work);
+    } else if (par) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
             head_forward(bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
@@ -183,7 +262,12 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
                             const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
-    if (nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN) {
+    int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    int f = fused(D, Tk, mask_kind, ks, vs);
+    if (f) {
+        fused_all(1, f == 2, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (float *)o, os, go, gos, (float *)lse, gq, gqs,
+                  gk, gks, gv, gvs, work);
+    } else if (par) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
             head_backward(bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,

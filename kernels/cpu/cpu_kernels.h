@@ -128,6 +128,44 @@ void pack_transposed_avx512(int N, int D, const float *B, int64_t ldb, float *Bt
 void attn_gemm_ab_avx512(int M, int D, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
+/* One (batch, head) of unmasked attention with the softmax / gradient steps fused into the
+ * products (attention_avx512.c; D % 16 == 0, D <= 64). Row strides ld*; lse = the head's Tq row
+ * log-sum-exps (written forward, read backward); gq/gk/gv += (NULL: not wanted); work holds
+ * attn_fused_*_floats(Tq, Tk, D) floats. next: the rows of the head the calling thread runs next,
+ * prefetched while this one runs (NULL: none). */
+typedef struct {
+    const float *q, *k, *v, *o, *go;
+    const float *gq, *gk, *gv;
+    int64_t ldq, ldk, ldv, ldo, ldgo, ldgq, ldgk, ldgv;
+    int Tq, Tk;
+} attn_next;
+size_t attn_fused_forward_floats(int Tq, int Tk, int D);
+size_t attn_fused_backward_floats(int Tq, int Tk, int D);
+void attn_fused_forward_avx512(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq,
+                               const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
+                               int64_t ldo, float *lse, float *work, const attn_next *next);
+void attn_fused_backward_avx512(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq,
+                                const float *k, int64_t ldk, const float *v, int64_t ldv,
+                                const float *o, int64_t ldo, const float *go, int64_t ldgo,
+                                const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk,
+                                float *gv, int64_t ldgv, float *work, const attn_next *next);
+
+/* The same under SGEMM_BF16 on an AVX512_BF16 CPU (attention_bf16.c): products in bf16 with fp32
+ * accumulation, as the unfused path's sgemm calls in that mode; work holds attn_bf16_*_floats. */
+size_t attn_bf16_forward_floats(int Tq, int Tk, int D);
+size_t attn_bf16_backward_floats(int Tq, int Tk, int D);
+void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
+                       const attn_next *next);
+void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
+                        int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
+                        int64_t ldgv, float *work, const attn_next *next);
+
+/* Max pooling of one plane's outputs q in [qa, qb) of every row, windows inside the columns, column
+ * stride 1 or 2 (pool_avx512.c; pool.c's scalar loop is the reference and does the rest). */
+void maxpool2d_interior_avx512(const pool2d_args *a, const float *xp, float *yp, int32_t *ap, int qa, int qb);
+
 /* Rows per block of the column sums below: each block sums its rows in order into a float partial
  * row, the blocks' partials are added in block order in double (bias_gelu.c keeps the same blocks). */
 #define CPU_RED_RB 64

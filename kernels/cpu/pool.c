@@ -4,34 +4,43 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
+/* Output (p, q) of one plane: the reference (maxpool2d_interior_avx512 does the interior windows
+ * of strides 1 and 2 the same way, branch-free). */
+static void window_ref(const pool2d_args *a, const float *xp, int p, int q, float *yp, int32_t *ap) {
+    int h0 = p * a->sh - a->ph;
+    int r0 = h0 < 0 ? -h0 : 0, r1 = h0 + a->R > a->H ? a->H - h0 : a->R;
+    int w0 = q * a->sw - a->pw;
+    int s0 = w0 < 0 ? -w0 : 0, s1 = w0 + a->S > a->W ? a->W - w0 : a->S;
+    float m = -INFINITY;
+    int32_t am = -1;
+    for (int r = r0; r < r1; r++)
+        for (int s = s0; s < s1; s++) {
+            int32_t i = (h0 + r) * a->W + w0 + s;
+            float v = xp[i];
+            if (v > m || isnan(v) || am < 0) { /* strict: the first max wins ties */
+                m = v;
+                am = i;
+            }
+        }
+    yp[(int64_t)p * a->Q + q] = m;
+    ap[(int64_t)p * a->Q + q] = am;
+}
+
 void cpu_maxpool2d(const pool2d_args *a, const float *x, float *y, int32_t *argmax) {
     const int64_t planes = (int64_t)a->N * a->C, HW = (int64_t)a->H * a->W, PQ = (int64_t)a->P * a->Q;
+    /* outputs [qa, qb) of a row have their whole window inside the columns */
+    int qa = (a->pw + a->sw - 1) / a->sw, qb = a->W - a->S + a->pw < 0 ? 0 : (a->W - a->S + a->pw) / a->sw + 1;
+    qb = qb > a->Q ? a->Q : qb;
+    int simd = cpu_simd() && (a->sw == 1 || a->sw == 2) && qb > qa;
     #pragma omp parallel for if (planes * PQ * a->R * a->S > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *xp = x + pl * HW;
         float *yp = y + pl * PQ;
         int32_t *ap = argmax + pl * PQ;
-        for (int p = 0; p < a->P; p++) {
-            int h0 = p * a->sh - a->ph;
-            int r0 = h0 < 0 ? -h0 : 0, r1 = h0 + a->R > a->H ? a->H - h0 : a->R;
-            for (int q = 0; q < a->Q; q++) {
-                int w0 = q * a->sw - a->pw;
-                int s0 = w0 < 0 ? -w0 : 0, s1 = w0 + a->S > a->W ? a->W - w0 : a->S;
-                float m = -INFINITY;
-                int32_t am = -1;
-                for (int r = r0; r < r1; r++)
-                    for (int s = s0; s < s1; s++) {
-                        int32_t i = (h0 + r) * a->W + w0 + s;
-                        float v = xp[i];
-                        if (v > m || isnan(v) || am < 0) { /* strict: the first max wins ties */
-                            m = v;
-                            am = i;
-                        }
-                    }
-                yp[(int64_t)p * a->Q + q] = m;
-                ap[(int64_t)p * a->Q + q] = am;
-            }
-        }
+        if (simd) maxpool2d_interior_avx512(a, xp, yp, ap, qa, qb);
+        for (int p = 0; p < a->P; p++)
+            for (int q = 0; q < a->Q; q++)
+                if (!simd || q < qa || q >= qb) window_ref(a, xp, p, q, yp, ap);
     }
 }
 

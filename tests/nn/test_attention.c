@@ -92,6 +92,12 @@ Test(nn_attention, forward_matches_naive_softmax) {
     run_case(2, 1, 14, 7, 32, MASK_ADD, 8, 1);
     run_case(1, 1, 50, 17, 48, MASK_BOOL, 9, 1);
     run_case(1, 1, 1, 49, 64, MASK_NONE, 10, 0);
+    /* unmasked: the fused kernels (kernels/cpu/attention_avx512.c), 8- and 24-row blocks with
+     * 4/2/1-row tails, 48-column tiles with 16-column tails */
+    run_case(2, 2, 13, 29, 32, MASK_NONE, 11, 1);
+    run_case(1, 1, 31, 7, 48, MASK_NONE, 12, 1);
+    run_case(1, 3, 25, 24, 16, MASK_NONE, 13, 1);
+    run_case(1, 1, 3, 50, 64, MASK_NONE, 14, 1);
 }
 
 Test(nn_attention, vit_sized_197_tokens) {
@@ -99,8 +105,7 @@ Test(nn_attention, vit_sized_197_tokens) {
     run_case(2, 3, 197, 197, 16, MASK_NONE, 6, 1);
 }
 
-Test(nn_attention, packed_qkv_views_and_grad) {
-    int B = 2, T = 17, H = 2, D = 4;
+static void packed_case(int B, int T, int H, int D) {
     tensor *qkv = gc_rand(5, SHAPE(B, T, 3, H, D), 9, -1, 1);
     at_ctx c = {NULL, MASK_NONE, 1, H};
     tensor *in[1] = {qkv};
@@ -126,6 +131,12 @@ Test(nn_attention, packed_qkv_views_and_grad) {
     free(q);
     free(ref);
     tensor_free(qkv);
+    nn_step_end();
+}
+
+Test(nn_attention, packed_qkv_views_and_grad) {
+    packed_case(2, 17, 2, 4);
+    packed_case(2, 19, 2, 16); /* a fused-kernel width: strided q/k/v rows, gradients into the packed buffer */
 }
 
 Test(nn_attention, shape_errors) {
@@ -190,5 +201,25 @@ Test(nn_attention, packed_qkv_grad_shared_with_other_ops) {
         go.max_elems = 120;
         cr_assert_eq(gradcheck("attention_shared_views", f_attn_shared_views, &mode, 1, in, go), 0, "mode %d", mode);
         tensor_free(qkv);
+    }
+}
+
+/* q, k and v all add straight into the packed qkv gradient (ops_attention.c grad_dest): the
+ * permute / slice views in between get no gradient buffer, so no zero fill and no copies. q given
+ * as the key too must not (gq and gk would alias): it takes its own buffer. */
+Test(nn_attention, packed_qkv_gradients_skip_the_views) {
+    int B = 2, T = 7, H = 2, D = 16, perm[5] = {2, 0, 3, 1, 4};
+    for (int same = 0; same < 2; same++) {
+        tensor *qkv = gc_rand(5, SHAPE(B, T, 3, H, D), 31, -1, 1);
+        tensor *p = op_permute(qkv, perm);
+        tensor *q = op_squeeze(op_slice(p, 0, 0, 1), 0), *k = op_squeeze(op_slice(p, 0, 1, 2), 0),
+               *v = op_squeeze(op_slice(p, 0, 2, 3), 0);
+        tensor *o = op_attention(q, same ? q : k, v, NULL, MASK_NONE, 0);
+        cr_assert_eq(backward(op_sum_all(op_mul(o, o))), ER_OK, "%s", er_msg());
+        cr_assert_not_null(qkv->grad);
+        if (!same) cr_assert_null(p->grad, "the permute view got a gradient buffer");
+        else cr_assert_not_null(q->grad, "q as key too: its own buffer");
+        tensor_free(qkv);
+        nn_step_end();
     }
 }

@@ -1,0 +1,264 @@
+/* attention_bf16.c — one (batch, head) of unmasked attention under SGEMM_BF16 on an AVX512_BF16
+ * CPU: the same arithmetic as the unfused path in that mode (every product's inputs rounded to
+ * bf16, round to nearest even, fp32 accumulation: sgemm's bf16 packing and vdpbf16ps
+ * 8x48 micro-kernel for the score tiles, its packing for Q, dO, K^T, V^T), with the softmax and
+ * gradient steps done on each tile while it is in L1 instead of as passes over the whole score
+ * block, and each operand packed once per head instead of once per sgemm call. Softmax, lse, Di
+ * and dS are computed in fp32; the [. x D] products take their A operand (e, P^T, dS, dS^T) as
+ * bf16 pairs written by those tile passes, read by broadcasts (own 6 x 64 tiles below): sgemm's
+ * packing of a 197-deep 6-row A panel cost as much as the product.
+ *   forward: per 24-row block, S_blk = scale Q K^T, e = exp(s - max) and its fp32 sum, e stored
+ *            as bf16, O_blk = diag(1 / sum) e V.
+ *   backward: per 8 x 48 tile, P = exp(scale Q K^T - lse) and dS = P (dO V^T - Di), stored as the
+ *            bf16 pairs of P^T, dS^T and dS; then dV += P^T dO, dQ += scale dS K, dK += scale dS^T Q.
+ * Each head prefetches the next head's rows over its row loop, as the fp32 kernels. The reference
+ * is the unfused path (tests/kernels/test_attention_fused.c). Results depend only on the head's
+ * inputs, not on the thread count. */
+#include <stdint.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_internal.h"
+
+#define FWD_MB 24 /* forward rows per block */
+
+static size_t r64(size_t floats) { return (floats + 15) / 16 * 16; } /* 64-byte multiples */
+static size_t up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+/* floats of an sgemm bf16 panel set: `lines` rounded up to the panel width w, depth pairs of 2 uint16 */
+static size_t panel_floats(size_t lines, size_t w, size_t depth) { return r64(up(lines, w) * ((depth + 1) / 2)); }
+
+size_t attn_bf16_forward_floats(int Tq, int Tk, int D) {
+    size_t ldt = up((size_t)Tk, 32);
+    return 16 + panel_floats(Tk, 48, D) + panel_floats(D, 64, Tk) + panel_floats(FWD_MB, 8, D) +
+           r64(FWD_MB * ldt / 2) + r64(FWD_MB * ldt) + r64(2 * FWD_MB);
+}
+
+size_t attn_bf16_backward_floats(int Tq, int Tk, int D) {
+    size_t ldt = up((size_t)Tk, 48), T = Tq > Tk ? Tq : Tk;
+    return 16 + 2 * panel_floats(Tk, 48, D) + 2 * panel_floats(Tq, 8, D) + panel_floats(D, 64, T) +
+           3 * r64((size_t)(Tq + 1) / 2 * ldt) + 2 * r64(8 * ldt) + r64(Tq);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,fma")
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/cpu/attention_fused_avx512.h"
+
+static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+/* sgemm's bf16 8 x 48 micro-kernel (the score tiles). */
+static gemm_ukr_bf16_fn ukr_8x48;
+static void load_ukr(void) {
+    if (ukr_8x48) return;
+    int n = 0;
+    const gemm_kernel *k = gemm_kernels_avx512bf16(&n);
+    for (int i = 0; i < n; i++)
+        if (k[i].mr == 8 && k[i].nr == 48) ukr_8x48 = k[i].fn_bf16;
+}
+
+/* C[r][0:16 NV] (+)= al[r als] sum_q A(r, q) . Bp[q][0:16 NV] over kp depth pairs: A(r, q) is the
+ * 32-bit bf16 pair A[r ars + q acs], Bp an sgemm bf16 panel of 64 lines (64 pairs per q). */
+#define AB16_TILE(MR, NV)                                                                          \
+    static inline void ab16_##MR##x##NV(long kp, const float *al, int als, const int32_t *A, int64_t ars, \
+                                        int64_t acs, const uint16_t *Bp, float *C, int64_t ldc, int acc) { \
+        __m512 c[MR][NV];                                                                          \
+        for (int r = 0; r < MR; r++)                                                               \
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();                            \
+        for (long q = 0; q < kp; q++) {                                                            \
+            __m512bh b[NV];                                                                        \
+            for (int v = 0; v < NV; v++) b[v] = (__m512bh)_mm512_load_si512(Bp + q * 128 + 32 * v); \
+            for (int r = 0; r < MR; r++) {                                                         \
+                __m512bh a = (__m512bh)_mm512_set1_epi32(A[r * ars + q * acs]);                    \
+                for (int v = 0; v < NV; v++) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);         \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < MR; r++) {                                                             \
+            const __m512 a = _mm512_set1_ps(al[r * als]);                                          \
+            for (int v = 0; v < NV; v++) {                                                         \
+                float *cp = C + r * ldc + 16 * v;                                                  \
+                __m512 o = _mm512_mul_ps(a, c[r][v]);                                              \
+                if (acc) o = _mm512_add_ps(o, _mm512_loadu_ps(cp));                                \
+                _mm512_storeu_ps(cp, o);                                                           \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define AB16_SET(MR) AB16_TILE(MR, 4) AB16_TILE(MR, 3) AB16_TILE(MR, 2) AB16_TILE(MR, 1)
+AB16_SET(6)
+AB16_SET(4)
+AB16_SET(2)
+AB16_SET(1)
+
+#define AB16_CALL(MR)                                                                              \
+    do {                                                                                           \
+        switch (nv) {                                                                              \
+        case 4: ab16_##MR##x4(kp, al + i * als, als, a, ars, acs, Bp, c, ldc, acc); break;           \
+        case 3: ab16_##MR##x3(kp, al + i * als, als, a, ars, acs, Bp, c, ldc, acc); break;           \
+        case 2: ab16_##MR##x2(kp, al + i * als, als, a, ars, acs, Bp, c, ldc, acc); break;           \
+        default: ab16_##MR##x1(kp, al + i * als, als, a, ars, acs, Bp, c, ldc, acc); break;          \
+        }                                                                                          \
+    } while (0)
+
+/* C [M x D] (+)= diag(al) A Bp, 6-row tiles and 4/2/1-row tails. */
+static void ab16_rows(int M, int D, long kp, const float *al, int als, const int32_t *A, int64_t ars, int64_t acs,
+                      const uint16_t *Bp, float *C, int64_t ldc, int acc) {
+    int nv = D / 16;
+    for (int i = 0; i < M;) {
+        int left = M - i, mr = left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const int32_t *a = A + i * ars;
+        float *c = C + i * ldc;
+        if (mr == 6) AB16_CALL(6); else if (mr == 4) AB16_CALL(4); else if (mr == 2) AB16_CALL(2); else AB16_CALL(1);
+        i += mr;
+    }
+}
+
+/* 16 bf16 of x (round to nearest even) into 8 pair words at p */
+static inline void store_bf16(void *p, __m512 x) { _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(x)); }
+
+/* bf16 pairs (lo[j], hi[j]) of 16 columns: the A operand of a product over rows (P^T, dS^T) */
+static inline void store_pairs(void *p, __m512 lo, __m512 hi) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    _mm512_storeu_si512(p, _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
+void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
+                       const attn_next *next) {
+    load_ukr();
+    int64_t ldt = (Tk + 31) / 32 * 32; /* row of S in floats; row of E in pairs: ldt / 2 */
+    long kpd = (D + 1) / 2, kpt = (Tk + 1) / 2;
+    float *w = align64(work);
+    uint16_t *Kp = (uint16_t *)w;
+    w += panel_floats(Tk, 48, D);
+    uint16_t *Vp = (uint16_t *)w;
+    w += panel_floats(D, 64, Tk);
+    uint16_t *Qp = (uint16_t *)w;
+    w += panel_floats(FWD_MB, 8, D);
+    int32_t *E = (int32_t *)w;
+    w += r64(FWD_MB * ldt / 2);
+    float *S = w, *inv = S + r64(FWD_MB * ldt);
+    gemm_pack_b_bf16(1, k, ldk, 0, D, 0, Tk, 48, Kp); /* op(B) = K^T: lines j, depth d */
+    gemm_pack_b_bf16(0, v, ldv, 0, Tk, 0, D, 64, Vp); /* op(B) = V: lines d, depth j */
+    for (int i0 = 0; i0 < Tq; i0 += FWD_MB) {
+        int mb = Tq - i0 < FWD_MB ? Tq - i0 : FWD_MB;
+        gemm_pack_a_bf16(0, q, ldq, i0, mb, 0, D, 8, Qp);
+        for (int i = 0; i < mb; i += 8)
+            for (int j = 0; j < Tk; j += 48)
+                ukr_8x48(kpd, Qp + (size_t)i * 2 * kpd, Kp + (size_t)j * 2 * kpd, S + i * ldt + j, ldt, scale, 0.0f,
+                         mb - i < 8 ? mb - i : 8, Tk - j < 48 ? Tk - j : 48);
+        for (int r = 0; r < mb; r++) { /* e = exp(s - max) in fp32, summed unrounded, stored as bf16 */
+            float *sr = S + r * ldt;
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (int j = 0; j < Tk; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tmask(Tk - j), sr + j));
+            float m = _mm512_reduce_max_ps(mx);
+            const __m512 vm = _mm512_set1_ps(m);
+            __m512 acc = _mm512_setzero_ps();
+            for (int j = 0; j < Tk; j += 16) { /* columns past Tk: 0 (the padding of the last pair) */
+                __mmask16 km = tmask(Tk - j);
+                __m512 e = _mm512_maskz_mov_ps(km, fexp16(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, km, sr + j), vm)));
+                acc = _mm512_add_ps(acc, e);
+                store_bf16(E + r * (ldt / 2) + j / 2, e);
+            }
+            float sum = _mm512_reduce_add_ps(acc);
+            inv[r] = 1.0f / sum;
+            lse[i0 + r] = m + logf(sum);
+        }
+        ab16_rows(mb, D, kpt, inv, 1, E, ldt / 2, 1, Vp, o + i0 * ldo, ldo, 0);
+        prefetch_next(next, D, 0, i0 / FWD_MB, (Tq + FWD_MB - 1) / FWD_MB);
+    }
+}
+
+void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
+                        int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
+                        int64_t ldgv, float *work, const attn_next *next) {
+    load_ukr();
+    int64_t ldt = (Tk + 47) / 48 * 48; /* pairs per row of P^T / dS^T; floats per row of the tiles; 2x dS's */
+    long kpd = (D + 1) / 2, kpq = (Tq + 1) / 2, kpt = (Tk + 1) / 2;
+    int T = Tq > Tk ? Tq : Tk;
+    float *w = align64(work);
+    uint16_t *Kp = (uint16_t *)w;
+    w += panel_floats(Tk, 48, D);
+    uint16_t *Vp = (uint16_t *)w;
+    w += panel_floats(Tk, 48, D);
+    uint16_t *Qp = (uint16_t *)w;
+    w += panel_floats(Tq, 8, D);
+    uint16_t *Gp = (uint16_t *)w;
+    w += panel_floats(Tq, 8, D);
+    uint16_t *Bp = (uint16_t *)w;
+    w += panel_floats(D, 64, T);
+    int32_t *PT = (int32_t *)w, *ST = PT + r64(kpq * ldt), *Sb = ST + r64(kpq * ldt); /* P^T, dS^T pairs; dS pairs */
+    w += 3 * r64(kpq * ldt);
+    float *Pt = w, *dPt = Pt + r64(8 * ldt), *Di = dPt + r64(8 * ldt); /* one 8-row strip of P and dP */
+    gemm_pack_b_bf16(1, k, ldk, 0, D, 0, Tk, 48, Kp); /* K^T and V^T: lines j, depth d */
+    gemm_pack_b_bf16(1, v, ldv, 0, D, 0, Tk, 48, Vp);
+    gemm_pack_a_bf16(0, q, ldq, 0, Tq, 0, D, 8, Qp);
+    gemm_pack_a_bf16(0, go, ldgo, 0, Tq, 0, D, 8, Gp);
+    for (int i = 0; i < Tq; i++) { /* Di = dO_i . O_i in fp32 */
+        __m512 s = _mm512_setzero_ps();
+        for (int d = 0; d < D; d += 16)
+            s = _mm512_fmadd_ps(_mm512_loadu_ps(go + i * ldgo + d), _mm512_loadu_ps(o + i * ldo + d), s);
+        Di[i] = _mm512_reduce_add_ps(s);
+    }
+    for (int i = 0; i < Tq; i += 8) {
+        int mr = Tq - i < 8 ? Tq - i : 8;
+        prefetch_next(next, D, 1, i / 8, (Tq + 7) / 8);
+        for (int j = 0; j < Tk; j += 48) {
+            int nr = Tk - j < 48 ? Tk - j : 48;
+            ukr_8x48(kpd, Qp + (size_t)i * 2 * kpd, Kp + (size_t)j * 2 * kpd, Pt + j, ldt, scale, 0.0f, mr, nr);
+            ukr_8x48(kpd, Gp + (size_t)i * 2 * kpd, Vp + (size_t)j * 2 * kpd, dPt + j, ldt, 1.0f, 0.0f, mr, nr);
+            /* the tile, still in L1, two rows at a time: P = exp(s - lse), dS = P (dP - Di); rows past
+             * Tq and columns past Tk are 0 (the padding of the last pairs) */
+            for (int r = 0; r < mr; r += 2)
+                for (int c = 0; c < 48; c += 16) {
+                    __m512 p[2], ds[2];
+                    for (int h = 0; h < 2; h++) {
+                        __mmask16 m = r + h < mr ? tmask(nr - c) : 0;
+                        const float *pp = Pt + (r + h) * ldt + j + c, *dp = dPt + (r + h) * ldt + j + c;
+                        float l = r + h < mr ? lse[i + r + h] : 0.0f, di = r + h < mr ? Di[i + r + h] : 0.0f;
+                        p[h] = _mm512_maskz_mov_ps(m, fexp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, pp), _mm512_set1_ps(l))));
+                        ds[h] = _mm512_mul_ps(p[h], _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp), _mm512_set1_ps(di)));
+                    }
+                    int64_t qi = (i + r) / 2;
+                    store_pairs(PT + qi * ldt + j + c, p[0], p[1]);
+                    store_pairs(ST + qi * ldt + j + c, ds[0], ds[1]);
+                    store_bf16(Sb + (i + r) * (ldt / 2) + (j + c) / 2, ds[0]);
+                    if (r + 1 < mr) store_bf16(Sb + (i + r + 1) * (ldt / 2) + (j + c) / 2, ds[1]);
+                }
+        }
+    }
+    const float one = 1.0f;
+    if (gv) { /* dV += P^T dO */
+        gemm_pack_b_bf16(0, go, ldgo, 0, Tq, 0, D, 64, Bp);
+        ab16_rows(Tk, D, kpq, &one, 0, PT, 1, ldt, Bp, gv, ldgv, 1);
+    }
+    if (gq) { /* dQ += scale dS K */
+        gemm_pack_b_bf16(0, k, ldk, 0, Tk, 0, D, 64, Bp);
+        ab16_rows(Tq, D, kpt, &scale, 0, Sb, ldt / 2, 1, Bp, gq, ldgq, 1);
+    }
+    if (gk) { /* dK += scale dS^T Q */
+        gemm_pack_b_bf16(0, q, ldq, 0, Tq, 0, D, 64, Bp);
+        ab16_rows(Tk, D, kpq, &scale, 0, ST, 1, ldt, Bp, gk, ldgk, 1);
+    }
+}
+
+#pragma GCC pop_options
+#else
+/* Not x86-64 GCC/Clang: cpu_has_avx512_bf16() is 0, so these are never called. */
+void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
+                       const attn_next *next) {
+    (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
+    (void)o, (void)ldo, (void)lse, (void)work, (void)next;
+}
+void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
+                        int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
+                        int64_t ldgv, float *work, const attn_next *next) {
+    (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
+    (void)o, (void)ldo, (void)go, (void)ldgo, (void)lse, (void)gq, (void)ldgq, (void)gk, (void)ldgk;
+    (void)gv, (void)ldgv, (void)work, (void)next;
+}
+#endif
