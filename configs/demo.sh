@@ -59,8 +59,8 @@ done
 
 echo "== single-view re-identification (query view 0 -> reference view 2, held-out scenes)"
 json="$OUT/reid.json"
-printf '{"protocol": "single-view re-ID on held-out synthetic scenes: query view 0 vs reference view 2, cosine (chi2 for the colour histogram), k=10, ISC2021 metrics", "rows": [' > "$json.tmp"
-printf '%-22s %8s %8s %10s\n' model uAP Acc@1 R@P90
+printf '{"protocol": "single-view re-ID on held-out synthetic scenes: query view 0 vs reference view 2, cosine (chi2 for the colour histogram), k=10, ISC2021 metrics, 95%% bootstrap intervals over scenes", "rows": [' > "$json.tmp"
+printf '%-22s %8s %8s %10s   %-18s %s\n' model uAP Acc@1 R@P90 "uAP 95%" "Acc@1 95%"
 sep=""
 for name in random colorhist $VARIANTS; do
     line=$("$BIN" eval multiview --emb "$OUT/${name}_emb.safetensors" --k 10 --json | grep '"query_views": "Q1", "ref_views": "R1"')
@@ -68,8 +68,11 @@ for name in random colorhist $VARIANTS; do
     acc=$(echo "$line" | sed 's/.*"acc1": \([^,}]*\).*/\1/')
     rp9=$(echo "$line" | sed 's/.*"recall_p90": \([^,}]*\).*/\1/')
     n=$(echo "$line" | sed 's/.*"scenes": \([^,}]*\).*/\1/')
-    printf '%-22s %8.4f %8.4f %10.4f\n' "$name" "$uap" "$acc" "$rp9"
-    printf '%s{"model": "%s", "uAP": %s, "acc1": %s, "recall_p90": %s, "scenes": %s}' "$sep" "$name" "$uap" "$acc" "$rp9" "$n" >> "$json.tmp"
+    g() { echo "$line" | sed "s/.*\"$1\": \([^,}]*\).*/\1/"; }
+    printf '%-22s %8.4f %8.4f %10.4f   [%.4f, %.4f] [%.4f, %.4f]\n' "$name" "$uap" "$acc" "$rp9" \
+        "$(g uAP_lo)" "$(g uAP_hi)" "$(g acc1_lo)" "$(g acc1_hi)"
+    printf '%s{"model": "%s", "uAP": %s, "uAP_lo": %s, "uAP_hi": %s, "acc1": %s, "acc1_lo": %s, "acc1_hi": %s, "recall_p90": %s, "scenes": %s}' \
+        "$sep" "$name" "$uap" "$(g uAP_lo)" "$(g uAP_hi)" "$acc" "$(g acc1_lo)" "$(g acc1_hi)" "$rp9" "$n" >> "$json.tmp"
     sep=", "
 done
 printf ']}\n' >> "$json.tmp"

@@ -42,7 +42,7 @@ printf '{"protocol": "kNN vote k=6 and linear probe, 5-fold stratified CV over t
 printf '{"protocol": "Table 4 setting, float cosine vs sign codes; ms/query of an exhaustive search over 100000 cases", "rows": [' > "$th"
 s4=""; s5=""; sh=""
 echo "== Table 4: scene re-identification (views 0+1 -> 2+3)"
-printf '%-16s %-12s %8s %8s %8s\n' encoder fusion uAP Acc@1 R@P90
+printf '%-16s %-12s %8s %8s %8s   %s\n' encoder fusion uAP Acc@1 R@P90 "uAP 95% (scenes)"
 for arg in "$@"; do
     name=${arg%%=*}; files=${arg#*=}
     img=${files%%,*}; scene=""
@@ -52,7 +52,8 @@ for arg in "$@"; do
         emb="$OUT/${name}_${fusion}_groups.safetensors"
         dim=$(num dim "$(embed "$spec" $f "0,1;2,3" "$emb")")
         line=$("$BIN" eval reid --emb "$emb" --query-view 0+1 --ref-view 2+3 --json)
-        printf '%-16s %-12s %8.4f %8.4f %8.4f\n' "$name" $fusion "$(num uAP "$line")" "$(num acc1 "$line")" "$(num recall_p90 "$line")"
+        printf '%-16s %-12s %8.4f %8.4f %8.4f   [%.4f, %.4f]\n' "$name" $fusion "$(num uAP "$line")" "$(num acc1 "$line")" \
+            "$(num recall_p90 "$line")" "$(num uAP_lo "$line")" "$(num uAP_hi "$line")"
         printf '%s{"model": "%s", "fusion": "%s", "uAP": %s, "acc1": %s, "recall_p90": %s, "uAP_lo": %s, "uAP_hi": %s, "scenes": %s}' \
             "$s4" "$name" $fusion "$(num uAP "$line")" "$(num acc1 "$line")" "$(num recall_p90 "$line")" \
             "$(num uAP_lo "$line")" "$(num uAP_hi "$line")" "$(num queries "$line")" >> "$t4"
