@@ -72,8 +72,11 @@ int cmd_eval_compare(int argc, char **argv) {
             printf("}\n");
         } else {
             printf("A %s\nB %s\n", files[0], files[i]);
-            printf("  uAP    A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], p = %.4g\n", t.uap_a, t.uap_b, t.uap_a - t.uap_b,
-                   t.delta_lo, t.delta_hi, t.p_uap);
+            char p[64]; /* a bootstrap p is resolved to 2/B: 0 means no replicate reached the other side */
+            if (t.p_uap == 0) snprintf(p, sizeof p, "p < %.2g (no replicate of %d crossed 0)", 2.0 / t.replicates, t.replicates);
+            else snprintf(p, sizeof p, "p = %.4g", t.p_uap);
+            printf("  uAP    A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s\n", t.uap_a, t.uap_b, t.uap_a - t.uap_b,
+                   t.delta_lo, t.delta_hi, p);
             printf("  Acc@1  A %.4f  B %.4f  right only by A %d, only by B %d, p = %.4g\n", t.acc1_a, t.acc1_b, t.a_only, t.b_only, t.p_mcnemar);
         }
     }

@@ -16,7 +16,7 @@
 # Usage: KVASIR_OUT=out/kvasir_reid sh configs/kvasir_reid.sh build/endoret
 # Knobs (environment): KVASIR_DATA (default ../shared/data/kvasir_seg), KVASIR_STEPS (training
 # steps per variant, default 400 as the config), KVASIR_COPIES (copies per test image, default 5),
-# KVASIR_THREADS (2), KVASIR_VARIANTS (trained rows, default "mae+sscd sscd mae mae+sscd_random_mask";
+# KVASIR_THREADS (2), KVASIR_VARIANTS (trained rows, default "mae+sscd sscd mae mae+sscd_random_mask recipe_1h";
 # also mae+sscd_crop_aug, mae+sscd_random_mask_crop_aug, sscd_crop_aug: the same objectives with
 # MAE's crop+flip views instead of SSCD's advanced augmentation);
 # set but empty = none),
@@ -33,7 +33,7 @@ DATA=${KVASIR_DATA:-../shared/data/kvasir_seg}
 STEPS=${KVASIR_STEPS:-400}
 COPIES=${KVASIR_COPIES:-5}
 THREADS=${KVASIR_THREADS:-2}
-VARIANTS=${KVASIR_VARIANTS-"mae+sscd sscd mae mae+sscd_random_mask"}
+VARIANTS=${KVASIR_VARIANTS-"mae+sscd sscd mae mae+sscd_random_mask recipe_1h"}
 PRESETS=${KVASIR_PRESETS:-"copydet light"}
 LONG_STEPS=${KVASIR_LONG_STEPS:-0}
 [ "$LONG_STEPS" -gt 0 ] && VARIANTS="$VARIANTS mae+sscd_long"
