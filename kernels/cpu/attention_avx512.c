@@ -48,10 +48,10 @@
         for (int r = 0; r < MR; r++) {                                                             \
             __m512 rr = _mm512_set1_ps(EPI ? rv[r] : 0.0f);                                        \
             for (int v = 0; v < NV; v++) {                                                         \
-                __mmask16 m = tmask(nc - 16 * v);                                                  \
+                __mmask16 m = tail_mask(nc - 16 * v);                                                  \
                 __m512 o;                                                                          \
                 if (EPI == 0) o = _mm512_mul_ps(al, c[r][v]);                                      \
-                else if (EPI == 1) o = fexp16(_mm512_fmsub_ps(al, c[r][v], rr));                   \
+                else if (EPI == 1) o = exp16(_mm512_fmsub_ps(al, c[r][v], rr));                   \
                 else o = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, X + r * ldc + 16 * v),             \
                                        _mm512_sub_ps(c[r][v], rr));                                \
                 _mm512_mask_storeu_ps(C + r * ldc + 16 * v, m, o);                                 \

@@ -151,13 +151,13 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
         for (int r = 0; r < mb; r++) { /* e = exp(s - max) in fp32, summed unrounded, stored as bf16 */
             float *sr = S + r * ldt;
             __m512 mx = _mm512_set1_ps(-INFINITY);
-            for (int j = 0; j < Tk; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tmask(Tk - j), sr + j));
+            for (int j = 0; j < Tk; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail_mask(Tk - j), sr + j));
             float m = _mm512_reduce_max_ps(mx);
             const __m512 vm = _mm512_set1_ps(m);
             __m512 acc = _mm512_setzero_ps();
             for (int j = 0; j < Tk; j += 16) { /* columns past Tk: 0 (the padding of the last pair) */
-                __mmask16 km = tmask(Tk - j);
-                __m512 e = _mm512_maskz_mov_ps(km, fexp16(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, km, sr + j), vm)));
+                __mmask16 km = tail_mask(Tk - j);
+                __m512 e = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, km, sr + j), vm)));
                 acc = _mm512_add_ps(acc, e);
                 store_bf16(E + r * (ldt / 2) + j / 2, e);
             }
@@ -215,10 +215,10 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
                 for (int c = 0; c < 48; c += 16) {
                     __m512 p[2], ds[2];
                     for (int h = 0; h < 2; h++) {
-                        __mmask16 m = r + h < mr ? tmask(nr - c) : 0;
+                        __mmask16 m = r + h < mr ? tail_mask(nr - c) : 0;
                         const float *pp = Pt + (r + h) * ldt + j + c, *dp = dPt + (r + h) * ldt + j + c;
                         float l = r + h < mr ? lse[i + r + h] : 0.0f, di = r + h < mr ? Di[i + r + h] : 0.0f;
-                        p[h] = _mm512_maskz_mov_ps(m, fexp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, pp), _mm512_set1_ps(l))));
+                        p[h] = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, pp), _mm512_set1_ps(l))));
                         ds[h] = _mm512_mul_ps(p[h], _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp), _mm512_set1_ps(di)));
                     }
                     int64_t qi = (i + r) / 2;

@@ -1,0 +1,32 @@
+/* vec_avx512.h — AVX-512 vector helpers shared by the CPU kernels (simd_avx512.c, the fused
+ * attention kernels). Include inside an AVX-512 target region, after <immintrin.h>. */
+#ifndef ENDORET_VEC_AVX512_H
+#define ENDORET_VEC_AVX512_H
+
+#include <math.h>
+
+/* Lanes [0, n) of 16 (n <= 0: none). */
+static inline __mmask16 tail_mask(int n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* exp_vec of cpu_kernels.h on 16 lanes: n = round(x / ln2), r = x - n ln2 (two-part ln2),
+ * degree-6 Taylor polynomial, times 2^n by scalef. 0 below -87.3, +inf above 88.7, NaN kept. */
+static inline __m512 exp16(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(88.7f), lo = _mm512_set1_ps(-87.3f);
+    __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x)); /* NaN passes through (second operand) */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.3888889e-3f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3333333e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1666667e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666667e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 y = _mm512_scalef_ps(p, n);
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+}
+
+#endif
