@@ -39,13 +39,12 @@ int aug_mae(rng_t *r, const image *src, const image *mask, int size, aug_workspa
  * degrees (corners black) | hflip .5 | vflip p vflip | p jitter_prob ColorJitter(jitter, jitter,
  * jitter, jitter/4) | grey p grey_prob | p blur_prob Gaussian blur sigma U(.1, blur_max) px |
  * p jpeg_prob JPEG at quality U{30..95} | ImageNet normalise. The mask follows the geometry
- * (nearest). No overlays: a scope image has none. */
+ * (nearest). No overlays: a scope image has none. The ranges are the aug.* keys' (train/objective_image.c),
+ * checked where a value is given. */
 typedef struct {
     float crop_min, rotate, vflip, jitter, jitter_prob, grey_prob, blur_prob, blur_max, jpeg_prob;
 } aug_view_params;
 aug_view_params aug_view_defaults(void);
-/* ER_INPUT naming the aug.* key of the first value out of range. */
-int aug_view_params_check(const aug_view_params *p);
 int aug_views(rng_t *r, const image *src, const image *mask, int size, const aug_view_params *p, aug_workspace *ws,
               image *out, image *mask_out);
 /* Evaluation: resize to size x size (bilinear, antialiased) + normalise. */

@@ -14,20 +14,6 @@ aug_view_params aug_view_defaults(void) {
     return p;
 }
 
-int aug_view_params_check(const aug_view_params *p) {
-    struct { const char *key; float v, lo, hi; } k[] = {
-        {"aug.crop_min", p->crop_min, 0.01f, 1}, {"aug.rotate", p->rotate, 0, 180},
-        {"aug.vflip", p->vflip, 0, 1},           {"aug.jitter", p->jitter, 0, 1},
-        {"aug.jitter_prob", p->jitter_prob, 0, 1}, {"aug.grey_prob", p->grey_prob, 0, 1},
-        {"aug.blur_prob", p->blur_prob, 0, 1},   {"aug.blur_max", p->blur_max, 0.1f, 20},
-        {"aug.jpeg_prob", p->jpeg_prob, 0, 1},
-    };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
-        if (!(k[i].v >= k[i].lo && k[i].v <= k[i].hi))
-            return er_fail(ER_INPUT, "%s = %g: need [%g, %g]", k[i].key, k[i].v, k[i].lo, k[i].hi);
-    return ER_OK;
-}
-
 static float uni(rng_t *r, float a, float b) { return a + (b - a) * rng_uniform(r); }
 
 int aug_views(rng_t *r, const image *src, const image *mask, int size, const aug_view_params *p, aug_workspace *ws,

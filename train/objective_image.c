@@ -38,8 +38,9 @@ void image_cfg_defaults(image_cfg *c) {
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->aug, "advanced");
     aug_view_params v = aug_view_defaults();
-    const float *vf = &v.crop_min;
-    for (int i = 0; i < 9; i++) c->view_aug[i] = vf[i];
+    c->view.crop_min = v.crop_min, c->view.rotate = v.rotate, c->view.vflip = v.vflip;
+    c->view.jitter = v.jitter, c->view.jitter_prob = v.jitter_prob, c->view.grey_prob = v.grey_prob;
+    c->view.blur_prob = v.blur_prob, c->view.blur_max = v.blur_max, c->view.jpeg_prob = v.jpeg_prob;
     cfg_set_str(&c->positives, "crops");
     cfg_set_str(&c->eval_split, "");
 }
@@ -71,15 +72,15 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EF 5, SSCD 30)");
     K("aug.mix_prob", CFG_DOUBLE, mix_prob, "[0, 1]", "MixUp/CutMix probability per view");
     K("aug.preset", CFG_STR, aug, "advanced|mae|views", "advanced (SSCD) | mae (crop + flip) | views (the aug.* strengths below)");
-    K("aug.crop_min", CFG_DOUBLE, view_aug[0], "[0.01, 1]", "views: smallest crop, as a share of the image area");
-    K("aug.rotate", CFG_DOUBLE, view_aug[1], "[0, 180]", "views: rotation U(-rotate, rotate) degrees");
-    K("aug.vflip", CFG_DOUBLE, view_aug[2], "[0, 1]", "views: vertical flip probability (horizontal: 0.5)");
-    K("aug.jitter", CFG_DOUBLE, view_aug[3], "[0, 1]", "views: colour jitter strength (brightness, contrast, saturation; hue = /4)");
-    K("aug.jitter_prob", CFG_DOUBLE, view_aug[4], "[0, 1]", "views: colour jitter probability");
-    K("aug.grey_prob", CFG_DOUBLE, view_aug[5], "[0, 1]", "views: greyscale probability");
-    K("aug.blur_prob", CFG_DOUBLE, view_aug[6], "[0, 1]", "views: Gaussian blur probability");
-    K("aug.blur_max", CFG_DOUBLE, view_aug[7], "[0.1, 20]", "views: largest blur sigma (output pixels)");
-    K("aug.jpeg_prob", CFG_DOUBLE, view_aug[8], "[0, 1]", "views: JPEG re-encoding probability (quality 30-95)");
+    K("aug.crop_min", CFG_DOUBLE, view.crop_min, "[0.01, 1]", "views: smallest crop, as a share of the image area");
+    K("aug.rotate", CFG_DOUBLE, view.rotate, "[0, 180]", "views: rotation U(-rotate, rotate) degrees");
+    K("aug.vflip", CFG_DOUBLE, view.vflip, "[0, 1]", "views: vertical flip probability (horizontal: 0.5)");
+    K("aug.jitter", CFG_DOUBLE, view.jitter, "[0, 1]", "views: colour jitter strength (brightness, contrast, saturation; hue = /4)");
+    K("aug.jitter_prob", CFG_DOUBLE, view.jitter_prob, "[0, 1]", "views: colour jitter probability");
+    K("aug.grey_prob", CFG_DOUBLE, view.grey_prob, "[0, 1]", "views: greyscale probability");
+    K("aug.blur_prob", CFG_DOUBLE, view.blur_prob, "[0, 1]", "views: Gaussian blur probability");
+    K("aug.blur_max", CFG_DOUBLE, view.blur_max, "[0.1, 20]", "views: largest blur sigma (output pixels)");
+    K("aug.jpeg_prob", CFG_DOUBLE, view.jpeg_prob, "[0, 1]", "views: JPEG re-encoding probability (quality 30-95)");
     K("data.positives", CFG_STR, positives, "crops|views", "crops (SSCD: two augmentations of one image) | views (another view of its scene)");
     K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
     K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
@@ -194,17 +195,22 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
         return er_fail(ER_INPUT, "mae.masking must be 'guided' or 'random', got '%s'", c->masking);
     if (strcmp(c->aug, "advanced") && strcmp(c->aug, "mae") && strcmp(c->aug, "views"))
         return er_fail(ER_INPUT, "aug.preset must be 'advanced', 'mae' or 'views', got '%s'", c->aug);
-    if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them silently ignored */
+    if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them, not ignore them */
         image_cfg d;
         image_cfg_defaults(&d);
-        static const char *const names[9] = {"crop_min", "rotate", "vflip", "jitter", "jitter_prob",
-                                             "grey_prob", "blur_prob", "blur_max", "jpeg_prob"};
-        for (int i = 0; i < 9; i++)
-            if (c->view_aug[i] != d.view_aug[i]) {
+        int n;
+        /* the key table binds addresses only (the same table the caller parsed into): names for c->view's fields */
+        const cfg_spec *sp = image_cfg_specs((image_cfg *)c, &n);
+        const char *lo = (const char *)&c->view;
+        for (int i = 0; i < n; i++) {
+            const char *at = (const char *)sp[i].dst;
+            if (at < lo || at >= lo + sizeof c->view) continue;
+            if (*(const double *)at != *(const double *)((const char *)&d.view + (at - lo))) {
                 image_cfg_free(&d);
-                return er_fail(ER_INPUT, "aug.%s is set but aug.preset = %s: the aug.* strengths apply to aug.preset = views",
-                               names[i], c->aug);
+                return er_fail(ER_INPUT, "%s is set but aug.preset = %s: the aug.* strengths apply to aug.preset = views",
+                               sp[i].key, c->aug);
             }
+        }
         image_cfg_free(&d);
     }
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
@@ -230,9 +236,9 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->guided = !strcmp(c->masking, "guided");
     o->advanced = !strcmp(c->aug, "advanced");
     o->views = !strcmp(c->aug, "views");
-    float *vp = &o->view_aug.crop_min;
-    for (int i = 0; i < 9; i++) vp[i] = (float)c->view_aug[i];
-    if (o->views && (rc = aug_view_params_check(&o->view_aug))) goto fail;
+    o->view_aug = (aug_view_params){(float)c->view.crop_min, (float)c->view.rotate, (float)c->view.vflip,
+                                    (float)c->view.jitter, (float)c->view.jitter_prob, (float)c->view.grey_prob,
+                                    (float)c->view.blur_prob, (float)c->view.blur_max, (float)c->view.jpeg_prob};
     o->K = c->mask_ratio > 0 ? mae_len_keep(o->enc->L, c->mask_ratio) : o->enc->L;
     if (o->use_mae && (rc = mae_decoder_init_on(device, &o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
                                                 (uint64_t)k->seed + 1, &o->all))) goto fail;

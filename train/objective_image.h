@@ -30,7 +30,9 @@ typedef struct {
     double mix_prob;               /* MixUp/CutMix probability per view (SSCD 0.05) */
     /* data */
     char *manifest, *split, *aug;  /* aug: "advanced" | "mae" | "views" */
-    double view_aug[9];            /* aug.preset = views: aug.crop_min .. aug.jpeg_prob (aug_view_params order) */
+    struct {                       /* aug.preset = views: the aug.* strengths (datasets/augment.h aug_view_params) */
+        double crop_min, rotate, vflip, jitter, jitter_prob, grey_prob, blur_prob, blur_max, jpeg_prob;
+    } view;
     char *positives;               /* "crops" (SSCD: two augmentations of one image) | "views" (the second is
                                       another view of the image's scene, when it has one) */
     int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */

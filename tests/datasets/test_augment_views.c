@@ -1,5 +1,5 @@
 /* test_augment_views.c — the "views" preset: seeded, in place, mask carried with the geometry,
- * every switch doing what its key says, out-of-range strengths named. */
+ * every switch doing what its key says (out-of-range strengths: tests/train/test_config_audit.c). */
 #include <math.h>
 #include <string.h>
 
@@ -113,15 +113,4 @@ Test(datasets_augment_views, each_switch_does_what_its_key_says) {
     cr_assert(same > 0 && mirrored > 0, "hflip at 0.5");
     image_free(&src), image_free(&msk), image_free(&o), image_free(&m), image_free(&ref);
     aug_workspace_free(&ws);
-}
-
-Test(datasets_augment_views, out_of_range_strength_is_named) {
-    aug_view_params p = aug_view_defaults();
-    cr_assert_eq(aug_view_params_check(&p), ER_OK);
-    p.rotate = 200;
-    cr_assert_eq(aug_view_params_check(&p), ER_INPUT);
-    cr_assert(strstr(er_msg(), "aug.rotate"), "%s", er_msg());
-    p = aug_view_defaults(), p.crop_min = 0;
-    cr_assert_eq(aug_view_params_check(&p), ER_INPUT);
-    cr_assert(strstr(er_msg(), "aug.crop_min"), "%s", er_msg());
 }

@@ -47,6 +47,9 @@ Test(config_audit, audited_values_are_refused_with_key_and_value) {
     expect_refused("train.optimizer=lamb", "one of adamw/sgd");
     expect_refused("train.device=tpu", "got 'tpu'");
     expect_refused("train.device=cuda:x", "got 'cuda:x'");
+    expect_refused("aug.rotate=200", "'aug.rotate' = 200");
+    expect_refused("aug.crop_min=0", "'aug.crop_min' = 0");
+    expect_refused("aug.preset=strong", "aug.preset");
 }
 
 Test(config_audit, device_index_form_is_accepted_by_the_key) {

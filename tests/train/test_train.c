@@ -202,7 +202,7 @@ Test(endofinder_train, bad_objective_config_is_rejected) {
     cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
     cr_assert(strstr(er_msg(), "mae.masking"), "%s", er_msg());
     cfg_set_str(&c.masking, "guided");
-    c.view_aug[1] = 30; /* aug.rotate under aug.preset = mae: refused, not ignored */
+    c.view.rotate = 30; /* aug.rotate under aug.preset = mae: refused, not ignored */
     cr_assert_eq(image_objective_new(&c, &k, &o), ER_INPUT);
     cr_assert(strstr(er_msg(), "aug.rotate") && strstr(er_msg(), "views"), "%s", er_msg());
     cfg_set_str(&c.aug, "views");
@@ -221,7 +221,7 @@ Test(endofinder_train, views_preset_trains, .timeout = 120) {
     r.out = path_join(d, "run");
     tiny_cfg(&r.c, &r.k, r.man, r.out);
     cfg_set_str(&r.c.aug, "views");
-    r.c.view_aug[1] = 25;
+    r.c.view.rotate = 25;
     cr_assert_eq(image_objective_new(&r.c, &r.k, &r.o), 0, "%s", er_msg());
     double before = fixed_batch_loss(r.o);
     train_objective t = image_objective_iface(r.o);
