@@ -182,6 +182,9 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     if (obj->steps_per_epoch < 1) return er_fail(ER_INPUT, "training set too small for one step");
     int64_t total = c->steps > 0 ? c->steps : (int64_t)c->epochs * obj->steps_per_epoch;
     if (total < 1) return er_fail(ER_INPUT, "nothing to train: set train.steps or train.epochs");
+    const char *prof_env = getenv("ENDORET_PROFILE"); /* 1 | json | 0 (off); anything else is a typo */
+    if (prof_env && *prof_env && strcmp(prof_env, "0") && strcmp(prof_env, "1") && strcmp(prof_env, "json"))
+        return er_fail(ER_INPUT, "ENDORET_PROFILE=%s: use 1 (table), json or 0 (off)", prof_env);
     int64_t warmup = c->warmup_steps >= 0 ? c->warmup_steps : (int64_t)llround(c->warmup_epochs * obj->steps_per_epoch);
     if (warmup > total) warmup = total;
     lr_schedule sched = {c->lr, c->min_lr, warmup, total, c->restart_epochs * (double)obj->steps_per_epoch,
@@ -234,7 +237,6 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     int64_t step0 = step, win_steps = 0, ran = 0;
     /* ENDORET_PROFILE=1 (or =json): time every kernel of the steps after the first (the first
      * sizes the arena) and print the table (kernels/profile.h) to stderr at the end */
-    const char *prof_env = getenv("ENDORET_PROFILE");
     int profile = prof_env && *prof_env && strcmp(prof_env, "0"), prof_steps = 0;
     int64_t prof_from = total - step0 > 1 ? 1 : 0;
     double prof_seconds = 0, t_step = 0;

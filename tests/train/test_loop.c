@@ -346,3 +346,29 @@ Test(train_loop, rank_and_world_size) {
     }
     free(r1);
 }
+
+/* ENDORET_PROFILE: 1 / json profile the run, 0 is off, anything else is refused before any work
+ * (no output folder made), naming the variable; the profile leaves the weights bit-identical. */
+Test(train_loop, profile_env_values) {
+    toy a, b;
+    toy_init(&a, 0, 0), toy_init(&b, 0, 0);
+    a.ref = b.ref = REF_SGD_NESTEROV;
+    train_objective oa = toy_iface(&a), ob = toy_iface(&b);
+    char *bad = path_join(test_tmpdir(), "bad");
+    train_loop_config c = sgd_cfg(bad, 3, 0.05, 0.9, 1, 1e-3);
+    setenv("ENDORET_PROFILE", "yes", 1);
+    cr_assert_eq(train_loop_run(&c, &oa), ER_INPUT);
+    cr_assert(strstr(er_msg(), "ENDORET_PROFILE=yes"), "%s", er_msg());
+    cr_assert(access(bad, F_OK) != 0, "refused before the output folder is made");
+    setenv("ENDORET_PROFILE", "0", 1);
+    c.out_dir = test_tmpdir();
+    cr_assert_eq(train_loop_run(&c, &oa), ER_OK, "%s", er_msg());
+    setenv("ENDORET_PROFILE", "json", 1);
+    char *pdir = path_join(test_tmpdir(), "p");
+    train_loop_config c2 = sgd_cfg(pdir, 3, 0.05, 0.9, 1, 1e-3);
+    cr_assert_eq(train_loop_run(&c2, &ob), ER_OK, "%s", er_msg());
+    unsetenv("ENDORET_PROFILE");
+    for (int i = 0; i < REF_OPT_N; i++) cr_assert_eq(memcmp(&a.w->data[i], &b.w->data[i], 4), 0, "weight %d differs", i);
+    free(bad), free(pdir);
+    toy_free(&a), toy_free(&b);
+}
