@@ -17,6 +17,7 @@
  * Backward work buffer: delta[i] = sum_d go[i,d] * o[i,d] (B*H*Tq floats). */
 #include <math.h>
 
+#include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -264,8 +265,11 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
 }
 
 /* ---------------- host side ---------------- */
+/* The cuBLAS path (attention_gemm.cu) while its scores fit; otherwise these fused kernels, whose
+ * backward needs delta (B*H*Tq floats). */
 size_t cu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
-    return (size_t)B * H * Tq; /* backward: delta */
+    if (cu_attention_gemm_use(B, H, Tq, Tk)) return cu_attention_gemm_workspace(B, H, Tq, Tk);
+    return (size_t)B * H * Tq;
 }
 
 static void copy3(int64_t *dst, const int64_t *src) {
@@ -285,6 +289,10 @@ void cu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float 
                   const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                   const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                   float *work) {
+    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_gemm_use(B, H, Tq, Tk)) {
+        cu_attention_gemm_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
+        return;
+    }
     if (!at_check(B, H, Tq, Tk, D, "attention: head dim > 128 or B*H > 65535 not supported on CUDA")) return;
     at_strides s = {};
     copy3(s.q, qs);
@@ -311,6 +319,11 @@ void cu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, con
                            const float *o, const int64_t *os, const float *go, const int64_t *gos,
                            const float *lse, float *gq, const int64_t *gqs, float *gk,
                            const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
+    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_gemm_use(B, H, Tq, Tk)) {
+        cu_attention_gemm_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, go, gos, lse, gq,
+                              gqs, gk, gks, gv, gvs, work);
+        return;
+    }
     if (!at_check(B, H, Tq, Tk, D, "attention_backward: head dim > 128 or B*H > 65535 not supported on CUDA"))
         return;
     at_strides s = {};

@@ -320,6 +320,35 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     free(nrm); free(loss); free(lse);
 }
 
+/* Many rows: the weight / bias gradients are summed in row chunks, then chunk by chunk. */
+Test(cuda, layernorm_backward_many_rows) {
+    require_gpu();
+    const int64_t R = 3001, C = 70, n = R * C;
+    float *x = rnd(n, -3, 3, 140), *w = rnd(C, 0.5f, 1.5f, 141), *b = rnd(C, -1, 1, 142), *gy = rnd(n, -1, 1, 143);
+    float *gx = rnd(n, -1, 1, 144), *gw = rnd(C, -1, 1, 145), *gb = rnd(C, -1, 1, 146);
+    float *dx = devf(x, n), *dw = devf(w, C), *db = devf(b, C), *dgy = devf(gy, n);
+    float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
+    float *y = malloc(n * 4), *mean = malloc(R * 4), *rstd = malloc(R * 4);
+    float *dy = GPU->alloc(n * 4), *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4);
+    CPU->layernorm(R, C, x, w, b, 1e-6f, y, mean, rstd);
+    GPU->layernorm(R, C, dx, dw, db, 1e-6f, dy, dmean, drstd);
+    float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
+    float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
+    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb, wc);
+    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb, wg);
+    expect_close("layernorm gx", gx, dgx, n, 1e-5);
+    expect_close("layernorm gw", gw, dgw, C, 1e-5);
+    expect_close("layernorm gb", gb, dgb, C, 1e-5);
+    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, NULL, NULL, dgb, wg); /* gb alone */
+    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, NULL, NULL, gb, wc);
+    expect_close("layernorm gb alone", gb, dgb, C, 1e-5);
+    gpu_ok("layernorm_backward many rows");
+    CPU->free(wc); GPU->free(wg);
+    GPU->free(dx); GPU->free(dw); GPU->free(db); GPU->free(dgy); GPU->free(dgx); GPU->free(dgw); GPU->free(dgb);
+    GPU->free(dy); GPU->free(dmean); GPU->free(drstd);
+    free(x); free(w); free(b); free(gy); free(gx); free(gw); free(gb); free(y); free(mean); free(rstd);
+}
+
 PARITY_COVERS(gather);
 PARITY_COVERS(scatter_add);
 Test(cuda, gather_scatter_add) {
@@ -346,8 +375,9 @@ Test(cuda, gather_scatter_add) {
     free(x); free(y);
 }
 
-/* q/k/v as views of one packed [B, T, 3, H, D] projection (the ViT layout), o [B, T, H, D]. */
-static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
+/* q/k/v as views of one packed [B, T, 3, H, D] projection (the ViT layout), o [B, T, H, D].
+ * grads: which of gq (1), gk (2), gv (4) the backward writes (the others are frozen: NULL). */
+static void attention_case_g(int B, int H, int T, int D, int Tk, int mask_kind, int grads) {
     int64_t nq = (int64_t)B * T * 3 * H * D, nkv = (int64_t)B * Tk * 2 * H * D, no = (int64_t)B * T * H * D;
     int64_t qs[3] = {(int64_t)T * 3 * H * D, D, 3 * H * D};       /* (b, h, t) strides in the q buffer */
     int64_t kvs[3] = {(int64_t)Tk * 2 * H * D, D, 2 * H * D};     /* k and v from a [B, Tk, 2, H, D] buffer */
@@ -373,10 +403,12 @@ static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
     /* gradients into packed buffers with the same layout as the inputs, accumulated */
     float *gq = rnd(nq, -1, 1, 134), *gkv = rnd(nkv, -1, 1, 135);
     float *dgq = devf(gq, nq), *dgkv = devf(gkv, nkv);
+    float *cq = grads & 1 ? gq : NULL, *ck = grads & 2 ? gkv : NULL, *cv = grads & 4 ? gkv + H * D : NULL;
+    float *gq_d = grads & 1 ? dgq : NULL, *gk_d = grads & 2 ? dgkv : NULL, *gv_d = grads & 4 ? dgkv + H * D : NULL;
     CPU->attention_backward(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, go, os,
-                            lse, gq, qs, gkv, kvs, gkv + H * D, kvs, work);
+                            lse, cq, qs, ck, kvs, cv, kvs, work);
     GPU->attention_backward(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms,
-                            dout, os, dgo, os, dlse, dgq, qs, dgkv, kvs, dgkv + H * D, kvs, dwork);
+                            dout, os, dgo, os, dlse, gq_d, qs, gk_d, kvs, gv_d, kvs, dwork);
     expect_close("attention gq", gq, dgq, nq, 1e-5);
     expect_close("attention gk/gv", gkv, dgkv, nkv, 1e-5);
     GPU->free(dqb); GPU->free(dkvb); GPU->free(dgo); GPU->free(dmask); GPU->free(dout); GPU->free(dlse);
@@ -384,15 +416,37 @@ static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
     free(qb); free(kvb); free(go); free(mask); free(o); free(lse); free(work); free(gq); free(gkv);
 }
 
+static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
+    attention_case_g(B, H, T, D, Tk, mask_kind, 7);
+}
+
+/* The shapes every path is checked on; ENDORET_CUDA_ATTENTION pins the cuBLAS path or the fused
+ * kernels (kernels/cuda/attention_gemm.cu says which the budget picks). */
+static void attention_cases(void) {
+    attention_case(2, 3, 50, 64, 50, MASK_NONE);  /* ViT-like head dim */
+    attention_case(1, 2, 37, 40, 70, MASK_ADD);   /* D not a multiple of 32, Tq != Tk */
+    attention_case(2, 2, 33, 128, 65, MASK_BOOL); /* largest head dim, a fully masked row */
+    attention_case(1, 1, 5, 16, 3, MASK_NONE);    /* tiny */
+    attention_case_g(2, 2, 20, 32, 24, MASK_ADD, 1); /* frozen k, v */
+    attention_case_g(2, 2, 20, 32, 24, MASK_NONE, 6); /* frozen q */
+}
+
 PARITY_COVERS(attention_workspace);
 PARITY_COVERS(attention);
 PARITY_COVERS(attention_backward);
 Test(cuda, attention_forward_backward) {
     require_gpu();
-    attention_case(2, 3, 50, 64, 50, MASK_NONE);  /* ViT-like head dim */
-    attention_case(1, 2, 37, 40, 70, MASK_ADD);   /* D not a multiple of 32, Tq != Tk */
-    attention_case(2, 2, 33, 128, 65, MASK_BOOL); /* largest head dim, a fully masked row */
-    attention_case(1, 1, 5, 16, 3, MASK_NONE);    /* tiny */
+    attention_cases();
+}
+Test(cuda, attention_cublas_path) {
+    setenv("ENDORET_CUDA_ATTENTION", "gemm", 1);
+    require_gpu();
+    attention_cases();
+}
+Test(cuda, attention_fused_kernels) {
+    setenv("ENDORET_CUDA_ATTENTION", "fused", 1);
+    require_gpu();
+    attention_cases();
 }
 
 PARITY_COVERS(adamw);
