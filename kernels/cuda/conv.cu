@@ -2,11 +2,15 @@
  * cpu_conv2d_backward (kernels/cpu/conv.c), cpu_batchnorm and cpu_batchnorm_backward
  * (kernels/cpu/bnorm.c).
  *
- * Convolution: cuDNN's forward / backward-data / backward-filter / backward-bias with FMA maths (no
- * TF32, so fp32 results match the CPU within summation order). The algorithm is the first of
- * cuDNN's heuristic list that runs, needs at most CONV_WS_MAX bytes and, for the backward passes,
- * is deterministic; the *_workspace entry makes the same choice, so the caller's arena supplies
- * exactly the scratch the call uses (kernels never allocate).
+ * Convolution: cuDNN's forward / backward-data / backward-filter / backward-bias. In fp32 mode with
+ * FMA maths (no TF32, so fp32 results match the CPU within summation order); in bf16 mode
+ * (sgemm_precision(), "matmul inputs rounded") with cuDNN's default maths, i.e. TF32 tensor cores:
+ * inputs rounded to 10 mantissa bits, finer than bf16's 7, the storage stays fp32 NCHW. The
+ * algorithm is the first of cuDNN's heuristic list that runs, needs at most CONV_WS_MAX bytes and,
+ * for the backward passes, is deterministic; the *_workspace entry makes the same choice, so the
+ * caller's arena supplies exactly the scratch the call uses (kernels never allocate). The choice is
+ * cached per shape and maths (a heuristic query costs about a millisecond of host time: measured
+ * on an H100, 227 of ResNet-50's 628 ms training step before the cache, bench/RESULTS_cuda.md).
  * Batch norm: cuDNN's spatial training forward (batch statistics, running-stat update with the
  * unbiased variance, saved mean / inverse std) and its training backward when the input gradient
  * is wanted; own kernels for eval mode (one multiply-add per element, the ReLU fused) and for the
@@ -15,7 +19,11 @@
 #include <cudnn.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+extern "C" {
+#include "kernels/gemm.h"
+}
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -54,6 +62,35 @@ static cudnnHandle_t dnn(void) {
 
 /* ---- convolution ---- */
 
+static cudnnMathType_t conv_math(void) {
+    return sgemm_precision() == SGEMM_BF16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+/* The algorithms chosen for one shape and maths (have: 1 forward, 2 backward data, 4 backward
+ * filter). conv2d_args is ints only, so memcmp compares it field by field. Full: round robin. */
+#define ALGO_CACHE 256
+struct algo_entry {
+    conv2d_args a;
+    cudnnMathType_t math;
+    int have;
+    cudnnConvolutionFwdAlgoPerf_t f;
+    cudnnConvolutionBwdDataAlgoPerf_t d;
+    cudnnConvolutionBwdFilterAlgoPerf_t w;
+};
+static algo_entry g_algo[ALGO_CACHE];
+static int g_nalgo, g_algo_next;
+
+static algo_entry *algo_of(const conv2d_args *a) {
+    cudnnMathType_t m = conv_math();
+    for (int i = 0; i < g_nalgo; i++)
+        if (g_algo[i].math == m && !memcmp(&g_algo[i].a, a, sizeof *a)) return &g_algo[i];
+    algo_entry *e = g_nalgo < ALGO_CACHE ? &g_algo[g_nalgo++] : &g_algo[g_algo_next++ % ALGO_CACHE];
+    memset(e, 0, sizeof *e);
+    e->a = *a;
+    e->math = m;
+    return e;
+}
+
 static cudnnHandle_t conv_descs(const conv2d_args *a) {
     cudnnHandle_t h = dnn();
     if (!h) return NULL;
@@ -66,7 +103,7 @@ static cudnnHandle_t conv_descs(const conv2d_args *a) {
         !DNN(cudnnSetConvolution2dDescriptor(g_d.conv, a->ph, a->pw, a->sh, a->sw, a->dh, a->dw,
                                              CUDNN_CROSS_CORRELATION, T)) ||
         !DNN(cudnnSetConvolutionGroupCount(g_d.conv, a->groups)) ||
-        !DNN(cudnnSetConvolutionMathType(g_d.conv, CUDNN_FMA_MATH)))
+        !DNN(cudnnSetConvolutionMathType(g_d.conv, conv_math())))
         return NULL;
     return h;
 }
@@ -84,26 +121,49 @@ static bool pick(const Perf *perf, int n, bool deterministic, Perf *out) {
     return false;
 }
 
-static bool fwd_algo(cudnnHandle_t h, cudnnConvolutionFwdAlgoPerf_t *p) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    return DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, g_d.x, g_d.w, g_d.conv, g_d.y,
-                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf)) &&
-           pick(perf, n, false, p);
+/* Each asks cuDNN's heuristics once per shape and maths (conv_descs(a) must have set the
+ * descriptors), then answers from the cache. */
+static bool fwd_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionFwdAlgoPerf_t *p) {
+    algo_entry *e = algo_of(a);
+    if (!(e->have & 1)) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        int n = 0;
+        if (!DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, g_d.x, g_d.w, g_d.conv, g_d.y,
+                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf)) ||
+            !pick(perf, n, false, &e->f))
+            return false;
+        e->have |= 1;
+    }
+    *p = e->f;
+    return true;
 }
-static bool bwd_data_algo(cudnnHandle_t h, cudnnConvolutionBwdDataAlgoPerf_t *p) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int n = 0;
-    return DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, g_d.w, g_d.y, g_d.conv, g_d.x,
-                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf)) &&
-           pick(perf, n, true, p);
+static bool bwd_data_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionBwdDataAlgoPerf_t *p) {
+    algo_entry *e = algo_of(a);
+    if (!(e->have & 2)) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        int n = 0;
+        if (!DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, g_d.w, g_d.y, g_d.conv, g_d.x,
+                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf)) ||
+            !pick(perf, n, true, &e->d))
+            return false;
+        e->have |= 2;
+    }
+    *p = e->d;
+    return true;
 }
-static bool bwd_filter_algo(cudnnHandle_t h, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0;
-    return DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, g_d.x, g_d.y, g_d.conv, g_d.w,
-                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf)) &&
-           pick(perf, n, true, p);
+static bool bwd_filter_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+    algo_entry *e = algo_of(a);
+    if (!(e->have & 4)) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        int n = 0;
+        if (!DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, g_d.x, g_d.y, g_d.conv, g_d.w,
+                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf)) ||
+            !pick(perf, n, true, &e->w))
+            return false;
+        e->have |= 4;
+    }
+    *p = e->w;
+    return true;
 }
 
 static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
@@ -111,14 +171,14 @@ static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof
 size_t cu_conv2d_workspace(const conv2d_args *a) {
     cudnnHandle_t h = conv_descs(a);
     cudnnConvolutionFwdAlgoPerf_t p;
-    return h && fwd_algo(h, &p) ? floats(p.memory) : 0;
+    return h && fwd_algo(h, a, &p) ? floats(p.memory) : 0;
 }
 
 void cu_conv2d(const conv2d_args *a, const float *x, const float *w, const float *b, float *y,
                float *work) {
     cudnnHandle_t h = conv_descs(a);
     cudnnConvolutionFwdAlgoPerf_t p;
-    if (!h || !fwd_algo(h, &p)) return;
+    if (!h || !fwd_algo(h, a, &p)) return;
     const float one = 1.0f, zero = 0.0f;
     if (!DNN(cudnnConvolutionForward(h, &one, g_d.x, x, g_d.w, w, g_d.conv, p.algo, work, p.memory,
                                      &zero, g_d.y, y)))
@@ -131,7 +191,7 @@ size_t cu_conv2d_backward_workspace(const conv2d_args *a) {
     cudnnHandle_t h = conv_descs(a);
     cudnnConvolutionBwdDataAlgoPerf_t pd;
     cudnnConvolutionBwdFilterAlgoPerf_t pf;
-    if (!h || !bwd_data_algo(h, &pd) || !bwd_filter_algo(h, &pf)) return 0;
+    if (!h || !bwd_data_algo(h, a, &pd) || !bwd_filter_algo(h, a, &pf)) return 0;
     return floats(pd.memory > pf.memory ? pd.memory : pf.memory);
 }
 
@@ -143,13 +203,13 @@ void cu_conv2d_backward(const conv2d_args *a, const float *x, const float *w, co
     if (gb) DNN(cudnnConvolutionBackwardBias(h, &one, g_d.y, gy, &one, g_d.b, gb));
     if (gx) {
         cudnnConvolutionBwdDataAlgoPerf_t p;
-        if (bwd_data_algo(h, &p))
+        if (bwd_data_algo(h, a, &p))
             DNN(cudnnConvolutionBackwardData(h, &one, g_d.w, w, g_d.y, gy, g_d.conv, p.algo, work,
                                              p.memory, &one, g_d.x, gx));
     }
     if (gw) {
         cudnnConvolutionBwdFilterAlgoPerf_t p;
-        if (bwd_filter_algo(h, &p))
+        if (bwd_filter_algo(h, a, &p))
             DNN(cudnnConvolutionBackwardFilter(h, &one, g_d.x, x, g_d.y, gy, g_d.conv, p.algo, work,
                                                p.memory, &one, g_d.w, gw));
     }
