@@ -77,17 +77,26 @@ __global__ void k_layernorm_bwd_x(int64_t cols, const float *x, const float *w, 
     }
 }
 
-/* gw[j] += sum_r gy[r, j] * xh[r, j], gb[j] += sum_r gy[r, j]: a block owns 32 columns, its 16
- * thread rows stride over the data rows (coalesced), then combine in shared memory (double). */
+/* gw[j] += sum_r gy[r, j] * xh[r, j], gb[j] += sum_r gy[r, j] in two passes: a block owns 32
+ * columns of one chunk of rows (its 16 thread rows stride over the chunk, coalesced) and writes the
+ * chunk's partial sums (double) to the workspace; then one thread per column adds the chunks in
+ * order (deterministic). One block per 32 columns alone left most of an H100 idle: ViT-L's 1024
+ * columns are 32 blocks for 132 multiprocessors (11 ms of a 140 ms MAE step, bench/RESULTS_cuda.md). */
 #define LNW_COLS 32
 #define LNW_ROWS 16
-__global__ void k_layernorm_bwd_wb(int64_t rows, int64_t cols, const float *x, const float *mean,
-                                   const float *rstd, const float *gy, float *gw, float *gb) {
+#define LNW_CHUNKS 64 /* row chunks at most */
+static int lnw_chunks(int64_t rows) {
+    int64_t c = (rows + 4 * LNW_ROWS - 1) / (4 * LNW_ROWS); /* >= 4 rows per thread row */
+    return (int)(c < 1 ? 1 : c > LNW_CHUNKS ? LNW_CHUNKS : c);
+}
+__global__ void k_layernorm_bwd_wb_part(int64_t rows, int64_t cols, const float *x, const float *mean,
+                                        const float *rstd, const float *gy, double *part) {
     __shared__ double sw[LNW_ROWS][LNW_COLS], sb[LNW_ROWS][LNW_COLS];
     int64_t j = (int64_t)blockIdx.x * LNW_COLS + threadIdx.x;
+    int64_t per = (rows + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * per, r1 = r0 + per < rows ? r0 + per : rows;
     double aw = 0.0, ab = 0.0;
     if (j < cols) {
-        for (int64_t r = threadIdx.y; r < rows; r += LNW_ROWS) {
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += LNW_ROWS) {
             float g = gy[r * cols + j];
             aw += (double)g * ((x[r * cols + j] - mean[r]) * rstd[r]);
             ab += g;
@@ -101,13 +110,24 @@ __global__ void k_layernorm_bwd_wb(int64_t rows, int64_t cols, const float *x, c
             aw += sw[t][threadIdx.x];
             ab += sb[t][threadIdx.x];
         }
+        part[(int64_t)blockIdx.y * 2 * cols + j] = aw;
+        part[(int64_t)blockIdx.y * 2 * cols + cols + j] = ab;
+    }
+}
+__global__ void k_layernorm_bwd_wb_sum(int64_t cols, int chunks, const double *part, float *gw, float *gb) {
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < cols; j += (int64_t)gridDim.x * blockDim.x) {
+        double aw = 0.0, ab = 0.0;
+        for (int c = 0; c < chunks; c++) {
+            aw += part[(int64_t)c * 2 * cols + j];
+            ab += part[(int64_t)c * 2 * cols + cols + j];
+        }
         if (gw) gw[j] += (float)aw;
         if (gb) gb[j] += (float)ab;
     }
 }
 
-/* gw/gb reduce over rows in shared memory: no scratch. */
-size_t cu_layernorm_backward_workspace(int64_t rows, int64_t cols) { return 0; }
+/* the chunks' partial sums: 2 doubles per column and chunk (4 floats) */
+size_t cu_layernorm_backward_workspace(int64_t rows, int64_t cols) { return (size_t)4 * lnw_chunks(rows) * cols; }
 
 void cu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
                            const float *mean, const float *rstd, const float *gy, float *gx,
@@ -115,9 +135,10 @@ void cu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const flo
     if (!rows_ok(rows, "layernorm_backward: too many rows")) return;
     if (gx) k_layernorm_bwd_x<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, x, w, mean, rstd, gy, gx);
     if (gw || gb) {
-        dim3 th(LNW_COLS, LNW_ROWS);
-        unsigned nb = (unsigned)((cols + LNW_COLS - 1) / LNW_COLS);
-        k_layernorm_bwd_wb<<<nb, th, 0, cuda_stream()>>>(rows, cols, x, mean, rstd, gy, gw, gb);
+        int chunks = lnw_chunks(rows);
+        dim3 th(LNW_COLS, LNW_ROWS), grid((unsigned)((cols + LNW_COLS - 1) / LNW_COLS), (unsigned)chunks);
+        k_layernorm_bwd_wb_part<<<grid, th, 0, cuda_stream()>>>(rows, cols, x, mean, rstd, gy, (double *)work);
+        k_layernorm_bwd_wb_sum<<<cuda_blocks(cols, 256), 256, 0, cuda_stream()>>>(cols, chunks, (const double *)work, gw, gb);
     }
     CUDA_LAUNCHED("layernorm_backward");
 }
