@@ -10,7 +10,8 @@
  * infer_img_per_s: the no_grad encoder forward on full images. gflops: achieved training GFLOP/s,
  * counting 3x the forward FLOPs (forward + 2x backward; attention and all linear layers,
  * multiply-add = 2). mfu: that rate divided by a square GEMM measured in the same run with the same
- * precision on the same device (sgemm 1024^3 on the CPU, cuBLAS 8192^3 on CUDA): the ceiling any
+ * precision on the same device (sgemm 1024^3 on the CPU, cuBLAS 8192^3 on CUDA, on bf16 operands in
+ * bf16 mode: cuda_gemm_peak_bf16): the ceiling any
  * ViT step could reach there. --profile: the timed training steps run with the op table's timing
  * wrappers (kernels/profile.h) and the per-op / per-category table follows the figures. */
 #include <math.h>
@@ -36,9 +37,12 @@
 #include "kernels/profile.h"
 
 #pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
+#pragma weak cuda_gemm_peak_bf16
 
 /* Best GFLOP/s of a square n^3 product through the device's GEMM (with the current precision). */
 static double gemm_ceiling(int device, int reps) {
+    /* on a GPU in bf16 mode: cuBLAS on bf16 operands, the rate PyTorch's bf16 matmul reaches */
+    if (device != DEV_CPU && sgemm_precision() == SGEMM_BF16 && cuda_gemm_peak_bf16) return 1e3 * cuda_gemm_peak_bf16(reps);
     const er_backend *be = backend_get(device);
     const int n = device == DEV_CPU ? 1024 : 8192;
     size_t bytes = (size_t)n * n * sizeof(float);
@@ -115,7 +119,10 @@ static int bench_train(int argc, char **argv) {
     mae_decoder dec = {0};
     int L = v ? v->L : 0, K = mae ? mae_len_keep(L, mask_ratio) : L;
     if (mae && (rc = mae_decoder_init_on(device, &dec, &v->cfg, DEC_DIM, DEC_DEPTH, DEC_HEADS, 2, &all))) goto out_model;
-    float *x = xmalloc((size_t)batch * 3 * img * img * sizeof(float));
+    /* page-locked on a GPU, as a loader's staging buffer (backend.h): the per-step upload is DMA */
+    const er_backend *be = backend_get(device);
+    float *x = be->host_alloc((size_t)batch * 3 * img * img * sizeof(float));
+    if (!x) { rc = er_fail(ER_RUNTIME, "bench train: no host buffer for the batch"); goto out_model; }
     rng_t r = rng_make(1, rng_stream(RNG_SAMPLING, 0, 0));
     for (size_t i = 0; i < (size_t)batch * 3 * img * img; i++) x[i] = rng_normal(&r);
     int32_t *shuffle = xmalloc((size_t)batch * L * sizeof(int32_t)), *restore = xmalloc((size_t)batch * L * sizeof(int32_t));
@@ -195,7 +202,8 @@ static int bench_train(int argc, char **argv) {
     }
 out:
     optim_free(opt);
-    free(x); free(shuffle); free(restore); free(keep); free(mask); free(desc);
+    be->host_free(x);
+    free(shuffle); free(restore); free(keep); free(mask); free(desc);
 out_model:
     for (int i = m->params->n; i < all.n; i++) tensor_free(all.t[i]);
     free(all.t);

@@ -23,6 +23,11 @@ typedef struct {
 int cuda_bench_run(int iters, int batch_b, int batch_l, void (*emit)(const cuda_bench_row *, void *),
                    void *ctx);
 
+/* The GPU's bf16 matrix rate in TFLOP/s: cuBLAS on bf16 A, B and C (fp32 accumulation), 8192^3,
+ * random operands, median of `iters` timed products after 3 warm-ups; the ceiling MFU is quoted
+ * against (what PyTorch's bf16 matmul reaches). 0 after recording an error. */
+double cuda_gemm_peak_bf16(int iters);
+
 #ifdef __cplusplus
 }
 #endif
