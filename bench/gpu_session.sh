@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bench/gpu_session.sh — what one call on a lent GPU machine runs (issue #16), stage by stage.
+#
+#   bash bench/gpu_session.sh [BIN_DIR] STAGE...
+#
+# BIN_DIR holds endoret, endoret_tests and lib/ (built on the CPU machine with
+#   make CUDA=1 MPI=0 BUILD=build/gpu ARCH=-march=x86-64-v2
+# and the shared libraries the GPU image may lack, copied from ldd), or is "build" after a build there.
+# Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
+# by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
+#
+# Stages: env parity optim suite sanitize benchcuda mae_base mae_large mae_large_fp32 resnet torch_mae
+#         torch_resnet profile_large profile_resnet train_check
+set -u
+BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
+OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
+E=$BIN/endoret; T=$BIN/endoret_tests
+NT=$(nproc)
+
+# CUDA libraries: the toolkit's and the pip wheels' (cuDNN and NCCL are often only there); carried
+# libraries only where the image has no library of that name.
+libdirs=""
+for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+  p=$(ldconfig -p | awk -v n="$n" '$1 == n {print $NF; exit}')
+  [ -z "$p" ] && p=$(find /usr/local/cuda*/ /opt /usr/lib -name "$n" 2>/dev/null | head -1)
+  [ -n "$p" ] && libdirs="$libdirs:$(dirname "$p")"
+done
+if [ -d "$BIN/lib" ]; then
+  mkdir -p /tmp/carried_lib
+  for f in "$BIN"/lib/*; do
+    ldconfig -p | grep -q "^[[:space:]]*$(basename "$f") " || cp "$f" /tmp/carried_lib/
+  done
+  libdirs="$libdirs:/tmp/carried_lib"
+fi
+export LD_LIBRARY_PATH="${libdirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+
+summary=""
+stage() { # name timeout command...
+  local name=$1 t=$2; shift 2
+  local t0=$(date +%s%N)
+  echo "=== $name: $*" | tee "$OUT/$name.txt"
+  timeout --kill-after=5 "$t" "$@" >> "$OUT/$name.txt" 2>&1
+  local rc=$?
+  local dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "=== $name rc=$rc ${dt} ms" >> "$OUT/$name.txt"
+  summary="$summary$(printf '%-16s rc=%-3s %8d ms' "$name" "$rc" "$dt")"$'\n'
+  tail -n "${TAIL:-6}" "$OUT/$name.txt"
+}
+train() { # model batch objective precision [extra...]
+  "$E" bench train --model "$1" --img 224 --batch "$2" --objective "$3" --precision "$4" --device cuda \
+       --threads "$NT" --steps "${STEPS:-10}" --json "${@:5}"
+}
+torch_vit() { python3 bench/torch_vit_bench.py --model "$1" --batch "$2" --objective "$3" --precision "$4" \
+                --device cuda --threads "$NT" --steps "${STEPS:-10}" "${@:5}"; }
+
+for s in "$@"; do
+  case $s in
+    env) stage env 60 bash -c "nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv;
+                              nvcc --version | tail -2; python3 -c 'import torch,timm; print(\"torch\", torch.__version__, \"timm\", timm.__version__, torch.cuda.get_device_name())';
+                              lscpu | grep -E 'Model name|^CPU\\(s\\)'; echo LD_LIBRARY_PATH=\$LD_LIBRARY_PATH;
+                              ldd $E | grep -E 'not found|cud|nccl|cublas'; $E --version" ;;
+    parity) stage parity 240 "$T" --filter 'cuda/*' --jobs 4 --verbose ;;
+    optim) stage optim 120 "$T" --filter 'optim_cuda/*' --jobs 2 --verbose ;;
+    suite) TAIL=12 stage suite 300 "$T" --jobs "$NT" ;;
+    sanitize) stage sanitize 400 compute-sanitizer --tool memcheck --target-processes all --print-limit 20 \
+                "$T" --filter 'cuda/*' --jobs 1 ;;
+    benchcuda) TAIL=40 stage benchcuda 120 "$E" bench cuda ;;
+    mae_base) stage mae_base 240 bash -c "$(declare -f train); E=$E NT=$NT; train vit_base ${BB:-128} mae bf16; train vit_base ${BB:-128} mae fp32" ;;
+    mae_large) stage mae_large 200 bash -c "$(declare -f train); E=$E NT=$NT; train vit_large ${BL:-64} mae bf16" ;;
+    mae_large_fp32) stage mae_large_fp32 200 bash -c "$(declare -f train); E=$E NT=$NT; train vit_large ${BL:-64} mae fp32" ;;
+    resnet) stage resnet 200 bash -c "$(declare -f train); E=$E NT=$NT; train resnet50 ${BR:-128} cls bf16; train resnet50 ${BR:-128} cls fp32" ;;
+    torch_mae) stage torch_mae 300 bash -c "$(declare -f torch_vit); NT=$NT;
+                 for p in ${PRECS:-bf16 fp32}; do torch_vit vit_base ${BB:-128} mae \$p; torch_vit vit_large ${BL:-64} mae \$p; done" ;;
+    torch_resnet) stage torch_resnet 200 bash -c "for p in ${PRECS:-bf16 fp32}; do python3 bench/torch_resnet_bench.py --device cuda --precision \$p \
+                 --channels-last --batch ${BR:-128} --steps ${STEPS:-10} --threads $NT; done" ;;
+    profile_large) TAIL=60 stage profile_large 200 "$E" bench train --model vit_large --img 224 --batch "${BL:-64}" --objective mae \
+                     --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
+    train_check) TAIL=30 stage train_check 300 bash bench/gpu_train_check.sh "$E" 3 ;;
+    profile_resnet) TAIL=60 stage profile_resnet 200 "$E" bench train --model resnet50 --img 224 --batch "${BR:-128}" \
+                     --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
+    *) echo "gpu_session.sh: unknown stage '$s'" >&2; exit 2 ;;
+  esac
+done
+echo "---- summary"
+printf '%s' "$summary"
+grep -h '^{' "$OUT"/*.txt 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: r = json.loads(line)
+    except Exception: continue
+    if r.get("bench") == "train":
+        print("%-8s %-9s %-4s %-4s b=%-4s train %8.1f img/s  mfu %.3f  peak %.0f GF  %s" % (r.get("impl", "endoret")[:8], r["model"], r.get("objective", "cls"),
+              r["precision"], r["batch"], r["train_img_per_s"], r.get("mfu", 0), r.get("gemm_peak_gflops", 0), r.get("gpu", "")))'
+# at most 8 files come back from a lent machine: pack the stage logs into one
+n=$(ls "$OUT" | wc -l)
+if [ "$n" -gt 2 ]; then (cd "$OUT" && tar czf logs.tgz *.txt && rm -f *.txt); fi
