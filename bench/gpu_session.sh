@@ -10,7 +10,7 @@
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
 # Stages: env parity optim suite sanitize benchcuda mae_base mae_large mae_large_fp32 resnet torch_mae
-#         torch_resnet profile_large profile_resnet train_check
+#         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -77,6 +77,10 @@ for s in "$@"; do
     profile_large) TAIL=60 stage profile_large 200 "$E" bench train --model vit_large --img 224 --batch "${BL:-64}" --objective mae \
                      --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
     train_check) TAIL=30 stage train_check 300 bash bench/gpu_train_check.sh "$E" 3 ;;
+    train_speed) TAIL=8 stage train_speed 400 bash bench/gpu_train_speed.sh "${SPEED_STEPS:-40}" $SPEED_BINS ;;
+    train_profile) TAIL=40 stage train_profile 200 env ENDORET_PROFILE=1 "$E" train image --config configs/endofinder_image.cfg \
+                     --set data.manifest=/tmp/gpu_train_speed/scenes/manifest.csv --set train.steps=20 --set train.threads="$NT" \
+                     --set out.dir=/tmp/gpu_train_profile --device cuda --precision bf16 --quiet ;;
     profile_resnet) TAIL=60 stage profile_resnet 200 "$E" bench train --model resnet50 --img 224 --batch "${BR:-128}" \
                      --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
     *) echo "gpu_session.sh: unknown stage '$s'" >&2; exit 2 ;;

@@ -136,12 +136,29 @@ static void zero_grad_impl(optimizer *o) {
         if (o->ps[i].p->grad) tensor_fill(o->ps[i].p->grad, 0.0f);
 }
 
+/* The global norm: per device, every gradient's sum of squares in one sumsq_many call (one device
+ * synchronisation, not one per tensor), then added in parameter order. */
 static double clip_impl(optimizer *o, double max_norm) {
-    double sumsq = 0.0;
-    for (int i = 0; i < o->n; i++) {
-        const tensor *g = o->ps[i].p->grad;
-        if (g) sumsq += backend_get(g->device)->sumsq(g->data, tensor_numel(g));
+    const float **xs = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *xs);
+    int64_t *ns = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *ns);
+    double *ss = xcalloc((size_t)(o->n ? o->n : 1), sizeof *ss), *part = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *part);
+    int *slot = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *slot);
+    for (int dev = 0; dev < DEV_COUNT; dev++) {
+        int c = 0;
+        for (int i = 0; i < o->n; i++) {
+            const tensor *g = o->ps[i].p->grad;
+            if (!g || g->device != dev) continue;
+            xs[c] = g->data;
+            ns[c] = tensor_numel(g);
+            slot[c++] = i;
+        }
+        if (!c) continue;
+        backend_get(dev)->sumsq_many(c, xs, ns, part);
+        for (int j = 0; j < c; j++) ss[slot[j]] = part[j];
     }
+    double sumsq = 0.0;
+    for (int i = 0; i < o->n; i++) sumsq += ss[i];
+    free(xs); free(ns); free(ss); free(part); free(slot);
     double norm = sqrt(sumsq);
     if (max_norm > 0 && isfinite(norm) && norm > max_norm) {
         float coef = (float)(max_norm / (norm + 1e-6));

@@ -102,6 +102,10 @@ static double sumsq_chunk(const float *restrict x, int64_t n) {
 
 #define SUMSQ_MAX_CHUNKS 1024
 
+void cpu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double *out) {
+    for (int i = 0; i < count; i++) out[i] = cpu_sumsq(xs[i], ns[i]);
+}
+
 double cpu_sumsq(const float *restrict x, int64_t n) {
     if (n <= 0) return 0.0;
     int64_t chunk = (n + SUMSQ_MAX_CHUNKS - 1) / SUMSQ_MAX_CHUNKS;

@@ -35,6 +35,7 @@ static cublasHandle_t g_cublas = 0;
 static cudnnHandle_t g_cudnn = 0;   /* made by cuda_cudnn() on first use */
 static int g_dev = 0;             /* the device the stream and handles belong to */
 static double *g_red_partials = NULL, *g_red_partials_host = NULL; /* cuda_common.h */
+static cuda_multi_scratch g_multi; /* cuda_common.h: sumsq_many */
 static std::mutex g_err_mu;
 static char g_err[512] = "";
 
@@ -70,6 +71,15 @@ static int open_device(int dev) {
     if (CUDA_CHECK(cudaMalloc(&g_red_partials, CUDA_RED_BLOCKS * sizeof(double))) ||
         CUDA_CHECK(cudaMallocHost(&g_red_partials_host, CUDA_RED_BLOCKS * sizeof(double))))
         return 1;
+    cuda_multi_scratch &m = g_multi;
+    if (CUDA_CHECK(cudaMalloc(&m.ptrs, CUDA_MULTI_MAX * sizeof(float *))) ||
+        CUDA_CHECK(cudaMalloc(&m.ns, CUDA_MULTI_MAX * sizeof(int64_t))) ||
+        CUDA_CHECK(cudaMalloc(&m.part, (size_t)CUDA_MULTI_MAX * CUDA_MULTI_BLOCKS * sizeof(double))) ||
+        CUDA_CHECK(cudaMalloc(&m.res, CUDA_MULTI_MAX * sizeof(double))) ||
+        CUDA_CHECK(cudaMallocHost(&m.ptrs_host, CUDA_MULTI_MAX * sizeof(float *))) ||
+        CUDA_CHECK(cudaMallocHost(&m.ns_host, CUDA_MULTI_MAX * sizeof(int64_t))) ||
+        CUDA_CHECK(cudaMallocHost(&m.res_host, CUDA_MULTI_MAX * sizeof(double))))
+        return 1;
     g_dev = dev;
     return 0;
 }
@@ -78,6 +88,9 @@ static void close_device(void) {
     cudaStreamSynchronize(g_stream);
     cudaFree(g_red_partials);
     cudaFreeHost(g_red_partials_host);
+    cudaFree(g_multi.ptrs); cudaFree(g_multi.ns); cudaFree(g_multi.part); cudaFree(g_multi.res);
+    cudaFreeHost(g_multi.ptrs_host); cudaFreeHost(g_multi.ns_host); cudaFreeHost(g_multi.res_host);
+    g_multi = cuda_multi_scratch{};
     cublasDestroy(g_cublas);
     if (g_cudnn) cudnnDestroy(g_cudnn);
     g_cudnn = 0;
@@ -154,6 +167,10 @@ double *cuda_red_partials(void) {
 double *cuda_red_partials_host(void) {
     ready();
     return g_red_partials_host;
+}
+const cuda_multi_scratch *cuda_multi(void) {
+    ready();
+    return g_multi.res ? &g_multi : NULL;
 }
 
 extern "C" const char *cuda_backend_error(void) {

@@ -30,6 +30,17 @@ struct cudnnContext *cuda_cudnn(void);
 #define CUDA_RED_BLOCKS 256
 double *cuda_red_partials(void);
 double *cuda_red_partials_host(void);
+/* Scratch of sumsq_many (optim.cu), allocated with the partials: per chunk of CUDA_MULTI_MAX arrays,
+ * their pointers and lengths (device, and pinned host staging), CUDA_MULTI_BLOCKS partial sums per
+ * array and one result per array (device, and pinned host). */
+#define CUDA_MULTI_MAX 1024
+#define CUDA_MULTI_BLOCKS 32
+struct cuda_multi_scratch {
+    const float **ptrs, **ptrs_host;
+    int64_t *ns, *ns_host;
+    double *part, *res, *res_host;
+};
+const cuda_multi_scratch *cuda_multi(void);
 /* Record the first failure (file:line: what: cuda message). Returns 1 if `e` is an error. */
 int cuda_record(cudaError_t e, const char *what, const char *file, int line);
 void cuda_record_msg(const char *msg, const char *file, int line);

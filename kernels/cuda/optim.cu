@@ -111,6 +111,54 @@ double cu_sumsq(const float *x, int64_t n) {
     return sum_partials(nb);
 }
 
+/* sumsq_many: blockIdx.y = array, CUDA_MULTI_BLOCKS blocks stride over it; part[a][b] */
+__global__ void k_sumsq_many(const float *const *ptrs, const int64_t *ns, double *part) {
+    const float *x = ptrs[blockIdx.y];
+    const int64_t n = ns[blockIdx.y];
+    double s = 0.0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        s += (double)x[i] * (double)x[i];
+    s = cu_block_sum_d(s);
+    if (threadIdx.x == 0) part[(int64_t)blockIdx.y * CUDA_MULTI_BLOCKS + blockIdx.x] = s;
+}
+/* res[a] = its partials added in block order (deterministic) */
+__global__ void k_sum_partials(int count, const double *part, double *res) {
+    int a = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a >= count) return;
+    double s = 0.0;
+    for (int b = 0; b < CUDA_MULTI_BLOCKS; b++) s += part[(int64_t)a * CUDA_MULTI_BLOCKS + b];
+    res[a] = s;
+}
+
+/* Chunks of CUDA_MULTI_MAX arrays: stage pointers and lengths, two launches, one copy back and one
+ * synchronisation per chunk (one for any model of up to 1024 parameter tensors). */
+void cu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double *out) {
+    const cuda_multi_scratch *m = cuda_multi();
+    for (int c0 = 0; c0 < count; c0 += CUDA_MULTI_MAX) {
+        int c = count - c0 < CUDA_MULTI_MAX ? count - c0 : CUDA_MULTI_MAX;
+        if (!m) {
+            for (int i = 0; i < c; i++) out[c0 + i] = NAN;
+            continue;
+        }
+        cudaStream_t st = cuda_stream();
+        for (int i = 0; i < c; i++) {
+            m->ptrs_host[i] = xs[c0 + i];
+            m->ns_host[i] = ns[c0 + i] > 0 ? ns[c0 + i] : 0;
+        }
+        if (CUDA_CHECK(cudaMemcpyAsync(m->ptrs, m->ptrs_host, c * sizeof(float *), cudaMemcpyHostToDevice, st)) ||
+            CUDA_CHECK(cudaMemcpyAsync(m->ns, m->ns_host, c * sizeof(int64_t), cudaMemcpyHostToDevice, st))) {
+            for (int i = 0; i < c; i++) out[c0 + i] = NAN;
+            continue;
+        }
+        k_sumsq_many<<<dim3(CUDA_MULTI_BLOCKS, (unsigned)c), OPT_THREADS, 0, st>>>(m->ptrs, m->ns, m->part);
+        k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(c, m->part, m->res);
+        CUDA_LAUNCHED("sumsq_many");
+        bool bad = CUDA_CHECK(cudaMemcpyAsync(m->res_host, m->res, c * sizeof(double), cudaMemcpyDeviceToHost, st)) ||
+                   CUDA_CHECK(cudaStreamSynchronize(st)); /* also frees the staging for the next chunk */
+        for (int i = 0; i < c; i++) out[c0 + i] = bad ? NAN : m->res_host[i];
+    }
+}
+
 int cu_all_finite(const float *x, int64_t n) {
     if (n <= 0) return 1;
     if (!cuda_red_partials()) return 0;

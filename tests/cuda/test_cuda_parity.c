@@ -449,6 +449,36 @@ Test(cuda, attention_fused_kernels) {
     attention_cases();
 }
 
+PARITY_COVERS(sumsq_many);
+/* Per-array sums of squares in one call: 1030 arrays (more than one chunk of 1024), empty ones
+ * among them, against the CPU's and against sumsq one array at a time. */
+Test(cuda, sumsq_many_matches_one_by_one) {
+    require_gpu();
+    enum { NA = 1030 };
+    static const float *xs[NA], *dxs[NA];
+    static int64_t ns[NA];
+    static double c1[NA], g1[NA];
+    float *pool = rnd(300000, -2, 2, 150), *dpool = devf(pool, 300000);
+    int64_t off = 0;
+    for (int i = 0; i < NA; i++) {
+        ns[i] = i % 97 == 0 ? 0 : i == 5 ? 100000 : (i * 37) % 251 + 1; /* empty, one large, many small */
+        if (off + ns[i] > 300000) off = 0;
+        xs[i] = pool + off;
+        dxs[i] = dpool + off;
+        off += ns[i];
+    }
+    CPU->sumsq_many(NA, xs, ns, c1);
+    GPU->sumsq_many(NA, dxs, ns, g1);
+    gpu_ok("sumsq_many");
+    for (int i = 0; i < NA; i++) {
+        cr_assert(fabs(g1[i] - c1[i]) <= 1e-9 * (c1[i] > 1 ? c1[i] : 1), "array %d (n %lld): cpu %.12g cuda %.12g", i,
+                  (long long)ns[i], c1[i], g1[i]);
+        if (i % 101 == 5) cr_assert(fabs(CPU->sumsq(xs[i], ns[i]) - c1[i]) == 0.0, "array %d: sumsq_many != sumsq", i);
+    }
+    GPU->free(dpool);
+    free(pool);
+}
+
 PARITY_COVERS(adamw);
 PARITY_COVERS(sgd);
 PARITY_COVERS(sumsq);
