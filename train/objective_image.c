@@ -22,6 +22,7 @@
 #include "nn/ops.h"
 #include "nn/precision.h"
 #include "train/epoch_order.h"
+#include "train/prefetch.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
 
@@ -42,6 +43,7 @@ void image_cfg_defaults(image_cfg *c) {
     c->view.jitter = v.jitter, c->view.jitter_prob = v.jitter_prob, c->view.grey_prob = v.grey_prob;
     c->view.blur_prob = v.blur_prob, c->view.blur_max = v.blur_max, c->view.jpeg_prob = v.jpeg_prob;
     cfg_set_str(&c->positives, "crops");
+    cfg_set_str(&c->prefetch, "auto");
     cfg_set_str(&c->eval_split, "");
 }
 
@@ -85,6 +87,7 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
     K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
     K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
+    K("data.prefetch", CFG_STR, prefetch, "auto|on|off", "augment the next micro-batch while the device runs this one (auto = on with a GPU; results are identical)");
     K("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest for periodic re-ID eval");
     K("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
 #undef K
@@ -124,6 +127,14 @@ struct image_objective {
     int32_t *shuffle, *restore, *keep;
     int *partner, *inst;
     uint8_t *has_mask, *match;
+    /* data.prefetch: a second set of the augmented buffers, filled for micro-batch pf_g by the worker
+     * (train/prefetch.h) while this one trains; swapped with x/mx/has_mask/inst when used */
+    prefetch *pf;
+    float *x2, *mx2;
+    int *inst2;
+    uint8_t *has_mask2;
+    int64_t pf_g;         /* the micro-batch the second set holds (-1: none) */
+    int pf_fail;
     /* data parallel (nn/base/process_group.h): this rank trains images [j0, j0 + b) of every
      * micro-batch of B, i.e. views j0.. and B + j0..; the SSCD loss sees every rank's views in
      * gathered order (rank 0's 2b views, then rank 1's...), match_gathered is the match matrix in
@@ -262,6 +273,17 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     }
     if (!o->x) o->x = xmalloc((size_t)M * 3 * S * S * sizeof(float));
     o->mx = xmalloc((size_t)M * S * S * sizeof(float));
+    o->pf_g = -1;
+    if (!strcmp(c->prefetch, "on") || (!strcmp(c->prefetch, "auto") && device != DEV_CPU)) {
+        if (!(o->pf = prefetch_new())) { rc = ER_RUNTIME; goto fail; }
+        /* both sets page-locked or neither: upload_views treats x alike */
+        o->x2 = o->pinned ? backend_get(device)->host_alloc((size_t)M * 3 * S * S * sizeof(float)) : NULL;
+        if (o->pinned && !o->x2) { rc = er_fail(ER_RUNTIME, "data.prefetch: no page-locked buffer for the second batch"); goto fail; }
+        if (!o->x2) o->x2 = xmalloc((size_t)M * 3 * S * S * sizeof(float));
+        o->mx2 = xmalloc((size_t)M * S * S * sizeof(float));
+        o->inst2 = xmalloc(M * sizeof(int));
+        o->has_mask2 = xmalloc(M);
+    }
     o->scores = xmalloc((size_t)M * L * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
@@ -307,8 +329,13 @@ void image_objective_free(image_objective *o) {
         image_free(&o->msrc[t]);
     }
     free(o->ws); free(o->src); free(o->msrc);
-    if (o->pinned) { backend_get(o->device)->host_free(o->x); o->x = NULL; }
-    free(o->x); free(o->mx); free(o->scores); free(o->mask); free(o->lam);
+    prefetch_free(o->pf); /* waits for a job still writing the second set */
+    if (o->pinned) {
+        backend_get(o->device)->host_free(o->x);
+        if (o->x2) backend_get(o->device)->host_free(o->x2);
+        o->x = o->x2 = NULL;
+    }
+    free(o->x); free(o->x2); free(o->mx2); free(o->inst2); free(o->has_mask2); free(o->mx); free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner); free(o->inst);
     free(o->has_mask); free(o->match); free(o->gathered_view); free(o->match_gathered);
     free(o->eval_x); free(o->eval_scene); free(o->eval_view);
@@ -350,26 +377,26 @@ static void shard_rows(const image_objective *o, void *rows, size_t row_bytes) {
             memmove(p + ((size_t)v * o->b + i) * row_bytes, p + ((size_t)v * o->run.batch + o->j0 + i) * row_bytes, row_bytes);
 }
 
-static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
-    image_objective *o = self;
-    const image_cfg *c = &o->cfg;
-    int B = o->run.batch, M = 2 * B, S = c->model.img, L = o->enc->L, K = o->K, p = o->vc.patch;
-    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.seed;
-    int phase = prof_phase(PROF_DATA); /* augmentation, mixing, masking, upload */
-    for (int j = 0; j < B; j++) o->inst[j] = o->inst[B + j] = instance_at(o, g * B + j);
+/* The 2B views of micro-batch g (instances, augmentation; a pure function of the seed, g and the
+ * view) into x / mx / has_mask / inst. 1 if an augmentation failed. Runs on the step's thread or
+ * on the prefetch worker, never both at once (they share the per-thread scratch). */
+static int augment_views(image_objective *o, int64_t g, float *x, float *mx, uint8_t *has_mask, int *inst) {
+    const int B = o->run.batch, M = 2 * B, S = o->cfg.model.img;
+    const uint64_t seed = (uint64_t)o->run.seed;
+    for (int j = 0; j < B; j++) inst[j] = inst[B + j] = instance_at(o, g * B + j);
     /* MixUp/CutMix mixes view s with view M-1-s (datasets/augment.h): with it a rank also augments
      * the partners of its views */
-    int mixed = o->use_con && c->mix_prob > 0, fail = 0;
-#pragma omp parallel for schedule(dynamic, 1)
+    int mixed = o->use_con && o->cfg.mix_prob > 0, fail = 0;
+    /* num_threads: on the prefetch worker the team is sized like the step's (per-thread scratch) */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->nthreads)
     for (int s = 0; s < M; s++) {
         if (!view_is_mine(o, s) && !(mixed && view_is_mine(o, M - 1 - s))) { /* unused here: defined for the masking rows */
-            o->has_mask[s] = 0;
-            memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
+            has_mask[s] = 0;
+            memset(mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
             continue;
         }
         int t = omp_get_thread_num();
-        int id = o->inst[s];
+        int id = inst[s];
         int sc = o->scene_rows && s >= B ? o->data.scene[id] : -1;
         if (sc >= 0 && o->scene_count[sc] > 1) { /* another view of the scene, uniformly */
             rng_t rv = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x40000000u + (uint32_t)s));
@@ -381,18 +408,48 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
         image_cache_get(&o->data.imgs[id], &o->src[t]);
         const u8_image *mk = &o->data.masks[id];
-        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)s * 3 * S * S, .cap = (size_t)3 * S * S};
-        image mout = {.c = 1, .h = S, .w = S, .data = o->mx + (size_t)s * S * S, .cap = (size_t)S * S};
+        image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)s * 3 * S * S, .cap = (size_t)3 * S * S};
+        image mout = {.c = 1, .h = S, .w = S, .data = mx + (size_t)s * S * S, .cap = (size_t)S * S};
         if (mk->px) image_cache_get(mk, &o->msrc[t]);
         const image *ms = mk->px ? &o->msrc[t] : NULL;
         image *mo = mk->px ? &mout : NULL;
         int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], ms, S, &o->ws[t], &out, mo)
                  : o->views  ? aug_views(&r, &o->src[t], ms, S, &o->view_aug, &o->ws[t], &out, mo)
                              : aug_mae(&r, &o->src[t], ms, S, &o->ws[t], &out, mo);
-        if (rc || out.data != o->x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
-        o->has_mask[s] = mk->px != NULL;
-        if (!mk->px) memset(o->mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
+        if (rc || out.data != x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
+        has_mask[s] = mk->px != NULL;
+        if (!mk->px) memset(mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
     }
+    return fail;
+}
+
+/* The prefetch job: micro-batch pf_g into the second set. */
+static void prefetch_job(void *self) {
+    image_objective *o = self;
+    o->pf_fail = augment_views(o, o->pf_g, o->x2, o->mx2, o->has_mask2, o->inst2);
+}
+
+#define SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
+
+static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    image_objective *o = self;
+    const image_cfg *c = &o->cfg;
+    int B = o->run.batch, M = 2 * B, S = c->model.img, L = o->enc->L, K = o->K, p = o->vc.patch;
+    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
+    uint64_t seed = (uint64_t)o->run.seed;
+    int phase = prof_phase(PROF_DATA); /* augmentation, mixing, masking, upload */
+    int mixed = o->use_con && c->mix_prob > 0, fail;
+    if (o->pf) prefetch_wait(o->pf);
+    if (o->pf && o->pf_g == g) { /* the worker augmented this micro-batch during the last one */
+        SWAP(float *, o->x, o->x2);
+        SWAP(float *, o->mx, o->mx2);
+        SWAP(uint8_t *, o->has_mask, o->has_mask2);
+        SWAP(int *, o->inst, o->inst2);
+        fail = o->pf_fail;
+    } else {
+        fail = augment_views(o, g, o->x, o->mx, o->has_mask, o->inst);
+    }
+    o->pf_g = -1;
     if (fail) { prof_phase(phase); er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
     /* MixUp / CutMix on the 2B views: extra positives (ContrastiveMixup) */
     if (mixed) {
@@ -429,6 +486,10 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
      * the B*L patch mask / N*N match masks (tiny). */
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     tensor *xt = upload_views(o, Ml);
+    if (o->pf && xt) { /* the next micro-batch, while the device runs this one (its upload reads x, not x2) */
+        o->pf_g = g + 1;
+        prefetch_run(o->pf, prefetch_job, o);
+    }
     prof_phase(phase);
     tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
     if (!latent) return NULL;

@@ -36,6 +36,8 @@ typedef struct {
     char *positives;               /* "crops" (SSCD: two augmentations of one image) | "views" (the second is
                                       another view of the image's scene, when it has one) */
     int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
+    char *prefetch;                /* "auto" (on with a GPU) | "on" | "off": augment the next micro-batch
+                                      on a worker thread while the device runs this one */
     char *eval_manifest, *eval_split;
 } image_cfg;
 

@@ -151,6 +151,38 @@ Test(endofinder_train, resume_is_bit_exact, .timeout = 120) {
     free(man); free(out_a); free(out_b);
 }
 
+/* data.prefetch = on augments micro-batch g + 1 on a worker thread while g trains: the same
+ * batches, so the same weights, bit for bit (also across gradient accumulation). */
+Test(endofinder_train, prefetch_gives_identical_weights, .timeout = 120) {
+    const char *d = test_tmpdir();
+    char *man = make_data(d);
+    float *w[2];
+    int64_t n[2];
+    for (int on = 0; on <= 1; on++) {
+        char *out = path_join(d, on ? "pf_on" : "pf_off");
+        image_cfg c;
+        loop_keys k;
+        tiny_cfg(&c, &k, man, out);
+        cfg_set_str(&c.prefetch, on ? "on" : "off");
+        image_objective *o;
+        cr_assert_eq(image_objective_new(&c, &k, &o), 0, "%s", er_msg());
+        train_objective t = image_objective_iface(o);
+        train_loop_config lc = loop_cfg(&k, 4);
+        lc.accum = 2;
+        cr_assert_eq(train_loop_run(&lc, &t), 0, "%s", er_msg());
+        w[on] = params_snapshot(image_objective_params(o), &n[on]);
+        image_objective_free(o);
+        image_cfg_free(&c);
+        loop_keys_free(&k);
+        free(out);
+    }
+    cr_assert_eq(n[0], n[1]);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < n[0]; i++) diff += memcmp(&w[0][i], &w[1][i], 4) != 0;
+    cr_assert_eq(diff, 0, "%lld of %lld parameters differ with data.prefetch = on", (long long)diff, (long long)n[0]);
+    free(w[0]); free(w[1]); free(man);
+}
+
 /* An objective whose loss becomes NaN at step 2. */
 typedef struct { tensor *w; param_list pl; } nan_obj;
 static tensor *nan_step(void *self, int64_t step, int micro, loss_terms *terms) {
