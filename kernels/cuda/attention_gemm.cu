@@ -179,17 +179,24 @@ static void at_softmax(int B, int H, int Tq, int Tk, at_mask_t mk, float *S, flo
     CUDA_LAUNCHED("attention softmax");
 }
 
+/* The bases both passes share: q, k, v and the score buffers S and dP in the workspace. */
+static at_bases at_setup(int B, int H, int Tq, int Tk, const float *q, const int64_t *qs, const float *k,
+                         const int64_t *ks, const float *v, const int64_t *vs, float **S, float **dP, float *work) {
+    at_bases t = {};
+    at_scores(B, H, Tq, Tk, S, dP, work, t);
+    at_base(t, P_Q, q, qs);
+    at_base(t, P_K, k, ks);
+    at_base(t, P_V, v, vs);
+    return t;
+}
+
 void cu_attention_gemm_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                            const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                            const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                            float *work) {
     int64_t BH = (int64_t)B * H;
-    at_bases t = {};
     float *S, *dP;
-    at_scores(B, H, Tq, Tk, &S, &dP, work, t);
-    at_base(t, P_Q, q, qs);
-    at_base(t, P_K, k, ks);
-    at_base(t, P_V, v, vs);
+    at_bases t = at_setup(B, H, Tq, Tk, q, qs, k, ks, v, vs, &S, &dP, work);
     at_base(t, P_O, o, os);
     at_fill(B, H, t, work);
     at_gemm(0, 1, Tq, Tk, D, scale, at_ptrs(work, P_Q, BH), (int)qs[2], at_ptrs(work, P_K, BH), (int)ks[2], 0.0f,
@@ -205,12 +212,8 @@ void cu_attention_gemm_bwd(int B, int H, int Tq, int Tk, int D, float scale, con
                            const float *lse, float *gq, const int64_t *gqs, float *gk, const int64_t *gks,
                            float *gv, const int64_t *gvs, float *work) {
     int64_t BH = (int64_t)B * H;
-    at_bases t = {};
     float *S, *dP;
-    at_scores(B, H, Tq, Tk, &S, &dP, work, t);
-    at_base(t, P_Q, q, qs);
-    at_base(t, P_K, k, ks);
-    at_base(t, P_V, v, vs);
+    at_bases t = at_setup(B, H, Tq, Tk, q, qs, k, ks, v, vs, &S, &dP, work);
     at_base(t, P_GO, go, gos);
     at_base(t, P_GQ, gq, gqs);
     at_base(t, P_GK, gk, gks);

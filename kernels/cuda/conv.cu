@@ -121,49 +121,46 @@ static bool pick(const Perf *perf, int n, bool deterministic, Perf *out) {
     return false;
 }
 
-/* Each asks cuDNN's heuristics once per shape and maths (conv_descs(a) must have set the
- * descriptors), then answers from the cache. */
+/* The cached choice of one pass (bit `bit` of the entry's have, stored in `slot`), asking cuDNN's
+ * heuristics through query(&n, perf) on the first call for a shape and maths (conv_descs(a) must
+ * have set the descriptors). */
+template <int N, class Perf, class Query>
+static bool cached_algo(algo_entry *e, int bit, Perf &slot, bool deterministic, const char *what, int line, Query query,
+                        Perf *p) {
+    if (!(e->have & bit)) {
+        Perf perf[N];
+        int n = 0;
+        if (!dnn_ok(query(&n, perf), what, line) || !pick(perf, n, deterministic, &slot)) return false;
+        e->have |= bit;
+    }
+    *p = slot;
+    return true;
+}
 static bool fwd_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionFwdAlgoPerf_t *p) {
     algo_entry *e = algo_of(a);
-    if (!(e->have & 1)) {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int n = 0;
-        if (!DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, g_d.x, g_d.w, g_d.conv, g_d.y,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf)) ||
-            !pick(perf, n, false, &e->f))
-            return false;
-        e->have |= 1;
-    }
-    *p = e->f;
-    return true;
+    return cached_algo<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        e, 1, e->f, false, "cudnnGetConvolutionForwardAlgorithm_v7", __LINE__,
+        [&](int *n, cudnnConvolutionFwdAlgoPerf_t *perf) {
+            return cudnnGetConvolutionForwardAlgorithm_v7(h, g_d.x, g_d.w, g_d.conv, g_d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, n, perf);
+        }, p);
 }
 static bool bwd_data_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionBwdDataAlgoPerf_t *p) {
     algo_entry *e = algo_of(a);
-    if (!(e->have & 2)) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int n = 0;
-        if (!DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, g_d.w, g_d.y, g_d.conv, g_d.x,
-                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf)) ||
-            !pick(perf, n, true, &e->d))
-            return false;
-        e->have |= 2;
-    }
-    *p = e->d;
-    return true;
+    return cached_algo<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        e, 2, e->d, true, "cudnnGetConvolutionBackwardDataAlgorithm_v7", __LINE__,
+        [&](int *n, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, g_d.w, g_d.y, g_d.conv, g_d.x,
+                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n, perf);
+        }, p);
 }
 static bool bwd_filter_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
     algo_entry *e = algo_of(a);
-    if (!(e->have & 4)) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int n = 0;
-        if (!DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, g_d.x, g_d.y, g_d.conv, g_d.w,
-                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf)) ||
-            !pick(perf, n, true, &e->w))
-            return false;
-        e->have |= 4;
-    }
-    *p = e->w;
-    return true;
+    return cached_algo<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        e, 4, e->w, true, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", __LINE__,
+        [&](int *n, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, g_d.x, g_d.y, g_d.conv, g_d.w,
+                                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, n, perf);
+        }, p);
 }
 
 static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
