@@ -4,7 +4,7 @@
 # (fp32), and the per-step losses are printed side by side with their relative difference.
 #   bash bench/gpu_train_check.sh BIN [STEPS]        (BIN: an endoret built with CUDA)
 # Objectives: image (configs/demo_image.cfg), dual (configs/demo_dual.cfg, random-init backbones),
-# pgcon and wincon (configs/demo_pgcon.cfg); scene refuses cuda (train scene runs on the CPU for now).
+# pgcon and wincon (configs/demo_pgcon.cfg), scene (configs/demo_scene.cfg on the image run's CPU encoder).
 set -eu
 BIN=${1:?usage: gpu_train_check.sh BIN [STEPS]}
 STEPS=${2:-3}
@@ -22,6 +22,8 @@ run() { # name objective config device extra...
 for dev in ${GPU_CHECK_DEVICES:-cpu cuda}; do
     run image image configs/demo_image.cfg $dev --set "data.manifest=$W/scenes/manifest.csv"
     run dual dual configs/demo_dual.cfg $dev --set "data.manifest=$W/scenes/manifest.csv"
+    run scene scene configs/demo_scene.cfg $dev --set "data.manifest=$W/scenes/manifest.csv" \
+        --set "scene.image_encoder=$W/image.cpu/encoder.safetensors"
     for v in pgcon wincon; do
         run $v pgcon configs/demo_pgcon.cfg $dev --set "data.manifest=$W/frames/manifest.csv" \
             --set "eval.manifest=$W/frames/manifest.csv" --set pgcon.variant=$v --set pgcon.negatives=32
@@ -32,7 +34,7 @@ import json, sys, os
 w = sys.argv[1]
 worst = 0.0
 print("%-8s %4s %14s %14s %10s" % ("trainer", "step", "loss cpu", "loss cuda", "rel diff"))
-for name in ("image", "dual", "pgcon", "wincon"):
+for name in ("image", "dual", "scene", "pgcon", "wincon"):
     rows = {}
     for dev in ("cpu", "cuda"):
         if not os.path.exists(os.path.join(w, "%s.%s" % (name, dev), "log.jsonl")):

@@ -185,8 +185,6 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     int device, rc;
     if ((rc = er_device_parse(k->device, &device))) return rc;
     if ((rc = er_set_precision(k->precision))) return rc;
-    if (device != DEV_CPU)
-        return er_fail(ER_INPUT, "train scene runs on the CPU for now (train.device = %s)", k->device);
     if (k->batch % pg_size())
         return er_fail(ER_INPUT, "train.batch = %d scenes is not a multiple of the %d ranks: every rank takes an equal "
                                  "shard of the global batch", k->batch, pg_size());
@@ -202,6 +200,10 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->recon_all = !strcmp(c->recon, "all");
     o->aug = !strcmp(c->aug, "advanced") ? AUG_ADVANCED : !strcmp(c->aug, "mae") ? AUG_MAE : !strcmp(c->aug, "eval") ? AUG_EVAL : AUG_SCENE;
     if ((rc = scene_model_new(&c->model, (uint64_t)k->seed, o->use_mse, &o->model))) goto fail;
+    if (device != DEV_CPU) { /* built on the host, then every tensor moves (the decoder's too) */
+        if ((rc = params_to_device(scene_model_all_params(o->model), device))) goto fail;
+        o->model->device = device;
+    }
     o->enc = scene_model_vit(o->model);
     o->net = scene_model_net(o->model);
     o->S = o->enc->cfg.img;
