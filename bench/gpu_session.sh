@@ -10,7 +10,7 @@
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
 # Stages: env parity optim suite sanitize benchcuda mae_base mae_large mae_large_fp32 resnet torch_mae
-#         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile
+#         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile scene_bench
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -77,6 +77,8 @@ for s in "$@"; do
     profile_large) TAIL=60 stage profile_large 200 "$E" bench train --model vit_large --img 224 --batch "${BL:-64}" --objective mae \
                      --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
     train_check) TAIL=30 stage train_check 300 bash bench/gpu_train_check.sh "$E" 3 ;;
+    scene_bench) stage scene_bench 300 bash -c "for d in 'cuda --precision bf16' 'cuda --precision fp32' 'cpu --precision fp32'; do
+                   $E bench train --objective scene --model vit_small --img 224 --batch 16 --steps 3 --threads $NT --json --device \$d; done" ;;
     train_speed) TAIL=8 stage train_speed 400 bash bench/gpu_train_speed.sh "${SPEED_STEPS:-40}" $SPEED_BINS ;;
     train_profile) TAIL=40 stage train_profile 200 env ENDORET_PROFILE=1 "$E" train image --config configs/endofinder_image.cfg \
                      --set data.manifest=/tmp/gpu_train_speed/scenes/manifest.csv --set train.steps=20 --set train.threads="$NT" \
@@ -95,7 +97,8 @@ for line in sys.stdin:
     except Exception: continue
     if r.get("bench") == "train":
         print("%-8s %-9s %-4s %-4s b=%-4s train %8.1f img/s  mfu %.3f  peak %.0f GF  %s" % (r.get("impl", "endoret")[:8], r["model"], r.get("objective", "cls"),
-              r["precision"], r["batch"], r["train_img_per_s"], r.get("mfu", 0), r.get("gemm_peak_gflops", 0), r.get("gpu", "")))'
+              r.get("precision", "?"), r.get("batch", r.get("batch_scenes")), r.get("train_img_per_s", r.get("scenes_per_s", 0)),
+              r.get("mfu", 0), r.get("gemm_peak_gflops", 0), r.get("gpu", r.get("device", ""))))'
 # at most 8 files come back from a lent machine: pack the stage logs into one
 n=$(ls "$OUT" | wc -l)
 if [ "$n" -gt 2 ]; then (cd "$OUT" && tar czf logs.tgz *.txt && rm -f *.txt); fi

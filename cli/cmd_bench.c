@@ -98,9 +98,8 @@ static int bench_train(int argc, char **argv) {
     int mae = !strcmp(objective, "mae");
     if (!strcmp(objective, "scene")) {
         if (batch < 2 || steps < 1) return er_fail(ER_INPUT, "bench train: --objective scene needs --batch >= 2 scenes and --steps >= 1");
-        if (device != DEV_CPU) return er_fail(ER_INPUT, "bench train: --objective scene runs on the CPU for now");
         if (threads > 0) omp_set_num_threads(threads);
-        return bench_train_scene(arch, img, patch, batch, steps, share, json);
+        return bench_train_scene(arch, img, patch, batch, steps, share, json, device_s, precision);
     }
     if (!mae && strcmp(objective, "cls")) return er_fail(ER_INPUT, "bench train: --objective must be cls or mae, got '%s'", objective);
     if (batch < 1 || steps < 1) return er_fail(ER_INPUT, "bench train: --batch and --steps must be >= 1");

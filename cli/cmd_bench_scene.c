@@ -14,10 +14,12 @@
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 #include "nn/models/model.h"
+#include "nn/precision.h"
 #include "train/loop.h"
 #include "train/objective.h"
 
-int bench_train_scene(const char *arch, int img, int patch, int batch, int steps, int share, int json) {
+int bench_train_scene(const char *arch, int img, int patch, int batch, int steps, int share, int json,
+                      const char *device, const char *precision) {
     char dir[] = "/tmp/endoret_bench_scene_XXXXXX";
     if (!mkdtemp(dir)) return er_fail(ER_RUNTIME, "bench: cannot create a temporary folder");
     char *enc = path_join(dir, "encoder.safetensors"), *man = path_join(dir, "manifest.csv"), *out = path_join(dir, "run");
@@ -31,18 +33,23 @@ int bench_train_scene(const char *arch, int img, int patch, int batch, int steps
     if (!rc) rc = synth_write_dataset(dir, &sc);
     if (!rc) rc = model_create(arch, NULL, msets, patch > 0 ? 3 : 2, &m);
     if (!rc) rc = model_save(m, enc, -1);
+    int dev = DEV_CPU;
+    if (!rc) rc = er_device_parse(device, &dev);
+    if (!rc) rc = model_to_device(m, dev); /* the encoder-alone reference runs where the step runs */
     objective_config oc;
     objective_config_init(&oc, objective_find("scene"));
-    char s[8][512];
+    char s[8][512]; /* the objective sets the device and precision from its own keys */
     snprintf(s[0], 512, "scene.image_encoder=%s", enc);
     snprintf(s[1], 512, "data.manifest=%s", man);
     snprintf(s[2], 512, "data.split=");
     snprintf(s[3], 512, "train.batch=%d", batch);
     snprintf(s[4], 512, "scene.share_views=%s", share ? "true" : "false");
     snprintf(s[5], 512, "out.dir=%s", out);
-    char *sets[6] = {s[0], s[1], s[2], s[3], s[4], s[5]};
+    snprintf(s[6], 512, "train.device=%s", device);
+    snprintf(s[7], 512, "train.precision=%s", precision);
+    char *sets[8] = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
     train_objective t = {0};
-    if (!rc) rc = objective_config_load(&oc, NULL, sets, 6);
+    if (!rc) rc = objective_config_load(&oc, NULL, sets, 8);
     if (!rc) rc = oc.def->create(oc.cfg, &oc.loop, &t);
     double t_step = 0, t_enc = 0;
     int per_scene = share ? 2 * V : V * V; /* encoder passes per scene: inputs + targets */
@@ -74,17 +81,17 @@ int bench_train_scene(const char *arch, int img, int patch, int batch, int steps
     }
     if (!rc) {
         if (json)
-            printf("{\"bench\": \"train\", \"objective\": \"scene\", \"model\": \"%s\", \"img\": %d, \"batch_scenes\": %d, "
+            printf("{\"bench\": \"train\", \"objective\": \"scene\", \"device\": \"%s\", \"precision\": \"%s\", \"model\": \"%s\", \"img\": %d, \"batch_scenes\": %d, "
                    "\"views\": %d, \"share_views\": %s, \"threads\": %d, \"scenes_per_s\": %.3f, \"step_s\": %.3f, "
                    "\"encoder_forward_s\": %.3f, \"step_over_encoder\": %.3f}\n",
-                   arch, img, batch, V, share ? "true" : "false", omp_get_max_threads(), batch / t_step, t_step, t_enc,
+                   device, precision, arch, img, batch, V, share ? "true" : "false", omp_get_max_threads(), batch / t_step, t_step, t_enc,
                    t_step / t_enc);
         else
-            printf("bench train scene: %s %dx%d encoder (frozen), %d scenes x %d views per step, %s views, %d threads\n"
+            printf("bench train scene: %s %dx%d encoder (frozen), %d scenes x %d views per step, %s views, %s/%s, %d threads\n"
                    "  train step   %.3f s  = %.2f scenes/s\n"
                    "  encoder only %.3f s  (%d forward passes: %d per scene)\n"
                    "  step / encoder forwards = %.2f\n",
-                   arch, img, img, batch, V, share ? "shared" : "per-combination", omp_get_max_threads(), t_step,
+                   arch, img, img, batch, V, share ? "shared" : "per-combination", device, precision, omp_get_max_threads(), t_step,
                    batch / t_step, t_enc, batch * per_scene, per_scene, t_step / t_enc);
     }
     if (t.free) t.free(t.self);
