@@ -112,15 +112,7 @@ static void abt_rows(int epi, int i0, int i1, int N, int D, float alpha, const f
                 for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);          \
             }                                                                                      \
         }                                                                                          \
-        for (int r = 0; r < MR; r++) {                                                             \
-            const __m512 a = _mm512_set1_ps(al[r * als]);                                          \
-            for (int v = 0; v < NV; v++) {                                                         \
-                float *cp = C + r * ldc + 16 * v;                                                  \
-                __m512 o = _mm512_mul_ps(a, c[r][v]);                                              \
-                if (acc) o = _mm512_add_ps(o, _mm512_loadu_ps(cp));                                \
-                _mm512_storeu_ps(cp, o);                                                           \
-            }                                                                                      \
-        }                                                                                          \
+        tile_store(&c[0][0], MR, NV, al, als, C, ldc, acc);                                        \
     }
 #define AB_SET(MR) AB_TILE(MR, 4) AB_TILE(MR, 3) AB_TILE(MR, 2) AB_TILE(MR, 1)
 AB_SET(6)

@@ -74,15 +74,7 @@ static void load_ukr(void) {
                 for (int v = 0; v < NV; v++) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);         \
             }                                                                                      \
         }                                                                                          \
-        for (int r = 0; r < MR; r++) {                                                             \
-            const __m512 a = _mm512_set1_ps(al[r * als]);                                          \
-            for (int v = 0; v < NV; v++) {                                                         \
-                float *cp = C + r * ldc + 16 * v;                                                  \
-                __m512 o = _mm512_mul_ps(a, c[r][v]);                                              \
-                if (acc) o = _mm512_add_ps(o, _mm512_loadu_ps(cp));                                \
-                _mm512_storeu_ps(cp, o);                                                           \
-            }                                                                                      \
-        }                                                                                          \
+        tile_store(&c[0][0], MR, NV, al, als, C, ldc, acc);                                        \
     }
 #define AB16_SET(MR) AB16_TILE(MR, 4) AB16_TILE(MR, 3) AB16_TILE(MR, 2) AB16_TILE(MR, 1)
 AB16_SET(6)

@@ -217,14 +217,7 @@ void attn_gemm_abt_avx512(int M, int N, int D, float alpha, const float *A, int6
                 for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);         \
             }                                                                                     \
         }                                                                                         \
-        const __m512 al = _mm512_set1_ps(alpha);                                                  \
-        for (int r = 0; r < MR; r++)                                                              \
-            for (int v = 0; v < NV; v++) {                                                        \
-                float *cp = C + r * ldc + 16 * v;                                                 \
-                __m512 o = _mm512_mul_ps(al, c[r][v]);                                            \
-                if (acc) o = _mm512_add_ps(o, _mm512_loadu_ps(cp));                               \
-                _mm512_storeu_ps(cp, o);                                                          \
-            }                                                                                     \
+        tile_store(&c[0][0], MR, NV, &alpha, 0, C, ldc, acc);                                     \
     }
 AB_TILE(6, 4)
 AB_TILE(6, 3)

@@ -4,6 +4,7 @@
 #define ENDORET_VEC_AVX512_H
 
 #include <math.h>
+#include <stdint.h>
 
 /* Lanes [0, n) of 16 (n <= 0: none). */
 static inline __mmask16 tail_mask(int n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
@@ -27,6 +28,22 @@ static inline __m512 exp16(__m512 x) {
     __m512 y = _mm512_scalef_ps(p, n);
     y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+}
+
+/* The store of an MR x 16 NV register tile c[r * nv + v] (MR, NV compile-time constants at the
+ * call: always inlined and unrolled): C[r][16 v ..] = al[r * als] c (+ C when acc). als = 0: one
+ * scale for every row. Shared by the GEMM-like tiles of simd_avx512.c and the fused attention. */
+static inline __attribute__((always_inline)) void tile_store(const __m512 *c, int mr, int nv, const float *al,
+                                                             int als, float *C, int64_t ldc, int acc) {
+    for (int r = 0; r < mr; r++) {
+        const __m512 a = _mm512_set1_ps(al[r * als]);
+        for (int v = 0; v < nv; v++) {
+            float *cp = C + r * ldc + 16 * v;
+            __m512 o = _mm512_mul_ps(a, c[r * nv + v]);
+            if (acc) o = _mm512_add_ps(o, _mm512_loadu_ps(cp));
+            _mm512_storeu_ps(cp, o);
+        }
+    }
 }
 
 #endif
