@@ -448,10 +448,19 @@ Test(cuda, attention_fused_kernels) {
     require_gpu();
     attention_cases();
 }
+/* Another value is an error that names the variable (the step's device check reports it). */
+Test(cuda, attention_path_variable_is_checked) {
+    setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
+    require_gpu();
+    if (SELFTEST) cr_skip_test("self-test: the CPU table has one attention path");
+    GPU->attention_workspace(1, 1, 4, 4, 8);
+    const char *e = GPU->last_error();
+    cr_assert(e && strstr(e, "ENDORET_CUDA_ATTENTION"), "last error: %s", e ? e : "(none)");
+}
 
 PARITY_COVERS(sumsq_many);
 /* Per-array sums of squares in one call: 1030 arrays (more than one chunk of 1024), empty ones
- * among them, against the CPU's and against sumsq one array at a time. */
+ * among them, against the CPU's, and each array's value equal to a call with that array alone. */
 Test(cuda, sumsq_many_matches_one_by_one) {
     require_gpu();
     enum { NA = 1030 };
