@@ -1,4 +1,4 @@
-/* optim.c — AdamW / SGD over parameter lists; the arithmetic is the backend's adamw / sgd / sumsq /
+/* optim.c — AdamW / SGD over parameter lists; the arithmetic is the backend's adamw / sgd / sumsq_many /
  * scale ops (kernels/ops.def). See optim.h. */
 #include "nn/optim.h"
 

@@ -1,6 +1,6 @@
 /* optim.c — CPU (OpenMP, vectorisable) optimizer ops of kernels/ops.def; kernels/optim_args.h
  * gives the exact update rules. Each element is updated independently, so results do not depend on
- * the thread count. cpu_sumsq sums fixed-size chunks (the size depends only on n) and adds the
+ * the thread count. sumsq_one sums fixed-size chunks (the size depends only on n) and adds the
  * chunk sums in order, so the gradient norm, and with it clipping, is bit-identical for any thread
  * count too. */
 #include "kernels/cpu/cpu_kernels.h"
@@ -102,11 +102,7 @@ static double sumsq_chunk(const float *restrict x, int64_t n) {
 
 #define SUMSQ_MAX_CHUNKS 1024
 
-void cpu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double *out) {
-    for (int i = 0; i < count; i++) out[i] = cpu_sumsq(xs[i], ns[i]);
-}
-
-double cpu_sumsq(const float *restrict x, int64_t n) {
+static double sumsq_one(const float *restrict x, int64_t n) {
     if (n <= 0) return 0.0;
     int64_t chunk = (n + SUMSQ_MAX_CHUNKS - 1) / SUMSQ_MAX_CHUNKS;
     if (chunk < 8192) chunk = 8192;
@@ -120,6 +116,10 @@ double cpu_sumsq(const float *restrict x, int64_t n) {
     double s = 0.0;
     for (int64_t c = 0; c < nchunks; c++) s += part[c];
     return s;
+}
+
+void cpu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double *out) {
+    for (int i = 0; i < count; i++) out[i] = sumsq_one(xs[i], ns[i]);
 }
 
 void cpu_scale(float *restrict x, int64_t n, float s) {

@@ -1,5 +1,5 @@
 /* optim.cu — fused optimizer ops on raw device arrays (one pass over p, g, m, v), mirroring
- * cpu_adamw / cpu_sgd / cpu_sumsq / cpu_scale / cpu_all_finite of kernels/cpu/optim.c: the same
+ * cpu_adamw / cpu_sgd / cpu_sumsq_many / cpu_scale / cpu_all_finite of kernels/cpu/optim.c: the same
  * per-element float expressions in the same order. */
 #include <math.h>
 
@@ -68,14 +68,6 @@ void cu_scale(float *x, int64_t n, float s) {
  * partials to cuda_red_partials() (device) and copies them to cuda_red_partials_host() (pinned):
  * buffers the backend allocates once per device in its init. Summed on the host in block order:
  * deterministic. */
-__global__ void k_sumsq(const float *x, int64_t n, double *part) {
-    double s = 0.0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        s += (double)x[i] * (double)x[i];
-    s = cu_block_sum_d(s);
-    if (threadIdx.x == 0) part[blockIdx.x] = s;
-}
-
 __global__ void k_nonfinite(const float *x, int64_t n, double *part) {
     double bad = 0.0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -100,15 +92,6 @@ static double sum_partials(int nb) {
     double s = 0.0;
     for (int b = 0; b < nb; b++) s += host[b];
     return s;
-}
-
-double cu_sumsq(const float *x, int64_t n) {
-    if (n <= 0) return 0.0;
-    if (!cuda_red_partials()) return NAN;
-    int nb = red_blocks(n);
-    k_sumsq<<<nb, OPT_THREADS, 0, cuda_stream()>>>(x, n, cuda_red_partials());
-    CUDA_LAUNCHED("sumsq");
-    return sum_partials(nb);
 }
 
 /* sumsq_many: blockIdx.y = array, CUDA_MULTI_BLOCKS blocks stride over it; part[a][b] */

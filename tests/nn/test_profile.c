@@ -57,7 +57,7 @@ static float tiny_step(tiny *t) {
     float lv = tensor_item(loss);
     cr_assert_eq(backward(loss), ER_OK, "%s", er_msg());
     nn_step_end();
-    optim_clip_grad_norm(t->opt, 0); /* norm only: one sumsq per parameter, no scaling */
+    optim_clip_grad_norm(t->opt, 0); /* norm only: one sumsq_many call, no scaling */
     cr_assert_eq(optim_step(t->opt), ER_OK);
     optim_zero_grad(t->opt);
     return lv;
