@@ -204,7 +204,7 @@ typedef int cublasStatus_t;
 enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF } cublasComputeType_t;
-typedef enum { CUDA_R_32F, CUDA_R_16BF } cudaDataType;
+typedef enum { CUDA_R_32F } cudaDataType;
 typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
 typedef enum { MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL } libraryPropertyType;
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
@@ -219,11 +219,6 @@ static inline cublasStatus_t cublasGetProperty(libraryPropertyType t, int *v) {
     *v = t == MAJOR_VERSION ? 13 : 0;
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline uint32_t __float_as_uint(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
 static inline float emu_bf16(float x) { /* round to nearest even, keep 8 mantissa bits */
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -231,33 +226,25 @@ static inline float emu_bf16(float x) { /* round to nearest even, keep 8 mantiss
     memcpy(&x, &u, 4);
     return x;
 }
-/* element i of an fp32 or bf16 (raw bits) array */
-static inline float emu_load(const void *p, cudaDataType t, long i) {
-    if (t == CUDA_R_32F) return ((const float *)p)[i];
-    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 /* Column-major: C = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n. */
 static inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb,
                                                         int m, int n, int k, const void *alpha, const void *A,
-                                                        cudaDataType at, int lda, long long sA, const void *B,
-                                                        cudaDataType bt, int ldb, long long sB, const void *beta, void *C,
+                                                        cudaDataType, int lda, long long sA, const void *B,
+                                                        cudaDataType, int ldb, long long sB, const void *beta, void *C,
                                                         cudaDataType, int ldc, long long sC, int batch,
                                                         cublasComputeType_t ct, cublasGemmAlgo_t) {
     if ((ta == CUBLAS_OP_N ? lda < m : lda < k) || (tb == CUBLAS_OP_N ? ldb < k : ldb < n) || ldc < m)
         return CUBLAS_STATUS_INVALID_VALUE;
     float al = *(const float *)alpha, be = *(const float *)beta;
     for (int b = 0; b < batch; b++) {
+        const float *a = (const float *)A + b * sA, *bb = (const float *)B + b * sB;
         float *c = (float *)C + b * sC;
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 double s = 0;
                 for (int l = 0; l < k; l++) {
-                    long ia = b * sA + (ta == CUBLAS_OP_N ? i + (long)l * lda : l + (long)i * lda);
-                    long ib = b * sB + (tb == CUBLAS_OP_N ? l + (long)j * ldb : j + (long)l * ldb);
-                    float x = emu_load(A, at, ia), y = emu_load(B, bt, ib);
+                    float x = ta == CUBLAS_OP_N ? a[i + (long)l * lda] : a[l + (long)i * lda];
+                    float y = tb == CUBLAS_OP_N ? bb[l + (long)j * ldb] : bb[j + (long)l * ldb];
                     if (ct == CUBLAS_COMPUTE_32F_FAST_16BF) {
                         x = emu_bf16(x);
                         y = emu_bf16(y);
