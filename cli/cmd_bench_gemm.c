@@ -116,11 +116,6 @@ static uint16_t *to_bf16(const float *x, long n) {
     return h;
 }
 
-static void pause_ms(int ms) {
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -167,7 +162,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     const char *kernel_name = NULL, *shapes_text = NULL, *precision_text = NULL;
     arg_spec specs[] = {
         {"threads", ARG_INT, &threads, "threads for ours and OpenBLAS (default: OpenMP's)"},
-        {"reps", ARG_INT, &reps, "timed repetitions per shape after one warm-up (median reported)"},
+        {"reps", ARG_INT, &reps, "timed repetitions per shape and contender, each after an untimed call (median and spread reported)"},
         {"json", ARG_FLAG, &json, "one JSON object per line per shape"},
         {"shapes", ARG_STR, &shapes_text, "e.g. 1024x1024x1024,197x2304x768:nt,12@197x197x64:nt"},
         {"kernel", ARG_STR, &kernel_name, "micro-kernel: avx512, avx2, scalar or a full name"},
@@ -217,7 +212,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     const int main_prec = precision_text ? (bf16 ? SGEMM_BF16 : SGEMM_FP32) : sgemm_precision();
     sgemm_set_precision(main_prec);
     if (!json) {
-        printf("sgemm %s (%s), %d threads, %d reps after 1 warm-up, median GFLOP/s (best in brackets)\n",
+        printf("sgemm %s (%s), %d threads, %d reps (each after an untimed call), median GFLOP/s (slowest-fastest rep)\n",
                sgemm_kernel_name(), main_prec == SGEMM_BF16 ? "bf16 inputs, fp32 accumulation" : "fp32",
                threads, reps);
         printf("OpenBLAS: %s\n", have_ob ? "found (dlopen), measured interleaved with ours" : "not found, ours only");
@@ -225,10 +220,10 @@ int cmd_bench_gemm(int argc, char **argv) {
             printf("OpenBLAS cblas_sbgemm: %s\n", !have_ob ? "-" : on[C_SB] ? "exported, measured (bf16 reference)"
                                                                      : "not exported by this build");
         if (bf16)
-            printf("%-16s %-2s %-6s %11s %11s %11s %11s %7s %7s  %s\n", "m x n x k", "op", "tile", "ours bf16",
+            printf("%-16s %-2s %-6s %17s %17s %17s %17s %7s %7s  %s\n", "m x n x k", "op", "tile", "ours bf16",
                    "ours fp32", "openblas", "sbgemm", "bf/fp32", "bf/ob", "what");
         else
-            printf("%-16s %-2s %-6s %11s %11s %7s  %s\n", "m x n x k", "op", "tile", "ours", "openblas", "ratio", "what");
+            printf("%-16s %-2s %-6s %17s %17s %7s  %s\n", "m x n x k", "op", "tile", "ours", "openblas", "ratio", "what");
     }
 
     double *t[C_N];
@@ -246,24 +241,31 @@ int cmd_bench_gemm(int argc, char **argv) {
         if (on[C_SB]) Ah = to_bf16(A, na), Bh = to_bf16(B, nb);
         double flops = 2.0 * s->batch * s->m * s->n * s->k;
 
-        for (int rep = -1; rep < reps; rep++)  /* rep -1: warm-up, not timed */
+        /* Each rep, each contender in turn: one untimed call, then the timed one. The untimed call
+         * wakes this contender's threads and lets the other library's go idle (OpenBLAS's spin for
+         * 2^4 cycles here), so neither is timed against the other's threads or a cold start; a
+         * pause between them was worse: on these VMs a core idle for 20 ms takes milliseconds to
+         * come back (measured: 1024^3 of ours at 228-340 GFLOP/s after 20 ms sleeps, 470 without). */
+        for (int rep = 0; rep < reps; rep++)
             for (int c = 0; c < C_N; c++) {
                 if (!on[c]) continue;
-                /* Short pauses let the other library's idle threads stop spinning before we time. */
-                if (have_ob && rep >= 0) pause_ms(20);
                 if (c <= C_OURS_FP32) sgemm_set_precision(c == C_OURS ? main_prec : SGEMM_FP32);
-                double t0 = now_seconds();
-                if (c <= C_OURS_FP32) run_ours(s, A, B, C);
-                else if (c == C_OB) run_openblas(&ob, s, A, B, C);
-                else run_openblas_bf16(&ob, s, Ah, Bh, C);
-                if (rep >= 0) t[c][rep] = now_seconds() - t0;
+                for (int timed = 0; timed <= 1; timed++) {
+                    double t0 = now_seconds();
+                    if (c <= C_OURS_FP32) run_ours(s, A, B, C);
+                    else if (c == C_OB) run_openblas(&ob, s, A, B, C);
+                    else run_openblas_bf16(&ob, s, Ah, Bh, C);
+                    if (timed) t[c][rep] = now_seconds() - t0;
+                }
             }
         sgemm_set_precision(main_prec);
-        double g[C_N] = {0}, gb[C_N] = {0};
+        /* median, and the spread over the reps: slowest (gw) and fastest (gb) */
+        double g[C_N] = {0}, gb[C_N] = {0}, gw[C_N] = {0};
         for (int c = 0; c < C_N; c++) {
             if (!on[c]) continue;
             qsort(t[c], reps, sizeof(double), cmp_double);
             g[c] = flops / t[c][reps / 2] * 1e-9, gb[c] = flops / t[c][0] * 1e-9;
+            gw[c] = flops / t[c][reps - 1] * 1e-9;
         }
         char dims[48], op[3] = {s->tA ? 't' : 'n', s->tB ? 't' : 'n', 0};
         const char *kname = sgemm_kernel_for(s->tA, s->m, s->n), *tile = strchr(kname, '-');
@@ -272,33 +274,31 @@ int cmd_bench_gemm(int argc, char **argv) {
         else snprintf(dims, sizeof dims, "%dx%dx%d", s->m, s->n, s->k);
         if (json) {
             printf("{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"transA\":%d,\"transB\":%d,\"threads\":%d,"
-                   "\"reps\":%d,\"precision\":\"%s\",\"kernel\":\"%s\",\"gflops\":%.2f,\"gflops_best\":%.2f",
+                   "\"reps\":%d,\"precision\":\"%s\",\"kernel\":\"%s\",\"gflops\":%.2f,\"gflops_best\":%.2f,\"gflops_worst\":%.2f",
                    s->m, s->n, s->k, s->batch, s->tA, s->tB, threads, reps,
-                   main_prec == SGEMM_BF16 ? "bf16" : "fp32", kname, g[C_OURS], gb[C_OURS]);
+                   main_prec == SGEMM_BF16 ? "bf16" : "fp32", kname, g[C_OURS], gb[C_OURS], gw[C_OURS]);
             if (on[C_OURS_FP32])
                 printf(",\"fp32_gflops\":%.2f,\"fp32_gflops_best\":%.2f,\"ratio_fp32\":%.3f",
                        g[C_OURS_FP32], gb[C_OURS_FP32], g[C_OURS] / g[C_OURS_FP32]);
             if (have_ob)
-                printf(",\"openblas_gflops\":%.2f,\"openblas_gflops_best\":%.2f,\"ratio\":%.3f", g[C_OB],
-                       gb[C_OB], g[C_OURS] / g[C_OB]);
+                printf(",\"openblas_gflops\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_gflops_worst\":%.2f,"
+                       "\"ratio\":%.3f", g[C_OB], gb[C_OB], gw[C_OB], g[C_OURS] / g[C_OB]);
             if (on[C_SB])
                 printf(",\"sbgemm_gflops\":%.2f,\"sbgemm_gflops_best\":%.2f", g[C_SB], gb[C_SB]);
             printf("}\n");
-        } else if (bf16) {
-            char col[C_N][16], rat[2][16];
+        } else {
+            char col[C_N][32], rat[2][16];
             for (int c = 0; c < C_N; c++)
-                if (on[c]) snprintf(col[c], sizeof col[c], "%5.1f (%3.0f)", g[c], gb[c]);
+                if (on[c]) snprintf(col[c], sizeof col[c], "%5.0f (%3.0f-%3.0f)", g[c], gw[c], gb[c]);
                 else snprintf(col[c], sizeof col[c], "-");
             snprintf(rat[0], sizeof rat[0], "%6.2fx", g[C_OURS] / g[C_OURS_FP32]);
             if (have_ob) snprintf(rat[1], sizeof rat[1], "%6.2fx", g[C_OURS] / g[C_OB]);
             else snprintf(rat[1], sizeof rat[1], "-");
-            printf("%-16s %-2s %-6s %11s %11s %11s %11s %7s %7s  %s\n", dims, op, tile, col[C_OURS],
-                   col[C_OURS_FP32], col[C_OB], col[C_SB], rat[0], rat[1], s->what);
-        } else if (have_ob) {
-            printf("%-16s %-2s %-6s %5.1f (%3.0f) %5.1f (%3.0f) %6.2fx  %s\n", dims, op, tile, g[C_OURS],
-                   gb[C_OURS], g[C_OB], gb[C_OB], g[C_OURS] / g[C_OB], s->what);
-        } else {
-            printf("%-16s %-2s %-6s %5.1f (%3.0f) %11s %7s  %s\n", dims, op, tile, g[C_OURS], gb[C_OURS], "-", "-", s->what);
+            if (bf16)
+                printf("%-16s %-2s %-6s %17s %17s %17s %17s %7s %7s  %s\n", dims, op, tile, col[C_OURS],
+                       col[C_OURS_FP32], col[C_OB], col[C_SB], rat[0], rat[1], s->what);
+            else
+                printf("%-16s %-2s %-6s %17s %17s %7s  %s\n", dims, op, tile, col[C_OURS], col[C_OB], rat[1], s->what);
         }
         fflush(stdout);
         free(A), free(B), free(C), free(Ah), free(Bh);

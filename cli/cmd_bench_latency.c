@@ -55,7 +55,7 @@ static int synthetic_jpeg(int side, uint8_t **buf, size_t *len) {
 }
 
 int cmd_bench_latency(int argc, char **argv) {
-    const char *arch = "vit_small", *weights = NULL, *img_path = NULL, *precision = "fp32";
+    const char *arch = "vit_small", *weights = NULL, *img_path = NULL, *precision = "fp32", *prepack = "on";
     int img = 224, threads = 0, runs = 200, warmup = 10, k = 10, side = 576, json = 0, profile = 0;
     int db = 100000;
     arg_spec specs[] = {
@@ -71,6 +71,7 @@ int cmd_bench_latency(int argc, char **argv) {
         {"image", ARG_STR, &img_path, "the query image file (default: a synthetic view as a JPEG in memory)"},
         {"side", ARG_INT, &side, "side of the synthetic query image"},
         {"json", ARG_FLAG, &json, "one JSON line"},
+        {"prepack", ARG_STR, &prepack, "on | off: the encoder's weights packed once for the products (model_prepack), as embed and serve run it"},
         {"profile", ARG_FLAG, &profile, "time every kernel of the timed runs (kernels/profile.h): decode + resize as phase data, the encoder as forward, hash + search as loop"},
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
@@ -80,6 +81,8 @@ int cmd_bench_latency(int argc, char **argv) {
     if (runs < 1 || warmup < 0 || k < 1 || db < 1 || db > 100000000 || side < 16 || img < 16)
         return er_fail(ER_INPUT, "bench latency: need --runs >= 1, --warmup >= 0, --k >= 1, 1 <= --db <= 1e8, --side and --img >= 16");
     if ((rc = er_set_precision(precision))) return rc;
+    if (strcmp(prepack, "on") && strcmp(prepack, "off"))
+        return er_fail(ER_INPUT, "bench latency: --prepack must be on or off, not '%s'", prepack);
     if (threads > 0) omp_set_num_threads(threads);
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -94,6 +97,7 @@ int cmd_bench_latency(int argc, char **argv) {
         rc = model_create(arch, NULL, sets, 1, &m);
     }
     if (!rc && m->img != img) rc = model_set_img(m, img);
+    if (!rc && !strcmp(prepack, "on")) rc = model_prepack(m);
     if (rc) { free(buf); model_free(m); return rc; }
     int D = m->dim, words = hash_words(D);
     model_input in = model_input_of(m);
@@ -154,16 +158,16 @@ int cmd_bench_latency(int argc, char **argv) {
         model_describe(m, what, sizeof what);
         if (json) {
             printf("{\"bench\": \"latency\", \"model\": \"%s\", \"img\": %d, \"threads\": %d, \"precision\": \"%s\", "
-                   "\"runs\": %d, \"db\": %lld, \"bits\": %d, \"k\": %d, \"image_bytes\": %zu, \"image_w\": %d, \"image_h\": %d",
-                   weights ? weights : arch, img, omp_get_max_threads(), precision, runs, (long long)db, D, k, len, src.w, src.h);
+                   "\"prepack\": \"%s\", \"runs\": %d, \"db\": %lld, \"bits\": %d, \"k\": %d, \"image_bytes\": %zu, \"image_w\": %d, \"image_h\": %d",
+                   weights ? weights : arch, img, omp_get_max_threads(), precision, prepack, runs, (long long)db, D, k, len, src.w, src.h);
             for (int st = 0; st < NSTAGES; st++)
                 printf(", \"%s_ms_p50\": %.4f, \"%s_ms_p99\": %.4f", STAGE[st], p50[st], STAGE[st], p99[st]);
             printf("}\n");
         } else {
-            printf("bench latency: %s, %dx%d input from a %dx%d %s (%zu bytes), %d threads, %s, %d runs after %d warm-up;\n"
+            printf("bench latency: %s, %dx%d input from a %dx%d %s (%zu bytes), %d threads, %s, weights prepacked %s, %d runs after %d warm-up;\n"
                    "  search: sign codes of %d bits, exact scan of %lld cases, top-%d\n",
                    what, img, img, src.w, src.h, img_path ? img_path : "synthetic JPEG", len, omp_get_max_threads(),
-                   precision, runs, warmup, D, (long long)db, k);
+                   precision, prepack, runs, warmup, D, (long long)db, k);
             printf("  %-18s %10s %10s\n", "stage", "p50 ms", "p99 ms");
             for (int st = 0; st < NSTAGES; st++) printf("  %-18s %10.3f %10.3f\n", STAGE[st], p50[st], p99[st]);
         }

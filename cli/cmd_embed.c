@@ -141,6 +141,7 @@ int cmd_embed(int argc, char **argv) {
     if (rc) goto done;
     if (img > 0 && (rc = model_set_img(net, img))) goto done;
     if ((rc = model_to_device(net, device))) goto done; /* loaded on the host, moved once */
+    if ((rc = model_prepack(net))) goto done;            /* inference only: weights packed once */
     int S = net->img, D = net->dim;
     if ((rc = manifest_load(man_path, &m))) goto done;
     mloaded = 1;

@@ -9,6 +9,8 @@
 #ifndef ENDORET_GEMM_H
 #define ENDORET_GEMM_H
 
+#include <stddef.h>
+
 void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
            const float *B, int ldb, float beta, float *C, int ldc);
 
@@ -16,6 +18,27 @@ void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float
 void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
                            int lda, long strideA, const float *B, int ldb, long strideB, float beta,
                            float *C, int ldc, long strideC, int batch);
+
+/* ---- a B operand packed once (a frozen weight at inference) ----
+ * Every sgemm packs op(B) into micro-panels; for a weight used by many products (the linear layers
+ * of an encoder serving queries) that repacking is a large share of a small-M product (batch 1:
+ * M = 197 rows against a 384 x 1152 weight packs ~1 element per 200 multiply-adds). sgemm_pack_b
+ * packs op(B) once, in the current precision and kernel set, over its whole depth;
+ * sgemm_with_packed_b then skips B's packing. The result is bit-identical to sgemm's (same
+ * kernel family, depth blocks and summation order). The panels are a copy: when B changes they
+ * are stale, and the caller must drop them (nn/tensor.c's tensor_prepack contract). When the
+ * precision or kernel choice has changed since packing, sgemm_with_packed_b uses B itself. */
+typedef struct sgemm_packed_b sgemm_packed_b;
+/* NULL when n or k < 1 (nothing to pack). Allocates about k*n*4 bytes (fp32) or k*n*2 (bf16). */
+sgemm_packed_b *sgemm_pack_b(int transB, int k, int n, const float *B, int ldb);
+void sgemm_packed_b_free(sgemm_packed_b *p);
+size_t sgemm_packed_b_bytes(const sgemm_packed_b *p);
+/* 1 when p packs this op(B) (transB, k, n, ldb) for the current precision and kernels. */
+int sgemm_packed_b_usable(const sgemm_packed_b *p, int transB, int k, int n, int ldb);
+/* sgemm with op(B) taken from p when usable, else from B (which must be given either way). */
+void sgemm_with_packed_b(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                         int lda, const float *B, int ldb, const sgemm_packed_b *p, float beta,
+                         float *C, int ldc);
 
 /* Naive triple loop with double accumulation: the reference the tests compare against. */
 void sgemm_ref(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,

@@ -133,7 +133,10 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
     sh[nd - 2] = M;
     sh[nd - 1] = N;
     tensor *y = ops_new(a, nd, sh);
-    if (M > 0 && N > 0)
+    if (M > 0 && N > 0 && b->packed && batch == 1) /* a frozen weight (tensor_prepack) */
+        BE(a)->gemm_prepacked(da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
+                              a->data, da.ld, b->data, db.ld, b->packed, 0.0f, y->data, (int)N);
+    else if (M > 0 && N > 0)
         BE(a)->gemm_batched(da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
                             a->data, da.ld, da.bstride, b->data, db.ld, db.bstride, 0.0f, y->data,
                             (int)N, (long)(M * N), (int)batch);

@@ -113,6 +113,7 @@ static int step_impl(optimizer *o) {
         if (!p->grad) continue; /* never received a gradient buffer: nothing to apply (as PyTorch's grad None) */
         int rc = check_packed(q);
         if (rc) return rc;
+        tensor_drop_packed(p); /* the step writes p: a packed copy of it (inference) is stale */
         const er_backend *k = backend_get(p->device);
         int64_t n = tensor_numel(p);
         float lr = (float)(o->lr * q->lr_scale);

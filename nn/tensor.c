@@ -80,8 +80,24 @@ tensor *tensor_param(const char *name, int ndim, const int64_t *shape) {
     return tensor_param_on(DEV_CPU, name, ndim, shape);
 }
 
+int tensor_prepack(tensor *t) {
+    if (!t || !(t->flags & T_LONG_LIVED) || t->ndim != 2 || t->stride[1] != 1 || t->stride[0] < t->shape[1])
+        return er_fail(ER_INPUT, "tensor_prepack: '%s' is not a long-lived 2-D weight with unit column stride",
+                       t && t->name ? t->name : "?");
+    tensor_drop_packed(t);
+    tensor_backend(t)->gemm_prepack(1, (int)t->shape[1], (int)t->shape[0], t->data, (int)t->stride[0], &t->packed);
+    return ER_OK;
+}
+
+void tensor_drop_packed(tensor *t) {
+    if (!t || !t->packed) return;
+    tensor_backend(t)->gemm_prepack_free(t->packed);
+    t->packed = NULL;
+}
+
 void tensor_free(tensor *t) {
     if (!t || !(t->flags & T_LONG_LIVED)) return;
+    tensor_drop_packed(t);
     if (t->storage && --t->storage->refcount == 0) {
         backend_get(t->storage->device)->free(t->storage->data);
         free(t->storage);
@@ -121,6 +137,7 @@ static int move_storage(tensor *t, int device) {
 
 int tensor_to_device(tensor *t, int device) {
     if (!t) return ER_OK;
+    if (t->device != device) tensor_drop_packed(t);
     int rc = move_storage(t, device);
     if (!rc && t->grad) rc = move_storage(t->grad, device);
     return rc;
@@ -182,6 +199,7 @@ tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64
     v->flags = t->flags & T_REQUIRES_GRAD;
     v->data = t->data + offset_elems;
     v->offset = t->offset + offset_elems;
+    v->packed = NULL; /* a view never owns a packed form */
     return v;
 }
 
@@ -244,6 +262,7 @@ void tensor_to_host(const tensor *t, float *host) {
 
 void tensor_copy_from_host(tensor *t, const float *host) {
     const er_backend *be = tensor_backend(t);
+    tensor_drop_packed(t);
     int64_t n = tensor_numel(t);
     if (tensor_is_contiguous(t)) {
         be->upload(t->data, host, (size_t)n * sizeof(float));
@@ -267,6 +286,7 @@ int tensor_copy(tensor *dst, const tensor *src) {
         return er_fail(ER_INPUT, "tensor_copy: shapes %s and %s differ (or devices)",
                        tensor_shape_str(dst, a, sizeof a), tensor_shape_str(src, b, sizeof b));
     }
+    tensor_drop_packed(dst);
     tensor_backend(dst)->copy_strided(dst->ndim, dst->shape, src->data, src->stride, dst->data,
                                       dst->stride, 0);
     return ER_OK;
@@ -274,6 +294,7 @@ int tensor_copy(tensor *dst, const tensor *src) {
 
 void tensor_fill(tensor *t, float v) {
     const er_backend *be = tensor_backend(t);
+    tensor_drop_packed(t);
     if (tensor_is_contiguous(t)) {
         be->fill(t->data, tensor_numel(t), v);
         return;

@@ -54,6 +54,7 @@ typedef struct tensor {
     struct tensor *grad;         /* same shape, contiguous; NULL until needed */
     char *name;                  /* parameters: timm name ("blocks.0.attn.qkv.weight") */
     struct tape_node *node;      /* op that produced it in the current tape, NULL for leaves */
+    void *packed;                /* tensor_prepack: the backend's packed form, or NULL */
 } tensor;
 
 /* ---- long-lived ---- */
@@ -104,6 +105,18 @@ float tensor_item(const tensor *t); /* element 0 (scalars, losses) */
 /* Long-lived packed copy (no autograd link). */
 tensor *tensor_clone_new(const tensor *t);
 
+/* ---- frozen weights (inference) ----
+ * tensor_prepack keeps a long-lived 2-D weight w [out, in] (as linear layers hold it) also in its
+ * backend's packed layout as the B operand of x @ w^T, so forward products stop repacking it on
+ * every call (ops.def gemm_prepack; CUDA keeps none and this is a no-op there). It costs about
+ * half of w's bytes again in bf16, all of them in fp32 (docs/gemm.md, "Frozen weights"). The
+ * packed form is a copy made under the current precision: every write through this API
+ * (tensor_copy_from_host, tensor_copy into it, tensor_fill, tensor_to_device, an optimizer step)
+ * and tensor_free drop it, and a product made after a precision change reads w itself. Code
+ * writing w->data directly must call tensor_drop_packed. ER_INPUT for a tensor that is not a
+ * long-lived 2-D one. */
+int tensor_prepack(tensor *t);
+void tensor_drop_packed(tensor *t);
 /* Marks/unmarks a leaf as needing gradients (long-lived leaves get a long-lived grad). */
 void tensor_set_requires_grad(tensor *t, int on);
 

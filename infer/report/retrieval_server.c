@@ -304,7 +304,11 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     model *m = NULL;
     char **roots = NULL;
     if (cfg->model) {
-        if ((rc = model_load(cfg->model, NULL, NULL, 0, &m))) { casedb_close(&db); return rc; }
+        if ((rc = model_load(cfg->model, NULL, NULL, 0, &m)) || (rc = model_prepack(m))) {
+            model_free(m);
+            casedb_close(&db);
+            return rc;
+        }
         if (m->dim != db.dim) {
             rc = er_fail(ER_INPUT, "--model %s gives %d-d descriptors but %s holds %d-d ones", cfg->model, m->dim, cfg->index, db.dim);
             model_free(m);

@@ -234,8 +234,24 @@ typedef struct {
     int native_bf16;           /* K->fn_bf16 on bf16 panels */
     int round_bf16;            /* SGEMM_BF16 on fp32 panels: round them after packing */
     void *Ap, *Bp;             /* packing buffers (shared by a team) */
+    const char *Bpre;          /* B prepacked over its whole depth (sgemm_pack_b), or NULL */
+    long pre_panel;            /* bytes of one prepacked NR panel */
     int counter[2];            /* work-unit counters, alternating between compute phases */
 } gemm_job;
+
+/* op(B) packed once (sgemm_pack_b): ceil(n/NR) panels of K's layout, each over the whole depth
+ * (its depth blocks one after another), so a product finds block pc of panel j at
+ * panels + j * panel_bytes + NR * line_bytes(pc). */
+struct sgemm_packed_b {
+    const gemm_kernel *K;    /* the kernel whose panels these are */
+    const gemm_kernel *set;  /* the kernel set in use at pack time */
+    int precision, kcb;      /* g_precision and K's depth block at pack time */
+    int tB, k, n, ldb;
+    const float *src;        /* the B it was packed from */
+    long panel_bytes;
+    size_t bytes;
+    char *panels;
+};
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -276,11 +292,19 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
             float beta = pc == 0 ? J->beta : 1.0f;
             const long lb = line_bytes(J->native_bf16, kc);
             char *Ap = J->Ap, *Bp = J->Bp;
-            /* Contiguous share of the B panels per thread. */
-            int b0 = npan_b * tid / nt, b1 = npan_b * (tid + 1) / nt;
-            if (b1 > b0)
-                pack_block(J, 0, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR, pc, kc, NR,
-                           Bp + (long)b0 * NR * lb);
+            /* B's panels for this block: prepacked (panel-major over the whole depth, this
+             * depth block at NR lines of pc steps in), or a contiguous share packed per thread. */
+            const char *bblk = Bp;
+            long bstep = (long)NR * lb;
+            if (J->Bpre) {
+                bblk = J->Bpre + (long)(jc / NR) * J->pre_panel + NR * line_bytes(J->native_bf16, pc);
+                bstep = J->pre_panel;
+            } else {
+                int b0 = npan_b * tid / nt, b1 = npan_b * (tid + 1) / nt;
+                if (b1 > b0)
+                    pack_block(J, 0, jc + b0 * NR, imin(nc, b1 * NR) - b0 * NR, pc, kc, NR,
+                               Bp + (long)b0 * NR * lb);
+            }
             for (int ic = 0; ic < J->m; ic += J->mchunk) {
                 int mch = imin(J->mchunk, J->m - ic), npan_a = ceil_div(mch, MR);
                 int a0 = npan_a * tid / nt, a1 = npan_a * (tid + 1) / nt;
@@ -306,7 +330,7 @@ static void gemm_thread(gemm_job *J, int tid, int nt) {
                     int i0 = (u / nb) * mcu, i1 = imin(mch, i0 + mcu);
                     int j0 = (u % nb) * per, j1 = imin(npan_b, j0 + per);
                     for (int jp = j0; jp < j1; jp++) {
-                        const char *bp = Bp + (long)jp * NR * lb;
+                        const char *bp = bblk + (long)jp * bstep;
                         int col = jp * NR, nr = imin(NR, nc - col);
                         for (int i = i0; i < i1; i += MR) {
                             float *c = J->C + (long)(ic + i) * J->ldc + jc + col;
@@ -340,7 +364,9 @@ static void run_grid(const gemm_job *J0, int nt) {
     double best = 0;
     for (int r = 1; r <= nt; r++) {
         if (nt % r || r > pm || nt / r > pn) continue;
-        double cost = (double)J0->m / r + (double)J0->n / (nt / r);  /* packing per thread */
+        /* packing per thread: A's rows of its block, B's columns (prepacked B: none, but a row
+         * split makes each thread stream all of B, so columns still count a little) */
+        double cost = (double)J0->m / r + (J0->Bpre ? 0.25 : 1.0) * J0->n / (nt / r);
         if (!tr || cost < best) tr = r, best = cost;
     }
     if (!tr) tr = 1;
@@ -356,6 +382,7 @@ static void run_grid(const gemm_job *J0, int nt) {
             S.m = r1 - r0, S.n = c1 - c0;
             S.A = J0->tA ? J0->A + r0 : J0->A + (long)r0 * J0->lda;
             S.B = J0->tB ? J0->B + (long)c0 * J0->ldb : J0->B + c0;
+            if (J0->Bpre) S.Bpre = J0->Bpre + (long)(c0 / NR) * J0->pre_panel;
             S.C = J0->C + (long)r0 * J0->ldc + c0;
             S.mchunk = imin(S.mchunk, S.m);
             S.ncb = imin(S.ncb, round_up(S.n, NR));
@@ -363,7 +390,7 @@ static void run_grid(const gemm_job *J0, int nt) {
             pack_bufs *tb = thread_bufs();
             long lb = line_bytes(S.native_bf16, S.kcb);
             S.Ap = grow(&tb->a, &tb->a_cap, (size_t)round_up(S.mchunk, MR) * lb);
-            S.Bp = grow(&tb->b, &tb->b_cap, (size_t)S.ncb * lb);
+            if (!S.Bpre) S.Bp = grow(&tb->b, &tb->b_cap, (size_t)S.ncb * lb);
             gemm_thread(&S, 0, 1);
         }
     }
@@ -379,25 +406,32 @@ static void scale_c(int m, int n, float beta, float *C, int ldc) {
     }
 }
 
+/* Depth block of a product of depth k with kernel K: equal-sized blocks (k = 300 -> 2 x 150, not
+ * 256 + 44); even for bf16 panels, so only the last block can end on a zero-padded half pair. */
+static int depth_block(const gemm_kernel *K, int k) {
+    int KC = g_kc ? g_kc : K->kc;
+    int kcb = ceil_div(k, ceil_div(k, KC));
+    return K->fn_bf16 ? round_up(kcb, 2) : kcb;
+}
+
 static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, const float *A, int lda,
-                          const float *B, int ldb, float beta, float *C, int ldc, int nt) {
+                          const float *B, int ldb, float beta, float *C, int ldc, int nt,
+                          const sgemm_packed_b *pb) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0 || alpha == 0.0f) { scale_c(m, n, beta, C, ldc); return; }
 
-    gemm_job J = {.K = pick_kernel(tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k, .alpha = alpha,
-                  .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    gemm_job J = {.K = pb ? pb->K : pick_kernel(tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k,
+                  .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     const gemm_kernel *K = J.K;
-    int MC = g_mc ? g_mc : K->mc, KC = g_kc ? g_kc : K->kc, NC = g_nc ? g_nc : K->nc;
+    int MC = g_mc ? g_mc : K->mc, NC = g_nc ? g_nc : K->nc;
     MC = round_up(MC, K->mr);
     NC = round_up(NC, K->nr);
     J.native_bf16 = K->fn_bf16 != NULL;
     J.round_bf16 = !J.native_bf16 && g_precision == SGEMM_BF16;
-    /* Equal-sized depth and column blocks (k = 300 -> 2 x 150, not 256 + 44); even for bf16
-     * panels, so only the last block can end on a zero-padded half pair. */
-    J.kcb = ceil_div(k, ceil_div(k, KC));
-    if (J.native_bf16) J.kcb = round_up(J.kcb, 2);
+    J.kcb = depth_block(K, k);
     J.ncb = round_up(ceil_div(n, ceil_div(n, NC)), K->nr);
     J.mc = MC;
+    if (pb) J.Bpre = pb->panels, J.pre_panel = pb->panel_bytes;
     /* Pack all of A's rows for one depth block when that stays within ~16 MB, else in chunks. */
     long cap = (4L << 20) / J.kcb;
     J.mchunk = m <= cap ? m : (int)(cap / MC > 0 ? cap / MC * MC : MC);
@@ -414,7 +448,7 @@ static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, cons
     pack_bufs *tb = thread_bufs();  /* the caller's buffers; a team shares them */
     long lb = line_bytes(J.native_bf16, J.kcb);
     J.Ap = grow(&tb->a, &tb->a_cap, (size_t)round_up(J.mchunk, K->mr) * lb);
-    J.Bp = grow(&tb->b, &tb->b_cap, (size_t)J.ncb * lb);
+    if (!pb) J.Bp = grow(&tb->b, &tb->b_cap, (size_t)J.ncb * lb);
     if (nt == 1) {
         gemm_thread(&J, 0, 1);
     } else {
@@ -425,9 +459,68 @@ static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, cons
 
 static int team_size(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 
+/* ---- prepacked B ---- */
+
+/* The kernel for a B packed before m is known: of the active set (or the fixed kernel), the one
+ * whose NR pads n the least; ties keep the set's order (its default first). */
+static const gemm_kernel *pick_kernel_for_n(int n) {
+    const kernel_choice *ch = active_choice();
+    if (ch->fixed >= 0) return &ch->set[ch->fixed];
+    const gemm_kernel *best = &ch->set[0];
+    for (int i = 1; i < ch->count; i++)
+        if (round_up(n, ch->set[i].nr) < round_up(n, best->nr)) best = &ch->set[i];
+    return best;
+}
+
+sgemm_packed_b *sgemm_pack_b(int transB, int k, int n, const float *B, int ldb) {
+    if (k < 1 || n < 1 || !B) return NULL;
+    const kernel_choice *ch = active_choice();
+    const gemm_kernel *K = pick_kernel_for_n(n);
+    sgemm_packed_b *p = xcalloc(1, sizeof *p);
+    *p = (sgemm_packed_b){.K = K, .set = ch->set, .precision = g_precision, .kcb = depth_block(K, k),
+                          .tB = transB, .k = k, .n = n, .ldb = ldb, .src = B};
+    gemm_job J = {.K = K, .tB = transB, .k = k, .n = n, .B = B, .ldb = ldb, .kcb = p->kcb,
+                  .native_bf16 = K->fn_bf16 != NULL};
+    J.round_bf16 = !J.native_bf16 && g_precision == SGEMM_BF16;
+    const int NR = K->nr, npan = ceil_div(n, NR);
+    p->panel_bytes = NR * line_bytes(J.native_bf16, k);
+    p->bytes = (size_t)npan * p->panel_bytes;
+    p->panels = xmalloc_aligned(p->bytes);
+#pragma omp parallel for schedule(static) num_threads(team_size())
+    for (int j = 0; j < npan; j++)
+        for (int pc = 0; pc < k; pc += J.kcb)
+            pack_block(&J, 0, j * NR, imin(NR, n - j * NR), pc, imin(J.kcb, k - pc), NR,
+                       p->panels + (long)j * p->panel_bytes + NR * line_bytes(J.native_bf16, pc));
+    return p;
+}
+
+void sgemm_packed_b_free(sgemm_packed_b *p) {
+    if (!p) return;
+    free(p->panels);
+    free(p);
+}
+
+size_t sgemm_packed_b_bytes(const sgemm_packed_b *p) { return p ? p->bytes + sizeof *p : 0; }
+
+int sgemm_packed_b_usable(const sgemm_packed_b *p, int transB, int k, int n, int ldb) {
+    if (!p || p->tB != transB || p->k != k || p->n != n || p->ldb != ldb) return 0;
+    const kernel_choice *ch = active_choice();
+    if (p->precision != g_precision || p->set != ch->set) return 0;
+    if (ch->fixed >= 0 && &ch->set[ch->fixed] != p->K) return 0;
+    return depth_block(p->K, k) == p->kcb;  /* a blocking override since packing changes it */
+}
+
+void sgemm_with_packed_b(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                         int lda, const float *B, int ldb, const sgemm_packed_b *p, float beta,
+                         float *C, int ldc) {
+    if (p && B != p->src) p = NULL;
+    if (!sgemm_packed_b_usable(p, transB, k, n, ldb)) p = NULL;
+    sgemm_threads(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), p);
+}
+
 void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
            const float *B, int ldb, float beta, float *C, int ldc) {
-    sgemm_threads(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size());
+    sgemm_threads(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), NULL);
 }
 
 void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
@@ -440,12 +533,12 @@ void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float al
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
         for (int b = 0; b < batch; b++)
             sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb,
-                          beta, C + b * strideC, ldc, 1);
+                          beta, C + b * strideC, ldc, 1, NULL);
         return;
     }
     for (int b = 0; b < batch; b++)
         sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-                      C + b * strideC, ldc, nt);
+                      C + b * strideC, ldc, nt, NULL);
 }
 
 /* backend_cpu's gemm_batched (the table names every CPU op cpu_<name>, kernels/ops.def). */
@@ -454,4 +547,17 @@ void cpu_gemm_batched(int transA, int transB, int m, int n, int k, float alpha, 
                       float *C, int ldc, long strideC, int batch) {
     sgemm_strided_batched(transA, transB, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
                           ldc, strideC, batch);
+}
+
+/* backend_cpu's gemm_prepack* ops (kernels/ops.def): the handle is an sgemm_packed_b. */
+void cpu_gemm_prepack(int transB, int k, int n, const float *B, int ldb, void **out) {
+    *out = sgemm_pack_b(transB, k, n, B, ldb);
+}
+
+void cpu_gemm_prepack_free(void *packed) { sgemm_packed_b_free(packed); }
+
+void cpu_gemm_prepacked(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                        int lda, const float *B, int ldb, const void *packed, float beta, float *C,
+                        int ldc) {
+    sgemm_with_packed_b(transA, transB, m, n, k, alpha, A, lda, B, ldb, packed, beta, C, ldc);
 }

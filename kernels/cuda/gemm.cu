@@ -41,3 +41,14 @@ void cu_gemm_batched(int transA, int transB, int m, int n, int k, float alpha, c
         cuda_record_msg(msg, __FILE__, __LINE__);
     }
 }
+
+/* cuBLAS keeps no packed form of an operand: a frozen weight is read as it is (ops.def). */
+void cu_gemm_prepack(int transB, int k, int n, const float *B, int ldb, void **out) { *out = NULL; }
+
+void cu_gemm_prepack_free(void *packed) {}
+
+void cu_gemm_prepacked(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+                       int lda, const float *B, int ldb, const void *packed, float beta, float *C,
+                       int ldc) {
+    cu_gemm_batched(transA, transB, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}

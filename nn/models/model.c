@@ -274,6 +274,16 @@ int model_to_device(model *m, int device) {
     return rc;
 }
 
+int model_prepack(model *m) {
+    for (int i = 0; i < m->params->n; i++) {
+        tensor *t = m->params->t[i];
+        if (t->ndim != 2 || t->stride[1] != 1) continue;
+        int rc = tensor_prepack(t);
+        if (rc) return rc;
+    }
+    return ER_OK;
+}
+
 int model_set_img(model *m, int img) {
     if (img == m->img) return ER_OK;
     if (!m->arch->set_img) return er_fail(ER_INPUT, "model %s: the input side is fixed (%d)", m->arch->name, m->img);

@@ -110,6 +110,12 @@ int model_embed_scene(model *m, const float *images, int V, float *out);
  * baseline; cosine retrieval ignores the scale): any family. */
 int model_embed_mean(model *m, const float *images, int V, float *out);
 int model_to_device(model *m, int device);
+/* Inference only from here on: every 2-D weight also kept packed as a product operand
+ * (tensor_prepack), so each forward skips repacking it; on the CPU about +50 % of those weights'
+ * bytes in bf16, +100 % in fp32 (docs/gemm.md, "Frozen weights"); nothing on CUDA. Call it after
+ * loading, moving and setting the precision; training the model afterwards drops the packed copies
+ * step by step (optim_step), so it stays correct, only slower to start. */
+int model_prepack(model *m);
 /* Another input side (ER_INPUT when the family's input is fixed or the side does not fit). */
 int model_set_img(model *m, int img);
 void model_describe(const model *m, char *buf, size_t n);

@@ -246,6 +246,36 @@ Test(cuda, gemm_bf16) {
     gemm_case(1, 2e-2);
 }
 
+/* A weight packed once (the CPU's panels; CUDA keeps none) as op(B) of a product, both transposes
+ * of B and A, beta 0 and 1, in fp32. */
+PARITY_COVERS(gemm_prepack);
+PARITY_COVERS(gemm_prepack_free);
+PARITY_COVERS(gemm_prepacked);
+Test(cuda, gemm_prepacked_fp32) {
+    require_gpu();
+    const int m = 29, n = 70, k = 41;
+    for (int t = 0; t < 4; t++) {
+        int ta = t >> 1, tb = t & 1, lda = ta ? m + 1 : k + 3, ldb = tb ? k + 2 : n + 1, ldc = n + 4;
+        long nA = (long)(ta ? k : m) * lda, nB = (long)(tb ? n : k) * ldb, nC = (long)m * ldc;
+        float *A = rnd(nA, -1, 1, 120), *B = rnd(nB, -1, 1, 121), *C = rnd(nC, -1, 1, 122);
+        float *dA = devf(A, nA), *dB = devf(B, nB), *dC = devf(C, nC);
+        sgemm_set_precision(SGEMM_FP32);
+        void *pc = NULL, *pg = (void *)1;
+        CPU->gemm_prepack(tb, k, n, B, ldb, &pc);
+        GPU->gemm_prepack(tb, k, n, dB, ldb, &pg);
+        cr_assert_not_null(pc, "the CPU keeps packed panels");
+        for (int beta_i = 0; beta_i <= 1; beta_i++) {
+            CPU->gemm_prepacked(ta, tb, m, n, k, 0.7f, A, lda, B, ldb, pc, (float)beta_i, C, ldc);
+            GPU->gemm_prepacked(ta, tb, m, n, k, 0.7f, dA, lda, dB, ldb, pg, (float)beta_i, dC, ldc);
+            expect_close("gemm_prepacked", C, dC, nC, 1e-5);
+        }
+        CPU->gemm_prepack_free(pc);
+        GPU->gemm_prepack_free(pg);
+        GPU->free(dA); GPU->free(dB); GPU->free(dC);
+        free(A); free(B); free(C);
+    }
+}
+
 PARITY_COVERS(layernorm);
 PARITY_COVERS(layernorm_backward_workspace);
 PARITY_COVERS(layernorm_backward);
