@@ -159,6 +159,8 @@ static int bench_train(int argc, char **argv) {
     }
     prof_stop();
     double t_inf = 0;
+    /* inference as embed and serve run it: the trained weights packed once (model_prepack) */
+    if (!rc) rc = model_prepack(m);
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
         rc = model_embed(m, x, batch, desc); /* downloads the descriptors: waits for the forward */
