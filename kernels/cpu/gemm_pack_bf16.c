@@ -33,6 +33,22 @@ static inline __m512i interleave_pair(__m512 lo, __m512 hi) {
 static void pack_bf16_by_depth(const float *X, long ldx, int p0, int kc, int c0, int len, int w,
                                uint16_t *P) {
     const int kp = (kc + 1) / 2, npan = (len + w - 1) / w;
+    if (w == 8) { /* 8-line panels (op(A) of a tn product): two panels per 16-lane register */
+        for (int q = 0; q < kp; q++) {
+            const float *s0 = X + (long)(p0 + 2 * q) * ldx + c0;
+            const float *s1 = 2 * q + 1 < kc ? s0 + ldx : NULL;
+            for (int pan = 0; pan < npan; pan += 2) {
+                __mmask16 m = mask16(len - pan * 8);
+                __m512 lo = _mm512_maskz_loadu_ps(m, s0 + pan * 8);
+                __m512 hi = s1 ? _mm512_maskz_loadu_ps(m, s1 + pan * 8) : _mm512_setzero_ps();
+                __m512i v = interleave_pair(lo, hi);
+                uint16_t *d = P + (long)pan * 16 * kp + (long)q * 16;
+                _mm256_storeu_si256((__m256i *)d, _mm512_castsi512_si256(v));
+                if (pan + 1 < npan) _mm256_storeu_si256((__m256i *)(d + 16L * kp), _mm512_extracti64x4_epi64(v, 1));
+            }
+        }
+        return;
+    }
     for (int q = 0; q < kp; q++) {
         const float *s0 = X + (long)(p0 + 2 * q) * ldx + c0;
         const float *s1 = 2 * q + 1 < kc ? s0 + ldx : NULL;  /* odd kc: zero second step */
