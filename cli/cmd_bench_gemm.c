@@ -21,7 +21,9 @@ typedef struct {
     const char *what;
 } shape;
 
-/* 1024^3 plus the ViT-B/16 products (197 tokens/image; 3152 = 16 images x 197 tokens). */
+/* 1024^3, the ViT-B/16 products (197 tokens/image; 3152 = 16 images x 197 tokens), and the
+ * ResNet-50 convolutions as kernels/cpu/conv.c runs them per image (C[K, PQ] = W[K, CRS] col[CRS,
+ * PQ]; 1x1 stride-1 convs take x itself as col; backward data W^T gy, backward filter gy col^T). */
 static const shape default_shapes[] = {
     {0, 0, 1024, 1024, 1024, 1, "square"},
     {0, 0, 197, 2304, 768, 1, "qkv projection, 1 image"},
@@ -31,6 +33,16 @@ static const shape default_shapes[] = {
     {0, 1, 197, 2304, 768, 1, "linear forward x W^T"},
     {1, 0, 1536, 384, 3152, 1, "weight grad dY^T x"},
     {0, 1, 197, 197, 64, 12, "attention Q K^T, 12 heads"},
+    {0, 0, 197, 64, 197, 12, "attention P V, 12 heads"},
+    {0, 0, 64, 3136, 147, 1, "resnet conv1 7x7/2 (a 56-row tile)"},
+    {0, 0, 256, 3136, 64, 1, "resnet layer1 1x1 64->256"},
+    {0, 0, 64, 3136, 576, 1, "resnet layer1 3x3 64"},
+    {0, 0, 128, 784, 1152, 1, "resnet layer2 3x3 128"},
+    {0, 0, 256, 392, 2304, 1, "resnet layer3 3x3 256 (2 maps side by side)"},
+    {0, 0, 512, 196, 4608, 1, "resnet layer4 3x3 512 (4 maps side by side)"},
+    {1, 0, 576, 3136, 64, 1, "resnet 3x3 64 backward data"},
+    {0, 1, 64, 576, 3136, 1, "resnet 3x3 64 backward filter"},
+    {0, 1, 16, 1000, 2048, 1, "resnet fc, 16 images"},
 };
 
 /* cblas_sgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) */
