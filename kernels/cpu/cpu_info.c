@@ -24,7 +24,7 @@ int cpu_has_avx512(void) {
 /* AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps): CPUID leaf 7 sub-leaf 1, EAX bit 5, on top of the
  * AVX-512 checks above (which include the OS saving the zmm/opmask state). Read directly because
  * __builtin_cpu_supports("avx512bf16") needs a newer compiler than some we build with. */
-int cpu_has_avx512_bf16(void) {
+static int read_avx512_bf16(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!cpu_has_avx512()) return 0;
     unsigned eax, ebx, ecx, edx;
@@ -34,6 +34,16 @@ int cpu_has_avx512_bf16(void) {
 #else
     return 0;
 #endif
+}
+
+/* Read once: CPUID traps to the hypervisor in a VM (attention asks on every call; 0.7 % of a
+ * batch-1 encoder's samples went to it). The answer never changes, so a racing first read is
+ * harmless. */
+int cpu_has_avx512_bf16(void) {
+    static int known = -1;
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) __atomic_store_n(&known, v = read_avx512_bf16(), __ATOMIC_RELAXED);
+    return v;
 }
 
 int cpu_has_avx2_fma(void) {
