@@ -164,7 +164,8 @@ portable-check: deps
 
 # Figures, not pass/fail: each prints its ratio to a reference measured in the same run.
 bench: deps $(BUILD)/endoret
-	$(BUILD)/endoret bench gemm
+	@# passive: our idle threads must not spin while OpenBLAS (interleaved) runs (docs/gemm.md)
+	OMP_WAIT_POLICY=passive $(BUILD)/endoret bench gemm
 	$(BUILD)/endoret bench search --n 1000000 --bits 64 --k 10
 	$(BUILD)/endoret bench conv --batch 2 --reps 5
 	$(BUILD)/endoret bench train --model vit_small --img 224 --batch 16 --threads 2
