@@ -55,9 +55,9 @@ static int synthetic_jpeg(int side, uint8_t **buf, size_t *len) {
 }
 
 int cmd_bench_latency(int argc, char **argv) {
-    const char *arch = "vit_small", *weights = NULL, *img_path = NULL, *precision = "fp32", *prepack = "on";
+    const char *arch = "vit_small", *weights = NULL, *img_path = NULL, *precision = "fp32";
     int img = 224, threads = 0, runs = 200, warmup = 10, k = 10, side = 576, json = 0, profile = 0;
-    int db = 100000;
+    int db = 100000, no_prepack = 0;
     arg_spec specs[] = {
         {"model", ARG_STR, &arch, "a registered model.arch (random init): vit_small, vit_large, resnet50, ..."},
         {"weights", ARG_STR, &weights, "a weights file instead of --model (its own architecture and input rule)"},
@@ -71,7 +71,7 @@ int cmd_bench_latency(int argc, char **argv) {
         {"image", ARG_STR, &img_path, "the query image file (default: a synthetic view as a JPEG in memory)"},
         {"side", ARG_INT, &side, "side of the synthetic query image"},
         {"json", ARG_FLAG, &json, "one JSON line"},
-        {"prepack", ARG_STR, &prepack, "on | off: the encoder's weights packed once for the products (model_prepack), as embed and serve run it"},
+        {"no-prepack", ARG_FLAG, &no_prepack, "read the weights as they are instead of packing them once for the products (model_prepack, as embed and serve run)"},
         {"profile", ARG_FLAG, &profile, "time every kernel of the timed runs (kernels/profile.h): decode + resize as phase data, the encoder as forward, hash + search as loop"},
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
@@ -81,8 +81,6 @@ int cmd_bench_latency(int argc, char **argv) {
     if (runs < 1 || warmup < 0 || k < 1 || db < 1 || db > 100000000 || side < 16 || img < 16)
         return er_fail(ER_INPUT, "bench latency: need --runs >= 1, --warmup >= 0, --k >= 1, 1 <= --db <= 1e8, --side and --img >= 16");
     if ((rc = er_set_precision(precision))) return rc;
-    if (strcmp(prepack, "on") && strcmp(prepack, "off"))
-        return er_fail(ER_INPUT, "bench latency: --prepack must be on or off, not '%s'", prepack);
     if (threads > 0) omp_set_num_threads(threads);
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -97,7 +95,8 @@ int cmd_bench_latency(int argc, char **argv) {
         rc = model_create(arch, NULL, sets, 1, &m);
     }
     if (!rc && m->img != img) rc = model_set_img(m, img);
-    if (!rc && !strcmp(prepack, "on")) rc = model_prepack(m);
+    if (!rc && !no_prepack) rc = model_prepack(m);
+    const char *prepack = no_prepack ? "off" : "on";
     if (rc) { free(buf); model_free(m); return rc; }
     int D = m->dim, words = hash_words(D);
     model_input in = model_input_of(m);

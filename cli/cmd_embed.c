@@ -84,8 +84,8 @@ int cmd_embed(int argc, char **argv) {
         else rest[nrest++] = argv[i];
     }
     const char *model_path = NULL, *arch = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
-               *precision = "fp32", *baseline = NULL, *fusion = "transformer", *groups = NULL, *prepack = "on";
-    int img = 0, batch = 32, threads = 0, heads = 0, json = 0, scene = 0, max_views = 64;
+               *precision = "fp32", *baseline = NULL, *fusion = "transformer", *groups = NULL;
+    int img = 0, batch = 32, threads = 0, heads = 0, json = 0, scene = 0, max_views = 64, no_prepack = 0;
     arg_spec specs[] = {
         {"model", ARG_STR, &model_path, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
         {"arch", ARG_STR, &arch, "model.arch of a --model file that does not say, e.g. vit_base (docs/models.md)"},
@@ -105,7 +105,7 @@ int cmd_embed(int argc, char **argv) {
         {"fusion", ARG_STR, &fusion, "with --scene: transformer (the model's scene encoder) | mean (average of the views)"},
         {"groups", ARG_STR, &groups, "with --scene: view groups fused separately, e.g. \"0,1;2,3\" (rows' view = \"0+1\", \"2+3\")"},
         {"max-views", ARG_INT, &max_views, "with --scene: most views a case may have"},
-        {"prepack", ARG_STR, &prepack, "on | off: keep the weights packed for the products (CPU: faster, +50 % of the weights' memory in bf16, +100 % in fp32; same descriptors)"},
+        {"no-prepack", ARG_FLAG, &no_prepack, "read the weights as they are (less memory) instead of packing them once for the products (CPU: faster, +50 % of the weights' memory in bf16, +100 % in fp32; same descriptors)"},
     };
     int device = DEV_CPU;
     model *net = NULL;
@@ -122,10 +122,6 @@ int cmd_embed(int argc, char **argv) {
     if (rc) goto done;
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) goto done; /* before any work */
     if (!man_path || !out) { rc = er_fail(ER_INPUT, "embed: --manifest and --out are required"); goto done; }
-    if (strcmp(prepack, "on") && strcmp(prepack, "off")) {
-        rc = er_fail(ER_INPUT, "embed: --prepack must be on or off, not '%s'", prepack);
-        goto done;
-    }
     if (baseline) {
         rc = model_path || config ? er_fail(ER_INPUT, "embed: --baseline replaces --model / --config; give one of them")
                                   : embed_baseline(baseline, man_path, split, out, json);
@@ -146,7 +142,7 @@ int cmd_embed(int argc, char **argv) {
     if (rc) goto done;
     if (img > 0 && (rc = model_set_img(net, img))) goto done;
     if ((rc = model_to_device(net, device))) goto done; /* loaded on the host, moved once */
-    if (!strcmp(prepack, "on") && (rc = model_prepack(net))) goto done; /* inference only: packed once */
+    if (!no_prepack && (rc = model_prepack(net))) goto done; /* inference only: packed once */
     int S = net->img, D = net->dim;
     if ((rc = manifest_load(man_path, &m))) goto done;
     mloaded = 1;

@@ -9,8 +9,6 @@
 #ifndef ENDORET_GEMM_H
 #define ENDORET_GEMM_H
 
-#include <stddef.h>
-
 void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
            const float *B, int ldb, float beta, float *C, int ldc);
 
@@ -32,7 +30,6 @@ typedef struct sgemm_packed_b sgemm_packed_b;
 /* NULL when n or k < 1 (nothing to pack). Allocates about k*n*4 bytes (fp32) or k*n*2 (bf16). */
 sgemm_packed_b *sgemm_pack_b(int transB, int k, int n, const float *B, int ldb);
 void sgemm_packed_b_free(sgemm_packed_b *p);
-size_t sgemm_packed_b_bytes(const sgemm_packed_b *p);
 /* 1 when p packs this op(B) (transB, k, n, ldb) for the current precision and kernels. */
 int sgemm_packed_b_usable(const sgemm_packed_b *p, int transB, int k, int n, int ldb);
 /* sgemm with op(B) taken from p when usable, else from B (which must be given either way). */

@@ -249,7 +249,6 @@ struct sgemm_packed_b {
     int tB, k, n, ldb;
     const float *src;        /* the B it was packed from */
     long panel_bytes;
-    size_t bytes;
     char *panels;
 };
 
@@ -484,8 +483,7 @@ sgemm_packed_b *sgemm_pack_b(int transB, int k, int n, const float *B, int ldb) 
     J.round_bf16 = !J.native_bf16 && g_precision == SGEMM_BF16;
     const int NR = K->nr, npan = ceil_div(n, NR);
     p->panel_bytes = NR * line_bytes(J.native_bf16, k);
-    p->bytes = (size_t)npan * p->panel_bytes;
-    p->panels = xmalloc_aligned(p->bytes);
+    p->panels = xmalloc_aligned((size_t)npan * p->panel_bytes);
 #pragma omp parallel for schedule(static) num_threads(team_size())
     for (int j = 0; j < npan; j++)
         for (int pc = 0; pc < k; pc += J.kcb)
@@ -499,8 +497,6 @@ void sgemm_packed_b_free(sgemm_packed_b *p) {
     free(p->panels);
     free(p);
 }
-
-size_t sgemm_packed_b_bytes(const sgemm_packed_b *p) { return p ? p->bytes + sizeof *p : 0; }
 
 int sgemm_packed_b_usable(const sgemm_packed_b *p, int transB, int k, int n, int ldb) {
     if (!p || p->tB != transB || p->k != k || p->n != n || p->ldb != ldb) return 0;

@@ -65,7 +65,6 @@ Test(kernels_gemm_prepack, bit_identical_to_sgemm_every_set_precision_transpose_
                     sgemm_packed_b *p = sgemm_pack_b(c.tB, c.k, c.n, c.B, c.ldb);
                     cr_assert_not_null(p);
                     cr_assert(sgemm_packed_b_usable(p, c.tB, c.k, c.n, c.ldb), "%s: fresh pack unusable", sets[si]);
-                    cr_assert(sgemm_packed_b_bytes(p) >= (size_t)c.k * c.n * (prec == SGEMM_BF16 ? 2 : 4) / 2);
                     const int threads[] = {1, 2, 16};
                     for (int ti = 0; ti < 3; ti++) {
                         omp_set_num_threads(threads[ti]);
