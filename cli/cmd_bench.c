@@ -227,12 +227,19 @@ static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
         else
             printf("%s %-4s [%6d x %5d x %5d] %-4s: %8.3f ms %7.1f TFLOP/s (%3.0f%% of cuBLAS peak)\n", r->model,
                    r->layer, r->m, r->n, r->k, r->precision, r->ms, r->tflops, 100.0 * r->of_peak);
+    } else if (!strcmp(r->kind, "gemm_ex")) {
+        if (json)
+            printf("{\"bench\":\"gemm_ex\",\"model\":\"%s\",\"layer\":\"%s\",\"path\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"ms\":%.4f,\"tflops\":%.2f}\n",
+                   r->model, r->layer, r->pass, r->m, r->n, r->k, r->ms, r->tflops);
+        else
+            printf("%s %-4s [%6d x %5d x %5d] bf16 %-16s: %8.3f ms %7.1f TFLOP/s\n", r->model, r->layer, r->m, r->n, r->k,
+                   r->pass, r->ms, r->tflops);
     } else if (json) {
-        printf("{\"bench\":\"attention\",\"model\":\"%s\",\"B\":%d,\"H\":%d,\"T\":%d,\"D\":%d,\"pass\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
-               r->model, r->B, r->H, r->T, r->D, r->pass, r->ms, r->tflops);
+        printf("{\"bench\":\"attention\",\"model\":\"%s\",\"path\":\"%s\",\"B\":%d,\"H\":%d,\"T\":%d,\"D\":%d,\"pass\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
+               r->model, r->layer, r->B, r->H, r->T, r->D, r->pass, r->ms, r->tflops);
     } else {
-        printf("%s attention %-8s B=%d H=%d T=%d D=%d: %8.3f ms %6.1f TFLOP/s\n", r->model, r->pass, r->B, r->H,
-               r->T, r->D, r->ms, r->tflops);
+        printf("%s attention %-5s %-8s B=%d H=%d T=%d D=%d: %8.3f ms %6.1f TFLOP/s\n", r->model, r->layer, r->pass,
+               r->B, r->H, r->T, r->D, r->ms, r->tflops);
     }
 }
 

@@ -10,7 +10,9 @@ extern "C" {
 
 /* One measurement. kind "device": `device` describes the GPU (first row); "gemm_peak": a square
  * m^3 product (the reference peak of its precision); "gemm": one ViT linear layer [m x n x k];
- * "attention": fused attention of B x H x T x D heads, `pass` forward or backward. */
+ * "gemm_ex": the same layer with its bias (and residual) through gemm_ex, `pass` naming the path;
+ * "attention": attention of B x H x T x D heads on the path `layer` (mma, gemm or fused), `pass`
+ * forward or backward. */
 typedef struct {
     const char *kind, *device, *model, *layer, *precision, *pass;
     int m, n, k, B, H, T, D;

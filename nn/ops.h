@@ -26,6 +26,9 @@
 tensor *op_matmul(tensor *a, tensor *b, int transA, int transB);
 /* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL): torch.nn.Linear. */
 tensor *op_linear(tensor *x, tensor *w, tensor *bias);
+/* res + linear(x, w, bias) (res [..., out], as the output) in one product: the residual stream's add
+ * rides in the GEMM epilogue (gemm_ex); the same bits as op_add(res, op_linear(x, w, bias)) on the CPU. */
+tensor *op_linear_add(tensor *x, tensor *w, tensor *bias, tensor *res);
 
 /* ---- elementwise (ops_elementwise.c) ---- numpy broadcasting */
 tensor *op_add(tensor *a, tensor *b);

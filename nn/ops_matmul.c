@@ -1,6 +1,7 @@
 /* ops_matmul.c — batched matrix products (either operand transposed) and linear layers.
  * Operands are used in place whenever their last two dims have a unit stride (a transposed view
  * is just the other gemm transpose flag) and their batch dims collapse to one stride. */
+#include "kernels/gemm.h"
 #include "nn/ops_util.h"
 
 /* How a [..., R, C] operand is handed to gemm. */
@@ -45,10 +46,9 @@ static int describe(const tensor *t, int nbatch_out, matdesc *d) {
     return 1;
 }
 
-static void matmul_backward(tape_node *n) {
-    tensor *a = n->in[0], *b = n->in[1], *y = n->out;
-    int tA = (int)n->i[0], tB = (int)n->i[1], M = (int)n->i[2], N = (int)n->i[3], K = (int)n->i[4];
-    int batch = (int)n->i[5];
+/* The gradients of C = op(A) op(B) (gy = dC, [batch,] M x N) into a's and b's gradient buffers:
+ * matmul's backward, and the product part of linear's. */
+static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, int M, int N, int K, int batch) {
     matdesc da, db;
     describe(a, batch, &da);
     describe(b, batch, &db);
@@ -87,6 +87,11 @@ static void matmul_backward(tape_node *n) {
                                  gb->data, K, sgb, nb);
         }
     }
+}
+
+static void matmul_backward(tape_node *n) {
+    matmul_grads(n->in[0], n->in[1], n->out, (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3], (int)n->i[4],
+                 (int)n->i[5]);
 }
 
 tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
@@ -153,12 +158,11 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
     return y;
 }
 
-/* Bias added in place to a fresh matmul result; the output is a new struct over the same data
- * whose gradient aliases the matmul's (grad_alias), so only the bias gradient is computed here. */
-static void bias_backward(tape_node *n) {
-    tensor *b = n->in[1], *gb = grad_buf(b), *y = n->out;
+/* The bias gradient: the column sums of y's gradient [..., N]. */
+static void bias_grads(tensor *bias, const tensor *y) {
+    tensor *gb = grad_buf(bias);
     if (!gb) return;
-    int64_t ones[T_MAX_DIMS], N = b->shape[0];
+    int64_t ones[T_MAX_DIMS], N = bias->shape[0];
     for (int i = 0; i < y->ndim; i++) ones[i] = 1;
     ones[y->ndim - 1] = N;
     arena_mark m = ops_mark(y->device);
@@ -167,33 +171,77 @@ static void bias_backward(tape_node *n) {
     ops_release(y->device, m);
 }
 
-static tensor *add_bias_inplace(tensor *y, tensor *bias) {
-    int64_t st[T_MAX_DIMS], bs[T_MAX_DIMS] = {0};
-    int64_t acc = 1;
-    for (int i = y->ndim - 1; i >= 0; i--) {
-        st[i] = acc;
-        acc *= y->shape[i];
+/* linear(_add)'s backward, in the order the separate add, bias and matmul nodes it replaces ran
+ * (so the gradients have the same bits): residual += gy, bias += column sums, then the product's. */
+static void linear_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2], *res = n->in[3], *y = n->out;
+    int fresh;
+    tensor *gr = res ? grad_buf_fresh(res, &fresh) : NULL;
+    if (gr) {
+        int64_t len[1] = {tensor_numel(y)}, one[1] = {1};
+        BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
     }
-    bs[y->ndim - 1] = bias->stride[0];
-    BE(y)->binary(BIN_ADD, y->ndim, y->shape, y->data, st, bias->data, bs, y->data);
-    tensor *z = tensor_view(y, y->ndim, y->shape, st, 0);
-    tensor *in[2] = {y, bias};
-    tape_node *n = tape_record("bias_add", bias_backward, z, 2, in);
-    if (n) n->grad_alias = 1;
-    return z;
+    if (bias) bias_grads(bias, y);
+    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1);
+}
+
+/* y = x W^T (+ bias) (+ residual), one gemm_ex: the bias and the residual add ride in the product's
+ * epilogue (cuBLASLt on CUDA; on the CPU the same passes as before, in the same order). */
+static tensor *linear_fused(tensor *x, tensor *w, tensor *bias, tensor *res) {
+    int nd = x->ndim;
+    int64_t K = x->shape[nd - 1], N = w->shape[0], M = tensor_numel(x) / (K > 0 ? K : 1);
+    tensor *x2 = op_reshape(x, 2, SHAPE(M, K)); /* x is contiguous: a view whose gradient is x's */
+    matdesc dw;
+    if (!x2 || !describe(w, 1, &dw)) {
+        if (x2) w = op_clone(w);
+        if (!x2 || !w || !describe(w, 1, &dw)) return NULL;
+    }
+    int64_t sh[T_MAX_DIMS];
+    for (int i = 0; i < nd - 1; i++) sh[i] = x->shape[i];
+    sh[nd - 1] = N;
+    tensor *y = ops_new(x, nd, sh);
+    if (M > 0 && N > 0) {
+        gemm_ex_args a = {.transA = 0, .transB = dw.trans ^ 1, .m = (int)M, .n = (int)N, .k = (int)K, .alpha = 1.0f,
+                          .beta = 1.0f, .A = x2->data, .lda = (int)K, .B = w->data, .ldb = dw.ld,
+                          .C = res ? res->data : NULL, .ldc = (int)N, .D = y->data, .ldd = (int)N,
+                          .bias = bias ? bias->data : NULL,
+                          .compute = sgemm_precision() == SGEMM_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32,
+                          .packed_b = w->packed};
+        BE(x)->gemm_ex(&a);
+    }
+    tensor *in[4] = {x2, w, bias, res};
+    tape_node *n = tape_record(res ? "linear_add" : "linear", linear_backward, y, 4, in);
+    if (n) {
+        n->i[0] = M;
+        n->i[1] = N;
+        n->i[2] = K;
+    }
+    return y;
+}
+
+static int linear_shapes_ok(const char *op, const tensor *x, const tensor *w, const tensor *bias, const tensor *res) {
+    int ok = w->ndim == 2 && x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1] &&
+             (!bias || (bias->ndim == 1 && bias->shape[0] == w->shape[0]));
+    if (ok && res) {
+        ok = res->ndim == x->ndim && res->shape[res->ndim - 1] == w->shape[0];
+        for (int i = 0; ok && i < x->ndim - 1; i++) ok = res->shape[i] == x->shape[i];
+    }
+    if (ok) return 1;
+    char s0[96], s1[96], s2[96] = "none", s3[96] = "none";
+    er_fail(ER_INPUT, "%s: input %s, weight %s, bias %s, residual %s: need [..., in], [out, in], [out], [..., out]", op,
+            ops_shape(x, s0), ops_shape(w, s1), bias ? ops_shape(bias, s2) : s2, res ? ops_shape(res, s3) : s3);
+    return 0;
 }
 
 tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
     if (!x || !w) return NULL;
-    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1] ||
-        (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))) {
-        char s0[96], s1[96], s2[96] = "none";
-        er_fail(ER_INPUT, "linear: input %s, weight %s, bias %s: need [..., in], [out, in], [out]",
-                ops_shape(x, s0), ops_shape(w, s1), bias ? ops_shape(bias, s2) : s2);
-        return NULL;
-    }
-    tensor *x2 = x->ndim == 1 ? op_unsqueeze(x, 0) : x;
-    tensor *y = op_matmul(x2, w, 0, 1);
-    if (x->ndim == 1) y = op_squeeze(y, 0);
-    return bias && y ? add_bias_inplace(y, bias) : y;
+    if (!linear_shapes_ok("linear", x, w, bias, NULL)) return NULL;
+    if (x->ndim == 1) return op_squeeze(linear_fused(op_unsqueeze(op_contiguous(x), 0), w, bias, NULL), 0);
+    return linear_fused(op_contiguous(x), w, bias, NULL);
+}
+
+tensor *op_linear_add(tensor *x, tensor *w, tensor *bias, tensor *res) {
+    if (!x || !w || !res) return NULL;
+    if (!linear_shapes_ok("linear_add", x, w, bias, res)) return NULL;
+    return linear_fused(op_contiguous(x), w, bias, op_contiguous(res));
 }

@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "kernels/cuda/attention_gemm.h"
+#include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -268,8 +269,15 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
 /* The cuBLAS path (attention_gemm.cu) while its scores fit; otherwise these fused kernels, whose
  * backward needs delta (B*H*Tq floats). */
 size_t cu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
-    if (cu_attention_gemm_use(B, H, Tq, Tk)) return cu_attention_gemm_workspace(B, H, Tq, Tk);
-    return (size_t)B * H * Tq;
+    /* the workspace is asked without the mask kind: enough for the tensor-core path whenever the
+     * shape allows it, a masked call then takes one of the others (whose need is also covered) */
+    size_t mma = cu_attention_mma_use(B, H, Tq, Tk, D, MASK_NONE) ? cu_attention_mma_workspace(B, H, Tq, Tk) : 0;
+    if (cu_attention_gemm_use(B, H, Tq, Tk)) {
+        size_t g = cu_attention_gemm_workspace(B, H, Tq, Tk);
+        return g > mma ? g : mma;
+    }
+    size_t fused = (size_t)B * H * Tq;
+    return fused > mma ? fused : mma;
 }
 
 static void copy3(int64_t *dst, const int64_t *src) {
@@ -289,6 +297,9 @@ void cu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float 
                   const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                   const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                   float *work) {
+    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_mma_use(B, H, Tq, Tk, D, mask_kind) &&
+        cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse))
+        return;
     if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_gemm_use(B, H, Tq, Tk)) {
         cu_attention_gemm_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
         return;
@@ -319,6 +330,10 @@ void cu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, con
                            const float *o, const int64_t *os, const float *go, const int64_t *gos,
                            const float *lse, float *gq, const int64_t *gqs, float *gk,
                            const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
+    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_mma_use(B, H, Tq, Tk, D, mask_kind) &&
+        cu_attention_mma_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv,
+                             gvs, work))
+        return;
     if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_gemm_use(B, H, Tq, Tk)) {
         cu_attention_gemm_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, go, gos, lse, gq,
                               gqs, gk, gks, gv, gvs, work);

@@ -4,9 +4,11 @@
  * Measures, through the backend table (the same code paths training uses):
  *   - GEMM TFLOP/s for the ViT-B/16 and ViT-L/16 linear layers (qkv, proj, fc1, fc2 on
  *     batch x tokens rows), fp32 and bf16 modes, as a fraction of "cuBLAS peak" = the rate of a
- *     large square GEMM (8192^3) in the same mode on the same device;
- *   - fused attention forward and backward (B x H x 197 x 64 heads), TFLOP/s by the usual count
- *     (forward 4*B*H*T*T*D, backward 10*B*H*T*T*D).
+ *     large square GEMM (8192^3) in the same mode on the same device; then each layer with its
+ *     bias (proj and fc2 also with the residual) through gemm_ex, cuBLASLt epilogue against split;
+ *   - attention forward and backward on each CUDA path (mma: tensor cores; gemm: batched cuBLAS;
+ *     fused: CUDA cores) in bf16 mode, for ViT/16 heads (197 x 64), an MAE encoder's (50 x 64) and
+ *     decoder's (197 x 32), TFLOP/s by the usual count (forward 4*B*H*T*T*D, backward 10*B*H*T*T*D).
  * Timing: CUDA events around `iters` back-to-back launches after 3 warm-up launches. */
 #include <cublas_v2.h>
 #include <stdint.h>
@@ -64,6 +66,21 @@ static void run_attn(void *p) {
     else
         cu_attention_backward(j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL,
                               NULL, j->o, s, j->go, s, j->lse, j->gq, s, j->gk, s, j->gv, s, j->work);
+}
+
+/* the same layer with its bias (and, for proj / fc2, the residual as C) through gemm_ex, bf16 */
+struct gemm_ex_job {
+    gemm_job *j;
+    float *bias, *res;
+};
+static void run_gemm_ex(void *p) {
+    gemm_ex_job *e = (gemm_ex_job *)p;
+    gemm_job *j = e->j;
+    gemm_ex_args a = {};
+    a.transB = 1, a.m = j->m, a.n = j->n, a.k = j->k, a.alpha = 1.0f, a.beta = 1.0f;
+    a.A = j->x, a.lda = j->k, a.B = j->w, a.ldb = j->k, a.C = e->res, a.ldc = j->n, a.D = j->y, a.ldd = j->n;
+    a.bias = e->bias, a.compute = GEMM_COMPUTE_BF16;
+    cu_gemm_ex(&a);
 }
 
 static float *dev_filled(const er_backend *g, size_t n, float v) {
@@ -196,6 +213,27 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
                 row.ms = ms, row.tflops = tf, row.of_peak = tf / peak[bf];
                 emit(&row, ctx);
             }
+            /* + bias (+ residual): cuBLASLt's epilogue against the product and one epilogue kernel */
+            float *bias = dev_filled(g, (size_t)j.n, 0.01f);
+            float *res = li == 1 || li == 3 ? dev_filled(g, (size_t)M * j.n, 0.01f) : NULL;
+            gemm_ex_job e = {&j, bias, res};
+            sgemm_set_precision(SGEMM_BF16);
+            for (int split = 0; split <= 1; split++) {
+                setenv("ENDORET_CUDA_GEMM_EX", split ? "split" : "lt", 1);
+                float ms = time_ms(run_gemm_ex, &e, iters);
+                row = cuda_bench_row{};
+                row.kind = "gemm_ex";
+                row.model = vits[vi].name;
+                row.layer = layers[li].layer;
+                row.pass = split ? (res ? "split +bias +res" : "split +bias") : (res ? "lt +bias +res" : "lt +bias");
+                row.precision = "bf16";
+                row.m = M, row.n = j.n, row.k = j.k;
+                row.ms = ms, row.tflops = 2.0 * M * (double)j.n * j.k / (ms * 1e-3) / 1e12;
+                emit(&row, ctx);
+            }
+            unsetenv("ENDORET_CUDA_GEMM_EX");
+            g->free(bias);
+            if (res) g->free(res);
             g->free(j.x);
             g->free(j.w);
             g->free(j.y);
@@ -203,31 +241,48 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
     }
     sgemm_set_precision(saved_precision);
 
-    /* fused attention, T = 197 tokens, D = 64 */
-    for (int vi = 0; vi < 2; vi++) {
-        int H = vits[vi].C / 64, B = vits[vi].batch, T = 197, D = 64;
+    /* attention on each path, in bf16 mode (the fused kernels compute in fp32 whatever the mode):
+     * full ViT/16 heads (197 x 64), an MAE encoder's (50 visible tokens) and its decoder's (197 x 32) */
+    const struct { const char *name; int H, T, D, batch; } heads[4] = {
+        {"ViT-B/16", 12, 197, 64, batch_b}, {"ViT-L/16", 16, 197, 64, batch_l},
+        {"ViT-L/16 MAE encoder", 16, 50, 64, batch_l}, {"MAE decoder 512", 16, 197, 32, batch_l}};
+    const char *paths[3] = {"mma", "gemm", "fused"};
+    const char *env = getenv("ENDORET_CUDA_ATTENTION");
+    char *env_saved = env ? strdup(env) : NULL;
+    sgemm_set_precision(SGEMM_BF16);
+    for (int vi = 0; vi < 4; vi++) {
+        int H = heads[vi].H, B = heads[vi].batch, T = heads[vi].T, D = heads[vi].D;
         size_t n = (size_t)B * H * T * D;
-        attn_job j = {B, H, T, D, 0, dev_filled(g, n, 0.01f), dev_filled(g, n, 0.02f), dev_filled(g, n, 0.03f),
-                      dev_filled(g, n, 0.f), dev_filled(g, (size_t)B * H * T, 0.f), dev_filled(g, n, 0.01f),
-                      dev_filled(g, n, 0.f), dev_filled(g, n, 0.f), dev_filled(g, n, 0.f),
-                      dev_filled(g, cu_attention_workspace(B, H, T, T, D), 0.f)};
-        if (!j.work) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
-        for (int bw = 0; bw <= 1; bw++) {
-            j.backward = bw;
-            float ms = time_ms(run_attn, &j, iters);
-            double fl = (bw ? 10.0 : 4.0) * B * H * (double)T * T * D;
-            double tf = fl / (ms * 1e-3) / 1e12;
-            row = cuda_bench_row{};
-            row.kind = "attention";
-            row.model = vits[vi].name;
-            row.pass = bw ? "backward" : "forward";
-            row.B = B, row.H = H, row.T = T, row.D = D;
-            row.ms = ms, row.tflops = tf;
-            emit(&row, ctx);
+        for (int pi = 0; pi < 3; pi++) {
+            setenv("ENDORET_CUDA_ATTENTION", paths[pi], 1);
+            attn_job j = {B, H, T, D, 0, dev_filled(g, n, 0.01f), dev_filled(g, n, 0.02f), dev_filled(g, n, 0.03f),
+                          dev_filled(g, n, 0.f), dev_filled(g, (size_t)B * H * T, 0.f), dev_filled(g, n, 0.01f),
+                          dev_filled(g, n, 0.f), dev_filled(g, n, 0.f), dev_filled(g, n, 0.f),
+                          dev_filled(g, cu_attention_workspace(B, H, T, T, D), 0.f)};
+            if (!j.work) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
+            for (int bw = 0; bw <= 1; bw++) {
+                j.backward = bw;
+                float ms = time_ms(run_attn, &j, iters);
+                double fl = (bw ? 10.0 : 4.0) * B * H * (double)T * T * D;
+                double tf = fl / (ms * 1e-3) / 1e12;
+                row = cuda_bench_row{};
+                row.kind = "attention";
+                row.model = heads[vi].name;
+                row.layer = paths[pi];
+                row.precision = "bf16";
+                row.pass = bw ? "backward" : "forward";
+                row.B = B, row.H = H, row.T = T, row.D = D;
+                row.ms = ms, row.tflops = tf;
+                emit(&row, ctx);
+            }
+            float *bufs[] = {j.q, j.k, j.v, j.o, j.lse, j.go, j.gq, j.gk, j.gv, j.work};
+            for (float *b : bufs) g->free(b);
         }
-        float *bufs[] = {j.q, j.k, j.v, j.o, j.lse, j.go, j.gq, j.gk, j.gv, j.work};
-        for (float *b : bufs) g->free(b);
     }
+    if (env_saved) setenv("ENDORET_CUDA_ATTENTION", env_saved, 1);
+    else unsetenv("ENDORET_CUDA_ATTENTION");
+    free(env_saved);
+    sgemm_set_precision(saved_precision);
     if (cuda_synchronize() || cuda_backend_error()) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
     return ER_OK;
 }

@@ -45,6 +45,12 @@ const cuda_multi_scratch *cuda_multi(void);
 int cuda_record(cudaError_t e, const char *what, const char *file, int line);
 void cuda_record_msg(const char *msg, const char *file, int line);
 
+/* A kernel's dynamically sized shared memory (the launch's third argument; above 48 KiB only after
+ * cudaFuncSetAttribute(MaxDynamicSharedMemorySize)). The host emulation defines its own. */
+#ifndef ER_DYNAMIC_SMEM
+#define ER_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
 #define CUDA_CHECK(call) cuda_record((call), #call, __FILE__, __LINE__)
 /* After a kernel launch: catches bad launch configurations (not asynchronous faults). */
 #define CUDA_LAUNCHED(name) cuda_record(cudaGetLastError(), name, __FILE__, __LINE__)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kernels/conv_args.h"
+#include "kernels/gemm_ex_args.h"
 #include "kernels/optim_args.h"
 
 #define ER_OP(ret, name, params, args) ret cu_##name params;

@@ -88,9 +88,8 @@ tensor *prenorm_layer_forward(const prenorm_layer *l, const nn_ctx *ctx, tensor 
     }
     tensor *a = op_attention(qkv[0], qkv[1], qkv[2], NULL, MASK_NONE, 0.0f); /* scale Dh^-0.5 */
     a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, (int64_t)H * Dh));
-    x = op_add(x, op_linear(a, l->out_w, l->out_b));
+    x = op_linear_add(a, l->out_w, l->out_b, x);
     h = op_layernorm(x, l->n2_w, l->n2_b, l->eps);
     h = l->fc1_b ? op_bias_gelu(op_linear(h, l->fc1_w, NULL), l->fc1_b) : op_gelu(op_linear(h, l->fc1_w, NULL));
-    h = op_linear(h, l->fc2_w, l->fc2_b);
-    return op_add(x, h);
+    return op_linear_add(h, l->fc2_w, l->fc2_b, x);
 }

@@ -77,9 +77,13 @@ tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int 
     tensor *v = op_squeeze(op_slice(qkv, 0, 2, 3), 0);
     tensor *a = op_attention(q, k, v, NULL, MASK_NONE, 0.0f);           /* [B,H,T,Dh] */
     a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, D));
-    a = lora_linear(b->lora[VIT_LORA_PROJ], ctx, a, b->proj_w, b->proj_b);
-    if (b->ls1) a = op_mul(a, b->ls1);
-    x = op_add(x, a);
+    if (!b->lora[VIT_LORA_PROJ] && !b->ls1) { /* the residual add rides in the product's epilogue */
+        x = op_linear_add(a, b->proj_w, b->proj_b, x);
+    } else {
+        a = lora_linear(b->lora[VIT_LORA_PROJ], ctx, a, b->proj_w, b->proj_b);
+        if (b->ls1) a = op_mul(a, b->ls1);
+        x = op_add(x, a);
+    }
     h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
     if (!b->swiglu && !b->lora[VIT_LORA_FC1] && b->fc1_b) { /* bias and GELU in one pass, same bits */
         h = op_bias_gelu(op_linear(h, b->fc1_w, NULL), b->fc1_b);
@@ -87,6 +91,7 @@ tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int 
         h = lora_linear(b->lora[VIT_LORA_FC1], ctx, h, b->fc1_w, b->fc1_b);
         h = b->swiglu ? swiglu_gate(h) : op_gelu(h);
     }
+    if (!b->lora[VIT_LORA_FC2] && !b->ls2) return op_linear_add(h, b->fc2_w, b->fc2_b, x);
     h = lora_linear(b->lora[VIT_LORA_FC2], ctx, h, b->fc2_w, b->fc2_b);
     if (b->ls2) h = op_mul(h, b->ls2);
     return op_add(x, h);

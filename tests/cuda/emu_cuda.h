@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using std::isfinite;
@@ -47,6 +48,10 @@ struct uint4 {
     uint32_t x, y, z, w;
 };
 static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return uint4{x, y, z, w}; }
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
 
 inline thread_local dim3 threadIdx, blockIdx;
@@ -177,6 +182,11 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+/* Dynamic shared memory: one block runs at a time, so one static buffer of the H100's per-block
+ * maximum serves every kernel; the opt-in above 48 KiB is accepted as it is. */
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+template <class F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+#define ER_DYNAMIC_SMEM(name) alignas(128) static unsigned char name[227 * 1024]
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)1; return cudaSuccess; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
@@ -271,6 +281,12 @@ static inline cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperati
     }
     return CUBLAS_STATUS_SUCCESS;
 }
+
+/* ---- cuBLASLt (gemm_ex.cu) ---- */
+#include "emu_cublaslt.h"
+
+/* ---- bf16 and the warp matrix functions (attention_mma.cu) ---- */
+#include "emu_wmma.h"
 
 /* ---- cuDNN: reference loops (convolution, batch norm) ---- */
 #include "emu_cudnn.h"

@@ -124,7 +124,7 @@ def run(cmd):
 def main():
     inc = os.path.join(OUT, "include")
     os.makedirs(inc, exist_ok=True)
-    for h in ("cuda_runtime.h", "cublas_v2.h", "cudnn.h"):
+    for h in ("cuda_runtime.h", "cublas_v2.h", "cudnn.h", "cuda_bf16.h", "mma.h", "cublasLt.h"):
         with open(os.path.join(inc, h), "w") as f:
             f.write('#include "emu_cuda.h"\n')
     objs = []

@@ -405,88 +405,6 @@ Test(cuda, gather_scatter_add) {
     free(x); free(y);
 }
 
-/* q/k/v as views of one packed [B, T, 3, H, D] projection (the ViT layout), o [B, T, H, D].
- * grads: which of gq (1), gk (2), gv (4) the backward writes (the others are frozen: NULL). */
-static void attention_case_g(int B, int H, int T, int D, int Tk, int mask_kind, int grads) {
-    int64_t nq = (int64_t)B * T * 3 * H * D, nkv = (int64_t)B * Tk * 2 * H * D, no = (int64_t)B * T * H * D;
-    int64_t qs[3] = {(int64_t)T * 3 * H * D, D, 3 * H * D};       /* (b, h, t) strides in the q buffer */
-    int64_t kvs[3] = {(int64_t)Tk * 2 * H * D, D, 2 * H * D};     /* k and v from a [B, Tk, 2, H, D] buffer */
-    int64_t os[3] = {(int64_t)T * H * D, D, H * D};
-    float *qb = rnd(nq, -1, 1, 130), *kvb = rnd(nkv, -1, 1, 131), *go = rnd(no, -1, 1, 132);
-    float *q = qb, *k = kvb, *v = kvb + H * D;
-    int64_t nm = (int64_t)B * T * Tk, ms[4] = {(int64_t)T * Tk, 0, Tk, 1}; /* [B, 1, T, Tk] */
-    float *mask = rnd(nm, -2, 1, 133);
-    if (mask_kind == MASK_BOOL) /* drop ~1/3 of the keys, and every key of query row 1 */
-        for (int64_t i = 0; i < nm; i++) mask[i] = (mask[i] > -1.0f && (i / Tk) % T != 1) ? 1.0f : 0.0f;
-    float scale = 1.0f / sqrtf((float)D);
-    float *o = malloc(no * 4), *lse = malloc((size_t)B * H * T * 4);
-    float *work = malloc(CPU->attention_workspace(B, H, T, Tk, D) * 4);
-    float *dqb = devf(qb, nq), *dkvb = devf(kvb, nkv), *dgo = devf(go, no), *dmask = devf(mask, nm);
-    float *dout = GPU->alloc(no * 4), *dlse = GPU->alloc((size_t)B * H * T * 4);
-    float *dwork = GPU->alloc((GPU->attention_workspace(B, H, T, Tk, D) + 1) * 4);
-    const float *mk = mask_kind ? mask : NULL, *dmk = mask_kind ? dmask : NULL;
-    CPU->attention(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, lse, work);
-    GPU->attention(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms, dout,
-                   os, dlse, dwork);
-    expect_close("attention o", o, dout, no, 1e-5);
-    expect_close("attention lse", lse, dlse, (int64_t)B * H * T, 1e-5);
-    /* gradients into packed buffers with the same layout as the inputs, accumulated */
-    float *gq = rnd(nq, -1, 1, 134), *gkv = rnd(nkv, -1, 1, 135);
-    float *dgq = devf(gq, nq), *dgkv = devf(gkv, nkv);
-    float *cq = grads & 1 ? gq : NULL, *ck = grads & 2 ? gkv : NULL, *cv = grads & 4 ? gkv + H * D : NULL;
-    float *gq_d = grads & 1 ? dgq : NULL, *gk_d = grads & 2 ? dgkv : NULL, *gv_d = grads & 4 ? dgkv + H * D : NULL;
-    CPU->attention_backward(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, go, os,
-                            lse, cq, qs, ck, kvs, cv, kvs, work);
-    GPU->attention_backward(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms,
-                            dout, os, dgo, os, dlse, gq_d, qs, gk_d, kvs, gv_d, kvs, dwork);
-    expect_close("attention gq", gq, dgq, nq, 1e-5);
-    expect_close("attention gk/gv", gkv, dgkv, nkv, 1e-5);
-    GPU->free(dqb); GPU->free(dkvb); GPU->free(dgo); GPU->free(dmask); GPU->free(dout); GPU->free(dlse);
-    GPU->free(dwork); GPU->free(dgq); GPU->free(dgkv);
-    free(qb); free(kvb); free(go); free(mask); free(o); free(lse); free(work); free(gq); free(gkv);
-}
-
-static void attention_case(int B, int H, int T, int D, int Tk, int mask_kind) {
-    attention_case_g(B, H, T, D, Tk, mask_kind, 7);
-}
-
-/* The shapes every path is checked on; ENDORET_CUDA_ATTENTION pins the cuBLAS path or the fused
- * kernels (kernels/cuda/attention_gemm.cu says which the budget picks). */
-static void attention_cases(void) {
-    attention_case(2, 3, 50, 64, 50, MASK_NONE);  /* ViT-like head dim */
-    attention_case(1, 2, 37, 40, 70, MASK_ADD);   /* D not a multiple of 32, Tq != Tk */
-    attention_case(2, 2, 33, 128, 65, MASK_BOOL); /* largest head dim, a fully masked row */
-    attention_case(1, 1, 5, 16, 3, MASK_NONE);    /* tiny */
-    attention_case_g(2, 2, 20, 32, 24, MASK_ADD, 1); /* frozen k, v */
-    attention_case_g(2, 2, 20, 32, 24, MASK_NONE, 6); /* frozen q */
-}
-
-PARITY_COVERS(attention_workspace);
-PARITY_COVERS(attention);
-PARITY_COVERS(attention_backward);
-Test(cuda, attention_forward_backward) {
-    require_gpu();
-    attention_cases();
-}
-Test(cuda, attention_cublas_path) {
-    setenv("ENDORET_CUDA_ATTENTION", "gemm", 1);
-    require_gpu();
-    attention_cases();
-}
-Test(cuda, attention_fused_kernels) {
-    setenv("ENDORET_CUDA_ATTENTION", "fused", 1);
-    require_gpu();
-    attention_cases();
-}
-/* Another value is an error that names the variable (the step's device check reports it). */
-Test(cuda, attention_path_variable_is_checked) {
-    setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
-    require_gpu();
-    if (SELFTEST) cr_skip_test("self-test: the CPU table has one attention path");
-    GPU->attention_workspace(1, 1, 4, 4, 8);
-    const char *e = GPU->last_error();
-    cr_assert(e && strstr(e, "ENDORET_CUDA_ATTENTION"), "last error: %s", e ? e : "(none)");
-}
 
 PARITY_COVERS(sumsq_many);
 /* Per-array sums of squares in one call: 1030 arrays (more than one chunk of 1024), empty ones
@@ -775,6 +693,35 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
     model_free(&mc);
     model_free(&mg);
     model_free(&mr);
+}
+
+/* The same model and steps in bf16 mode: products on bf16-rounded inputs on both sides, the GPU's
+ * encoder attention on the tensor cores (head dim 16), cuBLASLt epilogues. The two sides round the
+ * same GEMM inputs but differ in where attention rounds (the CPU rounds exp(s - max), the GPU
+ * exp(s - lse)) and in summation order, so they track rather than match: the losses within 1e-2
+ * relative and the gradient norms within 2e-2 over 3 AdamW steps with clipping (under the host
+ * emulation the differences were ~10x smaller than these bounds). */
+Test(cuda, vit_mae_sscd_training_bf16_tracks_cpu) {
+    require_gpu();
+    sgemm_set_precision(SGEMM_BF16);
+    model_on mc, mg;
+    model_build(&mc, DEV_CPU);
+    model_build(&mg, GPU_DEV);
+    float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 231);
+    for (int step = 0; step < 3; step++) {
+        double gc, gg;
+        float lc = model_step(&mc, step, x, &gc);
+        float lg = model_step(&mg, step, x, &gg);
+        gpu_ok("bf16 vit/mae/sscd step");
+        cr_log_info("bf16 vit+mae+sscd step %d: loss cpu %.7g cuda %.7g (rel %.2e), grad norm cpu %.6g cuda %.6g (rel %.2e)",
+                    step, lc, lg, fabs(lc - lg) / fabs(lc), gc, gg, fabs(gc - gg) / gc);
+        cr_assert(fabsf(lc - lg) <= 1e-2 * fabsf(lc), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
+        cr_assert(fabs(gc - gg) <= 2e-2 * gc, "step %d: grad norm cpu %.7g cuda %.7g", step, gc, gg);
+    }
+    sgemm_set_precision(SGEMM_FP32);
+    free(x);
+    model_free(&mc);
+    model_free(&mg);
 }
 
 /* Every entry of kernels/ops.def is filled in the CPU table and (when present) the CUDA table, and

@@ -138,3 +138,66 @@ Test(nn_matmul, prepacked_weight_same_output_and_gradients) {
     }
     sgemm_set_precision(SGEMM_FP32);
 }
+
+/* op_linear_add: res + x W^T + b in one product (the residual in gemm_ex's epilogue). The same bits
+ * as the separate matmul, bias add and residual add it replaces (forward and every gradient, fp32 and
+ * bf16; the residual's gradient also receiving another path's contribution), and its gradients
+ * against finite differences, with and without bias. */
+static tensor *f_linear_add(tensor **in, void *c) { return op_linear_add(in[0], in[1], in[2], in[3]); }
+static tensor *f_linear_add_nobias(tensor **in, void *c) { return op_linear_add(in[0], in[1], NULL, in[2]); }
+
+Test(nn_matmul, linear_add_equals_separate_ops_bit_for_bit) {
+    for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
+        sgemm_set_precision(prec);
+        tensor *x[2], *w[2], *b[2], *r[2], *out[2];
+        for (int v = 0; v < 2; v++) {
+            x[v] = tensor_param("x", 3, SHAPE(2, 11, 37));
+            w[v] = tensor_param("w", 2, SHAPE(23, 37));
+            b[v] = tensor_param("b", 1, SHAPE(23));
+            r[v] = tensor_param("r", 3, SHAPE(2, 11, 23));
+            for (int i = 0; i < 2 * 11 * 37; i++) x[v]->data[i] = sinf(0.37f * i);
+            for (int i = 0; i < 23 * 37; i++) w[v]->data[i] = cosf(0.11f * i) * 0.3f;
+            for (int i = 0; i < 23; i++) b[v]->data[i] = 0.01f * i - 0.1f;
+            for (int i = 0; i < 2 * 11 * 23; i++) r[v]->data[i] = cosf(0.7f * i);
+        }
+        /* v = 0: the old composition (matmul, broadcast bias add, residual add); v = 1: the fused op.
+         * The residual also feeds a second consumer (r * 2), as the residual stream feeds the next norm. */
+        float g[2 * 11 * 23];
+        for (int i = 0; i < 2 * 11 * 23; i++) g[i] = sinf(0.05f * i + 1.0f);
+        for (int v = 0; v < 2; v++) { /* each graph's backward before the next is recorded: it consumes the tape */
+            tensor *twice = op_mul_scalar(r[v], 2.0f);
+            out[v] = v ? op_add(op_linear_add(x[1], w[1], b[1], r[1]), twice)
+                       : op_add(op_add(r[0], op_add(op_matmul(x[0], w[0], 0, 1), b[0])), twice);
+            cr_assert_eq(backward_with(out[v], tensor_from_host(3, SHAPE(2, 11, 23), g)), ER_OK, "%s", er_msg());
+        }
+        cr_assert(memcmp(out[0]->data, out[1]->data, sizeof(float) * 2 * 11 * 23) == 0, "prec %d: outputs differ", prec);
+        cr_assert(memcmp(x[0]->grad->data, x[1]->grad->data, sizeof(float) * 2 * 11 * 37) == 0, "prec %d: dx", prec);
+        cr_assert(memcmp(w[0]->grad->data, w[1]->grad->data, sizeof(float) * 23 * 37) == 0, "prec %d: dw", prec);
+        cr_assert(memcmp(b[0]->grad->data, b[1]->grad->data, sizeof(float) * 23) == 0, "prec %d: db", prec);
+        cr_assert(memcmp(r[0]->grad->data, r[1]->grad->data, sizeof(float) * 2 * 11 * 23) == 0, "prec %d: dres", prec);
+        nn_step_end();
+        for (int v = 0; v < 2; v++) tensor_free(x[v]), tensor_free(w[v]), tensor_free(b[v]), tensor_free(r[v]);
+    }
+    sgemm_set_precision(SGEMM_FP32);
+}
+
+Test(nn_matmul, linear_add_gradients_and_shape_errors) {
+    tensor *in[4] = {gc_rand(3, SHAPE(2, 9, 5), 11, -1, 1), gc_rand(2, SHAPE(3, 5), 12, -1, 1),
+                     gc_rand(1, SHAPE(3), 13, -1, 1), gc_rand(3, SHAPE(2, 9, 3), 14, -1, 1)};
+    tensor *y = op_linear_add(in[0], in[1], in[2], in[3]);
+    for (int r = 0; r < 18; r++)
+        for (int o = 0; o < 3; o++) {
+            double s = in[2]->data[o] + in[3]->data[r * 3 + o];
+            for (int k = 0; k < 5; k++) s += (double)in[0]->data[r * 5 + k] * in[1]->data[o * 5 + k];
+            cr_assert_float_eq(y->data[r * 3 + o], s, 1e-5);
+        }
+    tensor *nob[3] = {in[0], in[1], in[3]};
+    cr_assert_eq(gradcheck("linear_add", f_linear_add, NULL, 4, in, gc_default()), 0);
+    cr_assert_eq(gradcheck("linear_add_nobias", f_linear_add_nobias, NULL, 3, nob, gc_default()), 0);
+    tensor *bad = tensor_new(3, SHAPE(2, 9, 4)); /* residual of the wrong width */
+    cr_assert_null(op_linear_add(in[0], in[1], in[2], bad));
+    cr_assert(strstr(er_msg(), "linear_add") && strstr(er_msg(), "residual"), "%s", er_msg());
+    tensor_free(bad);
+    nn_step_end();
+    gc_free(4, in);
+}

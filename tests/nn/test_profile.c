@@ -83,8 +83,8 @@ Test(nn_profile, tiny_step_op_counts_per_phase) {
     for (int i = 0; i < n; i++) cr_log_info("%-10s %-24s %lld", prof_phase_name(e[i].phase), e[i].name, (long long)e[i].calls);
     /* what the op layer issues for this graph, per step (nn/ops_*.c) */
     const struct { int phase; const char *name; int64_t calls; } want[] = {
-        /* two linears = gemm + in-place bias add; GELU; layernorm; y * y; mean */
-        {PROF_FORWARD, "gemm_batched", 2}, {PROF_FORWARD, "binary.add", 2}, {PROF_FORWARD, "binary.mul", 1},
+        /* two linears = one gemm_ex each (the bias in its epilogue); GELU; layernorm; y * y; mean */
+        {PROF_FORWARD, "gemm_ex", 2}, {PROF_FORWARD, "binary.mul", 1},
         {PROF_FORWARD, "unary.gelu", 1}, {PROF_FORWARD, "layernorm", 1}, {PROF_FORWARD, "reduce.mean", 1},
         /* zero-filled because their kernels add: the seed gradient, the gradients of the mean's,
          * the layernorm's and the GELU's inputs; y * y: one gradient call per side (the first

@@ -1,0 +1,24 @@
+/* attention_mma.h — the tensor-core path of cu_attention / cu_attention_backward for short
+ * sequences (attention_mma.cu); internal to kernels/cuda. */
+#ifndef ENDORET_ATTENTION_MMA_H
+#define ENDORET_ATTENTION_MMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whether this call may take the tensor-core path: bf16 mode, no mask, head dim a multiple of 16 up
+ * to 64, at most 256 queries and keys (ENDORET_CUDA_ATTENTION=mma|auto; gemm or fused pin another). */
+bool cu_attention_mma_use(int B, int H, int Tq, int Tk, int D, int mask_kind);
+/* Floats of workspace (the backward's bf16 P and dS, B*H*Tq16*Tk16 each; the forward needs none). */
+size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk);
+/* false when not taken (rows not 16-byte aligned): the caller runs another path */
+bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+                          const float *k, const int64_t *ks, const float *v, const int64_t *vs, float *o,
+                          const int64_t *os, float *lse);
+bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+                          const float *k, const int64_t *ks, const float *v, const int64_t *vs, const float *o,
+                          const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
+                          const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
+                          float *work);
+
+#endif

@@ -1,0 +1,169 @@
+/* gemm_ex.cu — cu_gemm_ex: one product with its epilogue (kernels/gemm_ex_args.h) through cuBLASLt,
+ * mirroring cpu_gemm_ex (kernels/cpu/gemm_ex.c). The bias rides in CUBLASLT_EPILOGUE_BIAS and the
+ * residual in the C operand, so a linear layer and the residual add after it cost one kernel
+ * instead of three passes over the output (the ViT step had 168 such adds).
+ *
+ * Row-major D = op(A) op(B) is column-major D^T = op(B)^T op(A)^T, so cuBLASLt's "A" is our B and
+ * its "B" is our A (as gemm.cu); the bias, indexed by our column n, runs along the rows of D^T,
+ * which is what the epilogue broadcasts. Without a C term, C is D with beta 0 (never read).
+ *
+ * The algorithm comes from cuBLASLt's heuristic once per shape, transposes, leading dimensions,
+ * compute type, epilogue and operand alignment, and is cached with its descriptors (asking per call
+ * cost ResNet 227 ms a step with cuDNN's). A case the heuristic refuses, or every case when
+ * ENDORET_CUDA_GEMM_EX=split, runs as the plain product (cu_gemm_batched) and one kernel adding
+ * bias then beta C, in the CPU's order. The handle and a 32 MiB workspace are made on first use,
+ * like the cuDNN handle. */
+#include <cublasLt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define LT_WORKSPACE ((size_t)32 << 20)
+
+struct lt_key {
+    int ta, tb, m, n, k, lda, ldb, ldc, ldd, has_c, has_bias, compute, align;
+    bool operator==(const lt_key &o) const { return !memcmp(this, &o, sizeof o); }
+};
+struct lt_key_hash {
+    size_t operator()(const lt_key &k) const {
+        const unsigned char *p = (const unsigned char *)&k;
+        size_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < sizeof k; i++) h = (h ^ p[i]) * 1099511628211ull;
+        return h;
+    }
+};
+struct lt_plan {
+    bool ok; /* false: the heuristic had no algorithm; the split path runs */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c, d;
+    cublasLtMatmulAlgo_t algo;
+};
+
+static std::mutex g_lt_mu;
+static cublasLtHandle_t g_lt = NULL;
+static void *g_lt_ws = NULL;
+static std::unordered_map<lt_key, lt_plan, lt_key_hash> g_lt_plans;
+
+/* 1 = cuBLASLt with its epilogue, 0 = split; another value is recorded as an error */
+static int lt_wanted(void) {
+    const char *e = getenv("ENDORET_CUDA_GEMM_EX");
+    if (!e || !*e || !strcmp(e, "lt")) return 1;
+    if (!strcmp(e, "split")) return 0;
+    cuda_record_msg("ENDORET_CUDA_GEMM_EX: expected lt or split", __FILE__, __LINE__);
+    return 1;
+}
+
+static bool lt_status(cublasStatus_t st, const char *what, const gemm_ex_args *a) {
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    char msg[240];
+    snprintf(msg, sizeof msg, "gemm_ex: %s (m=%d n=%d k=%d): %s", what, a->m, a->n, a->k, cublasLtGetStatusString(st));
+    cuda_record_msg(msg, __FILE__, __LINE__);
+    return false;
+}
+
+/* The plan of this case, made (descriptors, heuristic) the first time it is seen. */
+static lt_plan *lt_plan_for(const gemm_ex_args *a, const lt_key &key) {
+    auto it = g_lt_plans.find(key);
+    if (it != g_lt_plans.end()) return &it->second;
+    if (!g_lt) {
+        if (!lt_status(cublasLtCreate(&g_lt), "cublasLtCreate", a)) return NULL;
+        if (CUDA_CHECK(cudaMalloc(&g_lt_ws, LT_WORKSPACE))) return NULL;
+    }
+    lt_plan p = {};
+    cublasComputeType_t ct = a->compute == GEMM_COMPUTE_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    cublasOperation_t opa = a->transB ? CUBLAS_OP_T : CUBLAS_OP_N, opb = a->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = a->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cudaDataType_t f32 = CUDA_R_32F;
+    bool ok = lt_status(cublasLtMatmulDescCreate(&p.desc, ct, CUDA_R_32F), "MatmulDescCreate", a) &&
+              lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "TRANSA", a) &&
+              lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "TRANSB", a) &&
+              lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE", a);
+    if (ok && a->bias) {
+        ok = lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32), "BIAS_DATA_TYPE", a) &&
+             lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias, sizeof a->bias), "BIAS_POINTER", a);
+    }
+    /* column-major: cuBLASLt's A is our B (n x k after op), its B our A (k x m), C and D n x m */
+    ok = ok && lt_status(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, a->transB ? a->k : a->n, a->transB ? a->n : a->k, a->ldb), "layout A", a) &&
+         lt_status(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, a->transA ? a->m : a->k, a->transA ? a->k : a->m, a->lda), "layout B", a) &&
+         lt_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, a->n, a->m, a->C ? a->ldc : a->ldd), "layout C", a) &&
+         lt_status(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, a->n, a->m, a->ldd), "layout D", a);
+    if (ok) {
+        cublasLtMatmulPreference_t pref = NULL;
+        size_t ws = LT_WORKSPACE;
+        cublasLtMatmulHeuristicResult_t res = {};
+        int found = 0;
+        ok = lt_status(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate", a) &&
+             lt_status(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace", a);
+        /* a refusal is no error: the split path runs this case */
+        if (ok && cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.a, p.b, p.c, p.d, pref, 1, &res, &found) == CUBLAS_STATUS_SUCCESS &&
+            found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+            p.algo = res.algo;
+            p.ok = true;
+        }
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    }
+    return &(g_lt_plans[key] = p);
+}
+
+/* D = (D + bias) + beta C, row by row: the split path's epilogue, in cpu_gemm_ex's order */
+__global__ void k_gemm_epilogue(int m, int n, float *D, int ldd, const float *bias, const float *C, int ldc, float beta) {
+    int64_t total = (int64_t)m * n;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = e / n, j = e - i * n;
+        float d = D[i * ldd + j];
+        if (bias) d = d + bias[j];
+        if (C) d = beta == 1.0f ? C[i * ldc + j] + d : beta * C[i * ldc + j] + d;
+        D[i * ldd + j] = d;
+    }
+}
+
+static void gemm_ex_split(const gemm_ex_args *a) {
+    bool alias = a->C && a->C == a->D;
+    cu_gemm_batched(a->transA, a->transB, a->m, a->n, a->k, a->alpha, a->A, a->lda, 0, a->B, a->ldb, 0,
+                    alias ? a->beta : 0.0f, a->D, a->ldd, 0, 1);
+    const float *C = alias ? NULL : a->C;
+    if (!a->bias && !C) return;
+    int64_t total = (int64_t)a->m * a->n;
+    k_gemm_epilogue<<<cuda_blocks(total, 256), 256, 0, cuda_stream()>>>(a->m, a->n, a->D, a->ldd, a->bias, C, a->ldc,
+                                                                        a->beta);
+    CUDA_LAUNCHED("gemm_ex epilogue");
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+void cu_gemm_ex(const gemm_ex_args *a) {
+    if (a->a_type != GEMM_F32 || a->b_type != GEMM_F32 || a->c_type != GEMM_F32 || a->d_type != GEMM_F32) {
+        cuda_record_msg("gemm_ex: only fp32 operands are stored today", __FILE__, __LINE__);
+        return;
+    }
+    if (a->m <= 0 || a->n <= 0) return;
+    /* cuBLASLt works in place only with C's layout equal to D's */
+    if (!lt_wanted() || a->k <= 0 || (a->C && a->C == a->D && a->ldc != a->ldd)) {
+        gemm_ex_split(a);
+        return;
+    }
+    const lt_key key = lt_key{a->transA, a->transB, a->m, a->n, a->k, a->lda, a->ldb, a->C ? a->ldc : 0, a->ldd, a->C != NULL,
+                 a->bias != NULL, a->compute,
+                 aligned16(a->A) | aligned16(a->B) << 1 | aligned16(a->C) << 2 | aligned16(a->D) << 3 | aligned16(a->bias) << 4};
+    std::lock_guard<std::mutex> lk(g_lt_mu);
+    lt_plan *p = lt_plan_for(a, key);
+    if (!p) return;
+    if (!p->ok) {
+        gemm_ex_split(a);
+        return;
+    }
+    if (a->bias && !lt_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias, sizeof a->bias),
+                              "BIAS_POINTER", a))
+        return;
+    const float beta = a->C ? a->beta : 0.0f;
+    const float *C = a->C ? a->C : a->D;
+    lt_status(cublasLtMatmul(g_lt, p->desc, &a->alpha, a->B, p->a, a->A, p->b, &beta, C, p->c, a->D, p->d, &p->algo,
+                             g_lt_ws, LT_WORKSPACE, cuda_stream()),
+              "cublasLtMatmul", a);
+}

@@ -1,0 +1,48 @@
+/* gemm_ex_args.h — the argument of the gemm_ex op (kernels/ops.def): one matrix product with its
+ * epilogue, so a linear layer's bias and the residual stream's add ride in the GEMM instead of
+ * taking two more passes over the output (cuBLASLt's bias epilogue and C operand on CUDA).
+ *
+ * Row-major, as sgemm (kernels/gemm.h):
+ *     D[m,n] = alpha op(A) op(B) + beta C + bias[n]
+ *   op(A) m x k (A stored k x m when transA), op(B) k x n (B stored n x k when transB);
+ *   C (ldc) may be NULL (no C term) and may be D itself; bias [n] may be NULL.
+ * The order of the additions is fixed for the CPU reference: the product is rounded to fp32, then
+ * the bias is added, then beta C (so a linear layer followed by a residual add gives the same bits
+ * as the three separate passes it replaces). cuBLASLt adds them in its own order (within fp32
+ * rounding of that).
+ * Types: every operand is stored as fp32 today (GEMM_F32); the fields name the storage so bf16
+ * tensors (issue #27) only flip them. `compute` is the product's arithmetic, given by the caller:
+ * GEMM_COMPUTE_FP32 (true fp32) or GEMM_COMPUTE_BF16 (inputs rounded to bf16, fp32 accumulation).
+ * `packed_b` (may be NULL): B's prepacked copy from gemm_prepack (CPU inference; CUDA ignores it). */
+#ifndef ENDORET_GEMM_EX_ARGS_H
+#define ENDORET_GEMM_EX_ARGS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GEMM_F32 = 0, GEMM_BF16 = 1 };
+enum { GEMM_COMPUTE_FP32 = 0, GEMM_COMPUTE_BF16 = 1 };
+
+typedef struct {
+    int transA, transB, m, n, k;
+    float alpha, beta;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    const float *C; /* NULL: no C term */
+    int ldc;
+    float *D;
+    int ldd;
+    const float *bias; /* [n] or NULL */
+    int a_type, b_type, c_type, d_type; /* GEMM_F32 (the only storage today) */
+    int compute;                        /* GEMM_COMPUTE_* */
+    const void *packed_b;               /* NULL, or gemm_prepack's copy of B (CPU only) */
+} gemm_ex_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

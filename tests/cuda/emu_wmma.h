@@ -1,0 +1,110 @@
+/* emu_wmma.h — host stand-ins for the bf16 type (cuda_bf16.h) and the warp matrix functions
+ * (mma.h, nvcuda::wmma) that kernels/cuda/attention_mma.cu uses; included by emu_cuda.h.
+ *
+ * Model: on a GPU a fragment's elements are spread over the 32 lanes of a warp in an unspecified
+ * order, so correct code only loads, stores, fills and multiplies whole fragments. Here every
+ * emulated thread holds the whole 16x16 tile and does the whole product itself (32 identical
+ * copies per warp): a kernel that depends on which lane holds which element, or that lets one
+ * warp's lanes diverge around a fragment call, is still wrong on the GPU, and that this cannot
+ * show. What it does check: tile offsets, leading dimensions, row/column-major choices, operand
+ * order, bf16 rounding of the inputs and fp32 accumulation.
+ * Stores from the 32 copies write the same values to the same addresses; the warp barrier that
+ * follows (__syncwarp) orders them for the readers. */
+#ifndef ENDORET_EMU_WMMA_H
+#define ENDORET_EMU_WMMA_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---- cuda_bf16.h: storage type and the two conversions (round to nearest even) ---- */
+struct __nv_bfloat16 {
+    uint16_t bits;
+};
+static inline __nv_bfloat16 __float2bfloat16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    __nv_bfloat16 r;
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) r.bits = (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN */
+    else r.bits = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+static inline float __bfloat162float(__nv_bfloat16 h) {
+    uint32_t u = (uint32_t)h.bits << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* ---- mma.h ---- */
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask;
+    g_emu_block->warp_bar[t_linear >> 5]->arrive_and_wait();
+}
+
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+    enum { rows = std::is_same<Use, matrix_b>::value ? K : M, cols = std::is_same<Use, matrix_a>::value ? K : N };
+    enum { num_elements = rows * cols };
+    T x[num_elements]; /* row-major, the whole tile in every thread */
+};
+
+template <class T> static inline float emu_wmma_f(T v) { return (float)v; }
+template <> inline float emu_wmma_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class Use, int M, int N, int K, class T, class L>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, T v) {
+    for (int i = 0; i < f.num_elements; i++) f.x[i] = v;
+}
+
+/* matrix_a / matrix_b: the layout is the fragment's type; ldm in elements. */
+template <class Use, int M, int N, int K, class T, class L>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const T *p, unsigned ldm) {
+    typedef fragment<Use, M, N, K, T, L> F;
+    if ((uintptr_t)p % 32) abort(); /* the hardware requires 256-bit aligned tiles */
+    for (int r = 0; r < F::rows; r++)
+        for (int c = 0; c < F::cols; c++)
+            f.x[r * F::cols + c] = std::is_same<L, row_major>::value ? p[(size_t)r * ldm + c] : p[r + (size_t)c * ldm];
+}
+
+template <int M, int N, int K, class T>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p, unsigned ldm, layout_t l) {
+    if ((uintptr_t)p % 32) abort();
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) f.x[r * N + c] = l == mem_row_major ? p[(size_t)r * ldm + c] : p[r + (size_t)c * ldm];
+}
+
+template <int M, int N, int K, class T>
+static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f, unsigned ldm, layout_t l) {
+    if ((uintptr_t)p % 32) abort();
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) {
+            T *d = l == mem_row_major ? p + (size_t)r * ldm + c : p + r + (size_t)c * ldm;
+            *d = f.x[r * N + c];
+        }
+}
+
+/* d = a b + c, fp32 accumulation in k order (the GPU's order is unspecified) */
+template <int M, int N, int K, class TA, class LA, class LB>
+static inline void mma_sync(fragment<accumulator, M, N, K, float> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
+                            const fragment<matrix_b, M, N, K, TA, LB> &b, const fragment<accumulator, M, N, K, float> &c) {
+    float out[M * N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = c.x[i * N + j];
+            for (int k = 0; k < K; k++) s += emu_wmma_f(a.x[i * K + k]) * emu_wmma_f(b.x[k * N + j]);
+            out[i * N + j] = s;
+        }
+    memcpy(d.x, out, sizeof out);
+}
+} // namespace wmma
+} // namespace nvcuda
+
+#endif
