@@ -9,7 +9,7 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env parity optim suite sanitize attn_sanitize benchcuda attn_ab torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile scene_bench
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
@@ -67,7 +67,11 @@ for s in "$@"; do
                 "$T" --filter 'cuda/*' --jobs 1 ;;
     benchcuda) TAIL=40 stage benchcuda 120 "$E" bench cuda ;;
     attn_sanitize) stage attn_sanitize 300 bash -c "for t in memcheck racecheck; do compute-sanitizer --tool \$t --print-limit 20 \
-                     $T --filter 'cuda/attention_tensor*' --jobs 1 || exit 1; done" ;;
+                     $T --filter 'cuda/attention_tensor*' --jobs 1 || exit 1; done;
+                     compute-sanitizer --tool memcheck --print-limit 20 $T --filter 'cuda/gemm_ex*' --jobs 1" ;;
+    fuse_ab) TAIL=16 stage fuse_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in 'mma lt' 'gemm lt' 'mma split' 'gemm split'; do
+               set -- \$a; export ENDORET_CUDA_ATTENTION=\$1 ENDORET_CUDA_GEMM_EX=\$2; echo attention=\$1 gemm_ex=\$2;
+               train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16; done" ;;
     attn_ab) TAIL=12 stage attn_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in auto gemm; do
                export ENDORET_CUDA_ATTENTION=\$a; echo attention=\$a;
                train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16; done" ;;

@@ -332,11 +332,19 @@ k_am_dkv(int H, int Tq, int Tk, const float *q, const float *go, am_strides s, c
     }
 }
 
+/* auto's choice among the shapes this path takes, from `endoret bench cuda` on an H100
+ * (bench/RESULTS_cuda.md, session 9): faster than the cuBLAS path for 50-token heads (forward 2.3x,
+ * backward 1.4x) and for 197 x 32 heads (1.5x, 1.6x), slower for 197 x 64 heads (0.85x, 0.86x). The
+ * 128-token boundary lies between measured points. */
+static bool am_auto_prefers(int Tq, int Tk, int D) { return D <= 32 || (Tq <= 128 && Tk <= 128); }
+
 bool cu_attention_mma_use(int B, int H, int Tq, int Tk, int D, int mask_kind) {
     const char *e = getenv("ENDORET_CUDA_ATTENTION");
-    if (e && *e && strcmp(e, "auto") && strcmp(e, "mma")) return false; /* another path pinned */
+    bool pinned = e && !strcmp(e, "mma");
+    if (e && *e && strcmp(e, "auto") && !pinned) return false; /* another path pinned */
     return mask_kind == MASK_NONE && sgemm_precision() == SGEMM_BF16 && D % 16 == 0 && D >= 16 && D <= AM_MAXD &&
-           Tq >= 1 && Tq <= AM_MAXT && Tk >= 1 && Tk <= AM_MAXT && B >= 1 && H >= 1 && (int64_t)B * H <= 65535;
+           Tq >= 1 && Tq <= AM_MAXT && Tk >= 1 && Tk <= AM_MAXT && B >= 1 && H >= 1 && (int64_t)B * H <= 65535 &&
+           (pinned || am_auto_prefers(Tq, Tk, D));
 }
 
 size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk) {

@@ -7,7 +7,9 @@
 #include <stdint.h>
 
 /* Whether this call may take the tensor-core path: bf16 mode, no mask, head dim a multiple of 16 up
- * to 64, at most 256 queries and keys (ENDORET_CUDA_ATTENTION=mma|auto; gemm or fused pin another). */
+ * to 64, at most 256 queries and keys; under auto (ENDORET_CUDA_ATTENTION unset or auto) only the
+ * shapes where it measured faster than cuBLAS; =mma takes every shape it can; gemm or fused pin
+ * another path. */
 bool cu_attention_mma_use(int B, int H, int Tq, int Tk, int D, int mask_kind);
 /* Floats of workspace (the backward's bf16 P and dS, B*H*Tq16*Tk16 each; the forward needs none). */
 size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk);

@@ -698,25 +698,28 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
 /* The same model and steps in bf16 mode: products on bf16-rounded inputs on both sides, the GPU's
  * encoder attention on the tensor cores (head dim 16), cuBLASLt epilogues. The two sides round the
  * same GEMM inputs but differ in where attention rounds (the CPU rounds exp(s - max), the GPU
- * exp(s - lse)) and in summation order, so they track rather than match: the losses within 1e-2
- * relative and the gradient norms within 2e-2 over 3 AdamW steps with clipping (under the host
- * emulation the differences were ~10x smaller than these bounds). */
+ * exp(s - lse)) and in summation order, so they track rather than match. Bounds: the loss within 1e-2
+ * of the run's loss scale (max of |step 0 loss| and |this loss|: the SSCD term takes the total below
+ * zero by step 2) and the gradient norm within 3e-2 relative, over 3 AdamW steps with clipping at
+ * lr 3e-3. Seen on the H100 and, identically to the printed digits, under the host emulation: loss
+ * 2.1e-3 / 4.7e-3 / 1.8e-3 of scale, gradient norm 1.2e-3 / 1.5e-2 / 1.1e-2. */
 Test(cuda, vit_mae_sscd_training_bf16_tracks_cpu) {
     require_gpu();
     sgemm_set_precision(SGEMM_BF16);
     model_on mc, mg;
     model_build(&mc, DEV_CPU);
     model_build(&mg, GPU_DEV);
-    float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 231);
+    float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 231), l0 = 0.0f;
     for (int step = 0; step < 3; step++) {
         double gc, gg;
         float lc = model_step(&mc, step, x, &gc);
         float lg = model_step(&mg, step, x, &gg);
         gpu_ok("bf16 vit/mae/sscd step");
-        cr_log_info("bf16 vit+mae+sscd step %d: loss cpu %.7g cuda %.7g (rel %.2e), grad norm cpu %.6g cuda %.6g (rel %.2e)",
-                    step, lc, lg, fabs(lc - lg) / fabs(lc), gc, gg, fabs(gc - gg) / gc);
-        cr_assert(fabsf(lc - lg) <= 1e-2 * fabsf(lc), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
-        cr_assert(fabs(gc - gg) <= 2e-2 * gc, "step %d: grad norm cpu %.7g cuda %.7g", step, gc, gg);
+        cr_log_info("bf16 vit+mae+sscd step %d: loss cpu %.7g cuda %.7g, grad norm cpu %.6g cuda %.6g (rel %.2e)", step, lc,
+                    lg, gc, gg, fabs(gc - gg) / gc);
+        if (step == 0) l0 = fabsf(lc);
+        cr_assert(fabsf(lc - lg) <= 1e-2 * fmaxf(l0, fabsf(lc)), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
+        cr_assert(fabs(gc - gg) <= 3e-2 * gc, "step %d: grad norm cpu %.7g cuda %.7g", step, gc, gg);
     }
     sgemm_set_precision(SGEMM_FP32);
     free(x);
