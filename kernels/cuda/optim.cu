@@ -8,8 +8,49 @@
 
 #define OPT_THREADS 256
 
-/* One element of AdamW / SGD: the one-tensor and the multi-tensor kernels share these, so they
- * compile to the same arithmetic (including any multiply-add contraction). */
+/* Float operations rounded one at a time, as the CPU's (kernels/cpu/optim.c, built without
+ * contraction): nvcc would otherwise fuse some products and sums into multiply-adds, and chose
+ * differently in k_adamw and k_adamw_many (seen on an H100: 7% of the elements differed in the last
+ * bit). Rounded like this the two kernels give the same bits, and the CPU's too. The host emulation
+ * (tests/cuda/emulate.py) has no __CUDA_ARCH__ and plain host floats round one at a time already. */
+__device__ __forceinline__ float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+__device__ __forceinline__ float sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+__device__ __forceinline__ float div_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+__device__ __forceinline__ float sqrt_rn(float a) {
+#ifdef __CUDA_ARCH__
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
+#endif
+}
+
+/* One element of AdamW / SGD, shared by the one-tensor and the multi-tensor kernels: the
+ * expressions of adamw_chunk_scalar / sgd_chunk in their order. */
 struct adamw_k {
     float decay, b1, b2, c1, c2, step, ibc2, eps, gs;
 };
@@ -21,13 +62,13 @@ static adamw_k adamw_k_of(const adamw_args *a) {
 
 __device__ __forceinline__ void adamw_elem(float *p, const float *g, float *m, float *v, int64_t i,
                                            const adamw_k &k) {
-    float gi = g[i] * k.gs;
-    float mi = k.b1 * m[i] + k.c1 * gi;
-    float vi = k.b2 * v[i] + k.c2 * gi * gi;
+    float gi = mul_rn(g[i], k.gs);
+    float mi = add_rn(mul_rn(k.b1, m[i]), mul_rn(k.c1, gi));
+    float vi = add_rn(mul_rn(k.b2, v[i]), mul_rn(mul_rn(k.c2, gi), gi));
     m[i] = mi;
     v[i] = vi;
-    float denom = sqrtf(vi) * k.ibc2 + k.eps;
-    p[i] = p[i] * k.decay - k.step * (mi / denom);
+    float denom = add_rn(mul_rn(sqrt_rn(vi), k.ibc2), k.eps);
+    p[i] = sub_rn(mul_rn(p[i], k.decay), mul_rn(k.step, div_rn(mi, denom)));
 }
 
 struct sgd_k {
@@ -42,14 +83,14 @@ static sgd_k sgd_k_of(const sgd_args *a) {
 /* buf NULL: plain SGD (cu_sgd passes NULL when momentum == 0) */
 __device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, int64_t i, const sgd_k &k) {
     if (!buf) {
-        p[i] -= k.lr * (g[i] * k.gs + k.wd * p[i]);
+        p[i] = sub_rn(p[i], mul_rn(k.lr, add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]))));
         return;
     }
-    float gi = g[i] * k.gs + k.wd * p[i];
-    float bi = k.first ? gi : k.mu * buf[i] + gi;
+    float gi = add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]));
+    float bi = k.first ? gi : add_rn(mul_rn(k.mu, buf[i]), gi);
     buf[i] = bi;
-    float d = k.nesterov ? gi + k.mu * bi : bi;
-    p[i] -= k.lr * d;
+    float d = k.nesterov ? add_rn(gi, mul_rn(k.mu, bi)) : bi;
+    p[i] = sub_rn(p[i], mul_rn(k.lr, d));
 }
 
 __global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, adamw_k k) {

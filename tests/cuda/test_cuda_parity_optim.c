@@ -1,9 +1,10 @@
 /* test_cuda_parity_optim.c — the multi-tensor optimizer ops of the CUDA table (adamw_many, sgd_many,
  * fill_many: one launch per group of tensors, kernels/cuda/optim.cu) on 130 tensors, more than one
  * launch group holds, of sizes around the block tile (0, 1, 1023, 1024, 1025, ...):
- *   - against the CPU table with the tolerance of fused_optimizer_steps in test_cuda_parity.c (1e-6:
- *     the GPU may contract a multiply-add where the CPU rounds twice), fill exact;
- *   - against the CUDA one-tensor ops (adamw, sgd, fill) exactly: the same device expressions.
+ *   - against the CPU table exactly: the kernels round every product, sum and quotient on its own
+ *     (__fmul_rn & co.: no multiply-add contraction), in the CPU's order, so the bits match; the
+ *     tolerance of fused_optimizer_steps (1e-6) allowed for contraction, which no longer happens;
+ *   - against the CUDA one-tensor ops (adamw, sgd, fill) exactly: the same device code.
  * Skips without a GPU; runs under python3 tests/cuda/emulate.py. */
 #include "tests/cuda/parity_util.h"
 
@@ -45,12 +46,12 @@ static void mt_free(mt_state *s) {
         }
 }
 
-/* array a of every tensor: the *_many result against the CPU (rtol) and the one-tensor ops (exact) */
-static void mt_expect(const char *what, const mt_state *s, int a, double rtol) {
+/* array a of every tensor: the *_many result against the CPU and the one-tensor ops, exactly */
+static void mt_expect(const char *what, const mt_state *s, int a) {
     char label[96];
     for (int t = 0; t < MT_N; t++) {
         snprintf(label, sizeof label, "%s tensor %d vs cpu", what, t);
-        expect_close(label, s->cpu[a][t], s->many[a][t], s->n[t], rtol);
+        expect_close(label, s->cpu[a][t], s->many[a][t], s->n[t], 0);
         float *one = host_of(s->one[a][t], s->n[t]);
         snprintf(label, sizeof label, "%s tensor %d vs the one-tensor op", what, t);
         expect_close(label, one, s->many[a][t], s->n[t], 0);
@@ -79,9 +80,9 @@ Test(cuda, optim_adamw_many_130_tensors) {
         for (int t = 0; t < MT_N; t++)
             GPU->adamw(s->one[P][t], s->one[G][t], s->one[M][t], s->one[V][t], s->n[t], &args[t]);
     }
-    mt_expect("adamw_many p", s, P, 1e-6);
-    mt_expect("adamw_many m", s, M, 1e-6);
-    mt_expect("adamw_many v", s, V, 1e-6);
+    mt_expect("adamw_many p", s, P);
+    mt_expect("adamw_many m", s, M);
+    mt_expect("adamw_many v", s, V);
     GPU->adamw_many(0, NULL, NULL, NULL, NULL, NULL, NULL); /* count 0: nothing to launch */
     gpu_ok("adamw_many count 0");
     mt_free(s);
@@ -105,8 +106,8 @@ static void sgd_case(float momentum, int nesterov) {
         for (int t = 0; t < MT_N; t++)
             GPU->sgd(s->one[P][t], s->one[G][t], momentum ? s->one[M][t] : NULL, s->n[t], &args[t]);
     }
-    mt_expect(nesterov ? "sgd_many nesterov p" : momentum ? "sgd_many p" : "sgd_many plain p", s, P, 1e-6);
-    if (momentum) mt_expect(nesterov ? "sgd_many nesterov buf" : "sgd_many buf", s, M, 1e-6);
+    mt_expect(nesterov ? "sgd_many nesterov p" : momentum ? "sgd_many p" : "sgd_many plain p", s, P);
+    if (momentum) mt_expect(nesterov ? "sgd_many nesterov buf" : "sgd_many buf", s, M);
     mt_free(s);
     free(s);
 }
@@ -127,9 +128,9 @@ Test(cuda, optim_fill_many_130_tensors) {
     CPU->fill_many(MT_N, s->cpu[G], s->n, 0.25f);
     GPU->fill_many(MT_N, s->many[G], s->n, 0.25f);
     for (int t = 0; t < MT_N; t++) GPU->fill(s->one[G][t], s->n[t], 0.25f);
-    mt_expect("fill_many", s, G, 0);
+    mt_expect("fill_many", s, G);
     /* the other arrays were not touched: still equal to their untouched copies */
-    mt_expect("fill_many leaves p", s, P, 0);
+    mt_expect("fill_many leaves p", s, P);
     GPU->fill_many(0, NULL, NULL, 1.0f);
     gpu_ok("fill_many count 0");
     mt_free(s);
