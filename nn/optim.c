@@ -1,5 +1,6 @@
-/* optim.c — AdamW / SGD over parameter lists; the arithmetic is the backend's adamw / sgd / sumsq_many /
- * scale ops (kernels/ops.def). See optim.h. */
+/* optim.c — AdamW / SGD over parameter lists; the arithmetic is the backend's adamw_many / sgd_many /
+ * fill_many / sumsq_many / scale ops (kernels/ops.def): one call per device for the whole list, not
+ * one per tensor (a ViT-L has ~400 parameter tensors). See optim.h. */
 #include "nn/optim.h"
 
 #include <math.h>
@@ -30,6 +31,35 @@ int optim_no_weight_decay(const tensor *p) {
     for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
         if (last_component_is(name, tokens[i], 0)) return 1;
     return 0;
+}
+
+/* The host arrays handed to the multi-tensor ops, one entry per parameter, made once with the
+ * optimizer and refilled per device and step. */
+struct optim_arrays {
+    float **p, **m, **v;
+    const float **g;
+    int64_t *n;
+    adamw_args *adamw;
+    sgd_args *sgd;
+};
+
+static struct optim_arrays *arrays_new(int n) {
+    size_t c = n ? (size_t)n : 1;
+    struct optim_arrays *a = xcalloc(1, sizeof *a);
+    a->p = xcalloc(c, sizeof *a->p);
+    a->m = xcalloc(c, sizeof *a->m);
+    a->v = xcalloc(c, sizeof *a->v);
+    a->g = xcalloc(c, sizeof *a->g);
+    a->n = xcalloc(c, sizeof *a->n);
+    a->adamw = xcalloc(c, sizeof *a->adamw);
+    a->sgd = xcalloc(c, sizeof *a->sgd);
+    return a;
+}
+
+static void arrays_free(struct optim_arrays *a) {
+    if (!a) return;
+    free(a->p); free(a->m); free(a->v); free(a->g); free(a->n); free(a->adamw); free(a->sgd);
+    free(a);
 }
 
 optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
@@ -75,6 +105,7 @@ optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
             q->m = tensor_new_on(p->device, p->ndim, p->shape);
         }
     }
+    o->arrays = arrays_new(o->n);
     return o;
 }
 
@@ -84,6 +115,7 @@ void optim_free(optimizer *o) {
         tensor_free(o->ps[i].m);
         tensor_free(o->ps[i].v);
     }
+    arrays_free(o->arrays);
     free(o->ps);
     free(o);
 }
@@ -105,36 +137,72 @@ static int check_packed(const optim_param *q) {
     return ER_OK;
 }
 
+/* Entry c of the arrays for parameter q: pointers, size and this parameter's own args (its lr
+ * scale and weight decay), for step t. */
+static void add_entry(const optimizer *o, const optim_param *q, int64_t t, int c) {
+    struct optim_arrays *A = o->arrays;
+    tensor *p = q->p;
+    const float lr = (float)(o->lr * q->lr_scale);
+    A->p[c] = p->data;
+    A->g[c] = p->grad->data;
+    A->m[c] = q->m ? q->m->data : NULL;
+    A->v[c] = q->v ? q->v->data : NULL;
+    A->n[c] = tensor_numel(p);
+    if (o->cfg.kind == OPTIM_ADAMW) {
+        A->adamw[c] = (adamw_args){.lr = lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
+                                   .eps = (float)o->cfg.eps, .weight_decay = q->wd, .gscale = 1.0f};
+        adamw_scalars(&A->adamw[c], t);
+    } else {
+        A->sgd[c] = (sgd_args){.lr = lr, .momentum = (float)o->cfg.momentum, .weight_decay = q->wd, .gscale = 1.0f,
+                               .nesterov = o->cfg.nesterov, .first = o->step == 0};
+    }
+}
+
+/* Every parameter is checked before any is written, so a refused step changes nothing. */
 static int step_impl(optimizer *o) {
     const int64_t t = o->step + 1;
     for (int i = 0; i < o->n; i++) {
-        optim_param *q = &o->ps[i];
-        tensor *p = q->p;
-        if (!p->grad) continue; /* never received a gradient buffer: nothing to apply (as PyTorch's grad None) */
-        int rc = check_packed(q);
+        int rc = o->ps[i].p->grad ? check_packed(&o->ps[i]) : ER_OK;
         if (rc) return rc;
-        tensor_drop_packed(p); /* the step writes p: a packed copy of it (inference) is stale */
-        const er_backend *k = backend_get(p->device);
-        int64_t n = tensor_numel(p);
-        float lr = (float)(o->lr * q->lr_scale);
-        if (o->cfg.kind == OPTIM_ADAMW) {
-            adamw_args a = {.lr = lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2, .eps = (float)o->cfg.eps,
-                            .weight_decay = q->wd, .gscale = 1.0f};
-            adamw_scalars(&a, t);
-            k->adamw(p->data, p->grad->data, q->m->data, q->v->data, n, &a);
-        } else {
-            sgd_args a = {.lr = lr, .momentum = (float)o->cfg.momentum, .weight_decay = q->wd, .gscale = 1.0f,
-                          .nesterov = o->cfg.nesterov, .first = o->step == 0};
-            k->sgd(p->data, p->grad->data, q->m ? q->m->data : NULL, n, &a);
+    }
+    struct optim_arrays *A = o->arrays;
+    for (int dev = 0; dev < DEV_COUNT; dev++) {
+        int c = 0;
+        for (int i = 0; i < o->n; i++) {
+            optim_param *q = &o->ps[i];
+            /* no gradient buffer yet: nothing to apply (as PyTorch's grad None) */
+            if (!q->p->grad || q->p->device != dev) continue;
+            tensor_drop_packed(q->p); /* the step writes p: a packed copy of it (inference) is stale */
+            add_entry(o, q, t, c++);
         }
+        if (!c) continue;
+        const er_backend *k = backend_get(dev);
+        if (o->cfg.kind == OPTIM_ADAMW) k->adamw_many(c, A->p, A->g, A->m, A->v, A->n, A->adamw);
+        else k->sgd_many(c, A->p, A->g, A->m, A->n, A->sgd);
     }
     o->step = t;
     return ER_OK;
 }
 
+/* Contiguous gradients of each device in one fill_many; a strided one (not made by autograd) on
+ * its own through tensor_fill. */
 static void zero_grad_impl(optimizer *o) {
-    for (int i = 0; i < o->n; i++)
-        if (o->ps[i].p->grad) tensor_fill(o->ps[i].p->grad, 0.0f);
+    struct optim_arrays *A = o->arrays;
+    for (int dev = 0; dev < DEV_COUNT; dev++) {
+        int c = 0;
+        for (int i = 0; i < o->n; i++) {
+            tensor *g = o->ps[i].p->grad;
+            if (!g || g->device != dev) continue;
+            if (!tensor_is_contiguous(g)) {
+                tensor_fill(g, 0.0f);
+                continue;
+            }
+            tensor_drop_packed(g);
+            A->p[c] = g->data;
+            A->n[c++] = tensor_numel(g);
+        }
+        if (c) backend_get(dev)->fill_many(c, A->p, A->n, 0.0f);
+    }
 }
 
 /* The global norm: per device, every gradient's sum of squares in one sumsq_many call (one device

@@ -46,6 +46,7 @@ typedef struct optimizer {
     int n;
     int64_t step;  /* updates done so far (AdamW bias correction uses step + 1) */
     double lr;     /* current base lr */
+    struct optim_arrays *arrays; /* private (nn/optim.c): host arrays for the multi-tensor ops */
 } optimizer;
 
 /* The timm weight-decay exemption rule described above. */

@@ -6,6 +6,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -75,15 +76,16 @@ void cpu_adamw(float *p, const float *g, float *m, float *v, int64_t n, const ad
     }
 }
 
-void cpu_sgd(float *restrict p, const float *restrict g, float *restrict buf, int64_t n, const sgd_args *a) {
+/* The SGD rule on one chunk; buf unused when mu == 0 or buf is NULL. */
+static void sgd_chunk(float *restrict p, const float *restrict g, float *restrict buf, int64_t n, const sgd_args *a) {
     const float lr = a->lr, mu = a->momentum, wd = a->weight_decay, gs = a->gscale;
     if (mu == 0.0f || !buf) {
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PAR_MIN)
+#pragma omp simd
         for (int64_t i = 0; i < n; i++) p[i] -= lr * (g[i] * gs + wd * p[i]);
         return;
     }
     const int nesterov = a->nesterov, first = a->first;
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PAR_MIN)
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] * gs + wd * p[i];
         float bi = first ? gi : mu * buf[i] + gi;
@@ -91,6 +93,95 @@ void cpu_sgd(float *restrict p, const float *restrict g, float *restrict buf, in
         float d = nesterov ? gi + mu * bi : bi;
         p[i] -= lr * d;
     }
+}
+
+void cpu_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
+    const int64_t nchunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t b = c * OPTIM_CHUNK, len = n - b < OPTIM_CHUNK ? n - b : OPTIM_CHUNK;
+        sgd_chunk(p + b, g + b, buf ? buf + b : NULL, len, a);
+    }
+}
+
+/* ---- multi-tensor forms: one parallel region over the chunks of all tensors ----
+ * Tensor i is cut into OPTIM_CHUNK pieces at the same offsets as the one-tensor ops, and each piece
+ * gets the same chunk function with tensor i's args, so the bits are those of the one-tensor op.
+ * The chunks of all tensors, in order, are split into one contiguous range per thread (the chunk
+ * count is known up front; nothing is allocated). */
+typedef void (*many_chunk_fn)(const void *ctx, int t, int64_t off, int64_t len);
+
+static int64_t chunks_of(int64_t n) { return n > 0 ? (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK : 0; }
+
+/* Run fn on chunks [c0, c1) of the concatenated chunk lists. */
+static void many_range(int count, const int64_t *n, many_chunk_fn fn, const void *ctx, int64_t c0, int64_t c1) {
+    int64_t base = 0; /* index of tensor t's first chunk */
+    for (int t = 0; t < count && base < c1; t++) {
+        const int64_t nc = chunks_of(n[t]);
+        const int64_t lo = c0 > base ? c0 - base : 0, hi = c1 < base + nc ? c1 - base : nc;
+        for (int64_t c = lo; c < hi; c++) {
+            const int64_t off = c * OPTIM_CHUNK, len = n[t] - off < OPTIM_CHUNK ? n[t] - off : OPTIM_CHUNK;
+            fn(ctx, t, off, len);
+        }
+        base += nc;
+    }
+}
+
+static void many_run(int count, const int64_t *n, many_chunk_fn fn, const void *ctx) {
+    int64_t chunks = 0, elems = 0;
+    for (int t = 0; t < count; t++) {
+        chunks += chunks_of(n[t]);
+        elems += n[t] > 0 ? n[t] : 0;
+    }
+#pragma omp parallel if (elems >= OPTIM_PAR_MIN)
+    {
+        const int64_t nth = omp_get_num_threads(), id = omp_get_thread_num();
+        many_range(count, n, fn, ctx, chunks * id / nth, chunks * (id + 1) / nth);
+    }
+}
+
+typedef struct {
+    float *const *p, *const *m, *const *v, *const *buf;
+    const float *const *g;
+    const adamw_args *adamw;
+    const sgd_args *sgd;
+    float *const *y;
+    float value;
+} many_ctx;
+
+static void adamw_piece(const void *ctx, int t, int64_t off, int64_t len) {
+    const many_ctx *c = ctx;
+    adamw_chunk(c->p[t] + off, c->g[t] + off, c->m[t] + off, c->v[t] + off, len, &c->adamw[t]);
+}
+
+static void sgd_piece(const void *ctx, int t, int64_t off, int64_t len) {
+    const many_ctx *c = ctx;
+    sgd_chunk(c->p[t] + off, c->g[t] + off, c->buf[t] ? c->buf[t] + off : NULL, len, &c->sgd[t]);
+}
+
+static void fill_piece(const void *ctx, int t, int64_t off, int64_t len) {
+    const many_ctx *c = ctx;
+    float *restrict y = c->y[t] + off;
+    const float v = c->value;
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) y[i] = v;
+}
+
+void cpu_adamw_many(int count, float *const *p, const float *const *g, float *const *m, float *const *v,
+                    const int64_t *n, const adamw_args *a) {
+    const many_ctx c = {.p = p, .g = g, .m = m, .v = v, .adamw = a};
+    many_run(count, n, adamw_piece, &c);
+}
+
+void cpu_sgd_many(int count, float *const *p, const float *const *g, float *const *buf, const int64_t *n,
+                  const sgd_args *a) {
+    const many_ctx c = {.p = p, .g = g, .buf = buf, .sgd = a};
+    many_run(count, n, sgd_piece, &c);
+}
+
+void cpu_fill_many(int count, float *const *y, const int64_t *n, float v) {
+    const many_ctx c = {.y = y, .value = v};
+    many_run(count, n, fill_piece, &c);
 }
 
 static double sumsq_chunk(const float *restrict x, int64_t n) {

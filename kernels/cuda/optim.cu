@@ -1,6 +1,6 @@
 /* optim.cu — fused optimizer ops on raw device arrays (one pass over p, g, m, v), mirroring
- * cpu_adamw / cpu_sgd / cpu_sumsq_many / cpu_scale / cpu_all_finite of kernels/cpu/optim.c: the same
- * per-element float expressions in the same order. */
+ * cpu_adamw / cpu_sgd / cpu_adamw_many / cpu_sgd_many / cpu_fill_many / cpu_sumsq_many / cpu_scale /
+ * cpu_all_finite of kernels/cpu/optim.c: the same per-element float expressions in the same order. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.h"
@@ -8,49 +8,259 @@
 
 #define OPT_THREADS 256
 
-__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, float decay, float b1,
-                        float b2, float c1, float c2, float step, float ibc2, float eps, float gs) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float gi = g[i] * gs;
-        float mi = b1 * m[i] + c1 * gi;
-        float vi = b2 * v[i] + c2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) * ibc2 + eps;
-        p[i] = p[i] * decay - step * (mi / denom);
+/* Float operations rounded one at a time, as the CPU's (kernels/cpu/optim.c, built without
+ * contraction): nvcc would otherwise fuse some products and sums into multiply-adds, and chose
+ * differently in k_adamw and k_adamw_many (seen on an H100: 7% of the elements differed in the last
+ * bit). Rounded like this the two kernels give the same bits, and the CPU's too. The host emulation
+ * (tests/cuda/emulate.py) has no __CUDA_ARCH__ and plain host floats round one at a time already. */
+__device__ __forceinline__ float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+__device__ __forceinline__ float sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+__device__ __forceinline__ float div_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+__device__ __forceinline__ float sqrt_rn(float a) {
+#ifdef __CUDA_ARCH__
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
+#endif
+}
+
+/* One element of AdamW / SGD, shared by the one-tensor and the multi-tensor kernels: the
+ * expressions of adamw_chunk_scalar / sgd_chunk in their order. */
+struct adamw_k {
+    float decay, b1, b2, c1, c2, step, ibc2, eps, gs;
+};
+
+static adamw_k adamw_k_of(const adamw_args *a) {
+    return adamw_k{1.0f - a->lr * a->weight_decay, a->beta1, a->beta2, 1.0f - a->beta1, 1.0f - a->beta2,
+                   a->step_size, a->inv_sqrt_bc2, a->eps, a->gscale};
+}
+
+__device__ __forceinline__ void adamw_elem(float *p, const float *g, float *m, float *v, int64_t i,
+                                           const adamw_k &k) {
+    float gi = mul_rn(g[i], k.gs);
+    float mi = add_rn(mul_rn(k.b1, m[i]), mul_rn(k.c1, gi));
+    float vi = add_rn(mul_rn(k.b2, v[i]), mul_rn(mul_rn(k.c2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    float denom = add_rn(mul_rn(sqrt_rn(vi), k.ibc2), k.eps);
+    p[i] = sub_rn(mul_rn(p[i], k.decay), mul_rn(k.step, div_rn(mi, denom)));
+}
+
+struct sgd_k {
+    float lr, mu, wd, gs;
+    int nesterov, first;
+};
+
+static sgd_k sgd_k_of(const sgd_args *a) {
+    return sgd_k{a->lr, a->momentum, a->weight_decay, a->gscale, a->nesterov, a->first};
+}
+
+/* buf NULL: plain SGD (cu_sgd passes NULL when momentum == 0) */
+__device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, int64_t i, const sgd_k &k) {
+    if (!buf) {
+        p[i] = sub_rn(p[i], mul_rn(k.lr, add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]))));
+        return;
     }
+    float gi = add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]));
+    float bi = k.first ? gi : add_rn(mul_rn(k.mu, buf[i]), gi);
+    buf[i] = bi;
+    float d = k.nesterov ? add_rn(gi, mul_rn(k.mu, bi)) : bi;
+    p[i] = sub_rn(p[i], mul_rn(k.lr, d));
+}
+
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, adamw_k k) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        adamw_elem(p, g, m, v, i, k);
 }
 
 void cu_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
     if (n <= 0) return;
-    const float decay = 1.0f - a->lr * a->weight_decay;
-    k_adamw<<<cuda_blocks(n, OPT_THREADS), OPT_THREADS, 0, cuda_stream()>>>(
-        p, g, m, v, n, decay, a->beta1, a->beta2, 1.0f - a->beta1, 1.0f - a->beta2, a->step_size,
-        a->inv_sqrt_bc2, a->eps, a->gscale);
+    k_adamw<<<cuda_blocks(n, OPT_THREADS), OPT_THREADS, 0, cuda_stream()>>>(p, g, m, v, n, adamw_k_of(a));
     CUDA_LAUNCHED("adamw_step");
 }
 
-__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float mu, float wd,
-                      float gs, int nesterov, int first) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        if (!buf) {
-            p[i] -= lr * (g[i] * gs + wd * p[i]);
-            continue;
-        }
-        float gi = g[i] * gs + wd * p[i];
-        float bi = first ? gi : mu * buf[i] + gi;
-        buf[i] = bi;
-        float d = nesterov ? gi + mu * bi : bi;
-        p[i] -= lr * d;
-    }
+__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, sgd_k k) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        sgd_elem(p, g, buf, i, k);
 }
 
 void cu_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
     if (n <= 0) return;
     if (a->momentum == 0.0f) buf = NULL;
-    k_sgd<<<cuda_blocks(n, OPT_THREADS), OPT_THREADS, 0, cuda_stream()>>>(
-        p, g, buf, n, a->lr, a->momentum, a->weight_decay, a->gscale, a->nesterov, a->first);
+    k_sgd<<<cuda_blocks(n, OPT_THREADS), OPT_THREADS, 0, cuda_stream()>>>(p, g, buf, n, sgd_k_of(a));
     CUDA_LAUNCHED("sgd_step");
+}
+
+/* ---- multi-tensor forms (cpu_adamw_many, cpu_sgd_many, cpu_fill_many) ----
+ * Up to MT_GROUP tensors per launch, their pointers, sizes and scalars passed by value in the
+ * kernel's parameters (no staging copy, no synchronisation). Tensor t owns the blocks
+ * [start[t], start[t + 1]); each block covers MT_TILE consecutive elements of it. */
+#define MT_GROUP 48
+#define MT_TILE (OPT_THREADS * 4)
+
+struct mt_blocks {
+    int count;
+    int start[MT_GROUP + 1];
+    int64_t n[MT_GROUP];
+};
+
+struct adamw_group {
+    mt_blocks b;
+    float *p[MT_GROUP], *m[MT_GROUP], *v[MT_GROUP];
+    const float *g[MT_GROUP];
+    adamw_k k[MT_GROUP];
+};
+struct sgd_group {
+    mt_blocks b;
+    float *p[MT_GROUP], *buf[MT_GROUP];
+    const float *g[MT_GROUP];
+    sgd_k k[MT_GROUP];
+};
+struct fill_group {
+    mt_blocks b;
+    float *y[MT_GROUP];
+};
+/* kernel parameters are limited to 4 KiB on every CUDA version we build for */
+static_assert(sizeof(adamw_group) < 4096, "adamw_group must fit the 4 KiB kernel-parameter space");
+static_assert(sizeof(sgd_group) < 4096, "sgd_group must fit the 4 KiB kernel-parameter space");
+static_assert(sizeof(fill_group) < 4096, "fill_group must fit the 4 KiB kernel-parameter space");
+
+/* The tensor owning block `blk`: the last t with start[t] <= blk (binary search; tensors with no
+ * blocks never enter a group). */
+__device__ __forceinline__ int mt_tensor(const mt_blocks &b, int blk) {
+    int lo = 0, hi = b.count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (b.start[mid] <= blk) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The elements of this block: [i0, end) of tensor t, one tile. */
+struct mt_range {
+    int t;
+    int64_t i0, end;
+};
+__device__ __forceinline__ mt_range mt_block_range(const mt_blocks &b) {
+    mt_range r;
+    r.t = mt_tensor(b, (int)blockIdx.x);
+    r.i0 = (int64_t)(blockIdx.x - b.start[r.t]) * MT_TILE;
+    r.end = r.i0 + MT_TILE < b.n[r.t] ? r.i0 + MT_TILE : b.n[r.t];
+    return r;
+}
+
+__global__ void k_adamw_many(adamw_group G) {
+    const mt_range r = mt_block_range(G.b);
+    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x)
+        adamw_elem(G.p[r.t], G.g[r.t], G.m[r.t], G.v[r.t], i, G.k[r.t]);
+}
+__global__ void k_sgd_many(sgd_group G) {
+    const mt_range r = mt_block_range(G.b);
+    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x) sgd_elem(G.p[r.t], G.g[r.t], G.buf[r.t], i, G.k[r.t]);
+}
+__global__ void k_fill_many(fill_group G, float v) {
+    const mt_range r = mt_block_range(G.b);
+    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x) G.y[r.t][i] = v;
+}
+
+/* Append a tensor of n elements to the group's block table; returns its slot, or -1 when it has
+ * nothing to do. The caller fills the slot's pointers and launches when the group is full. */
+static int mt_add(mt_blocks &b, int64_t n) {
+    if (n <= 0) return -1;
+    int s = b.count++;
+    b.n[s] = n;
+    b.start[s + 1] = b.start[s] + (int)((n + MT_TILE - 1) / MT_TILE);
+    return s;
+}
+
+static bool mt_full(const mt_blocks &b) { return b.count == MT_GROUP; }
+
+template <typename G, typename L>
+static void mt_flush(G &grp, L launch) {
+    if (grp.b.count > 0) launch(grp);
+    grp.b.count = 0;
+    grp.b.start[0] = 0;
+}
+
+void cu_adamw_many(int count, float *const *p, const float *const *g, float *const *m, float *const *v,
+                   const int64_t *n, const adamw_args *a) {
+    adamw_group G = {}; /* empty: count 0, start[0] = 0 */
+    auto launch = [](const adamw_group &grp) {
+        k_adamw_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp);
+        CUDA_LAUNCHED("adamw_many");
+    };
+    for (int i = 0; i < count; i++) {
+        int s = mt_add(G.b, n[i]);
+        if (s < 0) continue;
+        G.p[s] = p[i];
+        G.g[s] = g[i];
+        G.m[s] = m[i];
+        G.v[s] = v[i];
+        G.k[s] = adamw_k_of(&a[i]);
+        if (mt_full(G.b)) mt_flush(G, launch);
+    }
+    mt_flush(G, launch);
+}
+
+void cu_sgd_many(int count, float *const *p, const float *const *g, float *const *buf, const int64_t *n,
+                 const sgd_args *a) {
+    sgd_group G = {}; /* empty: count 0, start[0] = 0 */
+    auto launch = [](const sgd_group &grp) {
+        k_sgd_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp);
+        CUDA_LAUNCHED("sgd_many");
+    };
+    for (int i = 0; i < count; i++) {
+        int s = mt_add(G.b, n[i]);
+        if (s < 0) continue;
+        /* as cu_sgd: no momentum buffer when momentum is 0 */
+        G.p[s] = p[i];
+        G.g[s] = g[i];
+        G.buf[s] = a[i].momentum == 0.0f ? NULL : buf[i];
+        G.k[s] = sgd_k_of(&a[i]);
+        if (mt_full(G.b)) mt_flush(G, launch);
+    }
+    mt_flush(G, launch);
+}
+
+void cu_fill_many(int count, float *const *y, const int64_t *n, float v) {
+    fill_group G = {}; /* empty: count 0, start[0] = 0 */
+    auto launch = [v](const fill_group &grp) {
+        k_fill_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp, v);
+        CUDA_LAUNCHED("fill_many");
+    };
+    for (int i = 0; i < count; i++) {
+        int s = mt_add(G.b, n[i]);
+        if (s < 0) continue;
+        G.y[s] = y[i];
+        if (mt_full(G.b)) mt_flush(G, launch);
+    }
+    mt_flush(G, launch);
 }
 
 __global__ void k_scale(float *x, int64_t n, float s) {
