@@ -9,7 +9,7 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile scene_bench
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
@@ -75,6 +75,8 @@ for s in "$@"; do
     attn_ab) TAIL=12 stage attn_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in auto gemm; do
                export ENDORET_CUDA_ATTENTION=\$a; echo attention=\$a;
                train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16; done" ;;
+    mae_bf16) stage mae_bf16 200 bash -c "$(declare -f train); E=$E NT=$NT;
+                train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16" ;;
     torch_ab) TAIL=12 stage torch_ab 300 bash -c "$(declare -f torch_vit); NT=$NT;
                 torch_vit vit_large 64 mae bf16; torch_vit vit_large 128 mae bf16; torch_vit vit_base 128 mae bf16" ;;
     mae_base) stage mae_base 240 bash -c "$(declare -f train); E=$E NT=$NT; train vit_base ${BB:-128} mae bf16; train vit_base ${BB:-128} mae fp32" ;;
