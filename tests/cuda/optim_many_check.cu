@@ -1,4 +1,4 @@
-// bench/optim_many_check.cu — the device check behind the multi-tensor optimizer figures of session 9
+// tests/cuda/optim_many_check.cu — the device check behind the multi-tensor optimizer figures of session 9
 // (bench/RESULTS_cuda.md; raw output bench/raw_cuda/session9_optim_many_check.txt). Not built by the
 // Makefile: nvcc -O3 -std=c++17 -I. -arch=sm_90 with kernels/cuda/{optim,elementwise}.cu and
 // kernels/cpu/optim.c, the stubs below standing in for the rest of the backend.
