@@ -9,7 +9,7 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env probe parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile scene_bench
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
@@ -65,6 +65,7 @@ for s in "$@"; do
     suite) TAIL=12 stage suite 300 "$T" --jobs "$NT" ;;
     sanitize) stage sanitize 400 compute-sanitizer --tool memcheck --target-processes all --print-limit 20 \
                 "$T" --filter 'cuda/*' --jobs 1 ;;
+    probe) TAIL=80 stage probe 60 "$E" bench cuda --probe ;;
     benchcuda) TAIL=40 stage benchcuda 120 "$E" bench cuda ;;
     attn_sanitize) stage attn_sanitize 300 bash -c "for t in memcheck racecheck; do compute-sanitizer --tool \$t --print-limit 20 \
                      $T --filter 'cuda/attention_tensor*' --jobs 1 || exit 1; done;

@@ -37,6 +37,7 @@
 #include "kernels/profile.h"
 
 #pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
+#pragma weak cuda_probe_run
 #pragma weak cuda_gemm_peak_bf16
 
 /* Best GFLOP/s of a square n^3 product through the device's GEMM (with the current precision). */
@@ -217,6 +218,21 @@ static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
     int json = *(const int *)json_flag;
     if (!strcmp(r->kind, "device")) {
         if (!json) printf("device: %s\n", r->device);
+    } else if (!strcmp(r->kind, "versions")) {
+        if (json) printf("{\"bench\":\"probe\",\"versions\":\"%s\"}\n", r->device);
+        else printf("libraries: %s\n", r->device);
+    } else if (!strcmp(r->kind, "probe_gemm")) {
+        if (json)
+            printf("{\"bench\":\"probe_gemm\",\"model\":\"%s\",\"layer\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"precision\":\"%s\",\"result\":\"%s\"}\n",
+                   r->model, r->layer, r->m, r->n, r->k, r->precision, r->pass);
+        else
+            printf("gemm_ex  %-15s %-24s [%6d x %5d x %5d] %s: %s\n", r->model, r->layer, r->m, r->n, r->k, r->precision, r->pass);
+    } else if (!strcmp(r->kind, "probe_attention")) {
+        if (json)
+            printf("{\"bench\":\"probe_attention\",\"model\":\"%s\",\"B\":%d,\"H\":%d,\"T\":%d,\"D\":%d,\"precision\":\"%s\",\"path\":\"%s\"}\n",
+                   r->model, r->B, r->H, r->T, r->D, r->precision, r->pass);
+        else
+            printf("attention %-15s B=%d H=%d T=%d D=%d %s: %s\n", r->model, r->B, r->H, r->T, r->D, r->precision, r->pass);
     } else if (!strcmp(r->kind, "gemm_peak")) {
         if (json) printf("{\"bench\":\"gemm_peak\",\"precision\":\"%s\",\"m\":%d,\"tflops\":%.2f}\n", r->precision, r->m, r->tflops);
         else printf("cuBLAS square %d^3 %-4s: %7.1f TFLOP/s (reference peak)\n", r->m, r->precision, r->tflops);
@@ -245,21 +261,23 @@ static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
 
 /* `endoret bench cuda`: GPU GEMM / attention figures (kernels/bench_cuda.h); argv[0] is "cuda". */
 static int bench_cuda(int argc, char **argv) {
-    int iters = 20, batch_b = 64, batch_l = 32, json = 0;
+    int iters = 20, batch_b = 64, batch_l = 32, json = 0, probe = 0;
     arg_spec specs[] = {
         {"iters", ARG_INT, &iters, "timed repetitions per measurement"},
         {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes"},
         {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes"},
         {"json", ARG_FLAG, &json, "one JSON object per measurement"},
+        {"probe", ARG_FLAG, &probe, "no timing: library versions, cuBLASLt's answer for every model GEMM and the attention path per head shape"},
     };
     char **pos = NULL;
     int npos = 0;
-    int rc = args_parse(argc, argv, specs, 4, "endoret bench cuda [options]", &pos, &npos);
+    int rc = args_parse(argc, argv, specs, 5, "endoret bench cuda [options]", &pos, &npos);
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (iters < 1 || batch_b < 1 || batch_l < 1) return er_fail(ER_INPUT, "bench cuda: --iters and --batch-* must be >= 1");
     if (!cuda_bench_run) return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");
+    if (probe) return cuda_probe_run(batch_b, batch_l, print_cuda_row, &json);
     return cuda_bench_run(iters, batch_b, batch_l, print_cuda_row, &json);
 }
 

@@ -25,6 +25,14 @@ typedef struct {
 int cuda_bench_run(int iters, int batch_b, int batch_l, void (*emit)(const cuda_bench_row *, void *),
                    void *ctx);
 
+/* `bench cuda --probe`, in seconds and before any timing: the runtime library versions (row kind
+ * "versions", in `device`), then for every linear layer of the ViT-B/16 (batch_b images), ViT-L/16
+ * (batch_l) and MAE decoder shapes, full and MAE-encoder token counts, fp32 and bf16 compute, whether
+ * cuBLASLt offers an algorithm for its gemm_ex epilogue (kind "probe_gemm", `pass` "cuBLASLt" or
+ * "refused: split path"), and which attention path each head shape takes in each precision (kind
+ * "probe_attention", `pass` mma / gemm / fused). ER_OK or an er_fail code. */
+int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_bench_row *, void *), void *ctx);
+
 /* The GPU's bf16 matrix rate in TFLOP/s: cuBLAS on bf16 A, B and C (fp32 accumulation), 8192^3,
  * random operands, median of `iters` timed products after 3 warm-ups; the ceiling MFU is quoted
  * against (what PyTorch's bf16 matmul reaches). 0 after recording an error. */

@@ -280,6 +280,11 @@ size_t cu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
     return fused > mma ? fused : mma;
 }
 
+const char *cu_attention_path(int B, int H, int Tq, int Tk, int D, int mask_kind) {
+    if (cu_attention_mma_use(B, H, Tq, Tk, D, mask_kind)) return "mma";
+    return cu_attention_gemm_use(B, H, Tq, Tk) ? "gemm" : "fused";
+}
+
 static void copy3(int64_t *dst, const int64_t *src) {
     for (int i = 0; i < 3; i++) dst[i] = src ? src[i] : 0;
 }

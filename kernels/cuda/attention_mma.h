@@ -23,4 +23,8 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
                           const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
                           float *work);
 
+/* The path cu_attention would take for this call with aligned rows ("mma", "gemm" or "fused"): for
+ * `bench cuda --probe`. attention.cu. */
+const char *cu_attention_path(int B, int H, int Tq, int Tk, int D, int mask_kind);
+
 #endif

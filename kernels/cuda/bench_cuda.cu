@@ -24,6 +24,10 @@ extern "C" {
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/attention_mma.h"
+#include "kernels/cuda/gemm_ex.h"
+#include <cublasLt.h>
+#include <cudnn.h>
 
 static float time_ms(void (*fn)(void *), void *arg, int iters) {
     cudaStream_t st = cuda_stream();
@@ -285,4 +289,68 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
     sgemm_set_precision(saved_precision);
     if (cuda_synchronize() || cuda_backend_error()) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
     return ER_OK;
+}
+
+extern "C" int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_bench_row *, void *), void *ctx) {
+    const er_backend *g = backend_cuda();
+    if (!g) return er_fail(ER_RUNTIME, "bench cuda --probe: no CUDA device (%s)", cuda_backend_describe());
+    int rt = 0, drv = 0, cb[3] = {0, 0, 0};
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    cublasGetProperty(MAJOR_VERSION, &cb[0]);
+    cublasGetProperty(MINOR_VERSION, &cb[1]);
+    cublasGetProperty(PATCH_LEVEL, &cb[2]);
+    size_t lt = cublasLtGetVersion(), dnn = cudnnGetVersion();
+    char versions[400];
+    /* cuDNN 9 numbers its versions major*10000 + minor*100 + patch; the fused SDPA backward
+     * operation of its graph API needs 9.17 (issue #29) */
+    snprintf(versions, sizeof versions,
+             "CUDA runtime %d.%d, driver API %d.%d, cuBLAS %d.%d.%d, cuBLASLt %zu, cuDNN %zu.%zu.%zu (SDPA backward operation %s)",
+             rt / 1000, (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10, cb[0], cb[1], cb[2], lt, dnn / 10000,
+             (dnn % 10000) / 100, dnn % 100, dnn >= 91700 ? "available" : "needs cuDNN >= 9.17");
+    cuda_bench_row row = {};
+    row.kind = "versions";
+    row.device = versions;
+    emit(&row, ctx);
+    const struct { const char *name; int C, hid, heads, batch, tokens[2]; } models[3] = {
+        {"ViT-B/16", 768, 3072, 12, batch_b, {197, 50}}, {"ViT-L/16", 1024, 4096, 16, batch_l, {197, 50}},
+        {"MAE decoder 512", 512, 2048, 16, batch_l, {197, 0}}};
+    const float *fake = (const float *)(uintptr_t)4096; /* the heuristic reads alignment, not memory */
+    const int saved = sgemm_precision();
+    for (int mi = 0; mi < 3; mi++)
+        for (int ti = 0; ti < 2 && models[mi].tokens[ti]; ti++)
+            for (int bf = 0; bf <= 1; bf++) {
+                int C = models[mi].C, M = models[mi].batch * models[mi].tokens[ti];
+                const struct { const char *layer; int n, k, bias, res; } layers[4] = {
+                    {"qkv +bias", 3 * C, C, 1, 0}, {"proj +bias +res", C, C, 1, 1},
+                    {"fc1 (bias in bias_gelu)", models[mi].hid, C, 0, 0}, {"fc2 +bias +res", C, models[mi].hid, 1, 1}};
+                for (int li = 0; li < 4; li++) {
+                    gemm_ex_args a = {};
+                    a.transB = 1, a.m = M, a.n = layers[li].n, a.k = layers[li].k, a.alpha = 1.0f, a.beta = 1.0f;
+                    a.A = fake, a.lda = a.k, a.B = fake, a.ldb = a.k, a.D = (float *)fake, a.ldd = a.n;
+                    a.C = layers[li].res ? fake : NULL, a.ldc = a.n, a.bias = layers[li].bias ? fake : NULL;
+                    a.compute = bf ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32;
+                    int ok = cu_gemm_ex_has_algo(&a);
+                    row = cuda_bench_row{};
+                    row.kind = "probe_gemm";
+                    row.model = models[mi].name;
+                    row.layer = layers[li].layer;
+                    row.precision = bf ? "bf16" : "fp32";
+                    row.pass = ok > 0 ? "cuBLASLt" : ok == 0 ? "refused: split path" : "error";
+                    row.m = a.m, row.n = a.n, row.k = a.k;
+                    emit(&row, ctx);
+                }
+                sgemm_set_precision(bf ? SGEMM_BF16 : SGEMM_FP32);
+                int D = C / models[mi].heads, T = models[mi].tokens[ti];
+                row = cuda_bench_row{};
+                row.kind = "probe_attention";
+                row.model = models[mi].name;
+                row.precision = bf ? "bf16" : "fp32";
+                row.pass = cu_attention_path(models[mi].batch, models[mi].heads, T, T, D, MASK_NONE);
+                row.B = models[mi].batch, row.H = models[mi].heads, row.T = T, row.D = D;
+                emit(&row, ctx);
+            }
+    sgemm_set_precision(saved);
+    const char *e = cuda_backend_error();
+    return e ? er_fail(ER_RUNTIME, "bench cuda --probe: %s", e) : ER_OK;
 }

@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_ex.h"
 
 #define LT_WORKSPACE ((size_t)32 << 20)
 
@@ -111,15 +112,18 @@ static lt_plan *lt_plan_for(const gemm_ex_args *a, const lt_key &key) {
     return &(g_lt_plans[key] = p);
 }
 
-/* D = (D + bias) + beta C, row by row: the split path's epilogue, in cpu_gemm_ex's order */
+/* D = (D + bias) + beta C, row by row: the split path's epilogue, in cpu_gemm_ex's order (a block per
+ * row, no index division: it measured 0.2 ms on a 6304 x 3072 output with one) */
 __global__ void k_gemm_epilogue(int m, int n, float *D, int ldd, const float *bias, const float *C, int ldc, float beta) {
-    int64_t total = (int64_t)m * n;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-        int64_t i = e / n, j = e - i * n;
-        float d = D[i * ldd + j];
-        if (bias) d = d + bias[j];
-        if (C) d = beta == 1.0f ? C[i * ldc + j] + d : beta * C[i * ldc + j] + d;
-        D[i * ldd + j] = d;
+    for (int64_t i = blockIdx.x; i < m; i += gridDim.x) {
+        float *d = D + i * ldd;
+        const float *c = C ? C + i * ldc : NULL;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            float v = d[j];
+            if (bias) v = v + bias[j];
+            if (c) v = beta == 1.0f ? c[j] + v : beta * c[j] + v;
+            d[j] = v;
+        }
     }
 }
 
@@ -129,13 +133,24 @@ static void gemm_ex_split(const gemm_ex_args *a) {
                     alias ? a->beta : 0.0f, a->D, a->ldd, 0, 1);
     const float *C = alias ? NULL : a->C;
     if (!a->bias && !C) return;
-    int64_t total = (int64_t)a->m * a->n;
-    k_gemm_epilogue<<<cuda_blocks(total, 256), 256, 0, cuda_stream()>>>(a->m, a->n, a->D, a->ldd, a->bias, C, a->ldc,
-                                                                        a->beta);
+    unsigned rows = a->m < 65535 * 8 ? (unsigned)a->m : 65535u * 8;
+    k_gemm_epilogue<<<rows, 256, 0, cuda_stream()>>>(a->m, a->n, a->D, a->ldd, a->bias, C, a->ldc, a->beta);
     CUDA_LAUNCHED("gemm_ex epilogue");
 }
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+static lt_key lt_key_of(const gemm_ex_args *a) {
+    return lt_key{a->transA, a->transB, a->m, a->n, a->k, a->lda, a->ldb, a->C ? a->ldc : 0, a->ldd, a->C != NULL,
+                  a->bias != NULL, a->compute,
+                  aligned16(a->A) | aligned16(a->B) << 1 | aligned16(a->C) << 2 | aligned16(a->D) << 3 | aligned16(a->bias) << 4};
+}
+
+int cu_gemm_ex_has_algo(const gemm_ex_args *a) {
+    std::lock_guard<std::mutex> lk(g_lt_mu);
+    lt_plan *p = lt_plan_for(a, lt_key_of(a));
+    return p ? p->ok : -1;
+}
 
 void cu_gemm_ex(const gemm_ex_args *a) {
     if (a->a_type != GEMM_F32 || a->b_type != GEMM_F32 || a->c_type != GEMM_F32 || a->d_type != GEMM_F32) {
@@ -148,11 +163,8 @@ void cu_gemm_ex(const gemm_ex_args *a) {
         gemm_ex_split(a);
         return;
     }
-    const lt_key key = lt_key{a->transA, a->transB, a->m, a->n, a->k, a->lda, a->ldb, a->C ? a->ldc : 0, a->ldd, a->C != NULL,
-                 a->bias != NULL, a->compute,
-                 aligned16(a->A) | aligned16(a->B) << 1 | aligned16(a->C) << 2 | aligned16(a->D) << 3 | aligned16(a->bias) << 4};
     std::lock_guard<std::mutex> lk(g_lt_mu);
-    lt_plan *p = lt_plan_for(a, key);
+    lt_plan *p = lt_plan_for(a, lt_key_of(a));
     if (!p) return;
     if (!p->ok) {
         gemm_ex_split(a);
