@@ -27,8 +27,17 @@ static int scene_columns(const emb_set *e, const manifest *m, char **paths, char
     return 1;
 }
 
+/* Whether every row id of the embedding file names a manifest row (an `embed --split` file of that
+ * manifest: its ids are the rows it embedded). */
+static int ids_are_rows(const emb_set *e, const manifest *m) {
+    for (int i = 0; i < e->n; i++)
+        if (e->ids[i] < 0 || e->ids[i] >= m->n) return 0;
+    return 1;
+}
+
 /* image paths / patients (and labels, when the embedding file has none) from a manifest whose
- * rows match the embedding rows, or whose scenes are the embedding's cases (scene_columns) */
+ * rows match the embedding rows, whose rows the embedding's row ids name (an `embed --split` file
+ * with the full manifest), or whose scenes are the embedding's cases (scene_columns) */
 static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, char ***patient, manifest *m) {
     *paths = *patient = NULL;
     if (!mpath || !*mpath) return ER_OK;
@@ -42,10 +51,16 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
         free(*paths); free(*patient);
         *paths = *patient = NULL;
     }
-    if (m->n != e->n) {
+    /* row i of the embedding file is manifest row row_of[i]: the same row, or the one its id names */
+    const int by_id = m->n != e->n;
+    if (by_id && !ids_are_rows(e, m)) {
+        int mn = m->n;
         manifest_free(m);
-        return er_fail(ER_INPUT, "--manifest: %s has %d rows but the embedding file has %d", mpath, m->n, e->n);
+        return er_fail(ER_INPUT, "--manifest: %s has %d rows but the embedding file has %d whose row ids are not all "
+                                 "rows of it (embed it from this manifest, or give the manifest it was embedded from)",
+                       mpath, mn, e->n);
     }
+#define ROW(i) (by_id ? (int)e->ids[i] : (i))
     if (!e->labels) { /* labels from the manifest when the embedding file has none */
         emb_set *w = (emb_set *)e;
         int *lab, nl;
@@ -53,7 +68,7 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
         manifest_label_ids(m, &lab, &names, &nl);
         if (nl > 0) {
             w->labels = xmalloc((size_t)e->n * sizeof(int64_t));
-            for (int i = 0; i < e->n; i++) w->labels[i] = lab[i];
+            for (int i = 0; i < e->n; i++) w->labels[i] = lab[ROW(i)];
             w->nlabel_names = nl;
             w->label_names = xmalloc((size_t)nl * sizeof(char *));
             for (int i = 0; i < nl; i++) w->label_names[i] = xstrdup(names[i]);
@@ -63,9 +78,10 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
     *paths = xcalloc((size_t)e->n, sizeof(char *));
     *patient = xcalloc((size_t)e->n, sizeof(char *));
     for (int i = 0; i < e->n; i++) {
-        (*paths)[i] = manifest_image_path(m, i);
-        (*patient)[i] = m->rows[i].patient;
+        (*paths)[i] = manifest_image_path(m, ROW(i));
+        (*patient)[i] = m->rows[ROW(i)].patient;
     }
+#undef ROW
     return ER_OK;
 }
 

@@ -4,6 +4,8 @@
 #include "tests/test_util.h"
 #include "infer/retrieval/casedb.h"
 #include "infer/eval/synth_emb.h"
+#include "datasets/manifest.h"
+#include "datasets/synth.h"
 #include "nn/base/base.h"
 
 #include <dirent.h>
@@ -318,4 +320,44 @@ Test(infer_casedb, cli_add_with_mismatched_dims_rejected) {
     cr_expect_eq(cmd_index(6, bad), ER_INPUT);
     emb_free(&a); emb_free(&b); emb_free(&q);
     free(e1); free(e2); free(db);
+}
+
+/* issue 33: `index build --manifest M` with an `embed --split` file of M follows the file's row ids
+ * (each case gets the image of the manifest row it embedded); ids that name no row of M are refused
+ * with M's real row count (the message used to read the count after freeing the manifest: "0 rows"). */
+Test(casedb, index_build_follows_the_row_ids_of_a_split_embedding) {
+    const char *dir = test_tmpdir();
+    synth_config sc = {.scenes = 4, .views = 3, .size = 16, .seed = 3, .threads = 1};
+    cr_assert_eq(synth_write_dataset(dir, &sc), 0, "%s", er_msg());
+    char *man = path_join(dir, "manifest.csv"), *embp = path_join(dir, "split.safetensors");
+    char *out = path_join(dir, "split.db"), *bad = path_join(dir, "bad.safetensors");
+    manifest m;
+    cr_assert_eq(manifest_load(man, &m), 0, "%s", er_msg());
+    cr_assert_eq(m.n, 12);
+    const int64_t rows[3] = {5, 0, 9};
+    emb_set e;
+    emb_alloc(&e, 3, 8);
+    for (int i = 0; i < 3 * 8; i++) e.x[i] = (float)((i * 7) % 5) - 2.0f;
+    for (int i = 0; i < 3; i++) e.ids[i] = rows[i];
+    cr_assert_eq(emb_save(embp, &e), 0, "%s", er_msg());
+    char *build[] = {"index", "build", "--emb", embp, "--manifest", man, "--out", out, NULL};
+    cr_assert_eq(cmd_index(8, build), ER_OK, "%s", er_msg());
+    casedb db;
+    cr_assert_eq(casedb_open(out, &db), 0, "%s", er_msg());
+    cr_assert_eq(db.n, 3);
+    for (int r = 0; r < 3; r++) { /* the case ids are the row ids; the database keeps its own row order */
+        cr_expect(db.ids[r] == 0 || db.ids[r] == 5 || db.ids[r] == 9, "case id %lld", (long long)db.ids[r]);
+        char *want = manifest_image_path(&m, (int)db.ids[r]);
+        cr_expect_str_eq(db.paths[r], want, "case id %lld", (long long)db.ids[r]);
+        free(want);
+    }
+    casedb_close(&db);
+    e.ids[2] = 12; /* past the manifest's last row */
+    cr_assert_eq(emb_save(bad, &e), 0, "%s", er_msg());
+    char *build_bad[] = {"index", "build", "--emb", bad, "--manifest", man, "--out", out, NULL};
+    cr_assert_eq(cmd_index(8, build_bad), ER_INPUT);
+    cr_expect(strstr(er_msg(), "has 12 rows but the embedding file has 3"), "%s", er_msg());
+    emb_free(&e);
+    manifest_free(&m);
+    free(man); free(embp); free(out); free(bad);
 }
