@@ -34,8 +34,20 @@ static int read_gt_csv(const char *path, reid_gt **gt, int64_t *n) {
     return ER_OK;
 }
 
+/* The default code lengths for a dim-d descriptor: those of the list that fit, then dim itself (its
+ * sign code), so a 192-d encoder sweeps 16..128 and 192 instead of failing on 256. */
+static int default_bits(int *bits, int nb, int dim, int **out) {
+    int *b = xmalloc((size_t)(nb + 1) * sizeof *b), n = 0;
+    for (int i = 0; i < nb; i++)
+        if (bits[i] <= dim) b[n++] = bits[i];
+    if (n == 0 || b[n - 1] != dim) b[n++] = dim;
+    free(bits);
+    *out = b;
+    return n;
+}
+
 int cmd_sweep(int argc, char **argv) {
-    const char *dbp = NULL, *qp = NULL, *gtp = NULL, *bits_s = "16,32,64,128,256", *ks_s = "1,3,5,6,10,20";
+    const char *dbp = NULL, *qp = NULL, *gtp = NULL, *bits_s = NULL, *ks_s = "1,3,5,6,10,20";
     const char *hash_s = "pca", *kind_s = "mih", *out = NULL, *svg = NULL, *save = NULL;
     int synthetic = 0, n = 20000, nq = 1000, dim = 256, clusters = 200, seed = 1, json = 0, markdown = 0;
     double spread = 0.9, qnoise = 0.6, label_noise = 0.15;
@@ -52,7 +64,7 @@ int cmd_sweep(int argc, char **argv) {
         {"qnoise", ARG_DOUBLE, &qnoise, "synthetic: query noise around its source item (default 0.6)"},
         {"label-noise", ARG_DOUBLE, &label_noise, "synthetic: label flip probability (default 0.15)"},
         {"save", ARG_STR, &save, "synthetic: also write db.safetensors, query.safetensors, gt.csv here"},
-        {"bits", ARG_STR, &bits_s, "code lengths (default 16,32,64,128,256)"},
+        {"bits", ARG_STR, &bits_s, "code lengths (default: 16,32,64,128,256 up to the embedding size, and the size itself)"},
         {"k", ARG_STR, &ks_s, "neighbour counts (default 1,3,5,6,10,20)"},
         {"hash", ARG_STR, &hash_s, "pca | itq for lengths below the embedding size (default pca)"},
         {"kind", ARG_STR, &kind_s, "binary index (default mih; all give the same neighbours)"},
@@ -66,7 +78,8 @@ int cmd_sweep(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     int *bits, nb, *ks, nk;
-    if ((rc = args_int_list(bits_s, "--bits", &bits, &nb))) return rc;
+    const int bits_given = bits_s != NULL;
+    if ((rc = args_int_list(bits_given ? bits_s : "16,32,64,128,256", "--bits", &bits, &nb))) return rc;
     if ((rc = args_int_list(ks_s, "--k", &ks, &nk))) { free(bits); return rc; }
     hash_kind hk;
     index_kind kind;
@@ -109,6 +122,7 @@ int cmd_sweep(int argc, char **argv) {
         if ((rc = emb_require_cosine(&db, "--db")) || (rc = emb_require_cosine(&q, "--query"))) goto out;
         if (gtp && (rc = read_gt_csv(gtp, &gt, &ngt))) goto out;
     }
+    if (!bits_given) nb = default_bits(bits, nb, db.dim, &bits);
     rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);
     if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) goto out;
     int nrows = (nb + 1) * nk;

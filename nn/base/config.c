@@ -312,11 +312,23 @@ char *cfg_to_string(const cfg_spec *specs, int n) {
     return buf;
 }
 
+/* The shortest %g form that reads back as v (0.05, not 0.050000000000000003): for people; files keep
+ * write_value's 17 digits. */
+static void print_double_short(FILE *f, double v) {
+    char b[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, v);
+        if (strtod(b, NULL) == v) break;
+    }
+    fputs(b, f);
+}
+
 void cfg_print_keys(FILE *f, const cfg_spec *specs, int n) {
     fprintf(f, "config keys (file `key = value` with [section]s, or --set section.key=value):\n");
     for (int i = 0; i < n; i++) {
         fprintf(f, "  %-26s ", specs[i].key);
-        write_value(f, &specs[i]);
+        if (specs[i].type == CFG_DOUBLE) print_double_short(f, *(double *)specs[i].dst);
+        else write_value(f, &specs[i]);
         fprintf(f, "  (%s", type_name(specs[i].type));
         if (specs[i].range && specs[i].type != CFG_BOOL) fprintf(f, " %s", specs[i].range);
         fprintf(f, ") %s\n", specs[i].help);

@@ -112,3 +112,29 @@ Test(endofinder_config, include_cycle_is_an_error) {
     cr_assert(strstr(er_msg(), "nested"), "%s", er_msg());
     free(p);
 }
+
+/* issue 33: `--keys` shows a double as the shortest text that reads back as the same value (0.05,
+ * not 0.050000000000000003); the config text saved in checkpoints keeps 17 digits. */
+Test(endofinder_config, keys_print_shortest_round_trip_doubles) {
+    reset();
+    const double vals[] = {0.05, 1.25e-4, 0.1 + 0.2, 1.0 / 3.0, 3e-300, 0.0};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        g_dbl = vals[i];
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        cfg_print_keys(f, specs, NS);
+        fclose(f);
+        const char *line = strstr(buf, "train.lr");
+        cr_assert_not_null(line);
+        char *end;
+        double back = strtod(line + strlen("train.lr"), &end);
+        cr_expect(back == vals[i], "%.17g printed as %.*s", vals[i], (int)(end - line), line);
+        if (i == 0) cr_expect(strstr(line, " 0.05 ") != NULL, "%.40s", line);
+        free(buf);
+    }
+    g_dbl = 0.05;
+    char *s = cfg_to_string(specs, NS);
+    cr_expect(strstr(s, "train.lr = 0.050000000000000003\n"), "%s", s);
+    free(s);
+}

@@ -270,3 +270,31 @@ Test(infer_eval_views, cosine_only_commands_refuse_chi2_files) {
     free(p);
     free(db);
 }
+
+/* issue 33: `sweep` without --bits sweeps the default code lengths that fit the descriptor, then
+ * the descriptor's own size (a 24-d one: 16 and 24 instead of failing on 32); an explicit length
+ * above the size is still refused, naming it. */
+Test(infer_eval_views, sweep_default_bits_fit_the_descriptor) {
+    char *out = path_join(test_tmpdir(), "sw24");
+    char *sweep[] = {"sweep", "--synthetic", "--dim", "24", "--n", "200", "--queries", "20", "--clusters", "10",
+                     "--k", "1", "--out", out, NULL};
+    cr_assert_eq(cmd_sweep(14, sweep), ER_OK, "%s", er_msg());
+    char *csv = path_join(out, "sweep.csv");
+    size_t len;
+    char *txt = NULL;
+    cr_assert_eq(read_file(csv, &txt, &len), 0, "%s", er_msg());
+    int seen16 = 0, seen24 = 0, over = 0;
+    for (char *line = strchr(txt, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        int b = atoi(line + 1);
+        seen16 |= b == 16;
+        seen24 |= b == 24;
+        over |= b > 24;
+    }
+    cr_expect(seen16 && seen24 && !over, "code lengths in %s:\n%s", csv, txt);
+    char *explicit32[] = {"sweep", "--synthetic", "--dim", "24", "--n", "200", "--queries", "20", "--bits", "32", NULL};
+    cr_assert_eq(cmd_sweep(10, explicit32), ER_INPUT);
+    cr_expect(strstr(er_msg(), "32 bits"), "%s", er_msg());
+    free(txt);
+    free(csv);
+    free(out);
+}
