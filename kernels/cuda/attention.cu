@@ -16,6 +16,8 @@
  *
  * Backward work buffer: delta[i] = sum_d go[i,d] * o[i,d] (B*H*Tq floats). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/attention_mma.h"
@@ -266,27 +268,50 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
 }
 
 /* ---------------- host side ---------------- */
-/* The cuBLAS path (attention_gemm.cu) while its scores fit; otherwise these fused kernels, whose
- * backward needs delta (B*H*Tq floats). */
+/* The one place ENDORET_CUDA_ATTENTION is read: mma | gemm | fused pin a path (tests, benchmarks);
+ * auto or unset lets the shapes decide. Another value is recorded as the backend's error (the step's
+ * device check stops the run naming the variable) and auto is used. */
+enum at_pin { PIN_AUTO, PIN_MMA, PIN_GEMM, PIN_FUSED };
+static at_pin at_pinned(void) {
+    const char *e = getenv("ENDORET_CUDA_ATTENTION");
+    if (!e || !*e || !strcmp(e, "auto")) return PIN_AUTO;
+    if (!strcmp(e, "mma")) return PIN_MMA;
+    if (!strcmp(e, "gemm")) return PIN_GEMM;
+    if (!strcmp(e, "fused")) return PIN_FUSED;
+    cuda_record_msg("ENDORET_CUDA_ATTENTION: expected mma, gemm, fused or auto", __FILE__, __LINE__);
+    return PIN_AUTO;
+}
+
+/* The path of a call: the tensor cores (attention_mma.cu) where they can run and, unless pinned,
+ * measured faster; else the cuBLAS path (attention_gemm.cu) while its scores fit their budget (or
+ * pinned, within the softmax grid); else these fused kernels. allow_mma = 0: the choice after the
+ * tensor-core path declined a call (rows not 16-byte aligned). */
+enum at_path { PATH_MMA, PATH_GEMM, PATH_FUSED };
+static at_path at_choose(int B, int H, int Tq, int Tk, int D, int mask_kind, bool allow_mma) {
+    const at_pin pin = at_pinned();
+    if (allow_mma && (pin == PIN_AUTO || pin == PIN_MMA) && cu_attention_mma_fits(B, H, Tq, Tk, D, mask_kind, pin == PIN_MMA))
+        return PATH_MMA;
+    if (pin == PIN_GEMM) return B <= 65535 ? PATH_GEMM : PATH_FUSED;
+    return pin != PIN_FUSED && cu_attention_gemm_fits(B, H, Tq, Tk) ? PATH_GEMM : PATH_FUSED;
+}
+
+static size_t at_path_workspace(at_path p, int B, int H, int Tq, int Tk) {
+    if (p == PATH_MMA) return cu_attention_mma_workspace(B, H, Tq, Tk);
+    if (p == PATH_GEMM) return cu_attention_gemm_workspace(B, H, Tq, Tk);
+    return (size_t)B * H * Tq; /* the fused backward's delta */
+}
+
+/* Asked without the mask kind: enough for the unmasked call's path and for the path a masked call
+ * (or one the tensor cores decline) takes. */
 size_t cu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
-    /* the workspace is asked without the mask kind: enough for the tensor-core path whenever the
-     * shape allows it, a masked call then takes one of the others (whose need is also covered) */
-    size_t mma = cu_attention_mma_use(B, H, Tq, Tk, D, MASK_NONE) ? cu_attention_mma_workspace(B, H, Tq, Tk) : 0;
-    if (cu_attention_gemm_use(B, H, Tq, Tk)) {
-        size_t g = cu_attention_gemm_workspace(B, H, Tq, Tk);
-        return g > mma ? g : mma;
-    }
-    size_t fused = (size_t)B * H * Tq;
-    return fused > mma ? fused : mma;
+    size_t a = at_path_workspace(at_choose(B, H, Tq, Tk, D, MASK_NONE, true), B, H, Tq, Tk);
+    size_t b = at_path_workspace(at_choose(B, H, Tq, Tk, D, MASK_NONE, false), B, H, Tq, Tk);
+    return a > b ? a : b;
 }
 
 const char *cu_attention_path(int B, int H, int Tq, int Tk, int D, int mask_kind) {
-    if (cu_attention_mma_use(B, H, Tq, Tk, D, mask_kind)) return "mma";
-    return cu_attention_gemm_use(B, H, Tq, Tk) ? "gemm" : "fused";
-}
-
-static void copy3(int64_t *dst, const int64_t *src) {
-    for (int i = 0; i < 3; i++) dst[i] = src ? src[i] : 0;
+    at_path p = at_choose(B, H, Tq, Tk, D, mask_kind, true);
+    return p == PATH_MMA ? "mma" : p == PATH_GEMM ? "gemm" : "fused";
 }
 
 static bool at_check(int B, int H, int Tq, int Tk, int D, const char *what) {
@@ -302,19 +327,20 @@ void cu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float 
                   const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                   const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                   float *work) {
-    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_mma_use(B, H, Tq, Tk, D, mask_kind) &&
-        cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse))
-        return;
-    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_gemm_use(B, H, Tq, Tk)) {
+    if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
+    at_path path = at_choose(B, H, Tq, Tk, D, mask_kind, true);
+    if (path == PATH_MMA && cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse)) return;
+    if (path == PATH_MMA) path = at_choose(B, H, Tq, Tk, D, mask_kind, false);
+    if (path == PATH_GEMM) {
         cu_attention_gemm_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
         return;
     }
     if (!at_check(B, H, Tq, Tk, D, "attention: head dim > 128 or B*H > 65535 not supported on CUDA")) return;
     at_strides s = {};
-    copy3(s.q, qs);
-    copy3(s.k, ks);
-    copy3(s.v, vs);
-    copy3(s.o, os);
+    cu_copy3(s.q, qs);
+    cu_copy3(s.k, ks);
+    cu_copy3(s.v, vs);
+    cu_copy3(s.o, os);
     if (mask_kind != MASK_NONE)
         for (int i = 0; i < 4; i++) s.m[i] = ms[i];
     dim3 grid((Tq + AT_WARPS - 1) / AT_WARPS, B * H);
@@ -335,11 +361,13 @@ void cu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, con
                            const float *o, const int64_t *os, const float *go, const int64_t *gos,
                            const float *lse, float *gq, const int64_t *gqs, float *gk,
                            const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
-    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_mma_use(B, H, Tq, Tk, D, mask_kind) &&
-        cu_attention_mma_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv,
-                             gvs, work))
+    if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
+    at_path path = at_choose(B, H, Tq, Tk, D, mask_kind, true);
+    if (path == PATH_MMA && cu_attention_mma_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq,
+                                                 gqs, gk, gks, gv, gvs, work))
         return;
-    if (B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0 && cu_attention_gemm_use(B, H, Tq, Tk)) {
+    if (path == PATH_MMA) path = at_choose(B, H, Tq, Tk, D, mask_kind, false);
+    if (path == PATH_GEMM) {
         cu_attention_gemm_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, go, gos, lse, gq,
                               gqs, gk, gks, gv, gvs, work);
         return;
@@ -347,14 +375,14 @@ void cu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, con
     if (!at_check(B, H, Tq, Tk, D, "attention_backward: head dim > 128 or B*H > 65535 not supported on CUDA"))
         return;
     at_strides s = {};
-    copy3(s.q, qs);
-    copy3(s.k, ks);
-    copy3(s.v, vs);
-    copy3(s.o, os);
-    copy3(s.go, gos);
-    copy3(s.gq, gqs);
-    copy3(s.gk, gks);
-    copy3(s.gv, gvs);
+    cu_copy3(s.q, qs);
+    cu_copy3(s.k, ks);
+    cu_copy3(s.v, vs);
+    cu_copy3(s.o, os);
+    cu_copy3(s.go, gos);
+    cu_copy3(s.gq, gqs);
+    cu_copy3(s.gk, gks);
+    cu_copy3(s.gv, gvs);
     if (mask_kind != MASK_NONE)
         for (int i = 0; i < 4; i++) s.m[i] = ms[i];
     float *delta = work;

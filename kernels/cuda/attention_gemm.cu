@@ -34,16 +34,7 @@ enum { P_Q, P_K, P_V, P_O, P_S, P_DP, P_GO, P_GQ, P_GK, P_GV, AT_PTRS };
 /* The score budget: 2 B*H*Tq*Tk floats at most (2 GiB); above it the fused kernels run. */
 #define AT_GEMM_MAX_FLOATS ((int64_t)1 << 29)
 
-bool cu_attention_gemm_use(int B, int H, int Tq, int Tk) {
-    /* mma | gemm | fused | auto: tests pin a path; mma (attention_mma.cu) falls back to the auto rule
-     * for the calls it does not take */
-    const char *e = getenv("ENDORET_CUDA_ATTENTION");
-    if (e && *e && strcmp(e, "auto") && strcmp(e, "mma")) {
-        if (!strcmp(e, "fused")) return false;
-        if (!strcmp(e, "gemm")) return B <= 65535;
-        /* recorded: the step's device check stops the run naming the variable */
-        cuda_record_msg("ENDORET_CUDA_ATTENTION: expected mma, gemm, fused or auto", __FILE__, __LINE__);
-    }
+bool cu_attention_gemm_fits(int B, int H, int Tq, int Tk) {
     return B <= 65535 && 2 * (int64_t)B * H * Tq * Tk <= AT_GEMM_MAX_FLOATS; /* B: the softmax grid's y */
 }
 

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether this shape takes the GEMM path (the score budget; ENDORET_CUDA_ATTENTION=gemm|fused pins it). */
-bool cu_attention_gemm_use(int B, int H, int Tq, int Tk);
+/* Whether this shape's scores fit the GEMM path's budget (attention.cu's chooser decides). */
+bool cu_attention_gemm_fits(int B, int H, int Tq, int Tk);
 /* Floats of workspace the GEMM path needs (forward and backward alike). */
 size_t cu_attention_gemm_workspace(int B, int H, int Tq, int Tk);
 void cu_attention_gemm_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,

@@ -338,10 +338,7 @@ k_am_dkv(int H, int Tq, int Tk, const float *q, const float *go, am_strides s, c
  * 128-token boundary lies between measured points. */
 static bool am_auto_prefers(int Tq, int Tk, int D) { return D <= 32 || (Tq <= 128 && Tk <= 128); }
 
-bool cu_attention_mma_use(int B, int H, int Tq, int Tk, int D, int mask_kind) {
-    const char *e = getenv("ENDORET_CUDA_ATTENTION");
-    bool pinned = e && !strcmp(e, "mma");
-    if (e && *e && strcmp(e, "auto") && !pinned) return false; /* another path pinned */
+bool cu_attention_mma_fits(int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned) {
     return mask_kind == MASK_NONE && sgemm_precision() == SGEMM_BF16 && D % 16 == 0 && D >= 16 && D <= AM_MAXD &&
            Tq >= 1 && Tq <= AM_MAXT && Tk >= 1 && Tk <= AM_MAXT && B >= 1 && H >= 1 && (int64_t)B * H <= 65535 &&
            (pinned || am_auto_prefers(Tq, Tk, D));
@@ -354,10 +351,6 @@ size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk) {
 /* float4 access: a 16-byte aligned base and (b, h, t) strides that are multiples of 4 floats */
 static bool am_vec_ok(const float *p, const int64_t *st) {
     return !p || ((uintptr_t)p % 16 == 0 && st[0] % 4 == 0 && st[1] % 4 == 0 && st[2] % 4 == 0);
-}
-
-static void am_strides_set(int64_t *dst, const int64_t *src) {
-    for (int i = 0; i < 3; i++) dst[i] = src ? src[i] : 0;
 }
 
 /* Kernels above 48 KiB of dynamic shared memory must opt in, once per size they grow to. */
@@ -405,10 +398,10 @@ bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, cons
                           const int64_t *os, float *lse) {
     if (!am_vec_ok(q, qs) || !am_vec_ok(k, ks) || !am_vec_ok(v, vs) || !am_vec_ok(o, os)) return false;
     am_strides s = {};
-    am_strides_set(s.q, qs);
-    am_strides_set(s.k, ks);
-    am_strides_set(s.v, vs);
-    am_strides_set(s.o, os);
+    cu_copy3(s.q, qs);
+    cu_copy3(s.k, ks);
+    cu_copy3(s.v, vs);
+    cu_copy3(s.o, os);
     switch (D) {
     case 16: am_fwd<16>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
     case 32: am_fwd<32>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
@@ -428,14 +421,14 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
         return false;
     if (!gq && !gk && !gv) return true;
     am_strides s = {};
-    am_strides_set(s.q, qs);
-    am_strides_set(s.k, ks);
-    am_strides_set(s.v, vs);
-    am_strides_set(s.o, os);
-    am_strides_set(s.go, gos);
-    am_strides_set(s.gq, gqs);
-    am_strides_set(s.gk, gks);
-    am_strides_set(s.gv, gvs);
+    cu_copy3(s.q, qs);
+    cu_copy3(s.k, ks);
+    cu_copy3(s.v, vs);
+    cu_copy3(s.o, os);
+    cu_copy3(s.go, gos);
+    cu_copy3(s.gq, gqs);
+    cu_copy3(s.gk, gks);
+    cu_copy3(s.gv, gvs);
     bf16 *Pg = (bf16 *)(((uintptr_t)work + 255) & ~(uintptr_t)255);
     bf16 *dSg = Pg + (size_t)B * H * am_r16(Tq) * am_r16(Tk);
     switch (D) {

@@ -105,6 +105,11 @@ static inline cu_index cu_index_make(int ndim, const int64_t *shape, const int64
     return ix;
 }
 
+/* (b, h, t) strides of an attention operand, zero for a NULL (frozen / absent) one */
+static inline void cu_copy3(int64_t *dst, const int64_t *src) {
+    for (int i = 0; i < 3; i++) dst[i] = src ? src[i] : 0;
+}
+
 static inline int64_t cu_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
