@@ -1,7 +1,11 @@
 // tests/cuda/optim_many_check.cu — the device check behind the multi-tensor optimizer figures of session 9
-// (bench/RESULTS_cuda.md; raw output bench/raw_cuda/session9_optim_many_check.txt). Not built by the
-// Makefile: nvcc -O3 -std=c++17 -I. -arch=sm_90 with kernels/cuda/{optim,elementwise}.cu and
-// kernels/cpu/optim.c, the stubs below standing in for the rest of the backend.
+// (bench/RESULTS_cuda.md; raw output bench/raw_cuda/session9_optim_many_check.txt): the *_many kernels'
+// bits against the one-tensor CUDA ops and the CPU, and launch timings on a ViT-L MAE parameter list.
+// Not built by the Makefile; built here (checked) with
+//   nvcc -O3 -std=c++17 -I. -DENDORET_CUDA --expt-relaxed-constexpr -arch=sm_90 -Xcompiler -fopenmp \
+//        tests/cuda/optim_many_check.cu kernels/cuda/optim.cu kernels/cuda/elementwise.cu kernels/cpu/optim.c -lgomp
+// and run on the GPU machine. The backend services those files call (stream, error record) are
+// defined below, so it links without the rest of the backend.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
