@@ -1,7 +1,8 @@
-/* optim_args.h — the arguments of the optimizer ops (adamw, sgd in kernels/ops.def).
+/* optim_args.h — the arguments of the optimizer ops (adamw_many, sgd_many in kernels/ops.def): one
+ * per tensor of the list.
  *
- * The ops know nothing about tensors or parameter groups: they update one contiguous fp32 array
- * in place; nn/optim.c walks the parameters. Scalars that depend only on the step (bias
+ * The ops know nothing about tensors or parameter groups: they update contiguous fp32 arrays in
+ * place, each with its own args; nn/optim.c fills the lists from the parameters. Scalars that depend only on the step (bias
  * corrections) are computed once on the host in double (adamw_scalars) and passed in, so every
  * backend does the same per-element float arithmetic.
  *

@@ -67,15 +67,6 @@ static void adamw_chunk(float *restrict p, const float *restrict g, float *restr
 
 #define OPTIM_CHUNK 16384
 
-void cpu_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
-    const int64_t nchunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t b = c * OPTIM_CHUNK, len = n - b < OPTIM_CHUNK ? n - b : OPTIM_CHUNK;
-        adamw_chunk(p + b, g + b, m + b, v + b, len, a);
-    }
-}
-
 /* The SGD rule on one chunk; buf unused when mu == 0 or buf is NULL. */
 static void sgd_chunk(float *restrict p, const float *restrict g, float *restrict buf, int64_t n, const sgd_args *a) {
     const float lr = a->lr, mu = a->momentum, wd = a->weight_decay, gs = a->gscale;
@@ -95,18 +86,9 @@ static void sgd_chunk(float *restrict p, const float *restrict g, float *restric
     }
 }
 
-void cpu_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
-    const int64_t nchunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t b = c * OPTIM_CHUNK, len = n - b < OPTIM_CHUNK ? n - b : OPTIM_CHUNK;
-        sgd_chunk(p + b, g + b, buf ? buf + b : NULL, len, a);
-    }
-}
-
 /* ---- multi-tensor forms: one parallel region over the chunks of all tensors ----
- * Tensor i is cut into OPTIM_CHUNK pieces at the same offsets as the one-tensor ops, and each piece
- * gets the same chunk function with tensor i's args, so the bits are those of the one-tensor op.
+ * Tensor i is cut into OPTIM_CHUNK pieces at fixed offsets, and each piece gets the chunk function
+ * with tensor i's args, so its bits do not depend on the other tensors of the list.
  * The chunks of all tensors, in order, are split into one contiguous range per thread (the chunk
  * count is known up front; nothing is allocated). */
 typedef void (*many_chunk_fn)(const void *ctx, int t, int64_t off, int64_t len);

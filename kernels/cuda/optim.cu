@@ -49,7 +49,7 @@ __device__ __forceinline__ float sqrt_rn(float a) {
 #endif
 }
 
-/* One element of AdamW / SGD, shared by the one-tensor and the multi-tensor kernels: the
+/* One element of AdamW / SGD (the multi-tensor kernels below): the
  * expressions of adamw_chunk_scalar / sgd_chunk in their order. */
 struct adamw_k {
     float decay, b1, b2, c1, c2, step, ibc2, eps, gs;
@@ -80,7 +80,7 @@ static sgd_k sgd_k_of(const sgd_args *a) {
     return sgd_k{a->lr, a->momentum, a->weight_decay, a->gscale, a->nesterov, a->first};
 }
 
-/* buf NULL: plain SGD (cu_sgd passes NULL when momentum == 0) */
+/* buf NULL: plain SGD (the multi-tensor kernel passes NULL when momentum == 0) */
 __device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, int64_t i, const sgd_k &k) {
     if (!buf) {
         p[i] = sub_rn(p[i], mul_rn(k.lr, add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]))));
@@ -91,29 +91,6 @@ __device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, i
     buf[i] = bi;
     float d = k.nesterov ? add_rn(gi, mul_rn(k.mu, bi)) : bi;
     p[i] = sub_rn(p[i], mul_rn(k.lr, d));
-}
-
-__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, adamw_k k) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        adamw_elem(p, g, m, v, i, k);
-}
-
-void cu_adamw(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
-    if (n <= 0) return;
-    k_adamw<<<cuda_blocks(n, OPT_THREADS), OPT_THREADS, 0, cuda_stream()>>>(p, g, m, v, n, adamw_k_of(a));
-    CUDA_LAUNCHED("adamw_step");
-}
-
-__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, sgd_k k) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        sgd_elem(p, g, buf, i, k);
-}
-
-void cu_sgd(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
-    if (n <= 0) return;
-    if (a->momentum == 0.0f) buf = NULL;
-    k_sgd<<<cuda_blocks(n, OPT_THREADS), OPT_THREADS, 0, cuda_stream()>>>(p, g, buf, n, sgd_k_of(a));
-    CUDA_LAUNCHED("sgd_step");
 }
 
 /* ---- multi-tensor forms (cpu_adamw_many, cpu_sgd_many, cpu_fill_many) ----
@@ -238,7 +215,7 @@ void cu_sgd_many(int count, float *const *p, const float *const *g, float *const
     for (int i = 0; i < count; i++) {
         int s = mt_add(G.b, n[i]);
         if (s < 0) continue;
-        /* as cu_sgd: no momentum buffer when momentum is 0 */
+        /* no momentum buffer when momentum is 0 (the CPU ignores it then too) */
         G.p[s] = p[i];
         G.g[s] = g[i];
         G.buf[s] = a[i].momentum == 0.0f ? NULL : buf[i];

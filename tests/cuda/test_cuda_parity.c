@@ -440,11 +440,10 @@ Test(cuda, sumsq_many_matches_one_by_one) {
     free(pool);
 }
 
-PARITY_COVERS(adamw);
-PARITY_COVERS(sgd);
 PARITY_COVERS(scale);
 PARITY_COVERS(all_finite);
-/* Fused AdamW / SGD, gradient norm pieces on the GPU against the CPU table (kernels/cpu/optim.c). */
+/* Fused AdamW / SGD on one long tensor (a list of one), gradient norm pieces on the GPU against the
+ * CPU table (kernels/cpu/optim.c). */
 Test(cuda, fused_optimizer_steps) {
     require_gpu();
     const int64_t n = 5000;
@@ -454,8 +453,8 @@ Test(cuda, fused_optimizer_steps) {
     adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.05f, .gscale = 0.5f};
     for (int t = 1; t <= 3; t++) {
         adamw_scalars(&a, t);
-        CPU->adamw(p, g, m, v, n, &a);
-        GPU->adamw(dp, dg, dm, dv, n, &a);
+        CPU->adamw_many(1, &p, (const float *const *)&g, &m, &v, &n, &a);
+        GPU->adamw_many(1, &dp, (const float *const *)&dg, &dm, &dv, &n, &a);
     }
     expect_close("adamw p", p, dp, n, 1e-6);
     expect_close("adamw m", m, dm, n, 1e-6);
@@ -465,8 +464,8 @@ Test(cuda, fused_optimizer_steps) {
         sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .gscale = 1.0f, .nesterov = nesterov};
         for (int t = 0; t < 2; t++) {
             sa.first = t == 0;
-            CPU->sgd(p, g, buf, n, &sa);
-            GPU->sgd(dp, dg, dbuf, n, &sa);
+            CPU->sgd_many(1, &p, (const float *const *)&g, &buf, &n, &sa);
+            GPU->sgd_many(1, &dp, (const float *const *)&dg, &dbuf, &n, &sa);
         }
         expect_close("sgd p", p, dp, n, 1e-6);
         expect_close("sgd buf", buf, dbuf, n, 1e-6);

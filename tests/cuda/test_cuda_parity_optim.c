@@ -4,7 +4,8 @@
  *   - against the CPU table exactly: the kernels round every product, sum and quotient on its own
  *     (__fmul_rn & co.: no multiply-add contraction), in the CPU's order, so the bits match; the
  *     tolerance of fused_optimizer_steps (1e-6) allowed for contraction, which no longer happens;
- *   - against the CUDA one-tensor ops (adamw, sgd, fill) exactly: the same device code.
+ *   - against a call per tensor (lists of one, one launch each; fill for fill_many) exactly: the
+ *     grouping changes no bits.
  * Skips without a GPU; runs under python3 tests/cuda/emulate.py. */
 #include "tests/cuda/parity_util.h"
 
@@ -22,7 +23,7 @@ typedef struct {
     int64_t n[MT_N];
     float *cpu[NARR][MT_N];  /* host state, updated by the CPU table */
     float *many[NARR][MT_N]; /* device state, updated by the *_many ops */
-    float *one[NARR][MT_N];  /* device state, updated by the one-tensor ops */
+    float *one[NARR][MT_N];  /* device state, updated a tensor per call */
 } mt_state;
 
 static void mt_make(mt_state *s) {
@@ -78,7 +79,8 @@ Test(cuda, optim_adamw_many_130_tensors) {
         CPU->adamw_many(MT_N, s->cpu[P], (const float *const *)s->cpu[G], s->cpu[M], s->cpu[V], s->n, args);
         GPU->adamw_many(MT_N, s->many[P], (const float *const *)s->many[G], s->many[M], s->many[V], s->n, args);
         for (int t = 0; t < MT_N; t++)
-            GPU->adamw(s->one[P][t], s->one[G][t], s->one[M][t], s->one[V][t], s->n[t], &args[t]);
+            GPU->adamw_many(1, &s->one[P][t], (const float *const *)&s->one[G][t], &s->one[M][t], &s->one[V][t],
+                            &s->n[t], &args[t]);
     }
     mt_expect("adamw_many p", s, P);
     mt_expect("adamw_many m", s, M);
@@ -104,7 +106,8 @@ static void sgd_case(float momentum, int nesterov) {
         CPU->sgd_many(MT_N, s->cpu[P], (const float *const *)s->cpu[G], cbuf ? cbuf : none, s->n, args);
         GPU->sgd_many(MT_N, s->many[P], (const float *const *)s->many[G], gbuf ? gbuf : none, s->n, args);
         for (int t = 0; t < MT_N; t++)
-            GPU->sgd(s->one[P][t], s->one[G][t], momentum ? s->one[M][t] : NULL, s->n[t], &args[t]);
+            GPU->sgd_many(1, &s->one[P][t], (const float *const *)&s->one[G][t], momentum ? &s->one[M][t] : &none[t],
+                          &s->n[t], &args[t]);
     }
     mt_expect(nesterov ? "sgd_many nesterov p" : momentum ? "sgd_many p" : "sgd_many plain p", s, P);
     if (momentum) mt_expect(nesterov ? "sgd_many nesterov buf" : "sgd_many buf", s, M);

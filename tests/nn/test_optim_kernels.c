@@ -16,13 +16,21 @@ static void expect_close(const float *got, const double *want, int n, double rto
     }
 }
 
+/* The optimizer ops take a list; these tests run one tensor through a list of one. */
+static void adamw1(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
+    backend_cpu.adamw_many(1, &p, &g, &m, &v, &n, a);
+}
+static void sgd1(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
+    backend_cpu.sgd_many(1, &p, &g, &buf, &n, a);
+}
+
 static void run_adamw(float lr, float b1, float b2, float eps, float wd, const double *ref, const char *what) {
     float p[REF_OPT_N], m[REF_OPT_N] = {0}, v[REF_OPT_N] = {0};
     memcpy(p, REF_OPT_P0, sizeof p);
     adamw_args a = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .gscale = 1.0f};
     for (int t = 0; t < REF_OPT_T; t++) {
         adamw_scalars(&a, t + 1);
-        backend_cpu.adamw(p, REF_OPT_GRADS + t * REF_OPT_N, m, v, REF_OPT_N, &a);
+        adamw1(p, REF_OPT_GRADS + t * REF_OPT_N, m, v, REF_OPT_N, &a);
         expect_close(p, ref + t * REF_OPT_N, REF_OPT_N, 2e-6, what, t + 1);
     }
 }
@@ -37,7 +45,7 @@ static void run_sgd(float lr, float mu, float wd, int nesterov, const double *re
     memcpy(p, REF_OPT_P0, sizeof p);
     for (int t = 0; t < REF_OPT_T; t++) {
         sgd_args a = {.lr = lr, .momentum = mu, .weight_decay = wd, .gscale = 1.0f, .nesterov = nesterov, .first = t == 0};
-        backend_cpu.sgd(p, REF_OPT_GRADS + t * REF_OPT_N, mu ? buf : NULL, REF_OPT_N, &a);
+        sgd1(p, REF_OPT_GRADS + t * REF_OPT_N, mu ? buf : NULL, REF_OPT_N, &a);
         expect_close(p, ref + t * REF_OPT_N, REF_OPT_N, 2e-6, what, t + 1);
     }
 }
@@ -61,7 +69,7 @@ Test(optim_kernels, adamw_long_vector_vs_double) {
     for (int t = 1; t <= 4; t++) {
         for (int i = 0; i < n; i++) g[i] = (float)cos(i * 0.11 + t);
         adamw_scalars(&a, t);
-        backend_cpu.adamw(p, g, m, v, n, &a);
+        adamw1(p, g, m, v, n, &a);
         for (int i = 0; i < n; i++) {
             double gi = gs * g[i];
             pd[i] *= 1.0 - lr * wd;
@@ -81,7 +89,7 @@ Test(optim_kernels, adamw_long_vector_vs_double) {
     memcpy(mf, m, n * sizeof *mf);
     memcpy(vf, v, n * sizeof *vf);
     adamw_scalars(&a, 5);
-    backend_cpu.adamw(p, g, m, v, n, &a);
+    adamw1(p, g, m, v, n, &a);
     const float decay = 1.0f - a.lr * a.weight_decay;
     int differ = 0;
     for (int i = 0; i < n; i++) {

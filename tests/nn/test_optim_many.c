@@ -1,5 +1,7 @@
-/* The CPU table's multi-tensor optimizer ops (adamw_many, sgd_many, fill_many) against the
- * one-tensor ops, bit for bit: tensors of odd sizes (one element, a vector tail, several OpenMP
+/* The CPU table's multi-tensor optimizer ops (adamw_many, sgd_many, fill_many): a list of tensors in
+ * one call gives each tensor the bits of a call with it alone (a list of one, whose threads split
+ * the work differently; the values themselves are checked against PyTorch in test_optim_kernels.c)
+ * and fill_many those of fill: tensors of odd sizes (one element, a vector tail, several OpenMP
  * chunks, past the parallel threshold), each with its own lr and weight decay, over several steps;
  * and count 0 (or empty tensors) changing nothing. */
 #include <omp.h>
@@ -81,7 +83,7 @@ static sgd_args sgd_of(int t, int first, float momentum, int nesterov) {
                       .gscale = t % 2 ? 1.0f : 0.5f, .nesterov = nesterov, .first = first};
 }
 
-Test(optim_many, adamw_many_equals_adamw_per_tensor_bitwise) {
+Test(optim_many, adamw_many_equals_a_call_per_tensor_bitwise) {
     set a, b;
     sets_make(&a, &b);
     adamw_args args[NT];
@@ -90,7 +92,8 @@ Test(optim_many, adamw_many_equals_adamw_per_tensor_bitwise) {
     for (int step = 1; step <= 4; step++) {
         for (int t = 0; t < NT; t++) args[t] = adamw_of(t, step);
         backend_cpu.adamw_many(NT, a.p, (const float *const *)a.g, a.m, a.v, n, args);
-        for (int t = 0; t < NT; t++) backend_cpu.adamw(b.p[t], b.g[t], b.m[t], b.v[t], n[t], &args[t]);
+        for (int t = 0; t < NT; t++) /* each tensor alone: a list of one */
+            backend_cpu.adamw_many(1, &b.p[t], (const float *const *)&b.g[t], &b.m[t], &b.v[t], &n[t], &args[t]);
     }
     expect_sets_equal("adamw_many", &a, &b, 1);
     sets_free(&a, &b);
@@ -110,13 +113,14 @@ static void sgd_case(float momentum, int nesterov, int null_buf) {
     for (int step = 0; step < 3; step++) {
         for (int t = 0; t < NT; t++) args[t] = sgd_of(t, step == 0, momentum, nesterov);
         backend_cpu.sgd_many(NT, a.p, (const float *const *)a.g, bufa, n, args);
-        for (int t = 0; t < NT; t++) backend_cpu.sgd(b.p[t], b.g[t], bufb[t], n[t], &args[t]);
+        for (int t = 0; t < NT; t++)
+            backend_cpu.sgd_many(1, &b.p[t], (const float *const *)&b.g[t], &bufb[t], &n[t], &args[t]);
     }
     expect_sets_equal(nesterov ? "sgd_many nesterov" : momentum ? "sgd_many momentum" : "sgd_many plain", &a, &b, 0);
     sets_free(&a, &b);
 }
 
-Test(optim_many, sgd_many_equals_sgd_per_tensor_bitwise) {
+Test(optim_many, sgd_many_equals_a_call_per_tensor_bitwise) {
     sgd_case(0.9f, 0, 0);
     sgd_case(0.9f, 1, 0);
     sgd_case(0.0f, 0, 1); /* no momentum: no buffers */
