@@ -4,12 +4,13 @@
  *   cc -std=c11 -D_GNU_SOURCE -O3 -march=native -fopenmp -I. -o build/attention_step \
  *      bench/attention_step.c kernels/cpu/attention*.c kernels/cpu/simd_avx512.c kernels/cpu/gemm*.c \
  *      kernels/cpu/cpu_info.c nn/base/base.c -lm
- *   OMP_NUM_THREADS=2 build/attention_step [B] [H] [T] [D] [iters]     (default 16 6 197 64 20)
- * ENDORET_GEMM_PRECISION=bf16 for the bf16 mode. Prints median and quartiles of each, in ms,
+ *   OMP_NUM_THREADS=2 build/attention_step [B] [H] [T] [D] [iters] [fp32|bf16]   (default 16 6 197 64 20 fp32)
+ * The last argument is the products' precision. Prints median and quartiles of each, in ms,
  * and GFLOP/s at the median (forward 4 T^2 D per head, backward with the recompute 10 T^2 D). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -41,18 +42,19 @@ static float *rnd(int64_t n, unsigned s) {
 int main(int argc, char **argv) {
     int B = argc > 1 ? atoi(argv[1]) : 16, H = argc > 2 ? atoi(argv[2]) : 6, T = argc > 3 ? atoi(argv[3]) : 197;
     int D = argc > 4 ? atoi(argv[4]) : 64, iters = argc > 5 ? atoi(argv[5]) : 20;
+    const int bf16 = argc > 6 && !strcmp(argv[6], "bf16"), compute = bf16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32;
     if (B < 1 || H < 1 || T < 1 || D < 1 || iters < 1 || iters > 1000) return fprintf(stderr, "bad arguments\n"), 2;
     int64_t C = (int64_t)H * D, R = (int64_t)B * T;
     float *qkv = rnd(R * 3 * C, 1), *o = rnd(R * C, 2), *go = rnd(R * C, 3), *g = rnd(R * 3 * C, 4);
     float *lse = rnd((int64_t)B * H * T, 5);
-    float *work = xmalloc_aligned(cpu_attention_workspace(B, H, T, T, D) * sizeof(float));
+    float *work = xmalloc_aligned(cpu_attention_workspace(compute, B, H, T, T, D) * sizeof(float));
     int64_t qs[3] = {T * 3 * C, D, 3 * C}, os[3] = {T * C, D, C};
     double *tf = xmalloc(sizeof(double) * iters), *tb = xmalloc(sizeof(double) * iters);
     for (int it = -2; it < iters; it++) { /* two warm-up calls */
         double t0 = clock_now();
-        cpu_attention(B, H, T, T, D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL, qs, o, os, lse, work);
+        cpu_attention(compute, B, H, T, T, D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL, qs, o, os, lse, work);
         double t1 = clock_now();
-        cpu_attention_backward(B, H, T, T, D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL, qs, o, os,
+        cpu_attention_backward(compute, B, H, T, T, D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL, qs, o, os,
                                go, os, lse, g, qs, g + C, qs, g + 2 * C, qs, work);
         double t2 = clock_now();
         if (it >= 0) tf[it] = (t1 - t0) * 1e3, tb[it] = (t2 - t1) * 1e3;
@@ -62,7 +64,7 @@ int main(int argc, char **argv) {
     double fl = (double)B * H * T * T * D;
     printf("attention B%d H%d T%d D%d %s, %d threads, %d iters: forward %.2f ms [%.2f, %.2f] %.0f GFLOP/s, "
            "backward %.2f ms [%.2f, %.2f] %.0f GFLOP/s\n",
-           B, H, T, D, sgemm_precision() == SGEMM_BF16 ? "bf16" : "fp32", omp_get_max_threads(), iters, tf[iters / 2],
+           B, H, T, D, bf16 ? "bf16" : "fp32", omp_get_max_threads(), iters, tf[iters / 2],
            tf[iters / 4], tf[3 * iters / 4], 4 * fl / tf[iters / 2] * 1e-6, tb[iters / 2], tb[iters / 4],
            tb[3 * iters / 4], 10 * fl / tb[iters / 2] * 1e-6);
     return 0;

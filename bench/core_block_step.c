@@ -82,7 +82,7 @@ static int kernels_main(int B, int iters) {
     float *qkv = randbuf(R * 3 * C, 5), *o = randbuf(R * C, 6), *go = randbuf(R * C, 7);
     float *gqkv = randbuf(R * 3 * C, 8), *w = randbuf(HID, 9), *bb = randbuf(HID, 10), *stats = randbuf(2 * R, 11);
     float *lse = randbuf((int64_t)B * H * T, 12);
-    float *work = xmalloc_aligned(be->attention_workspace(B, H, T, T, (int)D) * sizeof(float));
+    float *work = xmalloc_aligned(be->attention_workspace(GEMM_COMPUTE_FP32, B, H, T, T, (int)D) * sizeof(float));
     float *lnwork = xmalloc_aligned((be->layernorm_backward_workspace(R, C) + 1) * sizeof(float));
     float *sumwork = xmalloc_aligned((be->sum_to_workspace(2, (int64_t[]){R, HID}, (int64_t[]){1, HID}) + 1) * sizeof(float));
     double total = 0;
@@ -93,10 +93,10 @@ static int kernels_main(int B, int iters) {
     TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, x, w, stats, stats + R, g, gx, w, bb, lnwork));
     int64_t qs[3] = {T * 3 * C, D, 3 * C}, os[3] = {T * C, D, C};
     TIME_KERNEL("attention forward (softmax+gemm)", 1,
-                be->attention(B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL,
+                be->attention(GEMM_COMPUTE_FP32, B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL,
                               qs, o, os, lse, work));
     TIME_KERNEL("attention backward (recompute+gemm)", 1,
-                be->attention_backward(B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE,
+                be->attention_backward(GEMM_COMPUTE_FP32, B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE,
                                        NULL, qs, o, os, go, os, lse, gqkv, qs, gqkv + C, qs, gqkv + 2 * C, qs, work));
     int64_t sh2[2] = {R, C}, st2[2] = {C, 1}, bst[2] = {0, 1};
     TIME_KERNEL("binary add residual [R,384]", 2, be->binary(BIN_ADD, 2, sh2, x, st2, g, st2, y));

@@ -40,10 +40,11 @@
 #pragma weak cuda_probe_run
 #pragma weak cuda_gemm_peak_bf16
 
-/* Best GFLOP/s of a square n^3 product through the device's GEMM (with the current precision). */
+/* Best GFLOP/s of a square n^3 product through the device's GEMM in the op layer's precision. */
 static double gemm_ceiling(int device, int reps) {
+    const int compute = er_gemm_compute();
     /* on a GPU in bf16 mode: cuBLAS on bf16 operands, the rate PyTorch's bf16 matmul reaches */
-    if (device != DEV_CPU && sgemm_precision() == SGEMM_BF16 && cuda_gemm_peak_bf16) return 1e3 * cuda_gemm_peak_bf16(reps);
+    if (device != DEV_CPU && compute == GEMM_COMPUTE_BF16 && cuda_gemm_peak_bf16) return 1e3 * cuda_gemm_peak_bf16(reps);
     const er_backend *be = backend_get(device);
     const int n = device == DEV_CPU ? 1024 : 8192;
     size_t bytes = (size_t)n * n * sizeof(float);
@@ -54,7 +55,7 @@ static double gemm_ceiling(int device, int reps) {
     double best = 0;
     for (int r = 0; r <= reps; r++) {
         double t = now_seconds();
-        be->gemm_batched(0, 0, n, n, n, 1, a, n, 0, b, n, 0, 0, c, n, 0, 1);
+        be->gemm_batched(compute, 0, 0, n, n, n, 1, a, n, 0, b, n, 0, 0, c, n, 0, 1);
         be->download(&sink, c, sizeof sink); /* waits for the product */
         double g = 2.0 * n * n * n / (now_seconds() - t) / 1e9;
         if (r > 0 && g > best) best = g; /* r = 0 warms up */
@@ -181,7 +182,8 @@ static int bench_train(int argc, char **argv) {
     double ceiling = rc ? 0 : gemm_ceiling(device, 10); /* best of 10: one preempted rep must not set it */
     if (!rc) rc = er_device_check(device, "bench train");
     int nthreads = omp_get_max_threads();
-    const char *kernel = device == DEV_CPU ? sgemm_kernel_name() : "cublas";
+    const char *kernel = device == DEV_CPU ? sgemm_kernel_name(er_get_precision() == ER_PREC_BF16 ? SGEMM_BF16 : SGEMM_FP32)
+                                           : "cublas";
     if (!rc) {
         if (json)
             printf("{\"bench\": \"train\", \"model\": \"%s\", \"objective\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "

@@ -75,12 +75,12 @@ static int openblas_load(openblas *ob) {
     return 1;
 }
 
-static void run_ours(const shape *s, const float *A, const float *B, float *C) {
+static void run_ours(int prec, const shape *s, const float *A, const float *B, float *C) {
     int lda = s->tA ? s->m : s->k, ldb = s->tB ? s->k : s->n;
     if (s->batch == 1)
-        sgemm(s->tA, s->tB, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C, s->n);
+        sgemm(prec, s->tA, s->tB, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C, s->n);
     else
-        sgemm_strided_batched(s->tA, s->tB, s->m, s->n, s->k, 1.0f, A, lda, (long)s->m * s->k, B,
+        sgemm_strided_batched(prec, s->tA, s->tB, s->m, s->n, s->k, 1.0f, A, lda, (long)s->m * s->k, B,
                               ldb, (long)s->k * s->n, 0.0f, C, s->n, (long)s->m * s->n, s->batch);
 }
 
@@ -183,8 +183,7 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"no-openblas", ARG_FLAG, &no_ref, "do not look for OpenBLAS"},
         {"ukernels", ARG_FLAG, &ukernels, "only measure each micro-kernel with its data in L1"},
         {"precision", ARG_STR, &precision_text,
-         "fp32, or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, interleaved); default: "
-         "$ENDORET_GEMM_PRECISION or fp32"},
+         "fp32 (default), or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, interleaved)"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -220,11 +219,10 @@ int cmd_bench_gemm(int argc, char **argv) {
      * precision; with --precision bf16 also ours in fp32; OpenBLAS sgemm; OpenBLAS sbgemm. */
     enum { C_OURS, C_OURS_FP32, C_OB, C_SB, C_N };
     int on[C_N] = {1, bf16, have_ob, have_ob && bf16 && ob.sbgemm != NULL};
-    const int main_prec = precision_text ? (bf16 ? SGEMM_BF16 : SGEMM_FP32) : sgemm_precision();
-    sgemm_set_precision(main_prec);
+    const int main_prec = bf16 ? SGEMM_BF16 : SGEMM_FP32;
     if (!json) {
         printf("sgemm %s (%s), %d threads, %d reps (each after an untimed call), median GFLOP/s (slowest-fastest rep)\n",
-               sgemm_kernel_name(), main_prec == SGEMM_BF16 ? "bf16 inputs, fp32 accumulation" : "fp32",
+               sgemm_kernel_name(main_prec), main_prec == SGEMM_BF16 ? "bf16 inputs, fp32 accumulation" : "fp32",
                threads, reps);
         printf("OpenBLAS: %s\n", have_ob ? "found (dlopen), measured interleaved with ours" : "not found, ours only");
         if (bf16)
@@ -260,16 +258,14 @@ int cmd_bench_gemm(int argc, char **argv) {
         for (int rep = 0; rep < reps; rep++)
             for (int c = 0; c < C_N; c++) {
                 if (!on[c]) continue;
-                if (c <= C_OURS_FP32) sgemm_set_precision(c == C_OURS ? main_prec : SGEMM_FP32);
                 for (int timed = 0; timed <= 1; timed++) {
                     double t0 = now_seconds();
-                    if (c <= C_OURS_FP32) run_ours(s, A, B, C);
+                    if (c <= C_OURS_FP32) run_ours(c == C_OURS ? main_prec : SGEMM_FP32, s, A, B, C);
                     else if (c == C_OB) run_openblas(&ob, s, A, B, C);
                     else run_openblas_bf16(&ob, s, Ah, Bh, C);
                     if (timed) t[c][rep] = now_seconds() - t0;
                 }
             }
-        sgemm_set_precision(main_prec);
         /* median, and the spread over the reps: slowest (gw) and fastest (gb) */
         double g[C_N] = {0}, gb[C_N] = {0}, gw[C_N] = {0};
         for (int c = 0; c < C_N; c++) {
@@ -279,7 +275,7 @@ int cmd_bench_gemm(int argc, char **argv) {
             gw[c] = flops / t[c][reps - 1] * 1e-9;
         }
         char dims[48], op[3] = {s->tA ? 't' : 'n', s->tB ? 't' : 'n', 0};
-        const char *kname = sgemm_kernel_for(s->tA, s->m, s->n), *tile = strchr(kname, '-');
+        const char *kname = sgemm_kernel_for(main_prec, s->tA, s->m, s->n), *tile = strchr(kname, '-');
         tile = tile ? tile + 1 : kname;
         if (s->batch > 1) snprintf(dims, sizeof dims, "%d@%dx%dx%d", s->batch, s->m, s->n, s->k);
         else snprintf(dims, sizeof dims, "%dx%dx%d", s->m, s->n, s->k);

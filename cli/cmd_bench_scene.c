@@ -50,7 +50,7 @@ int bench_train_scene(const char *arch, int img, int patch, int batch, int steps
     char *sets[8] = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
     train_objective t = {0};
     if (!rc) rc = objective_config_load(&oc, NULL, sets, 8);
-    if (!rc) rc = oc.def->create(oc.cfg, &oc.loop, &t);
+    if (!rc) rc = objective_create(&oc, &t);
     double t_step = 0, t_enc = 0;
     int per_scene = share ? 2 * V : V * V; /* encoder passes per scene: inputs + targets */
     if (!rc) {

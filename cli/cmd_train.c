@@ -57,7 +57,7 @@ static int agree_on_setup(int rc) {
 /* Build the objective, run the loop, free both. */
 static int run_objective(const objective_config *oc, train_loop_config *lc, int quiet) {
     train_objective obj;
-    int created = oc->def->create(oc->cfg, &oc->loop, &obj);
+    int created = objective_create(oc, &obj);
     int rc = agree_on_setup(created);
     if (rc) {
         if (created == ER_OK) obj.free(obj.self); /* another rank failed */

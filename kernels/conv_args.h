@@ -21,6 +21,7 @@ typedef struct {
     int ph, pw;       /* zero padding on each side */
     int dh, dw;       /* dilation (1 = dense kernel) */
     int groups;
+    int compute;      /* GEMM_COMPUTE_FP32 / _BF16 (kernels/gemm_ex_args.h): the products' arithmetic */
 } conv2d_args;
 
 /* x [N, C, H, W] -> y [N, C, P, Q] over R x S windows (padding counts as -inf for max). */

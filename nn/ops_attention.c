@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "nn/ops_util.h"
+#include "nn/precision.h"
 
 typedef struct {
     tensor *mask;
     int mask_kind;
     int64_t ms[4];
     float *lse;
+    int compute; /* GEMM_COMPUTE_* of the forward: the backward uses the same path */
 } attn_ctx;
 
 /* (b, h, t) strides; a size-1 token dim gets the packed stride so gemm's leading dim is valid. */
@@ -121,8 +123,8 @@ static void attention_backward(tape_node *n) {
     float *gv = grad_dest(v, gvs, direct, nd, &went);
     const er_backend *be = BE(q);
     arena_mark m = ops_mark(q->device);
-    float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
-    be->attention_backward(B, H, Tq, Tk, D, n->f[0], q->data, qs, k->data, ks, v->data, vs,
+    float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
+    be->attention_backward(c->compute, B, H, Tq, Tk, D, n->f[0], q->data, qs, k->data, ks, v->data, vs,
                            c->mask_kind, c->mask ? c->mask->data : NULL, c->ms, o->data, os,
                            o->grad->data, gos, c->lse, gq, gqs, gk, gks, gv, gvs, work);
     ops_release(q->device, m);
@@ -173,14 +175,15 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     c->mask_kind = mask_kind;
     for (int i = 0; i < 4; i++) c->ms[i] = ms[i];
     c->lse = ops_scratch(q->device, (int64_t)B * H * Tq);
+    c->compute = er_gemm_compute();
     arena_mark m = ops_mark(q->device);
-    float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(B, H, Tq, Tk, D));
+    float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
     int64_t qs[3], ks[3], vs[3], os[3];
     strides3(q, qs);
     strides3(k, ks);
     strides3(v, vs);
     strides3(o, os);
-    be->attention(B, H, Tq, Tk, D, scale, q->data, qs, k->data, ks, v->data, vs, mask_kind,
+    be->attention(c->compute, B, H, Tq, Tk, D, scale, q->data, qs, k->data, ks, v->data, vs, mask_kind,
                   c->mask ? c->mask->data : NULL, ms, o->data, os, c->lse, work);
     ops_release(q->device, m);
     tensor *in[3] = {q, k, v};

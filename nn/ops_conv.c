@@ -2,6 +2,7 @@
  * average pooling. Shapes are checked here (one message naming the shapes and the setting at
  * fault); the kernels (kernels/ops.def, geometry in kernels/conv_args.h) see packed buffers only. */
 #include "nn/ops_util.h"
+#include "nn/precision.h"
 
 static int need_4d(const char *op, const tensor *x) {
     if (x->ndim == 4) return 1;
@@ -52,7 +53,8 @@ tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], co
     *a = (conv2d_args){.N = (int)x->shape[0], .C = (int)x->shape[1], .H = (int)x->shape[2],
                        .W = (int)x->shape[3], .K = (int)w->shape[0], .R = (int)w->shape[2],
                        .S = (int)w->shape[3], .sh = stride[0], .sw = stride[1], .ph = pad[0],
-                       .pw = pad[1], .dh = dilation[0], .dw = dilation[1], .groups = groups};
+                       .pw = pad[1], .dh = dilation[0], .dw = dilation[1], .groups = groups,
+                       .compute = er_gemm_compute()}; /* the backward reads the same args */
     conv2d_args_fill(a);
     if (a->P < 1 || a->Q < 1 || a->R < 1 || a->S < 1) {
         er_fail(ER_INPUT, "conv2d: a %dx%d kernel (dilation %dx%d) does not fit input %s padded by "

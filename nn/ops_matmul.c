@@ -1,8 +1,8 @@
 /* ops_matmul.c — batched matrix products (either operand transposed) and linear layers.
  * Operands are used in place whenever their last two dims have a unit stride (a transposed view
  * is just the other gemm transpose flag) and their batch dims collapse to one stride. */
-#include "kernels/gemm.h"
 #include "nn/ops_util.h"
+#include "nn/precision.h"
 
 /* How a [..., R, C] operand is handed to gemm. */
 typedef struct {
@@ -48,7 +48,8 @@ static int describe(const tensor *t, int nbatch_out, matdesc *d) {
 
 /* The gradients of C = op(A) op(B) (gy = dC, [batch,] M x N) into a's and b's gradient buffers:
  * matmul's backward, and the product part of linear's. */
-static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, int M, int N, int K, int batch) {
+static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, int M, int N, int K, int batch,
+                         int compute) {
     matdesc da, db;
     describe(a, batch, &da);
     describe(b, batch, &db);
@@ -68,10 +69,10 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
         }
         float beta = fresh ? 0.0f : 1.0f;
         if (!tA) /* gA[M,K] += dC opB^T */
-            be->gemm_batched(0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, beta,
+            be->gemm_batched(compute, 0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, beta,
                              ga->data, K, sga, batch);
         else /* gA[K,M] += opB dC^T */
-            be->gemm_batched(tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, beta,
+            be->gemm_batched(compute, tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, beta,
                              ga->data, M, sga, batch);
     }
     if (gb) {
@@ -80,18 +81,20 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
         for (int r = 0; r < reps; r++) {
             const float *ap = a->data + (long)r * da.bstride, *gp = gy + (long)r * sy;
             if (!tB) /* gB[K,N] += opA^T dC */
-                be->gemm_batched(!ta, 0, K, N, M, 1.0f, ap, da.ld, da.bstride, gp, N, sy, 1.0f,
+                be->gemm_batched(compute, !ta, 0, K, N, M, 1.0f, ap, da.ld, da.bstride, gp, N, sy, 1.0f,
                                  gb->data, N, sgb, nb);
             else /* gB[N,K] += dC^T opA */
-                be->gemm_batched(1, ta, N, K, M, 1.0f, gp, N, sy, ap, da.ld, da.bstride, 1.0f,
+                be->gemm_batched(compute, 1, ta, N, K, M, 1.0f, gp, N, sy, ap, da.ld, da.bstride, 1.0f,
                                  gb->data, K, sgb, nb);
         }
     }
 }
 
+/* The backward's products run in the precision the forward's did (recorded in the node), whatever
+ * the op layer's setting is when the tape is walked. */
 static void matmul_backward(tape_node *n) {
     matmul_grads(n->in[0], n->in[1], n->out, (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3], (int)n->i[4],
-                 (int)n->i[5]);
+                 (int)n->i[5], (int)n->i[6]);
 }
 
 tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
@@ -138,11 +141,12 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
     sh[nd - 2] = M;
     sh[nd - 1] = N;
     tensor *y = ops_new(a, nd, sh);
+    const int compute = er_gemm_compute();
     if (M > 0 && N > 0 && b->packed && batch == 1) /* a frozen weight (tensor_prepack) */
-        BE(a)->gemm_prepacked(da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
+        BE(a)->gemm_prepacked(compute, da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
                               a->data, da.ld, b->data, db.ld, b->packed, 0.0f, y->data, (int)N);
     else if (M > 0 && N > 0)
-        BE(a)->gemm_batched(da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
+        BE(a)->gemm_batched(compute, da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
                             a->data, da.ld, da.bstride, b->data, db.ld, db.bstride, 0.0f, y->data,
                             (int)N, (long)(M * N), (int)batch);
     tensor *in[2] = {a, b};
@@ -154,6 +158,7 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
         n->i[3] = N;
         n->i[4] = K;
         n->i[5] = batch;
+        n->i[6] = compute;
     }
     return y;
 }
@@ -182,7 +187,7 @@ static void linear_backward(tape_node *n) {
         BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
     }
     if (bias) bias_grads(bias, y);
-    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1);
+    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3]);
 }
 
 /* y = x W^T (+ bias) (+ residual), one gemm_ex: the bias and the residual add ride in the product's
@@ -200,12 +205,13 @@ static tensor *linear_fused(tensor *x, tensor *w, tensor *bias, tensor *res) {
     for (int i = 0; i < nd - 1; i++) sh[i] = x->shape[i];
     sh[nd - 1] = N;
     tensor *y = ops_new(x, nd, sh);
+    const int compute = er_gemm_compute();
     if (M > 0 && N > 0) {
         gemm_ex_args a = {.transA = 0, .transB = dw.trans ^ 1, .m = (int)M, .n = (int)N, .k = (int)K, .alpha = 1.0f,
                           .beta = 1.0f, .A = x2->data, .lda = (int)K, .B = w->data, .ldb = dw.ld,
                           .C = res ? res->data : NULL, .ldc = (int)N, .D = y->data, .ldd = (int)N,
                           .bias = bias ? bias->data : NULL,
-                          .compute = sgemm_precision() == SGEMM_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32,
+                          .compute = compute,
                           .packed_b = w->packed};
         BE(x)->gemm_ex(&a);
     }
@@ -215,6 +221,7 @@ static tensor *linear_fused(tensor *x, tensor *w, tensor *bias, tensor *res) {
         n->i[0] = M;
         n->i[1] = N;
         n->i[2] = K;
+        n->i[3] = compute;
     }
     return y;
 }

@@ -7,23 +7,23 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/gemm.h"
 #include "nn/base/base.h"
 
 static int g_precision = ER_PREC_FP32;
 
-/* One matmul precision for every backend: kernels/gemm.h's setting, which cuBLAS reads too. */
+/* The op layer's precision (precision.h): ops read it when recorded and pass it to their kernels. */
 int er_set_precision(const char *name) {
     int p;
     if (!name || !name[0] || !strcmp(name, "fp32")) p = ER_PREC_FP32;
     else if (!strcmp(name, "bf16")) p = ER_PREC_BF16;
     else return er_fail(ER_INPUT, "--precision: '%s' is not fp32 or bf16", name);
-    sgemm_set_precision(p == ER_PREC_BF16 ? SGEMM_BF16 : SGEMM_FP32);
     g_precision = p;
     return ER_OK;
 }
 
 int er_get_precision(void) { return g_precision; }
+
+int er_gemm_compute(void) { return g_precision == ER_PREC_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; }
 
 const char *er_precision_name(int precision) { return precision == ER_PREC_BF16 ? "bf16" : "fp32"; }
 

@@ -1,12 +1,16 @@
-/* precision.h — the two process-wide run-time choices of a command: where the model lives
- * (--device cpu|cuda, config key train.device) and how matrix products are computed
- * (--precision fp32|bf16, config key train.precision).
+/* precision.h — the two run-time choices of a command: where the model lives (--device
+ * cpu|cuda, config key train.device) and how the op layer computes matrix products (--precision
+ * fp32|bf16, config key train.precision).
  *
  *   fp32: fp32 inputs and accumulation everywhere (the default).
  *   bf16: mixed precision as torch.autocast for matmuls: GEMM inputs rounded to bf16, fp32
  *         accumulation and fp32 storage; weights, optimizer state, norms, softmax/attention
- *         statistics and losses stay fp32. On the CPU this is sgemm_set_precision(SGEMM_BF16)
- *         (kernels/gemm.h), which the CUDA backend reads too (cuBLAS bf16 tensor cores).
+ *         statistics and losses stay fp32.
+ * The precision is the op layer's autocast setting, not the kernels': the products of ops
+ * (matmul, linear, attention, conv2d) read it when they are recorded, hand it to their kernel as an
+ * argument (`compute`, kernels/gemm_ex_args.h) and keep it in their tape node, so the backward
+ * computes in the precision its forward did. No kernel reads a process-wide precision, and code
+ * outside the op layer (retrieval scoring, benchmarks) names its own precision on every call.
  *
  * Commands call er_device_parse + er_set_precision before any work, so a CPU-only build (or a
  * machine without a GPU) fails with one message and ER_INPUT (exit status 2) at once. */
@@ -19,6 +23,8 @@ enum { ER_PREC_FP32 = 0, ER_PREC_BF16 = 1 };
  * one. ER_INPUT naming the value otherwise. */
 int er_set_precision(const char *name);
 int er_get_precision(void);
+/* The op table's GEMM_COMPUTE_* value of the current precision (what ops pass their kernels). */
+int er_gemm_compute(void);
 const char *er_precision_name(int precision);
 
 /* "cpu" | "cuda" | "cuda:N" (NULL or "" = cpu) -> DEV_CPU / DEV_CUDA, checking that the device can

@@ -7,6 +7,7 @@
 
 #include "nn/arena.h"
 #include "nn/base/base.h"
+#include "nn/precision.h"
 
 static int check_shape(int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > T_MAX_DIMS) return er_fail(ER_INPUT, "tensor: %d dims (max %d)", ndim, T_MAX_DIMS);
@@ -85,7 +86,7 @@ int tensor_prepack(tensor *t) {
         return er_fail(ER_INPUT, "tensor_prepack: '%s' is not a long-lived 2-D weight with unit column stride",
                        t && t->name ? t->name : "?");
     tensor_drop_packed(t);
-    tensor_backend(t)->gemm_prepack(1, (int)t->shape[1], (int)t->shape[0], t->data, (int)t->stride[0], &t->packed);
+    tensor_backend(t)->gemm_prepack(er_gemm_compute(), 1, (int)t->shape[1], (int)t->shape[0], t->data, (int)t->stride[0], &t->packed);
     return ER_OK;
 }
 

@@ -110,7 +110,7 @@ tensor *tensor_clone_new(const tensor *t);
  * backend's packed layout as the B operand of x @ w^T, so forward products stop repacking it on
  * every call (ops.def gemm_prepack; CUDA keeps none and this is a no-op there). It costs about
  * half of w's bytes again in bf16, all of them in fp32 (docs/gemm.md, "Frozen weights"). The
- * packed form is a copy made under the current precision: every write through this API
+ * packed form is a copy made for the op layer's current precision (nn/precision.h): every write through this API
  * (tensor_copy_from_host, tensor_copy into it, tensor_fill, tensor_to_device, an optimizer step)
  * and tensor_free drop it, and a product made after a precision change reads w itself. Code
  * writing w->data directly must call tensor_drop_packed. ER_INPUT for a tensor that is not a

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/precision.h"
 #include "train/objective_dual.h"
 #include "train/objective_finetune.h"
 #include "train/objective_image.h"
@@ -60,6 +61,11 @@ int objective_config_load(objective_config *oc, const char *path, char **sets, i
 }
 
 char *objective_config_text(const objective_config *oc) { return cfg_to_string(oc->specs, oc->nspecs); }
+
+int objective_create(const objective_config *oc, train_objective *out) {
+    int rc = er_set_precision(oc->loop.precision);
+    return rc ? rc : oc->def->create(oc->cfg, &oc->loop, out);
+}
 
 void objective_config_free(objective_config *oc) {
     if (!oc->def) return;

@@ -45,6 +45,10 @@ typedef struct {
     int nspecs;
 } objective_config;
 
+/* Sets the run's op-layer precision from the loop keys (train.precision: nn/precision.h), once for
+ * every objective, then builds the objective (def->create). Every command that trains calls this. */
+int objective_create(const objective_config *oc, train_objective *out);
+
 /* Defaults of `def` (objective + loop keys). */
 void objective_config_init(objective_config *oc, const objective_def *def);
 /* Reads a config file (NULL: none) and then each "key=value" of sets (the --set overrides). */

@@ -166,7 +166,6 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     int device, rc;
     miner_kind mk;
     if ((rc = er_device_parse(k->device, &device))) return rc;
-    if ((rc = er_set_precision(k->precision))) return rc;
     if ((rc = check_cfg(c, k, &mk))) return rc;
     dual_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;

@@ -197,7 +197,6 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     *out = NULL;
     int device, rc0;
     if ((rc0 = er_device_parse(k->device, &device))) return rc0;   /* before any work */
-    if ((rc0 = er_set_precision(k->precision))) return rc0;
     if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
     if (k->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1");
     if (k->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1");

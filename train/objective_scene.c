@@ -184,7 +184,6 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     *out = NULL;
     int device, rc;
     if ((rc = er_device_parse(k->device, &device))) return rc;
-    if ((rc = er_set_precision(k->precision))) return rc;
     if (k->batch % pg_size())
         return er_fail(ER_INPUT, "train.batch = %d scenes is not a multiple of the %d ranks: every rank takes an equal "
                                  "shard of the global batch", k->batch, pg_size());

@@ -107,7 +107,7 @@ void findex_search(const findex *ix, const float *q, int nq, int k, int64_t *out
         }
         for (int64_t s0 = 0; s0 < ix->n; s0 += FBLOCK) {
             int nb = (int)(ix->n - s0 < FBLOCK ? ix->n - s0 : FBLOCK);
-            sgemm(0, 1, b, nb, D, 1.0f, qn, D, ix->x + s0 * D, D, 0.0f, sim, nb);
+            sgemm(SGEMM_FP32, 0, 1, b, nb, D, 1.0f, qn, D, ix->x + s0 * D, D, 0.0f, sim, nb);
             #pragma omp parallel for schedule(static) if (b >= 8)
             for (int i = 0; i < b; i++) {
                 const float *si = sim + (size_t)i * nb;

@@ -28,25 +28,26 @@ static size_t per_thread(int Tq, int Tk, int D) {
     return round16(n > f ? n : f);
 }
 
-size_t cpu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
+size_t cpu_attention_workspace(int compute, int B, int H, int Tq, int Tk, int D) {
+    (void)compute; /* one layout serves every path */
     return (size_t)omp_get_max_threads() * per_thread(Tq, Tk, D);
 }
 
 /* The AVX-512 per-head products (simd_avx512.c) serve head widths D % 16 == 0, D <= 64 (every
  * ViT config here has D = 64) in fp32 mode: no packing of A, no edge-tile overhead (measured
  * 5-12 % faster than sgemm on 197 x 197 x 64, bench/RESULTS_core.md). sgemm is the reference,
- * the path for other widths, and the path under SGEMM_BF16 so attention follows the precision. */
-static int fast_head(int D) {
-    return D > 0 && D % 16 == 0 && D <= 64 && sgemm_precision() == SGEMM_FP32 && cpu_simd();
+ * the path for other widths, and the path in bf16 so attention follows the precision it is given. */
+static int fast_head(int prec, int D) {
+    return D > 0 && D % 16 == 0 && D <= 64 && prec == SGEMM_FP32 && cpu_simd();
 }
 
 /* Unmasked heads of a width D % 16 == 0, D <= 64 run the fused kernels: attention_avx512.c in fp32
- * mode, attention_bf16.c under SGEMM_BF16 on an AVX512_BF16 CPU. Masked ones (and every head when
+ * mode, attention_bf16.c in bf16 on an AVX512_BF16 CPU. Masked ones (and every head when
  * ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the reference the fused
  * kernels are tested against. Returns 0 (unfused), 1 (fp32) or 2 (bf16). */
-static int fused(int D, int Tk, int mask_kind, const int64_t *ks, const int64_t *vs) {
+static int fused(int prec, int D, int Tk, int mask_kind, const int64_t *ks, const int64_t *vs) {
     if (mask_kind != MASK_NONE || !cpu_simd() || D <= 0 || D % 16 || D > 64) return 0;
-    if (sgemm_precision() == SGEMM_BF16) return cpu_has_avx512_bf16() ? 2 : 0;
+    if (prec == SGEMM_BF16) return cpu_has_avx512_bf16() ? 2 : 0;
     /* the fp32 kernels' packing gathers take 32-bit offsets */
     return (int64_t)Tk * ks[2] < INT32_MAX && (int64_t)Tk * vs[2] < INT32_MAX ? 1 : 0;
 }
@@ -119,31 +120,31 @@ static int64_t pack_transposed(int N, int D, const float *B, int64_t ldb, float 
 }
 
 /* C [M x N] (+)= alpha A B^T for one head: A, B rows of length D; pack holds D x round16(N). */
-static void head_abt(int M, int N, int D, float alpha, const float *A, int64_t lda, const float *B,
+static void head_abt(int prec, int M, int N, int D, float alpha, const float *A, int64_t lda, const float *B,
                      int64_t ldb, float *C, int64_t ldc, int acc, float *pack) {
-    if (fast_head(D)) {
+    if (fast_head(prec, D)) {
         int64_t ldt = pack_transposed(N, D, B, ldb, pack);
         attn_gemm_abt_avx512(M, N, D, alpha, A, lda, pack, ldt, C, ldc, acc);
     } else {
-        sgemm(0, 1, M, N, D, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
+        sgemm(prec, 0, 1, M, N, D, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
     }
 }
 
 /* C [M x D] (+)= alpha op(A) B for one head: op(A) = A [M x K] (row stride lda) or, transA, the
  * transpose of a [K x M] A; B [K x D] rows of stride ldb. */
-static void head_ab(int transA, int M, int D, int K, float alpha, const float *A, int64_t lda,
+static void head_ab(int prec, int transA, int M, int D, int K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-    if (fast_head(D))
+    if (fast_head(prec, D))
         attn_gemm_ab_avx512(M, D, K, alpha, A, transA ? 1 : lda, transA ? lda : 1, B, ldb, C, ldc, acc);
     else
-        sgemm(transA, 0, M, D, K, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
+        sgemm(prec, transA, 0, M, D, K, alpha, A, (int)lda, B, (int)ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
 }
 
 /* S = scale * Q K^T (+ mask) for head (b, h). */
-static void scores(int b, int h, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+static void scores(int prec, int b, int h, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                    const float *k, const int64_t *ks, int mask_kind, const float *mask,
                    const int64_t *ms, float *S, float *pack) {
-    head_abt(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2], S, Tk, 0,
+    head_abt(prec, Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2], S, Tk, 0,
              pack);
     if (mask_kind == MASK_NONE) return;
     const float *mb = mask + b * ms[0] + h * ms[1];
@@ -180,51 +181,52 @@ static float softmax_row_ref(float *sr, int Tk) {
     return m + (float)log(s);
 }
 
-static void head_forward(int b, int h, int Tq, int Tk, int D, float scale, const float *q,
+static void head_forward(int prec, int b, int h, int Tq, int Tk, int D, float scale, const float *q,
                          const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                          const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                          float *o, const int64_t *os, float *lse, float *S, int H) {
-    scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, S, S + pack_offset(Tq, Tk));
+    scores(prec, b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, S, S + pack_offset(Tq, Tk));
     float *lrow = lse + ((int64_t)b * H + h) * Tq;
     if (cpu_simd()) {
         for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_avx512(S + (int64_t)i * Tk, Tk);
     } else {
         for (int i = 0; i < Tq; i++) lrow[i] = softmax_row_ref(S + (int64_t)i * Tk, Tk);
     }
-    head_ab(0, Tq, D, Tk, 1.0f, S, Tk, v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2], 0);
+    head_ab(prec, 0, Tq, D, Tk, 1.0f, S, Tk, v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2], 0);
 }
 
-void cpu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
+void cpu_attention(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q,
                    const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                    const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms, float *o,
                    const int64_t *os, float *lse, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
     int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    int f = fused(D, Tk, mask_kind, ks, vs);
+    const int prec = sgemm_precision_of(compute);
+    int f = fused(prec, D, Tk, mask_kind, ks, vs);
     if (f) {
         fused_all(0, f == 2, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL,
                   NULL, NULL, NULL, NULL, work);
     } else if (par) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
-            head_forward(bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
+            head_forward(prec, bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
                          o, os, lse, work + per * omp_get_thread_num(), H);
     } else {
         for (int bh = 0; bh < nh; bh++)
-            head_forward(bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
+            head_forward(prec, bh / H, bh % H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms,
                          o, os, lse, work, H);
     }
 }
 
-static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scale, const float *q,
+static void head_backward(int prec, int b, int h, int H, int Tq, int Tk, int D, float scale, const float *q,
                           const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                           const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                           const float *o, const int64_t *os, const float *go, const int64_t *gos,
                           const float *lse, float *gq, const int64_t *gqs, float *gk,
                           const int64_t *gks, float *gv, const int64_t *gvs, float *w) {
     float *P = w, *dP = w + (size_t)Tq * Tk, *Di = dP + (size_t)Tq * Tk, *pack = w + pack_offset(Tq, Tk);
-    scores(b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, P, pack);
+    scores(prec, b, h, Tq, Tk, D, scale, q, qs, k, ks, mask_kind, mask, ms, P, pack);
     const float *lrow = lse + ((int64_t)b * H + h) * Tq;
     const float *ob = o + b * os[0] + h * os[1], *gob = go + b * gos[0] + h * gos[1];
     for (int i = 0; i < Tq; i++) {
@@ -240,8 +242,8 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
     }
     const float *vb = v + b * vs[0] + h * vs[1];
     if (gv) /* dV += P^T dO */
-        head_ab(1, Tk, D, Tq, 1.0f, P, Tk, gob, gos[2], gv + b * gvs[0] + h * gvs[1], gvs[2], 1);
-    head_abt(Tq, Tk, D, 1.0f, gob, gos[2], vb, vs[2], dP, Tk, 0, pack); /* dP = dO V^T */
+        head_ab(prec, 1, Tk, D, Tq, 1.0f, P, Tk, gob, gos[2], gv + b * gvs[0] + h * gvs[1], gvs[2], 1);
+    head_abt(prec, Tq, Tk, D, 1.0f, gob, gos[2], vb, vs[2], dP, Tk, 0, pack); /* dP = dO V^T */
     for (int i = 0; i < Tq; i++) {
         float *pr = P + (int64_t)i * Tk, *dr = dP + (int64_t)i * Tk;
         const float di = Di[i];
@@ -249,12 +251,12 @@ static void head_backward(int b, int h, int H, int Tq, int Tk, int D, float scal
         for (int j = 0; j < Tk; j++) dr[j] = pr[j] * (dr[j] - di); /* dS */
     }
     if (gq) /* dQ += scale dS K */
-        head_ab(0, Tq, D, Tk, scale, dP, Tk, k + b * ks[0] + h * ks[1], ks[2], gq + b * gqs[0] + h * gqs[1], gqs[2], 1);
+        head_ab(prec, 0, Tq, D, Tk, scale, dP, Tk, k + b * ks[0] + h * ks[1], ks[2], gq + b * gqs[0] + h * gqs[1], gqs[2], 1);
     if (gk) /* dK += scale dS^T Q */
-        head_ab(1, Tk, D, Tq, scale, dP, Tk, q + b * qs[0] + h * qs[1], qs[2], gk + b * gks[0] + h * gks[1], gks[2], 1);
+        head_ab(prec, 1, Tk, D, Tq, scale, dP, Tk, q + b * qs[0] + h * qs[1], qs[2], gk + b * gks[0] + h * gks[1], gks[2], 1);
 }
 
-void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
+void cpu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q,
                             const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                             const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                             const float *o, const int64_t *os, const float *go, const int64_t *gos,
@@ -263,19 +265,20 @@ void cpu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, co
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
     int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    int f = fused(D, Tk, mask_kind, ks, vs);
+    const int prec = sgemm_precision_of(compute);
+    int f = fused(prec, D, Tk, mask_kind, ks, vs);
     if (f) {
         fused_all(1, f == 2, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (float *)o, os, go, gos, (float *)lse, gq, gqs,
                   gk, gks, gv, gvs, work);
     } else if (par) {
         #pragma omp parallel for schedule(dynamic)
         for (int bh = 0; bh < nh; bh++)
-            head_backward(bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,
+            head_backward(prec, bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,
                           ms, o, os, go, gos, lse, gq, gqs, gk, gks, gv, gvs,
                           work + per * omp_get_thread_num());
     } else {
         for (int bh = 0; bh < nh; bh++)
-            head_backward(bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,
+            head_backward(prec, bh / H, bh % H, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask,
                           ms, o, os, go, gos, lse, gq, gqs, gk, gks, gv, gvs, work);
     }
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
 /* Target size of one column buffer tile, in floats (4 MiB: a few L2s' worth). */
@@ -161,7 +162,7 @@ static void forward_group(const conv2d_args *a, int n0, int nb, const float *x, 
         const float *xn = x + n0 * CHW;
         float *yn = y + (int64_t)n0 * a->K * PQ;
         for (int g = 0; g < G; g++)
-            sgemm(0, 0, Kg, (int)PQ, Cg, 1.0f, w + (int64_t)g * Kg * Cg, Cg, xn + g * Cg * PQ,
+            sgemm(sgemm_precision_of(a->compute), 0, 0, Kg, (int)PQ, Cg, 1.0f, w + (int64_t)g * Kg * Cg, Cg, xn + g * Cg * PQ,
                   (int)PQ, 0.0f, yn + g * Kg * PQ, (int)PQ);
     } else {
         const int tr = tile_rows(a);
@@ -173,7 +174,7 @@ static void forward_group(const conv2d_args *a, int n0, int nb, const float *x, 
             float *out = nb == 1 ? y + (int64_t)n0 * a->K * PQ + (int64_t)p0 * a->Q : col + crs(a) * nc;
             int ldo = nb == 1 ? (int)PQ : nc;
             for (int g = 0; g < G; g++)
-                sgemm(0, 0, Kg, nc, (int)CgRS, 1.0f, w + g * Kg * CgRS, (int)CgRS,
+                sgemm(sgemm_precision_of(a->compute), 0, 0, Kg, nc, (int)CgRS, 1.0f, w + g * Kg * CgRS, (int)CgRS,
                       col + g * CgRS * nc, nc, 0.0f, out + (int64_t)g * Kg * ldo, ldo);
             if (nb > 1) group_pack(a, y, n0, nb, out, 0);
         }
@@ -225,7 +226,7 @@ static void backward_data_group(const conv2d_args *a, int n0, int nb, const floa
         const float *gyn = gy + (int64_t)n0 * a->K * PQ;
         float *gxn = gx + n0 * CHW;
         for (int g = 0; g < G; g++)
-            sgemm(1, 0, Cg, (int)PQ, Kg, 1.0f, w + (int64_t)g * Kg * Cg, Cg, gyn + g * Kg * PQ,
+            sgemm(sgemm_precision_of(a->compute), 1, 0, Cg, (int)PQ, Kg, 1.0f, w + (int64_t)g * Kg * Cg, Cg, gyn + g * Kg * PQ,
                   (int)PQ, 1.0f, gxn + g * Cg * PQ, (int)PQ);
         return;
     }
@@ -241,7 +242,7 @@ static void backward_data_group(const conv2d_args *a, int n0, int nb, const floa
             ldi = nc;
         }
         for (int g = 0; g < G; g++)
-            sgemm(1, 0, (int)CgRS, nc, Kg, 1.0f, w + g * Kg * CgRS, (int)CgRS, in + (int64_t)g * Kg * ldi,
+            sgemm(sgemm_precision_of(a->compute), 1, 0, (int)CgRS, nc, Kg, 1.0f, w + g * Kg * CgRS, (int)CgRS, in + (int64_t)g * Kg * ldi,
                   ldi, 0.0f, col + g * CgRS * nc, nc);
         for (int i = 0; i < nb; i++)
             col2im(a, col + (int64_t)i * (p1 - p0) * a->Q, nc, p0, p1, gx + (n0 + i) * CHW, par);
@@ -256,7 +257,7 @@ static void backward_filter_group(const conv2d_args *a, int n0, int nb, const fl
     if (direct(a)) {
         const float *xn = x + n0 * CHW, *gyn = gy + (int64_t)n0 * a->K * PQ;
         for (int g = 0; g < G; g++)
-            sgemm(0, 1, Kg, Cg, (int)PQ, 1.0f, gyn + g * Kg * PQ, (int)PQ, xn + g * Cg * PQ, (int)PQ,
+            sgemm(sgemm_precision_of(a->compute), 0, 1, Kg, Cg, (int)PQ, 1.0f, gyn + g * Kg * PQ, (int)PQ, xn + g * Cg * PQ, (int)PQ,
                   1.0f, gw + (int64_t)g * Kg * Cg, Cg);
         return;
     }
@@ -274,7 +275,7 @@ static void backward_filter_group(const conv2d_args *a, int n0, int nb, const fl
             ldi = nc;
         }
         for (int g = 0; g < G; g++)
-            sgemm(0, 1, Kg, (int)CgRS, nc, 1.0f, in + (int64_t)g * Kg * ldi, ldi, col + g * CgRS * nc,
+            sgemm(sgemm_precision_of(a->compute), 0, 1, Kg, (int)CgRS, nc, 1.0f, in + (int64_t)g * Kg * ldi, ldi, col + g * CgRS * nc,
                   nc, 1.0f, gw + g * Kg * CgRS, (int)CgRS);
     }
 }

@@ -57,7 +57,7 @@ int cpu_has_avx2_fma(void) {
 
 const char *cpu_backend_describe(void) {
     static char buf[96];
-    const char *isa = sgemm_kernel_name();
+    const char *isa = sgemm_kernel_name(SGEMM_FP32); /* the instruction set: its fp32 kernels name it */
     char isa_word[16];
     int i = 0;
     while (isa[i] && isa[i] != '-' && i < (int)sizeof isa_word - 1) { isa_word[i] = isa[i]; i++; }

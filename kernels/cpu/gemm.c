@@ -60,7 +60,6 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static kernel_choice g_fp32;   /* fp32 panels: SGEMM_FP32, and SGEMM_BF16's rounding path */
 static kernel_choice g_bf16;   /* native bf16 panels for SGEMM_BF16; count 0 = rounding path */
 static int g_mc, g_kc, g_nc;   /* blocking overrides, 0 = kernel default */
-static int g_precision = SGEMM_FP32;
 
 static int isa_supported(const char *isa) {
     if (!strcmp(isa, "avx512")) return cpu_has_avx512();
@@ -106,19 +105,17 @@ static void init_from_env(void) {
         resolve(NULL); /* unknown/unsupported: best */
         fprintf(stderr, "endoret: ENDORET_GEMM_KERNEL='%s' is unknown or not supported by this CPU; using the best kernel\n", k);
     }
-    const char *p = getenv("ENDORET_GEMM_PRECISION");
-    if (p && !strcmp(p, "bf16")) g_precision = SGEMM_BF16;
-    else if (p && !strcmp(p, "fp32")) g_precision = SGEMM_FP32;
-    else if (p && *p) fprintf(stderr, "endoret: ENDORET_GEMM_PRECISION='%s' is not fp32 or bf16; using fp32\n", p);
 }
 
-static const kernel_choice *active_choice(void) {
+/* The kernels a product of this precision runs: the native bf16 set for SGEMM_BF16 when there is
+ * one, else the fp32 set (SGEMM_BF16 then rounds its fp32 panels). */
+static const kernel_choice *active_choice(int precision) {
     pthread_once(&g_once, init_from_env);
-    return g_precision == SGEMM_BF16 && g_bf16.count ? &g_bf16 : &g_fp32;
+    return precision == SGEMM_BF16 && g_bf16.count ? &g_bf16 : &g_fp32;
 }
 
-static const gemm_kernel *pick_kernel(int tA, int m, int n) {
-    const kernel_choice *ch = active_choice();
+static const gemm_kernel *pick_kernel(int precision, int tA, int m, int n) {
+    const kernel_choice *ch = active_choice(precision);
     if (ch->fixed >= 0) return &ch->set[ch->fixed];
     const gemm_kernel *best = &ch->set[0];
     double best_cost = 0;
@@ -133,15 +130,17 @@ static const gemm_kernel *pick_kernel(int tA, int m, int n) {
     return best;
 }
 
-const char *sgemm_kernel_name(void) {
+const char *sgemm_kernel_name(int precision) {
     static char buf[32];
-    const kernel_choice *ch = active_choice();
+    const kernel_choice *ch = active_choice(precision);
     if (ch->fixed >= 0 || ch->count == 1) return ch->set[ch->fixed >= 0 ? ch->fixed : 0].name;
     snprintf(buf, sizeof buf, "%s-auto", ch->set[0].isa);
     return buf;
 }
 
-const char *sgemm_kernel_for(int transA, int m, int n) { return pick_kernel(transA, m, n)->name; }
+const char *sgemm_kernel_for(int precision, int transA, int m, int n) {
+    return pick_kernel(precision, transA, m, n)->name;
+}
 
 int sgemm_use_kernel(const char *name) {
     pthread_once(&g_once, init_from_env);
@@ -154,17 +153,7 @@ void sgemm_set_blocking(int mc, int kc, int nc) {
     g_nc = nc > 0 ? nc : 0;
 }
 
-int sgemm_set_precision(int precision) {
-    if (precision != SGEMM_FP32 && precision != SGEMM_BF16) return -1;
-    pthread_once(&g_once, init_from_env);  /* the environment is read first, then overridden */
-    g_precision = precision;
-    return 0;
-}
-
-int sgemm_precision(void) {
-    pthread_once(&g_once, init_from_env);
-    return g_precision;
-}
+int sgemm_precision_valid(int precision) { return precision == SGEMM_FP32 || precision == SGEMM_BF16; }
 
 /* ---- packing buffers ----
  * The one allocation of the CPU kernels (backend.h's workspace rule, documented exception): sgemm
@@ -245,7 +234,7 @@ typedef struct {
 struct sgemm_packed_b {
     const gemm_kernel *K;    /* the kernel whose panels these are */
     const gemm_kernel *set;  /* the kernel set in use at pack time */
-    int precision, kcb;      /* g_precision and K's depth block at pack time */
+    int precision, kcb;      /* the precision packed for and K's depth block at pack time */
     int tB, k, n, ldb;
     const float *src;        /* the B it was packed from */
     long panel_bytes;
@@ -413,20 +402,20 @@ static int depth_block(const gemm_kernel *K, int k) {
     return K->fn_bf16 ? round_up(kcb, 2) : kcb;
 }
 
-static void sgemm_threads(int tA, int tB, int m, int n, int k, float alpha, const float *A, int lda,
-                          const float *B, int ldb, float beta, float *C, int ldc, int nt,
+static void sgemm_threads(int precision, int tA, int tB, int m, int n, int k, float alpha, const float *A,
+                          int lda, const float *B, int ldb, float beta, float *C, int ldc, int nt,
                           const sgemm_packed_b *pb) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0 || alpha == 0.0f) { scale_c(m, n, beta, C, ldc); return; }
 
-    gemm_job J = {.K = pb ? pb->K : pick_kernel(tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k,
+    gemm_job J = {.K = pb ? pb->K : pick_kernel(precision, tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k,
                   .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     const gemm_kernel *K = J.K;
     int MC = g_mc ? g_mc : K->mc, NC = g_nc ? g_nc : K->nc;
     MC = round_up(MC, K->mr);
     NC = round_up(NC, K->nr);
     J.native_bf16 = K->fn_bf16 != NULL;
-    J.round_bf16 = !J.native_bf16 && g_precision == SGEMM_BF16;
+    J.round_bf16 = !J.native_bf16 && precision == SGEMM_BF16;
     J.kcb = depth_block(K, k);
     J.ncb = round_up(ceil_div(n, ceil_div(n, NC)), K->nr);
     J.mc = MC;
@@ -462,8 +451,8 @@ static int team_size(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(
 
 /* The kernel for a B packed before m is known: of the active set (or the fixed kernel), the one
  * whose NR pads n the least; ties keep the set's order (its default first). */
-static const gemm_kernel *pick_kernel_for_n(int n) {
-    const kernel_choice *ch = active_choice();
+static const gemm_kernel *pick_kernel_for_n(int precision, int n) {
+    const kernel_choice *ch = active_choice(precision);
     if (ch->fixed >= 0) return &ch->set[ch->fixed];
     const gemm_kernel *best = &ch->set[0];
     for (int i = 1; i < ch->count; i++)
@@ -471,16 +460,16 @@ static const gemm_kernel *pick_kernel_for_n(int n) {
     return best;
 }
 
-sgemm_packed_b *sgemm_pack_b(int transB, int k, int n, const float *B, int ldb) {
+sgemm_packed_b *sgemm_pack_b(int precision, int transB, int k, int n, const float *B, int ldb) {
     if (k < 1 || n < 1 || !B) return NULL;
-    const kernel_choice *ch = active_choice();
-    const gemm_kernel *K = pick_kernel_for_n(n);
+    const kernel_choice *ch = active_choice(precision);
+    const gemm_kernel *K = pick_kernel_for_n(precision, n);
     sgemm_packed_b *p = xcalloc(1, sizeof *p);
-    *p = (sgemm_packed_b){.K = K, .set = ch->set, .precision = g_precision, .kcb = depth_block(K, k),
+    *p = (sgemm_packed_b){.K = K, .set = ch->set, .precision = precision, .kcb = depth_block(K, k),
                           .tB = transB, .k = k, .n = n, .ldb = ldb, .src = B};
     gemm_job J = {.K = K, .tB = transB, .k = k, .n = n, .B = B, .ldb = ldb, .kcb = p->kcb,
                   .native_bf16 = K->fn_bf16 != NULL};
-    J.round_bf16 = !J.native_bf16 && g_precision == SGEMM_BF16;
+    J.round_bf16 = !J.native_bf16 && precision == SGEMM_BF16;
     const int NR = K->nr, npan = ceil_div(n, NR);
     p->panel_bytes = NR * line_bytes(J.native_bf16, k);
     p->panels = xmalloc_aligned((size_t)npan * p->panel_bytes);
@@ -498,62 +487,63 @@ void sgemm_packed_b_free(sgemm_packed_b *p) {
     free(p);
 }
 
-int sgemm_packed_b_usable(const sgemm_packed_b *p, int transB, int k, int n, int ldb) {
+int sgemm_packed_b_usable(const sgemm_packed_b *p, int precision, int transB, int k, int n, int ldb) {
     if (!p || p->tB != transB || p->k != k || p->n != n || p->ldb != ldb) return 0;
-    const kernel_choice *ch = active_choice();
-    if (p->precision != g_precision || p->set != ch->set) return 0;
+    const kernel_choice *ch = active_choice(precision);
+    if (p->precision != precision || p->set != ch->set) return 0;
     if (ch->fixed >= 0 && &ch->set[ch->fixed] != p->K) return 0;
     return depth_block(p->K, k) == p->kcb;  /* a blocking override since packing changes it */
 }
 
-void sgemm_with_packed_b(int transA, int transB, int m, int n, int k, float alpha, const float *A,
-                         int lda, const float *B, int ldb, const sgemm_packed_b *p, float beta,
-                         float *C, int ldc) {
+void sgemm_with_packed_b(int precision, int transA, int transB, int m, int n, int k, float alpha,
+                         const float *A, int lda, const float *B, int ldb, const sgemm_packed_b *p,
+                         float beta, float *C, int ldc) {
     if (p && B != p->src) p = NULL;
-    if (!sgemm_packed_b_usable(p, transB, k, n, ldb)) p = NULL;
-    sgemm_threads(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), p);
+    if (!sgemm_packed_b_usable(p, precision, transB, k, n, ldb)) p = NULL;
+    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), p);
 }
 
-void sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
-           const float *B, int ldb, float beta, float *C, int ldc) {
-    sgemm_threads(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), NULL);
+void sgemm(int precision, int transA, int transB, int m, int n, int k, float alpha, const float *A,
+           int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), NULL);
 }
 
-void sgemm_strided_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
-                           int lda, long strideA, const float *B, int ldb, long strideB, float beta,
-                           float *C, int ldc, long strideC, int batch) {
+void sgemm_strided_batched(int precision, int transA, int transB, int m, int n, int k, float alpha,
+                           const float *A, int lda, long strideA, const float *B, int ldb, long strideB,
+                           float beta, float *C, int ldc, long strideC, int batch) {
     int nt = team_size();
     double flops = 2.0 * m * n * k;
     /* Many small products (attention heads): one product per thread beats splitting each one. */
     if (nt > 1 && batch >= nt && flops < 2.0 * 512 * 512 * 512) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
         for (int b = 0; b < batch; b++)
-            sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb,
-                          beta, C + b * strideC, ldc, 1, NULL);
+            sgemm_threads(precision, transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB,
+                          ldb, beta, C + b * strideC, ldc, 1, NULL);
         return;
     }
     for (int b = 0; b < batch; b++)
-        sgemm_threads(transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-                      C + b * strideC, ldc, nt, NULL);
+        sgemm_threads(precision, transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb,
+                      beta, C + b * strideC, ldc, nt, NULL);
 }
 
 /* backend_cpu's gemm_batched (the table names every CPU op cpu_<name>, kernels/ops.def). */
-void cpu_gemm_batched(int transA, int transB, int m, int n, int k, float alpha, const float *A,
+void cpu_gemm_batched(int compute, int transA, int transB, int m, int n, int k, float alpha, const float *A,
                       int lda, long strideA, const float *B, int ldb, long strideB, float beta,
                       float *C, int ldc, long strideC, int batch) {
-    sgemm_strided_batched(transA, transB, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
-                          ldc, strideC, batch);
+    sgemm_strided_batched(sgemm_precision_of(compute), transA, transB, m, n, k, alpha, A, lda, strideA, B,
+                          ldb, strideB, beta, C, ldc, strideC, batch);
 }
 
 /* backend_cpu's gemm_prepack* ops (kernels/ops.def): the handle is an sgemm_packed_b. */
-void cpu_gemm_prepack(int transB, int k, int n, const float *B, int ldb, void **out) {
-    *out = sgemm_pack_b(transB, k, n, B, ldb);
+void cpu_gemm_prepack(int compute, int transB, int k, int n, const float *B, int ldb, void **out) {
+    *out = sgemm_pack_b(sgemm_precision_of(compute), transB, k, n, B, ldb);
 }
 
 void cpu_gemm_prepack_free(void *packed) { sgemm_packed_b_free(packed); }
 
-void cpu_gemm_prepacked(int transA, int transB, int m, int n, int k, float alpha, const float *A,
-                        int lda, const float *B, int ldb, const void *packed, float beta, float *C,
-                        int ldc) {
-    sgemm_with_packed_b(transA, transB, m, n, k, alpha, A, lda, B, ldb, packed, beta, C, ldc);
+void cpu_gemm_prepacked(int compute, int transA, int transB, int m, int n, int k, float alpha,
+                        const float *A, int lda, const float *B, int ldb, const void *packed, float beta,
+                        float *C, int ldc) {
+    sgemm_with_packed_b(sgemm_precision_of(compute), transA, transB, m, n, k, alpha, A, lda, B, ldb, packed,
+                        beta, C, ldc);
 }

@@ -1,31 +1,32 @@
 /* gemm_ex.c — cpu_gemm_ex, the CPU reference of the gemm_ex op (kernels/gemm_ex_args.h): the product
  * through sgemm (or the prepacked weight), then the bias, then beta C, each added in one pass in
  * that order, so a linear layer + residual add is bit-identical to the separate passes it replaces.
- * The CPU kernels take their precision from sgemm_precision() (the process setting the caller read
- * to fill `compute`); a different value is a caller bug until precision travels per call (#27). */
+ * The product's precision is `compute`, as the caller gave it; operands other than fp32 storage are
+ * a caller bug until bf16 tensors exist (#27). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
 void cpu_gemm_ex(const gemm_ex_args *a) {
     if (a->a_type != GEMM_F32 || a->b_type != GEMM_F32 || a->c_type != GEMM_F32 || a->d_type != GEMM_F32 ||
-        a->compute != (sgemm_precision() == SGEMM_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32)) {
-        fprintf(stderr, "endoret: cpu_gemm_ex: operand types %d/%d/%d/%d, compute %d: only fp32 storage and the "
-                        "process precision are implemented\n", a->a_type, a->b_type, a->c_type, a->d_type, a->compute);
+        (a->compute != GEMM_COMPUTE_FP32 && a->compute != GEMM_COMPUTE_BF16)) {
+        fprintf(stderr, "endoret: cpu_gemm_ex: operand types %d/%d/%d/%d, compute %d: only fp32 storage and fp32 / "
+                        "bf16 compute are implemented\n", a->a_type, a->b_type, a->c_type, a->d_type, a->compute);
         abort();
     }
     if (a->m <= 0 || a->n <= 0) return;
-    const int m = a->m, n = a->n;
+    const int m = a->m, n = a->n, prec = sgemm_precision_of(a->compute);
     /* C the same matrix as D (an accumulating product): sgemm's own beta, then the bias */
     const int alias = a->C && a->C == a->D;
     const float beta0 = alias ? a->beta : 0.0f;
     if (a->packed_b)
-        sgemm_with_packed_b(a->transA, a->transB, m, n, a->k, a->alpha, a->A, a->lda, a->B, a->ldb, a->packed_b, beta0,
+        sgemm_with_packed_b(prec, a->transA, a->transB, m, n, a->k, a->alpha, a->A, a->lda, a->B, a->ldb, a->packed_b, beta0,
                             a->D, a->ldd);
     else
-        sgemm(a->transA, a->transB, m, n, a->k, a->alpha, a->A, a->lda, a->B, a->ldb, beta0, a->D, a->ldd);
+        sgemm(prec, a->transA, a->transB, m, n, a->k, a->alpha, a->A, a->lda, a->B, a->ldb, beta0, a->D, a->ldd);
     const float *bias = a->bias, *C = alias ? NULL : a->C;
     if (!bias && !C) return;
     const float beta = a->beta;

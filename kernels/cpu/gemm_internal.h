@@ -11,6 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/gemm.h"
+#include "kernels/gemm_ex_args.h"
+
+/* The sgemm precision of an op table `compute` value (GEMM_COMPUTE_*). */
+static inline int sgemm_precision_of(int compute) {
+    return compute == GEMM_COMPUTE_BF16 ? SGEMM_BF16 : SGEMM_FP32;
+}
+
 /* C[0:mr, 0:nr] = alpha * (Ap @ Bp) + beta * C  (beta == 0: C is only written, never read).
  * mr <= MR and nr <= NR give the valid part of the tile at the matrix edge. */
 typedef void (*gemm_ukr_fn)(long kc, const float *Ap, const float *Bp, float *C, long ldc,

@@ -287,9 +287,9 @@ static at_pin at_pinned(void) {
  * pinned, within the softmax grid); else these fused kernels. allow_mma = 0: the choice after the
  * tensor-core path declined a call (rows not 16-byte aligned). */
 enum at_path { PATH_MMA, PATH_GEMM, PATH_FUSED };
-static at_path at_choose(int B, int H, int Tq, int Tk, int D, int mask_kind, bool allow_mma) {
+static at_path at_choose(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool allow_mma) {
     const at_pin pin = at_pinned();
-    if (allow_mma && (pin == PIN_AUTO || pin == PIN_MMA) && cu_attention_mma_fits(B, H, Tq, Tk, D, mask_kind, pin == PIN_MMA))
+    if (allow_mma && (pin == PIN_AUTO || pin == PIN_MMA) && cu_attention_mma_fits(compute, B, H, Tq, Tk, D, mask_kind, pin == PIN_MMA))
         return PATH_MMA;
     if (pin == PIN_GEMM) return B <= 65535 ? PATH_GEMM : PATH_FUSED;
     return pin != PIN_FUSED && cu_attention_gemm_fits(B, H, Tq, Tk) ? PATH_GEMM : PATH_FUSED;
@@ -303,14 +303,14 @@ static size_t at_path_workspace(at_path p, int B, int H, int Tq, int Tk) {
 
 /* Asked without the mask kind: enough for the unmasked call's path and for the path a masked call
  * (or one the tensor cores decline) takes. */
-size_t cu_attention_workspace(int B, int H, int Tq, int Tk, int D) {
-    size_t a = at_path_workspace(at_choose(B, H, Tq, Tk, D, MASK_NONE, true), B, H, Tq, Tk);
-    size_t b = at_path_workspace(at_choose(B, H, Tq, Tk, D, MASK_NONE, false), B, H, Tq, Tk);
+size_t cu_attention_workspace(int compute, int B, int H, int Tq, int Tk, int D) {
+    size_t a = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, true), B, H, Tq, Tk);
+    size_t b = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, false), B, H, Tq, Tk);
     return a > b ? a : b;
 }
 
-const char *cu_attention_path(int B, int H, int Tq, int Tk, int D, int mask_kind) {
-    at_path p = at_choose(B, H, Tq, Tk, D, mask_kind, true);
+const char *cu_attention_path(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind) {
+    at_path p = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true);
     return p == PATH_MMA ? "mma" : p == PATH_GEMM ? "gemm" : "fused";
 }
 
@@ -323,16 +323,16 @@ static bool at_check(int B, int H, int Tq, int Tk, int D, const char *what) {
     return true;
 }
 
-void cu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+void cu_attention(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                   const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                   const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                   float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
-    at_path path = at_choose(B, H, Tq, Tk, D, mask_kind, true);
+    at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true);
     if (path == PATH_MMA && cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse)) return;
-    if (path == PATH_MMA) path = at_choose(B, H, Tq, Tk, D, mask_kind, false);
+    if (path == PATH_MMA) path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, false);
     if (path == PATH_GEMM) {
-        cu_attention_gemm_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
+        cu_attention_gemm_fwd(compute, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
         return;
     }
     if (!at_check(B, H, Tq, Tk, D, "attention: head dim > 128 or B*H > 65535 not supported on CUDA")) return;
@@ -355,20 +355,20 @@ void cu_attention(int B, int H, int Tq, int Tk, int D, float scale, const float 
     CUDA_LAUNCHED("attention");
 }
 
-void cu_attention_backward(int B, int H, int Tq, int Tk, int D, float scale, const float *q,
+void cu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q,
                            const int64_t *qs, const float *k, const int64_t *ks, const float *v,
                            const int64_t *vs, int mask_kind, const float *mask, const int64_t *ms,
                            const float *o, const int64_t *os, const float *go, const int64_t *gos,
                            const float *lse, float *gq, const int64_t *gqs, float *gk,
                            const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
-    at_path path = at_choose(B, H, Tq, Tk, D, mask_kind, true);
+    at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true);
     if (path == PATH_MMA && cu_attention_mma_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq,
                                                  gqs, gk, gks, gv, gvs, work))
         return;
-    if (path == PATH_MMA) path = at_choose(B, H, Tq, Tk, D, mask_kind, false);
+    if (path == PATH_MMA) path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, false);
     if (path == PATH_GEMM) {
-        cu_attention_gemm_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, go, gos, lse, gq,
+        cu_attention_gemm_bwd(compute, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, go, gos, lse, gq,
                               gqs, gk, gks, gv, gvs, work);
         return;
     }

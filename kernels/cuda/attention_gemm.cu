@@ -23,9 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {
-#include "kernels/gemm.h"
-}
 #include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/cuda_common.h"
 
@@ -59,9 +56,9 @@ __global__ void k_at_pointers(int B, int H, at_bases t, const float **ptrs) {
 
 /* Row-major C[m,n] = alpha op(A) op(B) + beta C for every head, over pointer arrays (the column-
  * major call swaps A and B, as cu_gemm_batched). */
-static void at_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *const *A, int lda,
+static void at_gemm(int compute, int ta, int tb, int m, int n, int k, float alpha, const float *const *A, int lda,
                     const float *const *Bm, int ldb, float beta, float *const *C, int ldc, int batch) {
-    cublasComputeType_t ct = sgemm_precision() == SGEMM_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct = compute == GEMM_COMPUTE_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
     cublasStatus_t st = cublasGemmBatchedEx(cuda_cublas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                             n, m, k, &alpha, (const void *const *)Bm, CUDA_R_32F, ldb,
                                             (const void *const *)A, CUDA_R_32F, lda, &beta, (void *const *)C,
@@ -187,7 +184,7 @@ static at_bases at_setup(int B, int H, int Tq, int Tk, const float *q, const int
     return t;
 }
 
-void cu_attention_gemm_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+void cu_attention_gemm_fwd(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                            const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                            const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                            float *work) {
@@ -196,14 +193,14 @@ void cu_attention_gemm_fwd(int B, int H, int Tq, int Tk, int D, float scale, con
     at_bases t = at_setup(B, H, Tq, Tk, q, qs, k, ks, v, vs, &S, &dP, work);
     at_base(t, P_O, o, os);
     at_fill(B, H, t, work);
-    at_gemm(0, 1, Tq, Tk, D, scale, at_ptrs(work, P_Q, BH), (int)qs[2], at_ptrs(work, P_K, BH), (int)ks[2], 0.0f,
+    at_gemm(compute, 0, 1, Tq, Tk, D, scale, at_ptrs(work, P_Q, BH), (int)qs[2], at_ptrs(work, P_K, BH), (int)ks[2], 0.0f,
             at_ptrs(work, P_S, BH), Tk, (int)BH);
     at_softmax(B, H, Tq, Tk, at_mask_of(mask_kind, mask, ms), S, lse, NULL, NULL);
-    at_gemm(0, 0, Tq, D, Tk, 1.0f, at_ptrs(work, P_S, BH), Tk, at_ptrs(work, P_V, BH), (int)vs[2], 0.0f,
+    at_gemm(compute, 0, 0, Tq, D, Tk, 1.0f, at_ptrs(work, P_S, BH), Tk, at_ptrs(work, P_V, BH), (int)vs[2], 0.0f,
             at_ptrs(work, P_O, BH), (int)os[2], (int)BH);
 }
 
-void cu_attention_gemm_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+void cu_attention_gemm_bwd(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                            const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                            const float *mask, const int64_t *ms, const float *go, const int64_t *gos,
                            const float *lse, float *gq, const int64_t *gqs, float *gk, const int64_t *gks,
@@ -216,20 +213,20 @@ void cu_attention_gemm_bwd(int B, int H, int Tq, int Tk, int D, float scale, con
     at_base(t, P_GK, gk, gks);
     at_base(t, P_GV, gv, gvs);
     at_fill(B, H, t, work);
-    at_gemm(0, 1, Tq, Tk, D, scale, at_ptrs(work, P_Q, BH), (int)qs[2], at_ptrs(work, P_K, BH), (int)ks[2], 0.0f,
+    at_gemm(compute, 0, 1, Tq, Tk, D, scale, at_ptrs(work, P_Q, BH), (int)qs[2], at_ptrs(work, P_K, BH), (int)ks[2], 0.0f,
             at_ptrs(work, P_S, BH), Tk, (int)BH);
     const bool want_ds = gq || gk;
     if (want_ds) /* dP = dO V^T */
-        at_gemm(0, 1, Tq, Tk, D, 1.0f, at_ptrs(work, P_GO, BH), (int)gos[2], at_ptrs(work, P_V, BH), (int)vs[2],
+        at_gemm(compute, 0, 1, Tq, Tk, D, 1.0f, at_ptrs(work, P_GO, BH), (int)gos[2], at_ptrs(work, P_V, BH), (int)vs[2],
                 0.0f, at_ptrs(work, P_DP, BH), Tk, (int)BH);
     at_softmax(B, H, Tq, Tk, at_mask_of(mask_kind, mask, ms), S, NULL, lse, want_ds ? dP : NULL);
     if (gv) /* dV += P^T dO */
-        at_gemm(1, 0, Tk, D, Tq, 1.0f, at_ptrs(work, P_S, BH), Tk, at_ptrs(work, P_GO, BH), (int)gos[2], 1.0f,
+        at_gemm(compute, 1, 0, Tk, D, Tq, 1.0f, at_ptrs(work, P_S, BH), Tk, at_ptrs(work, P_GO, BH), (int)gos[2], 1.0f,
                 at_ptrs(work, P_GV, BH), (int)gvs[2], (int)BH);
     if (gq) /* dQ += scale dS K */
-        at_gemm(0, 0, Tq, D, Tk, scale, at_ptrs(work, P_DP, BH), Tk, at_ptrs(work, P_K, BH), (int)ks[2], 1.0f,
+        at_gemm(compute, 0, 0, Tq, D, Tk, scale, at_ptrs(work, P_DP, BH), Tk, at_ptrs(work, P_K, BH), (int)ks[2], 1.0f,
                 at_ptrs(work, P_GQ, BH), (int)gqs[2], (int)BH);
     if (gk) /* dK += scale dS^T Q */
-        at_gemm(1, 0, Tk, D, Tq, scale, at_ptrs(work, P_DP, BH), Tk, at_ptrs(work, P_Q, BH), (int)qs[2], 1.0f,
+        at_gemm(compute, 1, 0, Tk, D, Tq, scale, at_ptrs(work, P_DP, BH), Tk, at_ptrs(work, P_Q, BH), (int)qs[2], 1.0f,
                 at_ptrs(work, P_GK, BH), (int)gks[2], (int)BH);
 }

@@ -10,11 +10,11 @@
 bool cu_attention_gemm_fits(int B, int H, int Tq, int Tk);
 /* Floats of workspace the GEMM path needs (forward and backward alike). */
 size_t cu_attention_gemm_workspace(int B, int H, int Tq, int Tk);
-void cu_attention_gemm_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+void cu_attention_gemm_fwd(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                            const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                            const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                            float *work);
-void cu_attention_gemm_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+void cu_attention_gemm_bwd(int compute, int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                            const float *k, const int64_t *ks, const float *v, const int64_t *vs, int mask_kind,
                            const float *mask, const int64_t *ms, const float *go, const int64_t *gos,
                            const float *lse, float *gq, const int64_t *gqs, float *gk, const int64_t *gks,

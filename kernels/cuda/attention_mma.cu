@@ -25,9 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {
-#include "kernels/gemm.h"
-}
 #include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/cuda_common.h"
 
@@ -338,8 +335,8 @@ k_am_dkv(int H, int Tq, int Tk, const float *q, const float *go, am_strides s, c
  * 128-token boundary lies between measured points. */
 static bool am_auto_prefers(int Tq, int Tk, int D) { return D <= 32 || (Tq <= 128 && Tk <= 128); }
 
-bool cu_attention_mma_fits(int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned) {
-    return mask_kind == MASK_NONE && sgemm_precision() == SGEMM_BF16 && D % 16 == 0 && D >= 16 && D <= AM_MAXD &&
+bool cu_attention_mma_fits(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned) {
+    return mask_kind == MASK_NONE && compute == GEMM_COMPUTE_BF16 && D % 16 == 0 && D >= 16 && D <= AM_MAXD &&
            Tq >= 1 && Tq <= AM_MAXT && Tk >= 1 && Tk <= AM_MAXT && B >= 1 && H >= 1 && (int64_t)B * H <= 65535 &&
            (pinned || am_auto_prefers(Tq, Tk, D));
 }

@@ -9,7 +9,7 @@
 /* Whether this call can take the tensor-core path: bf16 mode, no mask, head dim a multiple of 16 up
  * to 64, at most 256 queries and keys; unless `pinned` (ENDORET_CUDA_ATTENTION=mma), only the
  * shapes where it measured faster than cuBLAS. attention.cu's chooser decides. */
-bool cu_attention_mma_fits(int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned);
+bool cu_attention_mma_fits(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned);
 /* Floats of workspace (the backward's bf16 P and dS, B*H*Tq16*Tk16 each; the forward needs none). */
 size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk);
 /* false when not taken (rows not 16-byte aligned): the caller runs another path */
@@ -24,6 +24,6 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
 
 /* The path cu_attention takes for this call with aligned rows ("mma", "gemm" or "fused"), as its
  * chooser decides: for `bench cuda --probe`. attention.cu. */
-const char *cu_attention_path(int B, int H, int Tq, int Tk, int D, int mask_kind);
+const char *cu_attention_path(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind);
 
 #endif

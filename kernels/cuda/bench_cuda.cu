@@ -50,10 +50,11 @@ static float time_ms(void (*fn)(void *), void *arg, int iters) {
 struct gemm_job {
     int m, n, k;
     float *x, *w, *y;
+    int compute; /* GEMM_COMPUTE_* */
 };
 static void run_gemm(void *p) {
     gemm_job *j = (gemm_job *)p;
-    cu_gemm_batched(0, 1, j->m, j->n, j->k, 1.0f, j->x, j->k, 0, j->w, j->k, 0, 0.0f, j->y, j->n, 0, 1);
+    cu_gemm_batched(j->compute, 0, 1, j->m, j->n, j->k, 1.0f, j->x, j->k, 0, j->w, j->k, 0, 0.0f, j->y, j->n, 0, 1);
 }
 
 struct attn_job {
@@ -65,10 +66,10 @@ static void run_attn(void *p) {
     int64_t s[3] = {(int64_t)j->H * j->T * j->D, (int64_t)j->T * j->D, j->D};
     float scale = 0.125f;
     if (!j->backward)
-        cu_attention(j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL, NULL,
+        cu_attention(GEMM_COMPUTE_BF16, j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL, NULL,
                      j->o, s, j->lse, j->work);
     else
-        cu_attention_backward(j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL,
+        cu_attention_backward(GEMM_COMPUTE_BF16, j->B, j->H, j->T, j->T, j->D, scale, j->q, s, j->k, s, j->v, s, MASK_NONE, NULL,
                               NULL, j->o, s, j->go, s, j->lse, j->gq, s, j->gk, s, j->gv, s, j->work);
 }
 
@@ -163,7 +164,6 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
     row.kind = "device";
     row.device = cuda_backend_describe();
     emit(&row, ctx);
-    const int saved_precision = sgemm_precision();
 
     /* cuBLAS reference rate per precision: a large square product */
     double peak[2] = {0, 0};
@@ -173,7 +173,7 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
                       (float *)g->alloc((size_t)P * P * sizeof(float))};
         if (!j.x || !j.w || !j.y) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
         for (int bf = 0; bf <= 1; bf++) {
-            sgemm_set_precision(bf ? SGEMM_BF16 : SGEMM_FP32);
+            j.compute = bf ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32;
             float ms = time_ms(run_gemm, &j, iters < 5 ? iters : 5);
             peak[bf] = 2.0 * P * P * (double)P / (ms * 1e-3) / 1e12;
             row = cuda_bench_row{};
@@ -205,7 +205,7 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
                           (float *)g->alloc((size_t)M * layers[li].n * sizeof(float))};
             if (!j.x || !j.w || !j.y) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
             for (int bf = 0; bf <= 1; bf++) {
-                sgemm_set_precision(bf ? SGEMM_BF16 : SGEMM_FP32);
+                j.compute = bf ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32;
                 float ms = time_ms(run_gemm, &j, iters);
                 double tf = 2.0 * M * (double)j.n * j.k / (ms * 1e-3) / 1e12;
                 row = cuda_bench_row{};
@@ -221,7 +221,6 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
             float *bias = dev_filled(g, (size_t)j.n, 0.01f);
             float *res = li == 1 || li == 3 ? dev_filled(g, (size_t)M * j.n, 0.01f) : NULL;
             gemm_ex_job e = {&j, bias, res};
-            sgemm_set_precision(SGEMM_BF16);
             for (int split = 0; split <= 1; split++) {
                 setenv("ENDORET_CUDA_GEMM_EX", split ? "split" : "lt", 1);
                 float ms = time_ms(run_gemm_ex, &e, iters);
@@ -243,7 +242,6 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
             g->free(j.y);
         }
     }
-    sgemm_set_precision(saved_precision);
 
     /* attention on each path, in bf16 mode (the fused kernels compute in fp32 whatever the mode):
      * full ViT/16 heads (197 x 64), an MAE encoder's (50 visible tokens) and its decoder's (197 x 32) */
@@ -253,7 +251,6 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
     const char *paths[3] = {"mma", "gemm", "fused"};
     const char *env = getenv("ENDORET_CUDA_ATTENTION");
     char *env_saved = env ? strdup(env) : NULL;
-    sgemm_set_precision(SGEMM_BF16);
     for (int vi = 0; vi < 4; vi++) {
         int H = heads[vi].H, B = heads[vi].batch, T = heads[vi].T, D = heads[vi].D;
         size_t n = (size_t)B * H * T * D;
@@ -262,7 +259,7 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
             attn_job j = {B, H, T, D, 0, dev_filled(g, n, 0.01f), dev_filled(g, n, 0.02f), dev_filled(g, n, 0.03f),
                           dev_filled(g, n, 0.f), dev_filled(g, (size_t)B * H * T, 0.f), dev_filled(g, n, 0.01f),
                           dev_filled(g, n, 0.f), dev_filled(g, n, 0.f), dev_filled(g, n, 0.f),
-                          dev_filled(g, cu_attention_workspace(B, H, T, T, D), 0.f)};
+                          dev_filled(g, cu_attention_workspace(GEMM_COMPUTE_BF16, B, H, T, T, D), 0.f)};
             if (!j.work) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
             for (int bw = 0; bw <= 1; bw++) {
                 j.backward = bw;
@@ -286,7 +283,6 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
     if (env_saved) setenv("ENDORET_CUDA_ATTENTION", env_saved, 1);
     else unsetenv("ENDORET_CUDA_ATTENTION");
     free(env_saved);
-    sgemm_set_precision(saved_precision);
     if (cuda_synchronize() || cuda_backend_error()) return er_fail(ER_RUNTIME, "bench cuda: %s", cuda_backend_error());
     return ER_OK;
 }
@@ -316,7 +312,6 @@ extern "C" int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_
         {"ViT-B/16", 768, 3072, 12, batch_b, {197, 50}}, {"ViT-L/16", 1024, 4096, 16, batch_l, {197, 50}},
         {"MAE decoder 512", 512, 2048, 16, batch_l, {197, 0}}};
     const float *fake = (const float *)(uintptr_t)4096; /* the heuristic reads alignment, not memory */
-    const int saved = sgemm_precision();
     for (int mi = 0; mi < 3; mi++)
         for (int ti = 0; ti < 2 && models[mi].tokens[ti]; ti++)
             for (int bf = 0; bf <= 1; bf++) {
@@ -340,17 +335,15 @@ extern "C" int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_
                     row.m = a.m, row.n = a.n, row.k = a.k;
                     emit(&row, ctx);
                 }
-                sgemm_set_precision(bf ? SGEMM_BF16 : SGEMM_FP32);
                 int D = C / models[mi].heads, T = models[mi].tokens[ti];
                 row = cuda_bench_row{};
                 row.kind = "probe_attention";
                 row.model = models[mi].name;
                 row.precision = bf ? "bf16" : "fp32";
-                row.pass = cu_attention_path(models[mi].batch, models[mi].heads, T, T, D, MASK_NONE);
+                row.pass = cu_attention_path(bf ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32, models[mi].batch, models[mi].heads, T, T, D, MASK_NONE);
                 row.B = models[mi].batch, row.H = models[mi].heads, row.T = T, row.D = D;
                 emit(&row, ctx);
             }
-    sgemm_set_precision(saved);
     const char *e = cuda_backend_error();
     return e ? er_fail(ER_RUNTIME, "bench cuda --probe: %s", e) : ER_OK;
 }

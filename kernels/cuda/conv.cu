@@ -4,7 +4,7 @@
  *
  * Convolution: cuDNN's forward / backward-data / backward-filter / backward-bias. In fp32 mode with
  * FMA maths (no TF32, so fp32 results match the CPU within summation order); in bf16 mode
- * (sgemm_precision(), "matmul inputs rounded") with cuDNN's default maths, i.e. TF32 tensor cores:
+ * (the args' `compute` is GEMM_COMPUTE_BF16, "matmul inputs rounded") with cuDNN's default maths, i.e. TF32 tensor cores:
  * inputs rounded to 10 mantissa bits, finer than bf16's 7, the storage stays fp32 NCHW. The
  * algorithm is the first of cuDNN's heuristic list that runs, needs at most CONV_WS_MAX bytes and,
  * for the backward passes, is deterministic; the *_workspace entry makes the same choice, so the
@@ -21,9 +21,6 @@
 #include <stdio.h>
 #include <string.h>
 
-extern "C" {
-#include "kernels/gemm.h"
-}
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -62,16 +59,16 @@ static cudnnHandle_t dnn(void) {
 
 /* ---- convolution ---- */
 
-static cudnnMathType_t conv_math(void) {
-    return sgemm_precision() == SGEMM_BF16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+static cudnnMathType_t conv_math(const conv2d_args *a) {
+    return a->compute == GEMM_COMPUTE_BF16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
 /* The algorithms chosen for one shape and maths (have: 1 forward, 2 backward data, 4 backward
- * filter). conv2d_args is ints only, so memcmp compares it field by field. Full: round robin. */
+ * filter). conv2d_args is ints only (its `compute` gives the maths), so memcmp compares it field by
+ * field. Full: round robin. */
 #define ALGO_CACHE 256
 struct algo_entry {
     conv2d_args a;
-    cudnnMathType_t math;
     int have;
     cudnnConvolutionFwdAlgoPerf_t f;
     cudnnConvolutionBwdDataAlgoPerf_t d;
@@ -81,13 +78,11 @@ static algo_entry g_algo[ALGO_CACHE];
 static int g_nalgo, g_algo_next;
 
 static algo_entry *algo_of(const conv2d_args *a) {
-    cudnnMathType_t m = conv_math();
     for (int i = 0; i < g_nalgo; i++)
-        if (g_algo[i].math == m && !memcmp(&g_algo[i].a, a, sizeof *a)) return &g_algo[i];
+        if (!memcmp(&g_algo[i].a, a, sizeof *a)) return &g_algo[i];
     algo_entry *e = g_nalgo < ALGO_CACHE ? &g_algo[g_nalgo++] : &g_algo[g_algo_next++ % ALGO_CACHE];
     memset(e, 0, sizeof *e);
     e->a = *a;
-    e->math = m;
     return e;
 }
 
@@ -103,7 +98,7 @@ static cudnnHandle_t conv_descs(const conv2d_args *a) {
         !DNN(cudnnSetConvolution2dDescriptor(g_d.conv, a->ph, a->pw, a->sh, a->sw, a->dh, a->dw,
                                              CUDNN_CROSS_CORRELATION, T)) ||
         !DNN(cudnnSetConvolutionGroupCount(g_d.conv, a->groups)) ||
-        !DNN(cudnnSetConvolutionMathType(g_d.conv, conv_math())))
+        !DNN(cudnnSetConvolutionMathType(g_d.conv, conv_math(a))))
         return NULL;
     return h;
 }

@@ -129,7 +129,7 @@ __global__ void k_gemm_epilogue(int m, int n, float *D, int ldd, const float *bi
 
 static void gemm_ex_split(const gemm_ex_args *a) {
     bool alias = a->C && a->C == a->D;
-    cu_gemm_batched(a->transA, a->transB, a->m, a->n, a->k, a->alpha, a->A, a->lda, 0, a->B, a->ldb, 0,
+    cu_gemm_batched(a->compute, a->transA, a->transB, a->m, a->n, a->k, a->alpha, a->A, a->lda, 0, a->B, a->ldb, 0,
                     alias ? a->beta : 0.0f, a->D, a->ldd, 0, 1);
     const float *C = alias ? NULL : a->C;
     if (!a->bias && !C) return;

@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
+#include "nn/precision.h"
 #include "tests/test_util.h"
 
 static const er_backend *CPU, *GPU;
@@ -30,7 +31,7 @@ static inline void require_gpu(void) {
     GPU = backend_get(DEV_CUDA);
     /* backend_get says why in er_msg(): built without CUDA, no driver, or no GPU */
     if (!GPU) cr_skip_test("no CUDA device: %s; parity test needs a GPU run", er_msg());
-    sgemm_set_precision(SGEMM_FP32);
+    er_set_precision("fp32"); /* the op layer's precision: a test that changes it sets it back */
 }
 
 static inline void gpu_ok(const char *what) {

@@ -224,11 +224,9 @@ static void gemm_case(int bf16, double rtol) {
                 float *C = rnd(sC * batch, -1, 1, 102);
                 float *dA = devf(A, sA * batch), *dB = devf(B, sB * batch), *dC = devf(C, sC * batch);
                 float beta = beta_i ? 1.0f : 0.0f;
-                sgemm_set_precision(SGEMM_FP32);
-                CPU->gemm_batched(ta, tb, m, n, k, 0.7f, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
-                sgemm_set_precision(bf16 ? SGEMM_BF16 : SGEMM_FP32);
-                GPU->gemm_batched(ta, tb, m, n, k, 0.7f, dA, lda, sA, dB, ldb, sB, beta, dC, ldc, sC, batch);
-                sgemm_set_precision(SGEMM_FP32);
+                CPU->gemm_batched(GEMM_COMPUTE_FP32, ta, tb, m, n, k, 0.7f, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+                GPU->gemm_batched(bf16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32, ta, tb, m, n, k, 0.7f, dA, lda, sA,
+                                  dB, ldb, sB, beta, dC, ldc, sC, batch);
                 expect_close(bf16 ? "gemm bf16" : "gemm fp32", C, dC, sC * batch, rtol);
                 GPU->free(dA); GPU->free(dB); GPU->free(dC);
                 free(A); free(B); free(C);
@@ -259,14 +257,13 @@ Test(cuda, gemm_prepacked_fp32) {
         long nA = (long)(ta ? k : m) * lda, nB = (long)(tb ? n : k) * ldb, nC = (long)m * ldc;
         float *A = rnd(nA, -1, 1, 120), *B = rnd(nB, -1, 1, 121), *C = rnd(nC, -1, 1, 122);
         float *dA = devf(A, nA), *dB = devf(B, nB), *dC = devf(C, nC);
-        sgemm_set_precision(SGEMM_FP32);
         void *pc = NULL, *pg = (void *)1;
-        CPU->gemm_prepack(tb, k, n, B, ldb, &pc);
-        GPU->gemm_prepack(tb, k, n, dB, ldb, &pg);
+        CPU->gemm_prepack(GEMM_COMPUTE_FP32, tb, k, n, B, ldb, &pc);
+        GPU->gemm_prepack(GEMM_COMPUTE_FP32, tb, k, n, dB, ldb, &pg);
         cr_assert_not_null(pc, "the CPU keeps packed panels");
         for (int beta_i = 0; beta_i <= 1; beta_i++) {
-            CPU->gemm_prepacked(ta, tb, m, n, k, 0.7f, A, lda, B, ldb, pc, (float)beta_i, C, ldc);
-            GPU->gemm_prepacked(ta, tb, m, n, k, 0.7f, dA, lda, dB, ldb, pg, (float)beta_i, dC, ldc);
+            CPU->gemm_prepacked(GEMM_COMPUTE_FP32, ta, tb, m, n, k, 0.7f, A, lda, B, ldb, pc, (float)beta_i, C, ldc);
+            GPU->gemm_prepacked(GEMM_COMPUTE_FP32, ta, tb, m, n, k, 0.7f, dA, lda, dB, ldb, pg, (float)beta_i, dC, ldc);
             expect_close("gemm_prepacked", C, dC, nC, 1e-5);
         }
         CPU->gemm_prepack_free(pc);
@@ -704,7 +701,7 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
  * 2.1e-3 / 4.7e-3 / 1.8e-3 of scale, gradient norm 1.2e-3 / 1.5e-2 / 1.1e-2. */
 Test(cuda, vit_mae_sscd_training_bf16_tracks_cpu) {
     require_gpu();
-    sgemm_set_precision(SGEMM_BF16);
+    er_set_precision("bf16");
     model_on mc, mg;
     model_build(&mc, DEV_CPU);
     model_build(&mg, GPU_DEV);
@@ -720,7 +717,7 @@ Test(cuda, vit_mae_sscd_training_bf16_tracks_cpu) {
         cr_assert(fabsf(lc - lg) <= 1e-2 * fmaxf(l0, fabsf(lc)), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
         cr_assert(fabs(gc - gg) <= 3e-2 * gc, "step %d: grad norm cpu %.7g cuda %.7g", step, gc, gg);
     }
-    sgemm_set_precision(SGEMM_FP32);
+    er_set_precision("fp32");
     free(x);
     model_free(&mc);
     model_free(&mg);

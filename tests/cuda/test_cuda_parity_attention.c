@@ -30,18 +30,15 @@ static void attention_case_g(int B, int H, int T, int D, int Tk, int mask_kind, 
         for (int64_t i = 0; i < nm; i++) mask[i] = (mask[i] > -1.0f && (i / Tk) % T != 1) ? 1.0f : 0.0f;
     float scale = 1.0f / sqrtf((float)D);
     float *o = malloc(no * 4), *lse = malloc((size_t)B * H * T * 4);
-    float *work = malloc(CPU->attention_workspace(B, H, T, Tk, D) * 4);
+    const int gc = at_gpu_bf16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; /* the path, and so the workspace, depend on it */
+    float *work = malloc(CPU->attention_workspace(GEMM_COMPUTE_FP32, B, H, T, Tk, D) * 4);
     float *dqb = devf(qb, nq), *dkvb = devf(kvb, nkv), *dgo = devf(go, no), *dmask = devf(mask, nm);
     float *dout = GPU->alloc(no * 4), *dlse = GPU->alloc((size_t)B * H * T * 4);
-    if (at_gpu_bf16) sgemm_set_precision(SGEMM_BF16); /* the path, and so the workspace, depend on it */
-    float *dwork = GPU->alloc((GPU->attention_workspace(B, H, T, Tk, D) + 1) * 4);
-    sgemm_set_precision(SGEMM_FP32);
+    float *dwork = GPU->alloc((GPU->attention_workspace(gc, B, H, T, Tk, D) + 1) * 4);
     const float *mk = mask_kind ? mask : NULL, *dmk = mask_kind ? dmask : NULL;
-    CPU->attention(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, lse, work);
-    if (at_gpu_bf16) sgemm_set_precision(SGEMM_BF16);
-    GPU->attention(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms, dout,
+    CPU->attention(GEMM_COMPUTE_FP32, B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, lse, work);
+    GPU->attention(gc, B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms, dout,
                    os, dlse, dwork);
-    sgemm_set_precision(SGEMM_FP32);
     expect_close("attention o", o, dout, no, at_rtol);
     expect_close("attention lse", lse, dlse, (int64_t)B * H * T, at_rtol);
     /* gradients into packed buffers with the same layout as the inputs, accumulated */
@@ -50,12 +47,10 @@ static void attention_case_g(int B, int H, int T, int D, int Tk, int mask_kind, 
     float *dgq = devf(gq, nq), *dgkv = devf(gkv, nkv);
     float *cq = grads & 1 ? gq : NULL, *ck = grads & 2 ? gkv : NULL, *cv = grads & 4 ? gkv + H * D : NULL;
     float *gq_d = grads & 1 ? dgq : NULL, *gk_d = grads & 2 ? dgkv : NULL, *gv_d = grads & 4 ? dgkv + H * D : NULL;
-    CPU->attention_backward(B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, go, os,
+    CPU->attention_backward(GEMM_COMPUTE_FP32, B, H, T, Tk, D, scale, q, qs, k, kvs, v, kvs, mask_kind, mk, ms, o, os, go, os,
                             lse, cq, qs, ck, kvs, cv, kvs, work);
-    if (at_gpu_bf16) sgemm_set_precision(SGEMM_BF16);
-    GPU->attention_backward(B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms,
+    GPU->attention_backward(gc, B, H, T, Tk, D, scale, dqb, qs, dkvb, kvs, dkvb + H * D, kvs, mask_kind, dmk, ms,
                             dout, os, dgo, os, dlse, gq_d, qs, gk_d, kvs, gv_d, kvs, dwork);
-    sgemm_set_precision(SGEMM_FP32);
     gpu_ok("attention");
     expect_close("attention gq", gq, dgq, nq, at_rtol);
     expect_close("attention gk/gv", gkv, dgkv, nkv, at_rtol);
@@ -122,7 +117,7 @@ Test(cuda, attention_path_variable_is_checked) {
     setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
     require_gpu();
     if (SELFTEST) cr_skip_test("self-test: the CPU table has one attention path");
-    GPU->attention_workspace(1, 1, 4, 4, 8);
+    GPU->attention_workspace(GEMM_COMPUTE_FP32, 1, 1, 4, 4, 8);
     const char *e = GPU->last_error();
     cr_assert(e && strstr(e, "ENDORET_CUDA_ATTENTION"), "last error: %s", e ? e : "(none)");
 }

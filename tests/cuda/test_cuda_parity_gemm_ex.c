@@ -18,7 +18,6 @@ static void gemm_ex_case(int m, int n, int k, int ta, int tb, int pad, int bias,
     float *A = rnd(na, -1, 1, tag), *B = rnd(nb, -1, 1, tag + 1), *b = rnd(n, -1, 1, tag + 2);
     float *C = rnd(nc, -1, 1, tag + 3), *D = rnd(nd, -1, 1, tag + 4);
     float *dA = devf(A, na), *dB = devf(B, nb), *db = devf(b, n), *dC = devf(C, nc), *dD = devf(D, nd);
-    sgemm_set_precision(bf16 ? SGEMM_BF16 : SGEMM_FP32);
     gemm_ex_args a = {.transA = ta, .transB = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
                       .A = A, .lda = lda, .B = B, .ldb = ldb, .C = cmode == 1 ? C : cmode == 2 ? D : NULL,
                       .ldc = cmode == 2 ? ldd : ldc, .D = D, .ldd = ldd, .bias = bias ? b : NULL,
@@ -27,7 +26,6 @@ static void gemm_ex_case(int m, int n, int k, int ta, int tb, int pad, int bias,
     gemm_ex_args g = a;
     g.A = dA, g.B = dB, g.D = dD, g.bias = bias ? db : NULL, g.C = cmode == 1 ? dC : cmode == 2 ? dD : NULL;
     GPU->gemm_ex(&g);
-    sgemm_set_precision(SGEMM_FP32);
     char what[160];
     snprintf(what, sizeof what, "gemm_ex %dx%dx%d t%d%d pad %d bias %d C %d %s", m, n, k, ta, tb, pad, bias, cmode,
              bf16 ? "bf16" : "fp32");

@@ -44,7 +44,7 @@ static void check_one(int tA, int tB, int m, int n, int k, float alpha, float be
     for (long i = 0; i < nb; i++) absB[i] = fabsf(B[i]);
     sgemm_ref(tA, tB, m, n, k, 1.0f, absA, lda, absB, ldb, 0.0f, T, ldc);
 
-    sgemm(tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm(SGEMM_FP32, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     sgemm_ref(tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, R, ldc);
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < ldc; j++) {
@@ -57,10 +57,10 @@ static void check_one(int tA, int tB, int m, int n, int k, float alpha, float be
             float tol = 4e-6f * (fabsf(alpha) * T[at] * (float)(k + 2)) / sqrtf((float)(k + 1)) +
                         1e-6f * fabsf(R[at]) + 1e-30f;
             cr_assert(isfinite(C[at]), "%s tA=%d tB=%d %dx%dx%d: C[%d,%d] = %g not finite",
-                      sgemm_kernel_name(), tA, tB, m, n, k, i, j, C[at]);
+                      sgemm_kernel_name(SGEMM_FP32), tA, tB, m, n, k, i, j, C[at]);
             cr_assert(fabsf(C[at] - R[at]) <= tol,
                       "%s tA=%d tB=%d %dx%dx%d alpha=%g beta=%g: C[%d,%d] = %.8g, reference %.8g (tol %g)",
-                      sgemm_kernel_name(), tA, tB, m, n, k, alpha, beta, i, j, C[at], R[at], tol);
+                      sgemm_kernel_name(SGEMM_FP32), tA, tB, m, n, k, alpha, beta, i, j, C[at], R[at], tol);
         }
     }
     free(A), free(B), free(C), free(R), free(absA), free(absB), free(T);
@@ -105,15 +105,15 @@ Test(kernels_gemm, beta_zero_ignores_nan_in_c) {
 
 Test(kernels_gemm, k_zero_and_alpha_zero_scale_c) {
     float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {NAN}, B[1] = {NAN};
-    sgemm(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 2.0f, C, 3);
+    sgemm(SGEMM_FP32, 0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 2.0f, C, 3);
     for (int i = 0; i < 6; i++) cr_assert_eq(C[i], 2.0f * (i + 1), "k=0: C = beta C");
     float D[4] = {NAN, NAN, INFINITY, NAN};
-    sgemm(0, 0, 2, 2, 0, 1.0f, A, 1, B, 2, 0.0f, D, 2);
+    sgemm(SGEMM_FP32, 0, 0, 2, 2, 0, 1.0f, A, 1, B, 2, 0.0f, D, 2);
     for (int i = 0; i < 4; i++) cr_assert_eq(D[i], 0.0f, "k=0, beta=0: zeros even over NaN");
     float E[4] = {1, 2, 3, 4}, A2[4] = {1, 1, 1, 1};
-    sgemm(0, 0, 2, 2, 2, 0.0f, A2, 2, A2, 2, 0.5f, E, 2);
+    sgemm(SGEMM_FP32, 0, 0, 2, 2, 2, 0.0f, A2, 2, A2, 2, 0.5f, E, 2);
     for (int i = 0; i < 4; i++) cr_assert_eq(E[i], 0.5f * (i + 1), "alpha=0: C = beta C");
-    sgemm(0, 0, 0, 5, 5, 1.0f, A, 5, B, 5, 0.0f, NULL, 5);  /* m = 0: nothing touched */
+    sgemm(SGEMM_FP32, 0, 0, 0, 5, 5, 1.0f, A, 5, B, 5, 0.0f, NULL, 5);  /* m = 0: nothing touched */
 }
 
 Test(kernels_gemm, larger_shapes_threaded) {
@@ -133,9 +133,9 @@ Test(kernels_gemm, strided_batched_matches_loop) {
         float *C = xmalloc(sizeof(float) * sC * batch), *R = xmalloc(sizeof(float) * sC * batch);
         fill(A, sA * batch, 1), fill(B, sB * batch, 2), fill(C, sC * batch, 3);
         memcpy(R, C, sizeof(float) * sC * batch);
-        sgemm_strided_batched(tA, tB, m, n, k, 0.5f, A, lda, sA, B, ldb, sB, 1.5f, C, ldc, sC, batch);
+        sgemm_strided_batched(SGEMM_FP32, tA, tB, m, n, k, 0.5f, A, lda, sA, B, ldb, sB, 1.5f, C, ldc, sC, batch);
         for (int b = 0; b < batch; b++)
-            sgemm(tA, tB, m, n, k, 0.5f, A + b * sA, lda, B + b * sB, ldb, 1.5f, R + b * sC, ldc);
+            sgemm(SGEMM_FP32, tA, tB, m, n, k, 0.5f, A + b * sA, lda, B + b * sB, ldb, 1.5f, R + b * sC, ldc);
         /* Same kernel and blocking per product => bit-identical to the loop. */
         cr_assert(memcmp(C, R, sizeof(float) * sC * batch) == 0, "batched != loop (t=%d)", t);
         free(A), free(B), free(C), free(R);
@@ -149,16 +149,16 @@ Test(kernels_gemm, deterministic_for_fixed_threads) {
           *C3 = xmalloc(sizeof(float) * m * n);
     fill(A, (long)m * k, 9), fill(B, (long)k * n, 10);
     omp_set_num_threads(2);
-    sgemm(0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C1, n);
-    sgemm(0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C2, n);
+    sgemm(SGEMM_FP32, 0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C1, n);
+    sgemm(SGEMM_FP32, 0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C2, n);
     cr_assert(memcmp(C1, C2, sizeof(float) * m * n) == 0, "two runs with 2 threads differ");
     /* The work split never changes the per-element operation order, so 1 thread agrees too. */
     omp_set_num_threads(1);
-    sgemm(0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C3, n);
+    sgemm(SGEMM_FP32, 0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C3, n);
     cr_assert(memcmp(C1, C3, sizeof(float) * m * n) == 0, "1 thread != 2 threads");
     /* More threads than cores (the 16-thread work split, run on whatever cores exist). */
     omp_set_num_threads(16);
-    sgemm(0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C3, n);
+    sgemm(SGEMM_FP32, 0, 1, m, n, k, 1.0f, A, k, B, k, 0.0f, C3, n);
     cr_assert(memcmp(C1, C3, sizeof(float) * m * n) == 0, "16 threads != 2 threads");
     free(A), free(B), free(C1), free(C2), free(C3);
 }
@@ -169,9 +169,9 @@ Test(kernels_gemm, inside_parallel_region_single_threaded) {
     float *A = xmalloc(sizeof(float) * m * k), *B = xmalloc(sizeof(float) * k * n);
     float *C = xmalloc(sizeof(float) * nb * m * n), *R = xmalloc(sizeof(float) * m * n);
     fill(A, (long)m * k, 3), fill(B, (long)k * n, 4);
-    sgemm(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, R, n);
+    sgemm(SGEMM_FP32, 0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, R, n);
 #pragma omp parallel for num_threads(2)
-    for (int b = 0; b < nb; b++) sgemm(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C + (long)b * m * n, n);
+    for (int b = 0; b < nb; b++) sgemm(SGEMM_FP32, 0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C + (long)b * m * n, n);
     for (int b = 0; b < nb; b++)
         cr_assert(memcmp(C + (long)b * m * n, R, sizeof(float) * m * n) == 0, "product %d differs", b);
     free(A), free(B), free(C), free(R);
@@ -180,12 +180,12 @@ Test(kernels_gemm, inside_parallel_region_single_threaded) {
 Test(kernels_gemm, kernel_selection) {
     cr_assert_eq(sgemm_use_kernel("no-such-kernel"), -1);
     cr_assert_eq(sgemm_use_kernel("scalar"), 0);
-    cr_assert_str_eq(sgemm_kernel_name(), "scalar-4x8");
-    cr_assert_str_eq(sgemm_kernel_for(0, 10, 10), "scalar-4x8");
+    cr_assert_str_eq(sgemm_kernel_name(SGEMM_FP32), "scalar-4x8");
+    cr_assert_str_eq(sgemm_kernel_for(SGEMM_FP32, 0, 10, 10), "scalar-4x8");
     if (sgemm_use_kernel("avx512") == 0) {
-        cr_assert_str_eq(sgemm_kernel_name(), "avx512-auto");
-        cr_assert_str_eq(sgemm_kernel_for(0, 197, 64), "avx512-6x64", "n = 64 fits 64-wide tiles exactly");
-        cr_assert_str_eq(sgemm_kernel_for(0, 200, 96), "avx512-8x48");
+        cr_assert_str_eq(sgemm_kernel_name(SGEMM_FP32), "avx512-auto");
+        cr_assert_str_eq(sgemm_kernel_for(SGEMM_FP32, 0, 197, 64), "avx512-6x64", "n = 64 fits 64-wide tiles exactly");
+        cr_assert_str_eq(sgemm_kernel_for(SGEMM_FP32, 0, 200, 96), "avx512-8x48");
     }
     cr_assert_eq(sgemm_use_kernel(NULL), 0);
 }

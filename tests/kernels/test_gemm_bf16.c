@@ -63,10 +63,10 @@ static void check_bf16(int tA, int tB, int m, int n, int k, float alpha, float b
     for (long i = 0; i < nb; i++) absB[i] = fabsf(B[i]);
     sgemm_ref(tA, tB, m, n, k, 1.0f, absA, lda, absB, ldb, 0.0f, T, ldc);
 
-    sgemm(tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm(SGEMM_BF16, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     sgemm_ref(tA, tB, m, n, k, alpha, Ar, lda, Br, ldb, beta, R, ldc);
     sgemm_ref(tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, F, ldc);
-    const char *kname = sgemm_kernel_for(tA, m, n);
+    const char *kname = sgemm_kernel_for(SGEMM_BF16, tA, m, n);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < ldc; j++) {
             long at = (long)i * ldc + j;
@@ -95,12 +95,13 @@ static const int shapes[][3] = {
     {197, 64, 64}, {9, 49, 770},  /* k > the bf16 depth block (768): two blocks, odd last one */
 };
 
-/* Run `body` for every path this CPU has, in SGEMM_BF16; counts how many ran natively. */
+/* Run `body` for every path this CPU has (the products of this file are SGEMM_BF16); counts how many
+ * ran natively. */
 #define FOR_EACH_PATH(pi, native)\
     _Pragma("GCC diagnostic ignored \"-Wunused-but-set-variable\"")                                                         \
     for (int pi = 0, native = 0; pi < NPATHS; pi++)                                         \
-        if (sgemm_use_kernel(paths[pi]) == 0 && sgemm_set_precision(SGEMM_BF16) == 0 &&     \
-            ((native = !strncmp(sgemm_kernel_for(0, 8, 8), "avx512bf16", 10)), 1))
+        if (sgemm_use_kernel(paths[pi]) == 0 &&                                              \
+            ((native = !strncmp(sgemm_kernel_for(SGEMM_BF16, 0, 8, 8), "avx512bf16", 10)), 1))
 
 Test(kernels_gemm_bf16, shapes_all_transposes_all_paths) {
     int ran_native = 0;
@@ -150,12 +151,12 @@ Test(kernels_gemm_bf16, deterministic_across_threads) {
         for (int t = 0; t < 4; t++) {
             int tA = t >> 1, tB = t & 1, lda = tA ? m : k, ldb = tB ? k : n;
             omp_set_num_threads(2);
-            sgemm(tA, tB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C1, n);
+            sgemm(SGEMM_BF16, tA, tB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C1, n);
             omp_set_num_threads(1);
-            sgemm(tA, tB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C2, n);
+            sgemm(SGEMM_BF16, tA, tB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C2, n);
             cr_assert(memcmp(C1, C2, sizeof(float) * m * n) == 0, "%s t=%d: 1 thread != 2 threads", paths[pi], t);
             omp_set_num_threads(16);
-            sgemm(tA, tB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C2, n);
+            sgemm(SGEMM_BF16, tA, tB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C2, n);
             cr_assert(memcmp(C1, C2, sizeof(float) * m * n) == 0, "%s t=%d: 16 threads != 2", paths[pi], t);
         }
     }
@@ -174,9 +175,9 @@ Test(kernels_gemm_bf16, strided_batched_matches_loop) {
             fill(A, sA * batch, 1), fill(B, sB * batch, 2), fill(C, sC * batch, 3);
             memcpy(R, C, sizeof(float) * sC * batch);
             omp_set_num_threads(2);
-            sgemm_strided_batched(tA, tB, m, n, k, 0.5f, A, lda, sA, B, ldb, sB, 1.5f, C, ldc, sC, batch);
+            sgemm_strided_batched(SGEMM_BF16, tA, tB, m, n, k, 0.5f, A, lda, sA, B, ldb, sB, 1.5f, C, ldc, sC, batch);
             for (int b = 0; b < batch; b++) {
-                sgemm(tA, tB, m, n, k, 0.5f, A + b * sA, lda, B + b * sB, ldb, 1.5f, R + b * sC, ldc);
+                sgemm(SGEMM_BF16, tA, tB, m, n, k, 0.5f, A + b * sA, lda, B + b * sB, ldb, 1.5f, R + b * sC, ldc);
                 /* each product also within the bounds of the reference on bf16 inputs */
             }
             cr_assert(memcmp(C, R, sizeof(float) * sC * batch) == 0, "%s: batched != loop (t=%d)", paths[pi], t);
@@ -239,59 +240,58 @@ Test(kernels_gemm_bf16, rounding_ties_nan_inf_largest) {
 Test(kernels_gemm_bf16, native_pair_order_and_denormals) {
     if (!cpu_has_avx512_bf16()) cr_skip_test("no AVX512_BF16 on this CPU");
     cr_assert_eq(sgemm_use_kernel("avx512bf16-8x48"), 0);
-    sgemm_set_precision(SGEMM_BF16);
     /* Pair 1 puts 1 in the accumulator; pair 2 adds -1 (depth 2) and 2^-30 (depth 3). Depth 2
      * first gives 2^-30 (the reference order); depth 3 first gives 1 + 2^-30 = 1, then 0. */
     float A[4] = {1.0f, 0.0f, -1.0f, 0x1p-30f}, B[4] = {1.0f, 1.0f, 1.0f, 1.0f}, C = NAN;
-    sgemm(0, 0, 1, 1, 4, 1.0f, A, 4, B, 1, 0.0f, &C, 1);
+    sgemm(SGEMM_BF16, 0, 0, 1, 1, 4, 1.0f, A, 4, B, 1, 0.0f, &C, 1);
     cr_log_info("native pair order probe: %g (0: odd depth first as Intel documents; 2^-30: even first)", C);
     cr_assert(C == 0.0f || C == 0x1p-30f, "pair sum %g is neither order's result", C);
     float R = NAN;
     sgemm_use_kernel("avx512");
-    sgemm(0, 0, 1, 1, 4, 1.0f, A, 4, B, 1, 0.0f, &R, 1);
+    sgemm(SGEMM_BF16, 0, 0, 1, 1, 4, 1.0f, A, 4, B, 1, 0.0f, &R, 1);
     cr_assert_eq(R, 0x1p-30f, "the rounding path adds depth in order");
 
     /* A denormal input (2^-130) times 2^100: treated as zero by vdpbf16ps (and its conversion),
      * kept by the rounding path. */
     float a1[2] = {0x1p-130f, 0.0f}, b1[2] = {0x1p100f, 0.0f}, c1 = NAN, r1 = NAN;
     sgemm_use_kernel("avx512bf16-8x48");
-    sgemm(0, 0, 1, 1, 2, 1.0f, a1, 2, b1, 1, 0.0f, &c1, 1);
+    sgemm(SGEMM_BF16, 0, 0, 1, 1, 2, 1.0f, a1, 2, b1, 1, 0.0f, &c1, 1);
     sgemm_use_kernel("avx512");
-    sgemm(0, 0, 1, 1, 2, 1.0f, a1, 2, b1, 1, 0.0f, &r1, 1);
+    sgemm(SGEMM_BF16, 0, 0, 1, 1, 2, 1.0f, a1, 2, b1, 1, 0.0f, &r1, 1);
     cr_log_info("denormal input: native %g, rounding path %g", c1, r1);
     cr_assert_eq(r1, 0x1p-30f);
     cr_assert(c1 == 0.0f || c1 == 0x1p-30f, "denormal: %g", c1);
 }
 
 Test(kernels_gemm_bf16, precision_and_kernel_selection) {
-    cr_assert_eq(sgemm_set_precision(7), -1);
-    cr_assert_eq(sgemm_set_precision(SGEMM_BF16), 0);
-    cr_assert_eq(sgemm_precision(), SGEMM_BF16);
+    cr_assert(!sgemm_precision_valid(7) && sgemm_precision_valid(SGEMM_BF16) && sgemm_precision_valid(SGEMM_FP32));
     cr_assert_eq(sgemm_use_kernel("auto"), 0);
     if (cpu_has_avx512_bf16()) {
-        cr_assert_str_eq(sgemm_kernel_name(), "avx512bf16-auto");
-        cr_assert_str_eq(sgemm_kernel_for(0, 197, 64), "avx512bf16-6x64");
+        cr_assert_str_eq(sgemm_kernel_name(SGEMM_BF16), "avx512bf16-auto");
+        cr_assert_str_eq(sgemm_kernel_for(SGEMM_BF16, 0, 197, 64), "avx512bf16-6x64");
+        cr_assert_str_eq(sgemm_kernel_name(SGEMM_FP32), "avx512-auto");
         cr_assert_eq(sgemm_use_kernel("avx512"), 0);  /* forcing an fp32 set: rounding path */
-        cr_assert_str_eq(sgemm_kernel_name(), "avx512-auto");
+        cr_assert_str_eq(sgemm_kernel_name(SGEMM_BF16), "avx512-auto");
         cr_assert_eq(sgemm_use_kernel("avx512bf16-14x32"), 0);
-        cr_assert_str_eq(sgemm_kernel_name(), "avx512bf16-14x32");
-        sgemm_set_precision(SGEMM_FP32);  /* a bf16 kernel name leaves fp32 on the best fp32 set */
-        cr_assert_str_eq(sgemm_kernel_name(), "avx512-auto");
+        cr_assert_str_eq(sgemm_kernel_name(SGEMM_BF16), "avx512bf16-14x32");
+        /* a bf16 kernel name leaves fp32 products on the best fp32 set */
+        cr_assert_str_eq(sgemm_kernel_name(SGEMM_FP32), "avx512-auto");
     } else {
         cr_assert_eq(sgemm_use_kernel("avx512bf16"), -1);
     }
-    sgemm_set_precision(SGEMM_FP32);
-    cr_assert_eq(sgemm_precision(), SGEMM_FP32);
 }
 
-/* $ENDORET_GEMM_PRECISION is read once, when the library first needs it; the call overrides it.
- * (Each Criterion test runs in a fresh process, so nothing has read it yet.) */
-Test(kernels_gemm_bf16, precision_from_environment) {
+/* A product's precision is its first argument and nothing else: the retired process-wide setting's
+ * variable ($ENDORET_GEMM_PRECISION) changes nothing, and products of both precisions interleave.
+ * 1 + 2^-10 is not a bf16 number (8 significant bits): fp32 keeps it, bf16 rounds it to 1. */
+Test(kernels_gemm_bf16, precision_is_per_call) {
     setenv("ENDORET_GEMM_PRECISION", "bf16", 1);
-    cr_assert_eq(sgemm_precision(), SGEMM_BF16, "ENDORET_GEMM_PRECISION=bf16 not applied");
-    if (cpu_has_avx512_bf16()) cr_assert_str_eq(sgemm_kernel_name(), "avx512bf16-auto");
-    setenv("ENDORET_GEMM_PRECISION", "fp32", 1);  /* read once: no effect now */
-    cr_assert_eq(sgemm_precision(), SGEMM_BF16);
-    cr_assert_eq(sgemm_set_precision(SGEMM_FP32), 0);
-    cr_assert_eq(sgemm_precision(), SGEMM_FP32, "sgemm_set_precision must override the environment");
+    const float a = 1.0f + 0x1p-10f, b = 1.0f;
+    float c32 = NAN, c16 = NAN, c32b = NAN;
+    sgemm(SGEMM_FP32, 0, 0, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c32, 1);
+    sgemm(SGEMM_BF16, 0, 0, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c16, 1);
+    sgemm(SGEMM_FP32, 0, 0, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c32b, 1);
+    cr_assert_eq(c32, a, "fp32 product %.9g, want %.9g (the environment must not change it)", c32, a);
+    cr_assert_eq(c16, 1.0f, "bf16 product %.9g, want 1", c16);
+    cr_assert_eq(c32b, a, "fp32 after a bf16 product: %.9g", c32b);
 }

@@ -33,6 +33,9 @@ static case_t make_case(int tA, int tB, int m, int n, int k, int pad, uint32_t s
     return c;
 }
 
+/* The precision every product and pack of a test uses (set by the test). */
+static int g_prec = SGEMM_FP32;
+
 static void free_case(case_t *c) { free(c->A), free(c->B), free(c->C0), free(c->C1), free(c->C2); }
 
 /* C1 = sgemm, C2 = sgemm_with_packed_b(p) from the same C; equal bits (padding of C included). */
@@ -40,11 +43,11 @@ static void expect_same(case_t *c, const sgemm_packed_b *p, float alpha, float b
     long nc = (long)c->m * c->ldc;
     memcpy(c->C1, c->C0, sizeof(float) * nc);
     memcpy(c->C2, c->C0, sizeof(float) * nc);
-    sgemm(c->tA, c->tB, c->m, c->n, c->k, alpha, c->A, c->lda, c->B, c->ldb, beta, c->C1, c->ldc);
-    sgemm_with_packed_b(c->tA, c->tB, c->m, c->n, c->k, alpha, c->A, c->lda, c->B, c->ldb, p, beta,
+    sgemm(g_prec, c->tA, c->tB, c->m, c->n, c->k, alpha, c->A, c->lda, c->B, c->ldb, beta, c->C1, c->ldc);
+    sgemm_with_packed_b(g_prec, c->tA, c->tB, c->m, c->n, c->k, alpha, c->A, c->lda, c->B, c->ldb, p, beta,
                         c->C2, c->ldc);
     cr_assert(memcmp(c->C1, c->C2, sizeof(float) * nc) == 0,
-              "%s: %s tA=%d tB=%d %dx%dx%d: prepacked B != sgemm", what, sgemm_kernel_name(), c->tA,
+              "%s: %s tA=%d tB=%d %dx%dx%d: prepacked B != sgemm", what, sgemm_kernel_name(g_prec), c->tA,
               c->tB, c->m, c->n, c->k);
 }
 
@@ -57,14 +60,14 @@ Test(kernels_gemm_prepack, bit_identical_to_sgemm_every_set_precision_transpose_
     for (int si = 0; si < (int)(sizeof sets / sizeof sets[0]); si++)
         for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
             if (sgemm_use_kernel(sets[si]) != 0) continue; /* not on this CPU */
-            sgemm_set_precision(prec);
+            g_prec = prec;
             for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
                 for (int t = 0; t < 4; t++) {
                     case_t c = make_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], s % 2 ? 3 : 0,
                                          (uint32_t)(100 * s + t));
-                    sgemm_packed_b *p = sgemm_pack_b(c.tB, c.k, c.n, c.B, c.ldb);
+                    sgemm_packed_b *p = sgemm_pack_b(g_prec, c.tB, c.k, c.n, c.B, c.ldb);
                     cr_assert_not_null(p);
-                    cr_assert(sgemm_packed_b_usable(p, c.tB, c.k, c.n, c.ldb), "%s: fresh pack unusable", sets[si]);
+                    cr_assert(sgemm_packed_b_usable(p, g_prec, c.tB, c.k, c.n, c.ldb), "%s: fresh pack unusable", sets[si]);
                     const int threads[] = {1, 2, 16};
                     for (int ti = 0; ti < 3; ti++) {
                         omp_set_num_threads(threads[ti]);
@@ -78,7 +81,7 @@ Test(kernels_gemm_prepack, bit_identical_to_sgemm_every_set_precision_transpose_
                 }
         }
     sgemm_use_kernel(NULL);
-    sgemm_set_precision(SGEMM_FP32);
+    g_prec = SGEMM_FP32;
     cr_assert(ran >= 2 * 7 * 4, "only %d cases ran", ran);
 }
 
@@ -86,38 +89,38 @@ Test(kernels_gemm_prepack, bit_identical_to_sgemm_every_set_precision_transpose_
  * product reads B (checked by making the packed copy stale: B changed after packing). */
 Test(kernels_gemm_prepack, stale_or_mismatched_pack_falls_back_to_b) {
     sgemm_use_kernel(NULL);
-    sgemm_set_precision(SGEMM_FP32);
+    g_prec = SGEMM_FP32;
     case_t c = make_case(0, 1, 37, 70, 90, 0, 7);
-    sgemm_packed_b *p = sgemm_pack_b(1, c.k, c.n, c.B, c.ldb);
+    sgemm_packed_b *p = sgemm_pack_b(g_prec, 1, c.k, c.n, c.B, c.ldb);
     /* used: a stale copy (B changed after packing) gives the old product, so it differs from sgemm */
     c.B[0] += 1.0f;
     long nc = (long)c.m * c.ldc;
-    sgemm(0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, c.B, c.ldb, 0.0f, c.C1, c.ldc);
-    sgemm_with_packed_b(0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, c.B, c.ldb, p, 0.0f, c.C2, c.ldc);
+    sgemm(g_prec, 0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, c.B, c.ldb, 0.0f, c.C1, c.ldc);
+    sgemm_with_packed_b(g_prec, 0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, c.B, c.ldb, p, 0.0f, c.C2, c.ldc);
     cr_assert(memcmp(c.C1, c.C2, sizeof(float) * nc) != 0, "the packed copy was not used");
     /* not used: another precision, another kernel set, another blocking, another shape or B */
-    cr_assert(!sgemm_packed_b_usable(p, 1, c.k, c.n + 1, c.ldb));
-    cr_assert(!sgemm_packed_b_usable(p, 0, c.k, c.n, c.ldb));
-    sgemm_set_precision(SGEMM_BF16);
-    cr_assert(!sgemm_packed_b_usable(p, 1, c.k, c.n, c.ldb));
+    cr_assert(!sgemm_packed_b_usable(p, g_prec, 1, c.k, c.n + 1, c.ldb));
+    cr_assert(!sgemm_packed_b_usable(p, g_prec, 0, c.k, c.n, c.ldb));
+    g_prec = SGEMM_BF16;
+    cr_assert(!sgemm_packed_b_usable(p, g_prec, 1, c.k, c.n, c.ldb));
     expect_same(&c, p, 1.0f, 0.0f, "bf16 after an fp32 pack");
-    sgemm_set_precision(SGEMM_FP32);
+    g_prec = SGEMM_FP32;
     if (sgemm_use_kernel("scalar") == 0) {
-        cr_assert(!sgemm_packed_b_usable(p, 1, c.k, c.n, c.ldb));
+        cr_assert(!sgemm_packed_b_usable(p, g_prec, 1, c.k, c.n, c.ldb));
         expect_same(&c, p, 1.0f, 0.0f, "scalar after an auto pack");
         sgemm_use_kernel(NULL);
     }
     sgemm_set_blocking(0, 32, 0);
-    cr_assert(!sgemm_packed_b_usable(p, 1, c.k, c.n, c.ldb));
+    cr_assert(!sgemm_packed_b_usable(p, g_prec, 1, c.k, c.n, c.ldb));
     expect_same(&c, p, 1.0f, 0.0f, "kc override after packing");
     sgemm_set_blocking(0, 0, 0);
-    cr_assert(sgemm_packed_b_usable(p, 1, c.k, c.n, c.ldb));
+    cr_assert(sgemm_packed_b_usable(p, g_prec, 1, c.k, c.n, c.ldb));
     float *other = xmalloc(sizeof(float) * c.n * c.ldb);
     memcpy(other, c.B, sizeof(float) * c.n * c.ldb);
-    sgemm(0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, c.B, c.ldb, 0.0f, c.C1, c.ldc);
-    sgemm_with_packed_b(0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, other, c.ldb, p, 0.0f, c.C2, c.ldc);
+    sgemm(g_prec, 0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, c.B, c.ldb, 0.0f, c.C1, c.ldc);
+    sgemm_with_packed_b(g_prec, 0, 1, c.m, c.n, c.k, 1.0f, c.A, c.lda, other, c.ldb, p, 0.0f, c.C2, c.ldc);
     cr_assert(memcmp(c.C1, c.C2, sizeof(float) * nc) == 0, "another B must not use this pack");
-    cr_assert_null(sgemm_pack_b(1, 0, c.n, c.B, c.ldb));
+    cr_assert_null(sgemm_pack_b(g_prec, 1, 0, c.n, c.B, c.ldb));
     sgemm_packed_b_free(p);
     sgemm_packed_b_free(NULL);
     free(other);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
 
@@ -111,7 +112,7 @@ Test(nn_matmul, frozen_weight_trainable_bias) {
  * bit for bit, in fp32 and bf16 (odd sizes, a 3-D input folded into one product). */
 Test(nn_matmul, prepacked_weight_same_output_and_gradients) {
     for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
-        sgemm_set_precision(prec);
+        er_set_precision(prec == SGEMM_BF16 ? "bf16" : "fp32");
         tensor *x[2], *w[2], *b[2], *y[2];
         for (int v = 0; v < 2; v++) {
             x[v] = tensor_param("x", 3, SHAPE(2, 13, 37));
@@ -136,7 +137,7 @@ Test(nn_matmul, prepacked_weight_same_output_and_gradients) {
         nn_step_end();
         for (int v = 0; v < 2; v++) tensor_free(x[v]), tensor_free(w[v]), tensor_free(b[v]);
     }
-    sgemm_set_precision(SGEMM_FP32);
+    er_set_precision("fp32");
 }
 
 /* op_linear_add: res + x W^T + b in one product (the residual in gemm_ex's epilogue). The same bits
@@ -148,7 +149,7 @@ static tensor *f_linear_add_nobias(tensor **in, void *c) { return op_linear_add(
 
 Test(nn_matmul, linear_add_equals_separate_ops_bit_for_bit) {
     for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
-        sgemm_set_precision(prec);
+        er_set_precision(prec == SGEMM_BF16 ? "bf16" : "fp32");
         tensor *x[2], *w[2], *b[2], *r[2], *out[2];
         for (int v = 0; v < 2; v++) {
             x[v] = tensor_param("x", 3, SHAPE(2, 11, 37));
@@ -178,7 +179,7 @@ Test(nn_matmul, linear_add_equals_separate_ops_bit_for_bit) {
         nn_step_end();
         for (int v = 0; v < 2; v++) tensor_free(x[v]), tensor_free(w[v]), tensor_free(b[v]), tensor_free(r[v]);
     }
-    sgemm_set_precision(SGEMM_FP32);
+    er_set_precision("fp32");
 }
 
 Test(nn_matmul, linear_add_gradients_and_shape_errors) {
@@ -200,4 +201,31 @@ Test(nn_matmul, linear_add_gradients_and_shape_errors) {
     tensor_free(bad);
     nn_step_end();
     gc_free(4, in);
+}
+
+/* A product's backward runs in the precision its forward was recorded in (the tape node keeps it),
+ * not in the op layer's setting when the tape is walked: a bf16 forward walked back under fp32 gives
+ * the gradients of a run that stayed in bf16, and those differ from fp32's (so the check can fail). */
+Test(nn_matmul, backward_uses_the_forward_precision) {
+    float dx[3][2 * 7 * 19], dw[3][11 * 19];
+    const char *fwd[3] = {"bf16", "bf16", "fp32"}, *bwd[3] = {"bf16", "fp32", "fp32"};
+    for (int r = 0; r < 3; r++) {
+        er_set_precision(fwd[r]);
+        tensor *x = tensor_param("x", 3, SHAPE(2, 7, 19)), *w = tensor_param("w", 2, SHAPE(11, 19));
+        for (int i = 0; i < 2 * 7 * 19; i++) x->data[i] = sinf(0.37f * i) * (1.0f + 0x1p-9f);
+        for (int i = 0; i < 11 * 19; i++) w->data[i] = cosf(0.11f * i) * 0.3f;
+        tensor *y = op_matmul(x, w, 0, 1);
+        float g[2 * 7 * 11];
+        for (int i = 0; i < 2 * 7 * 11; i++) g[i] = sinf(0.05f * i + 1.0f) * (1.0f + 0x1p-10f);
+        er_set_precision(bwd[r]);
+        cr_assert_eq(backward_with(y, tensor_from_host(3, SHAPE(2, 7, 11), g)), ER_OK, "%s", er_msg());
+        memcpy(dx[r], x->grad->data, sizeof dx[r]);
+        memcpy(dw[r], w->grad->data, sizeof dw[r]);
+        nn_step_end();
+        tensor_free(x), tensor_free(w);
+    }
+    er_set_precision("fp32");
+    cr_assert(memcmp(dx[0], dx[1], sizeof dx[0]) == 0, "dx: bf16 forward walked back under fp32 != all-bf16 run");
+    cr_assert(memcmp(dw[0], dw[1], sizeof dw[0]) == 0, "dw: bf16 forward walked back under fp32 != all-bf16 run");
+    cr_assert(memcmp(dx[0], dx[2], sizeof dx[0]) != 0, "bf16 and fp32 gradients are equal: the check cannot fail");
 }

@@ -164,6 +164,8 @@ static double *run(const char *manifest, const char *out, const char *precision,
     loop_keys keys;
     tiny_cfg(&c, &keys, manifest, out, precision);
     image_objective *o;
+    /* the run's op-layer precision, set once from train.precision (objective_create in `train`) */
+    cr_assert_eq(er_set_precision(keys.precision), ER_OK, "%s", er_msg());
     cr_assert_eq(image_objective_new(&c, &keys, &o), 0, "%s", er_msg());
     cr_assert_eq(er_get_precision(), strcmp(precision, "bf16") ? ER_PREC_FP32 : ER_PREC_BF16);
     train_objective t = image_objective_iface(o);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/precision.h"
 #include "tests/test_util.h"
 #include "train/loop_keys.h"
 #include "train/objective.h"
@@ -22,6 +23,27 @@ Test(train_objective, registry_lists_and_finds) {
     cr_assert_not_null(objective_find("image"));
     cr_assert_null(objective_find("dino"));
     cr_assert(strstr(er_msg(), "unknown objective 'dino'") && strstr(er_msg(), "image"), "%s", er_msg());
+}
+
+/* train.precision is the run's setting, applied once for every objective before it is built
+ * (objective_create), not by each objective: here every objective is created with bf16 and no data,
+ * which it refuses, and the op layer's precision is bf16 all the same. */
+Test(train_objective, precision_is_set_once_for_every_objective) {
+    int n;
+    const objective_def *const *all = objective_list(&n);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(er_set_precision("fp32"), ER_OK);
+        objective_config oc;
+        objective_config_init(&oc, all[i]);
+        char set[] = "train.precision=bf16", *sets[1] = {set};
+        cr_assert_eq(objective_config_load(&oc, NULL, sets, 1), ER_OK, "%s: %s", all[i]->name, er_msg());
+        train_objective obj;
+        int rc = objective_create(&oc, &obj);
+        if (rc == ER_OK) obj.free(obj.self);
+        cr_assert_eq(er_get_precision(), ER_PREC_BF16, "%s: train.precision = bf16 not applied", all[i]->name);
+        objective_config_free(&oc);
+    }
+    er_set_precision("fp32");
 }
 
 static int run_train(const char *set1, const char *set2) {

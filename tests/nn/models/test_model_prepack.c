@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "nn/precision.h"
 #include "nn/base/base.h"
 #include "nn/models/model.h"
 #include "nn/models/vit_model.h"
@@ -50,7 +51,7 @@ Test(models_prepack, descriptors_bit_identical_fp32_bf16_and_after_a_precision_c
     model *plain = tiny(11), *frozen = tiny(11);
     float *x = images(B, plain->img);
     for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
-        sgemm_set_precision(prec);
+        er_set_precision(prec == SGEMM_BF16 ? "bf16" : "fp32");
         cr_assert_eq(model_prepack(frozen), 0, "%s", er_msg());
         /* every 2-D weight (qkv, proj, fc1, fc2 of 2 blocks; the patch embedding is 4-D) */
         cr_assert_geq(packed_count(frozen), 8, "only %d weights packed", packed_count(frozen));
@@ -59,7 +60,7 @@ Test(models_prepack, descriptors_bit_identical_fp32_bf16_and_after_a_precision_c
         expect_same_embedding(plain, frozen, x, B, prec ? "bf16" : "fp32");
         expect_same_embedding(plain, frozen, x, 1, prec ? "bf16 batch 1" : "fp32 batch 1");
     }
-    sgemm_set_precision(SGEMM_FP32); /* packed in bf16 above: now read from the weights */
+    er_set_precision("fp32"); /* packed in bf16 above: now read from the weights */
     expect_same_embedding(plain, frozen, x, B, "fp32 after a bf16 pack");
     for (int i = 0; i < frozen->params->n; i++) /* a bias, a norm, the 4-D patch weight: refused */
         if (frozen->params->t[i]->ndim != 2) cr_assert_eq(tensor_prepack(frozen->params->t[i]), ER_INPUT);
@@ -70,7 +71,7 @@ Test(models_prepack, descriptors_bit_identical_fp32_bf16_and_after_a_precision_c
 
 Test(models_prepack, writes_and_optimizer_steps_drop_the_packed_copies) {
     const int B = 2;
-    sgemm_set_precision(SGEMM_FP32);
+    er_set_precision("fp32");
     model *plain = tiny(12), *frozen = tiny(12);
     float *x = images(B, plain->img);
     cr_assert_eq(model_prepack(frozen), 0, "%s", er_msg());
