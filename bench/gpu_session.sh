@@ -113,6 +113,11 @@ for line in sys.stdin:
         print("%-8s %-9s %-4s %-4s b=%-4s train %8.1f img/s  mfu %.3f  peak %.0f GF  %s" % (r.get("impl", "endoret")[:8], r["model"], r.get("objective", "cls"),
               r.get("precision", "?"), r.get("batch", r.get("batch_scenes")), r.get("train_img_per_s", r.get("scenes_per_s", 0)),
               r.get("mfu", 0), r.get("gemm_peak_gflops", 0), r.get("gpu", r.get("device", ""))))'
-# at most 8 files come back from a lent machine: pack the stage logs into one
-n=$(ls "$OUT" | wc -l)
-if [ "$n" -gt 2 ]; then (cd "$OUT" && tar czf logs.tgz *.txt && rm -f *.txt); fi
+# at most 8 files come back from a lent machine: pack the stage logs into one, under a name no
+# earlier run into the same $OUT used (a second run in one call once overwrote the first's logs)
+n=$(ls "$OUT"/*.txt 2>/dev/null | wc -l)
+if [ "$n" -gt 2 ]; then
+  tgz=logs.tgz; i=2
+  while [ -e "$OUT/$tgz" ]; do tgz=logs_$i.tgz; i=$((i + 1)); done
+  (cd "$OUT" && tar czf "$tgz" *.txt && rm -f *.txt)
+fi

@@ -8,6 +8,7 @@
 static int g_grad_enabled = 1;
 static tape_node *g_tail; /* newest node */
 static int g_count;
+static const tensor *g_root; /* the tensor the running backward started from */
 
 /* Gradient buffers of activations that backward has finished with (see run_backward): a later
  * activation gradient of at most their size reuses one instead of taking new arena memory, so a
@@ -103,6 +104,27 @@ tensor *grad_buf_fresh(tensor *x, int *fresh) {
     return x->grad;
 }
 
+/* A packed gradient buffer that backward may recycle or give away: the node's own (not a long-lived
+ * tensor's, not a view into an input's, not the backward root's, which callers may read). */
+static int own_packed_grad(const tape_node *n) {
+    const tensor *g = n->out->grad;
+    return g && n->out != g_root && n->out->node == n && !n->grad_alias && !n->grad_given &&
+           !(n->out->flags & T_LONG_LIVED) && !g->storage && g->offset == 0 && tensor_is_contiguous(g);
+}
+
+int tape_give_grad(tape_node *n, tensor *x) {
+    if (!n || !x || !(x->flags & T_REQUIRES_GRAD) || x->grad || (x->flags & T_LONG_LIVED)) return 0;
+    if ((x->node && x->node->grad_alias) || tensor_numel(x) != tensor_numel(n->out) || !own_packed_grad(n)) return 0;
+    int64_t st[T_MAX_DIMS], acc = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= x->shape[i];
+    }
+    x->grad = tensor_view(n->out->grad, x->ndim, x->shape, st, 0);
+    n->grad_given = 1; /* x's buffer now: not recycled when this node is done */
+    return 1;
+}
+
 tensor *grad_buf(tensor *x) {
     int fresh;
     tensor *g = grad_buf_fresh(x, &fresh);
@@ -127,17 +149,16 @@ static int run_backward(tensor *out) {
      * all its consumers were recorded after it. Nodes whose output received no gradient (not on
      * the loss's path) are skipped. */
     int prev = no_grad_enter();
+    g_root = out;
     for (tape_node *n = g_tail; n; n = n->prev) {
         if (!n->out->grad) continue;
         n->backward(n);
         /* every consumer of n->out ran before n: its gradient is dead now, unless it belongs to
-         * someone else (a long-lived tensor's, or an alias node's view into its input's gradient) or
-         * the output is the tensor backward started from (callers may read that one) */
-        tensor *g = n->out->grad;
-        if (n->out != out && n->out->node == n && !n->grad_alias && !(n->out->flags & T_LONG_LIVED) && !g->storage &&
-            g->offset == 0 && tensor_is_contiguous(g))
-            pool_put(g);
+         * someone else (a long-lived tensor's, an alias node's view into its input's gradient, an
+         * input's it was given to) or the output is the tensor backward started from */
+        if (own_packed_grad(n)) pool_put(n->out->grad);
     }
+    g_root = NULL;
     no_grad_exit(prev);
     tape_clear();
     return ER_OK;

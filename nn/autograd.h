@@ -36,6 +36,7 @@ struct tape_node {
     tape_node *prev;
     int grad_alias;          /* out's gradient is a packed view of in[0]'s (same element order):
                                 set for tape_alias_backward, or by ops that add to it (bias add) */
+    int grad_given;          /* out's gradient buffer was given to an input (tape_give_grad) */
 };
 
 /* ---- grad mode ---- */
@@ -57,6 +58,14 @@ void tape_alias_backward(tape_node *n);
 /* The gradient buffer of x for a backward function to accumulate into (allocated zero-filled on
  * first use: arena for activations, long-lived for long-lived leaves), or NULL if x needs none. */
 tensor *grad_buf(tensor *x);
+/* For a backward whose input x receives the output's gradient unchanged (a residual add: x + f(..)),
+ * called after every other use of that gradient in the node: when x has no gradient buffer yet,
+ * x takes the output's buffer as its own (its other consumers then add to it) instead of a copy
+ * into a new one. Returns 1 when given; 0 (nothing changed: the caller adds as usual) when x
+ * already has a buffer, is long-lived, shares its gradient with a view's base, differs from the
+ * output in size, or the output's gradient is not the node's own packed buffer (or is the one
+ * backward started from, which the caller may read). The same bits either way. */
+int tape_give_grad(tape_node *n, tensor *x);
 
 /* ---- running ----
  * backward: loss must have one element; its gradient is seeded with 1. backward_with seeds any

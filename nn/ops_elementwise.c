@@ -31,7 +31,12 @@ static void binary_backward(tape_node *n) {
     int op = (int)n->i[0], nd = y->ndim;
     int64_t shape[T_MAX_DIMS], as[T_MAX_DIMS], bs[T_MAX_DIMS];
     broadcast("", a, b, &nd, shape, as, bs);
-    for (int side = 0; side < 2; side++) {
+    /* a + b with a the size of y (a residual add): a's gradient is gy itself, so a may take y's buffer
+     * (tape_give_grad) once b's side has read it: b's side runs first, then a's */
+    const int give_a = op == BIN_ADD && a != b && tensor_numel(a) == tensor_numel(y);
+    for (int k = 0; k < 2; k++) {
+        const int side = give_a ? 1 - k : k;
+        if (give_a && side == 0 && tape_give_grad(n, a)) continue;
         int fresh; /* a gradient buffer created now is written, not zero-filled and added to */
         tensor *x = side ? b : a, *gx = grad_buf_fresh(x, &fresh);
         if (!gx) continue;

@@ -46,6 +46,23 @@ static int describe(const tensor *t, int nbatch_out, matdesc *d) {
     return 1;
 }
 
+/* C (+)= alpha op(A) op(B) over `batch` matrices (beta 0 or 1: written or accumulated), a product of a
+ * backward. One matrix goes through gemm_ex, C as D's accumulator (on CUDA a cuBLASLt plan cached
+ * per shape, as the forward's linear layers use: bench/RESULTS_cuda.md, session 10), several through
+ * gemm_batched. On the CPU both are the same sgemm call: the same bits. */
+static void grad_gemm(const er_backend *be, int compute, int tA, int tB, int m, int n, int k, float alpha,
+                      const float *A, int lda, long sA, const float *B, int ldb, long sB, float beta, float *C,
+                      int ldc, long sC, int batch) {
+    if (batch != 1) {
+        be->gemm_batched(compute, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+        return;
+    }
+    gemm_ex_args g = {.transA = tA, .transB = tB, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+                      .A = A, .lda = lda, .B = B, .ldb = ldb, .C = beta != 0.0f ? C : NULL, .ldc = ldc,
+                      .D = C, .ldd = ldc, .compute = compute};
+    be->gemm_ex(&g);
+}
+
 /* The gradients of C = op(A) op(B) (gy = dC, [batch,] M x N) into a's and b's gradient buffers:
  * matmul's backward, and the product part of linear's. */
 static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, int M, int N, int K, int batch,
@@ -69,11 +86,11 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
         }
         float beta = fresh ? 0.0f : 1.0f;
         if (!tA) /* gA[M,K] += dC opB^T */
-            be->gemm_batched(compute, 0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, beta,
-                             ga->data, K, sga, batch);
+            grad_gemm(be, compute, 0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, beta,
+                      ga->data, K, sga, batch);
         else /* gA[K,M] += opB dC^T */
-            be->gemm_batched(compute, tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, beta,
-                             ga->data, M, sga, batch);
+            grad_gemm(be, compute, tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, beta,
+                      ga->data, M, sga, batch);
     }
     if (gb) {
         long sgb = db.bstride ? (long)K * N : 0;
@@ -81,11 +98,11 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
         for (int r = 0; r < reps; r++) {
             const float *ap = a->data + (long)r * da.bstride, *gp = gy + (long)r * sy;
             if (!tB) /* gB[K,N] += opA^T dC */
-                be->gemm_batched(compute, !ta, 0, K, N, M, 1.0f, ap, da.ld, da.bstride, gp, N, sy, 1.0f,
-                                 gb->data, N, sgb, nb);
+                grad_gemm(be, compute, !ta, 0, K, N, M, 1.0f, ap, da.ld, da.bstride, gp, N, sy, 1.0f,
+                          gb->data, N, sgb, nb);
             else /* gB[N,K] += dC^T opA */
-                be->gemm_batched(compute, 1, ta, N, K, M, 1.0f, gp, N, sy, ap, da.ld, da.bstride, 1.0f,
-                                 gb->data, K, sgb, nb);
+                grad_gemm(be, compute, 1, ta, N, K, M, 1.0f, gp, N, sy, ap, da.ld, da.bstride, 1.0f,
+                          gb->data, K, sgb, nb);
         }
     }
 }
@@ -176,18 +193,21 @@ static void bias_grads(tensor *bias, const tensor *y) {
     ops_release(y->device, m);
 }
 
-/* linear(_add)'s backward, in the order the separate add, bias and matmul nodes it replaces ran
- * (so the gradients have the same bits): residual += gy, bias += column sums, then the product's. */
+/* linear(_add)'s backward: bias += column sums, the product's gradients, then residual += gy. The
+ * residual's gradient is gy itself: when it has no buffer yet it takes y's (tape_give_grad: no copy;
+ * the residual stream's other consumers add to it), which is why it comes last. The gradients have
+ * the bits of the separate add, bias and matmul nodes this op replaces (each buffer receives the
+ * same contributions in the same order). */
 static void linear_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2], *res = n->in[3], *y = n->out;
+    if (bias) bias_grads(bias, y);
+    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3]);
     int fresh;
-    tensor *gr = res ? grad_buf_fresh(res, &fresh) : NULL;
+    tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;
     if (gr) {
         int64_t len[1] = {tensor_numel(y)}, one[1] = {1};
         BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
     }
-    if (bias) bias_grads(bias, y);
-    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3]);
 }
 
 /* y = x W^T (+ bias) (+ residual), one gemm_ex: the bias and the residual add ride in the product's
