@@ -363,13 +363,26 @@ fail:;
     return er_fail(rc ? rc : ER_INPUT, "%s", msg);
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 int casedb_add(casedb *db, const case_rec *recs, int n) {
     sqlite3 *s = db->sql;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (casedb_row(db, recs[i].id) >= 0) return er_fail(ER_INPUT, "%s: case id %lld is already in the database", db->path, (long long)recs[i].id);
-        for (int j = 0; j < i; j++)
-            if (recs[j].id == recs[i].id) return er_fail(ER_INPUT, "add: case id %lld given twice", (long long)recs[i].id);
-    }
+    /* an id twice in the batch: sorted copy, O(n log n) (the pairwise check took 27 s for 200,000) */
+    int64_t *sorted = xmalloc(sizeof *sorted * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) sorted[i] = recs[i].id;
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_i64);
+    for (int i = 1; i < n; i++)
+        if (sorted[i] == sorted[i - 1]) {
+            int64_t d = sorted[i];
+            free(sorted);
+            return er_fail(ER_INPUT, "add: case id %lld given twice", (long long)d);
+        }
+    free(sorted);
     int rc = exec(s, db->path, "BEGIN IMMEDIATE;");
     if (!rc) rc = insert_cases(s, db->path, &db->hash, db->dim, recs, n, db->label_names, db->nlabel_names);
     if (!rc) rc = exec(s, db->path, "COMMIT;");
