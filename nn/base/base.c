@@ -101,13 +101,19 @@ int read_file(const char *path, char **data, size_t *len) {
     return ER_OK;
 }
 
-/* The pid of a temp file name "<base>.tmp.<pid>" or "<base>.tmp.<pid>-journal", or 0. */
+/* The pid of a temp file name "<base>.tmp.<pid>", "<base>.tmp.<pid>-journal" or
+ * "<base>.tmp.<pid>.tmp.<pid2>" (a temp file's own temp: a merged file written atomically), or 0. */
 static long temp_owner(const char *name, const char *base) {
     size_t b = strlen(base);
     if (strncmp(name, base, b) || strncmp(name + b, ".tmp.", 5)) return 0;
     const char *digits = name + b + 5;
     size_t nd = strspn(digits, "0123456789");
-    if (nd == 0 || nd > 9 || (digits[nd] && strcmp(digits + nd, "-journal"))) return 0;
+    if (nd == 0 || nd > 9) return 0;
+    const char *rest = digits + nd;
+    if (*rest && strcmp(rest, "-journal")) {
+        size_t nd2 = strncmp(rest, ".tmp.", 5) ? 0 : strspn(rest + 5, "0123456789");
+        if (nd2 == 0 || nd2 > 9 || rest[5 + nd2]) return 0;
+    }
     return strtol(digits, NULL, 10);
 }
 

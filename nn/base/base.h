@@ -43,7 +43,8 @@ int atomic_open(atomic_file *af, const char *path);
 int atomic_commit(atomic_file *af);
 void atomic_abort(atomic_file *af);
 int write_file_atomic(const char *path, const void *data, size_t len);
-/* Remove "<path>.tmp.<pid>" and "<path>.tmp.<pid>-journal" left by writers that were killed (their
+/* Remove "<path>.tmp.<pid>", "<path>.tmp.<pid>-journal" and "<path>.tmp.<pid>.tmp.<pid2>" (a temp
+ * file's own atomic temp, as `convert --merge-lora` writes) left by writers that were killed (their
  * pid no longer runs), saying so on stderr; returns how many. atomic_open calls it, so the next
  * write of the same file cleans up after a killed one. */
 int remove_stale_temps(const char *path);
