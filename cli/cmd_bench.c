@@ -79,7 +79,7 @@ static int bench_train(int argc, char **argv) {
         {"img", ARG_INT, &img, "image side"},
         {"patch", ARG_INT, &patch, "ViT patch size (0 = the model's)"},
         {"batch", ARG_INT, &batch, "images per step"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"steps", ARG_INT, &steps, "timed steps (training: after two warm-up steps; inference: after one)"},
         {"json", ARG_FLAG, &json, "one JSON line"},
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},

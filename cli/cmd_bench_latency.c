@@ -62,7 +62,7 @@ int cmd_bench_latency(int argc, char **argv) {
         {"model", ARG_STR, &arch, "a registered model.arch (random init): vit_small, vit_large, resnet50, ..."},
         {"weights", ARG_STR, &weights, "a weights file instead of --model (its own architecture and input rule)"},
         {"img", ARG_INT, &img, "encoder input side"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16)"},
         {"runs", ARG_INT, &runs, "timed runs"},
         {"warmup", ARG_INT, &warmup, "untimed runs first"},

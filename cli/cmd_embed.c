@@ -96,7 +96,7 @@ int cmd_embed(int argc, char **argv) {
         {"img", ARG_INT, &img, "input side (default: the model's; pos-embed resampled otherwise)"},
         {"batch", ARG_INT, &batch, "images per forward pass"},
         {"heads", ARG_INT, &heads, "attention heads of a timm file (default dim/64)"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"json", ARG_FLAG, &json, "machine-readable summary"},
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},

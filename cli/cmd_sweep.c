@@ -92,6 +92,8 @@ int cmd_sweep(int argc, char **argv) {
     if ((rc = hash_kind_parse(hash_s, &hk)) || (rc = index_kind_parse(kind_s, &kind))) goto out;
     if (synthetic) {
         if (n < 10 || nq < 1 || dim < 2 || clusters < 1) { rc = er_fail(ER_INPUT, "sweep --synthetic: n >= 10, queries >= 1, dim >= 2, clusters >= 1"); goto out; }
+        if (!(label_noise >= 0 && label_noise <= 1)) { rc = er_fail(ER_INPUT, "--label-noise: a probability in [0, 1], got %g", label_noise); goto out; }
+        if (!(spread >= 0) || !(qnoise >= 0)) { rc = er_fail(ER_INPUT, "--spread and --qnoise: must be >= 0 (got %g, %g)", spread, qnoise); goto out; }
         synth_emb_cfg c = {n, nq, dim, clusters, spread, qnoise, label_noise, (uint64_t)seed};
         int64_t *match = xmalloc((size_t)nq * 8);
         synth_emb_make(&c, &db, &q, match);
@@ -124,7 +126,12 @@ int cmd_sweep(int argc, char **argv) {
     }
     if (!bits_given) nb = default_bits(bits, nb, db.dim, &bits);
     rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);
-    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) goto out;
+    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) {
+        char msg[1024]; /* the hasher and index builders do not know the file: name it */
+        snprintf(msg, sizeof msg, "%s", er_msg());
+        if (!synthetic) rc = er_fail(rc, "--db %s: %s", dbp, msg);
+        goto out;
+    }
     int nrows = (nb + 1) * nk;
     if (json) {
         for (int i = 0; i < nrows; i++) {

@@ -62,7 +62,7 @@ int cmd_synth(int argc, char **argv) {
         {"views", ARG_INT, &views, "views per scene"},
         {"size", ARG_INT, &size, "image side in pixels"},
         {"seed", ARG_INT, &seed, "random seed; same seed => byte-identical files"},
-        {"threads", ARG_INT, &threads, "render threads (0 = OpenMP default)"},
+        {"threads", ARG_THREADS, &threads, "render threads (0 = OpenMP default)"},
         {"background", ARG_FLAG, &background, "also write one lesion-free view per scene (label none)"},
         {"sheet", ARG_STR, &sheet, "also write a contact sheet PNG (rows = scenes, columns = views)"},
         {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet"},

@@ -86,9 +86,10 @@ int casedb_create(const char *path, const emb_set *e, char *const *image_paths, 
                   int bits, hash_kind hk, index_kind kind, uint64_t seed) {
     if (bits <= 0) bits = e->dim;
     if (hk == HASH_SIGN && bits != e->dim) hk = HASH_PCA;
-    hasher h;
-    int rc = hasher_fit(&h, hk, e->x, e->n, e->dim, bits, seed);
+    int rc = check_output_path(path); /* a directory: exit 2 now, not at the rename */
     if (rc) return rc;
+    hasher h;
+    if ((rc = hasher_fit(&h, hk, e->x, e->n, e->dim, bits, seed))) return rc;
     remove_stale_temps(path); /* a killed build's X.tmp.PID and its journal */
     char *tmp = xmalloc(strlen(path) + 32);
     sprintf(tmp, "%s.tmp.%d", path, (int)getpid());
@@ -261,6 +262,9 @@ static int check_label(sqlite3_stmt *st, int col, const casedb *db, const char *
 int casedb_open(const char *path, casedb *db) {
     memset(db, 0, sizeof *db);
     if (access(path, R_OK) != 0) return er_fail(ER_INPUT, "%s: cannot open the case database (no such file)", path);
+    int fd, rc0 = open_regular(path, &fd); /* a directory or a FIFO is bad input, not a SQLite error */
+    if (rc0) return rc0;
+    close(fd);
     sqlite3 *s = NULL;
     if (sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         int rc = sql_fail(s, path, "cannot open the case database");

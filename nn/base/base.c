@@ -68,18 +68,39 @@ void *xmalloc_aligned(size_t n) {
  * rather than trusted (a size from the file system is only a claim). */
 #define READ_FILE_MAX ((size_t)1 << 32)
 
+int open_regular(const char *path, int *fd_out) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return er_fail(ER_INPUT, "%s: is %s, expected a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    return ER_OK;
+}
+
 int read_file(const char *path, char **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    int fd, rc = open_regular(path, &fd);
+    if (rc) return rc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return er_fail(ER_RUNTIME, "%s: cannot open: %s", path, strerror(e));
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int e = errno;
         fclose(f);
         return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        fclose(f);
-        return er_fail(ER_INPUT, "%s: is %s, expected a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
     if (st.st_size < 0 || (uint64_t)st.st_size > READ_FILE_MAX) {
         fclose(f);
@@ -138,7 +159,26 @@ int remove_stale_temps(const char *path) {
     return removed;
 }
 
+int check_output_path(const char *path) {
+    struct stat st;
+    if (!path || !*path) return er_fail(ER_INPUT, "empty output path");
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return er_fail(ER_INPUT, "%s: is a directory, expected a file to write", path);
+        if (!S_ISREG(st.st_mode)) return er_fail(ER_INPUT, "%s: is not a regular file, expected a file to write", path);
+        return ER_OK;
+    }
+    char *dir = path_dirname(path);
+    int ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    int rc = ok ? ER_OK : er_fail(ER_INPUT, "%s: cannot write: folder %s does not exist", path, dir);
+    free(dir);
+    return rc;
+}
+
 int atomic_open(atomic_file *af, const char *path) {
+    af->f = NULL;
+    af->tmp = af->path = NULL;
+    int rc0 = check_output_path(path);
+    if (rc0) return rc0;
     remove_stale_temps(path);
     size_t n = strlen(path) + 32;
     af->path = xstrdup(path);

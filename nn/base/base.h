@@ -31,8 +31,19 @@ char *xstrdup(const char *s);
 /* 64-byte aligned (AVX-512 lines); free with free(). */
 void *xmalloc_aligned(size_t n);
 
+/* Open an input that must be a regular file, for reading: opened non-blocking, so a FIFO (or a
+ * device) cannot hang the open, then refused naming the path ("is a directory", "is not a regular
+ * file") with ER_INPUT; the returned fd blocks again. Every reader of a user's file goes through it
+ * (read_file, the safetensors reader, the case database). */
+int open_regular(const char *path, int *fd);
+
 /* Read a whole file into a NUL-terminated buffer. Returns ER_OK or ER_INPUT (naming the path). */
 int read_file(const char *path, char **data, size_t *len);
+
+/* An output file's path: ER_INPUT naming it when it is a directory or another non-regular file
+ * (a FIFO) or when its folder does not exist; ER_OK for a new or a regular file. atomic_open calls
+ * it, so a bad --out is exit 2, not a runtime failure at the rename. */
+int check_output_path(const char *path);
 
 /* Atomic file writes: data goes to "<path>.tmp.<pid>", is fsync'd, then renamed over <path>,
  * so a crash mid-write leaves the old file intact.

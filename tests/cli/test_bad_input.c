@@ -2,9 +2,12 @@
  * file, line or key, and ER_INPUT, never an abort. Commands run in-process through their cmd_*
  * functions, as main() calls them. */
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "datasets/image.h"
 #include "datasets/manifest.h"
+#include "infer/retrieval/embeddings.h"
 #include "nn/base/base.h"
 #include "tests/test_util.h"
 
@@ -35,4 +38,134 @@ Test(cli_bad_input, directory_where_a_file_is_expected) {
     /* a manifest row naming a directory */
     image im = {0};
     expect_names_dir(image_load(dir, 3, &im), dir, "image DIR (manifest row)");
+}
+
+int cmd_synth(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_bench_latency(int argc, char **argv);
+int cmd_bench_conv(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* issue 30 F7: --threads 100000 crashed inside the OpenMP runtime; every --threads option has the
+ * one range 0..1024, refused before any file is read (the manifests here do not exist). */
+static void expect_threads_refused(int rc, const char *what) {
+    cr_expect_eq(rc, ER_INPUT, "%s: rc %d (%s)", what, rc, er_msg());
+    cr_expect(strstr(er_msg(), "--threads") && strstr(er_msg(), "100000"), "%s: %s", what, er_msg());
+}
+
+Test(cli_bad_input, every_threads_option_has_one_range) {
+    char *check[] = {"data", "check", "/nonexistent/m.csv", "--threads", "100000", NULL};
+    expect_threads_refused(cmd_data(5, check), "data check");
+    char *copies[] = {"data", "copies", "--manifest", "/nonexistent/m.csv", "--out", "/nonexistent/o", "--threads", "100000", NULL};
+    expect_threads_refused(cmd_data(8, copies), "data copies");
+    char *synth[] = {"synth", "--out", "/nonexistent/s", "--threads", "100000", NULL};
+    expect_threads_refused(cmd_synth(5, synth), "synth");
+    char *embed[] = {"embed", "--model", "/nonexistent/m", "--manifest", "/nonexistent/m.csv", "--out", "/nonexistent/e",
+                     "--threads", "100000", NULL};
+    expect_threads_refused(cmd_embed(9, embed), "embed");
+    char *lat[] = {"latency", "--image", "/nonexistent/i.png", "--threads", "100000", NULL};
+    expect_threads_refused(cmd_bench_latency(5, lat), "bench latency");
+    char *conv[] = {"conv", "--threads", "100000", NULL};
+    expect_threads_refused(cmd_bench_conv(3, conv), "bench conv");
+    char *train[] = {"bench", "train", "--model", "bogus", "--threads", "100000", NULL};
+    expect_threads_refused(cmd_bench(6, train), "bench train");
+    char *neg[] = {"data", "check", "/nonexistent/m.csv", "--threads", "-1", NULL};
+    cr_expect_eq(cmd_data(5, neg), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--threads"), "%s", er_msg());
+}
+
+/* issue 30 F13: a FIFO in place of a file hung the open (no writer ever comes); every reader now
+ * opens non-blocking and refuses what is not a regular file, naming it. The alarm turns a hang
+ * into a failure. */
+Test(cli_bad_input, a_fifo_where_a_file_is_expected) {
+    alarm(20);
+    const char *dir = test_tmpdir();
+    char *fifo = path_join(dir, "f.png"), *man = path_join(dir, "m.csv");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *text = "path,label\nf.png,a\n";
+    cr_assert_eq(write_file_atomic(man, text, strlen(text)), ER_OK);
+    char *check[] = {"data", "check", man, NULL};
+    int rc = cmd_data(3, check);
+    cr_expect(rc != ER_OK && strstr(er_msg(), fifo) && strstr(er_msg(), "not a regular file"), "data check: rc %d: %s", rc, er_msg());
+    char *lat[] = {"latency", "--image", fifo, NULL};
+    rc = cmd_bench_latency(3, lat);
+    cr_expect(rc == ER_INPUT && strstr(er_msg(), fifo), "bench latency --image FIFO: rc %d: %s", rc, er_msg());
+    char *embed[] = {"embed", "--model", fifo, "--manifest", man, "--out", "/nonexistent/e.safetensors", NULL};
+    rc = cmd_embed(7, embed);
+    cr_expect(rc == ER_INPUT && strstr(er_msg(), fifo), "embed --model FIFO: rc %d: %s", rc, er_msg());
+    manifest m;
+    rc = manifest_load(fifo, &m);
+    cr_expect(rc == ER_INPUT && strstr(er_msg(), "not a regular file"), "manifest FIFO: rc %d: %s", rc, er_msg());
+    free(fifo), free(man);
+}
+
+int cmd_index(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+
+/* issue 30 F16: --out / --index naming a directory was a runtime failure (exit 1) at the rename or
+ * in SQLite; it is bad input (exit 2) naming the path, checked before any work. */
+Test(cli_bad_input, an_output_or_index_that_is_a_directory) {
+    const char *dir = test_tmpdir();
+    char *man = path_join(dir, "m.csv"), *sub = path_join(dir, "sub"), *emb = path_join(dir, "e.safetensors");
+    cr_assert_eq(make_dirs(sub), ER_OK);
+    const char *text = "path,label\na.png,x\nb.png,y\nc.png,x\nd.png,y\n";
+    cr_assert_eq(write_file_atomic(man, text, strlen(text)), ER_OK);
+    char *split[] = {"data", "split", man, "--folds", "2", "--out", sub, NULL};
+    expect_names_dir(cmd_data(7, split), sub, "data split --out DIR");
+    emb_set e;
+    emb_alloc(&e, 8, 4);
+    for (int i = 0; i < 8 * 4; i++) e.x[i] = (float)((i * 7) % 5) - 2;
+    cr_assert_eq(emb_save(emb, &e), ER_OK);
+    emb_free(&e);
+    char *build[] = {"index", "build", "--emb", emb, "--out", sub, NULL};
+    expect_names_dir(cmd_index(6, build), sub, "index build --out DIR");
+    char *add[] = {"index", "add", "--index", sub, "--emb", emb, NULL};
+    expect_names_dir(cmd_index(6, add), sub, "index add --index DIR");
+    char *search[] = {"search", "--index", sub, "--query", emb, NULL};
+    expect_names_dir(cmd_search(5, search), sub, "search --index DIR");
+    char *missing = path_join(dir, "no/such/folder/out.csv");
+    char *split2[] = {"data", "split", man, "--folds", "2", "--out", missing, NULL};
+    cr_expect_eq(cmd_data(7, split2), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), missing), "%s", er_msg());
+    free(man), free(sub), free(emb), free(missing);
+}
+
+int cmd_eval(int argc, char **argv);
+
+/* issue 30 F8 + F14: a missing group column made every row its own group (scenes split over
+ * folds, exit 0); eval classify printed "K-fold grouped CV" with fewer groups than folds, which
+ * data split refuses; data split --folds -1 complained about --holdout-fold. */
+Test(cli_bad_input, grouping_by_a_missing_column_or_too_few_groups) {
+    const char *dir = test_tmpdir();
+    char *man = path_join(dir, "m.csv"), *out = path_join(dir, "o.csv"), *emb = path_join(dir, "e.safetensors");
+    char text[2048] = "path,label,scene\n";
+    for (int i = 0; i < 40; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "i%d.png,%s,%d\n", i, i % 2 ? "a" : "b", i / 4);
+    cr_assert_eq(write_file_atomic(man, text, strlen(text)), ER_OK);
+    char *by_patient[] = {"data", "split", man, "--folds", "2", "--by", "patient", "--out", out, NULL};
+    cr_expect_eq(cmd_data(9, by_patient), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "patient") && strstr(er_msg(), man), "%s", er_msg());
+    char *neg[] = {"data", "split", man, "--folds", "-1", "--out", out, NULL};
+    cr_expect_eq(cmd_data(7, neg), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "--folds") && !strstr(er_msg(), "--holdout-fold"), "%s", er_msg());
+    char *many[] = {"data", "split", man, "--folds", "20", "--by", "scene", "--out", out, NULL};
+    cr_expect_eq(cmd_data(9, many), ER_INPUT, "data split refuses 20 folds of 10 scenes: %s", er_msg());
+    emb_set e;
+    emb_alloc(&e, 40, 4);
+    e.labels = malloc(40 * sizeof(int64_t));
+    e.scene = malloc(40 * sizeof(int64_t));
+    for (int i = 0; i < 40; i++) {
+        e.labels[i] = i % 2;
+        e.scene[i] = i / 4;
+        for (int d = 0; d < 4; d++) e.x[i * 4 + d] = (float)((i * 7 + d * 3) % 5) - 2 + (d == i % 2);
+    }
+    cr_assert_eq(emb_save(emb, &e), ER_OK, "%s", er_msg());
+    emb_free(&e);
+    char *cls[] = {"eval", "classify", "--emb", emb, "--group", "scene", "--folds", "20", NULL};
+    cr_expect_eq(cmd_eval(8, cls), ER_INPUT, "eval classify, 20 folds of 10 scenes: %s", er_msg());
+    cr_expect(strstr(er_msg(), "10 groups"), "%s", er_msg());
+    char *clp[] = {"eval", "classify", "--emb", emb, "--group", "patient", "--manifest", man, NULL};
+    cr_expect_eq(cmd_eval(8, clp), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "patient") && strstr(er_msg(), man), "%s", er_msg());
+    free(man), free(out), free(emb);
 }
