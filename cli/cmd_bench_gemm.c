@@ -12,6 +12,7 @@
 
 #include "kernels/gemm.h"
 #include "nn/base/args.h"
+#include "nn/base/memory.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 
@@ -154,6 +155,14 @@ static int parse_shapes(const char *text, shape **out, int *count) {
             p += 3;
         }
         if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1) goto bad;
+        { /* A, B, C and the reference's C, allocated per shape: refused when they cannot fit */
+            mem_estimate e = {0};
+            e.data = 4.0 * s.batch * ((double)s.m * s.k + (double)s.k * s.n + 2.0 * s.m * s.n);
+            char what[96];
+            snprintf(what, sizeof what, "--shapes %d@%dx%dx%d", s.batch, s.m, s.n, s.k);
+            int rc = mem_check(&e, what, "the shape");
+            if (rc) { free(v); return rc; }
+        }
         s.tA = tr[0] == 't', s.tB = tr[1] == 't';
         v[n++] = s;
         if (*p == ',') p++;

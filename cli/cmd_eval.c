@@ -178,7 +178,7 @@ static int eval_reid(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     if (ep || ref_s || query_s) {
         if (!ep || !ref_s) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--query-view optional)");
         if (qp || rp || gtp) return er_fail(ER_INPUT, "eval reid: use either --emb/--ref-view or --query/--ref/--gt");
@@ -258,7 +258,7 @@ static int eval_retrieval(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval retrieval --query Q --ref R [--k 1,5] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
     emb_set q, r;
@@ -386,7 +386,7 @@ static int eval_classify(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval classify --emb E [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     int probe = !strcmp(classifier, "probe");
     if (!probe && strcmp(classifier, "knn")) return er_fail(ER_INPUT, "--classifier: '%s' (knn or probe)", classifier);
     if (probe && !(l2 >= 0)) return er_fail(ER_INPUT, "--l2 must be >= 0");
@@ -527,7 +527,7 @@ static int eval_multiview(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     mv_row rows[9];

@@ -83,6 +83,7 @@ int cmd_synth(int argc, char **argv) {
     }
     free(pos);
     if (!out) return er_fail(ER_INPUT, "synth: --out DIR is required");
+    if (sheet && (rc = args_range("sheet-rows", sheet_rows, 1, 1000))) return rc;
     synth_config cfg = {scenes, views, size, (uint64_t)(uint32_t)seed, background, threads};
     double t0 = now_seconds();
     rc = synth_write_dataset(out, &cfg);

@@ -29,6 +29,8 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
     int kmax = 0;
     for (int a = 0; a < nk; a++) {
         if (ks[a] < 1) return er_fail(ER_INPUT, "sweep: k must be >= 1");
+        /* more neighbours than items only allocated room for them (1e9 aborted) */
+        if (ks[a] > db->n) return er_fail(ER_INPUT, "sweep: k = %d is more than the %d database items", ks[a], db->n);
         if (ks[a] > kmax) kmax = ks[a];
     }
     const int n = db->n, m = q->n, D = db->dim;

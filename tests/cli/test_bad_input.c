@@ -169,3 +169,83 @@ Test(cli_bad_input, grouping_by_a_missing_column_or_too_few_groups) {
     cr_expect(strstr(er_msg(), "patient") && strstr(er_msg(), man), "%s", er_msg());
     free(man), free(out), free(emb);
 }
+
+int cmd_eval_split(int argc, char **argv);
+
+/* issue 30 F11 + F14: sizes from a user aborted in the allocator (exit 134) or only grew memory;
+ * each is range-checked, and a forward that cannot fit is refused by the memory estimate
+ * (ENDORET_MEM_LIMIT pins what "available" means here). bench latency --model named --arch. */
+Test(cli_bad_input, sizes_are_range_checked_and_the_forward_must_fit) {
+    setenv("ENDORET_MEM_LIMIT", "8G", 1);
+    struct { const char *opt, *val; } lat[] = {{"--runs", "1000000000"}, {"--k", "1000000000"}, {"--side", "100000"},
+                                               {"--side", "2147483647"}, {"--img", "100000"}};
+    for (int i = 0; i < 5; i++) {
+        char *a[] = {"latency", (char *)lat[i].opt, (char *)lat[i].val, NULL};
+        cr_expect_eq(cmd_bench_latency(3, a), ER_INPUT, "%s %s: %s", lat[i].opt, lat[i].val, er_msg());
+        cr_expect(strstr(er_msg(), lat[i].opt), "%s %s: %s", lat[i].opt, lat[i].val, er_msg());
+    }
+    char *img[] = {"latency", "--img", "4096", "--threads", "1", NULL};
+    cr_expect_eq(cmd_bench_latency(5, img), ER_INPUT, "--img 4096: %s", er_msg());
+    cr_expect(strstr(er_msg(), "needs about") && strstr(er_msg(), "--img"), "%s", er_msg());
+    char *bogus[] = {"latency", "--model", "bogus", NULL};
+    cr_expect_eq(cmd_bench_latency(3, bogus), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--model") && !strstr(er_msg(), "--arch"), "%s", er_msg());
+    char *boot[] = {"split", "--bootstrap", "1000000000", NULL};
+    cr_expect_eq(cmd_eval_split(3, boot), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "--bootstrap"), "%s", er_msg());
+    /* embed: a tiny manifest, a random-init ViT */
+    const char *dir = test_tmpdir();
+    char *man = path_join(dir, "m.csv"), *png = path_join(dir, "a.png"), *out = path_join(dir, "e.safetensors");
+    image im = {0};
+    image_ensure(&im, 3, 8, 8);
+    cr_assert_eq(image_save_png(png, &im), ER_OK);
+    image_free(&im);
+    const char *text = "path,scene,view\na.png,s,0\n";
+    cr_assert_eq(write_file_atomic(man, text, strlen(text)), ER_OK);
+    char *e1[] = {"embed", "--config", "configs/demo_image.cfg", "--manifest", man, "--out", out, "--img", "4096", NULL};
+    cr_expect_eq(cmd_embed(9, e1), ER_INPUT, "embed --img 4096: %s", er_msg());
+    cr_expect(strstr(er_msg(), "needs about"), "%s", er_msg());
+    char *e2[] = {"embed", "--config", "configs/demo_image.cfg", "--manifest", man, "--out", out, "--scene", "--fusion", "mean",
+                  "--max-views", "1000000000", NULL};
+    cr_expect_eq(cmd_embed(12, e2), ER_INPUT, "embed --scene --max-views 1e9: %s", er_msg());
+    cr_expect(strstr(er_msg(), "--max-views"), "%s", er_msg());
+    unsetenv("ENDORET_MEM_LIMIT");
+    free(man), free(png), free(out);
+}
+
+int cmd_bench_search(int argc, char **argv);
+int cmd_bench_gemm(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+
+/* issue 30, the same attacks on the other commands that take a size: each of these aborted in the
+ * allocator (exit 134) before; now a range or the memory estimate refuses it, naming the option. */
+Test(cli_bad_input, other_sizes_found_by_the_same_attacks) {
+    setenv("ENDORET_MEM_LIMIT", "4G", 1);
+    const char *dir = test_tmpdir();
+    char *man = path_join(dir, "m.csv"), *syn = path_join(dir, "syn");
+    const char *text = "path\na.png\n";
+    cr_assert_eq(write_file_atomic(man, text, strlen(text)), ER_OK);
+    struct { int (*fn)(int, char **); int argc; char *argv[8]; const char *needle; } cases[] = {
+        {cmd_synth, 5, {"synth", "--out", syn, "--scenes", "2000000000"}, "scenes"},
+        {cmd_synth, 7, {"synth", "--out", syn, "--scenes", "1", "--views", "1000000000"}, "views"},
+        {cmd_data, 5, {"data", "bench", man, "--batch", "1000000000"}, "batch"},
+        {cmd_data, 5, {"data", "bench", man, "--size", "100000"}, "size"},
+        {cmd_data, 7, {"data", "bench", man, "--batch", "60000", "--size", "4096"}, "needs about"},
+        {cmd_bench_search, 3, {"search", "--n", "2000000000"}, "--n"},
+        {cmd_bench_search, 3, {"search", "--dim", "1000000000"}, "--dim"},
+        {cmd_bench_search, 3, {"search", "--n", "1000000000"}, "needs about"},
+        {cmd_sweep, 4, {"sweep", "--synthetic", "--n", "2000000000"}, "--n"},
+        {cmd_sweep, 6, {"sweep", "--synthetic", "--n", "100", "--k", "1000000000"}, "k = 1000000000"},
+        {cmd_bench, 4, {"bench", "train", "--batch", "100000"}, "--batch"},
+        {cmd_bench, 6, {"bench", "train", "--img", "4096", "--batch", "1"}, "needs about"},
+        {cmd_bench_gemm, 3, {"gemm", "--shapes", "100000x100000x100000"}, "needs about"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fflush(stdout);
+        int rc = cases[i].fn(cases[i].argc, cases[i].argv);
+        cr_expect_eq(rc, ER_INPUT, "case %zu (%s %s): rc %d: %s", i, cases[i].argv[0], cases[i].argv[1], rc, er_msg());
+        cr_expect(strstr(er_msg(), cases[i].needle), "case %zu: '%s' not in: %s", i, cases[i].needle, er_msg());
+    }
+    unsetenv("ENDORET_MEM_LIMIT");
+    free(man), free(syn);
+}
