@@ -168,8 +168,8 @@ int check_output_path(const char *path) {
         return ER_OK;
     }
     char *dir = path_dirname(path);
-    int ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-    int rc = ok ? ER_OK : er_fail(ER_INPUT, "%s: cannot write: folder %s does not exist", path, dir);
+    int there = stat(dir, &st) == 0, ok = there && S_ISDIR(st.st_mode);
+    int rc = ok ? ER_OK : er_fail(ER_INPUT, "%s: cannot write: %s %s", path, dir, there ? "is not a folder" : "does not exist");
     free(dir);
     return rc;
 }
@@ -234,21 +234,28 @@ int write_file_atomic(const char *path, const void *data, size_t len) {
     return atomic_commit(&af);
 }
 
+/* mkdir of one level: a file (or FIFO) already there, or a file as a parent, is the user's input
+ * at fault (exit 2 naming it); anything else (permissions, a full disk) the machine's. */
+static int make_one_dir(const char *p) {
+    if (mkdir(p, 0777) == 0) return ER_OK;
+    int e = errno;
+    struct stat st;
+    if (e == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return ER_OK;
+    if (e == EEXIST) return er_fail(ER_INPUT, "%s: exists and is not a directory", p);
+    if (e == ENOTDIR) return er_fail(ER_INPUT, "%s: cannot create directory: a part of the path is a file", p);
+    return er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(e));
+}
+
 int make_dirs(const char *path) {
     char *p = xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
+    int rc = ER_OK;
+    for (char *s = p + 1; *s && !rc; s++) {
         if (*s != '/') continue;
         *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            int rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
-            free(p);
-            return rc;
-        }
+        rc = make_one_dir(p);
         *s = '/';
     }
-    int rc = ER_OK;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST)
-        rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
+    if (!rc) rc = make_one_dir(p);
     free(p);
     return rc;
 }

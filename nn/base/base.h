@@ -60,7 +60,7 @@ int write_file_atomic(const char *path, const void *data, size_t len);
  * write of the same file cleans up after a killed one. */
 int remove_stale_temps(const char *path);
 
-/* mkdir -p; ER_OK or ER_RUNTIME. */
+/* mkdir -p; ER_OK, ER_INPUT (a file where a folder is asked for, named) or ER_RUNTIME. */
 int make_dirs(const char *path);
 /* rm -rf of a folder (symlinks removed, never followed); ER_OK or ER_RUNTIME naming what stayed. */
 int remove_tree(const char *dir);

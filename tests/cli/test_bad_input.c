@@ -249,3 +249,23 @@ Test(cli_bad_input, other_sizes_found_by_the_same_attacks) {
     unsetenv("ENDORET_MEM_LIMIT");
     free(man), free(syn);
 }
+
+/* The same attacks on other paths: a file where an output folder is asked for, and a folder as
+ * the contact sheet, were runtime failures (exit 1: "cannot create directory: Not a directory",
+ * "write failed"); they are bad input naming the path. */
+Test(cli_bad_input, a_file_where_a_folder_is_asked_for) {
+    const char *dir = test_tmpdir();
+    char *file = path_join(dir, "f"), *out = path_join(dir, "out"), *sub = path_join(dir, "f/x");
+    cr_assert_eq(write_file_atomic(file, "x", 1), ER_OK);
+    char *s1[] = {"synth", "--out", file, "--scenes", "1", "--size", "16", NULL};
+    cr_expect_eq(cmd_synth(7, s1), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), file) && strstr(er_msg(), "not a directory"), "%s", er_msg());
+    char *s2[] = {"synth", "--out", sub, "--scenes", "1", "--size", "16", NULL};
+    cr_expect_eq(cmd_synth(7, s2), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), file), "%s", er_msg());
+    fflush(stdout);
+    char *s3[] = {"synth", "--out", out, "--scenes", "1", "--size", "16", "--sheet", (char *)dir, NULL};
+    cr_expect_eq(cmd_synth(9, s3), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), dir) && strstr(er_msg(), "is a directory"), "%s", er_msg());
+    free(file), free(out), free(sub);
+}
