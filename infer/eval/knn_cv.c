@@ -8,7 +8,12 @@
 #include "nn/base/base.h"
 
 int knn_cv(const float *x, int n, int dim, const int *label, const int *group, int nclass,
-           const knn_cv_cfg *cfg, int *pred, double *score, int *fold) {
+           const knn_cv_cfg *cfg_in, int *pred, double *score, int *fold) {
+    /* n x k neighbours are allocated: a k beyond the items finds no more of them, so it is cut to n
+     * (same votes; k = 1e9 aborted) */
+    knn_cv_cfg c = *cfg_in;
+    if (c.k > n) c.k = n;
+    const knn_cv_cfg *cfg = &c;
     if (cfg->folds < 2) return er_fail(ER_INPUT, "cross-validation needs at least 2 folds (got %d)", cfg->folds);
     if (cfg->folds > n) return er_fail(ER_INPUT, "cross-validation: %d folds for %d items", cfg->folds, n);
     if (cfg->k < 1) return er_fail(ER_INPUT, "kNN: k must be >= 1 (got %d)", cfg->k);

@@ -164,6 +164,10 @@ Test(cli_bad_input, grouping_by_a_missing_column_or_too_few_groups) {
     char *cls[] = {"eval", "classify", "--emb", emb, "--group", "scene", "--folds", "20", NULL};
     cr_expect_eq(cmd_eval(8, cls), ER_INPUT, "eval classify, 20 folds of 10 scenes: %s", er_msg());
     cr_expect(strstr(er_msg(), "10 groups"), "%s", er_msg());
+    /* k beyond the items: the neighbours were allocated for it (1e9 aborted); the same votes as k = n */
+    char *bigk[] = {"eval", "classify", "--emb", emb, "--k", "1000000000", "--bootstrap", "0", NULL};
+    fflush(stdout);
+    cr_expect_eq(cmd_eval(8, bigk), ER_OK, "eval classify --k 1e9: %s", er_msg());
     char *clp[] = {"eval", "classify", "--emb", emb, "--group", "patient", "--manifest", man, NULL};
     cr_expect_eq(cmd_eval(8, clp), ER_INPUT, "%s", er_msg());
     cr_expect(strstr(er_msg(), "patient") && strstr(er_msg(), man), "%s", er_msg());
@@ -225,7 +229,7 @@ Test(cli_bad_input, other_sizes_found_by_the_same_attacks) {
     char *man = path_join(dir, "m.csv"), *syn = path_join(dir, "syn");
     const char *text = "path\na.png\n";
     cr_assert_eq(write_file_atomic(man, text, strlen(text)), ER_OK);
-    struct { int (*fn)(int, char **); int argc; char *argv[8]; const char *needle; } cases[] = {
+    struct { int (*fn)(int, char **); int argc; char *argv[10]; const char *needle; } cases[] = {
         {cmd_synth, 5, {"synth", "--out", syn, "--scenes", "2000000000"}, "scenes"},
         {cmd_synth, 7, {"synth", "--out", syn, "--scenes", "1", "--views", "1000000000"}, "views"},
         {cmd_data, 5, {"data", "bench", man, "--batch", "1000000000"}, "batch"},
@@ -239,6 +243,7 @@ Test(cli_bad_input, other_sizes_found_by_the_same_attacks) {
         {cmd_bench, 4, {"bench", "train", "--batch", "100000"}, "--batch"},
         {cmd_bench, 6, {"bench", "train", "--img", "4096", "--batch", "1"}, "needs about"},
         {cmd_bench_gemm, 3, {"gemm", "--shapes", "100000x100000x100000"}, "needs about"},
+        {cmd_vss, 8, {"vss", "draw", "--emb", "/nonexistent/e", "--out", "/nonexistent/o", "--n", "2000000000"}, "--n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fflush(stdout);
