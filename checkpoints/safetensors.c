@@ -133,12 +133,13 @@ static int parse_tensor(st_file *f, const char *name, const json_value *v, size_
 
 int st_open(const char *path, st_file *f) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    int fd, rc0 = open_regular(path, &fd); /* a FIFO would block the open */
+    if (rc0) return rc0;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return er_fail(ER_INPUT, "%s: not a regular file", path);
+        return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
     }
     f->path = xstrdup(path);
     f->size = (size_t)st.st_size;

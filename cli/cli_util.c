@@ -1,6 +1,7 @@
 /* cli_util.c — helpers shared by the retrieval commands. */
 #include "cli/cli_util.h"
 #include "nn/base/base.h"
+#include "nn/base/args.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -20,24 +21,7 @@ void json_put_str(FILE *f, const char *s) {
 }
 
 int parse_id_list(const char *s, const char *what, int64_t **ids, int *n) {
-    *ids = NULL;
-    *n = 0;
-    if (!s || !*s) return er_fail(ER_INPUT, "%s: empty id list", what);
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || errno || (*end && *end != ',')) {
-            free(*ids);
-            *ids = NULL;
-            return er_fail(ER_INPUT, "%s: '%s' is not a comma-separated list of integer ids", what, s);
-        }
-        *ids = xrealloc(*ids, (size_t)(*n + 1) * sizeof(int64_t));
-        (*ids)[(*n)++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return ER_OK;
+    return args_int64_list(s, what, ids, n); /* the one rule of integer lists */
 }
 
 static int cmp_d(const void *a, const void *b) {

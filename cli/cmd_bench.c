@@ -24,6 +24,8 @@
 
 #include "kernels/gemm.h"
 #include "nn/base/args.h"
+#include "nn/models/vit_memory.h"
+#include "nn/base/memory.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/models/mae.h"
@@ -80,7 +82,7 @@ static int bench_train(int argc, char **argv) {
         {"img", ARG_INT, &img, "image side"},
         {"patch", ARG_INT, &patch, "ViT patch size (0 = the model's)"},
         {"batch", ARG_INT, &batch, "images per step"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"steps", ARG_INT, &steps, "timed steps (training: after two warm-up steps; inference: after one)"},
         {"json", ARG_FLAG, &json, "one JSON line"},
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
@@ -104,7 +106,7 @@ static int bench_train(int argc, char **argv) {
         return bench_train_scene(arch, img, patch, batch, steps, share, json, device_s, precision);
     }
     if (!mae && strcmp(objective, "cls")) return er_fail(ER_INPUT, "bench train: --objective must be cls or mae, got '%s'", objective);
-    if (batch < 1 || steps < 1) return er_fail(ER_INPUT, "bench train: --batch and --steps must be >= 1");
+    if ((rc = args_range("batch", batch, 1, 4096)) || (rc = args_range("steps", steps, 1, 100000))) return rc;
     if (mae && !(mask_ratio > 0 && mask_ratio < 1)) return er_fail(ER_INPUT, "bench train: --mask-ratio must be in (0, 1)");
     if (threads > 0) omp_set_num_threads(threads);
     char set_img[32], set_patch[32], set_seed[] = "train.seed=1", *sets[3] = {set_img, set_seed, set_patch};
@@ -115,6 +117,18 @@ static int bench_train(int argc, char **argv) {
     if ((rc = model_to_device(m, device))) { model_free(m); return rc; }
     vit *v = vit_model_vit(m); /* the MAE step needs the encoder's masked forward */
     if (mae && !v) { model_free(m); return er_fail(ER_INPUT, "bench train: --objective mae needs a ViT, %s is not", arch); }
+    if (v && device == DEV_CPU) { /* a step that cannot fit is refused before it is tried (img 4096 aborted) */
+        double np = (double)params_numel(m->params), T = 1 + v->cfg.registers + v->L;
+        mem_estimate e = {0};
+        e.params = 4 * np;
+        e.grads = 4 * np;
+        e.optimizer = 8 * np;
+        e.activations = vit_blocks_train_bytes(v->cfg.dim, v->cfg.depth, v->cfg.heads, v->cfg.mlp_ratio, batch, T) +
+                        4.0 * (double)backend_get(DEV_CPU)->attention_workspace(batch, v->cfg.heads, (int)T, (int)T,
+                                                                                 v->cfg.dim / v->cfg.heads);
+        e.data = 4.0 * batch * 3 * img * (double)img;
+        if ((rc = mem_check(&e, "bench train", "--batch, --img or --model"))) { model_free(m); return rc; }
+    }
     param_list all = {0};
     for (int i = 0; i < m->params->n; i++) params_add(&all, m->params->t[i]);
     mae_decoder dec = {0};

@@ -63,7 +63,7 @@ int cmd_bench_conv(int argc, char **argv) {
     arg_spec specs[] = {
         {"batch", ARG_INT, &batch, "images per call"},
         {"reps", ARG_INT, &reps, "timed repetitions of our kernel (best kept)"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"json", ARG_FLAG, &json, "one JSON object per shape"},
     };
     char **pos = NULL;

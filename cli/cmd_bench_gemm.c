@@ -12,6 +12,7 @@
 
 #include "kernels/gemm.h"
 #include "nn/base/args.h"
+#include "nn/base/memory.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 
@@ -154,6 +155,14 @@ static int parse_shapes(const char *text, shape **out, int *count) {
             p += 3;
         }
         if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1) goto bad;
+        { /* A, B, C and the reference's C, allocated per shape: refused when they cannot fit */
+            mem_estimate e = {0};
+            e.data = 4.0 * s.batch * ((double)s.m * s.k + (double)s.k * s.n + 2.0 * s.m * s.n);
+            char what[96];
+            snprintf(what, sizeof what, "--shapes %d@%dx%dx%d", s.batch, s.m, s.n, s.k);
+            int rc = mem_check(&e, what, "the shape");
+            if (rc) { free(v); return rc; }
+        }
         s.tA = tr[0] == 't', s.tB = tr[1] == 't';
         v[n++] = s;
         if (*p == ',') p++;
@@ -172,7 +181,7 @@ int cmd_bench_gemm(int argc, char **argv) {
         ukernels = 0;
     const char *kernel_name = NULL, *shapes_text = NULL, *precision_text = NULL;
     arg_spec specs[] = {
-        {"threads", ARG_INT, &threads, "threads for ours and OpenBLAS (default: OpenMP's)"},
+        {"threads", ARG_THREADS, &threads, "threads for ours and OpenBLAS (default: OpenMP's)"},
         {"reps", ARG_INT, &reps, "timed repetitions per shape and contender, each after an untimed call (median and spread reported)"},
         {"json", ARG_FLAG, &json, "one JSON object per line per shape"},
         {"shapes", ARG_STR, &shapes_text, "e.g. 1024x1024x1024,197x2304x768:nt,12@197x197x64:nt"},
@@ -193,7 +202,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     if (rc) return rc;
     free(pos);
     if (npos) return er_fail(ER_INPUT, "bench gemm: unexpected argument");
-    if (threads < 1 || threads > 1024) return er_fail(ER_INPUT, "--threads: expected 1..1024, got %d", threads);
+    if ((rc = args_range("threads", threads, 1, ARGS_MAX_THREADS))) return rc; /* both libraries need a count */
     if (reps < 1 || reps > 10000) return er_fail(ER_INPUT, "--reps: expected 1..10000, got %d", reps);
     if (kernel_name && sgemm_use_kernel(kernel_name))
         return er_fail(ER_INPUT, "--kernel: '%s' is unknown or not supported by this CPU", kernel_name);

@@ -62,7 +62,7 @@ int cmd_bench_latency(int argc, char **argv) {
         {"model", ARG_STR, &arch, "a registered model.arch (random init): vit_small, vit_large, resnet50, ..."},
         {"weights", ARG_STR, &weights, "a weights file instead of --model (its own architecture and input rule)"},
         {"img", ARG_INT, &img, "encoder input side"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16)"},
         {"runs", ARG_INT, &runs, "timed runs"},
         {"warmup", ARG_INT, &warmup, "untimed runs first"},
@@ -78,8 +78,17 @@ int cmd_bench_latency(int argc, char **argv) {
                         "endoret bench latency --model vit_small --img 224 --threads 2 [--precision bf16] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (runs < 1 || warmup < 0 || k < 1 || db < 1 || db > 100000000 || side < 16 || img < 16)
-        return er_fail(ER_INPUT, "bench latency: need --runs >= 1, --warmup >= 0, --k >= 1, 1 <= --db <= 1e8, --side and --img >= 16");
+    /* every size in range before any work: 1e9 runs or neighbours, a side of 2^31 (its size wrapped)
+     * aborted in the allocator */
+    if ((rc = args_range("runs", runs, 1, 1000000)) || (rc = args_range("warmup", warmup, 0, 1000000)) ||
+        (rc = args_range("db", db, 1, 100000000)) || (rc = args_range("k", k, 1, db < 100000 ? db : 100000)) ||
+        (rc = args_range("side", side, 16, 4096)) || (rc = args_range("img", img, 16, 4096)))
+        return rc;
+    if (!weights && !model_arch_find(arch)) { /* named by this command's option, not model_create's --arch */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", er_msg());
+        return er_fail(ER_INPUT, "--model: %s", msg);
+    }
     if ((rc = er_set_precision(precision))) return rc;
     if (threads > 0) omp_set_num_threads(threads);
     uint8_t *buf = NULL;
@@ -95,6 +104,7 @@ int cmd_bench_latency(int argc, char **argv) {
         rc = model_create(arch, NULL, sets, 1, &m);
     }
     if (!rc && m->img != img) rc = model_set_img(m, img);
+    if (!rc) rc = model_forward_check(m, 1, "bench latency", "--img or the model");
     if (!rc && !no_prepack) rc = model_prepack(m);
     const char *prepack = no_prepack ? "off" : "on";
     if (rc) { free(buf); model_free(m); return rc; }

@@ -9,6 +9,7 @@
 #include "cli/cli_util.h"
 #include "infer/retrieval/index.h"
 #include "nn/base/args.h"
+#include "nn/base/memory.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 
@@ -63,8 +64,16 @@ int cmd_bench_search(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, 12, "endoret bench search [--n N] [--bits B] [--k K] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (n < 1 || bits < 1 || bits > 4096 || k < 1 || nq < 1 || dim < 1 || float_max < 1)
-        return er_fail(ER_INPUT, "bench search: n, bits (1..4096), k, queries, dim must be positive");
+    if ((rc = args_range("n", n, 1, 1000000000)) || (rc = args_range("bits", bits, 1, 4096)) ||
+        (rc = args_range("k", k, 1, n < 100000 ? n : 100000)) || (rc = args_range("queries", nq, 1, 1000000)) ||
+        (rc = args_range("dim", dim, 1, 65536)) || (rc = args_range("float-max", float_max, 1, 1000000000)))
+        return rc;
+    { /* codes, ids and the floats of the baseline, built before anything is timed: refused when they cannot fit */
+        double nf0 = n < float_max ? n : float_max, W0 = (bits + 63) / 64;
+        mem_estimate e = {0};
+        e.data = (double)n * (W0 * 8 * 2 + 8) + (nf0 + nq) * dim * 4.0 * 2 + (double)nq * k * 16;
+        if ((rc = mem_check(&e, "bench search", "--n, --float-max, --dim or --queries"))) return rc;
+    }
     int uniform = !strcmp(data, "uniform");
     if (!uniform && strcmp(data, "clustered")) return er_fail(ER_INPUT, "--data: '%s' (clustered or uniform)", data);
     const int W = (bits + 63) / 64;

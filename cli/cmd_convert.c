@@ -64,9 +64,13 @@ int cmd_convert(int argc, char **argv) {
     char *merged = NULL;
     const char *given = in;
     if (lora) {
+        /* "<out>.merged.tmp.<pid>": the atomic writers' temp pattern, so remove_stale_temps finds the
+         * full-size merges of killed runs (and their own temps) and this one removes them */
         size_t n = strlen(out) + 32;
         merged = xmalloc(n);
-        snprintf(merged, n, "%s.merged.%d.tmp", out, (int)getpid());
+        snprintf(merged, n, "%s.merged", out);
+        remove_stale_temps(merged);
+        snprintf(merged, n, "%s.merged.tmp.%d", out, (int)getpid());
         if ((rc = lora_merge_files(in, lora, merged))) {
             remove(merged);
             free(merged);
@@ -103,6 +107,11 @@ int cmd_convert(int argc, char **argv) {
     }
     st_close(&f);
     if (merged) {
+        if (rc && strstr(er_msg(), merged)) { /* the temp means nothing to the user: name what it came from */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", er_msg());
+            rc = er_fail(rc, "%s merged with the LoRA adapter %s: %s", given, lora, msg);
+        }
         remove(merged);
         free(merged);
         in = given;

@@ -156,7 +156,7 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
 static int data_check(int argc, char **argv) {
     int threads = 0, verbose = 0;
     arg_spec specs[] = {
-        {"threads", ARG_INT, &threads, "decode threads (0 = OpenMP default)"},
+        {"threads", ARG_THREADS, &threads, "decode threads (0 = OpenMP default)"},
         {"verbose", ARG_FLAG, &verbose, "list every problem"},
     };
     char **pos = NULL;
@@ -175,7 +175,7 @@ static int data_bench(int argc, char **argv) {
     arg_spec specs[] = {
         {"batch", ARG_INT, &cfg.batch, "images per batch"},
         {"size", ARG_INT, &cfg.size, "output side"},
-        {"threads", ARG_INT, &cfg.threads, "worker threads"},
+        {"threads", ARG_THREADS, &cfg.threads, "worker threads"},
         {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead"},
         {"aug", ARG_STR, &aug, "eval | sscd | scene | mae"},
         {"copies", ARG_INT, &cfg.copies, "augmented copies per image"},
@@ -268,6 +268,7 @@ static int data_split(int argc, char **argv) {
     if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
     if (ratios && holdout >= 0) return er_fail(ER_INPUT, "data split: --ratios and --holdout-fold exclude each other");
     if (ratios && (rc = parse_ratios(ratios, rnames, &folds, name_of))) return rc;
+    if (!ratios && folds < 2) return er_fail(ER_INPUT, "data split: --folds %d: need at least 2 folds", folds);
     if (holdout < -1 || holdout >= folds)
         return er_fail(ER_INPUT, "data split: --holdout-fold %d is not a fold of 0..%d (or -1)", holdout, folds - 1);
     manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
@@ -278,7 +279,9 @@ static int data_split(int argc, char **argv) {
     int *ids, n, *fold = xmalloc(sizeof(int) * (m.n ? m.n : 1));
     char **names;
     manifest_field_ids(&m, f, &ids, &names, &n);
-    rc = f == MF_LABEL ? kfold_stratified(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold)
+    if (f != MF_LABEL && n == 0) /* every row its own group: a scene or patient would not be kept together */
+        rc = er_fail(ER_INPUT, "data split --by %s: %s has no '%s' column (or it is empty on every row)", by, path, by);
+    if (!rc) rc = f == MF_LABEL ? kfold_stratified(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold)
                        : kfold_grouped(ids, m.n, folds, (uint64_t)(uint32_t)seed, fold);
     if (!rc) {
         char buf[32];
@@ -331,7 +334,7 @@ static int data_copies(int argc, char **argv) {
         {"preset", ARG_STR, &preset, "light | copydet (default) | strong"},
         {"size", ARG_INT, &cfg.size, "side of the square copies (default 256)"},
         {"format", ARG_STR, &format, "jpg (default; the file is the JPEG re-encoding) | png"},
-        {"threads", ARG_INT, &cfg.threads, "threads (0 = OpenMP default)"},
+        {"threads", ARG_THREADS, &cfg.threads, "threads (0 = OpenMP default)"},
     };
     const char *usage = "endoret data copies --manifest M --split S --out DIR --copies N --seed S [--preset copydet]";
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, NULL, NULL);

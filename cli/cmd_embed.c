@@ -96,7 +96,7 @@ int cmd_embed(int argc, char **argv) {
         {"img", ARG_INT, &img, "input side (default: the model's; pos-embed resampled otherwise)"},
         {"batch", ARG_INT, &batch, "images per forward pass"},
         {"heads", ARG_INT, &heads, "attention heads of a timm file (default dim/64)"},
-        {"threads", ARG_INT, &threads, "OpenMP threads (0 = default)"},
+        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
         {"json", ARG_FLAG, &json, "machine-readable summary"},
         {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
         {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
@@ -128,8 +128,9 @@ int cmd_embed(int argc, char **argv) {
         goto done;
     }
     if (!model_path && !config) { rc = er_fail(ER_INPUT, "embed: --model (or --config for a random-init encoder) is required"); goto done; }
-    if (batch < 1) { rc = er_fail(ER_INPUT, "embed: --batch must be >= 1"); goto done; }
-    if (max_views < 1) { rc = er_fail(ER_INPUT, "embed: --max-views must be >= 1"); goto done; }
+    if ((rc = args_range("batch", batch, 1, 65536)) || (rc = args_range("max-views", max_views, 1, 65536)) ||
+        (rc = args_range("img", img, 0, 4096)))
+        goto done;
     if (!scene && (groups || strcmp(fusion, "transformer"))) { rc = er_fail(ER_INPUT, "embed: --fusion and --groups need --scene"); goto done; }
     if (threads > 0) omp_set_num_threads(threads);
     if (model_path) {
@@ -141,6 +142,8 @@ int cmd_embed(int argc, char **argv) {
     }
     if (rc) goto done;
     if (img > 0 && (rc = model_set_img(net, img))) goto done;
+    /* before the weights are packed and any image read: --scene checks its own batch (the views) */
+    if (!scene && (rc = model_forward_check(net, batch, "embed", "--batch or --img"))) goto done;
     if ((rc = model_to_device(net, device))) goto done; /* loaded on the host, moved once */
     if (!no_prepack && (rc = model_prepack(net))) goto done; /* inference only: packed once */
     int S = net->img, D = net->dim;

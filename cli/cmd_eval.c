@@ -178,7 +178,7 @@ static int eval_reid(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     if (ep || ref_s || query_s) {
         if (!ep || !ref_s) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--query-view optional)");
         if (qp || rp || gtp) return er_fail(ER_INPUT, "eval reid: use either --emb/--ref-view or --query/--ref/--gt");
@@ -258,7 +258,7 @@ static int eval_retrieval(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval retrieval --query Q --ref R [--k 1,5] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
     emb_set q, r;
@@ -337,6 +337,30 @@ out:
     return rc;
 }
 
+
+static int cmp_by_id(const void *a, const void *b, void *ids) {
+    int64_t x = ((const int64_t *)ids)[*(const int *)a], y = ((const int64_t *)ids)[*(const int *)b];
+    return (x > y) - (x < y);
+}
+
+/* Group ids renumbered 0..G-1 in increasing order (-1 stays -1; ids 0..G-1 keep their numbers):
+ * the file's scene ids are any 64-bit integers, and the fold code indexes an array by them.
+ * Returns G. */
+static int dense_groups(const int64_t *g, int n, int *out) {
+    int *rank = xmalloc(sizeof *rank * (size_t)(n > 0 ? n : 1)), G = 0;
+    for (int i = 0; i < n; i++) rank[i] = i;
+    /* row numbers sorted by id; each run of equal ids gets one number */
+    qsort_r(rank, (size_t)n, sizeof *rank, cmp_by_id, (void *)g);
+    for (int a = 0; a < n; a++) {
+        int i = rank[a];
+        if (g[i] < 0) { out[i] = -1; continue; }
+        if (a == 0 || g[rank[a - 1]] != g[i]) G++;
+        out[i] = G - 1;
+    }
+    free(rank);
+    return G;
+}
+
 static int eval_classify(int argc, char **argv) {
     const char *ep = NULL, *vote = "majority", *group = "none", *mpath = NULL, *kind_s = "scan", *hash_s = "pca",
                *classifier = "knn";
@@ -362,7 +386,7 @@ static int eval_classify(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval classify --emb E [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     int probe = !strcmp(classifier, "probe");
     if (!probe && strcmp(classifier, "knn")) return er_fail(ER_INPUT, "--classifier: '%s' (knn or probe)", classifier);
     if (probe && !(l2 >= 0)) return er_fail(ER_INPUT, "--l2 must be >= 0");
@@ -391,7 +415,10 @@ static int eval_classify(int argc, char **argv) {
     if (!strcmp(group, "scene")) {
         if (!e.scene) { rc = er_fail(ER_INPUT, "--group scene: the embedding file has no scene ids"); goto out; }
         grp = xmalloc((size_t)n * sizeof(int));
-        for (int i = 0; i < n; i++) grp[i] = (int)e.scene[i];
+        if (!dense_groups(e.scene, n, grp)) {
+            rc = er_fail(ER_INPUT, "--group scene: %s has no scene id on any row (-1 everywhere): nothing to group by", ep);
+            goto out;
+        }
         cfg.grouped = 1;
     } else if (!strcmp(group, "patient")) {
         if (!mpath) { rc = er_fail(ER_INPUT, "--group patient needs --manifest (its patient column)"); goto out; }
@@ -401,6 +428,10 @@ static int eval_classify(int argc, char **argv) {
         char **names; int ng;
         manifest_field_ids(&m, MF_PATIENT, &grp, &names, &ng);
         manifest_free_labels(NULL, names, ng);
+        if (ng == 0) { /* each row would be its own group: not what --group patient asks */
+            rc = er_fail(ER_INPUT, "--group patient: %s has no 'patient' column (or it is empty on every row)", mpath);
+            goto out;
+        }
         cfg.grouped = 1;
     } else if (strcmp(group, "none")) { rc = er_fail(ER_INPUT, "--group: '%s' (none, scene, patient)", group); goto out; }
     int *pred = xmalloc((size_t)n * sizeof(int)), *fold = xmalloc((size_t)n * sizeof(int));
@@ -496,7 +527,7 @@ static int eval_multiview(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     mv_row rows[9];

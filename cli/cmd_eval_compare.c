@@ -50,6 +50,7 @@ int cmd_eval_compare(int argc, char **argv) {
     else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required");
     else if (k < 1) rc = er_fail(ER_INPUT, "--k must be >= 1");
     else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
+    else if (B > BOOTSTRAP_MAX_N) rc = args_range("bootstrap", B, 1, BOOTSTRAP_MAX_N);
     reid_view_result *res = xcalloc((size_t)(nfiles > 0 ? nfiles : 1), sizeof *res);
     for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], ref_s, query_s, k, &res[i]);
     if (!rc && !json)

@@ -62,7 +62,7 @@ static int eval_split(int argc, char **argv) {
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
     if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     if (!(l2 >= 0)) return er_fail(ER_INPUT, "--l2 must be >= 0");
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0");
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     emb_set tr, te;
     if ((rc = emb_load_arg(trp, "--train", &tr))) return rc;
     if ((rc = emb_load_arg(tep, "--test", &te))) { emb_free(&tr); return rc; }

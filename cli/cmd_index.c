@@ -5,6 +5,7 @@
 #include "nn/base/args.h"
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
+#include "nn/base/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,51 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
         (*patient)[i] = m->rows[ROW(i)].patient;
     }
 #undef ROW
+    return ER_OK;
+}
+
+/* The same encoder: a file of another model (same size or not) gives descriptors that mean
+ * something else; a model that is not named cannot be checked, so it counts as another. */
+static int same_encoder(const casedb *db, const emb_set *e, const char *emb) {
+    if (db->model && e->model && !strcmp(db->model, e->model)) return ER_OK;
+    if (!db->model && !e->model) return ER_OK;
+    return er_fail(ER_INPUT, "--emb: %s was made by '%s' but the database %s holds embeddings of '%s' (embed the new "
+                             "cases with the database's encoder)", emb, e->model ? e->model : "(no model named)",
+                   db->path, db->model ? db->model : "(no model named)");
+}
+
+/* The file's label numbers rewritten as the database's numbers of the same names (the numbers of
+ * two files need not agree: each numbers its own names). */
+static int labels_by_name(const casedb *db, emb_set *e, const char *emb) {
+    if (!e->labels) return ER_OK;
+    if (!e->nlabel_names && !db->nlabel_names) return ER_OK; /* numbers on both sides */
+    if (!e->nlabel_names || !db->nlabel_names)
+        return er_fail(ER_INPUT, "--emb: %s has labels %s names but the database %s has %s: labels cannot be matched "
+                                 "by name", emb, e->nlabel_names ? "with" : "without", db->path,
+                       db->nlabel_names ? "named labels" : "no label names");
+    int *to = xmalloc((size_t)e->nlabel_names * sizeof *to);
+    for (int l = 0; l < e->nlabel_names; l++) {
+        to[l] = -1;
+        for (int c = 0; c < db->nlabel_names; c++)
+            if (!strcmp(e->label_names[l], db->label_names[c])) to[l] = c;
+    }
+    for (int i = 0; i < e->n; i++) {
+        int64_t l = e->labels[i];
+        if (l < 0) continue;
+        if (l >= e->nlabel_names || to[l] < 0) {
+            char names[512] = "";
+            for (int c = 0; c < db->nlabel_names && strlen(names) < 400; c++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", c ? ", " : "", db->label_names[c]);
+            int rc = er_fail(ER_INPUT, "--emb: %s: case %lld has label '%s', which the database %s does not have (its "
+                                       "labels: %s)", emb, (long long)e->ids[i],
+                             l < e->nlabel_names ? e->label_names[l] : "(unnamed)", db->path, names);
+            free(to);
+            return rc;
+        }
+    }
+    for (int i = 0; i < e->n; i++)
+        if (e->labels[i] >= 0) e->labels[i] = to[e->labels[i]];
+    free(to);
     return ER_OK;
 }
 
@@ -186,9 +232,20 @@ static int do_add(int argc, char **argv) {
         emb_free(&e); casedb_close(&db);
         return rc;
     }
+    if (!rc) rc = same_encoder(&db, &e, emb);
+    if (!rc && meta) {
+        json_value v; /* stored as is and served as JSON: refuse what is not */
+        if ((rc = json_parse(meta, strlen(meta), "--metadata", &v)) == ER_OK) json_free(&v);
+    }
+    if (rc) { emb_free(&e); casedb_close(&db); return rc; }
     manifest m;
     char **paths, **patient;
     if ((rc = manifest_columns(mpath, &e, &paths, &patient, &m))) { emb_free(&e); casedb_close(&db); return rc; }
+    if ((rc = labels_by_name(&db, &e, emb))) { /* after the manifest, which may have given the labels */
+        free_columns(paths, patient, e.n, &m);
+        emb_free(&e); casedb_close(&db);
+        return rc;
+    }
     case_rec *r = xcalloc((size_t)e.n, sizeof *r);
     for (int i = 0; i < e.n; i++) {
         r[i] = (case_rec){e.ids[i], e.x + (size_t)i * e.dim, e.labels ? e.labels[i] : -1, paths ? paths[i] : NULL,

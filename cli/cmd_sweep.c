@@ -6,6 +6,7 @@
 #include "nn/base/args.h"
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
+#include "nn/base/memory.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ int cmd_sweep(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     int *bits, nb, *ks, nk;
-    const int bits_given = bits_s != NULL;
+    const int bits_given = bits_s != NULL, ks_given = strcmp(ks_s, "1,3,5,6,10,20") != 0;
     if ((rc = args_int_list(bits_given ? bits_s : "16,32,64,128,256", "--bits", &bits, &nb))) return rc;
     if ((rc = args_int_list(ks_s, "--k", &ks, &nk))) { free(bits); return rc; }
     hash_kind hk;
@@ -91,7 +92,14 @@ int cmd_sweep(int argc, char **argv) {
     sweep_row *rows = NULL;
     if ((rc = hash_kind_parse(hash_s, &hk)) || (rc = index_kind_parse(kind_s, &kind))) goto out;
     if (synthetic) {
-        if (n < 10 || nq < 1 || dim < 2 || clusters < 1) { rc = er_fail(ER_INPUT, "sweep --synthetic: n >= 10, queries >= 1, dim >= 2, clusters >= 1"); goto out; }
+        if ((rc = args_range("n", n, 10, 100000000)) || (rc = args_range("queries", nq, 1, 10000000)) ||
+            (rc = args_range("dim", dim, 2, 65536)) || (rc = args_range("clusters", clusters, 1, 1000000)))
+            goto out;
+        mem_estimate e = {0}; /* the two sets, their codes and the indexes, before they are drawn */
+        e.data = ((double)n + nq) * dim * 4.0 * 3;
+        if ((rc = mem_check(&e, "sweep --synthetic", "--n, --queries or --dim"))) goto out;
+        if (!(label_noise >= 0 && label_noise <= 1)) { rc = er_fail(ER_INPUT, "--label-noise: a probability in [0, 1], got %g", label_noise); goto out; }
+        if (!(spread >= 0) || !(qnoise >= 0)) { rc = er_fail(ER_INPUT, "--spread and --qnoise: must be >= 0 (got %g, %g)", spread, qnoise); goto out; }
         synth_emb_cfg c = {n, nq, dim, clusters, spread, qnoise, label_noise, (uint64_t)seed};
         int64_t *match = xmalloc((size_t)nq * 8);
         synth_emb_make(&c, &db, &q, match);
@@ -123,8 +131,19 @@ int cmd_sweep(int argc, char **argv) {
         if (gtp && (rc = read_gt_csv(gtp, &gt, &ngt))) goto out;
     }
     if (!bits_given) nb = default_bits(bits, nb, db.dim, &bits);
+    if (!ks_given) { /* the default neighbour counts that a small database has room for */
+        int w = 0;
+        for (int i = 0; i < nk; i++) if (ks[i] <= db.n) ks[w++] = ks[i];
+        if (!w) ks[w++] = db.n;
+        nk = w;
+    }
     rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);
-    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) goto out;
+    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) {
+        char msg[1024]; /* the hasher and index builders do not know the file: name it */
+        snprintf(msg, sizeof msg, "%s", er_msg());
+        if (!synthetic) rc = er_fail(rc, "--db %s: %s", dbp, msg);
+        goto out;
+    }
     int nrows = (nb + 1) * nk;
     if (json) {
         for (int i = 0; i < nrows; i++) {

@@ -62,7 +62,7 @@ int cmd_synth(int argc, char **argv) {
         {"views", ARG_INT, &views, "views per scene"},
         {"size", ARG_INT, &size, "image side in pixels"},
         {"seed", ARG_INT, &seed, "random seed; same seed => byte-identical files"},
-        {"threads", ARG_INT, &threads, "render threads (0 = OpenMP default)"},
+        {"threads", ARG_THREADS, &threads, "render threads (0 = OpenMP default)"},
         {"background", ARG_FLAG, &background, "also write one lesion-free view per scene (label none)"},
         {"sheet", ARG_STR, &sheet, "also write a contact sheet PNG (rows = scenes, columns = views)"},
         {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet"},
@@ -83,6 +83,7 @@ int cmd_synth(int argc, char **argv) {
     }
     free(pos);
     if (!out) return er_fail(ER_INPUT, "synth: --out DIR is required");
+    if (sheet && (rc = args_range("sheet-rows", sheet_rows, 1, 1000))) return rc;
     synth_config cfg = {scenes, views, size, (uint64_t)(uint32_t)seed, background, threads};
     double t0 = now_seconds();
     rc = synth_write_dataset(out, &cfg);

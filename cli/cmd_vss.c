@@ -45,6 +45,8 @@ static int cmd_vss_draw(int argc, char **argv) {
     if (!emb_path || !out) return er_fail(ER_INPUT, "vss draw: --emb and --out are required");
     if (n <= 0) return er_fail(ER_INPUT, "vss draw: --n must be > 0");
     if (per <= 0) return er_fail(ER_INPUT, "vss draw: --per-process must be > 0");
+    /* room for n couples is allocated up front (2e9 aborted): a scoring study is far smaller */
+    if ((rc = args_range("n", n, 1, 10000000)) || (rc = args_range("per-process", per, 1, 10000))) return rc;
     if (bins < 1 || bins > 10000) return er_fail(ER_INPUT, "vss draw: --bins must be in 1..10000");
     if (strcmp(group_arg, "auto") && strcmp(group_arg, "patient") && strcmp(group_arg, "scene") && strcmp(group_arg, "none"))
         return er_fail(ER_INPUT, "--group: '%s' is not one of auto, patient, scene, none", group_arg);

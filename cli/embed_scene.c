@@ -111,9 +111,19 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
     for (int s2 = 0; s2 < nruns; s2++) first[s2] = s2;
     sort_run0 = run0; sort_ord = ord;
     qsort(first, nruns, sizeof(int), by_first_row);
-    int S = net->img, D = net->dim, cap = o->max_views;
+    int S = net->img, D = net->dim, cap = o->max_views, most = 1;
+    for (int s2 = 0; s2 < nruns; s2++)
+        if (run0[s2 + 1] - run0[s2] > most) most = run0[s2 + 1] - run0[s2];
+    /* a case's views are encoded together: room for the largest scene, not for --max-views (1e9 of
+     * them aborted in the allocator), and that forward must fit */
+    int nx = most < cap ? most : cap;
+    if ((rc = model_forward_check(net, nx, "embed --scene", "--img, or the views per case (--max-views)"))) {
+        free(first); free(ord); free(run0);
+        groups_free(&g);
+        return rc;
+    }
     size_t img = (size_t)3 * S * S;
-    float *x = xmalloc((size_t)cap * img * sizeof(float));
+    float *x = xmalloc((size_t)nx * img * sizeof(float));
     int *out_row = xmalloc((size_t)ns * g.n * sizeof(int)), *out_grp = xmalloc((size_t)ns * g.n * sizeof(int));
     float *desc = xmalloc((size_t)ns * g.n * D * sizeof(float));
     int nout = 0;

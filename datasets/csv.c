@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "nn/base/base.h"
 
@@ -72,4 +73,30 @@ int csv_next(csv_reader *r) {
     for (int i = 0; i < nf; i++) r->fields[i] = r->buf + starts[i];
     free(starts);
     return nf;
+}
+
+int csv_header(const csv_reader *r, int nf, const char *const *known, const int *id_of, int nknown, int nids,
+               int *field_of) {
+    for (int c = 0; c < nids; c++) field_of[c] = -1;
+    for (int i = 0; i < nf; i++) {
+        const char *h = r->fields[i];
+        int id = -1, name = -1;
+        for (int k = 0; k < nknown && id < 0; k++)
+            if (!strcasecmp(h, known[k])) id = id_of ? id_of[k] : k, name = k;
+        if (!h[0]) return er_fail(ER_INPUT, "%s: line 1, column %d: empty column name", r->path, i + 1);
+        if (id < 0) {
+            char list[512] = "";
+            for (int k = 0; k < nknown && strlen(list) < 400; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", known[k]);
+            size_t n = strlen(h);
+            int spaced = h[0] == ' ' || h[0] == '\t' || h[n - 1] == ' ' || h[n - 1] == '\t';
+            return er_fail(ER_INPUT, "%s: line 1, column %d: unknown column '%s' (known: %s)%s", r->path, i + 1, h, list,
+                           spaced ? "; spaces are part of a CSV field: separate the names by commas alone" : "");
+        }
+        if (field_of[id] >= 0)
+            return er_fail(ER_INPUT, "%s: line 1, column %d: column '%s' appears twice (first as column %d)", r->path, i + 1,
+                           known[name], field_of[id] + 1);
+        field_of[id] = i;
+    }
+    return ER_OK;
 }

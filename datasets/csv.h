@@ -31,4 +31,14 @@ void csv_open(csv_reader *r, const char *text, size_t len, const char *path);
 int csv_next(csv_reader *r);
 void csv_close(csv_reader *r);
 
+/* One header rule for every CSV endoret reads (manifests, the importers' map files): the record
+ * just read (nf fields) names columns of `known` (nknown names; id_of[k] is the column id of name k,
+ * several names may share one (an alias); NULL = k). A name matches a known one ignoring case and
+ * nothing else: spaces are part of a CSV field (RFC 4180), so "path, label" names a column
+ * " label" and is refused, not trimmed (its values would keep their spaces too). An unknown,
+ * empty or repeated column is ER_INPUT naming the file, line 1, the column number and the name.
+ * field_of[id] (nids entries) receives the field index of each column id, or -1. */
+int csv_header(const csv_reader *r, int nf, const char *const *known, const int *id_of, int nknown, int nids,
+               int *field_of);
+
 #endif

@@ -397,7 +397,6 @@ static int seq_from_folders(const char *src, const seq_import_opts *o, seqset *S
 }
 
 enum { MC_FRAME, MC_SEQ, MC_START, MC_END, MC_LABEL, MC_PATIENT, MC_SPLIT, MC_N };
-static const char *const MAP_COLS[MC_N] = {"frame", "sequence", "start", "end", "label", "patient", "split"};
 
 /* label / patient / split of a sequence must be the same on all its lines */
 static int seq_attr(const char *map, int line, sequence *q, int created, char **slot, const char *what, const char *v) {
@@ -482,18 +481,10 @@ static int seq_from_map(const char *src, const seq_import_opts *o, seqset *S, in
     else if (ncols == 0)
         rc = er_fail(ER_INPUT, "%s: empty file (expected a header: frame,sequence[,label,patient,split] or "
                      "sequence,start,end[,label,patient,split])", map);
-    for (int i = 0; !rc && i < ncols; i++) {
-        const char *h = r.fields[i];
-        int c = -1;
-        for (int k = 0; k < MC_N; k++)
-            if (!strcasecmp(h, MAP_COLS[k])) c = k;
-        if (!strcasecmp(h, "pathology")) c = MC_LABEL;
-        if (c < 0)
-            rc = er_fail(ER_INPUT, "%s: line 1, column %d: unknown column '%s' (known: frame, sequence, start, end, "
-                         "label or pathology, patient, split)", map, i + 1, h);
-        else if (col[c] >= 0)
-            rc = er_fail(ER_INPUT, "%s: line 1: column '%s' appears twice", map, MAP_COLS[c]);
-        else col[c] = i;
+    if (!rc) { /* the manifest's header rule; `pathology` is another name of `label` */
+        static const char *const names[MC_N + 1] = {"frame", "sequence", "start", "end", "label", "patient", "split", "pathology"};
+        static const int ids[MC_N + 1] = {MC_FRAME, MC_SEQ, MC_START, MC_END, MC_LABEL, MC_PATIENT, MC_SPLIT, MC_LABEL};
+        rc = csv_header(&r, ncols, names, ids, MC_N + 1, MC_N, col);
     }
     int ranges = col[MC_START] >= 0 || col[MC_END] >= 0;
     if (!rc && col[MC_SEQ] < 0) rc = er_fail(ER_INPUT, "%s: line 1: no 'sequence' column", map);
@@ -625,8 +616,8 @@ int import_sequences(const char *src, const char *out_path, const seq_import_opt
         }
     }
     if (!rc && !m->n)
-        rc = er_fail(ER_INPUT, "%s: no sequence has the %d frames that %d views %d frame(s) apart need (%d sequences, "
-                     "the longest has %d frames)", o->map ? o->map : src, (o->views - 1) * o->min_gap + 1, o->views,
+        rc = er_fail(ER_INPUT, "%s: no sequence has the %lld frames that %d views %d frame(s) apart need (%d sequences, "
+                     "the longest has %d frames)", o->map ? o->map : src, (long long)(o->views - 1) * o->min_gap + 1, o->views,
                      o->min_gap, S.n, longest);
     free(idx);
     seqset_free(&S);

@@ -11,6 +11,7 @@
 
 #include "datasets/augment.h"
 #include "datasets/image.h"
+#include "nn/base/memory.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 
@@ -173,6 +174,18 @@ int loader_open(loader **out, const manifest *m, const loader_config *cfg) {
     *out = NULL;
     if (cfg->batch < 1 || cfg->size < 8 || cfg->threads < 1 || cfg->prefetch < 1 || cfg->copies < 1)
         return er_fail(ER_INPUT, "loader: batch, threads, prefetch, copies must be >= 1 and size >= 8");
+    if (cfg->batch > 65536 || cfg->size > 4096 || cfg->threads > 1024 || cfg->prefetch > 64 || cfg->copies > 64 ||
+        cfg->views > 1024)
+        return er_fail(ER_INPUT, "loader: batch %d (at most 65536), size %d (4096), threads %d (1024), prefetch %d (64), "
+                       "copies %d (64), views %d (1024): out of range", cfg->batch, cfg->size, cfg->threads,
+                       cfg->prefetch, cfg->copies, cfg->views);
+    { /* the batches in flight (decoded ahead + the one in use), images and masks: refused before they are allocated */
+        mem_estimate e = {0};
+        e.data = (cfg->prefetch + 1.0) * cfg->batch * cfg->copies * (cfg->views > 0 ? cfg->views : 1) *
+                 (3.0 + (cfg->with_masks ? 1 : 0)) * cfg->size * (double)cfg->size * sizeof(float);
+        int rc0 = mem_check(&e, "loader", "the batch, the image size, the copies or the prefetch depth");
+        if (rc0) return rc0;
+    }
     loader *L = xcalloc(1, sizeof *L);
     L->cfg = *cfg;
     L->m = m;

@@ -52,18 +52,12 @@ int manifest_load(const char *path, manifest *m) {
     if (nf < 0) rc = ER_INPUT;
     else if (nf == 0) rc = er_fail(ER_INPUT, "%s: empty file (a manifest needs a header line with a 'path' column)", path);
     else if (nf > 64) rc = er_fail(ER_INPUT, "%s: line 1: %d columns in the header (at most 64)", path, nf);
-    int has_path = 0;
-    for (int i = 0; rc == ER_OK && i < nf; i++) {
-        colmap[i] = -1;
-        for (int c = 0; c < 7; c++)
-            if (!strcmp(r.fields[i], COLUMNS[c])) {
-                for (int j = 0; j < i; j++)
-                    if (colmap[j] == c) rc = er_fail(ER_INPUT, "%s: line 1: column '%s' appears twice", path, COLUMNS[c]);
-                colmap[i] = c;
-                has_path |= c == 0;
-            }
-    }
-    if (rc == ER_OK && !has_path)
+    int field_of[7];
+    if (rc == ER_OK) rc = csv_header(&r, nf, COLUMNS, NULL, 7, 7, field_of); /* unknown columns refused */
+    for (int i = 0; rc == ER_OK && i < nf; i++) colmap[i] = -1;
+    for (int c = 0; rc == ER_OK && c < 7; c++)
+        if (field_of[c] >= 0) colmap[field_of[c]] = c;
+    if (rc == ER_OK && field_of[0] < 0)
         rc = er_fail(ER_INPUT, "%s: line 1: header has no 'path' column (expected path,label,mask,scene,view,patient,split)", path);
     int ncols = nf;
     while (rc == ER_OK) {

@@ -113,6 +113,8 @@ static void png_flush_mem(png_structp p) { (void)p; }
 
 /* Write `len` bytes to path via a temp file + rename (no fsync). */
 static int write_file_renamed(const char *path, const void *data, size_t len) {
+    int rc0 = check_output_path(path); /* a directory or a FIFO: exit 2 naming it, not 'write failed' */
+    if (rc0) return rc0;
     size_t n = strlen(path) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());

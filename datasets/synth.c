@@ -331,8 +331,11 @@ void synth_splits(uint64_t seed, int scenes, const int *labels, const char **spl
 }
 
 int synth_write_dataset(const char *dir, const synth_config *cfg) {
-    if (cfg->scenes < 1 || cfg->views < 1 || cfg->size < 8 || cfg->size > 4096)
-        return er_fail(ER_INPUT, "synth: need scenes >= 1, views >= 1, 8 <= size <= 4096");
+    /* scenes x views images are listed in memory first: bounded so that count stays an int */
+    if (cfg->scenes < 1 || cfg->scenes > 10000000 || cfg->views < 1 || cfg->views > 1000 || cfg->size < 8 ||
+        cfg->size > 4096 || (int64_t)cfg->scenes * (cfg->views + 1) > 100000000)
+        return er_fail(ER_INPUT, "synth: need 1 <= scenes <= 1e7, 1 <= views <= 1000, scenes x (views + 1) <= 1e8, "
+                       "8 <= size <= 4096 (got %d scenes, %d views, size %d)", cfg->scenes, cfg->views, cfg->size);
     char *imgdir = path_join(dir, "images"), *mskdir = path_join(dir, "masks");
     int rc = make_dirs(imgdir);
     if (!rc) rc = make_dirs(mskdir);

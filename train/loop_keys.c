@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/base/args.h"
 
 void loop_keys_defaults(loop_keys *k, const char *objective) {
     memset(k, 0, sizeof *k);
@@ -44,7 +45,7 @@ const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     K("train.warmup_steps", CFG_INT, warmup_steps, "[-1, inf)", "linear warm-up (steps; -1 = from epochs)");
     K("train.clip", CFG_DOUBLE, clip, "[0, inf)", "max global gradient norm (0 = off)");
     K("train.seed", CFG_INT, seed, "[0, inf)", "seed of init, data order, augmentation and masking");
-    K("train.threads", CFG_INT, threads, "[0, 1024]", "OpenMP threads (0 = default)");
+    K("train.threads", CFG_INT, threads, ARGS_THREADS_RANGE, "OpenMP threads (0 = default)");
     K("train.device", CFG_STR, device, "cpu|cuda|cuda:N", "cpu | cuda (--device)");
     K("train.precision", CFG_STR, precision, "fp32|bf16", "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
     K("train.schedule", CFG_STR, schedule, "cosine|restarts", "cosine (one decay to min_lr) | restarts (cosine with warm restarts: PGCon)");

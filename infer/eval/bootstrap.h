@@ -10,6 +10,9 @@
 #include "infer/eval/metrics.h"
 
 #define BOOTSTRAP_DEFAULT_N 1000
+/* the most replicates a command accepts (--bootstrap): each keeps a value per replicate, and 1e9
+ * of them only grew memory for an interval that 1e5 already pins to 3 decimals */
+#define BOOTSTRAP_MAX_N 100000
 #define BOOTSTRAP_SEED 19
 
 typedef struct { reid_result lo, hi; int replicates; } reid_interval;

@@ -8,12 +8,19 @@
 #include "nn/base/base.h"
 
 int knn_cv(const float *x, int n, int dim, const int *label, const int *group, int nclass,
-           const knn_cv_cfg *cfg, int *pred, double *score, int *fold) {
+           const knn_cv_cfg *cfg_in, int *pred, double *score, int *fold) {
+    /* n x k neighbours are allocated: a k beyond the items finds no more of them, so it is cut to n
+     * (same votes; k = 1e9 aborted) */
+    knn_cv_cfg c = *cfg_in;
+    if (c.k > n) c.k = n;
+    const knn_cv_cfg *cfg = &c;
     if (cfg->folds < 2) return er_fail(ER_INPUT, "cross-validation needs at least 2 folds (got %d)", cfg->folds);
     if (cfg->folds > n) return er_fail(ER_INPUT, "cross-validation: %d folds for %d items", cfg->folds, n);
     if (cfg->k < 1) return er_fail(ER_INPUT, "kNN: k must be >= 1 (got %d)", cfg->k);
-    if (cfg->grouped && group) folds_grouped(group, n, cfg->folds, cfg->seed, fold);
-    else folds_stratified(label, n, cfg->folds, cfg->seed, fold);
+    if (cfg->grouped && group) {
+        int rc = folds_grouped(group, n, cfg->folds, cfg->seed, fold);
+        if (rc) return rc;
+    } else folds_stratified(label, n, cfg->folds, cfg->seed, fold);
     float *db = xmalloc((size_t)n * dim * sizeof *db), *qs = xmalloc((size_t)n * dim * sizeof *qs);
     int *dbrow = xmalloc((size_t)n * sizeof *dbrow), *qrow = xmalloc((size_t)n * sizeof *qrow);
     int64_t *nb = xmalloc((size_t)n * cfg->k * sizeof *nb), *lab = xmalloc((size_t)cfg->k * sizeof *lab);

@@ -45,7 +45,9 @@ double roc_auc(const double *score, const int *truth, int n);
  * class proportions within one item. Items with label -1 are dealt as their own stratum. */
 void folds_stratified(const int *label, int n, int k, uint64_t seed, int *fold);
 /* Grouped: all items of a group share a fold (no patient in two folds). Groups are shuffled
- * (seeded), then placed largest first into the fold holding the fewest items. */
-void folds_grouped(const int *group, int n, int k, uint64_t seed, int *fold);
+ * (seeded), then placed largest first into the fold holding the fewest items; an item of group -1
+ * is a group of its own. ER_INPUT when there are fewer groups than folds (an empty fold), as
+ * `data split` (datasets/kfold.h) refuses it. */
+int folds_grouped(const int *group, int n, int k, uint64_t seed, int *fold);
 
 #endif

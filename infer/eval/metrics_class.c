@@ -100,12 +100,20 @@ static int cmp_grp(const void *a, const void *b) {
     return x->order - y->order;
 }
 
-void folds_grouped(const int *group, int n, int k, uint64_t seed, int *fold) {
+int folds_grouped(const int *group, int n, int k, uint64_t seed, int *fold) {
     int maxg = -1;
     for (int i = 0; i < n; i++) if (group[i] > maxg) maxg = group[i];
     int ng = maxg + 2; /* slot 0 = unknown group (-1): each such item is its own group */
     int *size = xcalloc((size_t)ng, sizeof *size);
-    for (int i = 0; i < n; i++) if (group[i] >= 0) size[group[i] + 1]++;
+    int groups = 0;
+    for (int i = 0; i < n; i++) {
+        if (group[i] >= 0) groups += !size[group[i] + 1]++;
+        else groups++;
+    }
+    if (groups < k) {
+        free(size);
+        return er_fail(ER_INPUT, "grouped k-fold: only %d groups for k=%d folds", groups, k);
+    }
     int *perm = xmalloc((size_t)ng * sizeof *perm);
     for (int g = 0; g < ng; g++) perm[g] = g;
     rng_t r = rng_make(seed, rng_stream(RNG_SHUFFLE, 0x9f01, 0));
@@ -132,4 +140,5 @@ void folds_grouped(const int *group, int n, int k, uint64_t seed, int *fold) {
         }
     }
     free(size); free(perm); free(gs); free(load); free(gfold);
+    return ER_OK;
 }

@@ -125,8 +125,10 @@ int probe_cv(const float *x, int n, int dim, const int *label, const int *group,
     if (folds < 2) return er_fail(ER_INPUT, "cross-validation needs at least 2 folds (got %d)", folds);
     if (folds > n) return er_fail(ER_INPUT, "cross-validation: %d folds for %d items", folds, n);
     if (!(l2 >= 0)) return er_fail(ER_INPUT, "linear probe: L2 weight must be >= 0");
-    if (group) folds_grouped(group, n, folds, seed, fold);
-    else folds_stratified(label, n, folds, seed, fold);
+    if (group) {
+        int rc = folds_grouped(group, n, folds, seed, fold);
+        if (rc) return rc;
+    } else folds_stratified(label, n, folds, seed, fold);
     float *tr = xmalloc((size_t)n * dim * sizeof(float)), *te = xmalloc((size_t)n * dim * sizeof(float));
     int *ytr = xmalloc((size_t)n * sizeof(int)), *row = xmalloc((size_t)n * sizeof(int));
     int *pf = xmalloc((size_t)n * sizeof(int));

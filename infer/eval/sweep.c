@@ -29,6 +29,8 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
     int kmax = 0;
     for (int a = 0; a < nk; a++) {
         if (ks[a] < 1) return er_fail(ER_INPUT, "sweep: k must be >= 1");
+        /* more neighbours than items only allocated room for them (1e9 aborted) */
+        if (ks[a] > db->n) return er_fail(ER_INPUT, "sweep: k = %d is more than the %d database items", ks[a], db->n);
         if (ks[a] > kmax) kmax = ks[a];
     }
     const int n = db->n, m = q->n, D = db->dim;
@@ -58,8 +60,9 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
         bindex bx;
         hasher h;
         uint64_t *cq = NULL;
+        int built = 0; /* a failed fit leaves no index: free only what was built (was a bad free) */
         memset(&h, 0, sizeof h);
-        if (B == 0) rc = findex_build(&fx, D, db->x, db->ids, n);
+        if (B == 0) built = !(rc = findex_build(&fx, D, db->x, db->ids, n));
         else {
             hash_kind k2 = B == D ? HASH_SIGN : hk == HASH_SIGN ? HASH_PCA : hk;
             rc = hasher_fit(&h, k2, db->x, n, D, B, seed);
@@ -69,7 +72,7 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
                 cq = xmalloc((size_t)m * W * 8);
                 hasher_encode(&h, db->x, n, cd);
                 hasher_encode(&h, q->x, m, cq);
-                rc = bindex_build(&bx, kind, B, cd, db->ids, n, 0);
+                built = !(rc = bindex_build(&bx, kind, B, cd, db->ids, n, 0));
                 free(cd);
             }
         }
@@ -110,8 +113,8 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
                 free(conf);
             }
         }
-        if (B == 0) findex_free(&fx);
-        else { bindex_free(&bx); hasher_free(&h); free(cq); }
+        if (B == 0) { if (built) findex_free(&fx); }
+        else { if (built) bindex_free(&bx); hasher_free(&h); free(cq); }
     }
     free(truth); free(pred); free(ids); free(lab); free(hd); free(fd); free(cnt); free(score); free(pos); free(pr); free(rows_by_id);
     return rc;

@@ -81,6 +81,8 @@ typedef struct {
     int64_t *ids;
     uint8_t *dead;
     int64_t ndead;
+    int64_t *idmap;  /* open addressing id -> slot + 1 (0 empty): add / delete find an id in O(1) */
+    int64_t idmap_cap;
 } findex;
 
 /* Rows are L2-normalised on the way in (a zero row stays zero). */

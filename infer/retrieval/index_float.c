@@ -34,6 +34,36 @@ static void freserve(findex *ix, int64_t cap) {
     ix->cap = nc;
 }
 
+static uint64_t fid_hash(int64_t id) {
+    uint64_t x = (uint64_t)id * 0x9E3779B97F4A7C15ULL;
+    return x ^ (x >> 29);
+}
+
+static void fidmap_put(findex *ix, int64_t slot) {
+    uint64_t h = fid_hash(ix->ids[slot]) & (ix->idmap_cap - 1);
+    while (ix->idmap[h]) h = (h + 1) & (ix->idmap_cap - 1);
+    ix->idmap[h] = slot + 1;
+}
+
+/* at most half full: rebuilt at twice the slot capacity (dead slots stay in; lookups skip them) */
+static void fidmap_rebuild(findex *ix) {
+    free(ix->idmap);
+    ix->idmap_cap = 16;
+    while (ix->idmap_cap < 2 * ix->cap) ix->idmap_cap *= 2;
+    ix->idmap = xcalloc((size_t)ix->idmap_cap, sizeof *ix->idmap);
+    for (int64_t s = 0; s < ix->n; s++) fidmap_put(ix, s);
+}
+
+/* the live slot of id, or -1 (was a scan of every row per add / delete: quadratic for a batch) */
+static int64_t fslot(const findex *ix, int64_t id) {
+    if (!ix->idmap) return -1;
+    for (uint64_t h = fid_hash(id) & (ix->idmap_cap - 1);; h = (h + 1) & (ix->idmap_cap - 1)) {
+        int64_t e = ix->idmap[h];
+        if (!e) return -1;
+        if (ix->ids[e - 1] == id && !ix->dead[e - 1]) return e - 1;
+    }
+}
+
 int findex_build(findex *ix, int dim, const float *x, const int64_t *ids, int64_t n) {
     memset(ix, 0, sizeof *ix);
     if (dim < 1) return er_fail(ER_INPUT, "float index: dimension %d", dim);
@@ -52,26 +82,28 @@ int findex_build(findex *ix, int dim, const float *x, const int64_t *ids, int64_
         memset(ix->dead, 0, (size_t)n);
     }
     ix->n = n;
+    fidmap_rebuild(ix);
     #pragma omp parallel for if (n >= 4096)
     for (int64_t i = 0; i < n; i++) l2norm_row(ix->x + i * dim, dim);
     return ER_OK;
 }
 
 int findex_add(findex *ix, const float *x, int64_t id) {
-    for (int64_t s = 0; s < ix->n; s++)
-        if (ix->ids[s] == id && !ix->dead[s]) return er_fail(ER_INPUT, "float index add: id %lld is already present", (long long)id);
+    if (fslot(ix, id) >= 0) return er_fail(ER_INPUT, "float index add: id %lld is already present", (long long)id);
     freserve(ix, ix->n + 1);
     memcpy(ix->x + ix->n * ix->dim, x, (size_t)ix->dim * sizeof(float));
     l2norm_row(ix->x + ix->n * ix->dim, ix->dim);
     ix->ids[ix->n] = id;
     ix->dead[ix->n] = 0;
     ix->n++;
+    if (2 * (ix->n + 1) > ix->idmap_cap) fidmap_rebuild(ix);
+    else fidmap_put(ix, ix->n - 1);
     return ER_OK;
 }
 
 int findex_delete(findex *ix, int64_t id) {
-    for (int64_t s = 0; s < ix->n; s++)
-        if (ix->ids[s] == id && !ix->dead[s]) { ix->dead[s] = 1; ix->ndead++; return ER_OK; }
+    int64_t s = fslot(ix, id);
+    if (s >= 0) { ix->dead[s] = 1; ix->ndead++; return ER_OK; }
     return er_fail(ER_INPUT, "float index delete: id %lld is not in the index", (long long)id);
 }
 
@@ -79,6 +111,7 @@ void findex_free(findex *ix) {
     free(ix->x);
     free(ix->ids);
     free(ix->dead);
+    free(ix->idmap);
     memset(ix, 0, sizeof *ix);
 }
 

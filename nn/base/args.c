@@ -15,7 +15,8 @@ void args_print_usage(FILE *f, const arg_spec *specs, int nspecs, const char *us
         char def[96] = "";
         switch (s->type) {
         case ARG_STR: if (*(const char **)s->dst) snprintf(def, sizeof def, " (default: %s)", *(const char **)s->dst); break;
-        case ARG_INT: snprintf(def, sizeof def, " (default: %d)", *(int *)s->dst); break;
+        case ARG_INT:
+        case ARG_THREADS: snprintf(def, sizeof def, " (default: %d)", *(int *)s->dst); break;
         case ARG_DOUBLE: snprintf(def, sizeof def, " (default: %g)", *(double *)s->dst); break;
         case ARG_FLOAT: snprintf(def, sizeof def, " (default: %g)", (double)*(float *)s->dst); break;
         case ARG_FLAG: break;
@@ -34,6 +35,14 @@ static int set_value(const arg_spec *s, const char *v) {
         long x = strtol(v, &end, 10);
         if (!*v || *end || errno || x < -2147483647L || x > 2147483647L)
             return er_fail(ER_INPUT, "--%s: expected an integer, got '%s'", s->name, v);
+        *(int *)s->dst = (int)x;
+        return ER_OK;
+    }
+    case ARG_THREADS: {
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || errno || x < 0 || x > ARGS_MAX_THREADS)
+            return er_fail(ER_INPUT, "--%s: expected a thread count in 0..%d (0 = the OpenMP default), got '%s'",
+                           s->name, ARGS_MAX_THREADS, v);
         *(int *)s->dst = (int)x;
         return ER_OK;
     }
@@ -101,24 +110,51 @@ int args_parse(int argc, char **argv, const arg_spec *specs, int nspecs, const c
     return ER_OK;
 }
 
-int args_int_list(const char *s, const char *what, int **out, int *n) {
-    int cap = 8, cnt = 0;
-    int *v = xmalloc(sizeof(int) * cap);
+int args_range(const char *name, long long v, long long lo, long long hi) {
+    if (v >= lo && v <= hi) return ER_OK;
+    return er_fail(ER_INPUT, "--%s: expected %lld..%lld, got %lld", name, lo, hi, v);
+}
+
+/* One rule for every list of integers a user gives (--bits, --k, --id...): items are an optional
+ * '-' and decimal digits, separated by single commas; no spaces, no '+', no empty item. */
+int args_int64_list(const char *s, const char *what, int64_t **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (!s || !*s) return er_fail(ER_INPUT, "%s: empty list", what);
+    int cnt = 1;
+    for (const char *c = s; *c; c++) cnt += *c == ',';
+    int64_t *v = xmalloc(sizeof *v * (size_t)cnt);
     const char *c = s;
-    while (*c) {
+    for (int i = 0; i < cnt; i++) {
+        const char *d = c + (*c == '-');
         char *end;
         errno = 0;
-        long x = strtol(c, &end, 10);
-        if (end == c || errno || x < -2147483647L || x > 2147483647L || (*end && *end != ',')) {
+        long long x = *d >= '0' && *d <= '9' ? strtoll(c, &end, 10) : 0;
+        if (!(*d >= '0' && *d <= '9') || errno || (*end && *end != ',') || (i < cnt - 1) != (*end == ',')) {
             free(v);
-            return er_fail(ER_INPUT, "%s: expected a comma-separated list of integers, got '%s'", what, s);
+            return er_fail(ER_INPUT, "%s: expected integers separated by commas (no spaces), got '%s'", what, s);
         }
-        if (cnt == cap) v = xrealloc(v, sizeof(int) * (cap *= 2));
-        v[cnt++] = (int)x;
-        c = *end ? end + 1 : end;
+        v[i] = x;
+        c = end + (*end == ',');
     }
-    if (!cnt) { free(v); return er_fail(ER_INPUT, "%s: empty list", what); }
     *out = v;
+    *n = cnt;
+    return ER_OK;
+}
+
+int args_int_list(const char *s, const char *what, int **out, int *n) {
+    int64_t *v;
+    int cnt, rc = args_int64_list(s, what, &v, &cnt);
+    if (rc) return rc;
+    for (int i = 0; i < cnt; i++)
+        if (v[i] < -2147483647LL || v[i] > 2147483647LL) {
+            free(v);
+            return er_fail(ER_INPUT, "%s: %lld is out of the integer range, in '%s'", what, (long long)v[i], s);
+        }
+    int *w = xmalloc(sizeof *w * (size_t)cnt);
+    for (int i = 0; i < cnt; i++) w[i] = (int)v[i];
+    free(v);
+    *out = w;
     *n = cnt;
     return ER_OK;
 }

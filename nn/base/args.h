@@ -17,7 +17,14 @@
 #ifndef ENDORET_ARGS_H
 #define ENDORET_ARGS_H
 
-typedef enum { ARG_STR, ARG_INT, ARG_DOUBLE, ARG_FLAG, ARG_FLOAT } arg_type;
+#include <stdint.h>
+#include <stdio.h>
+
+/* ARG_THREADS: an int in [0, ARGS_MAX_THREADS] (0 = the OpenMP default), the one range of every
+ * `--threads` option (and of train.threads), so no command hands OpenMP a count it crashes on. */
+typedef enum { ARG_STR, ARG_INT, ARG_DOUBLE, ARG_FLAG, ARG_FLOAT, ARG_THREADS } arg_type;
+#define ARGS_MAX_THREADS 1024
+#define ARGS_THREADS_RANGE "[0, 1024]" /* the same, as a config key range (train.threads) */
 
 typedef struct {
     const char *name;  /* without leading dashes */
@@ -33,7 +40,14 @@ int args_parse(int argc, char **argv, const arg_spec *specs, int nspecs, const c
                char ***pos, int *npos);
 void args_print_usage(FILE *f, const arg_spec *specs, int nspecs, const char *usage);
 
-/* Parse "16,32,64" into a newly allocated int array. ER_OK / ER_INPUT naming `what`. */
+/* ER_OK when lo <= v <= hi, else ER_INPUT "--<name>: expected <lo>..<hi>, got <v>": the range
+ * check of a size a user gives (counts, sides, k), done right after args_parse. */
+int args_range(const char *name, long long v, long long lo, long long hi);
+
+/* Parse "16,32,64" into a newly allocated int array. ER_OK / ER_INPUT naming `what`. Items are an
+ * optional '-' and digits separated by single commas: " 1", "+5", "1 ,2", "1," are refused. */
 int args_int_list(const char *s, const char *what, int **out, int *n);
+/* The same for 64-bit integers (case ids). */
+int args_int64_list(const char *s, const char *what, int64_t **out, int *n);
 
 #endif

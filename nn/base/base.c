@@ -68,18 +68,39 @@ void *xmalloc_aligned(size_t n) {
  * rather than trusted (a size from the file system is only a claim). */
 #define READ_FILE_MAX ((size_t)1 << 32)
 
+int open_regular(const char *path, int *fd_out) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return er_fail(ER_INPUT, "%s: is %s, expected a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    return ER_OK;
+}
+
 int read_file(const char *path, char **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return er_fail(ER_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    int fd, rc = open_regular(path, &fd);
+    if (rc) return rc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return er_fail(ER_RUNTIME, "%s: cannot open: %s", path, strerror(e));
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int e = errno;
         fclose(f);
         return er_fail(ER_INPUT, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        fclose(f);
-        return er_fail(ER_INPUT, "%s: is %s, expected a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
     if (st.st_size < 0 || (uint64_t)st.st_size > READ_FILE_MAX) {
         fclose(f);
@@ -101,13 +122,19 @@ int read_file(const char *path, char **data, size_t *len) {
     return ER_OK;
 }
 
-/* The pid of a temp file name "<base>.tmp.<pid>" or "<base>.tmp.<pid>-journal", or 0. */
+/* The pid of a temp file name "<base>.tmp.<pid>", "<base>.tmp.<pid>-journal" or
+ * "<base>.tmp.<pid>.tmp.<pid2>" (a temp file's own temp: a merged file written atomically), or 0. */
 static long temp_owner(const char *name, const char *base) {
     size_t b = strlen(base);
     if (strncmp(name, base, b) || strncmp(name + b, ".tmp.", 5)) return 0;
     const char *digits = name + b + 5;
     size_t nd = strspn(digits, "0123456789");
-    if (nd == 0 || nd > 9 || (digits[nd] && strcmp(digits + nd, "-journal"))) return 0;
+    if (nd == 0 || nd > 9) return 0;
+    const char *rest = digits + nd;
+    if (*rest && strcmp(rest, "-journal")) {
+        size_t nd2 = strncmp(rest, ".tmp.", 5) ? 0 : strspn(rest + 5, "0123456789");
+        if (nd2 == 0 || nd2 > 9 || rest[5 + nd2]) return 0;
+    }
     return strtol(digits, NULL, 10);
 }
 
@@ -132,7 +159,26 @@ int remove_stale_temps(const char *path) {
     return removed;
 }
 
+int check_output_path(const char *path) {
+    struct stat st;
+    if (!path || !*path) return er_fail(ER_INPUT, "empty output path");
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return er_fail(ER_INPUT, "%s: is a directory, expected a file to write", path);
+        if (!S_ISREG(st.st_mode)) return er_fail(ER_INPUT, "%s: is not a regular file, expected a file to write", path);
+        return ER_OK;
+    }
+    char *dir = path_dirname(path);
+    int there = stat(dir, &st) == 0, ok = there && S_ISDIR(st.st_mode);
+    int rc = ok ? ER_OK : er_fail(ER_INPUT, "%s: cannot write: %s %s", path, dir, there ? "is not a folder" : "does not exist");
+    free(dir);
+    return rc;
+}
+
 int atomic_open(atomic_file *af, const char *path) {
+    af->f = NULL;
+    af->tmp = af->path = NULL;
+    int rc0 = check_output_path(path);
+    if (rc0) return rc0;
     remove_stale_temps(path);
     size_t n = strlen(path) + 32;
     af->path = xstrdup(path);
@@ -188,21 +234,28 @@ int write_file_atomic(const char *path, const void *data, size_t len) {
     return atomic_commit(&af);
 }
 
+/* mkdir of one level: a file (or FIFO) already there, or a file as a parent, is the user's input
+ * at fault (exit 2 naming it); anything else (permissions, a full disk) the machine's. */
+static int make_one_dir(const char *p) {
+    if (mkdir(p, 0777) == 0) return ER_OK;
+    int e = errno;
+    struct stat st;
+    if (e == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return ER_OK;
+    if (e == EEXIST) return er_fail(ER_INPUT, "%s: exists and is not a directory", p);
+    if (e == ENOTDIR) return er_fail(ER_INPUT, "%s: cannot create directory: a part of the path is a file", p);
+    return er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(e));
+}
+
 int make_dirs(const char *path) {
     char *p = xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
+    int rc = ER_OK;
+    for (char *s = p + 1; *s && !rc; s++) {
         if (*s != '/') continue;
         *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            int rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
-            free(p);
-            return rc;
-        }
+        rc = make_one_dir(p);
         *s = '/';
     }
-    int rc = ER_OK;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST)
-        rc = er_fail(ER_RUNTIME, "%s: cannot create directory: %s", p, strerror(errno));
+    if (!rc) rc = make_one_dir(p);
     free(p);
     return rc;
 }

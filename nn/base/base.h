@@ -31,8 +31,19 @@ char *xstrdup(const char *s);
 /* 64-byte aligned (AVX-512 lines); free with free(). */
 void *xmalloc_aligned(size_t n);
 
+/* Open an input that must be a regular file, for reading: opened non-blocking, so a FIFO (or a
+ * device) cannot hang the open, then refused naming the path ("is a directory", "is not a regular
+ * file") with ER_INPUT; the returned fd blocks again. Every reader of a user's file goes through it
+ * (read_file, the safetensors reader, the case database). */
+int open_regular(const char *path, int *fd);
+
 /* Read a whole file into a NUL-terminated buffer. Returns ER_OK or ER_INPUT (naming the path). */
 int read_file(const char *path, char **data, size_t *len);
+
+/* An output file's path: ER_INPUT naming it when it is a directory or another non-regular file
+ * (a FIFO) or when its folder does not exist; ER_OK for a new or a regular file. atomic_open calls
+ * it, so a bad --out is exit 2, not a runtime failure at the rename. */
+int check_output_path(const char *path);
 
 /* Atomic file writes: data goes to "<path>.tmp.<pid>", is fsync'd, then renamed over <path>,
  * so a crash mid-write leaves the old file intact.
@@ -43,12 +54,13 @@ int atomic_open(atomic_file *af, const char *path);
 int atomic_commit(atomic_file *af);
 void atomic_abort(atomic_file *af);
 int write_file_atomic(const char *path, const void *data, size_t len);
-/* Remove "<path>.tmp.<pid>" and "<path>.tmp.<pid>-journal" left by writers that were killed (their
+/* Remove "<path>.tmp.<pid>", "<path>.tmp.<pid>-journal" and "<path>.tmp.<pid>.tmp.<pid2>" (a temp
+ * file's own atomic temp, as `convert --merge-lora` writes) left by writers that were killed (their
  * pid no longer runs), saying so on stderr; returns how many. atomic_open calls it, so the next
  * write of the same file cleans up after a killed one. */
 int remove_stale_temps(const char *path);
 
-/* mkdir -p; ER_OK or ER_RUNTIME. */
+/* mkdir -p; ER_OK, ER_INPUT (a file where a folder is asked for, named) or ER_RUNTIME. */
 int make_dirs(const char *path);
 /* rm -rf of a folder (symlinks removed, never followed); ER_OK or ER_RUNTIME naming what stayed. */
 int remove_tree(const char *dir);

@@ -9,6 +9,7 @@
 #include "nn/base/base.h"
 #include "nn/models/vit_io.h"
 #include "nn/models/vit_lora.h"
+#include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 
 /* ---------------------------------------------------------------- keys */
@@ -284,6 +285,19 @@ static int set_img(model *m, int img) {
     return ER_OK;
 }
 
+/* the branches run one after the other: the larger forward is the peak */
+static double forward_bytes(const model *m, int B) {
+    const dual_net *d = m->impl;
+    double most = 0;
+    for (int i = 0; i < DUAL_NBRANCH; i++)
+        if (d->v[i]) {
+            const vit *v = d->v[i];
+            double b = vit_forward_bytes(&v->cfg, B, 1 + v->cfg.registers + v->L, m->img);
+            if (b > most) most = b;
+        }
+    return most;
+}
+
 static double forward_flops(const model *m, int B) {
     const dual_net *d = m->impl;
     double f = 0;
@@ -333,6 +347,7 @@ const model_arch dual_arch = {
     .descriptor = descriptor,
     .set_img = set_img,
     .forward_flops = forward_flops,
+    .forward_bytes = forward_bytes,
     .describe = describe,
     .add_meta = add_meta,
     .destroy = destroy,

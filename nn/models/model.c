@@ -8,6 +8,8 @@
 #include "checkpoints/params_st.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/memory.h"
+#include "kernels/backend.h"
 #include "nn/models/resnet_model.h"
 #include "nn/models/dual_model.h"
 #include "nn/models/scene_model.h"
@@ -287,7 +289,21 @@ int model_prepack(model *m) {
 int model_set_img(model *m, int img) {
     if (img == m->img) return ER_OK;
     if (!m->arch->set_img) return er_fail(ER_INPUT, "model %s: the input side is fixed (%d)", m->arch->name, m->img);
-    return m->arch->set_img(m, img);
+    char kv[48]; /* the family's own model.img range: a side of 100000 would resample a huge table */
+    snprintf(kv, sizeof kv, "model.img=%d", img);
+    arch_args x;
+    args_open(m->arch, &x);
+    int rc = cfg_set_known(kv, "--img", x.keys, x.nkeys);
+    args_close(&x);
+    return rc ? rc : m->arch->set_img(m, img);
+}
+
+int model_forward_check(const model *m, int B, const char *what, const char *hint) {
+    if (!m->arch->forward_bytes || m->device != DEV_CPU) return ER_OK;
+    mem_estimate e = {0};
+    e.params = 4.0 * (double)params_numel(m->params);
+    e.activations = m->arch->forward_bytes(m, B);
+    return mem_check(&e, what, hint);
 }
 
 void model_describe(const model *m, char *buf, size_t n) { m->arch->describe(m, buf, n); }

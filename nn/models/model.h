@@ -54,6 +54,8 @@ typedef struct model_arch {
     tensor *(*scene_descriptor)(model *m, const nn_ctx *ctx, const float *images, int V);
     int (*set_img)(model *m, int img);           /* NULL: the input side is fixed */
     double (*forward_flops)(const model *m, int B); /* descriptor forward of B images (mul-add = 2) */
+    double (*forward_bytes)(const model *m, int B); /* host bytes of that forward beyond the weights
+                                                      * (vit_memory.h); NULL: not estimated */
     void (*describe)(const model *m, char *buf, size_t n); /* "vit dim 384 depth 12 ...: what" */
     void (*add_meta)(const model *m, st_writer *w);        /* what `load` needs to rebuild it */
     void (*destroy)(model *m);                   /* frees impl (which owns the tensors) */
@@ -117,7 +119,14 @@ int model_to_device(model *m, int device);
  * step by step (optim_step), so it stays correct, only slower to start. */
 int model_prepack(model *m);
 /* Another input side (ER_INPUT when the family's input is fixed or the side does not fit). */
+/* A new input side: outside the family's model.img range is ER_INPUT naming `what` (e.g. "--img")
+ * before anything is resampled. */
 int model_set_img(model *m, int img);
+/* ER_OK when a descriptor forward of B images fits in the memory this machine has (nn/base/memory.h)
+ * with the weights; else ER_INPUT with the estimate, naming `what` and what to lower (`hint`). Every
+ * command that embeds images calls it before reading them (a 4096-pixel side asked for tens of GB
+ * and aborted in the allocator). Families without forward_bytes, and models on a GPU, pass. */
+int model_forward_check(const model *m, int B, const char *what, const char *hint);
 void model_describe(const model *m, char *buf, size_t n);
 void model_free(model *m);
 

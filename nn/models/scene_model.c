@@ -9,6 +9,7 @@
 #include "nn/base/base.h"
 #include "nn/models/vit_io.h"
 #include "nn/models/vit_model.h"
+#include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 
 #define SCENE_ARCH "endofinder_scene"
@@ -199,6 +200,11 @@ static tensor *scene_descriptor(model *m, const nn_ctx *ctx, const float *images
     return scene_net_encode(&s->net, ctx, op_reshape(cls, 3, SHAPE(1, V, m->dim)));
 }
 
+static double forward_bytes(const model *m, int B) {
+    const vit *v = ((const scene_impl *)m->impl)->enc;
+    return vit_forward_bytes(&v->cfg, B, 1 + v->cfg.registers + v->L, m->img);
+}
+
 static double forward_flops(const model *m, int B) {
     const vit *v = ((const scene_impl *)m->impl)->enc;
     return vit_forward_flops(&v->cfg, B, 1 + v->cfg.registers + v->L);
@@ -241,6 +247,7 @@ const model_arch scene_arch = {
     .scene_descriptor = scene_descriptor,
     .set_img = NULL,
     .forward_flops = forward_flops,
+    .forward_bytes = forward_bytes,
     .describe = describe,
     .add_meta = add_meta,
     .destroy = destroy,

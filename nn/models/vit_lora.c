@@ -272,6 +272,12 @@ int lora_merge_files(const char *base, const char *adapter, const char *out) {
         float *ha = xmalloc((size_t)A->numel * sizeof(float)), *hb = xmalloc((size_t)B->numel * sizeof(float));
         rc = st_read_f32(&fa, n, ha, A->numel);
         if (!rc) rc = st_read_f32(&fa, bname, hb, B->numel);
+        for (int64_t j = 0; !rc && j < A->numel + B->numel; j++) { /* name the adapter, not the merged file */
+            float x = j < A->numel ? ha[j] : hb[j - A->numel];
+            if (!isfinite(x))
+                rc = er_fail(ER_INPUT, "%s: tensor '%s' has a non-finite value (%g at index %lld)", afile,
+                             j < A->numel ? n : bname, (double)x, (long long)(j < A->numel ? j : j - A->numel));
+        }
         if (!rc) lora_merge_host(data[wi], ha, hb, o, in, (int)r, alpha / (double)r);
         free(ha);
         free(hb);

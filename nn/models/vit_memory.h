@@ -16,4 +16,9 @@ double vit_param_count(const vit_config *c);
  * backward and their gradients (both live in the step arena until the step ends), fp32. */
 double vit_blocks_train_bytes(int dim, int depth, int heads, double mlp_ratio, double N, double T);
 
+/* Bytes a descriptor forward (eval, no tape) of B images of T tokens takes beyond the weights:
+ * what the blocks' outputs keep in the step arena, the attention kernel's workspace (the backend's
+ * own size function) and the input images of side img. */
+double vit_forward_bytes(const vit_config *c, int B, int T, int img);
+
 #endif

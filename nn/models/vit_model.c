@@ -8,6 +8,7 @@
 #include "nn/base/base.h"
 #include "nn/models/pos_interp.h"
 #include "nn/models/vit_io.h"
+#include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 
 /* ---------------------------------------------------------------- config keys */
@@ -170,6 +171,11 @@ static double forward_flops(const model *m, int B) {
     return vit_forward_flops(&v->cfg, B, 1 + v->cfg.registers + v->L);
 }
 
+static double forward_bytes(const model *m, int B) {
+    const vit *v = m->impl;
+    return vit_forward_bytes(&v->cfg, B, 1 + v->cfg.registers + v->L, m->img);
+}
+
 static void describe(const model *m, char *buf, size_t n) {
     const vit_config *c = &((const vit *)m->impl)->cfg;
     snprintf(buf, n, "endofinder vit dim %d depth %d patch %d img %d: %s", c->dim, c->depth, c->patch, c->img,
@@ -196,6 +202,7 @@ const model_arch vit_arch = {
     .descriptor = descriptor,
     .set_img = set_img,
     .forward_flops = forward_flops,
+    .forward_bytes = forward_bytes,
     .describe = describe,
     .add_meta = add_meta,
     .destroy = destroy,

@@ -16,7 +16,7 @@ static int load_text(const char *text, manifest *m, char **pathout) {
 Test(manifest, parses_columns_quotes_crlf_and_resolves_paths) {
     manifest m;
     char *path;
-    const char *text = "split,path,label,extra,scene\r\n"
+    const char *text = "split,path,label,patient,scene\r\n"
                        "train,img/a.png,adenoma,x,s1\r\n"
                        "test,\"img/b, with comma.png\",\"say \"\"hi\"\"\",,s2\r\n"
                        "\r\n"
@@ -100,4 +100,21 @@ Test(manifest, scene_paths_join_each_scenes_views) {
     manifest_free_labels(of, joined, n);
     manifest_free(&m);
     free(p);
+}
+
+/* issue 30 F9: unknown header columns were dropped silently, so "path, label, scene" lost every
+ * label and scene (exit 0) while the map reader refused unknown columns. One rule (csv_header):
+ * names match ignoring case, spaces are part of the name, anything unknown is refused, named. */
+Test(manifest, unknown_or_spaced_header_columns_are_refused) {
+    manifest m;
+    cr_expect_eq(load_text("path, label, scene\na.png, x, 1\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "column 2") && strstr(er_msg(), "' label'") && strstr(er_msg(), "spaces"), "%s", er_msg());
+    cr_expect_eq(load_text("path,diagnosis\na.png,x\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "line 1, column 2") && strstr(er_msg(), "'diagnosis'"), "%s", er_msg());
+    cr_expect_eq(load_text("path,label,\na.png,x,\n", &m, NULL), ER_INPUT);
+    cr_expect(strstr(er_msg(), "column 3") && strstr(er_msg(), "empty column name"), "%s", er_msg());
+    cr_expect_eq(load_text("path,label,Label\na.png,x,y\n", &m, NULL), ER_INPUT); /* a repeat, whatever the case */
+    cr_assert_eq(load_text("Path,LABEL\na.png,x\n", &m, NULL), ER_OK, "%s", er_msg());
+    cr_expect_str_eq(m.rows[0].label, "x");
+    manifest_free(&m);
 }

@@ -285,6 +285,8 @@ Test(datasets_sequences, map_one_frame_per_line) {
     EXPECT_BAD_MAP(root, "missing.csv", "frame,sequence\nimg_1.png,a\nimg_99.png,a\n", "missing.csv: line 3", "img_99.png");
     /* an unknown column */
     EXPECT_BAD_MAP(root, "unknown.csv", "frame,sequence,video\nimg_1.png,a,v1\n", "unknown.csv: line 1, column 3", "unknown column 'video'");
+    /* issue 30 F9: the manifest's header rule: spaces are part of a name */
+    EXPECT_BAD_MAP(root, "spaced.csv", "frame, sequence\nimg_1.png, a\n", "spaced.csv: line 1, column 2", "unknown column ' sequence'");
     /* no sequence column; both frame and start/end; neither */
     EXPECT_BAD_MAP(root, "noseq.csv", "frame,label\nimg_1.png,a\n", "noseq.csv: line 1", "no 'sequence' column");
     EXPECT_BAD_MAP(root, "both.csv", "frame,sequence,start,end\nimg_1.png,a,1,2\n", "both.csv: line 1", "both 'frame' and");
@@ -375,4 +377,22 @@ Test(datasets_sequences, cli) {
     cr_expect_eq(cmd_data(9, bad2), ER_INPUT);
     cr_expect(strstr(er_msg(), "--views 0"), "%s", er_msg());
     free(src), free(a), free(out);
+}
+
+/* issue 30 F12: --min-gap 2147483647 overflowed (V-1)*gap+1 in the message (UBSan; the release
+ * build printed a wrong frame count): the count is computed in 64 bits. */
+Test(datasets_sequences, a_huge_min_gap_names_the_true_frame_count) {
+    const char *root = test_tmpdir();
+    char *src = path_join(root, "src");
+    frames(src, "seqA/f", 5);
+    seq_import_opts o = seq_import_defaults();
+    o.min_gap = 2147483647;
+    manifest m;
+    seq_import_stats st;
+    char *out = path_join(root, "m.csv");
+    cr_expect_eq(import_sequences(src, out, &o, &m, &st), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "6442450942 frames"), "(4-1)*2147483647+1 = 6442450942: %s", er_msg());
+    manifest_free(&m);
+    seq_import_stats_free(&st);
+    free(src), free(out);
 }

@@ -361,3 +361,90 @@ Test(casedb, index_build_follows_the_row_ids_of_a_split_embedding) {
     manifest_free(&m);
     free(man); free(embp); free(out); free(bad);
 }
+
+/* issue 30 F5: `index add` stored the file's label numbers under the database's names (a file
+ * whose names are in the other order was stored with every diagnosis inverted) and took a file
+ * of another encoder. Labels are mapped by name, an unknown name or another model is refused. */
+Test(infer_casedb, add_maps_labels_by_name_and_refuses_another_encoder) {
+    const char *dir = test_tmpdir();
+    char *e1 = path_join(dir, "a.safetensors"), *e2 = path_join(dir, "b.safetensors"), *db = path_join(dir, "c.db");
+    emb_set a, b, q;
+    make_set(&a, &q, 50, 1, 16); /* label names benign, neoplastic */
+    emb_free(&q);
+    make_set(&b, &q, 10, 1, 16);
+    emb_free(&q);
+    cr_assert_eq(emb_save(e1, &a), ER_OK);
+    char *build[] = {"index", "build", "--emb", e1, "--out", db, NULL};
+    fflush(stdout);
+    cr_assert_eq(cmd_index(6, build), ER_OK, "%s", er_msg());
+    /* b: new ids, its names in the other order */
+    for (int i = 0; i < b.n; i++) b.ids[i] = 1000 + i;
+    char *t = b.label_names[0];
+    b.label_names[0] = b.label_names[1];
+    b.label_names[1] = t;
+    cr_assert_eq(emb_save(e2, &b), ER_OK);
+    char *add[] = {"index", "add", "--index", db, "--emb", e2, NULL};
+    cr_assert_eq(cmd_index(6, add), ER_OK, "%s", er_msg());
+    casedb d;
+    cr_assert_eq(casedb_open(db, &d), ER_OK, "%s", er_msg());
+    for (int i = 0; i < b.n; i++) {
+        int64_t r = casedb_row(&d, b.ids[i]);
+        cr_assert_geq(r, 0);
+        cr_expect_str_eq(casedb_label_name(&d, d.labels[r]), b.label_names[b.labels[i]], "case %lld", (long long)b.ids[i]);
+    }
+    casedb_close(&d);
+    /* a name the database does not have */
+    for (int i = 0; i < b.n; i++) b.ids[i] = 2000 + i;
+    free(b.label_names[0]);
+    b.label_names[0] = xstrdup("malignant");
+    b.labels[0] = 0;
+    cr_assert_eq(emb_save(e2, &b), ER_OK);
+    cr_expect_eq(cmd_index(6, add), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "malignant") && strstr(er_msg(), e2), "%s", er_msg());
+    /* another encoder of the same size */
+    free(b.label_names[0]);
+    b.label_names[0] = xstrdup("benign");
+    free(b.model);
+    b.model = xstrdup("vit_small (other.safetensors)");
+    cr_assert_eq(emb_save(e2, &b), ER_OK);
+    cr_expect_eq(cmd_index(6, add), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "vit_small (other.safetensors)") && strstr(er_msg(), a.model), "%s", er_msg());
+    cr_assert_eq(casedb_open(db, &d), ER_OK, "%s", er_msg());
+    cr_expect_eq(d.n, 60, "refused adds left the database as it was");
+    casedb_close(&d);
+    emb_free(&a); emb_free(&b);
+    free(e1); free(e2); free(db);
+}
+
+/* issue 30 F15: --metadata must be JSON (it is served as such); --id is integers separated by
+ * commas, nothing else (" 1" and "+5" were taken, "1 ,2" refused). */
+Test(infer_casedb, add_metadata_is_json_and_ids_are_plain_integers) {
+    const char *dir = test_tmpdir();
+    char *e1 = path_join(dir, "a.safetensors"), *e2 = path_join(dir, "b.safetensors"), *db = path_join(dir, "c.db");
+    emb_set a, b, q;
+    make_set(&a, &q, 50, 1, 16);
+    emb_free(&q);
+    make_set(&b, &q, 10, 1, 16);
+    emb_free(&q);
+    for (int i = 0; i < b.n; i++) b.ids[i] = 1000 + i;
+    cr_assert_eq(emb_save(e1, &a), ER_OK);
+    cr_assert_eq(emb_save(e2, &b), ER_OK);
+    char *build[] = {"index", "build", "--emb", e1, "--out", db, NULL};
+    fflush(stdout);
+    cr_assert_eq(cmd_index(6, build), ER_OK, "%s", er_msg());
+    char *add[] = {"index", "add", "--index", db, "--emb", e2, "--metadata", "{bad", NULL};
+    cr_expect_eq(cmd_index(8, add), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "--metadata"), "%s", er_msg());
+    char *add_ok[] = {"index", "add", "--index", db, "--emb", e2, "--metadata", "{\"site\": \"A\"}", NULL};
+    cr_expect_eq(cmd_index(8, add_ok), ER_OK, "%s", er_msg());
+    const char *bad[] = {" 1", "+5", "1 ,2", "1,", ",1", "1,,2", "0x10", "1e3"};
+    for (int i = 0; i < 8; i++) {
+        char *del[] = {"index", "delete", "--index", db, "--id", (char *)bad[i], NULL};
+        cr_expect_eq(cmd_index(6, del), ER_INPUT, "--id '%s': %s", bad[i], er_msg());
+        cr_expect(strstr(er_msg(), "--id"), "--id '%s': %s", bad[i], er_msg());
+    }
+    char *del[] = {"index", "delete", "--index", db, "--id", "1,2", NULL};
+    cr_expect_eq(cmd_index(6, del), ER_OK, "%s", er_msg());
+    emb_free(&a); emb_free(&b);
+    free(e1); free(e2); free(db);
+}

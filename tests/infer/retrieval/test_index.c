@@ -251,3 +251,27 @@ Test(infer_index, float_index_equals_reference) {
     findex_free(&ix);
     free(x); free(q); free(ids);
 }
+
+/* issue 30 F18: the float index found an id by scanning every row, so adding 200,000 cases one by
+ * one was quadratic; it keeps an id map now. The map must agree with the rows through adds,
+ * deletes, re-adds of a deleted id and growth past its capacity. */
+Test(infer_index, float_index_id_map_through_adds_and_deletes) {
+    int d = 4;
+    float v[4] = {1, 0, 0, 0};
+    int64_t id0[1] = {1000};
+    findex ix;
+    cr_assert_eq(findex_build(&ix, d, v, id0, 1), ER_OK);
+    for (int64_t id = 0; id < 5000; id++) {
+        v[1] = (float)id;
+        cr_assert_eq(findex_add(&ix, v, id == 1000 ? 9999 : id), ER_OK, "%s", er_msg());
+    }
+    cr_expect_eq(findex_add(&ix, v, 1000), ER_INPUT, "an id of the build is refused");
+    cr_expect_eq(findex_add(&ix, v, 4321), ER_INPUT, "an added id is refused");
+    for (int64_t id = 0; id < 5000; id += 2) cr_assert_eq(findex_delete(&ix, id == 1000 ? 9999 : id), ER_OK);
+    cr_expect_eq(findex_delete(&ix, 2), ER_INPUT, "deleted twice");
+    cr_expect_eq(findex_add(&ix, v, 2), ER_OK, "a deleted id may come back: %s", er_msg());
+    cr_expect_eq(findex_add(&ix, v, 3), ER_INPUT, "a live id may not");
+    cr_expect_eq(findex_delete(&ix, 2), ER_OK);
+    cr_expect_eq(findex_delete(&ix, 77777), ER_INPUT);
+    findex_free(&ix);
+}

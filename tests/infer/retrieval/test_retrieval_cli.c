@@ -221,3 +221,41 @@ Test(infer_sweep, kinds_agree_and_float_row_is_exact) {
     emb_free(&db);
     emb_free(&q);
 }
+
+int cmd_sweep(int argc, char **argv);
+
+/* issue 30 F6: a --db the hasher cannot fit (all zeros; one row) freed an index never built (exit
+ * 139); now one message, exit 2. */
+Test(infer_sweep, a_database_the_hasher_cannot_fit_is_refused) {
+    const char *dir = test_tmpdir();
+    char *dbp, *qp, *gtp, *out = NULL;
+    write_sets(dir, &dbp, &qp, &gtp, 40, 4, 16);
+    emb_set z;
+    emb_alloc(&z, 20, 16);
+    char *zp = path_join(dir, "zeros.safetensors");
+    cr_assert_eq(emb_save(zp, &z), ER_OK);
+    emb_free(&z);
+    emb_alloc(&z, 1, 16);
+    z.x[0] = 1;
+    char *onep = path_join(dir, "one.safetensors");
+    cr_assert_eq(emb_save(onep, &z), ER_OK);
+    emb_free(&z);
+    char *a1[] = {"sweep", "--db", zp, "--query", dbp, "--bits", "8", "--k", "1", NULL};
+    cr_expect_eq(capture(cmd_sweep, 9, a1, &out), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), zp) && strstr(er_msg(), "hash"), "%s", er_msg());
+    free(out);
+    char *a2[] = {"sweep", "--db", onep, "--query", dbp, "--bits", "8", "--k", "1", NULL};
+    cr_expect_eq(capture(cmd_sweep, 9, a2, &out), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), onep) && strstr(er_msg(), "2 training"), "%s", er_msg());
+    free(out);
+    free(dbp), free(qp), free(gtp), free(zp), free(onep);
+}
+
+/* issue 30 F15: --label-noise 2 (a probability) was taken as it was. */
+Test(infer_sweep, synthetic_label_noise_is_a_probability) {
+    char *out = NULL;
+    char *a[] = {"sweep", "--synthetic", "--n", "100", "--queries", "5", "--dim", "8", "--label-noise", "2", NULL};
+    cr_expect_eq(capture(cmd_sweep, 10, a, &out), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "--label-noise"), "%s", er_msg());
+    free(out);
+}

@@ -3,6 +3,8 @@
  * and merge into a base file, the trainable counts of the spec, strict branch loading, save/load
  * and the merged export through the registry. */
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "checkpoints/params_st.h"
 #include "checkpoints/safetensors.h"
@@ -365,4 +367,63 @@ Test(dual, single_branch_variants_and_frozen_baseline) {
     embed(m, x, 2, e);
     model_free(m);
     free(x);
+}
+
+/* issue 30 F10 + F14: `convert --merge-lora` killed left full-size "<out>.merged.<pid>.tmp" files
+ * that no later run removed; a NaN in the adapter was reported under that temp name. The merged
+ * temp is "<out>.merged.tmp.<pid>" now (the atomic writers' pattern), removed by the next merge
+ * when its process is gone, and a non-finite adapter value names the adapter and the tensor. */
+Test(vit_lora, convert_merge_lora_names_the_adapter_and_cleans_killed_merges) {
+    const char *dir = test_tmpdir();
+    vit_config c = tiny_cfg(0);
+    vit *v = vit_new(&c, 4);
+    lora_config lc = {4, 8, 0.05};
+    vit_lora_attach(v, &lc, 6);
+    randomise_B(v, 8);
+    char ad[256], adf[300], nanf[300], basef[300], out[300], stale1[400], stale2[400];
+    snprintf(ad, sizeof ad, "%s/adapter", dir);
+    cr_assert_eq(vit_lora_save_adapter(v, ad), ER_OK, "%s", er_msg());
+    snprintf(adf, sizeof adf, "%s/adapter_model.safetensors", ad);
+    snprintf(nanf, sizeof nanf, "%s/nan_adapter.safetensors", ad); /* beside adapter_config.json (its alpha) */
+    st_file f;
+    cr_assert_eq(st_open(adf, &f), ER_OK);
+    st_writer *w = st_writer_new();
+    float **data = calloc((size_t)f.n, sizeof *data);
+    for (int i = 0; i < f.n; i++) {
+        data[i] = malloc((size_t)f.tensors[i].numel * sizeof(float));
+        cr_assert_eq(st_read_f32(&f, f.tensors[i].name, data[i], f.tensors[i].numel), ER_OK);
+        if (i == 0) data[i][0] = NAN;
+        st_add(w, f.tensors[i].name, ST_F32, f.tensors[i].ndim, f.tensors[i].shape, data[i]);
+    }
+    for (int i = 0; i < f.nmeta; i++) st_add_meta(w, f.meta_keys[i], f.meta_vals[i]);
+    cr_assert_eq(st_write(w, nanf), ER_OK, "%s", er_msg());
+    st_writer_free(w);
+    char first[256];
+    snprintf(first, sizeof first, "%s", f.tensors[0].name);
+    for (int i = 0; i < f.n; i++) free(data[i]);
+    free(data);
+    st_close(&f);
+    vit *base = vit_new(&c, 4);
+    model *bm = vit_model_wrap(base);
+    snprintf(basef, sizeof basef, "%s/base.safetensors", dir);
+    cr_assert_eq(model_save(bm, basef, -1), ER_OK);
+    snprintf(out, sizeof out, "%s/out.safetensors", dir);
+    /* what a killed merge leaves: the merged file, and the merged file's own temp */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    snprintf(stale1, sizeof stale1, "%s.merged.tmp.%d", out, (int)dead);
+    snprintf(stale2, sizeof stale2, "%s.merged.tmp.%d.tmp.%d", out, (int)dead, (int)dead);
+    cr_assert_eq(write_file_atomic(stale1, "x", 1), ER_OK);
+    cr_assert_eq(write_file_atomic(stale2, "x", 1), ER_OK);
+    char *cargv[] = {"convert", "--in", basef, "--out", out, "--to", "timm", "--merge-lora", nanf, NULL};
+    cr_expect_eq(cmd_convert(9, cargv), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), nanf) && strstr(er_msg(), first) && !strstr(er_msg(), ".merged"), "%s", er_msg());
+    cr_expect_neq(access(stale1, F_OK), 0, "%s left behind", stale1);
+    cr_expect_neq(access(stale2, F_OK), 0, "%s left behind", stale2);
+    char mine[400];
+    snprintf(mine, sizeof mine, "%s.merged.tmp.%d", out, (int)getpid());
+    cr_expect_neq(access(mine, F_OK), 0, "the failed merge left %s", mine);
+    vit_free(v);
+    model_free(bm);
 }
