@@ -6,6 +6,7 @@
 #include "nn/models/vit_memory.h"
 
 #include "kernels/backend.h"
+#include "nn/precision.h"
 
 double vit_block_param_count(int dim, double mlp_ratio, int qkv_bias, int layerscale) {
     double D = dim, hid = (double)(int64_t)(dim * mlp_ratio);
@@ -48,6 +49,6 @@ double vit_forward_bytes(const vit_config *c, int B, int T, int img) {
      * with ~0.2 GB of packed weights, vs 1.05 GB from this count plus the inputs. */
     double blocks = 4.0 * B * (double)T * c->depth * (5 * D + hid);
     int heads = c->heads > 0 ? c->heads : 1;
-    double work = 4.0 * (double)backend_get(DEV_CPU)->attention_workspace(B, heads, T, T, c->dim / heads);
+    double work = 4.0 * (double)backend_get(DEV_CPU)->attention_workspace(er_gemm_compute(), B, heads, T, T, c->dim / heads);
     return blocks + work + 4.0 * B * 3.0 * img * (double)img;
 }
