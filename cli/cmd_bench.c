@@ -124,7 +124,7 @@ static int bench_train(int argc, char **argv) {
         e.grads = 4 * np;
         e.optimizer = 8 * np;
         e.activations = vit_blocks_train_bytes(v->cfg.dim, v->cfg.depth, v->cfg.heads, v->cfg.mlp_ratio, batch, T) +
-                        4.0 * (double)backend_get(DEV_CPU)->attention_workspace(batch, v->cfg.heads, (int)T, (int)T,
+                        4.0 * (double)backend_get(DEV_CPU)->attention_workspace(er_gemm_compute(), batch, v->cfg.heads, (int)T, (int)T,
                                                                                  v->cfg.dim / v->cfg.heads);
         e.data = 4.0 * batch * 3 * img * (double)img;
         if ((rc = mem_check(&e, "bench train", "--batch, --img or --model"))) { model_free(m); return rc; }
