@@ -45,12 +45,12 @@ PARITY_COVERS(conv2d_backward_workspace);
 PARITY_COVERS(conv2d_backward);
 Test(cuda, conv2d_forward_backward) {
     require_gpu();
-    /* N C H W K R S P Q sh sw ph pw dh dw groups */
-    conv_case((conv2d_args){2, 3, 15, 13, 8, 7, 7, 0, 0, 2, 2, 3, 3, 1, 1, 1}, 0);  /* stem */
-    conv_case((conv2d_args){3, 8, 9, 7, 6, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1}, 1);   /* 3x3 same */
-    conv_case((conv2d_args){2, 8, 9, 9, 16, 1, 1, 0, 0, 2, 2, 0, 0, 1, 1, 1}, 0);  /* 1x1 stride 2 */
-    conv_case((conv2d_args){2, 6, 8, 11, 4, 3, 2, 0, 0, 2, 1, 2, 1, 1, 2, 1}, 1);  /* dilation, non-square */
-    conv_case((conv2d_args){2, 8, 7, 7, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 8}, 1);   /* depthwise */
+    /* N C H W K R S P Q sh sw ph pw dh dw groups compute (fp32: tolerance 1e-5) */
+    conv_case((conv2d_args){2, 3, 15, 13, 8, 7, 7, 0, 0, 2, 2, 3, 3, 1, 1, 1, GEMM_COMPUTE_FP32}, 0);  /* stem */
+    conv_case((conv2d_args){3, 8, 9, 7, 6, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1, GEMM_COMPUTE_FP32}, 1);   /* 3x3 same */
+    conv_case((conv2d_args){2, 8, 9, 9, 16, 1, 1, 0, 0, 2, 2, 0, 0, 1, 1, 1, GEMM_COMPUTE_FP32}, 0);  /* 1x1 stride 2 */
+    conv_case((conv2d_args){2, 6, 8, 11, 4, 3, 2, 0, 0, 2, 1, 2, 1, 1, 2, 1, GEMM_COMPUTE_FP32}, 1);  /* dilation, non-square */
+    conv_case((conv2d_args){2, 8, 7, 7, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 8, GEMM_COMPUTE_FP32}, 1);   /* depthwise */
 }
 
 static void bn_case(int64_t N, int64_t C, int64_t HW, int training, int relu) {
