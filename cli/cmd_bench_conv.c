@@ -81,7 +81,8 @@ int cmd_bench_conv(int argc, char **argv) {
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const conv_shape *s = &SHAPES[i];
         conv2d_args a = {.N = batch, .C = s->C, .H = s->H, .W = s->H, .K = s->K, .R = s->R, .S = s->R,
-                         .sh = s->stride, .sw = s->stride, .ph = s->pad, .pw = s->pad, .dh = 1, .dw = 1, .groups = 1};
+                         .sh = s->stride, .sw = s->stride, .ph = s->pad, .pw = s->pad, .dh = 1, .dw = 1, .groups = 1,
+                         .compute = GEMM_COMPUTE_FP32};
         conv2d_args_fill(&a);
         int64_t nx = (int64_t)a.N * a.C * a.H * a.W, nw = (int64_t)a.K * a.C * a.R * a.S;
         int64_t ny = (int64_t)a.N * a.K * a.P * a.Q;
