@@ -22,7 +22,7 @@ int cmd_report(int argc, char **argv) {
         {"json", ARG_FLAG, &json, "machine-readable summary"},
     };
     int rc = args_parse(argc, argv, specs, REPORT_NARGS + 3,
-                        "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 10] [--vote majority|weighted] "
+                        "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 6] [--vote majority|weighted] "
                         "[--limit N] --out report.html", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
