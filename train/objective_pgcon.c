@@ -355,7 +355,7 @@ static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *o
     int device, rc;
     if ((rc = er_device_parse(k->device, &device))) return rc;
     if ((rc = er_set_precision(k->precision))) return rc;
-    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (strcmp(c->variant, "pgcon") && strcmp(c->variant, "wincon"))
         return er_fail(ER_INPUT, "pgcon.variant must be 'pgcon' or 'wincon', got '%s'", c->variant);
     if (c->model.proj < 1) return er_fail(ER_INPUT, "model.proj = 0: PGCon needs its projection head (128 in the paper)");
