@@ -1,5 +1,6 @@
 /* loop.c — the shared training loop: schedule, accumulation, clipping, logging, checkpoints, resume. */
 #include "train/loop.h"
+#include "train/resume_check.h"
 
 #include <math.h>
 #include <signal.h>
@@ -215,8 +216,20 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     const char *last_good = NULL;
     if (!opt) { rc = ER_INPUT; goto done; }
     if (c->resume) {
+        /* before anything is restored: name changed keys, refuse what the checkpoint cannot honour */
+        int finished = 0;
+        char *changed = NULL;
+        rc = resume_check(c->resume, c->config_text, total, writer ? stderr : NULL, &finished, &changed);
+        if (!rc && finished && c->resume_finished) *c->resume_finished = 1;
+        if (rc || finished) { free(changed); goto done; }
         ckpt_state s = {.params = obj->params, .opt = opt};
         rc = ckpt_load(c->resume, &s, CKPT_STRICT, NULL);
+        if (rc && changed[0]) { /* e.g. a shape set by one of the objective's own keys */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", er_msg());
+            rc = er_fail(rc, "%s (keys changed since the checkpoint: %s)", why, changed);
+        }
+        free(changed);
         if (rc) goto done;
         step = s.step;
         if (writer && (rc = reload_log(log_path, step, &hist))) goto done;
