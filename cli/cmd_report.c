@@ -10,6 +10,7 @@
 #include "infer/report/report_html.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 
 int cmd_report(int argc, char **argv) {
     report_opts o = REPORT_OPTS_INIT;
@@ -26,6 +27,7 @@ int cmd_report(int argc, char **argv) {
                         "[--limit N] --out report.html", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    progress_quiet(json);
     if ((rc = report_opts_check(&o))) return rc;
     if (!out) return er_fail(ER_INPUT, "--out is required (the HTML file to write)");
     if (thumb < 16 || thumb > 1024) return er_fail(ER_INPUT, "--thumb must be in 16..1024");

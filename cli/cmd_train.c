@@ -10,6 +10,7 @@
 #include "nn/base/base.h"
 #include "nn/base/config.h"
 #include "nn/base/process_group.h"
+#include "nn/base/progress.h"
 #include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
@@ -128,6 +129,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     if (!rc) {
         if (oc.loop.threads > 0) omp_set_num_threads(oc.loop.threads);
         lc.progress = !quiet;
+        progress_quiet(quiet); /* the image cache decode too */
         lc.resume = resume;
         lc.stop_after = stop_after;
         rc = run_objective(&oc, &lc, quiet);

@@ -1,6 +1,5 @@
 /* loop.c — the shared training loop: schedule, accumulation, clipping, logging, checkpoints, resume. */
 #include "train/loop.h"
-#include "train/resume_check.h"
 
 #include <math.h>
 #include <signal.h>
@@ -12,12 +11,14 @@
 #include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 #include "nn/base/svg_plot.h"
 #include "nn/base/json.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
 #include "nn/precision.h"
 #include "nn/schedule.h"
+#include "train/resume_check.h"
 
 volatile int train_interrupted = 0;
 
@@ -128,13 +129,6 @@ static int reload_log(const char *path, int64_t step, history *h) {
     free(out);
     free(text);
     return rc;
-}
-
-static void fmt_time(double s, char *buf, size_t n) {
-    if (!isfinite(s) || s < 0) s = 0;
-    int h = (int)(s / 3600), m = (int)(fmod(s, 3600) / 60), sec = (int)fmod(s, 60);
-    if (h) snprintf(buf, n, "%dh%02dm", h, m);
-    else snprintf(buf, n, "%dm%02ds", m, sec);
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -328,7 +322,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             fflush(logf);
             hist_add(&hist, (double)step, &acc, loss_sum);
             char eta_s[32];
-            fmt_time(eta, eta_s, sizeof eta_s);
+            progress_time(eta, eta_s, sizeof eta_s);
             char line[512];
             /* this step's loss and parts, as log.jsonl (a window average beside them would not add up) */
             size_t o = snprintf(line, sizeof line, "step %lld/%lld  loss %.4f", (long long)step, (long long)total, loss_sum);
