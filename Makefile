@@ -67,8 +67,17 @@ TEST_SRC := $(foreach f,$(wildcard tests/*.c tests/*/*.c tests/*/*/*.c),$(if $(f
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all test asan bench demo demo-pgcon demo-dual kvasir-reid clean cuda-check portable-check deps layers-check fuzz fuzz-build
+.PHONY: all test asan bench demo demo-pgcon demo-dual kvasir-reid clean cuda-check portable-check deps layers-check fuzz fuzz-build install
 all: deps $(BUILD)/endoret
+
+# `make install` puts the one binary on PATH: $(DESTDIR)$(PREFIX)/bin/endoret (GNU conventions:
+# PREFIX for where it runs from, DESTDIR for staging a package). Nothing else is installed: configs
+# and scripts are read from the clone (`--config configs/...`).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+install: all
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 $(BUILD)/endoret "$(DESTDIR)$(BINDIR)/endoret"
 
 # A fresh machine: install the Debian packages when any is missing (apt-get, as root or via sudo),
 # so `make demo` and `make test` work from a bare clone. NO_DEPS=1 skips the check.

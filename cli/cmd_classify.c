@@ -18,7 +18,7 @@ int cmd_classify(int argc, char **argv) {
     arg_spec specs[] = {
         {"index", ARG_STR, &index, "case database (endoret index build)"},
         {"query", ARG_STR, &query, "embedding file of the queries (labels, if present, are scored)"},
-        {"k", ARG_INT, &k, "neighbours (default 6 for majority, 290 for weighted)"},
+        {"k", ARG_INT, &k, "neighbours (default 6 for majority, 290 for weighted; as report and serve)"},
         {"vote", ARG_STR, &vote, "majority (EndoFinder; ties -> nearest) | weighted (PGCon, exp(sim/tau))"},
         {"tau", ARG_DOUBLE, &tau, "temperature of the weighted vote (default 0.1)"},
         {"float", ARG_FLAG, &use_float, "neighbours by float cosine instead of Hamming"},
@@ -29,7 +29,7 @@ int cmd_classify(int argc, char **argv) {
     if (rc) return rc;
     int weighted;
     if ((rc = knn_parse_vote(vote, &weighted))) return rc;
-    if (k == 0) k = weighted ? 290 : 6;
+    if (k == 0) k = knn_default_k(weighted); /* the same k as report and serve */
     if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
     if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     if (!index) return er_fail(ER_INPUT, "--index is required");

@@ -12,6 +12,7 @@
 #include "datasets/manifest.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 
 static int parse(int argc, char **argv, arg_spec *specs, int n, const char *usage, int want_pos, char ***pos,
                  int *npos) {
@@ -114,6 +115,8 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
     if (rc) return rc;
     char **problem = xcalloc(m.n ? m.n : 1, sizeof(char *));
     int nmask = 0;
+    progress pr;
+    progress_begin(&pr, "data check", "images", m.n);
 #pragma omp parallel num_threads(threads > 0 ? threads : omp_get_max_threads()) reduction(+ : nmask)
     {
         image img = {0}, msk = {0};
@@ -130,9 +133,11 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
             }
             if (r) problem[i] = xstrdup(er_msg());
             free(ip), free(mp);
+            progress_add(&pr, 1);
         }
         image_free(&img), image_free(&msk);
     }
+    progress_end(&pr);
     int nbad = 0, first = -1;
     for (int i = 0; i < m.n; i++)
         if (problem[i]) {

@@ -22,6 +22,7 @@
 #include "infer/retrieval/embeddings.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 #include "nn/models/model.h"
 #include "nn/precision.h"
 
@@ -49,12 +50,16 @@ static int embed_baseline(const char *name, const char *man_path, const char *sp
     if (!(rc = select_rows(&m, man_path, split, &rows, &n))) {
         emb_alloc(&e, n, D);
         emb_fill_from_manifest(&e, &m, rows, 1);
+        progress pr;
+        progress_begin(&pr, "embed", "images", n);
         for (int k = 0; k < n && !rc; k++) {
             char *p = manifest_image_path(&m, rows[k]);
             rc = image_load(p, 3, &im);
             free(p);
             if (!rc) baseline_descriptor(kind, &im, e.x + (size_t)k * D);
+            progress_add(&pr, 1);
         }
+        progress_end(&pr);
     }
     double dt = now_seconds() - t0;
     if (!rc) {
@@ -120,6 +125,7 @@ int cmd_embed(int argc, char **argv) {
                     "       endoret embed --baseline colorhist|thumbnail --manifest M --out E   (no learning)", NULL, NULL);
     if (rc == ARGS_HELP) { rc = ER_OK; goto done; }
     if (rc) goto done;
+    progress_quiet(json);
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) goto done; /* before any work */
     if (!man_path || !out) { rc = er_fail(ER_INPUT, "embed: --manifest and --out are required"); goto done; }
     if (baseline) {
@@ -184,6 +190,8 @@ int cmd_embed(int argc, char **argv) {
     image src = {0}, dst = {0};
     aug_workspace ws = {0};
     model_input in = model_input_of(net);
+    progress pr;
+    progress_begin(&pr, "embed", "images", n);
     for (int b0 = 0; b0 < n && !rc; b0 += batch) {
         int B = n - b0 < batch ? n - b0 : batch;
         for (int k = 0; k < B && !rc; k++) {
@@ -196,7 +204,9 @@ int cmd_embed(int argc, char **argv) {
         if (rc) break;
         rc = model_embed(net, x, B, e.x + (size_t)b0 * D); /* images uploaded once per batch */
         if (!rc) rc = er_device_check(device, "embed");
+        progress_add(&pr, B);
     }
+    progress_end(&pr);
     image_free(&src);
     image_free(&dst);
     aug_workspace_free(&ws);

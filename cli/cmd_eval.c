@@ -393,7 +393,7 @@ static int eval_classify(int argc, char **argv) {
     knn_cv_cfg cfg = {0};
     cfg.weighted = !strcmp(vote, "weighted");
     if (!cfg.weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
-    cfg.k = k ? k : cfg.weighted ? 290 : 6;
+    cfg.k = k ? k : knn_default_k(cfg.weighted);
     cfg.tau = tau;
     cfg.bits = bits;
     cfg.folds = folds;

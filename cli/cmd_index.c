@@ -6,6 +6,7 @@
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 #include "nn/base/json.h"
+#include "nn/base/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,7 @@ static int do_build(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, 8, "endoret index build --emb E.safetensors --out DB [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    progress_quiet(json);
     if (!out) return er_fail(ER_INPUT, "--out is required (the case database to write)");
     index_kind kind;
     if ((rc = index_kind_parse(kind_s, &kind))) return rc;
@@ -221,6 +223,7 @@ static int do_add(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, 5, "endoret index add --index DB --emb E.safetensors", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    progress_quiet(json);
     if (!index) return er_fail(ER_INPUT, "--index is required");
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;

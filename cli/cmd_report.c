@@ -10,6 +10,7 @@
 #include "infer/report/report_html.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 
 int cmd_report(int argc, char **argv) {
     report_opts o = REPORT_OPTS_INIT;
@@ -22,10 +23,11 @@ int cmd_report(int argc, char **argv) {
         {"json", ARG_FLAG, &json, "machine-readable summary"},
     };
     int rc = args_parse(argc, argv, specs, REPORT_NARGS + 3,
-                        "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 10] [--vote majority|weighted] "
+                        "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 6] [--vote majority|weighted] "
                         "[--limit N] --out report.html", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    progress_quiet(json);
     if ((rc = report_opts_check(&o))) return rc;
     if (!out) return er_fail(ER_INPUT, "--out is required (the HTML file to write)");
     if (thumb < 16 || thumb > 1024) return er_fail(ER_INPUT, "--thumb must be in 16..1024");

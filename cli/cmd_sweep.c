@@ -1,6 +1,7 @@
 /* cmd_sweep.c — `endoret sweep`: hash length x k over a database + query set (or synthetic
  * clustered embeddings), printed as a table and written as CSV + SVG. */
 #include "cli/cli_util.h"
+#include "infer/eval/bootstrap.h"
 #include "infer/eval/sweep.h"
 #include "infer/eval/synth_emb.h"
 #include "nn/base/args.h"
@@ -51,6 +52,7 @@ int cmd_sweep(int argc, char **argv) {
     const char *dbp = NULL, *qp = NULL, *gtp = NULL, *bits_s = NULL, *ks_s = "1,3,5,6,10,20";
     const char *hash_s = "pca", *kind_s = "mih", *out = NULL, *svg = NULL, *save = NULL;
     int synthetic = 0, n = 20000, nq = 1000, dim = 256, clusters = 200, seed = 1, json = 0, markdown = 0;
+    int B = BOOTSTRAP_DEFAULT_N;
     double spread = 0.9, qnoise = 0.6, label_noise = 0.15;
     arg_spec specs[] = {
         {"db", ARG_STR, &dbp, "database embeddings (labels used for the kNN vote)"},
@@ -73,11 +75,13 @@ int cmd_sweep(int argc, char **argv) {
         {"svg", ARG_STR, &svg, "SVG path (default <out>/sweep.svg)"},
         {"seed", ARG_INT, &seed, "seed (synthetic data, ITQ)"},
         {"markdown", ARG_FLAG, &markdown, "print the table as markdown"},
-        {"json", ARG_FLAG, &json, "one JSON line per (bits, k)"},
+        {"json", ARG_FLAG, &json, "one JSON line per (bits, k), with <metric>_lo, <metric>_hi"},
+        {"bootstrap", ARG_INT, &B, "replicates of the 95% intervals over queries (default 1000, as eval; 0 = none)"},
     };
-    int rc = args_parse(argc, argv, specs, 21, "endoret sweep (--db E --query Q [--gt GT.csv] | --synthetic) [options]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, 22, "endoret sweep (--db E --query Q [--gt GT.csv] | --synthetic) [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0 (got %d)", B);
     int *bits, nb, *ks, nk;
     const int bits_given = bits_s != NULL, ks_given = strcmp(ks_s, "1,3,5,6,10,20") != 0;
     if ((rc = args_int_list(bits_given ? bits_s : "16,32,64,128,256", "--bits", &bits, &nb))) return rc;
@@ -138,7 +142,7 @@ int cmd_sweep(int argc, char **argv) {
         nk = w;
     }
     rows = xcalloc((size_t)(nb + 1) * nk, sizeof *rows);
-    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, rows))) {
+    if ((rc = sweep_run(&db, &q, gt, ngt, bits, nb, ks, nk, hk, kind, (uint64_t)seed, B, rows))) {
         char msg[1024]; /* the hasher and index builders do not know the file: name it */
         snprintf(msg, sizeof msg, "%s", er_msg());
         if (!synthetic) rc = er_fail(rc, "--db %s: %s", dbp, msg);
@@ -155,11 +159,20 @@ int cmd_sweep(int argc, char **argv) {
             printf(", \"knn_auc\": "); json_put_num(stdout, r->knn_auc);
             printf(", \"knn_f1\": "); json_put_num(stdout, r->knn_f1);
             printf(", \"ms_per_query\": "); json_put_num(stdout, r->ms_per_query);
+            printf(", \"uAP_lo\": "); json_put_num(stdout, r->uap_lo);
+            printf(", \"uAP_hi\": "); json_put_num(stdout, r->uap_hi);
+            printf(", \"acc1_lo\": "); json_put_num(stdout, r->acc1_lo);
+            printf(", \"acc1_hi\": "); json_put_num(stdout, r->acc1_hi);
+            printf(", \"knn_accuracy_lo\": "); json_put_num(stdout, r->knn_acc_lo);
+            printf(", \"knn_accuracy_hi\": "); json_put_num(stdout, r->knn_acc_hi);
+            if (B > 0) printf(", \"bootstrap\": %d", B);
             printf("}\n");
         }
     } else {
-        printf("sweep: %d database items, %d queries, %d-d, hash %s below %d bits, %s index (bits 0 = float cosine)\n",
+        printf("sweep: %d database items, %d queries, %d-d, hash %s below %d bits, %s index (bits 0 = float cosine)",
                db.n, q.n, db.dim, hash_kind_name(hk), db.dim, kind_s);
+        if (B > 0) printf("; 95%% intervals: bootstrap over queries, %d replicates", B);
+        printf("\n");
         sweep_print_table(rows, nrows, markdown);
     }
     if (out) {

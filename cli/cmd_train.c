@@ -10,6 +10,7 @@
 #include "nn/base/base.h"
 #include "nn/base/config.h"
 #include "nn/base/process_group.h"
+#include "nn/base/progress.h"
 #include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
@@ -72,9 +73,11 @@ static int run_objective(const objective_config *oc, train_loop_config *lc, int 
         return rc;
     }
     if (!quiet && lc->rank == 0 && obj.describe) obj.describe(obj.self, lc, stderr);
+    int finished = 0;
+    lc->resume_finished = &finished;
     rc = train_loop_run(lc, &obj);
     dp_detach();
-    if (!rc && !quiet && lc->rank == 0) {
+    if (!rc && !quiet && lc->rank == 0 && !finished) {
         const char *d = lc->out_dir;
         fprintf(stderr, "done: %s/checkpoint.safetensors, ", d);
         if (obj.exports) fprintf(stderr, "%s/%s, ", d, obj.exports);
@@ -95,7 +98,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     snprintf(config_help, sizeof config_help, "config file (%s)", def->usage);
     arg_spec specs[] = {
         {"config", ARG_STR, &config, config_help},
-        {"resume", ARG_STR, &resume, "continue from a checkpoint (bit-exact)"},
+        {"resume", ARG_STR, &resume, "continue from a checkpoint (bit-exact with its config; changed keys are named, model.*/decoder.*/train.optimizer refused; at its last step: nothing to train, exit 0)"},
         {"quiet", ARG_FLAG, &quiet, "no progress line"},
         {"keys", ARG_FLAG, &keys, "list the config keys (the objective's, then the loop's) with their defaults and exit"},
         {"stop-after", ARG_INT, &stop_after, "testing aid: stop (with a checkpoint) after N steps"},
@@ -126,6 +129,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     if (!rc) {
         if (oc.loop.threads > 0) omp_set_num_threads(oc.loop.threads);
         lc.progress = !quiet;
+        progress_quiet(quiet); /* the image cache decode too */
         lc.resume = resume;
         lc.stop_after = stop_after;
         rc = run_objective(&oc, &lc, quiet);

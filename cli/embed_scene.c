@@ -8,6 +8,7 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 
 typedef struct {
     int n;
@@ -130,6 +131,8 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
     image src = {0}, dst = {0};
     aug_workspace ws = {0};
     model_input in = model_input_of(net);
+    progress pr;
+    progress_begin(&pr, "embed --scene", "cases", ns);
     for (int s = 0; s < ns && !rc; s++) {
         int a = run0[first[s]], b = run0[first[s] + 1];
         const char *scene = m->rows[rows[ord[a]]].scene;
@@ -162,7 +165,9 @@ int embed_scenes(model *net, const manifest *m, const char *man_path, const int 
             out_grp[nout] = gi;
             nout++;
         }
+        progress_add(&pr, 1);
     }
+    progress_end(&pr);
     image_free(&src);
     image_free(&dst);
     aug_workspace_free(&ws);

@@ -6,7 +6,7 @@
 # Each model argument names a pre-trained ResNet file: a PGCon / WINCon encoder.safetensors, a
 # torchvision ResNet-50 converted to safetensors (the ImageNet row), or random:CONFIG for the random
 # init of a training config. The labelled data sets come from the environment, each a manifest with a
-# label column and train / val (/ test) splits (`endoret data import --layout classes`):
+# label column and train / val (/ test) splits (`endoret data import --layout class-folders`):
 #   CADCAP  CAD-CAP (80:10:10 train / val / test)       OSF   OSF-Kvasir (Kvasir-Capsule, 60:40)
 #   KID     FS-KID (60:40)                               KID2  FS-KID2 (60:40)
 # Tables (a data set that is not given is left out of every table):

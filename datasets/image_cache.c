@@ -8,6 +8,7 @@
 #include "datasets/augment.h"
 #include "datasets/manifest.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 
 static void to_u8(const image *im, u8_image *o) {
     o->c = im->c; o->h = im->h; o->w = im->w;
@@ -45,8 +46,11 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     c->nlabels = nl;
     manifest_field_ids(&m, MF_SCENE, &sid, &sn, &ns);
     manifest_field_ids(&m, MF_VIEW, &vid, &vn, &nv);
-    int k = 0;
+    int k = 0, nsplit = 0;
     image im = {0}, r = {0};
+    for (int i = 0; i < m.n; i++) nsplit += in_split(&m, i, split);
+    progress pr;
+    progress_begin(&pr, "decode", "images", nsplit);
     for (int i = 0; i < m.n && rc == ER_OK; i++) {
         if (!in_split(&m, i, split)) continue;
         c->scene[k] = sid[i];
@@ -71,7 +75,9 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
             to_u8(&r, &c->masks[k]);
         }
         k++;
+        progress_add(&pr, 1);
     }
+    progress_end(&pr);
     image_free(&im);
     image_free(&r);
     manifest_free_labels(sid, sn, ns);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "datasets/csv.h"
+#include "nn/base/paths.h"
 #include "nn/base/base.h"
 
 typedef struct {
@@ -75,28 +76,6 @@ static int list_images_rec(const char *dir, const char *prefix, strlist *out) {
     return rc;
 }
 
-/* Path of `target` relative to folder `from` (both resolved with realpath): "../" once per
- * component of `from` past the common prefix, then the rest of `target`. Caller frees. */
-static char *relative_path(const char *from, const char *target) {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!realpath(from, a) || !realpath(target, b)) return xstrdup(target);
-    size_t la = strlen(a), common = 0; /* length of the shared folder prefix in a (and b) */
-    for (size_t i = 0;; i++) {
-        int end_a = i == la || a[i] == '/', end_b = b[i] == 0 || b[i] == '/';
-        if (end_a && end_b) common = i;
-        if (i == la || !b[i] || a[i] != b[i]) break;
-    }
-    size_t ups = 0;
-    for (size_t i = common; i < la; i++)
-        if (a[i] == '/' || i == common) ups += i == common ? (common < la) : 1;
-    const char *rest = b + common + (b[common] == '/');
-    char *out = xmalloc(3 * ups + strlen(rest) + 2);
-    out[0] = 0;
-    for (size_t u = 0; u < ups; u++) strcat(out, "../");
-    strcat(out, rest);
-    return out;
-}
-
 static char *out_dir_of(const char *out_path) {
     char *d = path_dirname(out_path);
     make_dirs(d);
@@ -105,7 +84,7 @@ static char *out_dir_of(const char *out_path) {
 
 static void add_row_full(manifest *m, const char *outdir, const char *img, const char *mask, const char *label,
                          const char *scene, const char *view, const char *patient, const char *split) {
-    char *ri = relative_path(outdir, img), *rm = mask ? relative_path(outdir, mask) : NULL;
+    char *ri = path_relative(outdir, img), *rm = mask ? path_relative(outdir, mask) : NULL;
     manifest_row row = {ri, (char *)label, rm, (char *)scene, (char *)view, (char *)patient, (char *)split};
     manifest_add(m, &row);
     free(ri), free(rm);

@@ -1,6 +1,7 @@
 /* manifest.c — CSV manifest reader/writer (RFC 4180 quoting); see manifest.h. */
 #include "datasets/manifest.h"
 #include "datasets/csv.h"
+#include "nn/base/paths.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
@@ -112,10 +113,11 @@ int manifest_save(const char *path, const manifest *m) {
     return atomic_commit(&af);
 }
 
-char *manifest_image_path(const manifest *m, int i) { return path_join(m->dir, m->rows[i].path); }
+/* resolved against the manifest's folder and normalised ("out/kv/../../../x" -> "../x", paths.h) */
+char *manifest_image_path(const manifest *m, int i) { return path_join_clean(m->dir, m->rows[i].path); }
 
 char *manifest_mask_path(const manifest *m, int i) {
-    return m->rows[i].mask ? path_join(m->dir, m->rows[i].mask) : NULL;
+    return m->rows[i].mask ? path_join_clean(m->dir, m->rows[i].mask) : NULL;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

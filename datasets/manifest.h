@@ -26,7 +26,9 @@ void manifest_init(manifest *m, const char *dir);
 /* Append a row; strings are copied (NULL allowed except path). */
 void manifest_add(manifest *m, const manifest_row *row);
 void manifest_free(manifest *m);
-/* Full path of a row's image / mask (caller frees; NULL if the row has no mask). */
+/* Full path of a row's image / mask: the row's path resolved against the manifest's folder and
+ * normalised (nn/base/paths.h: "out/kv/../../../data/x.jpg" -> "../data/x.jpg"). Caller frees; NULL if
+ * the row has no mask. */
 char *manifest_image_path(const manifest *m, int i);
 char *manifest_mask_path(const manifest *m, int i);
 /* Map labels to dense ids 0..nlabels-1 in sorted label order; rows with unknown label get -1.

@@ -11,12 +11,14 @@
 #include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 #include "nn/base/svg_plot.h"
 #include "nn/base/json.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
 #include "nn/precision.h"
 #include "nn/schedule.h"
+#include "train/resume_check.h"
 
 volatile int train_interrupted = 0;
 
@@ -129,13 +131,6 @@ static int reload_log(const char *path, int64_t step, history *h) {
     return rc;
 }
 
-static void fmt_time(double s, char *buf, size_t n) {
-    if (!isfinite(s) || s < 0) s = 0;
-    int h = (int)(s / 3600), m = (int)(fmod(s, 3600) / 60), sec = (int)fmod(s, 60);
-    if (h) snprintf(buf, n, "%dh%02dm", h, m);
-    else snprintf(buf, n, "%dm%02ds", m, sec);
-}
-
 /* ---------------------------------------------------------------- the loop */
 
 /* The gradients of the trainable parameters (the optimizer's list: buffers have none) through the
@@ -215,8 +210,20 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     const char *last_good = NULL;
     if (!opt) { rc = ER_INPUT; goto done; }
     if (c->resume) {
+        /* before anything is restored: name changed keys, refuse what the checkpoint cannot honour */
+        int finished = 0;
+        char *changed = NULL;
+        rc = resume_check(c->resume, c->config_text, total, writer ? stderr : NULL, &finished, &changed);
+        if (!rc && finished && c->resume_finished) *c->resume_finished = 1;
+        if (rc || finished) { free(changed); goto done; }
         ckpt_state s = {.params = obj->params, .opt = opt};
         rc = ckpt_load(c->resume, &s, CKPT_STRICT, NULL);
+        if (rc && changed[0]) { /* e.g. a shape set by one of the objective's own keys */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", er_msg());
+            rc = er_fail(rc, "%s (keys changed since the checkpoint: %s)", why, changed);
+        }
+        free(changed);
         if (rc) goto done;
         step = s.step;
         if (writer && (rc = reload_log(log_path, step, &hist))) goto done;
@@ -315,7 +322,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             fflush(logf);
             hist_add(&hist, (double)step, &acc, loss_sum);
             char eta_s[32];
-            fmt_time(eta, eta_s, sizeof eta_s);
+            progress_time(eta, eta_s, sizeof eta_s);
             char line[512];
             /* this step's loss and parts, as log.jsonl (a window average beside them would not add up) */
             size_t o = snprintf(line, sizeof line, "step %lld/%lld  loss %.4f", (long long)step, (long long)total, loss_sum);

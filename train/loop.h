@@ -95,7 +95,10 @@ typedef struct train_loop_config {
     int log_every, ckpt_every, eval_every;
     int progress;           /* 1: progress line on stderr */
     const char *out_dir;
-    const char *resume;     /* checkpoint to resume from, or NULL */
+    const char *resume;     /* checkpoint to resume from, or NULL (train/resume_check.h: changed keys
+                               named, the network's and optimizer's refused) */
+    int *resume_finished;   /* out, may be NULL: set to 1 when the checkpoint is at the run's last
+                               step (nothing trained, nothing written, ER_OK) */
     const char *config_text;/* effective config, stored in the checkpoint */
     int64_t stop_after;     /* testing aid: return after this many steps in this process (0 = off),
                                writing a checkpoint as if interrupted */

@@ -32,6 +32,8 @@ typedef struct objective_def {
 } objective_def;
 
 /* The registered objectives, in `--help` order. */
+/* The one message for a training run without data (every objective): the papers' configs name none. */
+#define TRAIN_NO_MANIFEST "data.manifest is not set: give the training manifest with --set data.manifest=M.csv (endoret data import writes one from an image folder; docs/data.md)"
 const objective_def *const *objective_list(int *n);
 /* The objective called `name`; NULL with an ER_INPUT message naming the known ones. */
 const objective_def *objective_find(const char *name);

@@ -144,7 +144,7 @@ static void dual_objective_free(dual_objective *o) {
 
 static int check_cfg(const dual_cfg *c, const loop_keys *k, miner_kind *mk) {
     int rc;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if ((rc = miner_parse(c->miner, "loss.miner", mk))) return rc;
     if (strcmp(c->sampler, "random") && strcmp(c->sampler, "m_per_class"))
         return er_fail(ER_INPUT, "data.sampler = '%s': expected random or m_per_class", c->sampler);

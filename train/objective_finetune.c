@@ -248,7 +248,7 @@ static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out)
     const finetune_cfg *c = cfgv;
     int device, rc;
     if ((rc = er_device_parse(k->device, &device))) return rc;
-    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (pg_size() > 1) return er_fail(ER_INPUT, "train finetune runs in one process (no data-parallel support yet)");
     finetune_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;

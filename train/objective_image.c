@@ -197,7 +197,7 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     *out = NULL;
     int device, rc0;
     if ((rc0 = er_device_parse(k->device, &device))) return rc0;   /* before any work */
-    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (k->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1");
     if (k->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1");
     if (c->mask_ratio < 0 || c->mask_ratio >= 1) return er_fail(ER_INPUT, "mae.mask_ratio must be in [0, 1)");

@@ -354,7 +354,7 @@ static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *o
     const pgcon_cfg *c = cfgv;
     int device, rc;
     if ((rc = er_device_parse(k->device, &device))) return rc;
-    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (strcmp(c->variant, "pgcon") && strcmp(c->variant, "wincon"))
         return er_fail(ER_INPUT, "pgcon.variant must be 'pgcon' or 'wincon', got '%s'", c->variant);
     if (c->model.proj < 1) return er_fail(ER_INPUT, "model.proj = 0: PGCon needs its projection head (128 in the paper)");

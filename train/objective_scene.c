@@ -187,7 +187,7 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     if (k->batch % pg_size())
         return er_fail(ER_INPUT, "train.batch = %d scenes is not a multiple of the %d ranks: every rank takes an equal "
                                  "shard of the global batch", k->batch, pg_size());
-    if (!c->manifest) return er_fail(ER_INPUT, "data.manifest is not set");
+    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     scene_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;

@@ -1,5 +1,6 @@
 /* sweep.c — the hash-length x k sweep (see sweep.h). */
 #include "infer/eval/sweep.h"
+#include "infer/eval/bootstrap.h"
 #include "infer/retrieval/knn.h"
 #include "nn/base/svg_plot.h"
 #include "nn/base/base.h"
@@ -21,7 +22,7 @@ static int label_of(const emb_set *q, const emb_set *db, int i) {
 }
 
 int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ngt, const int *bits, int nbits,
-              const int *ks, int nk, hash_kind hk, index_kind kind, uint64_t seed, sweep_row *rows) {
+              const int *ks, int nk, hash_kind hk, index_kind kind, uint64_t seed, int bootstrap, sweep_row *rows) {
     if (db->dim != q->dim) return er_fail(ER_INPUT, "sweep: database %d-d, queries %d-d", db->dim, q->dim);
     for (int b = 0; b < nbits; b++)
         if (bits[b] < 1 || bits[b] > db->dim)
@@ -43,12 +44,12 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
     int32_t *hd = xmalloc((size_t)m * kmax * 4);
     float *fd = xmalloc((size_t)m * kmax * 4);
     int *cnt = xmalloc((size_t)m * sizeof(int));
-    double *score = xmalloc((size_t)(C > 0 ? C : 1) * 8), *pos = xmalloc((size_t)m * 8);
+    double *score = xmalloc((size_t)(C > 0 ? C : 1) * 8), *pos = xmalloc((size_t)m * 8), *hit = xmalloc((size_t)m * 8);
     reid_pred *pr = xmalloc((size_t)m * kmax * sizeof *pr);
     int64_t *rows_by_id = NULL, minid = INT64_MAX, maxid = INT64_MIN;
     for (int i = 0; i < n; i++) { if (db->ids[i] < minid) minid = db->ids[i]; if (db->ids[i] > maxid) maxid = db->ids[i]; }
     if (maxid - minid > 16LL * n + 4096) { /* sparse ids: fall back to a sorted search */
-        free(truth); free(pred); free(ids); free(lab); free(hd); free(fd); free(cnt); free(score); free(pos); free(pr);
+        free(truth); free(pred); free(ids); free(lab); free(hd); free(fd); free(cnt); free(score); free(pos); free(hit); free(pr);
         return er_fail(ER_INPUT, "sweep: database ids are too sparse (range %lld for %d items)", (long long)(maxid - minid), n);
     }
     rows_by_id = xmalloc((size_t)(maxid - minid + 1) * 8);
@@ -87,6 +88,7 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
             row->ms_per_query = (now_seconds() - t0) * 1e3 / m;
             /* re-identification */
             row->uap = row->acc1 = row->recall_p90 = NAN;
+            row->uap_lo = row->uap_hi = row->acc1_lo = row->acc1_hi = row->knn_acc_lo = row->knn_acc_hi = NAN;
             if (gt && ngt) {
                 int64_t np = 0;
                 for (int i = 0; i < m; i++)
@@ -96,6 +98,12 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
                 reid_result rr;
                 if ((rc = reid_metrics(pr, np, gt, ngt, &rr))) break;
                 row->uap = rr.uap; row->acc1 = rr.acc1; row->recall_p90 = rr.recall_p90;
+                if (bootstrap > 0) {
+                    reid_interval ci;
+                    if ((rc = reid_bootstrap(pr, np, gt, ngt, bootstrap, BOOTSTRAP_SEED, &ci))) break;
+                    row->uap_lo = ci.lo.uap; row->uap_hi = ci.hi.uap;
+                    row->acc1_lo = ci.lo.acc1; row->acc1_hi = ci.hi.acc1;
+                }
             }
             /* kNN majority vote */
             row->knn_acc = row->knn_auc = row->knn_f1 = NAN;
@@ -111,12 +119,18 @@ int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ng
                 row->knn_f1 = f1_from_confusion(conf, C, C == 2 ? 1 : -1);
                 row->knn_auc = C == 2 ? roc_auc(pos, truth, m) : NAN;
                 free(conf);
+                if (bootstrap > 0) { /* the accuracy is the mean of the labelled queries' hits */
+                    int nl = 0;
+                    for (int i = 0; i < m; i++)
+                        if (truth[i] >= 0) hit[nl++] = pred[i] == truth[i];
+                    bootstrap_mean_interval(hit, nl, bootstrap, BOOTSTRAP_SEED, &row->knn_acc_lo, &row->knn_acc_hi);
+                }
             }
         }
         if (B == 0) { if (built) findex_free(&fx); }
         else { if (built) bindex_free(&bx); hasher_free(&h); free(cq); }
     }
-    free(truth); free(pred); free(ids); free(lab); free(hd); free(fd); free(cnt); free(score); free(pos); free(pr); free(rows_by_id);
+    free(truth); free(pred); free(ids); free(lab); free(hd); free(fd); free(cnt); free(score); free(pos); free(hit); free(pr); free(rows_by_id);
     return rc;
 }
 
@@ -129,29 +143,42 @@ int sweep_write_csv(const char *path, const sweep_row *rows, int nrows) {
     atomic_file af;
     int rc = atomic_open(&af, path);
     if (rc) return rc;
-    fprintf(af.f, "bits,k,uAP,acc1,recall_p90,knn_accuracy,knn_auc,knn_f1,ms_per_query\n");
+    fprintf(af.f, "bits,k,uAP,acc1,recall_p90,knn_accuracy,knn_auc,knn_f1,ms_per_query,uAP_lo,uAP_hi,acc1_lo,acc1_hi,"
+                  "knn_accuracy_lo,knn_accuracy_hi\n");
     for (int i = 0; i < nrows; i++) {
         const sweep_row *r = &rows[i];
         char b[16];
         if (r->bits) snprintf(b, sizeof b, "%d", r->bits); else snprintf(b, sizeof b, "float");
-        fprintf(af.f, "%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", b, r->k, r->uap, r->acc1,
-                r->recall_p90, r->knn_acc, r->knn_auc, r->knn_f1, r->ms_per_query);
+        fprintf(af.f, "%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", b, r->k, r->uap, r->acc1,
+                r->recall_p90, r->knn_acc, r->knn_auc, r->knn_f1, r->ms_per_query, r->uap_lo, r->uap_hi, r->acc1_lo,
+                r->acc1_hi, r->knn_acc_lo, r->knn_acc_hi);
     }
     if (ferror(af.f)) { atomic_abort(&af); return er_fail(ER_RUNTIME, "%s: write failed", path); }
     return atomic_commit(&af);
 }
 
+/* "[lo, hi]" or "-" */
+static void fmt_ci(char *buf, size_t n, double lo, double hi) {
+    if (lo == lo && hi == hi) snprintf(buf, n, "[%.4f, %.4f]", lo, hi);
+    else snprintf(buf, n, "-");
+}
+
 void sweep_print_table(const sweep_row *rows, int nrows, int markdown) {
-    if (markdown) printf("| bits | k | uAP | Acc@1 | R@P90 | kNN acc | kNN AUC | kNN F1 | ms/query |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    else printf("%6s %4s %8s %8s %8s %8s %8s %8s %10s\n", "bits", "k", "uAP", "Acc@1", "R@P90", "kNN-acc", "kNN-AUC", "kNN-F1", "ms/query");
+    if (markdown) printf("| bits | k | uAP | Acc@1 | R@P90 | kNN acc | kNN AUC | kNN F1 | ms/query | uAP 95%% | Acc@1 95%% | kNN-acc 95%% |\n"
+                         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    else printf("%6s %4s %8s %8s %8s %8s %8s %8s %10s  %-16s  %-16s  %-16s\n", "bits", "k", "uAP", "Acc@1", "R@P90", "kNN-acc",
+                "kNN-AUC", "kNN-F1", "ms/query", "uAP 95%", "Acc@1 95%", "kNN-acc 95%");
     for (int i = 0; i < nrows; i++) {
         const sweep_row *r = &rows[i];
-        char b[16], u[16], a[16], p[16], ka[16], kau[16], kf[16];
+        char b[16], u[16], a[16], p[16], ka[16], kau[16], kf[16], cu[40], ca[40], ck[40];
         if (r->bits) snprintf(b, sizeof b, "%d", r->bits); else snprintf(b, sizeof b, "float");
         fmt(u, 16, r->uap); fmt(a, 16, r->acc1); fmt(p, 16, r->recall_p90);
         fmt(ka, 16, r->knn_acc); fmt(kau, 16, r->knn_auc); fmt(kf, 16, r->knn_f1);
-        if (markdown) printf("| %s | %d | %s | %s | %s | %s | %s | %s | %.4f |\n", b, r->k, u, a, p, ka, kau, kf, r->ms_per_query);
-        else printf("%6s %4d %8s %8s %8s %8s %8s %8s %10.4f\n", b, r->k, u, a, p, ka, kau, kf, r->ms_per_query);
+        fmt_ci(cu, 40, r->uap_lo, r->uap_hi); fmt_ci(ca, 40, r->acc1_lo, r->acc1_hi); fmt_ci(ck, 40, r->knn_acc_lo, r->knn_acc_hi);
+        if (markdown) printf("| %s | %d | %s | %s | %s | %s | %s | %s | %.4f | %s | %s | %s |\n", b, r->k, u, a, p, ka, kau, kf,
+                             r->ms_per_query, cu, ca, ck);
+        else printf("%6s %4d %8s %8s %8s %8s %8s %8s %10.4f  %-16s  %-16s  %-16s\n", b, r->k, u, a, p, ka, kau, kf,
+                    r->ms_per_query, cu, ca, ck);
     }
 }
 

@@ -196,6 +196,7 @@ int report_opts_check(report_opts *o) {
     int rc = knn_parse_vote(o->vote, &o->cfg.weighted);
     if (rc) return rc;
     if (!o->index) return er_fail(ER_INPUT, "--index is required");
+    if (o->cfg.k == 0) o->cfg.k = knn_default_k(o->cfg.weighted); /* the same k as classify */
     if (o->cfg.k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
     if (!(o->cfg.tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     if (o->cfg.limit < 0) return er_fail(ER_INPUT, "--limit must be >= 0");

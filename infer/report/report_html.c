@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "infer/report/thumbnail.h"
+#include "nn/base/progress.h"
 #include "nn/base/base.h"
 
 /* ---- text buffer ---- */
@@ -370,7 +371,13 @@ void report_html_page(html_buf *b, const report_data *r, int thumb) {
     report_html_summary(b, r);
     report_html_params(b, r);
     report_html_opts o = {1, thumb, thumb_cache_new()};
-    for (int i = 0; i < r->nq; i++) report_html_query(b, r, i, &o);
+    progress pr; /* the thumbnails take the time */
+    progress_begin(&pr, "report", "queries", r->nq);
+    for (int i = 0; i < r->nq; i++) {
+        report_html_query(b, r, i, &o);
+        progress_add(&pr, 1);
+    }
+    progress_end(&pr);
     thumb_cache_free(o.cache);
     hb_puts(b, "</main>");
     report_html_tail(b);

@@ -1,6 +1,7 @@
 /* casedb.c — SQLite case database with in-memory indexes rebuilt at open. */
 #include "infer/retrieval/casedb.h"
 #include "nn/base/base.h"
+#include "nn/base/progress.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -51,15 +52,19 @@ static int put_meta(sqlite3 *s, const char *path, const char *key, const void *b
     return rc;
 }
 
+/* `what` names the progress line ("index build", "index add") */
 static int insert_cases(sqlite3 *s, const char *path, const hasher *h, int dim, const case_rec *r, int n,
-                        char *const *label_names, int nlabel_names) {
+                        char *const *label_names, int nlabel_names, const char *what) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s, "INSERT INTO cases(id, code, embedding, label, label_name, image_paths, scene, view, patient, metadata) "
                               "VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         return sql_fail(s, path, "insert");
     int W = hash_words(h->bits), rc = ER_OK;
     uint64_t *code = xmalloc((size_t)W * 8);
+    progress pr;
+    progress_begin(&pr, what, "cases", n);
     for (int i = 0; i < n && !rc; i++) {
+        progress_add(&pr, 1);
         hasher_encode(h, r[i].emb, 1, code);
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, r[i].id);
@@ -77,6 +82,7 @@ static int insert_cases(sqlite3 *s, const char *path, const hasher *h, int dim, 
         if (sr == SQLITE_CONSTRAINT) rc = er_fail(ER_INPUT, "%s: case id %lld is already in the database", path, (long long)r[i].id);
         else if (sr != SQLITE_DONE) rc = sql_fail(s, path, "insert");
     }
+    progress_end(&pr);
     free(code);
     sqlite3_finalize(st);
     return rc;
@@ -134,7 +140,7 @@ int casedb_create(const char *path, const emb_set *e, char *const *image_paths, 
             r[i].image_paths = image_paths ? image_paths[i] : NULL;
             r[i].patient = patient ? patient[i] : NULL;
         }
-        rc = insert_cases(s, path, &h, e->dim, r, e->n, e->label_names, e->nlabel_names);
+        rc = insert_cases(s, path, &h, e->dim, r, e->n, e->label_names, e->nlabel_names, "index build");
         free(r);
     }
     if (!rc) rc = exec(s, path, "COMMIT;");
@@ -388,7 +394,7 @@ int casedb_add(casedb *db, const case_rec *recs, int n) {
         }
     free(sorted);
     int rc = exec(s, db->path, "BEGIN IMMEDIATE;");
-    if (!rc) rc = insert_cases(s, db->path, &db->hash, db->dim, recs, n, db->label_names, db->nlabel_names);
+    if (!rc) rc = insert_cases(s, db->path, &db->hash, db->dim, recs, n, db->label_names, db->nlabel_names, "index add");
     if (!rc) rc = exec(s, db->path, "COMMIT;");
     if (rc) { sqlite3_exec(s, "ROLLBACK;", NULL, NULL, NULL); return rc; }
     /* the file has them: now the memory side (cannot fail) */

@@ -16,6 +16,11 @@
 
 int knn_majority(const int64_t *labels, int k, int nclass, double *score);
 int knn_weighted(const int64_t *labels, const double *sims, int k, int nclass, double tau, double *score);
+/* The default k of a vote, one rule for `classify`, `report` and `serve` (and `eval classify`):
+ * 6 for the majority vote (EndoFinder's kNN diagnosis, its Table 5), 290 for the weighted vote
+ * (PGCon's kNN evaluation, tau 0.1). */
+enum { KNN_DEFAULT_K_MAJORITY = 6, KNN_DEFAULT_K_WEIGHTED = 290 };
+static inline int knn_default_k(int weighted) { return weighted ? KNN_DEFAULT_K_WEIGHTED : KNN_DEFAULT_K_MAJORITY; }
 /* "majority" -> 0, "weighted" -> 1; anything else ER_INPUT naming --vote. */
 int knn_parse_vote(const char *vote, int *weighted);
 

@@ -205,8 +205,8 @@ Test(infer_sweep, kinds_agree_and_float_row_is_exact) {
     for (int i = 0; i < 100; i++) gt[i] = (reid_gt){q.ids[i], match[i]};
     int bits[2] = {8, 32}, ks[2] = {1, 6};
     sweep_row a[6], b[6];
-    cr_assert_eq(sweep_run(&db, &q, gt, 100, bits, 2, ks, 2, HASH_PCA, INDEX_MIH, 0, a), ER_OK, "%s", er_msg());
-    cr_assert_eq(sweep_run(&db, &q, gt, 100, bits, 2, ks, 2, HASH_PCA, INDEX_BALLTREE, 0, b), ER_OK);
+    cr_assert_eq(sweep_run(&db, &q, gt, 100, bits, 2, ks, 2, HASH_PCA, INDEX_MIH, 0, 0, a), ER_OK, "%s", er_msg());
+    cr_assert_eq(sweep_run(&db, &q, gt, 100, bits, 2, ks, 2, HASH_PCA, INDEX_BALLTREE, 0, 0, b), ER_OK);
     for (int i = 0; i < 6; i++) {
         cr_expect_eq(a[i].uap, b[i].uap);
         cr_expect_eq(a[i].knn_acc, b[i].knn_acc);
@@ -217,7 +217,7 @@ Test(infer_sweep, kinds_agree_and_float_row_is_exact) {
     cr_expect_float_eq(a[4].acc1, 1.0, 1e-12, "32-bit sign codes of exact copies: distance 0 ... ");
     cr_expect_leq(a[2].acc1, a[4].acc1, "8 bits cannot beat 32 bits on exact copies");
     int bad[1] = {64};
-    cr_expect_eq(sweep_run(&db, &q, gt, 100, bad, 1, ks, 2, HASH_PCA, INDEX_MIH, 0, a), ER_INPUT);
+    cr_expect_eq(sweep_run(&db, &q, gt, 100, bad, 1, ks, 2, HASH_PCA, INDEX_MIH, 0, 0, a), ER_INPUT);
     emb_free(&db);
     emb_free(&q);
 }
@@ -257,5 +257,42 @@ Test(infer_sweep, synthetic_label_noise_is_a_probability) {
     char *a[] = {"sweep", "--synthetic", "--n", "100", "--queries", "5", "--dim", "8", "--label-noise", "2", NULL};
     cr_expect_eq(capture(cmd_sweep, 10, a, &out), ER_INPUT, "%s", er_msg());
     cr_expect(strstr(er_msg(), "--label-noise"), "%s", er_msg());
+    free(out);
+}
+
+/* issue 33: sweep rows carry the 95 % bootstrap intervals `eval` prints (uAP, Acc@1 over queries,
+ * kNN accuracy over queries), the same replicates and seed; --bootstrap 0 leaves them out (null) */
+Test(infer_sweep, rows_have_bootstrap_intervals) {
+    char *a1[] = {"sweep", "--synthetic", "--n", "400", "--queries", "80", "--dim", "16", "--clusters", "8",
+                  "--bits", "8,16", "--k", "1,6", "--json", "--bootstrap", "200", NULL};
+    char *out;
+    cr_assert_eq(capture(cmd_sweep, 17, a1, &out), ER_OK, "%s", er_msg());
+    int rows = 0, wide = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        json_value v;
+        cr_assert_eq(json_parse(line, strlen(line), "sweep", &v), ER_OK, "%s", line);
+        const char *m[3][3] = {{"uAP", "uAP_lo", "uAP_hi"}, {"acc1", "acc1_lo", "acc1_hi"},
+                               {"knn_accuracy", "knn_accuracy_lo", "knn_accuracy_hi"}};
+        for (int j = 0; j < 3; j++) {
+            const json_value *x = json_get(&v, m[j][0]), *lo = json_get(&v, m[j][1]), *hi = json_get(&v, m[j][2]);
+            cr_assert(x && lo && hi && lo->type == JSON_NUMBER && hi->type == JSON_NUMBER, "%s: no %s interval", line, m[j][0]);
+            cr_expect(lo->number <= x->number + 1e-12 && x->number <= hi->number + 1e-12, "%s: %s", line, m[j][0]);
+            wide += hi->number - lo->number > 0.01;
+        }
+        rows++;
+        json_free(&v);
+    }
+    cr_expect_eq(rows, 6);
+    cr_expect_gt(wide, 6, "intervals of 80 queries are not points");
+    free(out);
+    char *a2[] = {"sweep", "--synthetic", "--n", "400", "--queries", "80", "--dim", "16", "--clusters", "8",
+                  "--bits", "8", "--k", "6", "--json", "--bootstrap", "0", NULL};
+    cr_assert_eq(capture(cmd_sweep, 17, a2, &out), ER_OK, "%s", er_msg());
+    cr_expect(strstr(out, "\"uAP_lo\": null") && !strstr(out, "\"bootstrap\": 200"), "%s", out);
+    free(out);
+    char *a3[] = {"sweep", "--synthetic", "--n", "400", "--queries", "80", "--dim", "16", "--clusters", "8",
+                  "--bits", "8", "--k", "6", NULL};
+    cr_assert_eq(capture(cmd_sweep, 14, a3, &out), ER_OK, "%s", er_msg());
+    cr_expect(strstr(out, "uAP 95%") && strstr(out, "kNN-acc 95%"), "%s", out);
     free(out);
 }
