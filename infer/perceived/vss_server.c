@@ -270,7 +270,7 @@ int vss_server_start(const vss_server_cfg *cfg, vss_server **out, int *port_out)
         rc = load_scores(s);
     }
     if (rc) { free_server(s); return rc; }
-    if ((rc = http_daemon_listen("vss serve", &addr, handler, s, completed, s, &s->d, port_out))) {
+    if ((rc = http_daemon_listen("vss serve", &addr, handler, s, completed, s, 1, &s->d, port_out))) {
         free_server(s);
         return rc;
     }

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,8 +22,9 @@ static size_t unescape_unless_nul(void *cls, struct MHD_Connection *c, char *s) 
 }
 
 struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
-                                     MHD_RequestCompletedCallback completed, void *completed_cls) {
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handler, cls,
+                                     MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads) {
+    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, cls,
+                            MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
                             MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
@@ -42,9 +44,9 @@ int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr) {
 }
 
 int http_daemon_listen(const char *what, const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler,
-                       void *cls, MHD_RequestCompletedCallback completed, void *completed_cls,
+                       void *cls, MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads,
                        struct MHD_Daemon **d, int *port_out) {
-    *d = http_daemon_start(addr, handler, cls, completed, completed_cls);
+    *d = http_daemon_start(addr, handler, cls, completed, completed_cls, threads);
     if (!*d) {
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof ip);
@@ -64,9 +66,15 @@ const char *http_request_refusal(struct MHD_Connection *c, const char *method, c
     return NULL;
 }
 
-enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
+static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len,
+                                  unsigned retry_s) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
+    if (retry_s) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", retry_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -75,8 +83,16 @@ enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char
     return ret;
 }
 
+enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
+    return reply_with(c, status, type, body, len, 0);
+}
+
 enum MHD_Result http_reply_text(struct MHD_Connection *c, unsigned status, const char *msg) {
     return http_reply(c, status, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+enum MHD_Result http_reply_busy(struct MHD_Connection *c, unsigned retry_s, const char *msg) {
+    return reply_with(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg, strlen(msg), retry_s);
 }
 
 static int under_a_root(const char *real, char *const *roots) {

@@ -23,6 +23,10 @@
 
 #include "infer/report/report.h"
 
+/* New cases waiting for the embedding worker (besides the one it embeds); a case that finds the
+ * queue full gets 503 with Retry-After. */
+enum { CASE_QUEUE = 8, CASE_RETRY_AFTER_S = 2 };
+
 typedef struct {
     const char *index;    /* case database */
     const char *query;    /* query embedding file, NULL = the database's cases (leave-one-out) */
@@ -33,6 +37,9 @@ typedef struct {
     const char *model;    /* NULL: browse only; else the encoder that embeds new cases */
     const char *image_roots; /* comma-separated folders JSON cases may name (NULL: none) */
     int max_views;        /* images per new case (>= 1) */
+    int64_t max_view_pixels; /* decoded pixels of one view (0: CASE_MAX_VIEW_PIXELS) */
+    int64_t max_case_pixels; /* decoded pixels of a case's views together (0: CASE_MAX_CASE_PIXELS) */
+    int queue;            /* new cases waiting for the embedding worker (0: CASE_QUEUE) */
 } retrieval_server_cfg;
 
 typedef struct retrieval_server retrieval_server;

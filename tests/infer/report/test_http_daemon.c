@@ -41,7 +41,7 @@ Test(http_daemon, per_ip_limit_closes_idle_connections, .timeout = 30) {
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL);
+    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL, 1);
     cr_assert(d);
     int port = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port;
     enum { N = HTTP_MAX_PER_IP + 8 };
@@ -67,7 +67,7 @@ Test(http_daemon, idle_connection_is_closed_after_the_timeout, .timeout = 30) {
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL);
+    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL, 1);
     cr_assert(d);
     int fd = connect_idle(MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
     cr_expect_not(closed_by_server(fd, 1000), "closed before the timeout");
