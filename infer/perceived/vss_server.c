@@ -21,7 +21,7 @@
 #include "nn/base/base.h"
 
 struct vss_server {
-    struct MHD_Daemon *d;
+    http_daemon *d;
     pthread_mutex_t mu;
     vss_sheet sheet;
     char *scores_path, *observer;
@@ -288,6 +288,6 @@ void vss_server_progress(vss_server *s, int *n, int *done) {
 
 void vss_server_stop(vss_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->d);
+    http_daemon_stop(s->d);
     free_server(s);
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "datasets/image.h"
+#include "infer/report/http_guard.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
 
@@ -21,16 +22,43 @@ static size_t unescape_unless_nul(void *cls, struct MHD_Connection *c, char *s) 
     return MHD_http_unescape(s);
 }
 
-struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
-                                     MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads) {
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handler, cls,
+struct http_daemon {
+    struct MHD_Daemon *d;
+    http_guard *g;
+};
+
+http_daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
+                               MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads) {
+    http_daemon *h = xcalloc(1, sizeof *h);
+    if (!(h->g = http_guard_new(handler, cls, completed, completed_cls))) { free(h); return NULL; }
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
+                            http_guard_access, h->g,
                             MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
                             MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape_unless_nul, NULL,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, h->g,
+                            MHD_OPTION_NOTIFY_COMPLETED, http_guard_completed, h->g, MHD_OPTION_END);
+    if (!h->d) {
+        http_guard_free(h->g);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int http_daemon_port(const http_daemon *h) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : -1;
+}
+
+void http_daemon_stop(http_daemon *h) {
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    http_guard_free(h->g);
+    free(h);
 }
 
 int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr) {
@@ -45,15 +73,15 @@ int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr) {
 
 int http_daemon_listen(const char *what, const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler,
                        void *cls, MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads,
-                       struct MHD_Daemon **d, int *port_out) {
+                       http_daemon **d, int *port_out) {
     *d = http_daemon_start(addr, handler, cls, completed, completed_cls, threads);
     if (!*d) {
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof ip);
         return er_fail(ER_RUNTIME, "%s: cannot listen on %s:%d (port in use?)", what, ip, ntohs(addr->sin_port));
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(*d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = info ? info->port : ntohs(addr->sin_port);
+    int port = http_daemon_port(*d);
+    *port_out = port >= 0 ? port : ntohs(addr->sin_port);
     return ER_OK;
 }
 

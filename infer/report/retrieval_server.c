@@ -27,7 +27,7 @@
 #include "nn/base/base.h"
 
 struct retrieval_server {
-    struct MHD_Daemon *d;
+    http_daemon *d;
     report_data rep;
     int64_t ncase;
     int64_t *case_id;   /* ascending */
@@ -437,6 +437,6 @@ const report_data *retrieval_server_report(const retrieval_server *s) { return &
 void retrieval_server_stop(retrieval_server *s) {
     if (!s) return;
     work_queue_stop(s->work); /* every parked request is answered (resumed) before the daemon stops */
-    MHD_stop_daemon(s->d);
+    http_daemon_stop(s->d);
     free_server(s);
 }
