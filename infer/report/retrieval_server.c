@@ -41,6 +41,7 @@ struct retrieval_server {
     case_engine engine;
     char **roots;       /* NULL-terminated real paths of --image-root */
     work_queue *work;
+    case_upload_budget budget;
 };
 
 /* A POST /case request: its body as it arrives, then, once the worker has answered, the reply. */
@@ -252,7 +253,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!r) {
             unsigned st = 0;
             const char *msg = NULL;
-            case_upload *u = case_upload_new(c, s->max_views, &st, &msg);
+            case_upload *u = case_upload_new(c, s->max_views, &s->budget, &st, &msg);
             if (!u) return http_reply_text(c, st, msg);
             r = xcalloc(1, sizeof *r);
             r->u = u;
@@ -269,6 +270,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (r->answered) return http_reply(c, r->status, r->type, r->body.s ? r->body.s : "", r->body.len);
         char msg[600];
         unsigned st = case_upload_finish(r->u, msg, sizeof msg);
+        if (st == MHD_HTTP_SERVICE_UNAVAILABLE) return http_reply_busy(c, CASE_RETRY_AFTER_S, msg);
         if (st) return http_reply_text(c, st, msg);
         /* parked until the worker answers; a full queue is told to come back */
         if (!work_queue_reserve(s->work)) return http_reply_busy(c, CASE_RETRY_AFTER_S, "the server is busy with other cases: retry later\n");
@@ -390,6 +392,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
         s->max_views = cfg->max_views;
         s->max_view_px = cfg->max_view_pixels;
         s->max_case_px = cfg->max_case_pixels;
+        s->budget.cap = cfg->upload_budget > 0 ? cfg->upload_budget : CASE_UPLOAD_BUDGET;
     }
     rc = report_build(&db, cfg->index, have_q ? &q : NULL, cfg->query, cfg->manifest, &cfg->rep, &s->rep);
     if (have_q) emb_free(&q);

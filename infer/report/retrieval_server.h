@@ -40,6 +40,7 @@ typedef struct {
     int64_t max_view_pixels; /* decoded pixels of one view (0: CASE_MAX_VIEW_PIXELS) */
     int64_t max_case_pixels; /* decoded pixels of a case's views together (0: CASE_MAX_CASE_PIXELS) */
     int queue;            /* new cases waiting for the embedding worker (0: CASE_QUEUE) */
+    int64_t upload_budget; /* request bodies held at once, all clients (0: CASE_UPLOAD_BUDGET) */
 } retrieval_server_cfg;
 
 typedef struct retrieval_server retrieval_server;

@@ -100,7 +100,7 @@ static void *post_case(void *arg) {
 Test(serve_load, a_page_is_answered_while_a_case_is_embedded, .timeout = 120) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 0};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 0, 0};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -129,7 +129,7 @@ Test(serve_load, a_page_is_answered_while_a_case_is_embedded, .timeout = 120) {
 Test(serve_load, a_full_queue_answers_503_with_retry_after, .timeout = 120) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 1};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 1, 0};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -165,7 +165,7 @@ Test(serve_load, a_full_queue_answers_503_with_retry_after, .timeout = 120) {
 Test(serve_load, slow_clients_from_several_addresses_do_not_lock_a_probe_out, .timeout = 120) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -211,7 +211,7 @@ Test(serve_load, a_trickling_request_is_closed_at_its_deadline, .timeout = 120) 
     SLOW_TEST();
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -228,6 +228,45 @@ Test(serve_load, a_trickling_request_is_closed_at_its_deadline, .timeout = 120) 
     cr_assert_eq(write(fd, head, strlen(head)), (ssize_t)strlen(head));
     cr_expect(closed_while_trickling(fd, (HTTP_BODY_GRACE_S + 4) * 1000), "a body trickling at 2 bytes/s");
     close(fd);
+    retrieval_server_stop(s);
+    free_online(&f);
+}
+
+/* F3: request bodies held at once are bounded over all clients: while one client holds 99 kB of an
+ * upload, another's case is told 503 + Retry-After under a 100 kB budget, and answered once the
+ * first has gone. */
+Test(serve_load, uploads_held_at_once_are_bounded, .timeout = 60) {
+    online_fx f;
+    make_online(&f);
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 100000};
+    int port;
+    retrieval_server *s;
+    cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    int hold = dial(port, NULL, 5);
+    cr_assert(hold >= 0);
+    char head[300];
+    int n = snprintf(head, sizeof head, "POST /case HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n"
+                                        "Content-Length: 200000\r\n\r\n--XyZ\r\nContent-Disposition: form-data; name=\"v\"; filename=\"a.png\"\r\n\r\n");
+    cr_assert_eq(write(hold, head, n), n);
+    char *fill = xcalloc(99000, 1);
+    cr_assert_eq(write(hold, fill, 99000), 99000);
+    free(fill);
+    usleep(300000);
+    char p[700], *png;
+    size_t pl, bl;
+    snprintf(p, sizeof p, "%s/images/s00001_v00.png", f.dir);
+    cr_assert_eq(read_file(p, &png, &pl), 0);
+    char *names[1] = {"a.png"}, *datas[1] = {png};
+    char *mp = multipart(1, names, datas, &pl, &bl);
+    static char resp[1 << 16];
+    int st = call(port, "POST", "/case.json", "multipart/form-data; boundary=XyZ", mp, bl, resp, sizeof resp, 10);
+    cr_expect_eq(st, 503, "%.300s", resp);
+    cr_expect(strstr(resp, "Retry-After: 2\r\n"), "%.300s", resp);
+    close(hold);
+    usleep(500000);
+    st = call(port, "POST", "/case.json", "multipart/form-data; boundary=XyZ", mp, bl, resp, sizeof resp, 10);
+    cr_expect_eq(st, 200, "%.300s", resp);
+    free(mp); free(png);
     retrieval_server_stop(s);
     free_online(&f);
 }
