@@ -46,6 +46,7 @@ unsigned case_views_prepare(const case_upload *u, char *const *roots, int64_t ma
     case_view *v = xcalloc((size_t)*V, sizeof(case_view));
     *out = v;
     int64_t total = 0;
+    size_t read = 0;
     for (int i = 0; i < *V; i++) {
         const case_file *f = case_upload_file(u, i);
         unsigned st = 0;
@@ -53,6 +54,10 @@ unsigned case_views_prepare(const case_upload *u, char *const *roots, int64_t ma
         if (case_upload_is_json(u)) {
             if (!(v[i].owned = read_named(f->name, roots, &v[i].len, &st, msg, n))) return st;
             v[i].data = v[i].owned;
+            if ((read += v[i].len) > CASE_MAX_BODY_BYTES) { /* as an upload's body */
+                snprintf(msg, n, "the files named are larger than 64 MB together\n");
+                return 413u;
+            }
         } else {
             v[i].data = f->data;
             v[i].len = f->len;
