@@ -18,7 +18,7 @@ if [ ! -f cases.db ]; then
   "$E" embed --model vits.safetensors --manifest synth/manifest.csv --out e.safetensors --threads 2 > /dev/null
   "$E" index build --emb e.safetensors --out cases.db --manifest synth/manifest.csv > /dev/null
 fi
-VIEWS=$(ls "$KV" | head -4 | sed "s|^|$KV/|" | paste -sd,)
+VIEWS=$(ls "$KV" | sed -n "1,4s|^|$KV/|p" | paste -sd,)
 [ -f bomb.png ] || python3 - <<'PY'
 import struct, zlib
 def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)

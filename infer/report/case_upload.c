@@ -20,6 +20,7 @@ struct case_upload {
     size_t blen;
     const char *over;      /* the limit exceeded, NULL = none */
     int busy;              /* over: the server's budget, not this request */
+    int announced;         /* the last file chunk was (off 0, size 0): the part's data is still to come */
     case_upload_budget *budget;
     int64_t charged;       /* bytes charged to the budget */
 };
@@ -56,10 +57,17 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
     (void)kind; (void)key; (void)content_type; (void)transfer_encoding;
     case_upload *u = cls;
     if (!filename || u->over) return MHD_YES; /* plain form fields are ignored; past a limit: drain */
-    if (off == 0) { /* the first chunk of a file part */
+    /* The first chunk of a file part has off 0, but libmicrohttpd may announce a part with an empty
+     * chunk (off 0, size 0) when the data so far ends with the part's headers, and then give its
+     * first bytes with off 0 again: that is the same part (a part left empty is then dropped). */
+    if (off == 0 && !u->announced) {
         if (u->n == u->max_views) { u->over = "too many images for one case"; return MHD_YES; }
         add_file(u, filename);
+    } else if (off == 0 && strcmp(u->f[u->n - 1].name, filename)) { /* an empty part, then another */
+        free(u->f[u->n - 1].name);
+        u->f[u->n - 1].name = xstrdup(filename);
     }
+    u->announced = off == 0 && size == 0;
     if (u->n == 0) return MHD_YES;
     case_file *f = &u->f[u->n - 1];
     if (f->len + size > CASE_MAX_IMAGE_BYTES) { u->over = "an image is larger than 20 MB"; return MHD_YES; }
