@@ -40,10 +40,11 @@ start
 echo "idle server peak RSS: $(grep VmHWM /proc/$SRV/status)"
 stop
 for c in 1 8 64; do
+  A=$(( c > 32 ? 4 : 1 ))  # 64 clients from 127.0.0.1..4: one address may hold 32 connections
   start
-  $L load --port $PORT --clients $c --seconds "$S" --get /
-  $L load --port $PORT --clients $c --seconds "$S" --get /query/0
-  $L load --port $PORT --clients $c --seconds $((2 * S)) --post /case.json --files "$VIEWS" --pid $SRV
+  $L load --port $PORT --clients $c --addrs $A --seconds "$S" --get /
+  $L load --port $PORT --clients $c --addrs $A --seconds "$S" --get /query/0
+  $L load --port $PORT --clients $c --addrs $A --seconds $((2 * S)) --post /case.json --files "$VIEWS" --pid $SRV
   stop
 done
 start

@@ -19,11 +19,11 @@ import time
 import uuid
 
 
-def request(port, method, path, body=None, ctype=None, timeout=30.0):
-    """(status, seconds); status 0 on a failure or timeout."""
+def request(port, method, path, body=None, ctype=None, timeout=30.0, src="127.0.0.1"):
+    """(status, seconds); status 0 on a failure or timeout (a connection closed unanswered)."""
     t0 = time.monotonic()
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(src, 0)) as s:
             head = "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" % (method, path)
             if body is not None:
                 head += "Content-Type: %s\r\nContent-Length: %d\r\n" % (ctype, len(body))
@@ -87,6 +87,7 @@ def main():
     ap.add_argument("--files", default="")
     ap.add_argument("--probe-every", type=float, default=0.0)
     ap.add_argument("--pid", type=int, default=0)
+    ap.add_argument("--addrs", type=int, default=1, help="clients spread over 127.0.0.1..N (the per-address limit is 32)")
     a = ap.parse_args()
     stop = threading.Event()
     probe = Probe(a.port, a.probe_every, stop) if a.probe_every > 0 else None
@@ -102,15 +103,16 @@ def main():
         method, path = ("POST", a.post or "/case.json") if body is not None else ("GET", a.get or "/")
         results, lock = [], threading.Lock()
 
-        def client():
+        def client(i):
+            src = "127.0.0.%d" % (1 + i % a.addrs)
             while time.monotonic() < t_end:
-                r = request(a.port, method, path, body, ctype, timeout=60.0)
+                r = request(a.port, method, path, body, ctype, timeout=60.0, src=src)
                 with lock:
                     results.append(r)
                 if r[0] == 503:  # told to come back: as a client honouring Retry-After would, a little later
                     time.sleep(0.05)
 
-        ths = [threading.Thread(target=client) for _ in range(a.clients)]
+        ths = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
         t0 = time.monotonic()
         for t in ths:
             t.start()
@@ -118,7 +120,7 @@ def main():
             t.join()
         wall = time.monotonic() - t0
         ok = [s for st, s in results if st == 200]
-        out.update({"method": method, "path": path, "clients": a.clients, "seconds": round(wall, 2), "requests": len(results),
+        out.update({"method": method, "path": path, "clients": a.clients, "addrs": a.addrs, "seconds": round(wall, 2), "requests": len(results),
                     "ok": len(ok), "busy_503": sum(1 for st, _ in results if st == 503),
                     "other": {str(st): sum(1 for x, _ in results if x == st) for st in set(x for x, _ in results) if st not in (200, 503)},
                     "ok_per_s": round(len(ok) / wall, 2), "p50_ms": round(1e3 * pct(ok, 50), 1), "p99_ms": round(1e3 * pct(ok, 99), 1)})
