@@ -25,7 +25,7 @@ typedef struct {
 
 typedef struct {
     const char *fusion;          /* "scene encoder" | "single view" | "mean of views" */
-    double embed_ms, search_ms;  /* preprocessing + encoder; search + vote */
+    double embed_ms, search_ms;  /* decoding + preprocessing (serve adds them) + encoder; search + vote */
 } case_timing;
 
 /* The model's input of one view: 3 x img x img floats. */
