@@ -156,6 +156,13 @@ void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char
     *n = u;
 }
 
+char *manifest_image_list(const manifest *m, int i) {
+    char *p = manifest_image_path(m, i);
+    char *list = view_list_join(&p, 1);
+    free(p);
+    return list;
+}
+
 void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n) {
     char **names;
     manifest_field_ids(m, MF_SCENE, scene_of, &names, n);

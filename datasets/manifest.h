@@ -29,6 +29,9 @@ void manifest_free(manifest *m);
 /* Full path of a row's image / mask (caller frees; NULL if the row has no mask). */
 char *manifest_image_path(const manifest *m, int i);
 char *manifest_mask_path(const manifest *m, int i);
+/* Row i's image path as a one-view list (datasets/view_list.h): what a case database or a report
+ * stores for a one-image case, so a ';' in the path stays in it. Caller frees. */
+char *manifest_image_list(const manifest *m, int i);
 /* Map labels to dense ids 0..nlabels-1 in sorted label order; rows with unknown label get -1.
  * ids (n ints) and names (nlabels strings) are allocated; free with manifest_free_labels. */
 void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels);

@@ -10,6 +10,7 @@
 
 #include "datasets/image.h"
 #include "datasets/manifest.h"
+#include "infer/retrieval/embeddings.h"
 #include "infer/report/retrieval_server.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
@@ -211,5 +212,49 @@ Test(serve_hostile, stale_case_folders_are_swept_at_start, .timeout = 60) {
     remove_tree(stale);
     remove_tree(fresh);
     free(img);
+    free_online(&f);
+}
+
+int cmd_index(int argc, char **argv);
+
+/* F1: a one-view case (index build from a per-image manifest) whose path holds ';' is stored as a
+ * view list too: /image/case/0 is that file, /image/case/0/1 does not exist; a report query whose
+ * manifest path holds ';' shows one image. */
+Test(serve_hostile, a_semicolon_in_a_single_image_path_is_part_of_the_path, .timeout = 60) {
+    online_fx f;
+    make_online(&f);
+    char *images = path_join(f.dir, "images"), src[700], inside[1200], outside[200];
+    snprintf(src, sizeof src, "%s/s00001_v00.png", images);
+    plant_semicolon(images, src, inside, sizeof inside, outside, sizeof outside);
+    char *man = path_join(f.dir, "single.csv"), *db = path_join(f.dir, "single.db"), *emb = path_join(f.dir, "single.safetensors");
+    char csv[1600];
+    snprintf(csv, sizeof csv, "path,label\n\"%s\",a\n%s/s00002_v00.png,b\n", inside, images);
+    cr_assert_eq(write_file_atomic(man, csv, strlen(csv)), 0);
+    emb_set e = {0};
+    e.n = 2; e.dim = 32;
+    e.x = xcalloc(64, sizeof(float));
+    e.ids = xmalloc(2 * sizeof(int64_t));
+    for (int i = 0; i < 2; i++) { e.ids[i] = i; e.x[i * 32 + i] = 1; }
+    cr_assert_eq(emb_save(emb, &e), 0, "%s", er_msg());
+    char *build[] = {"index", "build", "--emb", emb, "--out", db, "--manifest", man, NULL};
+    cr_assert_eq(cmd_index(8, build), ER_OK, "%s", er_msg());
+    retrieval_server_cfg cfg = {db, emb, man, "127.0.0.1", 0, {1, 0, 0.1, 0, 0}, NULL, NULL, 1, 0, 0, 0, 0};
+    int port;
+    retrieval_server *s = start(&cfg, &port);
+    const char *body;
+    size_t len;
+    cr_expect_eq(test_http(port, "GET", "/image/case/0/1", NULL, NULL, &body, &len), 404, "a second view of a one-view case");
+    cr_expect_eq(test_http(port, "GET", "/image/query/0/1", NULL, NULL, &body, &len), 404, "a second view of a one-image query");
+    char *want;
+    size_t wlen;
+    cr_assert_eq(read_file(inside, &want, &wlen), 0);
+    cr_expect_eq(test_http(port, "GET", "/image/case/0", NULL, NULL, &body, &len), 200);
+    cr_expect(len == wlen && !memcmp(body, want, wlen), "the case's view is the file its path names");
+    cr_expect_eq(test_http(port, "GET", "/image/query/0", NULL, NULL, &body, &len), 200);
+    cr_expect(len == wlen && !memcmp(body, want, wlen), "the query's image is the file its path names");
+    free(want);
+    retrieval_server_stop(s);
+    free(e.x); free(e.ids);
+    free(man); free(db); free(emb); free(images);
     free_online(&f);
 }
