@@ -13,7 +13,7 @@ struct work_queue {
     void **ring;
     int cap, head, count; /* count: jobs queued */
     int reserved;         /* places promised to work_queue_push */
-    int running, stopping;
+    int stopping;
     work_fn run;
     void *ctx;
 };
@@ -27,12 +27,10 @@ static void *worker(void *arg) {
         void *job = q->ring[q->head];
         q->head = (q->head + 1) % q->cap;
         q->count--;
-        q->running = 1;
         int stopping = q->stopping;
         pthread_mutex_unlock(&q->mu);
         q->run(job, q->ctx, stopping);
         pthread_mutex_lock(&q->mu);
-        q->running = 0;
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -71,13 +69,6 @@ void work_queue_push(work_queue *q, void *job) {
     q->reserved--;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
-}
-
-int work_queue_load(work_queue *q) {
-    pthread_mutex_lock(&q->mu);
-    int n = q->count + q->reserved + q->running;
-    pthread_mutex_unlock(&q->mu);
-    return n;
 }
 
 void work_queue_stop(work_queue *q) {

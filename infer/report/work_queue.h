@@ -16,8 +16,6 @@ work_queue *work_queue_start(int cap, work_fn run, void *ctx);
 int work_queue_reserve(work_queue *q);
 /* Queues a job into a reserved place. */
 void work_queue_push(work_queue *q, void *job);
-/* Jobs queued or running now. */
-int work_queue_load(work_queue *q);
 /* No more reservations; the job running finishes, the queued ones run with stopping = 1; the
  * thread is joined and q freed. */
 void work_queue_stop(work_queue *q);

@@ -83,8 +83,9 @@ Test(case_online, new_case_by_upload_and_by_path, .timeout = 60) {
 
 /* A multipart body that arrives in two pieces, split anywhere near the end of a part's headers,
  * is the same upload (found measuring the server: ~2 % of 4-view uploads were "an empty file"
- * when a TCP segment ended right after a part's headers). */
-Test(case_online, an_upload_split_after_a_part_header_is_the_same_upload, .timeout = 120) {
+ * when a TCP segment ended right after a part's headers). Bounded by its socket timeouts; no Criterion
+ * .timeout (see test_serve_load.c). */
+Test(case_online, an_upload_split_after_a_part_header_is_the_same_upload) {
     online_fx f;
     make_online(&f);
     retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0};
