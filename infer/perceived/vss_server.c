@@ -129,10 +129,10 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
                                   const char *content_type, const char *transfer_encoding, const char *data, uint64_t off,
                                   size_t size) {
     post_state *ps = cls;
-    char *dst = !strcmp(key, "pair") ? ps->pair : !strcmp(key, "score") ? ps->score : NULL;
+    char *dst = !key ? NULL : !strcmp(key, "pair") ? ps->pair : !strcmp(key, "score") ? ps->score : NULL; /* a part may have no name */
     /* a NUL inside a value ("1%00x") would end the C string early and pass as "1" */
-    if (!dst || off + size >= sizeof ps->pair || memchr(data, 0, size)) { ps->bad = 1; return MHD_YES; }
-    memcpy(dst + off, data, size);
+    if (!dst || off + size >= sizeof ps->pair || (size && memchr(data, 0, size))) { ps->bad = 1; return MHD_YES; }
+    if (size) memcpy(dst + off, data, size); /* a field may come with no data: NULL, 0 */
     dst[off + size] = 0;
     return MHD_YES;
 }
