@@ -80,7 +80,7 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
     *paths = xcalloc((size_t)e->n, sizeof(char *));
     *patient = xcalloc((size_t)e->n, sizeof(char *));
     for (int i = 0; i < e->n; i++) {
-        (*paths)[i] = manifest_image_path(m, ROW(i));
+        (*paths)[i] = manifest_image_list(m, ROW(i)); /* a one-view list: a ';' in the path stays in it */
         (*patient)[i] = m->rows[ROW(i)].patient;
     }
 #undef ROW

@@ -32,7 +32,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    retrieval_server_cfg cfg = {o.index, o.query, o.manifest, bind, port, o.cfg, model, roots, max_views};
+    retrieval_server_cfg cfg = {o.index, o.query, o.manifest, bind, port, o.cfg, model, roots, max_views, 0, 0, 0, 0};
     retrieval_server *s;
     int bound;
     if ((rc = retrieval_server_start(&cfg, &s, &bound))) {

@@ -39,11 +39,19 @@ int image_decode_jpeg(const uint8_t *buf, size_t len, const char *name, int chan
  * while both sides stay >= min_side (a fast first step when the consumer downsizes anyway). */
 int image_decode_jpeg_scaled(const uint8_t *buf, size_t len, const char *name, int channels,
                              int min_side, image *out);
+/* image_decode_jpeg at scale 1/denom (1, 2, 4, 8: libjpeg's scaled IDCT, the full image is never
+ * made), refused (ER_INPUT) before any pixel is allocated when the scaled size is over max_pixels
+ * (0: no limit but IMAGE_MAX_PIXELS of the full size). */
+int image_decode_jpeg_at(const uint8_t *buf, size_t len, const char *name, int channels, int denom, int64_t max_pixels,
+                         image *out);
 /* Dispatch on magic bytes (PNG signature / JPEG SOI), never on the file extension. */
 int image_decode(const uint8_t *buf, size_t len, const char *name, int channels, image *out);
 int image_load(const char *path, int channels, image *out);
 /* Width/height from the header only (no pixel decode). */
 int image_probe(const char *path, int *w, int *h);
+/* The same from bytes in memory (name for the message). A PNG's size is the IHDR libpng reads; a
+ * JPEG's the first SOFn, so a decoder given the size must still check what it finds. */
+int image_probe_mem(const uint8_t *buf, size_t len, const char *name, int *w, int *h);
 
 /* 8-bit PNG (gray or RGB by im->c; values clamped to [0,1], rounded). Written to a temp file and
  * renamed (atomic, no fsync: generated datasets do not need durability per file). */

@@ -1,4 +1,5 @@
 /* image_load.c — read a file and decode it by its magic bytes (PNG signature or JPEG SOI). */
+#include <limits.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,17 +31,13 @@ int image_load(const char *path, int channels, image *out) {
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
 /* PNG: IHDR follows the signature. JPEG: walk the markers to the first SOFn. */
-int image_probe(const char *path, int *w, int *h) {
-    char *buf;
-    size_t len;
-    int rc = read_file(path, &buf, &len);
-    if (rc) return rc;
-    const uint8_t *b = (const uint8_t *)buf;
-    rc = er_fail(ER_INPUT, "%s: not a PNG or JPEG file, or header truncated", path);
+int image_probe_mem(const uint8_t *b, size_t len, const char *name, int *w, int *h) {
     if (len >= 24 && !memcmp(b, PNG_MAGIC, 8) && !memcmp(b + 12, "IHDR", 4)) {
-        *w = (int)be32(b + 16), *h = (int)be32(b + 20);
-        rc = ER_OK;
-    } else if (len >= 4 && b[0] == 0xFF && b[1] == 0xD8) {
+        uint32_t pw = be32(b + 16), ph = be32(b + 20); /* libpng refuses sides over 2^31 - 1 */
+        *w = pw > INT_MAX ? INT_MAX : (int)pw, *h = ph > INT_MAX ? INT_MAX : (int)ph;
+        return ER_OK;
+    }
+    if (len >= 4 && b[0] == 0xFF && b[1] == 0xD8) {
         size_t i = 2;
         while (i + 9 < len) {
             if (b[i] != 0xFF) break;
@@ -49,13 +46,20 @@ int image_probe(const char *path, int *w, int *h) {
             if (mk >= 0xC0 && mk <= 0xCF && mk != 0xC4 && mk != 0xC8 && mk != 0xCC) {
                 *h = b[i + 5] << 8 | b[i + 6];
                 *w = b[i + 7] << 8 | b[i + 8];
-                rc = ER_OK;
-                break;
+                return ER_OK;
             }
             i += 2 + seg;
         }
     }
+    return er_fail(ER_INPUT, "%s: not a PNG or JPEG file, or header truncated", name);
+}
+
+int image_probe(const char *path, int *w, int *h) {
+    char *buf;
+    size_t len;
+    int rc = read_file(path, &buf, &len);
+    if (rc) return rc;
+    rc = image_probe_mem((const uint8_t *)buf, len, path, w, h);
     free(buf);
-    if (rc == ER_OK) er_clear();
     return rc;
 }

@@ -30,8 +30,10 @@ static void jerr_emit(j_common_ptr ci, int level) {
 static void jerr_output(j_common_ptr ci) { (void)ci; }
 
 
-static int decode(const uint8_t *buf, size_t len, const char *name, int channels, int min_side,
-                  image *out) {
+/* min_side > 0: the largest 1/d (d <= 8) keeping both sides >= min_side; else denom (1, 2, 4, 8).
+ * max_pixels > 0: the output (after scaling) must have at most that many pixels. */
+static int decode(const uint8_t *buf, size_t len, const char *name, int channels, int min_side, int denom,
+                  int64_t max_pixels, image *out) {
     if (len < 3 || buf[0] != 0xFF || buf[1] != 0xD8 || buf[2] != 0xFF)
         return er_fail(ER_INPUT, "%s: not a JPEG file", name);
     struct jpeg_decompress_struct ci;
@@ -69,6 +71,14 @@ static int decode(const uint8_t *buf, size_t len, const char *name, int channels
         int d = 1;
         while (d < 8 && mn / (unsigned)(d * 2) >= (unsigned)min_side) d *= 2;
         ci.scale_num = 1, ci.scale_denom = d;
+    } else if (denom > 1) {
+        ci.scale_num = 1, ci.scale_denom = denom;
+    }
+    jpeg_calc_output_dimensions(&ci);
+    if (max_pixels > 0 && (int64_t)ci.output_width * ci.output_height > max_pixels) {
+        snprintf(e.msg, sizeof e.msg, "%ux%u pixels, over the %lld-pixel limit", ci.output_width, ci.output_height,
+                 (long long)max_pixels);
+        longjmp(e.jb, 1);
     }
     jpeg_start_decompress(&ci);
     int w = ci.output_width, h = ci.output_height, nc = ci.output_components;
@@ -108,11 +118,16 @@ static int decode(const uint8_t *buf, size_t len, const char *name, int channels
 }
 
 int image_decode_jpeg(const uint8_t *buf, size_t len, const char *name, int channels, image *out) {
-    return decode(buf, len, name, channels, 0, out);
+    return decode(buf, len, name, channels, 0, 0, 0, out);
+}
+int image_decode_jpeg_at(const uint8_t *buf, size_t len, const char *name, int channels, int denom, int64_t max_pixels,
+                         image *out) {
+    if (denom != 1 && denom != 2 && denom != 4 && denom != 8) return er_fail(ER_INPUT, "%s: JPEG scale 1/%d (1, 2, 4 or 8)", name, denom);
+    return decode(buf, len, name, channels, 0, denom, max_pixels, out);
 }
 int image_decode_jpeg_scaled(const uint8_t *buf, size_t len, const char *name, int channels,
                              int min_side, image *out) {
-    return decode(buf, len, name, channels, min_side, out);
+    return decode(buf, len, name, channels, min_side, 0, 0, out);
 }
 
 int image_encode_jpeg(const image *im, int quality, uint8_t **out, size_t *len) {
@@ -169,7 +184,7 @@ int image_jpeg_roundtrip(image *im, int quality) {
     size_t memlen;
     int rc = image_encode_jpeg(im, quality, &mem, &memlen);
     if (rc) return rc;
-    rc = decode(mem, memlen, "jpeg re-encode", im->c, 0, im);
+    rc = decode(mem, memlen, "jpeg re-encode", im->c, 0, 0, 0, im);
     free(mem);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* manifest.c — CSV manifest reader/writer (RFC 4180 quoting); see manifest.h. */
 #include "datasets/manifest.h"
+#include "datasets/view_list.h"
 #include "datasets/csv.h"
 #include "nn/base/paths.h"
 #include "nn/base/base.h"
@@ -151,25 +152,34 @@ void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char
     *n = u;
 }
 
+char *manifest_image_list(const manifest *m, int i) {
+    char *p = manifest_image_path(m, i);
+    char *list = view_list_join(&p, 1);
+    free(p);
+    return list;
+}
+
 void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n) {
     char **names;
     manifest_field_ids(m, MF_SCENE, scene_of, &names, n);
-    size_t *len = xcalloc((size_t)(*n ? *n : 1), sizeof(size_t));
+    int *count = xcalloc((size_t)(*n ? *n : 1), sizeof(int)), *at = xcalloc((size_t)(*n ? *n : 1), sizeof(int));
+    for (int r = 0; r < m->n; r++)
+        if ((*scene_of)[r] >= 0) count[(*scene_of)[r]]++;
+    /* each scene's paths in row order, one flat array; a view list escapes a ';' inside a path */
     char **paths = xmalloc(sizeof(char *) * (size_t)(m->n ? m->n : 1));
-    for (int r = 0; r < m->n; r++) {
-        paths[r] = (*scene_of)[r] >= 0 ? manifest_image_path(m, r) : NULL;
-        if (paths[r]) len[(*scene_of)[r]] += strlen(paths[r]) + 1;
+    for (int k = 1; k < *n; k++) at[k] = at[k - 1] + count[k - 1];
+    for (int r = 0; r < m->n; r++)
+        if ((*scene_of)[r] >= 0) paths[at[(*scene_of)[r]]++] = manifest_image_path(m, r);
+    for (int k = 0, base = 0; k < *n; base += count[k], k++) {
+        free(names[k]);
+        names[k] = view_list_join(paths + base, count[k]);
     }
-    for (int k = 0; k < *n; k++) { free(names[k]); names[k] = xcalloc(len[k] + 1, 1); }
-    for (int r = 0; r < m->n; r++) {
-        if (!paths[r]) continue;
-        char *out = names[(*scene_of)[r]];
-        if (*out) strcat(out, ";");
-        strcat(out, paths[r]);
-        free(paths[r]);
-    }
+    int total = 0;
+    for (int k = 0; k < *n; k++) total += count[k];
+    for (int i = 0; i < total; i++) free(paths[i]);
     free(paths);
-    free(len);
+    free(count);
+    free(at);
     *joined = names;
 }
 

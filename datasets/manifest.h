@@ -31,6 +31,9 @@ void manifest_free(manifest *m);
  * the row has no mask. */
 char *manifest_image_path(const manifest *m, int i);
 char *manifest_mask_path(const manifest *m, int i);
+/* Row i's image path as a one-view list (datasets/view_list.h): what a case database or a report
+ * stores for a one-image case, so a ';' in the path stays in it. Caller frees. */
+char *manifest_image_list(const manifest *m, int i);
 /* Map labels to dense ids 0..nlabels-1 in sorted label order; rows with unknown label get -1.
  * ids (n ints) and names (nlabels strings) are allocated; free with manifest_free_labels. */
 void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels);
@@ -38,7 +41,8 @@ void manifest_free_labels(int *ids, char **names, int nlabels);
 /* Same dense-id mapping for any string column (scene, patient, view, split). */
 typedef enum { MF_LABEL, MF_SCENE, MF_VIEW, MF_PATIENT, MF_SPLIT } manifest_field;
 void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char ***names, int *n);
-/* The image paths of each scene joined by ';' in row order (a case's views): *joined[k] for scene id k
+/* The image paths of each scene in row order as a view list (datasets/view_list.h: joined by ';', a
+ * ';' or '\' inside a path escaped), a case's views: *joined[k] for scene id k
  * of manifest_field_ids(MF_SCENE), which *scene_of receives (n rows, -1 = no scene). One pass over
  * the rows. Free with manifest_free_labels(*scene_of, *joined, *n). */
 void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n);

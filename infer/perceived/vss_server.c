@@ -21,7 +21,7 @@
 #include "nn/base/base.h"
 
 struct vss_server {
-    struct MHD_Daemon *d;
+    http_daemon *d;
     pthread_mutex_t mu;
     vss_sheet sheet;
     char *scores_path, *observer;
@@ -129,10 +129,10 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
                                   const char *content_type, const char *transfer_encoding, const char *data, uint64_t off,
                                   size_t size) {
     post_state *ps = cls;
-    char *dst = !strcmp(key, "pair") ? ps->pair : !strcmp(key, "score") ? ps->score : NULL;
+    char *dst = !key ? NULL : !strcmp(key, "pair") ? ps->pair : !strcmp(key, "score") ? ps->score : NULL; /* a part may have no name */
     /* a NUL inside a value ("1%00x") would end the C string early and pass as "1" */
-    if (!dst || off + size >= sizeof ps->pair || memchr(data, 0, size)) { ps->bad = 1; return MHD_YES; }
-    memcpy(dst + off, data, size);
+    if (!dst || off + size >= sizeof ps->pair || (size && memchr(data, 0, size))) { ps->bad = 1; return MHD_YES; }
+    if (size) memcpy(dst + off, data, size); /* a field may come with no data: NULL, 0 */
     dst[off + size] = 0;
     return MHD_YES;
 }
@@ -270,7 +270,7 @@ int vss_server_start(const vss_server_cfg *cfg, vss_server **out, int *port_out)
         rc = load_scores(s);
     }
     if (rc) { free_server(s); return rc; }
-    if ((rc = http_daemon_listen("vss serve", &addr, handler, s, completed, s, &s->d, port_out))) {
+    if ((rc = http_daemon_listen("vss serve", &addr, handler, s, completed, s, 1, &s->d, port_out))) {
         free_server(s);
         return rc;
     }
@@ -288,6 +288,6 @@ void vss_server_progress(vss_server *s, int *n, int *done) {
 
 void vss_server_stop(vss_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->d);
+    http_daemon_stop(s->d);
     free_server(s);
 }

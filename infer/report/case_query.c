@@ -6,9 +6,19 @@
 #include <string.h>
 
 #include "datasets/augment.h"
+#include "datasets/view_list.h"
 #include "nn/base/base.h"
 
-int case_query(const case_engine *e, const image *views, int V, const char *paths, report_data *out, case_timing *t) {
+size_t case_input_floats(const case_engine *e) { return (size_t)3 * e->m->img * e->m->img; }
+
+int case_input(const case_engine *e, const image *view, aug_workspace *ws, image *tmp, float *x) {
+    model_input in = model_input_of(e->m);
+    int rc = aug_eval_input(view, e->m->img, in.crop, in.mean, in.std, ws, tmp);
+    if (!rc) memcpy(x, tmp->data, case_input_floats(e) * sizeof(float));
+    return rc;
+}
+
+int case_query(const case_engine *e, const float *x, int V, report_data *out, case_timing *t) {
     memset(out, 0, sizeof *out);
     if (V < 1) return er_fail(ER_INPUT, "a case needs at least one image");
     model *m = e->m;
@@ -16,26 +26,15 @@ int case_query(const case_engine *e, const image *views, int V, const char *path
         return er_fail(ER_INPUT, "the model gives %d-d descriptors but %s holds %d-d ones", m->dim, e->index_path, e->db->dim);
     if (e->db->n < 1) return er_fail(ER_INPUT, "%s: no cases to search", e->index_path);
     double t0 = now_seconds();
-    int S = m->img, D = m->dim, rc = ER_OK;
-    size_t img = (size_t)3 * S * S;
-    float *x = xmalloc((size_t)V * img * sizeof(float)), *q = xmalloc((size_t)D * sizeof(float));
-    image dst = {0};
-    aug_workspace ws = {0};
-    model_input in = model_input_of(m);
-    for (int v = 0; v < V && !rc; v++) {
-        rc = aug_eval_input(&views[v], S, in.crop, in.mean, in.std, &ws, &dst);
-        if (!rc) memcpy(x + (size_t)v * img, dst.data, img * sizeof(float));
-    }
-    image_free(&dst);
-    aug_workspace_free(&ws);
-    if (!rc && m->arch->scene_descriptor) {
+    int D = m->dim, rc;
+    float *q = xmalloc((size_t)D * sizeof(float));
+    if (m->arch->scene_descriptor) {
         t->fusion = "scene encoder";
         rc = model_embed_scene(m, x, V, q);
-    } else if (!rc) {
+    } else {
         t->fusion = V == 1 ? "single view" : "mean of views";
         rc = model_embed_mean(m, x, V, q);
     }
-    free(x);
     double t1 = now_seconds();
     t->embed_ms = 1e3 * (t1 - t0);
     if (rc) { free(q); return rc; }
@@ -49,7 +48,6 @@ int case_query(const case_engine *e, const image *views, int V, const char *path
         report_query *w = &out->q[0];
         w->id = 0;
         w->truth = -1;
-        w->image = paths ? xstrdup(paths) : NULL;
         report_neighbours(e->db, &e->cfg, out, k, -1, ids, hd, fd, cnt, w);
         out->accuracy = NAN;
     }
@@ -69,18 +67,17 @@ static void json_str(html_buf *b, const char *s) {
     hb_puts(b, "\"");
 }
 
-/* ["a.png", "b.png"] from a ';'-joined list */
+/* ["a.png", "b.png"] from a view list */
 static void json_paths(html_buf *b, const char *paths) {
+    int n;
+    char **views = view_list_split(paths, &n);
     hb_puts(b, "[");
-    for (const char *p = paths; p && *p;) {
-        size_t n = strcspn(p, ";");
-        char one[4096];
-        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one - 1 ? n : sizeof one - 1), p);
-        if (p != paths) hb_puts(b, ", ");
-        json_str(b, one);
-        p += n + (p[n] == ';');
+    for (int v = 0; v < n; v++) {
+        if (v) hb_puts(b, ", ");
+        json_str(b, views[v]);
     }
     hb_puts(b, "]");
+    view_list_free(views, n);
 }
 
 void case_query_json(html_buf *b, const report_data *r, const case_timing *t, int V) {

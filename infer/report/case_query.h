@@ -9,6 +9,7 @@
 #ifndef ENDORET_CASE_QUERY_H
 #define ENDORET_CASE_QUERY_H
 
+#include "datasets/augment.h"
 #include "datasets/image.h"
 #include "infer/report/report.h"
 #include "infer/report/report_html.h"
@@ -24,12 +25,19 @@ typedef struct {
 
 typedef struct {
     const char *fusion;          /* "scene encoder" | "single view" | "mean of views" */
-    double embed_ms, search_ms;  /* preprocessing + encoder; search + vote */
+    double embed_ms, search_ms;  /* decoding + preprocessing (serve adds them) + encoder; search + vote */
 } case_timing;
 
-/* views[0..V) decoded RGB images; paths: their names joined by ';' (shown on the page; NULL = none).
- * ER_INPUT when V < 1 or the model's width is not the database's. */
-int case_query(const case_engine *e, const image *views, int V, const char *paths, report_data *out, case_timing *t);
+/* The model's input of one view: 3 x img x img floats. */
+size_t case_input_floats(const case_engine *e);
+/* One decoded RGB view -> its model input x (case_input_floats floats), as `embed` preprocesses
+ * it; ws / tmp: the caller's scratch, reused over the views. */
+int case_input(const case_engine *e, const image *view, aug_workspace *ws, image *tmp, float *x);
+/* x: the V views' model inputs -> the case descriptor -> the search -> the vote: a one-query
+ * report whose query has no image path (the caller shows the views it decoded). t->embed_ms is the
+ * encoder's time (the caller adds its decoding and preprocessing). ER_INPUT when V < 1 or the
+ * model's width is not the database's. Not thread-safe: one caller at a time per model. */
+int case_query(const case_engine *e, const float *x, int V, report_data *out, case_timing *t);
 /* The answer as one JSON object: the vote, the neighbours (id, label, distance, image paths) and the
  * timings. */
 void case_query_json(html_buf *b, const report_data *r, const case_timing *t, int V);

@@ -1,6 +1,7 @@
 /* case_upload.c — reading a new case's POST body (case_upload.h). */
 #include "infer/report/case_upload.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,26 @@ struct case_upload {
     char *body;            /* JSON body */
     size_t blen;
     const char *over;      /* the limit exceeded, NULL = none */
+    int busy;              /* over: the server's budget, not this request */
+    int announced;         /* the last file chunk was (off 0, size 0): the part's data is still to come */
+    case_upload_budget *budget;
+    int64_t charged;       /* bytes charged to the budget */
 };
+
+/* Charges size more bytes to the server's budget: 0 (and u->over) when they do not fit. */
+static int charge(case_upload *u, size_t size) {
+    case_upload_budget *b = u->budget;
+    if (!b) return 1;
+    int64_t before = atomic_fetch_add(&b->used, (int64_t)size);
+    if (before + (int64_t)size > b->cap) {
+        atomic_fetch_sub(&b->used, (int64_t)size);
+        u->over = "the server holds too many uploads now: retry later";
+        u->busy = 1;
+        return 0;
+    }
+    u->charged += (int64_t)size;
+    return 1;
+}
 
 static case_file *add_file(case_upload *u, const char *name) {
     if (u->n == u->cap) {
@@ -37,10 +57,17 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
     (void)kind; (void)key; (void)content_type; (void)transfer_encoding;
     case_upload *u = cls;
     if (!filename || u->over) return MHD_YES; /* plain form fields are ignored; past a limit: drain */
-    if (off == 0) { /* the first chunk of a file part */
+    /* The first chunk of a file part has off 0, but libmicrohttpd may announce a part with an empty
+     * chunk (off 0, size 0) when the data so far ends with the part's headers, and then give its
+     * first bytes with off 0 again: that is the same part (a part left empty is then dropped). */
+    if (off == 0 && !u->announced) {
         if (u->n == u->max_views) { u->over = "too many images for one case"; return MHD_YES; }
         add_file(u, filename);
+    } else if (off == 0 && strcmp(u->f[u->n - 1].name, filename)) { /* an empty part, then another */
+        free(u->f[u->n - 1].name);
+        u->f[u->n - 1].name = xstrdup(filename);
     }
+    u->announced = off == 0 && size == 0;
     if (u->n == 0) return MHD_YES;
     case_file *f = &u->f[u->n - 1];
     if (f->len + size > CASE_MAX_IMAGE_BYTES) { u->over = "an image is larger than 20 MB"; return MHD_YES; }
@@ -54,10 +81,12 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
     return MHD_YES;
 }
 
-case_upload *case_upload_new(struct MHD_Connection *c, int max_views, unsigned *status, const char **msg) {
+case_upload *case_upload_new(struct MHD_Connection *c, int max_views, case_upload_budget *budget, unsigned *status,
+                             const char **msg) {
     const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     case_upload *u = xcalloc(1, sizeof *u);
     u->max_views = max_views;
+    u->budget = budget;
     if (type && !strncasecmp(type, "application/json", 16)) {
         u->json = 1;
         return u;
@@ -76,6 +105,7 @@ case_upload *case_upload_new(struct MHD_Connection *c, int max_views, unsigned *
 }
 
 void case_upload_feed(case_upload *u, const char *data, size_t size) {
+    if (!u->over && !charge(u, size)) return; /* the raw body is what the server holds */
     if (u->json) {
         if (u->over) return;
         if (u->blen + size > CASE_MAX_JSON_BYTES) { u->over = "the JSON body is larger than 1 MB"; return; }
@@ -92,7 +122,7 @@ unsigned case_upload_finish(case_upload *u, char *msg, size_t n) {
     if (u->over) {
         int malformed = !strcmp(u->over, "malformed multipart body");
         snprintf(msg, n, "%s\n", u->over);
-        return malformed ? MHD_HTTP_BAD_REQUEST : 413u;
+        return u->busy ? MHD_HTTP_SERVICE_UNAVAILABLE : malformed ? MHD_HTTP_BAD_REQUEST : 413u;
     }
     if (u->json) {
         json_value v;
@@ -126,6 +156,7 @@ int case_upload_is_json(const case_upload *u) { return u->json; }
 
 void case_upload_free(case_upload *u) {
     if (!u) return;
+    if (u->budget) atomic_fetch_sub(&u->budget->used, u->charged);
     if (u->pp) MHD_destroy_post_processor(u->pp);
     for (int i = 0; i < u->n; i++) { free(u->f[i].data); free(u->f[i].name); }
     free(u->f);

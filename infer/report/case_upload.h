@@ -15,6 +15,14 @@
 #define CASE_MAX_IMAGE_BYTES ((size_t)20 << 20)
 #define CASE_MAX_BODY_BYTES ((size_t)64 << 20)
 #define CASE_MAX_JSON_BYTES ((size_t)1 << 20)
+/* The request bodies a server holds at once, all connections together (128 connections x 64 MB
+ * would be 8 GB); a body that would go past it is drained and told 503 + Retry-After. */
+#define CASE_UPLOAD_BUDGET ((int64_t)256 << 20)
+
+typedef struct {
+    _Atomic int64_t used; /* bytes held by the requests now open */
+    int64_t cap;
+} case_upload_budget;
 
 typedef struct {
     uint8_t *data;
@@ -24,12 +32,15 @@ typedef struct {
 
 typedef struct case_upload case_upload;
 
-/* A reader for connection c's body: NULL (with *status 415 and *msg) when the content type is
- * neither multipart/form-data nor application/json. */
-case_upload *case_upload_new(struct MHD_Connection *c, int max_views, unsigned *status, const char **msg);
+/* A reader for connection c's body, charging its bytes to budget until case_upload_free: NULL
+ * (with *status 415 and *msg) when the content type is neither multipart/form-data nor
+ * application/json. */
+case_upload *case_upload_new(struct MHD_Connection *c, int max_views, case_upload_budget *budget, unsigned *status,
+                             const char **msg);
 /* Feeds one chunk. */
 void case_upload_feed(case_upload *u, const char *data, size_t size);
-/* After the last chunk: 0 when the body was read, else the HTTP status (400, 413) and *msg. */
+/* After the last chunk: 0 when the body was read, else the HTTP status (400, 413, 503 when the
+ * server's upload budget was full) and *msg. */
 unsigned case_upload_finish(case_upload *u, char *msg, size_t n);
 /* Multipart: the files, in order. JSON: names = the paths, data NULL. */
 int case_upload_count(const case_upload *u);

@@ -4,11 +4,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "datasets/image.h"
+#include "infer/report/http_guard.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
 
@@ -20,15 +22,43 @@ static size_t unescape_unless_nul(void *cls, struct MHD_Connection *c, char *s) 
     return MHD_http_unescape(s);
 }
 
-struct MHD_Daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
-                                     MHD_RequestCompletedCallback completed, void *completed_cls) {
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handler, cls,
+struct http_daemon {
+    struct MHD_Daemon *d;
+    http_guard *g;
+};
+
+http_daemon *http_daemon_start(const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler, void *cls,
+                               MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads) {
+    http_daemon *h = xcalloc(1, sizeof *h);
+    if (!(h->g = http_guard_new(handler, cls, completed, completed_cls))) { free(h); return NULL; }
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
+                            http_guard_access, h->g,
+                            MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
                             MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape_unless_nul, NULL,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, h->g,
+                            MHD_OPTION_NOTIFY_COMPLETED, http_guard_completed, h->g, MHD_OPTION_END);
+    if (!h->d) {
+        http_guard_free(h->g);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int http_daemon_port(const http_daemon *h) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : -1;
+}
+
+void http_daemon_stop(http_daemon *h) {
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    http_guard_free(h->g);
+    free(h);
 }
 
 int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr) {
@@ -42,16 +72,16 @@ int http_addr_parse(const char *bind, int port, struct sockaddr_in *addr) {
 }
 
 int http_daemon_listen(const char *what, const struct sockaddr_in *addr, MHD_AccessHandlerCallback handler,
-                       void *cls, MHD_RequestCompletedCallback completed, void *completed_cls,
-                       struct MHD_Daemon **d, int *port_out) {
-    *d = http_daemon_start(addr, handler, cls, completed, completed_cls);
+                       void *cls, MHD_RequestCompletedCallback completed, void *completed_cls, unsigned threads,
+                       http_daemon **d, int *port_out) {
+    *d = http_daemon_start(addr, handler, cls, completed, completed_cls, threads);
     if (!*d) {
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof ip);
         return er_fail(ER_RUNTIME, "%s: cannot listen on %s:%d (port in use?)", what, ip, ntohs(addr->sin_port));
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(*d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = info ? info->port : ntohs(addr->sin_port);
+    int port = http_daemon_port(*d);
+    *port_out = port >= 0 ? port : ntohs(addr->sin_port);
     return ER_OK;
 }
 
@@ -64,9 +94,15 @@ const char *http_request_refusal(struct MHD_Connection *c, const char *method, c
     return NULL;
 }
 
-enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
+static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len,
+                                  unsigned retry_s) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
+    if (retry_s) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", retry_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -75,8 +111,16 @@ enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char
     return ret;
 }
 
+enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len) {
+    return reply_with(c, status, type, body, len, 0);
+}
+
 enum MHD_Result http_reply_text(struct MHD_Connection *c, unsigned status, const char *msg) {
     return http_reply(c, status, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+enum MHD_Result http_reply_busy(struct MHD_Connection *c, unsigned retry_s, const char *msg) {
+    return reply_with(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg, strlen(msg), retry_s);
 }
 
 static int under_a_root(const char *real, char *const *roots) {

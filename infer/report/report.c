@@ -154,7 +154,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             w->id = q->ids[i];
             int mr = have_m ? query_manifest_row(&m, q, i) : -1;
             const manifest_row *row = mr >= 0 ? &m.rows[mr] : NULL;
-            w->image = !row ? NULL : scene_joined && scene_of[mr] >= 0 ? xstrdup(scene_joined[scene_of[mr]]) : manifest_image_path(&m, mr);
+            w->image = !row ? NULL : scene_joined && scene_of[mr] >= 0 ? xstrdup(scene_joined[scene_of[mr]]) : manifest_image_list(&m, mr);
             if (q->labels && q->labels[i] >= 0 && q->labels[i] < q->nlabel_names) w->truth_name = xstrdup(q->label_names[q->labels[i]]);
             else if (row && row->label) w->truth_name = xstrdup(row->label);
             w->truth = label_by_name(db, w->truth_name);

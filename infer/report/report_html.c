@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/view_list.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/progress.h"
 #include "nn/base/base.h"
@@ -248,10 +249,8 @@ void report_vote_text(const report_data *r, int i, char *out, size_t n) {
     }
 }
 
-static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
-    const char *src = NULL;
-    if (o->embed) src = path && o->cache ? cache_get(o->cache, path, o->thumb) : NULL;
-    else src = path ? url : NULL;
+/* One image: src is a data: URI or a server URL (NULL: "no image"); title: the path shown on hover. */
+static void img_src(html_buf *b, const char *cls, const char *src, const char *title, const char *alt) {
     if (!src) {
         hb_printf(b, "<div class=\"noimg %s\">no image</div>", cls);
         return;
@@ -261,26 +260,46 @@ static void image_tag1(html_buf *b, const char *cls, const char *path, const cha
     hb_puts(b, "\" alt=\"");
     hb_esc(b, alt);
     hb_puts(b, "\"");
-    if (path) { hb_puts(b, " title=\""); hb_esc(b, path); hb_puts(b, "\""); }
+    if (title) { hb_puts(b, " title=\""); hb_esc(b, title); hb_puts(b, "\""); }
     hb_puts(b, ">");
 }
 
-/* A case's views: `paths` holds one path or several separated by ';' (a scene case); view v > 0 is
- * served at <url>/<v>. Several views are shown side by side in a strip. */
+static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
+    const char *src = NULL;
+    if (o->embed) src = path && o->cache ? cache_get(o->cache, path, o->thumb) : NULL;
+    else src = path ? url : NULL;
+    img_src(b, cls, src, path, alt);
+}
+
+/* A case's views: `paths` is a view list (datasets/view_list.h: one path, or several of a scene
+ * case); view v > 0 is served at <url>/<v>. Several views are shown side by side in a strip. */
 static void image_tag(html_buf *b, const char *cls, const char *paths, const char *url, const char *alt, const report_html_opts *o) {
-    if (!paths || !strchr(paths, ';')) { image_tag1(b, cls, paths, url, alt, o); return; }
-    hb_printf(b, "<div class=\"views %s\">", cls);
-    const char *p = paths;
-    for (int v = 0; *p && v < 16; v++) {
-        size_t n = strcspn(p, ";");
-        char one[4096], u[96], a[96];
-        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one - 1 ? n : sizeof one - 1), p);
-        if (v) snprintf(u, sizeof u, "%s/%d", url, v); else snprintf(u, sizeof u, "%s", url);
-        snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
-        image_tag1(b, "vimg", one, u, a, o);
-        p += n + (p[n] == ';');
+    int n;
+    char **views = view_list_split(paths, &n);
+    if (n <= 1) image_tag1(b, cls, n ? views[0] : NULL, url, alt, o);
+    else {
+        hb_printf(b, "<div class=\"views %s\">", cls);
+        for (int v = 0; v < n && v < 16; v++) {
+            char u[96], a[96];
+            if (v) snprintf(u, sizeof u, "%s/%d", url, v); else snprintf(u, sizeof u, "%s", url);
+            snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
+            image_tag1(b, "vimg", views[v], u, a, o);
+        }
+        hb_puts(b, "</div>");
     }
-    hb_puts(b, "</div>");
+    view_list_free(views, n);
+}
+
+/* An online case's views from their thumbnails (o->query_uri): no path is opened. */
+static void query_views_tag(html_buf *b, const char *alt, const report_html_opts *o) {
+    int n = o->query_views;
+    if (n > 1) hb_puts(b, "<div class=\"views qimg\">");
+    for (int v = 0; v < n; v++) {
+        char a[96];
+        snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
+        img_src(b, n > 1 ? "vimg" : "qimg", o->query_uri[v], o->query_name ? o->query_name[v] : NULL, n > 1 ? a : alt);
+    }
+    if (n > 1) hb_puts(b, "</div>");
 }
 
 void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o) {
@@ -290,7 +309,8 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
     char url[64], alt[64];
     snprintf(url, sizeof url, "/image/query/%d", i);
     snprintf(alt, sizeof alt, "query %lld", (long long)w->id);
-    image_tag(b, "qimg", w->image, url, alt, o);
+    if (o->query_uri) query_views_tag(b, alt, o);
+    else image_tag(b, "qimg", w->image, url, alt, o);
     hb_printf(b, "<div class=\"qtext\"><h2>Query %lld</h2><p class=\"meta\">diagnosis: <b class=\"truth\">", (long long)w->id);
     if (w->truth_name) hb_esc(b, w->truth_name);
     else hb_puts(b, "unknown");
@@ -298,7 +318,22 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
     if (w->scene) { hb_puts(b, " &middot; scene "); hb_esc(b, w->scene); }
     if (w->view) { hb_puts(b, " &middot; view "); hb_esc(b, w->view); }
     if (w->patient) { hb_puts(b, " &middot; patient "); hb_esc(b, w->patient); }
-    if (w->image) { hb_puts(b, "<br><span class=\"path\">"); hb_esc(b, w->image); hb_puts(b, "</span>"); }
+    if (o->query_uri) {
+        for (int v = 0; v < o->query_views && o->query_name; v++) {
+            hb_puts(b, v ? "; " : "<br><span class=\"path\">");
+            hb_esc(b, o->query_name[v]);
+            if (v + 1 == o->query_views) hb_puts(b, "</span>");
+        }
+    } else if (w->image) {
+        int n;
+        char **views = view_list_split(w->image, &n);
+        for (int v = 0; v < n; v++) {
+            hb_puts(b, v ? "; " : "<br><span class=\"path\">");
+            hb_esc(b, views[v]);
+            if (v + 1 == n) hb_puts(b, "</span>");
+        }
+        view_list_free(views, n);
+    }
     hb_puts(b, "</p>");
     char vote[512];
     report_vote_text(r, i, vote, sizeof vote);
@@ -370,7 +405,7 @@ void report_html_page(html_buf *b, const report_data *r, int thumb) {
                  "cases of the database and the vote of their diagnoses</p></header><main>\n", r->nq, r->nq == 1 ? "y" : "ies", r->k);
     report_html_summary(b, r);
     report_html_params(b, r);
-    report_html_opts o = {1, thumb, thumb_cache_new()};
+    report_html_opts o = {.embed = 1, .thumb = thumb, .cache = thumb_cache_new()};
     progress pr; /* the thumbnails take the time */
     progress_begin(&pr, "report", "queries", r->nq);
     for (int i = 0; i < r->nq; i++) {

@@ -30,6 +30,10 @@ typedef struct {
     int embed;            /* 1: data: URI thumbnails; 0: links to the server's /image routes */
     int thumb;            /* thumbnail side in pixels (embed) */
     thumb_cache *cache;   /* embed: created by report_html_page / the caller */
+    /* an online case: its views' thumbnails (data: URIs made from the decoded uploads) and names,
+     * shown instead of the query's image paths, which are then never opened */
+    char *const *query_uri, *const *query_name;
+    int query_views;
 } report_html_opts;
 
 thumb_cache *thumb_cache_new(void);

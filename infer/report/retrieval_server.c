@@ -4,35 +4,55 @@
 #include "infer/report/http_reply.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <microhttpd.h>
-#include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "datasets/image.h"
+#include "datasets/view_list.h"
 #include "infer/report/case_query.h"
 #include "infer/report/case_upload.h"
+#include "infer/report/case_views.h"
+#include "infer/report/thumbnail.h"
+#include "infer/report/work_queue.h"
 #include "infer/retrieval/casedb.h"
 #include "infer/report/report_html.h"
 #include "nn/base/base.h"
 
 struct retrieval_server {
-    struct MHD_Daemon *d;
+    http_daemon *d;
     report_data rep;
     int64_t ncase;
     int64_t *case_id;   /* ascending */
     char **case_image;  /* image paths of each case (';'-separated views), NULL if none */
-    /* online cases (--model): the database stays open; one case is embedded at a time */
+    /* online cases (--model): the database stays open; one worker embeds one case at a time, the
+     * pages are served by the daemon's threads meanwhile */
     int online, max_views;
+    int64_t max_view_px, max_case_px;
     model *m;
     casedb db;
     case_engine engine;
     char **roots;       /* NULL-terminated real paths of --image-root */
-    pthread_mutex_t lock;
+    work_queue *work;
+    case_upload_budget budget;
 };
+
+/* A POST /case request: its body as it arrives, then, once the worker has answered, the reply. */
+typedef struct {
+    case_upload *u;
+    struct MHD_Connection *c;
+    int json, answered;
+    unsigned status;
+    const char *type;
+    html_buf body;
+} case_req;
 
 /* ---- HTTP helpers ---- */
 static enum MHD_Result reply_html(struct MHD_Connection *c, html_buf *b) {
@@ -77,7 +97,7 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
     if (i > 0) hb_printf(&b, " &middot; <a style=\"color:#fff\" href=\"/query/%lld\">previous</a>", (long long)i - 1);
     if (i + 1 < s->rep.nq) hb_printf(&b, " &middot; <a style=\"color:#fff\" href=\"/query/%lld\">next</a>", (long long)i + 1);
     hb_puts(&b, "</p></header><main>\n");
-    report_html_opts o = {0, 0, NULL};
+    report_html_opts o = {.embed = 0};
     report_html_query(&b, &s->rep, (int)i, &o);
     hb_puts(&b, "</main>");
     report_html_tail(&b);
@@ -99,94 +119,86 @@ static enum MHD_Result page_new(retrieval_server *s, struct MHD_Connection *c) {
     return reply_html(c, &b);
 }
 
-/* The uploaded bytes of file i as <dir>/<i>_<name> (name reduced to [A-Za-z0-9._-]): the page's
- * thumbnails are made from files. Returns the path (malloc'd) or NULL. */
-static char *save_upload(const char *dir, int i, const case_file *f) {
-    char name[80];
-    size_t k = 0;
-    for (const char *p = f->name; *p && k < sizeof name - 1; p++) {
-        char ch = *p;
-        if (ch == '/') { k = 0; continue; } /* the base name only */
-        name[k++] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' ? ch : '_';
-    }
-    name[k] = 0;
-    char *path = xmalloc(strlen(dir) + sizeof name + 16);
-    sprintf(path, "%s/%d_%s", dir, i, k ? name : "image");
-    if (write_file_atomic(path, f->data, f->len)) { free(path); return NULL; }
-    return path;
+static void req_text(case_req *r, unsigned status, const char *msg) {
+    r->status = status;
+    r->type = "text/plain; charset=utf-8";
+    hb_puts(&r->body, msg);
 }
 
-static enum MHD_Result answer_case(retrieval_server *s, struct MHD_Connection *c, case_upload *u, int json) {
+/* The worker's part of a new case: size the views from their headers (case_views.h), decode them
+ * one at a time into the model's input (and, for the page, a thumbnail made from the decoded view,
+ * so no file is written and no name is opened again), embed, search, render. */
+static void answer_case(retrieval_server *s, case_req *r) {
     char msg[600];
-    unsigned st = case_upload_finish(u, msg, sizeof msg);
-    if (st) return http_reply_text(c, st, msg);
-    int V = case_upload_count(u), rc = ER_OK;
-    image *im = xcalloc(V, sizeof(image));
-    char **paths = xcalloc(V, sizeof(char *));
-    char dir[] = "/tmp/endoret_case_XXXXXX";
-    int have_dir = 0;
+    case_view *v;
+    int V;
+    double t0 = now_seconds();
+    unsigned st = case_views_prepare(r->u, s->roots, s->max_view_px, s->max_case_px, &v, &V, msg, sizeof msg);
+    if (st) { case_views_free(v, V); req_text(r, st, msg); return; }
+    size_t nin = case_input_floats(&s->engine);
+    float *x = xmalloc((size_t)V * nin * sizeof(float));
+    char **thumbs = r->json ? NULL : xcalloc((size_t)V, sizeof(char *)), **names = xcalloc((size_t)V, sizeof(char *));
+    image im = {0}, tmp = {0};
+    aug_workspace ws = {0};
     for (int i = 0; i < V && !st; i++) {
-        const case_file *f = case_upload_file(u, i);
-        if (case_upload_is_json(u)) {
-            char *real = http_path_allowed(f->name, s->roots);
-            if (!real) {
-                snprintf(msg, sizeof msg, "%s: not a readable file under the server's image folders (--image-root)\n", f->name);
-                st = MHD_HTTP_FORBIDDEN;
-            } else if (image_load(real, 3, &im[i])) {
-                snprintf(msg, sizeof msg, "%s: not a PNG or JPEG image\n", f->name);
-                st = MHD_HTTP_BAD_REQUEST;
-            }
-            free(real);
-            if (!st) paths[i] = xstrdup(f->name);
-        } else {
-            if (image_decode(f->data, f->len, f->name, 3, &im[i])) {
-                snprintf(msg, sizeof msg, "%s: not a PNG or JPEG image\n", f->name);
-                st = MHD_HTTP_BAD_REQUEST;
-            } else if (!json) { /* thumbnails for the page */
-                if (!have_dir) have_dir = mkdtemp(dir) != NULL;
-                paths[i] = have_dir ? save_upload(dir, i, f) : NULL;
-            }
+        names[i] = (char *)v[i].name;
+        if (case_view_decode(&v[i], s->max_view_px, &im)) {
+            snprintf(msg, sizeof msg, "%s: not a PNG or JPEG image\n", v[i].name);
+            st = MHD_HTTP_BAD_REQUEST;
+        } else if (case_input(&s->engine, &im, &ws, &tmp, x + (size_t)i * nin)) {
+            snprintf(msg, sizeof msg, "%s\n", er_msg());
+            st = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        } else if (thumbs && thumbnail_data_uri_image(&im, 112, 82, &thumbs[i])) {
+            thumbs[i] = NULL; /* shown as "no image" */
         }
     }
+    image_free(&im);
+    image_free(&tmp);
+    aug_workspace_free(&ws);
+    double prep_ms = 1e3 * (now_seconds() - t0);
     report_data rep = {0};
     case_timing t = {0};
-    if (!st) {
-        size_t len = 1;
-        for (int i = 0; i < V; i++) len += (paths[i] ? strlen(paths[i]) : 0) + 1;
-        char *joined = xcalloc(len, 1);
-        for (int i = 0; i < V; i++) if (paths[i]) { if (*joined) strcat(joined, ";"); strcat(joined, paths[i]); }
-        pthread_mutex_lock(&s->lock);
-        rc = case_query(&s->engine, im, V, *joined ? joined : NULL, &rep, &t);
-        pthread_mutex_unlock(&s->lock);
-        free(joined);
-        if (rc) snprintf(msg, sizeof msg, "%s\n", er_msg()), st = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    if (!st && case_query(&s->engine, x, V, &rep, &t)) {
+        snprintf(msg, sizeof msg, "%s\n", er_msg());
+        st = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
-    enum MHD_Result r;
-    if (st) r = http_reply_text(c, st, msg);
-    else {
-        html_buf b = {0};
-        if (json) {
-            case_query_json(&b, &rep, &t, V);
-            r = http_reply(c, MHD_HTTP_OK, "application/json", b.s, b.len);
-            hb_free(&b);
-        } else {
-            report_html_head(&b, "endoret: a new case");
-            hb_printf(&b, "<header><h1>A new case</h1><p><a style=\"color:#fff\" href=\"/new\">&larr; another case</a> &middot; "
-                          "%d view%s, %s, embedded in %.0f ms, searched in %.1f ms</p></header><main>\n",
-                      V, V == 1 ? "" : "s", t.fusion, t.embed_ms, t.search_ms);
-            report_html_opts o = {1, 112, thumb_cache_new()};
-            report_html_query(&b, &rep, 0, &o);
-            thumb_cache_free(o.cache);
-            hb_puts(&b, "</main>");
-            report_html_tail(&b);
-            r = reply_html(c, &b);
-        }
+    free(x);
+    t.embed_ms += prep_ms;
+    if (st) req_text(r, st, msg);
+    else if (r->json) {
+        case_query_json(&r->body, &rep, &t, V);
+        r->status = MHD_HTTP_OK;
+        r->type = "application/json";
+    } else {
+        html_buf *b = &r->body;
+        report_html_head(b, "endoret: a new case");
+        hb_printf(b, "<header><h1>A new case</h1><p><a style=\"color:#fff\" href=\"/new\">&larr; another case</a> &middot; "
+                     "%d view%s, %s, embedded in %.0f ms, searched in %.1f ms</p></header><main>\n",
+                  V, V == 1 ? "" : "s", t.fusion, t.embed_ms, t.search_ms);
+        report_html_opts o = {.embed = 1, .thumb = 112, .cache = thumb_cache_new(), .query_uri = thumbs,
+                              .query_name = names, .query_views = V};
+        report_html_query(b, &rep, 0, &o);
+        thumb_cache_free(o.cache);
+        hb_puts(b, "</main>");
+        report_html_tail(b);
+        r->status = MHD_HTTP_OK;
+        r->type = "text/html; charset=utf-8";
     }
     report_free(&rep);
-    for (int i = 0; i < V; i++) { image_free(&im[i]); free(paths[i]); }
-    free(im); free(paths);
-    if (have_dir) remove_tree(dir);
-    return r;
+    for (int i = 0; thumbs && i < V; i++) free(thumbs[i]);
+    free(thumbs);
+    free(names);
+    case_views_free(v, V);
+}
+
+/* The embedding worker: answers the case, then hands the connection back to the daemon, which
+ * calls the handler again to send the reply. */
+static void run_case(void *job, void *ctx, int stopping) {
+    case_req *r = job;
+    if (stopping) req_text(r, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is stopping\n");
+    else answer_case(ctx, r);
+    r->answered = 1;
+    MHD_resume_connection(r->c);
 }
 
 /* "<id>" or "<id>/<view>" (a case's view-th image path; 0 = the first) */
@@ -201,20 +213,14 @@ static int parse_index_view(const char *s, int64_t *v, int64_t *view) {
     return !s[n] || parse_index(s + n + 1, view);
 }
 
-/* The view-th of a ';'-separated path list: served only when the list has it. */
+/* The view-th of a view list (datasets/view_list.h): served only when the list has it. */
 static enum MHD_Result reply_view(struct MHD_Connection *c, const char *paths, int64_t view) {
-    const char *p = paths;
-    for (int64_t k = 0; p && *p && k < view; k++) {
-        p = strchr(p, ';');
-        if (p) p++;
-    }
-    if (!p || !*p) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such view\n");
-    char one[4096];
-    size_t n = strcspn(p, ";");
-    if (n >= sizeof one) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "path too long\n");
-    memcpy(one, p, n);
-    one[n] = 0;
-    return http_reply_image_file(c, one, NULL);
+    int n;
+    char **views = view_list_split(paths, &n);
+    enum MHD_Result r = view < n ? http_reply_image_file(c, views[view], NULL)
+                                 : http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such view\n");
+    view_list_free(views, n);
+    return r;
 }
 
 static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c, const char *rest) {
@@ -243,20 +249,34 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!strcmp(method, "POST")) {
         if (!s->online) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only (serve --model M accepts new cases)\n");
         if (strcmp(url, "/case") && strcmp(url, "/case.json")) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "POST /case or /case.json\n");
-        case_upload *u = *con_cls;
-        if (!u) {
+        case_req *r = *con_cls;
+        if (!r) {
             unsigned st = 0;
             const char *msg = NULL;
-            if (!(u = case_upload_new(c, s->max_views, &st, &msg))) return http_reply_text(c, st, msg);
-            *con_cls = u;
+            case_upload *u = case_upload_new(c, s->max_views, &s->budget, &st, &msg);
+            if (!u) return http_reply_text(c, st, msg);
+            r = xcalloc(1, sizeof *r);
+            r->u = u;
+            r->c = c;
+            r->json = !strcmp(url, "/case.json");
+            *con_cls = r;
             return MHD_YES;
         }
         if (*upload_size) {
-            case_upload_feed(u, upload_data, *upload_size);
+            case_upload_feed(r->u, upload_data, *upload_size);
             *upload_size = 0;
             return MHD_YES;
         }
-        return answer_case(s, c, u, !strcmp(url, "/case.json"));
+        if (r->answered) return http_reply(c, r->status, r->type, r->body.s ? r->body.s : "", r->body.len);
+        char msg[600];
+        unsigned st = case_upload_finish(r->u, msg, sizeof msg);
+        if (st == MHD_HTTP_SERVICE_UNAVAILABLE) return http_reply_busy(c, CASE_RETRY_AFTER_S, msg);
+        if (st) return http_reply_text(c, st, msg);
+        /* parked until the worker answers; a full queue is told to come back */
+        if (!work_queue_reserve(s->work)) return http_reply_busy(c, CASE_RETRY_AFTER_S, "the server is busy with other cases: retry later\n");
+        MHD_suspend_connection(c);
+        work_queue_push(s->work, r);
+        return MHD_YES;
     }
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST only\n");
     const char *refused = http_request_refusal(c, method, url);
@@ -270,8 +290,31 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 static void upload_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
     (void)cls; (void)c; (void)code;
-    case_upload_free(*con_cls);
+    case_req *r = *con_cls;
+    if (r) {
+        case_upload_free(r->u);
+        hb_free(&r->body);
+        free(r);
+    }
     *con_cls = NULL;
+}
+
+/* Older builds wrote uploads to /tmp/endoret_case_XXXXXX for the thumbnails, and a server killed
+ * mid-request left the folder (with the patient's image) behind. A request lasted seconds, so a
+ * folder of ours untouched for an hour is stale. */
+static void sweep_stale_case_dirs(void) {
+    DIR *d = opendir("/tmp");
+    struct dirent *e;
+    time_t now = time(NULL);
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "endoret_case_", 13) || strlen(e->d_name) != 19) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/%s", e->d_name);
+        struct stat st;
+        if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || now - st.st_mtime < 3600) continue;
+        if (remove_tree(path) == ER_OK) fprintf(stderr, "serve: removed %s, left by a server that was stopped mid-request\n", path);
+    }
+    if (d) closedir(d);
 }
 
 static void free_server(retrieval_server *s) {
@@ -279,7 +322,6 @@ static void free_server(retrieval_server *s) {
     if (s->online) {
         casedb_close(&s->db);
         model_free(s->m);
-        pthread_mutex_destroy(&s->lock);
     }
     for (char **r = s->roots; r && *r; r++) free(*r);
     free(s->roots);
@@ -348,12 +390,14 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
         s->online = 1;
         s->m = m;
         s->max_views = cfg->max_views;
-        pthread_mutex_init(&s->lock, NULL);
+        s->max_view_px = cfg->max_view_pixels;
+        s->max_case_px = cfg->max_case_pixels;
+        s->budget.cap = cfg->upload_budget > 0 ? cfg->upload_budget : CASE_UPLOAD_BUDGET;
     }
     rc = report_build(&db, cfg->index, have_q ? &q : NULL, cfg->query, cfg->manifest, &cfg->rep, &s->rep);
     if (have_q) emb_free(&q);
     if (rc) {
-        if (s->online) { model_free(s->m); pthread_mutex_destroy(&s->lock); s->online = 0; }
+        if (s->online) { model_free(s->m); s->online = 0; }
         casedb_close(&db);
         free_server(s);
         return rc;
@@ -375,7 +419,15 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
         casedb_close(&db);
     }
     if (rc) { free_server(s); return rc; }
-    if ((rc = http_daemon_listen("serve", &addr, handler, s, upload_done, NULL, &s->d, port_out))) {
+    if (s->online) {
+        sweep_stale_case_dirs();
+        if (!(s->work = work_queue_start(cfg->queue > 0 ? cfg->queue : CASE_QUEUE, run_case, s))) {
+            free_server(s);
+            return er_fail(ER_RUNTIME, "serve: cannot start the embedding worker");
+        }
+    }
+    if ((rc = http_daemon_listen("serve", &addr, handler, s, upload_done, NULL, HTTP_POOL_THREADS, &s->d, port_out))) {
+        work_queue_stop(s->work);
         free_server(s);
         return rc;
     }
@@ -387,6 +439,7 @@ const report_data *retrieval_server_report(const retrieval_server *s) { return &
 
 void retrieval_server_stop(retrieval_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->d);
+    work_queue_stop(s->work); /* every parked request is answered (resumed) before the daemon stops */
+    http_daemon_stop(s->d);
     free_server(s);
 }

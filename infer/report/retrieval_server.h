@@ -1,10 +1,10 @@
 /* retrieval_server.h — `endoret serve`: a local web page to browse kNN diagnoses. The report data
- * (report.h) is computed once at start; pages are rendered by report_html.h. HTTP is
- * libmicrohttpd (internal polling thread), bound to 127.0.0.1 by default.
+ * (report.h) is computed once at start; pages are rendered by report_html.h. HTTP is libmicrohttpd
+ * (a pool of HTTP_POOL_THREADS threads, the deadlines of http_guard.h), bound to 127.0.0.1 by default.
  *   GET /                   summary, parameters, and the list of queries
  *   GET /query/<row>        the explanation of one query (same card as the static report)
- *   GET /image/query/<row>  the query's image file, as named by the query manifest
- *   GET /image/case/<id>    a case's first image file, as stored in the case database
+ *   GET /image/query/<row>[/<view>]  the query's image file, as named by the query manifest
+ *   GET /image/case/<id>[/<view>]    a case's first (view-th) image file, as stored in the database
  * With a model (--model), new cases are answered online (infer/report/case_query.h):
  *   GET  /new               a form to upload 1..max_views images of one case
  *   POST /case              multipart/form-data images -> the page of the case: its views, the k
@@ -12,9 +12,11 @@
  *   POST /case.json         the same images, or application/json {"paths": [...]} naming images
  *                           under the --image-root folders -> the answer as JSON
  * Bad uploads get a 4xx with one line saying why: not a PNG/JPEG image or an empty file (400), a
- * path outside the image folders or unreadable (403), too many images or too large (413), another
- * content type (415). Uploaded images are decoded in memory; for the page's thumbnails they are
- * written to a private temporary folder that is removed before the reply.
+ * path outside the image folders or unreadable (403), too many images, too large or too many pixels
+ * (413, case_views.h), another content type (415). The model runs one case at a time: one worker
+ * takes the complete uploads from a queue of `queue` (full: 503 + Retry-After), while the pool keeps
+ * answering pages. Images are decoded in memory, one view at a time; the page's thumbnails are made
+ * from the decoded views, so nothing is written to disk and no client-given name is opened twice.
  * Only files registered in the database / manifest (or, for JSON cases, under --image-root) are ever
  * opened: a URL names a row or a case id, never a path (no traversal). Malformed numbers -> 400,
  * unknown routes / rows / ids -> 404, other methods -> 405. */
@@ -22,6 +24,10 @@
 #define ENDORET_RETRIEVAL_SERVER_H
 
 #include "infer/report/report.h"
+
+/* New cases waiting for the embedding worker (besides the one it embeds); a case that finds the
+ * queue full gets 503 with Retry-After. */
+enum { CASE_QUEUE = 8, CASE_RETRY_AFTER_S = 2 };
 
 typedef struct {
     const char *index;    /* case database */
@@ -33,6 +39,10 @@ typedef struct {
     const char *model;    /* NULL: browse only; else the encoder that embeds new cases */
     const char *image_roots; /* comma-separated folders JSON cases may name (NULL: none) */
     int max_views;        /* images per new case (>= 1) */
+    int64_t max_view_pixels; /* decoded pixels of one view (0: CASE_MAX_VIEW_PIXELS) */
+    int64_t max_case_pixels; /* decoded pixels of a case's views together (0: CASE_MAX_CASE_PIXELS) */
+    int queue;            /* new cases waiting for the embedding worker (0: CASE_QUEUE) */
+    int64_t upload_budget; /* request bodies held at once, all clients (0: CASE_UPLOAD_BUDGET) */
 } retrieval_server_cfg;
 
 typedef struct retrieval_server retrieval_server;

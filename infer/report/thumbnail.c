@@ -26,22 +26,19 @@ char *base64_encode(const uint8_t *d, size_t len) {
     return s;
 }
 
-int thumbnail_data_uri(const char *path, int side, int quality, char **uri) {
+int thumbnail_data_uri_image(const image *im, int side, int quality, char **uri) {
     *uri = NULL;
-    image im = {0}, small = {0};
-    int rc = image_load(path, 3, &im);
-    if (rc) return rc;
-    const image *src = &im;
-    if (side > 0 && (im.w > side || im.h > side)) {
-        int w = im.w >= im.h ? side : (int)((double)im.w * side / im.h + 0.5);
-        int h = im.h > im.w ? side : (int)((double)im.h * side / im.w + 0.5);
-        image_resize(&im, &small, h < 1 ? 1 : h, w < 1 ? 1 : w, RESIZE_BILINEAR);
+    image small = {0};
+    const image *src = im;
+    if (side > 0 && (im->w > side || im->h > side)) {
+        int w = im->w >= im->h ? side : (int)((double)im->w * side / im->h + 0.5);
+        int h = im->h > im->w ? side : (int)((double)im->h * side / im->w + 0.5);
+        image_resize(im, &small, h < 1 ? 1 : h, w < 1 ? 1 : w, RESIZE_BILINEAR);
         src = &small;
     }
     uint8_t *jpg;
     size_t len;
-    rc = image_encode_jpeg(src, quality, &jpg, &len);
-    image_free(&im);
+    int rc = image_encode_jpeg(src, quality, &jpg, &len);
     image_free(&small);
     if (rc) return rc;
     char *b64 = base64_encode(jpg, len);
@@ -53,6 +50,16 @@ int thumbnail_data_uri(const char *path, int side, int quality, char **uri) {
     memcpy(*uri + sizeof prefix - 1, b64, n + 1);
     free(b64);
     return ER_OK;
+}
+
+int thumbnail_data_uri(const char *path, int side, int quality, char **uri) {
+    *uri = NULL;
+    image im = {0};
+    int rc = image_load(path, 3, &im);
+    if (rc) return rc;
+    rc = thumbnail_data_uri_image(&im, side, quality, uri);
+    image_free(&im);
+    return rc;
 }
 
 const char *image_mime_type(const uint8_t *d, size_t len) {

@@ -14,6 +14,8 @@ char *base64_encode(const uint8_t *data, size_t len);
  * `side` pixels (never enlarged), and return "data:image/jpeg;base64,...". ER_INPUT naming the
  * file when it cannot be read or decoded. */
 int thumbnail_data_uri(const char *path, int side, int quality, char **uri);
+/* The same from a decoded image (an uploaded view: no file is involved). */
+int thumbnail_data_uri_image(const image *im, int side, int quality, char **uri);
 /* "image/png", "image/jpeg" by magic bytes, NULL for anything else. */
 const char *image_mime_type(const uint8_t *data, size_t len);
 

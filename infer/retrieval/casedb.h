@@ -24,7 +24,7 @@ typedef struct {
     int64_t id;
     const float *emb;        /* dim floats */
     int64_t label;           /* -1 unknown */
-    const char *image_paths; /* may be NULL; several paths separated by ';' */
+    const char *image_paths; /* may be NULL; a view list (datasets/view_list.h): paths joined by ';', escaped */
     int64_t scene, view;     /* -1 unknown */
     const char *patient;     /* may be NULL */
     const char *metadata;    /* JSON text or NULL */

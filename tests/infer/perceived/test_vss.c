@@ -271,3 +271,43 @@ Test(perceived_vss, draw_inverse_density) {
     cr_assert(drawn[sparse] / got > 1.5 * base[sparse] / all, "sparsest bin: drawn %.3f vs base %.3f", drawn[sparse] / got, base[sparse] / all);
     pdist_free(&p);
 }
+
+/* A multipart POST /score (the HTTP fuzz target's input tests/fuzz/corpus/http/vss_multipart_null_field)
+ * made libmicrohttpd hand post_field a field with no data (NULL, 0 bytes), which it passed to memchr:
+ * undefined behaviour (UBSan aborts under `make asan`). Found once the fuzz target sent endoret
+ * serve's multipart seeds to vss serve too. The server must answer and record nothing. */
+Test(perceived_vss, a_field_with_no_data_is_not_read) {
+    const char *dir = test_tmpdir();
+    char sheet[256], scores[256];
+    snprintf(sheet, sizeof sheet, "%s/sheet.csv", dir);
+    snprintf(scores, sizeof scores, "%s/pairs.csv", dir);
+    const char *text = "pair,a,b,process,prior_distance,image_a,image_b\n0,1,2,0,0.5,,\n";
+    cr_assert_eq(write_file_atomic(sheet, text, strlen(text)), ER_OK);
+    vss_server *s;
+    int port;
+    vss_server_cfg cfg = {sheet, scores, "alice", NULL, 0, NULL};
+    cr_assert_eq(vss_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    char *raw;
+    size_t rl;
+    cr_assert_eq(read_file("tests/fuzz/corpus/http/vss_multipart_null_field", &raw, &rl), ER_OK, "%s", er_msg());
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(write(fd, raw, rl), (ssize_t)rl);
+    shutdown(fd, SHUT_WR);
+    char buf[4096];
+    for (int i = 0; i < 100 && read(fd, buf, sizeof buf) > 0; i++) {}
+    close(fd);
+    free(raw);
+    static char body[1 << 16];
+    cr_expect_eq(http(port, "GET", "/", NULL, NULL, body, sizeof body), 200, "the server still answers");
+    int n, done;
+    vss_server_progress(s, &n, &done);
+    cr_expect_eq(done, 0);
+    vss_server_stop(s);
+}

@@ -41,9 +41,9 @@ Test(http_daemon, per_ip_limit_closes_idle_connections, .timeout = 30) {
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL);
+    http_daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL, 1);
     cr_assert(d);
-    int port = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    int port = http_daemon_port(d);
     enum { N = HTTP_MAX_PER_IP + 8 };
     int fd[N], closed = 0;
     for (int i = 0; i < N; i++) fd[i] = connect_idle(port);
@@ -58,7 +58,7 @@ Test(http_daemon, per_ip_limit_closes_idle_connections, .timeout = 30) {
     cr_expect_eq(st, 200);
     cr_expect_eq(test_http(port, "GET", "/%00", NULL, NULL, &body, &len), 400);
     cr_expect_eq(test_http(port, "GET", "/", "text/plain", "x", &body, &len), 400);
-    MHD_stop_daemon(d);
+    http_daemon_stop(d);
 }
 
 /* An idle connection (a client that connects and sends nothing) is closed after the idle timeout. */
@@ -67,11 +67,11 @@ Test(http_daemon, idle_connection_is_closed_after_the_timeout, .timeout = 30) {
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    struct MHD_Daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL);
+    http_daemon *d = http_daemon_start(&addr, hello, NULL, NULL, NULL, 1);
     cr_assert(d);
-    int fd = connect_idle(MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
+    int fd = connect_idle(http_daemon_port(d));
     cr_expect_not(closed_by_server(fd, 1000), "closed before the timeout");
     cr_expect(closed_by_server(fd, (HTTP_IDLE_TIMEOUT_S + 3) * 1000), "still open %d s after the idle timeout", 3);
     close(fd);
-    MHD_stop_daemon(d);
+    http_daemon_stop(d);
 }
