@@ -13,26 +13,21 @@
 #include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
 
-/* The bytes of a file the JSON case named: its real path must be a regular file under a root; read
- * through one descriptor, so what is checked is what is read. NULL (msg, *status) otherwise. */
+/* The bytes of a file the JSON case named: a regular file under a root, checked on the open
+ * descriptor it is read through (http_open_allowed). NULL (msg, *status) otherwise. */
 static uint8_t *read_named(const char *name, char *const *roots, size_t *len, unsigned *status, char *msg, size_t n) {
-    char *real = http_path_allowed(name, roots);
-    int fd = real ? open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    free(real);
     struct stat st;
+    int fd = http_open_allowed(name, roots, &st);
     uint8_t *buf = NULL;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd < 0) {
         snprintf(msg, n, "%s: not a readable file under the server's image folders (--image-root)\n", name);
         *status = MHD_HTTP_FORBIDDEN;
     } else if ((size_t)st.st_size > CASE_MAX_IMAGE_BYTES) {
         snprintf(msg, n, "%s: larger than 20 MB\n", name);
         *status = 413u;
-    } else {
-        size_t got = 0;
-        buf = xmalloc((size_t)st.st_size + 1);
-        ssize_t r;
-        while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0) got += (size_t)r;
-        *len = got;
+    } else if (!(buf = http_read_fd(fd, (size_t)st.st_size, len))) {
+        snprintf(msg, n, "%s: could not be read whole\n", name);
+        *status = MHD_HTTP_FORBIDDEN;
     }
     if (fd >= 0) close(fd);
     return buf;

@@ -3,11 +3,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "datasets/image.h"
 #include "infer/report/http_guard.h"
@@ -134,21 +136,13 @@ static int under_a_root(const char *real, char *const *roots) {
 
 enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path, char *const *roots) {
     if (!path || !*path) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
-    char *real = realpath(path, NULL);
     struct stat st;
-    if (!real || stat(real, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > HTTP_MAX_IMAGE_BYTES) {
-        free(real);
-        return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
-    }
-    if (!under_a_root(real, roots)) {
-        free(real);
-        return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image outside the folders this server may read\n");
-    }
-    char *data;
-    size_t len;
-    int rc = read_file(real, &data, &len);
-    free(real);
-    if (rc) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
+    int fd = http_open_allowed(path, roots, &st);
+    if (fd < 0) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no readable image file under the folders this server may read\n");
+    size_t len = 0;
+    char *data = (size_t)st.st_size <= HTTP_MAX_IMAGE_BYTES ? (char *)http_read_fd(fd, (size_t)st.st_size, &len) : NULL;
+    close(fd);
+    if (!data) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
     const char *type = image_mime_type((const uint8_t *)data, len);
     image im = {0};
     int decodes = type && image_decode((const uint8_t *)data, len, path, 3, &im) == ER_OK;
@@ -167,6 +161,42 @@ char *http_path_allowed(const char *path, char *const *roots) {
         return NULL;
     }
     return real;
+}
+
+int http_open_allowed(const char *path, char *const *roots, struct stat *st) {
+    char *real = http_path_allowed(path, roots);
+    int fd = real ? open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+    free(real);
+    if (fd < 0) return -1;
+    /* what was opened, as the kernel names it now: a folder swapped after the name was resolved
+     * shows here (a FIFO swapped in fails S_ISREG; O_NONBLOCK kept the open from waiting on it) */
+    char link[48], now[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, now, sizeof now - 1);
+    int ok = fstat(fd, st) == 0 && S_ISREG(st->st_mode);
+    if (ok && n > 0) {
+        now[n] = 0;
+        ok = under_a_root(now, roots);
+    }
+    if (!ok) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint8_t *http_read_fd(int fd, size_t size, size_t *len) {
+    uint8_t *buf = xmalloc(size + 1);
+    size_t got = 0;
+    ssize_t r;
+    while (got < size && ((r = read(fd, buf + got, size - got)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0) got += (size_t)r;
+    if (got != size) {
+        free(buf);
+        return NULL;
+    }
+    *len = got;
+    return buf;
 }
 
 char *http_image_root(const char *dir) {

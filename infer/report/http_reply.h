@@ -6,6 +6,8 @@
 
 #include <netinet/in.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <microhttpd.h>
 
 #include "infer/report/http_guard.h"
@@ -54,6 +56,13 @@ enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path
 /* The real path of `path` when it is a regular file under one of roots (as http_reply_image_file
  * decides), else NULL. malloc'd. */
 char *http_path_allowed(const char *path, char *const *roots);
+/* A read-only descriptor on `path` (*st filled) when the file it holds is a regular file under one of
+ * roots, else -1. The check is repeated on the open file itself (its path as /proc/self/fd names
+ * it), so a folder of a root swapped for a link between resolving the name and opening cannot lead
+ * outside; without /proc, the resolved name's check stands. What is checked is what is read. */
+int http_open_allowed(const char *path, char *const *roots, struct stat *st);
+/* Exactly `size` bytes from fd into a new buffer (*len = size), or NULL when fewer could be read. */
+uint8_t *http_read_fd(int fd, size_t size, size_t *len);
 /* The real path of folder dir as a root for http_reply_image_file, or NULL (ER_INPUT naming it). */
 char *http_image_root(const char *dir);
 
