@@ -377,8 +377,8 @@ static void legend(html_buf *b, const report_data *r, const report_query *w) {
     if (w->pred < 0 || report_is_tie(r, (int)(w - r->q))) hb_puts(b, " or no suggestion");
     hb_puts(b, " (the frame says nothing about being right). ");
     if (r->use_float) hb_puts(b, "Similarity = the cosine of the two descriptors (100 % = the same direction).");
-    else hb_printf(b, "Similarity = the share of the %d code bits two cases have in common (1 &minus; Hamming distance / %d).", r->bits,
-                   r->bits);
+    else hb_printf(b, "Similarity = the share of the %d code bits two cases have in common (1 &minus; Hamming distance / %d; "
+                      "unrelated cases share about 50 %%).", r->bits, r->bits);
     hb_puts(b, "</p>");
 }
 
@@ -452,7 +452,7 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
         hb_esc(b, n->label < 0 ? "no recorded diagnosis" : report_label(r, n->label));
         hb_puts(b, "</span><br>");
         similarity(b, r, n);
-        if (n->view >= 0) hb_printf(b, "<br>view %lld", (long long)n->view + 1);
+        if (n->view >= 0) hb_printf(b, "<br>view %lld", (long long)n->view);
         /* the patient names the lesion across databases; the stored scene is a dense id */
         if (n->patient) { hb_puts(b, "<span class=\"pt\">patient "); hb_esc(b, n->patient); hb_puts(b, "</span>"); }
         else if (n->scene >= 0) hb_printf(b, "<span class=\"pt\">lesion %lld</span>", (long long)n->scene);
