@@ -302,6 +302,11 @@ Test(report_page, upload_page_says_what_is_what, .timeout = 90) {
     cr_expect(strstr(page, "class=\"legend\">Frames:"), "legend missing");
     int64_t none = -1;
     check_no_internals("upload page", page, f.dir, &none, 0);
+    if (getenv("ENDORET_SCREENSHOT_DIR")) { /* keep it, to look at */
+        char *keep = path_join(getenv("ENDORET_SCREENSHOT_DIR"), "upload.html");
+        cr_expect_eq(write_file_atomic(keep, page, strlen(page)), ER_OK);
+        free(keep);
+    }
     free(page);
     free(mp);
     free(data);
