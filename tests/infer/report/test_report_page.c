@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
+#include "infer/report/report.h"
 #include "infer/report/retrieval_server.h"
 #include "infer/retrieval/casedb.h"
 #include "nn/base/base.h"
@@ -234,6 +235,27 @@ Test(report_page, report_html_says_what_is_what) {
     cr_expect_gt(nonties, 0, "no query with a majority");
     check_no_internals("report.html", html, f.dir, f.dbid, NDB);
     free(html);
+}
+
+/* Without --query every case is a query against the others: the report's own accuracy is then
+ * the validated accuracy, computed by a second path (report_build's cards vs report_validate). */
+Test(report_page, validated_accuracy_is_the_leave_one_out_report) {
+    page_fx f;
+    make_page_fx(&f);
+    casedb db;
+    cr_assert_eq(casedb_open(f.db, &db), ER_OK, "%s", er_msg());
+    for (int use_float = 0; use_float < 2; use_float++) {
+        report_cfg cfg = {K, 0, 0.1, use_float, 0};
+        report_data r;
+        cr_assert_eq(report_build(&db, f.db, NULL, NULL, NULL, &cfg, &r), ER_OK, "%s", er_msg());
+        cr_expect_eq(r.valid.n, r.scored, "float %d: %d cases validated, %d scored", use_float, r.valid.n, r.scored);
+        cr_expect_eq(r.valid.correct, r.correct, "float %d: %d right in the validation, %d in the report", use_float, r.valid.correct, r.correct);
+        cr_expect_eq(r.valid.k, K);
+        cr_expect(r.valid.lo < r.valid.acc && r.valid.acc < r.valid.hi, "float %d: interval %g..%g around %g", use_float, r.valid.lo,
+                  r.valid.hi, r.valid.acc);
+        report_free(&r);
+    }
+    casedb_close(&db);
 }
 
 Test(report_page, serve_pages_say_what_is_what, .timeout = 60) {
