@@ -45,6 +45,7 @@ int case_query(const case_engine *e, const float *x, int V, report_data *out, ca
     rc = casedb_search(e->db, q, 1, k, e->cfg.use_float, ids, hd, fd, &cnt);
     if (!rc) {
         report_header(out, e->db, e->index_path, k, &e->cfg, 1);
+        out->valid = e->valid;
         report_query *w = &out->q[0];
         w->id = 0;
         w->truth = -1;

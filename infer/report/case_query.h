@@ -21,6 +21,7 @@ typedef struct {
     const casedb *db;
     const char *index_path;
     report_cfg cfg;
+    report_validation valid; /* the vote's accuracy on the database, computed once at start, shown on each case's page */
 } case_engine;
 
 typedef struct {

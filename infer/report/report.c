@@ -83,6 +83,61 @@ void report_neighbours(const casedb *db, const report_cfg *cfg, const report_dat
     free(sim);
 }
 
+int report_is_tie(const report_data *r, int i) {
+    const report_query *w = &r->q[i];
+    if (w->pred < 0 || !w->score) return 0;
+    for (int c = 0; c < r->nclass; c++)
+        if (c != w->pred && w->score[c] == w->score[w->pred]) return 1;
+    return 0;
+}
+
+int report_validate(const casedb *db, const report_cfg *cfg, int k, report_validation *out) {
+    memset(out, 0, sizeof *out);
+    out->acc = out->lo = out->hi = NAN;
+    int64_t n = db->n;
+    int C = db->nlabel_names;
+    if (n < 2 || C < 1) return ER_OK;
+    if (db->fx.n != n || db->fx.ids[0] != db->ids[0])
+        return er_fail(ER_INPUT, "case database: embeddings are not in case order (modified since open)");
+    if (k > n - 1) k = (int)(n - 1);
+    out->k = k;
+    int ks = k + 1; /* the case itself is dropped */
+    int64_t *ids = xmalloc((size_t)n * ks * 8);
+    int32_t *hd = xmalloc((size_t)n * ks * 4);
+    float *fd = xmalloc((size_t)n * ks * 4);
+    int *cnt = xmalloc((size_t)n * sizeof(int));
+    int64_t *lab = xmalloc((size_t)ks * 8);
+    double *sim = xmalloc((size_t)ks * 8), *score = xmalloc((size_t)C * 8);
+    int rc = casedb_search(db, db->fx.x, (int)n, ks, cfg->use_float, ids, hd, fd, cnt);
+    for (int64_t i = 0; i < n && !rc; i++) {
+        int64_t truth = db->labels[i];
+        if (truth < 0 || truth >= C) continue;
+        int m = 0;
+        for (int j = 0; j < cnt[i] && m < k; j++) {
+            size_t at = (size_t)i * ks + j;
+            if (ids[at] == db->ids[i]) continue;
+            int64_t row = casedb_row(db, ids[at]);
+            lab[m] = row >= 0 ? db->labels[row] : -1;
+            sim[m] = cfg->use_float ? 1.0 - fd[at] : hamming_similarity(hd[at], db->bits);
+            m++;
+        }
+        int pred = cfg->weighted ? knn_weighted(lab, sim, m, C, cfg->tau, score) : knn_majority(lab, m, C, score);
+        out->n++;
+        out->correct += pred == truth;
+    }
+    if (!rc && out->n) {
+        out->acc = (double)out->correct / out->n;
+        /* Wilson score interval, 95 %: unlike a percentile bootstrap it does not shrink to a point when
+         * every case (or none) is right, which a small case base often gives */
+        double z = 1.959963984540054, nn = out->n, p = out->acc, d = 1 + z * z / nn;
+        double mid = (p + z * z / (2 * nn)) / d, half = z * sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / d;
+        out->lo = mid - half;
+        out->hi = mid + half;
+    }
+    free(ids); free(hd); free(fd); free(cnt); free(lab); free(sim); free(score);
+    return rc;
+}
+
 int report_build(const casedb *db, const char *index_path, const emb_set *q, const char *query_path,
                  const char *qman_path, const report_cfg *cfg, report_data *out) {
     memset(out, 0, sizeof *out);
@@ -121,8 +176,14 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
         }
     }
 
+    report_validation valid;
+    if ((rc = report_validate(db, cfg, cfg->k, &valid))) {
+        if (have_m) manifest_free(&m);
+        return rc;
+    }
     report_data *r = out;
     report_header(r, db, index_path, k, cfg, nq);
+    r->valid = valid;
     r->query_path = dup_or_null(query_path);
     r->manifest_path = have_m ? xstrdup(qman_path ? qman_path : q->manifest) : NULL;
     int C = r->nclass;

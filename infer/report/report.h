@@ -40,6 +40,16 @@ typedef struct {
     double *score;        /* nclass normalised votes */
 } report_query;
 
+/* The vote's validated accuracy on the case base: every labelled case of the database is a query
+ * against all the others (leave-one-out, itself excluded; other views of the same lesion stay, so
+ * it can be optimistic), with the page's k, search and vote; 95 % Wilson score interval of the
+ * proportion right (z = 1.96). */
+typedef struct {
+    int n, correct;       /* labelled cases scored (0: none, nothing to show), right votes */
+    int k;
+    double acc, lo, hi;   /* NaN when n == 0 */
+} report_validation;
+
 typedef struct {
     /* parameters (copied strings) */
     char *index_path, *query_path, *manifest_path, *model;
@@ -58,6 +68,7 @@ typedef struct {
     int scored, correct;
     int64_t *conf;        /* nclass x nclass, row = truth, column = prediction */
     double accuracy;      /* NaN when no query is scored */
+    report_validation valid; /* the vote's leave-one-out accuracy on the database (report_validate) */
 } report_data;
 
 typedef struct {
@@ -102,6 +113,13 @@ void report_header(report_data *r, const casedb *db, const char *index_path, int
  * skipping case `self` (-1: none), at most k, with the vote. */
 void report_neighbours(const casedb *db, const report_cfg *cfg, const report_data *r, int k, int64_t self,
                        const int64_t *ids, const int32_t *hd, const float *fd, int cnt, report_query *w);
+/* The vote's leave-one-out accuracy over the database's labelled cases (report_validation), with
+ * cfg's search and vote and k neighbours (capped at n - 1). report_build calls it; serve copies it
+ * into each new case's report, so it is computed once per start. */
+int report_validate(const casedb *db, const report_cfg *cfg, int k, report_validation *out);
+/* 1 when query i's vote is a tie (majority: two labels with the most votes; weighted: two equal
+ * largest scores), so there is no majority to suggest. */
+int report_is_tie(const report_data *r, int i);
 /* Label name of a database label id, or "unknown". */
 const char *report_label(const report_data *r, int64_t label);
 

@@ -59,6 +59,26 @@ void hb_esc(html_buf *b, const char *s) {
     }
 }
 
+void hb_esc_name(html_buf *b, const char *path) {
+    if (!path) return;
+    const char *slash = strrchr(path, '/');
+    hb_esc(b, slash ? slash + 1 : path);
+}
+
+void hb_esc_nopath(html_buf *b, const char *s) {
+    if (!s) return;
+    while (*s) {
+        size_t sep = strcspn(s, " \t()[],;");
+        if (sep == 0) { char c[2] = {*s++, 0}; hb_esc(b, c); continue; }
+        char *word = xmalloc(sep + 1);
+        memcpy(word, s, sep);
+        word[sep] = 0;
+        hb_esc_name(b, word);
+        free(word);
+        s += sep;
+    }
+}
+
 void hb_free(html_buf *b) {
     free(b->s);
     memset(b, 0, sizeof *b);
@@ -144,7 +164,7 @@ static const char *CSS =
     ".bars{display:flex;flex-direction:column;gap:3px;margin-top:6px;max-width:420px}"
     ".bar{display:flex;align-items:center;gap:8px;font-size:13px}.bar span.name{width:110px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
     ".bar .track{flex:1;height:10px;background:#eceff4;border-radius:5px;overflow:hidden}.bar .fill{height:100%;background:var(--accent)}"
-    "ol.nbs{list-style:none;padding:0;margin:14px 0 0;display:grid;grid-template-columns:repeat(auto-fill,minmax(94px,1fr));gap:8px}"
+    "ol.nbs{list-style:none;padding:0;margin:14px 0 0;display:grid;grid-template-columns:repeat(auto-fill,minmax(116px,1fr));gap:8px}"
     "ol.nbs li{border:1px solid var(--line);border-radius:6px;padding:4px;font-size:11.5px;line-height:1.3;background:#fbfbfc}"
     "ol.nbs li.same{border-color:#9fd0ae;background:#f2faf4}ol.nbs li.diff{border-color:#e8b3ae;background:#fdf4f3}"
     "ol.nbs img,.noimg{width:100%;aspect-ratio:1;object-fit:cover;border-radius:4px;display:block;background:#ddd}"
@@ -153,7 +173,18 @@ static const char *CSS =
     ".noimg{display:flex;align-items:center;justify-content:center;color:var(--mute);font-size:11px}"
     "ol.nbs .pt{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}table.qlist td,table.qlist th{text-align:left}"
     ".rank{font-weight:700;color:var(--mute)}.lab{font-weight:600}"
-    "a{color:var(--accent)}footer{color:var(--mute);font-size:12px;text-align:center;padding:10px}";
+    "a{color:var(--accent)}footer{color:var(--mute);font-size:12px;text-align:center;padding:10px}"
+    ".answers{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}"
+    ".ans{border:1px solid var(--line);border-radius:6px;padding:6px 12px;min-width:200px}"
+    ".ans .k{font-size:12px;color:var(--mute);text-transform:uppercase;letter-spacing:.03em}"
+    ".ans .v{font-size:18px;font-weight:700}.ans.recorded{background:#f3f5f8}.ans.suggestion{background:#eef3fb;border-color:#b9c9e4}"
+    ".ans .v.nomaj{font-weight:400;font-style:italic;color:var(--mute)}"
+    ".valid{font-size:13px;color:var(--ink);margin:4px 0}"
+    ".notice{font-size:12.5px;background:#fff6e0;border:1px solid #ecd193;border-radius:5px;padding:4px 9px;margin:6px 0;color:#5a4500}"
+    ".legend{font-size:12.5px;color:var(--mute);margin:12px 0 0}"
+    ".sw{display:inline-block;width:12px;height:12px;border-radius:3px;border:2px solid;vertical-align:-2px;margin:0 3px 0 8px}"
+    ".sw.same{border-color:#9fd0ae;background:#f2faf4}.sw.diff{border-color:#e8b3ae;background:#fdf4f3}.sw.unk{border-color:var(--line);background:#fbfbfc}"
+    ".sim{font-weight:600;white-space:nowrap}.raw{color:var(--mute);font-size:10.5px}.fname{color:var(--mute);font-size:12.5px}";
 
 void report_html_head(html_buf *b, const char *title) {
     hb_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -165,21 +196,20 @@ void report_html_head(html_buf *b, const char *title) {
 }
 
 void report_html_tail(html_buf *b) {
-    hb_puts(b, "<footer>endoret: retrieval-based diagnosis report. Neighbours are the most similar cases of the "
-               "database; the prediction is the vote of their labels.</footer></body></html>\n");
+    hb_printf(b, "<footer>endoret: retrieval of similar past cases. %s</footer></body></html>\n", REPORT_NOTICE);
 }
 
 void report_html_params(html_buf *b, const report_data *r) {
     hb_puts(b, "<section class=\"panel\"><h2>Parameters</h2><table class=\"params\"><tbody>");
     hb_puts(b, "<tr><td>case database</td><td>");
-    hb_esc(b, r->index_path);
+    hb_esc_name(b, r->index_path);
     hb_printf(b, " (%lld cases, %d-d embeddings)</td></tr>", (long long)r->ncases, r->dim);
     hb_puts(b, "<tr><td>queries</td><td>");
-    if (r->query_path) hb_esc(b, r->query_path);
+    if (r->query_path) hb_esc_name(b, r->query_path);
     else hb_puts(b, "the database's own cases, leave-one-out");
     hb_printf(b, " (%d shown)</td></tr>", r->nq);
-    if (r->manifest_path) { hb_puts(b, "<tr><td>query manifest</td><td>"); hb_esc(b, r->manifest_path); hb_puts(b, "</td></tr>"); }
-    if (r->model) { hb_puts(b, "<tr><td>encoder</td><td>"); hb_esc(b, r->model); hb_puts(b, "</td></tr>"); }
+    if (r->manifest_path) { hb_puts(b, "<tr><td>query manifest</td><td>"); hb_esc_name(b, r->manifest_path); hb_puts(b, "</td></tr>"); }
+    if (r->model) { hb_puts(b, "<tr><td>encoder</td><td>"); hb_esc_nopath(b, r->model); hb_puts(b, "</td></tr>"); }
     if (r->use_float) hb_puts(b, "<tr><td>search</td><td>exact float cosine (distance 1 &minus; cos)</td></tr>");
     else hb_printf(b, "<tr><td>search</td><td>%d-bit %s hash codes, Hamming distance, %s index</td></tr>", r->bits, r->hash_name,
                    r->index_name);
@@ -227,7 +257,9 @@ void report_html_summary(html_buf *b, const report_data *r) {
         }
         hb_puts(b, "</tbody></table><div class=\"mute\">confusion matrix (queries with a known diagnosis)</div></div>");
     }
-    hb_puts(b, "</div></section>\n");
+    hb_puts(b, "</div>");
+    report_html_validity(b, r);
+    hb_printf(b, "<p class=\"notice\">%s</p></section>\n", REPORT_NOTICE);
 }
 
 void report_vote_text(const report_data *r, int i, char *out, size_t n) {
@@ -241,34 +273,50 @@ void report_vote_text(const report_data *r, int i, char *out, size_t n) {
     if (w->voters == w->nnb) len = snprintf(out, n, "%d of %d similar past cases were %s", w->agree, w->nnb, name);
     else len = snprintf(out, n, "%d of %d similar past cases with a known diagnosis were %s", w->agree, w->voters, name);
     if (r->weighted || len < 0 || (size_t)len >= n) return;
-    /* a majority tie is decided by the nearest case: say so */
+    /* a majority tie: no majority to suggest (classify counts the nearest case's label) */
     for (int c = 0; c < r->nclass; c++) {
         int cnt = 0;
         for (int j = 0; j < w->nnb; j++) cnt += w->nb[j].label == c;
-        if (c != w->pred && cnt == w->agree) { snprintf(out + len, n - len, " (a tie, decided by the nearest case)"); return; }
+        if (c != w->pred && cnt == w->agree) {
+            snprintf(out + len, n - len, ", as many as were %s (a tie: no majority)", report_label(r, c));
+            return;
+        }
     }
 }
 
-/* One image: src is a data: URI or a server URL (NULL: "no image"); title: the path shown on hover. */
-static void img_src(html_buf *b, const char *cls, const char *src, const char *title, const char *alt) {
+void report_html_validity(html_buf *b, const report_data *r) {
+    const report_validation *v = &r->valid;
+    hb_puts(b, "<p class=\"valid\">");
+    if (v->n > 0)
+        hb_printf(b, "Accuracy of this vote on the case base: <b class=\"vacc\">%.1f %%</b> (95 %% interval <span class=\"vci\">%.1f&ndash;%.1f "
+                     "%%</span>), leave-one-out over %d labelled past cases, k = %d", 100.0 * v->acc, 100.0 * v->lo, 100.0 * v->hi, v->n, v->k);
+    else hb_puts(b, "Accuracy of this vote on the case base: not known (the case base has too few labelled cases)");
+    hb_puts(b, "</p>");
+}
+
+/* One image: src is a data: URI or a server URL (NULL: "no image"); title: its file (the name only
+ * is shown); href: the full-size image (NULL: none). */
+static void img_src(html_buf *b, const char *cls, const char *src, const char *title, const char *alt, const char *href) {
     if (!src) {
         hb_printf(b, "<div class=\"noimg %s\">no image</div>", cls);
         return;
     }
+    if (href) { hb_puts(b, "<a href=\""); hb_esc(b, href); hb_puts(b, "\" target=\"_blank\" title=\"open the full-size image\">"); }
     hb_printf(b, "<img class=\"%s\" loading=\"lazy\" src=\"", cls);
     hb_esc(b, src);
     hb_puts(b, "\" alt=\"");
     hb_esc(b, alt);
     hb_puts(b, "\"");
-    if (title) { hb_puts(b, " title=\""); hb_esc(b, title); hb_puts(b, "\""); }
+    if (title && !href) { hb_puts(b, " title=\""); hb_esc_name(b, title); hb_puts(b, "\""); }
     hb_puts(b, ">");
+    if (href) hb_puts(b, "</a>");
 }
 
 static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
     const char *src = NULL;
     if (o->embed) src = path && o->cache ? cache_get(o->cache, path, o->thumb) : NULL;
     else src = path ? url : NULL;
-    img_src(b, cls, src, path, alt);
+    img_src(b, cls, src, path, alt, !o->embed || o->link ? url : NULL);
 }
 
 /* A case's views: `paths` is a view list (datasets/view_list.h: one path, or several of a scene
@@ -297,103 +345,139 @@ static void query_views_tag(html_buf *b, const char *alt, const report_html_opts
     for (int v = 0; v < n; v++) {
         char a[96];
         snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
-        img_src(b, n > 1 ? "vimg" : "qimg", o->query_uri[v], o->query_name ? o->query_name[v] : NULL, n > 1 ? a : alt);
+        img_src(b, n > 1 ? "vimg" : "qimg", o->query_uri[v], o->query_name ? o->query_name[v] : NULL, n > 1 ? a : alt, NULL);
     }
     if (n > 1) hb_puts(b, "</div>");
 }
 
+/* The file names of a view list, "a.png; b.png" */
+static void view_names(html_buf *b, const char *paths) {
+    int n;
+    char **views = view_list_split(paths, &n);
+    for (int v = 0; v < n; v++) {
+        if (v) hb_puts(b, "; ");
+        hb_esc_name(b, views[v]);
+    }
+    view_list_free(views, n);
+}
+
+/* Similarity a reader can take in (100 % = the same code / direction), the raw distance beside it. */
+static void similarity(html_buf *b, const report_data *r, const report_neighbour *n) {
+    if (n->hamming >= 0)
+        hb_printf(b, "<span class=\"sim\">similarity %.0f %%</span><br><span class=\"raw\">Hamming %d of %d bits</span>",
+                  100.0 * (1.0 - (double)n->hamming / r->bits), n->hamming, r->bits);
+    else
+        hb_printf(b, "<span class=\"sim\">similarity %.0f %%</span><br><span class=\"raw\">cosine distance %.3f</span>",
+                  100.0 * (1.0 - n->cosine), n->cosine);
+}
+
+static void legend(html_buf *b, const report_data *r, const report_query *w) {
+    hb_puts(b, "<p class=\"legend\">Frames: <span class=\"sw same\"></span>past case's recorded diagnosis is the suggested one"
+               "<span class=\"sw diff\"></span>it is another one<span class=\"sw unk\"></span>no recorded diagnosis");
+    if (w->pred < 0 || report_is_tie(r, (int)(w - r->q))) hb_puts(b, " or no suggestion");
+    hb_puts(b, " (the frame says nothing about being right). ");
+    if (r->use_float) hb_puts(b, "Similarity = the cosine of the two descriptors (100 % = the same direction).");
+    else hb_printf(b, "Similarity = the share of the %d code bits two cases have in common (1 &minus; Hamming distance / %d; "
+                      "unrelated cases share about 50 %%).", r->bits, r->bits);
+    hb_puts(b, "</p>");
+}
+
 void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o) {
     const report_query *w = &r->q[i];
-    const char *state = w->truth < 0 ? "na" : w->pred == w->truth ? "ok" : "bad";
+    int tie = report_is_tie(r, i), none = w->pred < 0 || tie;
+    const char *state = w->truth < 0 || none ? "na" : w->pred == w->truth ? "ok" : "bad";
     hb_printf(b, "<section class=\"query %s\" id=\"q%d\" data-query=\"%lld\"><div class=\"qhead\">", state, i, (long long)w->id);
     char url[64], alt[64];
     snprintf(url, sizeof url, "/image/query/%d", i);
-    snprintf(alt, sizeof alt, "query %lld", (long long)w->id);
+    if (o->query_uri) snprintf(alt, sizeof alt, "uploaded case");
+    else snprintf(alt, sizeof alt, "query %d", i + 1);
     if (o->query_uri) query_views_tag(b, alt, o);
     else image_tag(b, "qimg", w->image, url, alt, o);
-    hb_printf(b, "<div class=\"qtext\"><h2>Query %lld</h2><p class=\"meta\">diagnosis: <b class=\"truth\">", (long long)w->id);
-    if (w->truth_name) hb_esc(b, w->truth_name);
-    else hb_puts(b, "unknown");
-    hb_puts(b, "</b>");
-    if (w->scene) { hb_puts(b, " &middot; scene "); hb_esc(b, w->scene); }
-    if (w->view) { hb_puts(b, " &middot; view "); hb_esc(b, w->view); }
-    if (w->patient) { hb_puts(b, " &middot; patient "); hb_esc(b, w->patient); }
-    if (o->query_uri) {
-        for (int v = 0; v < o->query_views && o->query_name; v++) {
-            hb_puts(b, v ? "; " : "<br><span class=\"path\">");
-            hb_esc(b, o->query_name[v]);
-            if (v + 1 == o->query_views) hb_puts(b, "</span>");
-        }
+    if (o->query_uri) hb_puts(b, "<div class=\"qtext\"><h2>Uploaded case</h2><p class=\"meta\">");
+    else hb_printf(b, "<div class=\"qtext\"><h2>Query %d of %d</h2><p class=\"meta\">", i + 1, r->nq);
+    int sep = 0;
+    if (w->scene) { hb_puts(b, "scene "); hb_esc(b, w->scene); sep = 1; }
+    if (w->view) { hb_puts(b, sep ? " &middot; view " : "view "); hb_esc(b, w->view); sep = 1; }
+    if (w->patient) { hb_puts(b, sep ? " &middot; patient " : "patient "); hb_esc(b, w->patient); sep = 1; }
+    if (o->query_uri && o->query_name) {
+        hb_puts(b, sep ? "<br><span class=\"fname\">" : "<span class=\"fname\">");
+        for (int v = 0; v < o->query_views; v++) { if (v) hb_puts(b, "; "); hb_esc_name(b, o->query_name[v]); }
+        hb_puts(b, "</span>");
     } else if (w->image) {
-        int n;
-        char **views = view_list_split(w->image, &n);
-        for (int v = 0; v < n; v++) {
-            hb_puts(b, v ? "; " : "<br><span class=\"path\">");
-            hb_esc(b, views[v]);
-            if (v + 1 == n) hb_puts(b, "</span>");
-        }
-        view_list_free(views, n);
+        hb_puts(b, sep ? "<br><span class=\"fname\">" : "<span class=\"fname\">");
+        view_names(b, w->image);
+        hb_puts(b, "</span>");
     }
-    hb_puts(b, "</p>");
+    hb_puts(b, "</p><div class=\"answers\"><div class=\"ans recorded\"><div class=\"k\">Recorded diagnosis (ground truth)</div>"
+               "<div class=\"v truth\">");
+    if (w->truth_name) hb_esc(b, w->truth_name);
+    else hb_puts(b, "<span class=\"nomaj\">not recorded</span>");
+    hb_puts(b, "</div></div><div class=\"ans suggestion\"><div class=\"k\">System's suggestion</div>");
+    if (w->pred < 0) hb_puts(b, "<div class=\"v nomaj\">none (no past case with a known diagnosis)</div>");
+    else if (tie) hb_puts(b, "<div class=\"v nomaj\">no majority</div>");
+    else { hb_puts(b, "<div class=\"v pred\">"); hb_esc(b, report_label(r, w->pred)); hb_puts(b, "</div>"); }
+    if (w->truth >= 0 && !none)
+        hb_printf(b, "<span class=\"mark %s\">%s</span>", state,
+                  w->pred == w->truth ? "&#10003; correct: matches the recorded diagnosis" : "&#10007; incorrect: differs from the recorded diagnosis");
+    hb_puts(b, "</div></div>");
     char vote[512];
     report_vote_text(r, i, vote, sizeof vote);
     hb_puts(b, "<p class=\"vote\">");
     hb_esc(b, vote);
-    hb_puts(b, "</p><p>predicted: <span class=\"pred\">");
-    hb_esc(b, report_label(r, w->pred));
-    hb_puts(b, "</span>");
-    if (w->truth >= 0) hb_printf(b, "<span class=\"mark %s\">%s</span>", state, w->pred == w->truth ? "&#10003; correct" : "&#10007; incorrect");
-    else hb_puts(b, "<span class=\"mark na\">truth unknown</span>");
     hb_puts(b, "</p>");
+    report_html_validity(b, r);
+    hb_printf(b, "<p class=\"notice\">%s</p>", REPORT_NOTICE);
     if (r->nclass) {
         hb_printf(b, "<div class=\"bars\" title=\"%s\">", r->weighted ? "similarity-weighted vote share" : "vote share");
         for (int c = 0; c < r->nclass; c++) {
             hb_puts(b, "<div class=\"bar\"><span class=\"name\">");
             hb_esc(b, r->label_names[c]);
-            double s = w->score[c] >= 0 && w->score[c] <= 1 ? w->score[c] : 0;
+            double v = w->score[c] >= 0 && w->score[c] <= 1 ? w->score[c] : 0;
             hb_printf(b, "</span><span class=\"track\"><span class=\"fill\" style=\"display:block;width:%.1f%%\"></span></span>"
-                         "<span>%.2f</span></div>", 100.0 * s, s);
+                         "<span>%.0f %%</span></div>", 100.0 * v, 100.0 * v);
         }
         hb_puts(b, "</div>");
     }
-    hb_puts(b, "</div></div><ol class=\"nbs\">");
+    hb_puts(b, "</div></div>");
+    legend(b, r, w);
+    hb_puts(b, "<ol class=\"nbs\">");
     for (int j = 0; j < w->nnb; j++) {
         const report_neighbour *n = &w->nb[j];
-        const char *cls = n->label < 0 || w->pred < 0 ? "" : n->label == w->pred ? "same" : "diff";
+        const char *cls = n->label < 0 || none ? "" : n->label == w->pred ? "same" : "diff";
         hb_printf(b, "<li class=\"nb %s\" data-case=\"%lld\">", cls, (long long)n->id);
         snprintf(url, sizeof url, "/image/case/%lld", (long long)n->id);
-        snprintf(alt, sizeof alt, "case %lld", (long long)n->id);
+        snprintf(alt, sizeof alt, "past case %d", j + 1);
         image_tag(b, "nimg", n->image, url, alt, o);
         hb_printf(b, "<span class=\"rank\">#%d</span> <span class=\"lab\">", j + 1);
-        hb_esc(b, report_label(r, n->label));
+        hb_esc(b, n->label < 0 ? "no recorded diagnosis" : report_label(r, n->label));
         hb_puts(b, "</span><br>");
-        if (n->hamming >= 0) hb_printf(b, "<span title=\"Hamming distance of the %d-bit codes\">Hamming %d</span>", r->bits, n->hamming);
-        else hb_printf(b, "<span title=\"cosine distance 1 - cos\">cos dist %.3f</span>", n->cosine);
-        hb_printf(b, "<br>case %lld", (long long)n->id);
-        if (n->view >= 0) hb_printf(b, ", view %lld", (long long)n->view);
+        similarity(b, r, n);
+        if (n->view >= 0) hb_printf(b, "<br>view %lld", (long long)n->view);
         /* the patient names the lesion across databases; the stored scene is a dense id */
         if (n->patient) { hb_puts(b, "<span class=\"pt\">patient "); hb_esc(b, n->patient); hb_puts(b, "</span>"); }
-        else if (n->scene >= 0) hb_printf(b, "<span class=\"pt\">scene %lld</span>", (long long)n->scene);
+        else if (n->scene >= 0) hb_printf(b, "<span class=\"pt\">lesion %lld</span>", (long long)n->scene);
         hb_puts(b, "</li>");
     }
     hb_puts(b, "</ol></section>\n");
 }
 
 void report_html_query_list(html_buf *b, const report_data *r, const char *href_prefix) {
-    hb_puts(b, "<section class=\"panel\"><h2>Queries</h2><table class=\"qlist\"><thead><tr><th>query</th><th>diagnosis</th>"
-               "<th>predicted</th><th>agreement</th><th></th></tr></thead><tbody>");
+    hb_puts(b, "<section class=\"panel\"><h2>Queries</h2><table class=\"qlist\"><thead><tr><th>query</th>"
+               "<th>recorded diagnosis (ground truth)</th><th>system's suggestion</th><th>agreement</th><th></th></tr></thead><tbody>");
     for (int i = 0; i < r->nq; i++) {
         const report_query *w = &r->q[i];
+        int tie = report_is_tie(r, i), none = w->pred < 0 || tie;
         hb_puts(b, "<tr><td><a href=\"");
         if (href_prefix) { hb_esc(b, href_prefix); hb_printf(b, "%d", i); }
         else hb_printf(b, "#q%d", i);
-        hb_printf(b, "\">query %lld</a></td><td>", (long long)w->id);
-        hb_esc(b, w->truth_name ? w->truth_name : "unknown");
+        hb_printf(b, "\">query %d</a></td><td>", i + 1);
+        hb_esc(b, w->truth_name ? w->truth_name : "not recorded");
         hb_puts(b, "</td><td>");
-        hb_esc(b, report_label(r, w->pred));
+        if (tie) hb_puts(b, "<i>no majority</i>");
+        else hb_esc(b, w->pred < 0 ? "none" : report_label(r, w->pred));
         hb_printf(b, "</td><td>%d / %d</td><td>", w->agree, w->voters);
-        if (w->truth >= 0) hb_printf(b, "<span class=\"mark %s\">%s</span>", w->pred == w->truth ? "ok" : "bad",
-                                     w->pred == w->truth ? "&#10003;" : "&#10007;");
+        if (w->truth >= 0 && !none) hb_printf(b, "<span class=\"mark %s\">%s</span>", w->pred == w->truth ? "ok" : "bad",
+                                              w->pred == w->truth ? "&#10003;" : "&#10007;");
         hb_puts(b, "</td></tr>");
     }
     hb_puts(b, "</tbody></table></section>\n");
@@ -401,8 +485,9 @@ void report_html_query_list(html_buf *b, const report_data *r, const char *href_
 
 void report_html_page(html_buf *b, const report_data *r, int thumb) {
     report_html_head(b, "endoret retrieval report");
-    hb_printf(b, "<header><h1>Retrieval-based diagnosis report</h1><p>%d quer%s, each shown with the %d most similar past "
-                 "cases of the database and the vote of their diagnoses</p></header><main>\n", r->nq, r->nq == 1 ? "y" : "ies", r->k);
+    hb_printf(b, "<header><h1>Similar past cases: retrieval report</h1><p>%d quer%s, each shown with the %d most similar past "
+                 "cases of the database and the vote of their recorded diagnoses. Images are thumbnails (full-size images: "
+                 "<code>endoret serve</code>).</p></header><main>\n", r->nq, r->nq == 1 ? "y" : "ies", r->k);
     report_html_summary(b, r);
     report_html_params(b, r);
     report_html_opts o = {.embed = 1, .thumb = thumb, .cache = thumb_cache_new()};

@@ -23,6 +23,15 @@ void hb_printf(html_buf *b, const char *fmt, ...) __attribute__((format(printf, 
 /* s with & < > " ' replaced by entities (NULL writes nothing). */
 void hb_esc(html_buf *b, const char *s);
 void hb_free(html_buf *b);
+/* The last component of a path, escaped: pages name files, never where they lie on the server. */
+void hb_esc_name(html_buf *b, const char *path);
+/* Text with every word that holds a '/' cut to its last component, escaped (an encoder description
+ * that names its weight file). */
+void hb_esc_nopath(html_buf *b, const char *s);
+
+/* Beside every suggestion, in every page. */
+#define REPORT_NOTICE "Research use only &mdash; not a medical device; the suggestion is the vote of the retrieved past " \
+                      "cases, not a diagnosis."
 
 typedef struct thumb_cache thumb_cache; /* path -> data: URI, so a case shown twice is encoded once */
 
@@ -34,6 +43,7 @@ typedef struct {
      * shown instead of the query's image paths, which are then never opened */
     char *const *query_uri, *const *query_name;
     int query_views;
+    int link;             /* 1: images link to the server's full-size /image routes (always when !embed) */
 } report_html_opts;
 
 thumb_cache *thumb_cache_new(void);
@@ -47,7 +57,13 @@ void report_html_summary(html_buf *b, const report_data *r);
 /* The vote sentence of query i, e.g. "8 of 10 similar past cases were malignant" (plain text,
  * not escaped: the caller escapes). */
 void report_vote_text(const report_data *r, int i, char *out, size_t n);
-/* One query's explanation: its image and truth, the vote, the k neighbours in rank order. */
+/* The vote's validated accuracy (r->valid) as one sentence, e.g. "Accuracy of this vote on the case
+ * base: 72.0 % (95 % interval 60.0&ndash;83.3 %), leave-one-out over 24 labelled past cases, k = 6". */
+void report_html_validity(html_buf *b, const report_data *r);
+/* One query's explanation: its image, its recorded diagnosis (ground truth, when known) apart from
+ * the system's suggestion (the vote; "no majority" on a tie), the vote's validated accuracy and the
+ * research notice, a legend, the k neighbours in rank order with their similarity. An online case
+ * (o->query_uri) is titled "Uploaded case"; a query of the report "Query <row + 1> of <nq>". */
 void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o);
 /* Table of all queries, each linking to href_prefix<row> (server) or #q<row> (report). */
 void report_html_query_list(html_buf *b, const report_data *r, const char *href_prefix);

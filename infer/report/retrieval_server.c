@@ -91,9 +91,9 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
     if (i >= s->rep.nq) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
     html_buf b = {0};
     char title[64];
-    snprintf(title, sizeof title, "endoret: query %lld", (long long)s->rep.q[i].id);
+    snprintf(title, sizeof title, "endoret: query %lld of %d", (long long)i + 1, s->rep.nq);
     report_html_head(&b, title);
-    hb_printf(&b, "<header><h1>Query %lld</h1><p><a style=\"color:#fff\" href=\"/\">&larr; all queries</a>", (long long)s->rep.q[i].id);
+    hb_printf(&b, "<header><h1>Query %lld of %d</h1><p><a style=\"color:#fff\" href=\"/\">&larr; all queries</a>", (long long)i + 1, s->rep.nq);
     if (i > 0) hb_printf(&b, " &middot; <a style=\"color:#fff\" href=\"/query/%lld\">previous</a>", (long long)i - 1);
     if (i + 1 < s->rep.nq) hb_printf(&b, " &middot; <a style=\"color:#fff\" href=\"/query/%lld\">next</a>", (long long)i + 1);
     hb_puts(&b, "</p></header><main>\n");
@@ -176,7 +176,7 @@ static void answer_case(retrieval_server *s, case_req *r) {
                      "%d view%s, %s, embedded in %.0f ms, searched in %.1f ms</p></header><main>\n",
                   V, V == 1 ? "" : "s", t.fusion, t.embed_ms, t.search_ms);
         report_html_opts o = {.embed = 1, .thumb = 112, .cache = thumb_cache_new(), .query_uri = thumbs,
-                              .query_name = names, .query_views = V};
+                              .query_name = names, .query_views = V, .link = 1};
         report_html_query(b, &rep, 0, &o);
         thumb_cache_free(o.cache);
         hb_puts(b, "</main>");
@@ -413,7 +413,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     }
     if (s->online) { /* kept open for new cases; the engine points into the server */
         s->db = db;
-        s->engine = (case_engine){s->m, &s->db, s->rep.index_path, cfg->rep};
+        s->engine = (case_engine){s->m, &s->db, s->rep.index_path, cfg->rep, s->rep.valid}; /* valid: computed once, by report_build */
         s->engine.cfg.k = cfg->rep.k;
     } else {
         casedb_close(&db);

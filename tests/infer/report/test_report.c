@@ -161,7 +161,7 @@ static void check_query_html(const fixture *f, const char *sec, int i, int expec
     char vote[256];
     snprintf(vote, sizeof vote, "%d of %d similar past cases were %s", agree, K, pred == 0 ? EVIL_ESC : "benign");
     cr_expect(strstr(sec, vote), "query %d: vote text '%s' missing", i, vote);
-    const char *mark = f->qlab[i] < 0 ? "truth unknown" : pred == f->qlab[i] ? "correct" : "incorrect";
+    const char *mark = f->qlab[i] < 0 ? "<span class=\"nomaj\">not recorded</span>" : pred == f->qlab[i] ? "correct" : "incorrect";
     cr_expect(strstr(sec, mark), "query %d: marker '%s' missing", i, mark);
     if (expect_images) {
         int n = 0;
@@ -386,7 +386,7 @@ Test(report, vote_sentence) {
     r.q = &q;
     char t[256];
     report_vote_text(&r, 0, t, sizeof t);
-    cr_expect_str_eq(t, "2 of 4 similar past cases were b (a tie, decided by the nearest case)");
+    cr_expect_str_eq(t, "2 of 4 similar past cases were b, as many as were a (a tie: no majority)");
     r.weighted = 1; /* a weighted vote has no tie to explain */
     report_vote_text(&r, 0, t, sizeof t);
     cr_expect_str_eq(t, "2 of 4 similar past cases were b");
@@ -437,7 +437,7 @@ Test(report, weighted_vote_prediction) {
         differs += pred != (votes[0] > votes[1] ? 0 : 1); /* 7 votes, 2 labels: no tie */
         char *sec = query_section(html, i);
         char want[200];
-        snprintf(want, sizeof want, "predicted: <span class=\"pred\">%s</span>", pred == 0 ? EVIL_ESC : "benign");
+        snprintf(want, sizeof want, "<div class=\"v pred\">%s</div>", pred == 0 ? EVIL_ESC : "benign");
         cr_expect(strstr(sec, want), "query %d: expected '%s'", i, want);
         cr_expect_null(strstr(sec, "a tie"), "weighted vote with a tie note");
         free(sec);
