@@ -13,11 +13,12 @@
 
 #include <criterion/criterion.h>
 
-/* Sends METHOD PATH (with `payload` of type `ctype` when non-NULL) to 127.0.0.1:port and returns the
+/* Sends METHOD PATH (with one more header line `header` when non-NULL, e.g. "Authorization: Bearer x",
+ * and with `payload` of type `ctype` when non-NULL) to 127.0.0.1:port and returns the
  * status code; *body / *blen point at the response body inside a static buffer (binary-safe, valid
  * until the next call). Fails the test on a connection error or a missing status line. */
-static int test_http_bin(int port, const char *method, const char *path, const char *ctype, const char *payload,
-                         size_t plen, const char **body, size_t *blen) {
+static int test_http_hdr(int port, const char *method, const char *path, const char *header, const char *ctype,
+                         const char *payload, size_t plen, const char **body, size_t *blen) {
     static char resp[1 << 20];
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fd >= 0);
@@ -31,6 +32,7 @@ static int test_http_bin(int port, const char *method, const char *path, const c
     cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
     char req[2048];
     int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n", method, path);
+    if (header) n += snprintf(req + n, sizeof req - n, "%s\r\n", header);
     if (payload) n += snprintf(req + n, sizeof req - n, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, plen);
     n += snprintf(req + n, sizeof req - n, "\r\n");
     cr_assert(write(fd, req, n) == n);
@@ -50,6 +52,11 @@ static int test_http_bin(int port, const char *method, const char *path, const c
     *body = b ? b + 4 : "";
     *blen = b ? got - (size_t)(b + 4 - resp) : 0;
     return status;
+}
+
+static inline int test_http_bin(int port, const char *method, const char *path, const char *ctype, const char *payload,
+                                size_t plen, const char **body, size_t *blen) {
+    return test_http_hdr(port, method, path, NULL, ctype, payload, plen, body, blen);
 }
 
 /* test_http_bin with a NUL-terminated payload. */

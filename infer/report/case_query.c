@@ -18,16 +18,13 @@ int case_input(const case_engine *e, const image *view, aug_workspace *ws, image
     return rc;
 }
 
-int case_query(const case_engine *e, const float *x, int V, report_data *out, case_timing *t) {
-    memset(out, 0, sizeof *out);
+int case_descriptor(const case_engine *e, const float *x, int V, float *q, case_timing *t) {
     if (V < 1) return er_fail(ER_INPUT, "a case needs at least one image");
     model *m = e->m;
     if (m->dim != e->db->dim)
         return er_fail(ER_INPUT, "the model gives %d-d descriptors but %s holds %d-d ones", m->dim, e->index_path, e->db->dim);
-    if (e->db->n < 1) return er_fail(ER_INPUT, "%s: no cases to search", e->index_path);
     double t0 = now_seconds();
-    int D = m->dim, rc;
-    float *q = xmalloc((size_t)D * sizeof(float));
+    int rc;
     if (m->arch->scene_descriptor) {
         t->fusion = "scene encoder";
         rc = model_embed_scene(m, x, V, q);
@@ -35,8 +32,16 @@ int case_query(const case_engine *e, const float *x, int V, report_data *out, ca
         t->fusion = V == 1 ? "single view" : "mean of views";
         rc = model_embed_mean(m, x, V, q);
     }
+    t->embed_ms = 1e3 * (now_seconds() - t0);
+    return rc;
+}
+
+int case_query(const case_engine *e, const float *x, int V, report_data *out, case_timing *t) {
+    memset(out, 0, sizeof *out);
+    if (V >= 1 && e->m->dim == e->db->dim && e->db->n < 1) return er_fail(ER_INPUT, "%s: no cases to search", e->index_path);
+    float *q = xmalloc((size_t)e->m->dim * sizeof(float));
+    int rc = case_descriptor(e, x, V, q, t);
     double t1 = now_seconds();
-    t->embed_ms = 1e3 * (t1 - t0);
     if (rc) { free(q); return rc; }
     int k = e->cfg.k < e->db->n ? e->cfg.k : (int)e->db->n, cnt = 0;
     int64_t *ids = xmalloc((size_t)k * sizeof(int64_t));

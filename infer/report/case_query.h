@@ -39,6 +39,9 @@ int case_input(const case_engine *e, const image *view, aug_workspace *ws, image
  * encoder's time (the caller adds its decoding and preprocessing). ER_INPUT when V < 1 or the
  * model's width is not the database's. Not thread-safe: one caller at a time per model. */
 int case_query(const case_engine *e, const float *x, int V, report_data *out, case_timing *t);
+/* The case descriptor alone (m->dim floats into q), as case_query computes it: t->fusion and
+ * t->embed_ms are set. Filing a case stores this descriptor. */
+int case_descriptor(const case_engine *e, const float *x, int V, float *q, case_timing *t);
 /* The answer as one JSON object: the vote, the neighbours (id, label, distance, image paths) and the
  * timings. */
 void case_query_json(html_buf *b, const report_data *r, const case_timing *t, int V);

@@ -23,7 +23,17 @@ struct case_upload {
     int announced;         /* the last file chunk was (off 0, size 0): the part's data is still to come */
     case_upload_budget *budget;
     int64_t charged;       /* bytes charged to the budget */
+    char diagnosis[CASE_MAX_LABEL + 1]; /* the "diagnosis" field (filing a case), "" = none */
+    int diagnosis_over;    /* it was longer than CASE_MAX_LABEL */
 };
+
+/* Appends a chunk of the "diagnosis" field. */
+static void add_diagnosis(case_upload *u, const char *data, size_t size) {
+    size_t have = strlen(u->diagnosis);
+    if (have + size > CASE_MAX_LABEL || memchr(data, 0, size)) { u->diagnosis_over = 1; return; }
+    memcpy(u->diagnosis + have, data, size);
+    u->diagnosis[have + size] = 0;
+}
 
 /* Charges size more bytes to the server's budget: 0 (and u->over) when they do not fit. */
 static int charge(case_upload *u, size_t size) {
@@ -56,7 +66,8 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
                                size_t size) {
     (void)kind; (void)key; (void)content_type; (void)transfer_encoding;
     case_upload *u = cls;
-    if (!filename || u->over) return MHD_YES; /* plain form fields are ignored; past a limit: drain */
+    if (!filename && key && !strcmp(key, "diagnosis")) { add_diagnosis(u, data, size); return MHD_YES; }
+    if (!filename || u->over) return MHD_YES; /* other plain form fields are ignored; past a limit: drain */
     /* The first chunk of a file part has off 0, but libmicrohttpd may announce a part with an empty
      * chunk (off 0, size 0) when the data so far ends with the part's headers, and then give its
      * first bytes with off 0 again: that is the same part (a part left empty is then dropped). */
@@ -130,8 +141,10 @@ unsigned case_upload_finish(case_upload *u, char *msg, size_t n) {
             snprintf(msg, n, "%s\n", er_msg());
             return MHD_HTTP_BAD_REQUEST;
         }
-        const json_value *p = json_get(&v, "paths");
+        const json_value *p = json_get(&v, "paths"), *dg = json_get(&v, "diagnosis");
         unsigned st = 0;
+        if (dg && dg->type == JSON_STRING) add_diagnosis(u, dg->string, strlen(dg->string));
+        else if (dg) u->diagnosis_over = 1;
         if (!p || p->type != JSON_ARRAY) snprintf(msg, n, "expected {\"paths\": [\"image\", ...]}\n"), st = MHD_HTTP_BAD_REQUEST;
         else if (p->n > u->max_views) snprintf(msg, n, "too many images for one case (%d > %d)\n", p->n, u->max_views), st = 413u;
         for (int i = 0; !st && i < p->n; i++) {
@@ -150,9 +163,17 @@ unsigned case_upload_finish(case_upload *u, char *msg, size_t n) {
     return 0;
 }
 
+unsigned case_upload_raw(case_upload *u, const char **body, size_t *len, char *msg, size_t n) {
+    if (u->over) return case_upload_finish(u, msg, n);
+    *body = u->body ? u->body : "";
+    *len = u->blen;
+    return 0;
+}
+
 int case_upload_count(const case_upload *u) { return u->n; }
 const case_file *case_upload_file(const case_upload *u, int i) { return &u->f[i]; }
 int case_upload_is_json(const case_upload *u) { return u->json; }
+const char *case_upload_diagnosis(const case_upload *u) { return u->diagnosis_over ? NULL : u->diagnosis; }
 
 void case_upload_free(case_upload *u) {
     if (!u) return;

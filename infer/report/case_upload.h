@@ -4,6 +4,8 @@
  *                         CASE_MAX_IMAGE_BYTES, all together at most CASE_MAX_BODY_BYTES;
  *   application/json    : {"paths": ["a.png", ...]} naming images on the server, at most
  *                         CASE_MAX_JSON_BYTES (the server checks each path against its image folders).
+ * Filing a case (POST /case/file.json) adds its diagnosis: a "diagnosis" form field, or
+ * {"paths": [...], "diagnosis": "benign"}.
  * A body over a limit is drained without storing more, and case_upload_error says which limit (413). */
 #ifndef ENDORET_CASE_UPLOAD_H
 #define ENDORET_CASE_UPLOAD_H
@@ -18,6 +20,8 @@
 /* The request bodies a server holds at once, all connections together (128 connections x 64 MB
  * would be 8 GB); a body that would go past it is drained and told 503 + Retry-After. */
 #define CASE_UPLOAD_BUDGET ((int64_t)256 << 20)
+/* The longest "diagnosis" a request to file a case may give (a label name of the database). */
+#define CASE_MAX_LABEL 255
 
 typedef struct {
     _Atomic int64_t used; /* bytes held by the requests now open */
@@ -42,10 +46,16 @@ void case_upload_feed(case_upload *u, const char *data, size_t size);
 /* After the last chunk: 0 when the body was read, else the HTTP status (400, 413, 503 when the
  * server's upload budget was full) and *msg. */
 unsigned case_upload_finish(case_upload *u, char *msg, size_t n);
+/* A JSON body as it came (POST /case/delete.json), after the last chunk: 0 with *body (owned by u),
+ * or the status of case_upload_finish for a body over a limit. */
+unsigned case_upload_raw(case_upload *u, const char **body, size_t *len, char *msg, size_t n);
 /* Multipart: the files, in order. JSON: names = the paths, data NULL. */
 int case_upload_count(const case_upload *u);
 const case_file *case_upload_file(const case_upload *u, int i);
 int case_upload_is_json(const case_upload *u);
+/* The "diagnosis" given with the case (a multipart form field of that name, or the JSON body's
+ * "diagnosis" string): "" when none, NULL when it was not a string or longer than CASE_MAX_LABEL. */
+const char *case_upload_diagnosis(const case_upload *u);
 void case_upload_free(case_upload *u);
 
 #endif

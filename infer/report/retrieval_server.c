@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +21,13 @@
 #include "infer/report/case_query.h"
 #include "infer/report/case_upload.h"
 #include "infer/report/case_views.h"
+#include "infer/report/case_write.h"
 #include "infer/report/thumbnail.h"
 #include "infer/report/work_queue.h"
 #include "infer/retrieval/casedb.h"
 #include "infer/report/report_html.h"
 #include "nn/base/base.h"
+#include "nn/base/json.h"
 
 struct retrieval_server {
     http_daemon *d;
@@ -42,12 +45,24 @@ struct retrieval_server {
     char **roots;       /* NULL-terminated real paths of --image-root */
     work_queue *work;
     case_upload_budget budget;
+    /* writes (case_write.h): NULL token = read-only. The worker changes db and the id -> image
+     * table below; the pool threads read that table under cases_lock. */
+    char *write_token;
+    int64_t next_id;    /* the id the next filed case gets */
+    pthread_rwlock_t cases_lock;
 };
 
 /* A POST /case request: its body as it arrives, then, once the worker has answered, the reply. */
+enum { REQ_QUERY, REQ_FILE, REQ_DELETE };
+
 typedef struct {
     case_upload *u;
     struct MHD_Connection *c;
+    int mode;           /* REQ_* */
+    int64_t label;      /* REQ_FILE: the diagnosis's label number */
+    char addr[64];      /* the client, for the write log */
+    const char *raw;    /* REQ_DELETE: the JSON body (owned by u) */
+    size_t rlen;
     int json, answered;
     unsigned status;
     const char *type;
@@ -128,25 +143,21 @@ static void req_text(case_req *r, unsigned status, const char *msg) {
 /* The worker's part of a new case: size the views from their headers (case_views.h), decode them
  * one at a time into the model's input (and, for the page, a thumbnail made from the decoded view,
  * so no file is written and no name is opened again), embed, search, render. */
-static void answer_case(retrieval_server *s, case_req *r) {
-    char msg[600];
-    case_view *v;
-    int V;
-    double t0 = now_seconds();
-    unsigned st = case_views_prepare(r->u, s->roots, s->max_view_px, s->max_case_px, &v, &V, msg, sizeof msg);
-    if (st) { case_views_free(v, V); req_text(r, st, msg); return; }
+/* The V views' model inputs into x (V x case_input_floats floats), and their thumbnails when
+ * thumbs is given: 0, or the HTTP status with msg. */
+static unsigned decode_inputs(retrieval_server *s, const case_view *v, int V, float *x, char **thumbs, char **names,
+                              char *msg, size_t nmsg) {
     size_t nin = case_input_floats(&s->engine);
-    float *x = xmalloc((size_t)V * nin * sizeof(float));
-    char **thumbs = r->json ? NULL : xcalloc((size_t)V, sizeof(char *)), **names = xcalloc((size_t)V, sizeof(char *));
+    unsigned st = 0;
     image im = {0}, tmp = {0};
     aug_workspace ws = {0};
     for (int i = 0; i < V && !st; i++) {
-        names[i] = (char *)v[i].name;
+        if (names) names[i] = (char *)v[i].name;
         if (case_view_decode(&v[i], s->max_view_px, &im)) {
-            snprintf(msg, sizeof msg, "%s: not a PNG or JPEG image\n", v[i].name);
+            snprintf(msg, nmsg, "%s: not a PNG or JPEG image\n", v[i].name);
             st = MHD_HTTP_BAD_REQUEST;
         } else if (case_input(&s->engine, &im, &ws, &tmp, x + (size_t)i * nin)) {
-            snprintf(msg, sizeof msg, "%s\n", er_msg());
+            snprintf(msg, nmsg, "%s\n", er_msg());
             st = MHD_HTTP_INTERNAL_SERVER_ERROR;
         } else if (thumbs && thumbnail_data_uri_image(&im, 112, 82, &thumbs[i])) {
             thumbs[i] = NULL; /* shown as "no image" */
@@ -155,6 +166,19 @@ static void answer_case(retrieval_server *s, case_req *r) {
     image_free(&im);
     image_free(&tmp);
     aug_workspace_free(&ws);
+    return st;
+}
+
+static void answer_case(retrieval_server *s, case_req *r) {
+    char msg[600];
+    case_view *v;
+    int V;
+    double t0 = now_seconds();
+    unsigned st = case_views_prepare(r->u, s->roots, s->max_view_px, s->max_case_px, &v, &V, msg, sizeof msg);
+    if (st) { case_views_free(v, V); req_text(r, st, msg); return; }
+    float *x = xmalloc((size_t)V * case_input_floats(&s->engine) * sizeof(float));
+    char **thumbs = r->json ? NULL : xcalloc((size_t)V, sizeof(char *)), **names = xcalloc((size_t)V, sizeof(char *));
+    st = decode_inputs(s, v, V, x, thumbs, names, msg, sizeof msg);
     double prep_ms = 1e3 * (now_seconds() - t0);
     report_data rep = {0};
     case_timing t = {0};
@@ -193,9 +217,107 @@ static void answer_case(retrieval_server *s, case_req *r) {
 
 /* The embedding worker: answers the case, then hands the connection back to the daemon, which
  * calls the handler again to send the reply. */
+static void json_str(html_buf *b, const char *str) {
+    char *buf = NULL;
+    size_t cap = 0, len = json_escape(&buf, &cap, 0, str);
+    hb_printf(b, "%.*s", (int)len, buf);
+    free(buf);
+}
+
+/* A filed case: its descriptor (as a query's), a fresh id, one transaction in the database, then the
+ * in-memory index (casedb_add) and the id -> image table. Runs on the worker, so no query searches
+ * the index meanwhile. */
+static void answer_file(retrieval_server *s, case_req *r) {
+    char msg[600];
+    case_view *v;
+    int V;
+    unsigned st = case_views_prepare(r->u, s->roots, s->max_view_px, s->max_case_px, &v, &V, msg, sizeof msg);
+    float *x = NULL, *q = NULL;
+    char **paths = NULL, *joined = NULL, *meta = NULL;
+    case_timing t = {0};
+    if (!st) {
+        x = xmalloc((size_t)V * case_input_floats(&s->engine) * sizeof(float));
+        st = decode_inputs(s, v, V, x, NULL, NULL, msg, sizeof msg);
+    }
+    if (!st) {
+        q = xmalloc((size_t)s->m->dim * sizeof(float));
+        if (case_descriptor(&s->engine, x, V, q, &t)) snprintf(msg, sizeof msg, "%s\n", er_msg()), st = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    int64_t id = s->next_id;
+    if (!st && case_upload_is_json(r->u)) { /* the files, as resolved when they were read: the case's images */
+        paths = xcalloc((size_t)V, sizeof(char *));
+        for (int i = 0; i < V; i++) paths[i] = realpath(v[i].name, NULL);
+        for (int i = 0; i < V; i++)
+            if (!paths[i]) paths[i] = xstrdup(v[i].name);
+        joined = view_list_join(paths, V);
+    }
+    if (!st) {
+        meta = write_metadata(r->addr, V);
+        case_rec rec = {id, q, r->label, joined, -1, -1, NULL, meta};
+        if (casedb_add(&s->db, &rec, 1)) snprintf(msg, sizeof msg, "%s\n", er_msg()), st = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    const char *label = s->db.label_names[r->label];
+    if (st) {
+        write_log(r->addr, "file", -1, label, st >= 500 ? "failed" : "refused");
+        req_text(r, st, msg);
+    } else {
+        s->next_id = id + 1;
+        pthread_rwlock_wrlock(&s->cases_lock); /* ids stay ascending: id is above every other */
+        s->case_id = xrealloc(s->case_id, (size_t)(s->ncase + 1) * sizeof(int64_t));
+        s->case_image = xrealloc(s->case_image, (size_t)(s->ncase + 1) * sizeof(char *));
+        s->case_id[s->ncase] = id;
+        s->case_image[s->ncase] = joined ? xstrdup(joined) : NULL;
+        s->ncase++;
+        pthread_rwlock_unlock(&s->cases_lock);
+        write_log(r->addr, "file", id, label, "ok");
+        hb_printf(&r->body, "{\"filed\": %lld, \"diagnosis\": ", (long long)id);
+        json_str(&r->body, label);
+        hb_printf(&r->body, ", \"views\": %d, \"fusion\": \"%s\", \"images_kept\": %s, \"cases\": %lld, \"embed_ms\": %.2f}\n", V,
+                  t.fusion, joined ? "true" : "false", (long long)s->db.n, t.embed_ms);
+        r->status = MHD_HTTP_OK;
+        r->type = "application/json";
+    }
+    for (int i = 0; paths && i < V; i++) free(paths[i]);
+    free(paths); free(joined); free(meta); free(q); free(x);
+    case_views_free(v, V);
+}
+
+static void answer_delete(retrieval_server *s, case_req *r) {
+    char msg[600];
+    int64_t id = -1;
+    unsigned st = write_parse_delete(r->raw, r->rlen, &id, msg, sizeof msg);
+    int64_t row = st ? -1 : casedb_row(&s->db, id);
+    const char *label = row >= 0 ? casedb_label_name(&s->db, s->db.labels[row]) : NULL;
+    char *keep = label ? xstrdup(label) : NULL;
+    if (!st && row < 0) snprintf(msg, sizeof msg, "no case %lld in the database\n", (long long)id), st = MHD_HTTP_NOT_FOUND;
+    if (!st && casedb_delete(&s->db, &id, 1)) snprintf(msg, sizeof msg, "%s\n", er_msg()), st = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    if (st) {
+        write_log(r->addr, "delete", id, keep, st >= 500 ? "failed" : "refused");
+        req_text(r, st, msg);
+    } else {
+        pthread_rwlock_wrlock(&s->cases_lock);
+        for (int64_t i = 0; i < s->ncase; i++)
+            if (s->case_id[i] == id) {
+                free(s->case_image[i]);
+                memmove(s->case_id + i, s->case_id + i + 1, (size_t)(s->ncase - i - 1) * sizeof(int64_t));
+                memmove(s->case_image + i, s->case_image + i + 1, (size_t)(s->ncase - i - 1) * sizeof(char *));
+                s->ncase--;
+                break;
+            }
+        pthread_rwlock_unlock(&s->cases_lock);
+        write_log(r->addr, "delete", id, keep, "ok");
+        hb_printf(&r->body, "{\"deleted\": %lld, \"cases\": %lld}\n", (long long)id, (long long)s->db.n);
+        r->status = MHD_HTTP_OK;
+        r->type = "application/json";
+    }
+    free(keep);
+}
+
 static void run_case(void *job, void *ctx, int stopping) {
     case_req *r = job;
     if (stopping) req_text(r, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is stopping\n");
+    else if (r->mode == REQ_FILE) answer_file(ctx, r);
+    else if (r->mode == REQ_DELETE) answer_delete(ctx, r);
     else answer_case(ctx, r);
     r->answered = 1;
     MHD_resume_connection(r->c);
@@ -232,13 +354,19 @@ static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c
     }
     if (!strncmp(rest, "case/", 5)) {
         if (!parse_index_view(rest + 5, &v, &view)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
+        pthread_rwlock_rdlock(&s->cases_lock); /* the worker files and deletes cases */
         int64_t lo = 0, hi = s->ncase; /* binary search over the ascending ids */
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
             if (s->case_id[mid] < v) lo = mid + 1; else hi = mid;
         }
-        if (lo >= s->ncase || s->case_id[lo] != v) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
-        return reply_view(c, s->case_image[lo], view);
+        int found = lo < s->ncase && s->case_id[lo] == v;
+        char *paths = found && s->case_image[lo] ? xstrdup(s->case_image[lo]) : NULL;
+        pthread_rwlock_unlock(&s->cases_lock);
+        if (!found) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
+        enum MHD_Result res = reply_view(c, paths, view);
+        free(paths);
+        return res;
     }
     return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
@@ -248,17 +376,33 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     retrieval_server *s = cls;
     if (!strcmp(method, "POST")) {
         if (!s->online) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only (serve --model M accepts new cases)\n");
-        if (strcmp(url, "/case") && strcmp(url, "/case.json")) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "POST /case or /case.json\n");
+        int mode = !strcmp(url, "/case") || !strcmp(url, "/case.json") ? REQ_QUERY
+                 : !strcmp(url, "/case/file.json")                      ? REQ_FILE
+                 : !strcmp(url, "/case/delete.json")                    ? REQ_DELETE : -1;
+        if (mode < 0) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "POST /case, /case.json, /case/file.json or /case/delete.json\n");
         case_req *r = *con_cls;
         if (!r) {
+            char addr[64];
+            if (mode != REQ_QUERY && !write_token_ok(c, s->write_token)) { /* before any byte of the body is kept */
+                write_client_addr(c, addr, sizeof addr);
+                write_log(addr, mode == REQ_FILE ? "file" : "delete", -1, NULL, s->write_token ? "refused (no or wrong token)" : "refused (read-only server)");
+                return http_reply_text(c, MHD_HTTP_FORBIDDEN, s->write_token ? "a write needs Authorization: Bearer <the server's write token>\n"
+                                                                             : "this server is read-only (start it with --write-token to file cases)\n");
+            }
             unsigned st = 0;
             const char *msg = NULL;
-            case_upload *u = case_upload_new(c, s->max_views, &s->budget, &st, &msg);
+            case_upload *u = case_upload_new(c, mode == REQ_DELETE ? 0 : s->max_views, &s->budget, &st, &msg);
             if (!u) return http_reply_text(c, st, msg);
+            if (mode == REQ_DELETE && !case_upload_is_json(u)) {
+                case_upload_free(u);
+                return http_reply_text(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "send {\"id\": <case id>} as application/json\n");
+            }
             r = xcalloc(1, sizeof *r);
             r->u = u;
             r->c = c;
-            r->json = !strcmp(url, "/case.json");
+            r->mode = mode;
+            r->json = mode != REQ_QUERY || !strcmp(url, "/case.json");
+            if (mode != REQ_QUERY) write_client_addr(c, r->addr, sizeof r->addr);
             *con_cls = r;
             return MHD_YES;
         }
@@ -269,7 +413,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         }
         if (r->answered) return http_reply(c, r->status, r->type, r->body.s ? r->body.s : "", r->body.len);
         char msg[600];
-        unsigned st = case_upload_finish(r->u, msg, sizeof msg);
+        unsigned st = r->mode == REQ_DELETE ? case_upload_raw(r->u, &r->raw, &r->rlen, msg, sizeof msg)
+                                            : case_upload_finish(r->u, msg, sizeof msg);
+        if (!st && r->mode == REQ_FILE) { /* the diagnosis, before any work: one of the database's names (read-only) */
+            const char *dg = case_upload_diagnosis(r->u);
+            if (!dg || (r->label = write_label(&s->db, dg, msg, sizeof msg)) < 0) {
+                if (!dg) snprintf(msg, sizeof msg, "\"diagnosis\" must be a label name of at most %d characters\n", CASE_MAX_LABEL);
+                write_log(r->addr, "file", -1, dg, "refused (unknown diagnosis)");
+                st = MHD_HTTP_BAD_REQUEST;
+            }
+        }
         if (st == MHD_HTTP_SERVICE_UNAVAILABLE) return http_reply_busy(c, CASE_RETRY_AFTER_S, msg);
         if (st) return http_reply_text(c, st, msg);
         /* parked until the worker answers; a full queue is told to come back */
@@ -325,6 +478,9 @@ static void free_server(retrieval_server *s) {
     }
     for (char **r = s->roots; r && *r; r++) free(*r);
     free(s->roots);
+    if (s->write_token) memset(s->write_token, 0, strlen(s->write_token));
+    free(s->write_token);
+    pthread_rwlock_destroy(&s->cases_lock);
     for (int64_t i = 0; i < s->ncase; i++) free(s->case_image[i]);
     free(s->case_image);
     free(s->case_id);
@@ -340,6 +496,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     if (arc) return arc;
     if (cfg->model && cfg->max_views < 1) return er_fail(ER_INPUT, "--max-views must be >= 1");
     if (cfg->image_roots && !cfg->model) return er_fail(ER_INPUT, "--image-root names folders for new cases: give --model too");
+    if (cfg->write_token && !cfg->model) return er_fail(ER_INPUT, "a write token files new cases, embedded by the model: give --model too");
     casedb db;
     int rc = casedb_open(cfg->index, &db);
     if (rc) return rc;
@@ -386,6 +543,8 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     }
     retrieval_server *s = xcalloc(1, sizeof *s);
     s->roots = roots;
+    pthread_rwlock_init(&s->cases_lock, NULL);
+    s->write_token = cfg->write_token ? xstrdup(cfg->write_token) : NULL;
     if (m) {
         s->online = 1;
         s->m = m;
@@ -411,8 +570,11 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
         if (db.paths[i] && *db.paths[i]) s->case_image[i] = xstrdup(db.paths[i]); /* every view */
         if (i && s->case_id[i] <= s->case_id[i - 1]) rc = er_fail(ER_INPUT, "%s: case ids are not in ascending order", cfg->index);
     }
+    s->next_id = db.n ? s->case_id[db.n - 1] + 1 : 0; /* a filed case: above every id */
     if (s->online) { /* kept open for new cases; the engine points into the server */
         s->db = db;
+        s->db.before_commit = cfg->before_commit;
+        s->db.before_commit_ctx = cfg->before_commit_ctx;
         s->engine = (case_engine){s->m, &s->db, s->rep.index_path, cfg->rep, s->rep.valid}; /* valid: computed once, by report_build */
         s->engine.cfg.k = cfg->rep.k;
     } else {

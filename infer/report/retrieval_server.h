@@ -11,6 +11,10 @@
  *                           nearest cases with all their views, diagnoses and distances, the vote
  *   POST /case.json         the same images, or application/json {"paths": [...]} naming images
  *                           under the --image-root folders -> the answer as JSON
+ * With a write token (case_write.h; needs --model), the case base grows:
+ *   POST /case/file.json    the views + "diagnosis" -> a new case (fresh id, one SQLite transaction,
+ *                           searched by the next query); Authorization: Bearer <token>
+ *   POST /case/delete.json  {"id": N} -> the case is removed; the same token
  * Bad uploads get a 4xx with one line saying why: not a PNG/JPEG image or an empty file (400), a
  * path outside the image folders or unreadable (403), too many images, too large or too many pixels
  * (413, case_views.h), another content type (415). The model runs one case at a time: one worker
@@ -43,6 +47,9 @@ typedef struct {
     int64_t max_case_pixels; /* decoded pixels of a case's views together (0: CASE_MAX_CASE_PIXELS) */
     int queue;            /* new cases waiting for the embedding worker (0: CASE_QUEUE) */
     int64_t upload_budget; /* request bodies held at once, all clients (0: CASE_UPLOAD_BUDGET) */
+    const char *write_token; /* NULL: read-only; else the token the write routes need (case_write.h) */
+    void (*before_commit)(void *); /* tests: called inside each write's transaction (casedb.h); NULL */
+    void *before_commit_ctx;
 } retrieval_server_cfg;
 
 typedef struct retrieval_server retrieval_server;

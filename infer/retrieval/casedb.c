@@ -395,6 +395,7 @@ int casedb_add(casedb *db, const case_rec *recs, int n) {
     free(sorted);
     int rc = exec(s, db->path, "BEGIN IMMEDIATE;");
     if (!rc) rc = insert_cases(s, db->path, &db->hash, db->dim, recs, n, db->label_names, db->nlabel_names, "index add");
+    if (!rc && db->before_commit) db->before_commit(db->before_commit_ctx);
     if (!rc) rc = exec(s, db->path, "COMMIT;");
     if (rc) { sqlite3_exec(s, "ROLLBACK;", NULL, NULL, NULL); return rc; }
     /* the file has them: now the memory side (cannot fail) */
@@ -429,6 +430,7 @@ int casedb_delete(casedb *db, const int64_t *ids, int n) {
         if (sqlite3_step(st) != SQLITE_DONE) rc = sql_fail(s, db->path, "delete");
     }
     sqlite3_finalize(st);
+    if (!rc && db->before_commit) db->before_commit(db->before_commit_ctx);
     if (!rc) rc = exec(s, db->path, "COMMIT;");
     if (rc) { sqlite3_exec(s, "ROLLBACK;", NULL, NULL, NULL); return rc; }
     /* memory side: drop the rows in one compaction pass, then one map rebuild (O(n + deletions)) */

@@ -47,6 +47,10 @@ typedef struct casedb {
     int64_t mapcap;
     bindex ix;
     findex fx;
+    /* Test hook: called inside the write transaction of casedb_add / casedb_delete, after the rows
+     * are written and before COMMIT (the kill-mid-write tests stop the process there). NULL: none. */
+    void (*before_commit)(void *ctx);
+    void *before_commit_ctx;
 } casedb;
 
 /* Build a new database at `path` (atomically replacing an existing file) from an embedding file.

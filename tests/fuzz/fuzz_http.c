@@ -4,7 +4,8 @@
  * 127.0.0.1 for the whole run; each input is sent as raw request bytes to each of them on a fresh
  * loopback connection, the sending side is closed, and the answer read (bounded: 2 s). The seeds
  * serve_* post new cases: multipart PNG + JPEG uploads to /case and /case.json, JSON paths (one with
- * a ';' inside, some outside the folder), a broken multipart body. */
+ * a ';' inside, some outside the folder), a broken multipart body; serve_write_* file and delete cases
+ * (POST /case/file.json, /case/delete.json) with the server's write token, a wrong one or none. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -20,6 +21,9 @@
 #include "tests/fuzz/fuzz_util.h"
 
 static int port, serve_port;
+
+/* The write token the serve_write_* seeds carry. */
+#define FUZZ_TOKEN "fuzz-write-token-0123456789"
 
 /* The folder the serve_* seeds name (fixed, so a seed can hold a path in it). */
 #define FUZZ_ROOT "/tmp/endoret_fuzz_root"
@@ -51,7 +55,8 @@ static void start_serve(void) {
     int64_t ids[N] = {0, 1, 2}, labels[N] = {0, 1, 0};
     for (int i = 0; i < N * D; i++) x[i] = (float)((i * 37) % 11) - 5.0f;
     emb_set e = {0};
-    e.n = N, e.dim = D, e.x = x, e.ids = ids, e.labels = labels;
+    char *label_names[2] = {"benign", "malignant"};
+    e.n = N, e.dim = D, e.x = x, e.ids = ids, e.labels = labels, e.nlabel_names = 2, e.label_names = label_names;
     char *two[2] = {FUZZ_ROOT "/a.png", FUZZ_ROOT "/b.jpg"};
     char *paths[N] = {view_list_join(two, 2), FUZZ_ROOT "/x;" FUZZ_ROOT "/a.png", NULL};
     char *esc = view_list_join(&paths[1], 1);
@@ -59,7 +64,7 @@ static void start_serve(void) {
     if (casedb_create(db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 1)) { fprintf(stderr, "%s\n", er_msg()); abort(); }
     free(paths[0]);
     free(esc);
-    retrieval_server_cfg cfg = {db, NULL, NULL, "127.0.0.1", 0, {2, 0, 0.1, 0, 0}, enc, FUZZ_ROOT, 4, 0, 0, 0, 0};
+    retrieval_server_cfg cfg = {db, NULL, NULL, "127.0.0.1", 0, {2, 0, 0.1, 0, 0}, enc, FUZZ_ROOT, 4, 0, 0, 0, 0, FUZZ_TOKEN, NULL, NULL};
     retrieval_server *s;
     if (retrieval_server_start(&cfg, &s, &serve_port)) { fprintf(stderr, "%s\n", er_msg()); abort(); }
 }

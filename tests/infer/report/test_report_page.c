@@ -263,7 +263,7 @@ Test(report_page, serve_pages_say_what_is_what, .timeout = 60) {
     make_page_fx(&f);
     char acc[400];
     ref_accuracy(&f, acc, sizeof acc);
-    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0};
+    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -298,7 +298,7 @@ Test(report_page, serve_pages_say_what_is_what, .timeout = 60) {
 Test(report_page, upload_page_says_what_is_what, .timeout = 90) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 2, 0, 0, 0, 0};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 2, 0, 0, 0, 0, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -396,7 +396,7 @@ Test(report_page, screenshot_report_and_serve, .timeout = 240) {
     snprintf(url, sizeof url, "file://%s", out);
     snprintf(png, sizeof png, "%s/report.png", f.dir);
     check_screenshot(browser, url, png);
-    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0};
+    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
