@@ -69,7 +69,8 @@ static void *swap_loop(void *p) {
     return NULL;
 }
 
-Test(http_open, a_folder_swapped_for_a_link_never_serves_the_outside, .timeout = 60) {
+/* no Criterion .timeout (it leaks 48 bytes inside libcriterion under make asan): bounded by 3 s and a try count */
+Test(http_open, a_folder_swapped_for_a_link_never_serves_the_outside) {
     const char *t = test_tmpdir();
     char root[512], outdir[512], in[700], outf[700], name[700];
     snprintf(root, sizeof root, "%s/root", t);

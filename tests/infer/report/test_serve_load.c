@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,18 +88,21 @@ static char *slow_case(size_t *len) {
     return mp;
 }
 
-typedef struct { int port; const char *body; size_t len; int status; double seconds; char resp[4096]; } post_job;
+typedef struct { int port; const char *body; size_t len; int status; double seconds; char resp[4096]; atomic_int done; } post_job;
 
 static void *post_case(void *arg) {
     post_job *j = arg;
     double t0 = now_seconds();
     j->status = call(j->port, "POST", "/case", "multipart/form-data; boundary=XyZ", j->body, j->len, j->resp, sizeof j->resp, 60);
     j->seconds = now_seconds() - t0;
+    atomic_store(&j->done, 1);
     return NULL;
 }
 
 /* F3: while the worker embeds a case, GET / from another client is answered at once (it waited
- * for the whole case before: 5.9 s in the audit). */
+ * for the whole case before: 5.9 s in the audit). Pages are asked for one after another for as long
+ * as the case is in flight, so some are asked while it is being worked on, however fast this machine
+ * embeds it; one request at a time would hold one of them for most of the case. */
 Test(serve_load, a_page_is_answered_while_a_case_is_embedded) {
     online_fx f;
     make_online(&f);
@@ -108,19 +112,27 @@ Test(serve_load, a_page_is_answered_while_a_case_is_embedded) {
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
     size_t len;
     char *body = slow_case(&len);
-    post_job j = {port, body, len, 0, 0, ""};
+    post_job j = {port, body, len, 0, 0, "", 0};
     pthread_t th;
     pthread_create(&th, NULL, post_case, &j);
-    usleep(150000); /* the case is being worked on */
     static char resp[1 << 16];
-    double t0 = now_seconds();
-    int st = call(port, "GET", "/", NULL, NULL, 0, resp, sizeof resp, 60);
-    double get_s = now_seconds() - t0;
+    double worst = 0;
+    int gets = 0, bad = 0;
+    for (int i = 0; i < 100000 && !atomic_load(&j.done); i++) { /* bounded: the case ends within 60 s */
+        double t0 = now_seconds();
+        int st = call(port, "GET", "/", NULL, NULL, 0, resp, sizeof resp, 60);
+        double dt = now_seconds() - t0;
+        if (atomic_load(&j.done)) break; /* only pages answered while the case was still in flight */
+        gets++;
+        bad += st != 200;
+        if (dt > worst) worst = dt;
+    }
     pthread_join(th, NULL);
-    cr_expect_eq(st, 200);
+    cr_log_info("case %.3f s; %d pages answered while it ran, the slowest in %.4f s", j.seconds, gets, worst);
     cr_expect_eq(j.status, 200, "%.200s", j.resp);
-    cr_assert_gt(j.seconds, 0.4, "the case took %.2f s: too fast to show anything", j.seconds);
-    cr_expect_lt(get_s, j.seconds / 4, "GET / took %.3f s while the case took %.3f s", get_s, j.seconds);
+    cr_assert_geq(gets, 3, "only %d pages were answered while the %.3f s case ran", gets, j.seconds);
+    cr_expect_eq(bad, 0, "%d pages were not answered 200", bad);
+    cr_expect_lt(worst, j.seconds / 4, "a page took %.3f s while the case took %.3f s", worst, j.seconds);
     retrieval_server_stop(s);
     free(body);
     free_online(&f);
@@ -141,7 +153,7 @@ Test(serve_load, a_full_queue_answers_503_with_retry_after) {
     post_job j[N];
     pthread_t th[N];
     for (int i = 0; i < N; i++) {
-        j[i] = (post_job){port, body, len, 0, 0, ""};
+        j[i] = (post_job){port, body, len, 0, 0, "", 0};
         pthread_create(&th[i], NULL, post_case, &j[i]);
     }
     int ok = 0, busy = 0;
