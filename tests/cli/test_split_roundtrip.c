@@ -14,7 +14,7 @@
 #include "infer/retrieval/knn.h"
 #include "nn/base/base.h"
 #include "nn/base/json.h"
-#include "tests/test_util.h"
+#include "tests/test_capture.h"
 
 int cmd_embed(int argc, char **argv);
 int cmd_index(int argc, char **argv);
@@ -22,20 +22,7 @@ int cmd_classify(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
 static int run_quiet(int (*fn)(int, char **), int argc, char **argv, char **out) {
-    char tmpl[] = "/tmp/endoret_cap_XXXXXX";
-    int fd = mkstemp(tmpl);
-    fflush(stdout);
-    int saved = dup(1);
-    dup2(fd, 1);
-    int rc = fn(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    close(fd);
-    size_t len;
-    cr_assert_eq(read_file(tmpl, out, &len), ER_OK);
-    unlink(tmpl);
-    return rc;
+    return test_capture_stdout(fn, argc, argv, out);
 }
 
 static int count_rows(const manifest *m, const char *split) {

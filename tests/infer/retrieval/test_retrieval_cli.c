@@ -1,6 +1,6 @@
 /* The command-line interfaces other parts rely on (exact JSON shapes), the multi-view protocol on
  * a hand-built example, the SVG writer and the sweep. */
-#include "tests/test_util.h"
+#include "tests/test_capture.h"
 #include "infer/retrieval/embeddings.h"
 #include "infer/eval/multiview.h"
 #include "infer/eval/sweep.h"
@@ -21,20 +21,7 @@ int cmd_classify(int argc, char **argv);
 
 /* run a command with stdout captured into a file; returns its status, output in *out */
 static int capture(int (*fn)(int, char **), int argc, char **argv, char **out) {
-    char tmpl[] = "/tmp/endoret_cap_XXXXXX";
-    int fd = mkstemp(tmpl);
-    fflush(stdout);
-    int saved = dup(1);
-    dup2(fd, 1);
-    int rc = fn(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    close(fd);
-    size_t len;
-    cr_assert_eq(read_file(tmpl, out, &len), ER_OK);
-    unlink(tmpl);
-    return rc;
+    return test_capture_stdout(fn, argc, argv, out);
 }
 
 static void write_sets(const char *dir, char **dbp, char **qp, char **gtp, int n, int nq, int dim) {
