@@ -42,6 +42,8 @@ static float *rnd(int64_t n, unsigned s) {
 int main(int argc, char **argv) {
     int B = argc > 1 ? atoi(argv[1]) : 16, H = argc > 2 ? atoi(argv[2]) : 6, T = argc > 3 ? atoi(argv[3]) : 197;
     int D = argc > 4 ? atoi(argv[4]) : 64, iters = argc > 5 ? atoi(argv[5]) : 20;
+    if (argc > 6 && strcmp(argv[6], "bf16") && strcmp(argv[6], "fp32"))
+        return fprintf(stderr, "precision '%s': expected fp32 or bf16\n", argv[6]), 2;
     const int bf16 = argc > 6 && !strcmp(argv[6], "bf16"), compute = bf16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32;
     if (B < 1 || H < 1 || T < 1 || D < 1 || iters < 1 || iters > 1000) return fprintf(stderr, "bad arguments\n"), 2;
     int64_t C = (int64_t)H * D, R = (int64_t)B * T;
