@@ -20,8 +20,6 @@
  *               rounded panels. docs/gemm.md says where the two can differ (fp32 rounding only).
  * The values equal the op table's GEMM_COMPUTE_FP32 / GEMM_COMPUTE_BF16 (kernels/gemm_ex_args.h). */
 enum { SGEMM_FP32 = 0, SGEMM_BF16 = 1 };
-/* 1 for SGEMM_FP32 and SGEMM_BF16, else 0. */
-int sgemm_precision_valid(int precision);
 
 void sgemm(int precision, int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
            const float *B, int ldb, float beta, float *C, int ldc);

@@ -153,7 +153,6 @@ void sgemm_set_blocking(int mc, int kc, int nc) {
     g_nc = nc > 0 ? nc : 0;
 }
 
-int sgemm_precision_valid(int precision) { return precision == SGEMM_FP32 || precision == SGEMM_BF16; }
 
 /* ---- packing buffers ----
  * The one allocation of the CPU kernels (backend.h's workspace rule, documented exception): sgemm
