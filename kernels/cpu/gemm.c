@@ -153,7 +153,6 @@ void sgemm_set_blocking(int mc, int kc, int nc) {
     g_nc = nc > 0 ? nc : 0;
 }
 
-
 /* ---- packing buffers ----
  * The one allocation of the CPU kernels (backend.h's workspace rule, documented exception): sgemm
  * is also a host API with no workspace argument, called from any thread (retrieval scoring,
