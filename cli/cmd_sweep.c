@@ -81,7 +81,7 @@ int cmd_sweep(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, 22, "endoret sweep (--db E --query Q [--gt GT.csv] | --synthetic) [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (B < 0) return er_fail(ER_INPUT, "--bootstrap must be >= 0 (got %d)", B);
+    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc; /* one range for every --bootstrap */
     int *bits, nb, *ks, nk;
     const int bits_given = bits_s != NULL, ks_given = strcmp(ks_s, "1,3,5,6,10,20") != 0;
     if ((rc = args_int_list(bits_given ? bits_s : "16,32,64,128,256", "--bits", &bits, &nb))) return rc;

@@ -283,3 +283,12 @@ Test(infer_sweep, rows_have_bootstrap_intervals) {
     cr_expect(strstr(out, "uAP 95%") && strstr(out, "kNN-acc 95%"), "%s", out);
     free(out);
 }
+
+/* --bootstrap has the one range every command's --bootstrap has (a 1e7 here ran without end). */
+Test(infer_sweep, bootstrap_count_is_range_checked) {
+    char *out = NULL;
+    char *a[] = {"sweep", "--synthetic", "--n", "100", "--queries", "5", "--dim", "8", "--bootstrap", "10000000", NULL};
+    cr_expect_eq(capture(cmd_sweep, 10, a, &out), ER_INPUT, "%s", er_msg());
+    cr_expect(strstr(er_msg(), "--bootstrap") && strstr(er_msg(), "100000"), "%s", er_msg());
+    free(out);
+}
