@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/base/suggest.h"
+#include "nn/base/value_range.h"
 
 #define CFG_MAX_INCLUDE_DEPTH 8
 
@@ -33,69 +35,20 @@ static const char *type_name(cfg_type t) {
     return "?";
 }
 
-/* ---- ranges: "[lo, hi]" / "(lo, hi)" intervals for numbers, "a|b|c" / "path" / "text" for strings */
-
-static int parse_bound(const char *s, const char *e, double *v) {
-    char buf[64];
-    while (s < e && isspace((unsigned char)*s)) s++;
-    while (e > s && isspace((unsigned char)e[-1])) e--;
-    if (e - s <= 0 || e - s >= (long)sizeof buf) return -1;
-    memcpy(buf, s, e - s);
-    buf[e - s] = 0;
-    if (!strcmp(buf, "inf")) { *v = INFINITY; return 0; }
-    if (!strcmp(buf, "-inf")) { *v = -INFINITY; return 0; }
-    char *end;
-    *v = strtod(buf, &end);
-    return *end ? -1 : 0;
-}
-
-/* Interval "[lo, hi]": 0 and the bounds (open flags) when well-formed. */
-static int parse_interval(const char *r, double *lo, double *hi, int *lo_open, int *hi_open) {
-    size_t n = strlen(r);
-    if (n < 5 || (r[0] != '[' && r[0] != '(') || (r[n - 1] != ']' && r[n - 1] != ')')) return -1;
-    const char *comma = strchr(r, ',');
-    if (!comma) return -1;
-    *lo_open = r[0] == '(';
-    *hi_open = r[n - 1] == ')';
-    if (parse_bound(r + 1, comma, lo) || parse_bound(comma + 1, r + n - 1, hi)) return -1;
-    return *lo <= *hi ? 0 : -1;
-}
-
-/* v is one of "a|b|c"; a choice "name:N" also matches "name:" followed by decimal digits. */
-static int in_choices(const char *choices, const char *v) {
-    size_t len = strlen(v);
-    for (const char *p = choices; *p;) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        if (n == len && !strncmp(p, v, n)) return 1;
-        if (n >= 2 && p[n - 2] == ':' && p[n - 1] == 'N' && len > n - 1 && !strncmp(p, v, n - 1) &&
-            strspn(v + n - 1, "0123456789") == len - (n - 1))
-            return 1;
-        if (!bar) break;
-        p = bar + 1;
-    }
-    return 0;
-}
-
 /* The value now in s->dst against s->range; ER_INPUT with "where: key = value ..." on failure. */
 static int check_value(const char *where, const cfg_spec *s) {
     if (!s->range || s->type == CFG_BOOL) return ER_OK;
     if (s->type == CFG_STR) {
         const char *v = *(char **)s->dst ? *(char **)s->dst : "";
-        if (!strcmp(s->range, "path") || !strcmp(s->range, "text")) return ER_OK;
-        if (in_choices(s->range, v)) return ER_OK;
+        if (range_in_choices(s->range, v)) return ER_OK;
         char list[512];
-        snprintf(list, sizeof list, "%s", s->range);
-        for (char *c = list; *c; c++)
-            if (*c == '|') *c = '/';
+        range_choices_text(s->range, list, sizeof list);
         return er_fail(ER_INPUT, "%s: key '%s' must be one of %s, got '%s'", where, s->key, list, v);
     }
-    double lo, hi, v = s->type == CFG_INT ? (double)*(int *)s->dst : *(double *)s->dst;
-    int lo_open, hi_open;
-    if (parse_interval(s->range, &lo, &hi, &lo_open, &hi_open))
+    double v = s->type == CFG_INT ? (double)*(int *)s->dst : *(double *)s->dst;
+    int inside = range_contains(s->range, v);
+    if (inside < 0)
         return er_fail(ER_INPUT, "%s: key '%s' has a malformed range '%s' (a bug)", where, s->key, s->range);
-    int inside = lo_open ? v > lo : v >= lo; /* false for NaN */
-    inside = inside && (hi_open ? v < hi : v <= hi);
     if (!inside) {
         if (s->type == CFG_INT)
             return er_fail(ER_INPUT, "%s: key '%s' = %d is outside %s", where, s->key, *(int *)s->dst, s->range);
@@ -119,7 +72,7 @@ int cfg_check_ranges_declared(const cfg_spec *specs, int n) {
         if (!s->range || !s->range[0]) return er_fail(ER_INPUT, "key '%s' declares no range", s->key);
         double lo, hi;
         int a, b;
-        if (s->type != CFG_STR && parse_interval(s->range, &lo, &hi, &a, &b))
+        if (s->type != CFG_STR && range_parse_interval(s->range, &lo, &hi, &a, &b))
             return er_fail(ER_INPUT, "key '%s': malformed range '%s'", s->key, s->range);
         if (s->type == CFG_STR && s->range[0] == '[')
             return er_fail(ER_INPUT, "key '%s' is a string but declares an interval", s->key);
@@ -138,7 +91,14 @@ static const cfg_spec *find_spec(const char *key, const cfg_spec *specs, int n) 
 static int assign(const char *where, const char *key, const char *val, const cfg_spec *specs, int n, int known_only) {
     const cfg_spec *s = find_spec(key, specs, n);
     if (!s && known_only) return ER_OK;
-    if (!s) return er_fail(ER_INPUT, "%s: unknown key '%s'", where, key);
+    if (!s) {
+        suggest near;
+        suggest_init(&near, key);
+        for (int i = 0; i < n; i++) suggest_offer(&near, specs[i].key);
+        const char *m = suggest_best(&near);
+        return er_fail(ER_INPUT, "%s: unknown key '%s'%s%s%s", where, key, m ? " (did you mean '" : "", m ? m : "",
+                       m ? "'?)" : "");
+    }
     char *end = NULL;
     errno = 0;
     switch (s->type) {
