@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/models/vit_memory.h"
 #include "nn/base/memory.h"
 #include "nn/autograd.h"
@@ -81,14 +81,15 @@ static int bench_train(int argc, char **argv) {
         {"model", ARG_STR, &arch, "a registered model.arch: vit_tiny | vit_small | vit_base | vit_large (+ _patch14)"},
         {"img", ARG_INT, &img, "image side"},
         {"patch", ARG_INT, &patch, "ViT patch size (0 = the model's)"},
-        {"batch", ARG_INT, &batch, "images per step"},
-        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
-        {"steps", ARG_INT, &steps, "timed steps (training: after two warm-up steps; inference: after one)"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
-        {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
-        {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
-        {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor) | mae (MAE pre-training step) | scene (EndoFinder-Scene steps, --batch scenes)"},
-        {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)"},
+        {"batch", ARG_INT, &batch, "images per step (scenes with --objective scene: at least 2)", "[1, 4096]"},
+        OPT_THREADS(&threads),
+        {"steps", ARG_INT, &steps, "timed steps (training: after two warm-up steps; inference: after one)", "[1, 100000]"},
+        OPT_JSON(&json),
+        OPT_DEVICE(&device_s),
+        OPT_PRECISION(&precision),
+        {"objective", ARG_STR, &objective, "cls (any model: forward + backward of the mean of its descriptor), mae (MAE "
+                                           "pre-training step) or scene (EndoFinder-Scene steps, --batch scenes)", "cls|mae|scene"},
+        {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)", "(0, 1)"},
         {"share-views", ARG_FLAG, &share, "objective scene: each view encoded once per step"},
         {"profile", ARG_FLAG, &profile, "time every kernel of the timed training steps: a table per phase and category (JSON with --json)"},
     };
@@ -101,13 +102,10 @@ static int bench_train(int argc, char **argv) {
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) return rc; /* before any work */
     int mae = !strcmp(objective, "mae");
     if (!strcmp(objective, "scene")) {
-        if (batch < 2 || steps < 1) return er_fail(ER_INPUT, "bench train: --objective scene needs --batch >= 2 scenes and --steps >= 1");
+        if (batch < 2) return er_fail(ER_INPUT, "bench train: --objective scene needs --batch >= 2 scenes");
         if (threads > 0) omp_set_num_threads(threads);
         return bench_train_scene(arch, img, patch, batch, steps, share, json, device_s, precision);
     }
-    if (!mae && strcmp(objective, "cls")) return er_fail(ER_INPUT, "bench train: --objective must be cls or mae, got '%s'", objective);
-    if ((rc = args_range("batch", batch, 1, 4096)) || (rc = args_range("steps", steps, 1, 100000))) return rc;
-    if (mae && !(mask_ratio > 0 && mask_ratio < 1)) return er_fail(ER_INPUT, "bench train: --mask-ratio must be in (0, 1)");
     if (threads > 0) omp_set_num_threads(threads);
     char set_img[32], set_patch[32], set_seed[] = "train.seed=1", *sets[3] = {set_img, set_seed, set_patch};
     snprintf(set_img, sizeof set_img, "model.img=%d", img);
@@ -279,10 +277,10 @@ static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
 static int bench_cuda(int argc, char **argv) {
     int iters = 20, batch_b = 64, batch_l = 32, json = 0, probe = 0;
     arg_spec specs[] = {
-        {"iters", ARG_INT, &iters, "timed repetitions per measurement"},
-        {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes"},
-        {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes"},
-        {"json", ARG_FLAG, &json, "one JSON object per measurement"},
+        {"iters", ARG_INT, &iters, "timed repetitions per measurement", "[1, inf)"},
+        {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes", "[1, inf)"},
+        {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes", "[1, inf)"},
+        OPT_JSON(&json),
         {"probe", ARG_FLAG, &probe, "no timing: library versions, cuBLASLt's answer for every model GEMM and the attention path per head shape"},
     };
     char **pos = NULL;
@@ -291,20 +289,25 @@ static int bench_cuda(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (iters < 1 || batch_b < 1 || batch_l < 1) return er_fail(ER_INPUT, "bench cuda: --iters and --batch-* must be >= 1");
     if (!cuda_bench_run) return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");
     if (probe) return cuda_probe_run(batch_b, batch_l, print_cuda_row, &json);
     return cuda_bench_run(iters, batch_b, batch_l, print_cuda_row, &json);
 }
 
+int cmd_bench_gemm(int argc, char **argv);
+int cmd_bench_search(int argc, char **argv);
+int cmd_bench_conv(int argc, char **argv);
+int cmd_bench_latency(int argc, char **argv);
+
 int cmd_bench(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
-               "                          [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae]\n"
-               "       endoret bench cuda [options]   (GPU GEMM/attention figures; CUDA builds only)\n");
-        return argc < 2 ? ER_INPUT : ER_OK;
-    }
-    if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "cuda")) return bench_cuda(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "bench: unknown benchmark '%s' (train, cuda; gemm and search have their own)", argv[1]);
+    static const arg_sub subs[] = {
+        {"gemm", cmd_bench_gemm, "sgemm GFLOP/s vs OpenBLAS"},
+        {"search", cmd_bench_search, "index latency vs float search and memory bandwidth"},
+        {"conv", cmd_bench_conv, "CPU conv2d on ResNet-50 shapes vs direct loops"},
+        {"latency", cmd_bench_latency, "one new case on the CPU: decode, resize, encoder, hash, search (p50 / p99)"},
+        {"train", bench_train, "training / inference step time of a registered model (--objective cls | mae | scene)"},
+        {"cuda", bench_cuda, "GPU GEMM / attention figures (CUDA builds only)"},
+    };
+    return args_dispatch(argc, argv, "endoret bench <benchmark> [options]   (endoret bench <benchmark> --help)", subs,
+                         sizeof subs / sizeof *subs);
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "kernels/backend.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 
@@ -61,10 +61,10 @@ static float *rand_buf(int64_t n, uint32_t tag) {
 int cmd_bench_conv(int argc, char **argv) {
     int batch = 2, reps = 3, threads = 0, json = 0;
     arg_spec specs[] = {
-        {"batch", ARG_INT, &batch, "images per call"},
-        {"reps", ARG_INT, &reps, "timed repetitions of our kernel (best kept)"},
-        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
-        {"json", ARG_FLAG, &json, "one JSON object per shape"},
+        {"batch", ARG_INT, &batch, "images per call", "[1, 256]"},
+        {"reps", ARG_INT, &reps, "timed repetitions of our kernel (best kept)", "[1, inf)"},
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -72,8 +72,6 @@ int cmd_bench_conv(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (batch < 1 || batch > 256 || reps < 1 || threads < 0)
-        return er_fail(ER_INPUT, "bench conv: --batch in [1, 256], --reps >= 1, --threads >= 0");
     if (threads) omp_set_num_threads(threads);
     const er_backend *be = backend_get(DEV_CPU);
     if (!json) printf("conv2d fp32 on the CPU, batch %d, %d threads (ours: im2col + sgemm; direct: seven loops)\n",

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/memory.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -181,9 +181,10 @@ int cmd_bench_gemm(int argc, char **argv) {
         ukernels = 0;
     const char *kernel_name = NULL, *shapes_text = NULL, *precision_text = NULL;
     arg_spec specs[] = {
-        {"threads", ARG_THREADS, &threads, "threads for ours and OpenBLAS (default: OpenMP's)"},
-        {"reps", ARG_INT, &reps, "timed repetitions per shape and contender, each after an untimed call (median and spread reported)"},
-        {"json", ARG_FLAG, &json, "one JSON object per line per shape"},
+        OPT_THREADS(&threads, .def = "OpenMP's"),
+        {"reps", ARG_INT, &reps, "timed repetitions per shape and contender, each after an untimed call (median and spread reported)",
+         "[1, 10000]"},
+        OPT_JSON(&json),
         {"shapes", ARG_STR, &shapes_text, "e.g. 1024x1024x1024,197x2304x768:nt,12@197x197x64:nt"},
         {"kernel", ARG_STR, &kernel_name, "micro-kernel: avx512, avx2, scalar or a full name"},
         {"mc", ARG_INT, &mc, "override rows of A per block (tuning)"},
@@ -191,8 +192,8 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"nc", ARG_INT, &nc, "override columns of B per block (tuning)"},
         {"no-openblas", ARG_FLAG, &no_ref, "do not look for OpenBLAS"},
         {"ukernels", ARG_FLAG, &ukernels, "only measure each micro-kernel with its data in L1"},
-        {"precision", ARG_STR, &precision_text,
-         "fp32 (default), or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, interleaved)"},
+        {"precision", ARG_STR, &precision_text, "fp32, or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, "
+                                                "interleaved)", "fp32|bf16", .def = "fp32"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -203,11 +204,8 @@ int cmd_bench_gemm(int argc, char **argv) {
     free(pos);
     if (npos) return er_fail(ER_INPUT, "bench gemm: unexpected argument");
     if ((rc = args_range("threads", threads, 1, ARGS_MAX_THREADS))) return rc; /* both libraries need a count */
-    if (reps < 1 || reps > 10000) return er_fail(ER_INPUT, "--reps: expected 1..10000, got %d", reps);
     if (kernel_name && sgemm_use_kernel(kernel_name))
         return er_fail(ER_INPUT, "--kernel: '%s' is unknown or not supported by this CPU", kernel_name);
-    if (precision_text && strcmp(precision_text, "fp32") && strcmp(precision_text, "bf16"))
-        return er_fail(ER_INPUT, "--precision: expected fp32 or bf16, got '%s'", precision_text);
     const int bf16 = precision_text && !strcmp(precision_text, "bf16");
     sgemm_set_blocking(mc, kc, nc);
     if (ukernels) { bench_ukernels(json); return ER_OK; }

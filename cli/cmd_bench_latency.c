@@ -22,7 +22,7 @@
 #include "infer/retrieval/hash.h"
 #include "infer/retrieval/index.h"
 #include "kernels/profile.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
 #include "nn/models/model.h"
@@ -61,16 +61,16 @@ int cmd_bench_latency(int argc, char **argv) {
     arg_spec specs[] = {
         {"model", ARG_STR, &arch, "a registered model.arch (random init): vit_small, vit_large, resnet50, ..."},
         {"weights", ARG_STR, &weights, "a weights file instead of --model (its own architecture and input rule)"},
-        {"img", ARG_INT, &img, "encoder input side"},
-        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
-        {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16)"},
-        {"runs", ARG_INT, &runs, "timed runs"},
-        {"warmup", ARG_INT, &warmup, "untimed runs first"},
-        {"db", ARG_INT, &db, "cases in the database searched"},
-        {"k", ARG_INT, &k, "neighbours returned"},
-        {"image", ARG_STR, &img_path, "the query image file (default: a synthetic view as a JPEG in memory)"},
-        {"side", ARG_INT, &side, "side of the synthetic query image"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        {"img", ARG_INT, &img, "encoder input side", "[16, 4096]"},
+        OPT_THREADS(&threads),
+        OPT_PRECISION(&precision),
+        {"runs", ARG_INT, &runs, "timed runs", "[1, 1000000]"},
+        {"warmup", ARG_INT, &warmup, "untimed runs first", "[0, 1000000]"},
+        {"db", ARG_INT, &db, "cases in the database searched", "[1, 100000000]"},
+        OPT_K(&k),
+        {"image", ARG_STR, &img_path, "the query image file", .def = "a synthetic view as a JPEG in memory"},
+        {"side", ARG_INT, &side, "side of the synthetic query image", "[16, 4096]"},
+        OPT_JSON(&json),
         {"no-prepack", ARG_FLAG, &no_prepack, "read the weights as they are instead of packing them once for the products (model_prepack, as embed and serve run)"},
         {"profile", ARG_FLAG, &profile, "time every kernel of the timed runs (kernels/profile.h): decode + resize as phase data, the encoder as forward, hash + search as loop"},
     };
@@ -78,12 +78,9 @@ int cmd_bench_latency(int argc, char **argv) {
                         "endoret bench latency --model vit_small --img 224 --threads 2 [--precision bf16] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    /* every size in range before any work: 1e9 runs or neighbours, a side of 2^31 (its size wrapped)
-     * aborted in the allocator */
-    if ((rc = args_range("runs", runs, 1, 1000000)) || (rc = args_range("warmup", warmup, 0, 1000000)) ||
-        (rc = args_range("db", db, 1, 100000000)) || (rc = args_range("k", k, 1, db < 100000 ? db : 100000)) ||
-        (rc = args_range("side", side, 16, 4096)) || (rc = args_range("img", img, 16, 4096)))
-        return rc;
+    /* every size in range before any work (the declared ranges above, and k at most the database):
+     * 1e9 runs or neighbours, a side of 2^31 (its size wrapped) aborted in the allocator */
+    if ((rc = args_range("k", k, 1, db < 100000 ? db : 100000))) return rc;
     if (!weights && !model_arch_find(arch)) { /* named by this command's option, not model_create's --arch */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", er_msg());

@@ -8,7 +8,7 @@
  * timed on the first --float-max rows and scaled linearly (it is a linear scan; said in the output). */
 #include "cli/cli_util.h"
 #include "infer/retrieval/index.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/memory.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -48,26 +48,23 @@ int cmd_bench_search(int argc, char **argv) {
     int n = 1000000, bits = 64, k = 10, nq = 200, dim = 128, json = 0, seed = 1, float_max = 2000000, check = 1, mih_m = 0;
     const char *data = "clustered", *only = "scan,balltree,mih";
     arg_spec specs[] = {
-        {"n", ARG_INT, &n, "database size (default 1000000)"},
-        {"bits", ARG_INT, &bits, "code length (default 64)"},
-        {"k", ARG_INT, &k, "neighbours (default 10)"},
-        {"queries", ARG_INT, &nq, "queries per index (default 200)"},
-        {"dim", ARG_INT, &dim, "float embedding size for the float baseline (default 128)"},
-        {"data", ARG_STR, &data, "clustered | uniform"},
-        {"float-max", ARG_INT, &float_max, "largest float database timed directly (default 2000000)"},
-        {"check", ARG_INT, &check, "1 = verify every index returns the scan's top-k (default 1)"},
-        {"seed", ARG_INT, &seed, "data seed"},
-        {"indexes", ARG_STR, &only, "binary indexes to time (default scan,balltree,mih; the scan always runs: it is the reference)"},
+        {"n", ARG_INT, &n, "database size", "[1, 1000000000]"},
+        {"bits", ARG_INT, &bits, "code length", "[1, 4096]"},
+        OPT_K(&k),
+        {"queries", ARG_INT, &nq, "queries per index", "[1, 1000000]"},
+        {"dim", ARG_INT, &dim, "float embedding size for the float baseline", "[1, 65536]"},
+        {"data", ARG_STR, &data, "synthetic codes", "clustered|uniform"},
+        {"float-max", ARG_INT, &float_max, "largest float database timed directly", "[1, 1000000000]"},
+        {"check", ARG_INT, &check, "1 = verify every index returns the scan's top-k"},
+        OPT_SEED(&seed),
+        {"indexes", ARG_STR, &only, "binary indexes to time (the scan always runs: it is the reference)", .def = "scan,balltree,mih"},
         {"mih-m", ARG_INT, &mih_m, "multi-index hashing substrings (0 = about log2 n bits each)"},
-        {"json", ARG_FLAG, &json, "one JSON line per index"},
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, 12, "endoret bench search [--n N] [--bits B] [--k K] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((rc = args_range("n", n, 1, 1000000000)) || (rc = args_range("bits", bits, 1, 4096)) ||
-        (rc = args_range("k", k, 1, n < 100000 ? n : 100000)) || (rc = args_range("queries", nq, 1, 1000000)) ||
-        (rc = args_range("dim", dim, 1, 65536)) || (rc = args_range("float-max", float_max, 1, 1000000000)))
-        return rc;
+    if ((rc = args_range("k", k, 1, n < 100000 ? n : 100000))) return rc; /* at most the database */
     { /* codes, ids and the floats of the baseline, built before anything is timed: refused when they cannot fit */
         double nf0 = n < float_max ? n : float_max, W0 = (bits + 63) / 64;
         mem_estimate e = {0};
@@ -75,7 +72,6 @@ int cmd_bench_search(int argc, char **argv) {
         if ((rc = mem_check(&e, "bench search", "--n, --float-max, --dim or --queries"))) return rc;
     }
     int uniform = !strcmp(data, "uniform");
-    if (!uniform && strcmp(data, "clustered")) return er_fail(ER_INPUT, "--data: '%s' (clustered or uniform)", data);
     const int W = (bits + 63) / 64;
     const uint64_t tailmask = bits % 64 ? ~0ULL >> (64 - bits % 64) : ~0ULL;
     /* ---- data ---- */

@@ -3,7 +3,7 @@
 #include "cli/cli_util.h"
 #include "infer/retrieval/knn.h"
 #include "infer/eval/metrics.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 
@@ -16,13 +16,13 @@ int cmd_classify(int argc, char **argv) {
     int k = 0, json = 0, use_float = 0;
     double tau = 0.1;
     arg_spec specs[] = {
-        {"index", ARG_STR, &index, "case database (endoret index build)"},
-        {"query", ARG_STR, &query, "embedding file of the queries (labels, if present, are scored)"},
-        {"k", ARG_INT, &k, "neighbours (default 6 for majority, 290 for weighted; as report and serve)"},
-        {"vote", ARG_STR, &vote, "majority (EndoFinder; ties -> nearest) | weighted (PGCon, exp(sim/tau))"},
-        {"tau", ARG_DOUBLE, &tau, "temperature of the weighted vote (default 0.1)"},
+        {"index", ARG_STR, &index, "case database (endoret index build)", .required = 1},
+        {"query", ARG_STR, &query, "embedding file of the queries (labels, if present, are scored)", .required = 1},
+        OPT_K_BY_VOTE(&k),
+        OPT_VOTE(&vote),
+        OPT_TAU(&tau),
         {"float", ARG_FLAG, &use_float, "neighbours by float cosine instead of Hamming"},
-        {"json", ARG_FLAG, &json, "one JSON line per query, then a summary line"},
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, 7, "endoret classify --index DB --query Q.safetensors [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
@@ -30,9 +30,6 @@ int cmd_classify(int argc, char **argv) {
     int weighted;
     if ((rc = knn_parse_vote(vote, &weighted))) return rc;
     if (k == 0) k = knn_default_k(weighted); /* the same k as report and serve */
-    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
-    if (!index) return er_fail(ER_INPUT, "--index is required");
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
     if (!db.nlabel_names) { casedb_close(&db); return er_fail(ER_INPUT, "%s: the cases have no labels to vote with", index); }

@@ -12,7 +12,7 @@
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/reid_views.h"
 #include "infer/retrieval/distance.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 #include <errno.h>
@@ -167,18 +167,16 @@ static int eval_reid(int argc, char **argv) {
         {"query", ARG_STR, &qp, "query embeddings"},
         {"ref", ARG_STR, &rp, "reference embeddings"},
         {"gt", ARG_STR, &gtp, "ground truth CSV (query_id,reference_id)"},
-        {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
-        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = the file's distance)"},
-        {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
-        {"bootstrap", ARG_INT, &B, "replicates of the 95% interval over queries (default 1000, 0 = none)"},
-        {"json", ARG_FLAG, &json, "{\"uAP\", \"acc1\", \"recall_p90\", \"uAP_lo\", \"uAP_hi\", ...}"},
+        OPT_K(&k),
+        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = the file's distance)", "[0, inf)"},
+        OPT_HASH(&hash_s, .def = "sign when --bits = embedding size, else pca"),
+        OPT_BOOTSTRAP(&B),
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
                         "endoret eval reid --query Q --ref R --gt GT.csv [--json] | --emb E --ref-view V[,V] [--query-view V[,V]] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     if (ep || ref_s || query_s) {
         if (!ep || !ref_s) return er_fail(ER_INPUT, "eval reid: --emb and --ref-view go together (--query-view optional)");
         if (qp || rp || gtp) return er_fail(ER_INPUT, "eval reid: use either --emb/--ref-view or --query/--ref/--gt");
@@ -249,16 +247,15 @@ static int eval_retrieval(int argc, char **argv) {
     arg_spec specs[] = {
         {"query", ARG_STR, &qp, "query embeddings with labels"},
         {"ref", ARG_STR, &rp, "gallery embeddings with labels"},
-        {"k", ARG_STR, &ks, "Recall@k cut-offs (default 1,5)"},
-        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float cosine)"},
-        {"hash", ARG_STR, &hash_s, "sign | pca | itq when --bits is given"},
-        {"bootstrap", ARG_INT, &B, "replicates of the 95% interval over queries (default 1000, 0 = none)"},
-        {"json", ARG_FLAG, &json, "machine-readable output (with <metric>_lo, <metric>_hi)"},
+        OPT_KS(&ks),
+        {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float cosine)", "[0, inf)"},
+        OPT_HASH(&hash_s, .def = "sign when --bits = embedding size, else pca"),
+        OPT_BOOTSTRAP(&B),
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval retrieval --query Q --ref R [--k 1,5] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
     emb_set q, r;
@@ -367,32 +364,29 @@ static int eval_classify(int argc, char **argv) {
     int k = 0, folds = 5, bits = 0, json = 0, seed = 0, B = BOOTSTRAP_DEFAULT_N;
     double tau = 0.1, l2 = 1e-3;
     arg_spec specs[] = {
-        {"emb", ARG_STR, &ep, "labelled embeddings"},
-        {"classifier", ARG_STR, &classifier, "knn (the vote over the nearest cases) | probe (a linear probe: softmax regression, the supervised baseline)"},
-        {"l2", ARG_DOUBLE, &l2, "linear probe: L2 weight"},
-        {"folds", ARG_INT, &folds, "cross-validation folds (default 5, as the paper)"},
-        {"k", ARG_INT, &k, "neighbours (default 6 majority, 290 weighted)"},
-        {"vote", ARG_STR, &vote, "majority | weighted"},
-        {"tau", ARG_DOUBLE, &tau, "weighted-vote temperature (default 0.1)"},
-        {"group", ARG_STR, &group, "none (stratified folds) | scene | patient (grouped folds)"},
-        {"manifest", ARG_STR, &mpath, "manifest with the patient column (for --group patient)"},
-        {"bits", ARG_INT, &bits, "hash to this many bits, neighbours by Hamming (0 = float cosine)"},
-        {"hash", ARG_STR, &hash_s, "pca | itq when bits < embedding size (sign when equal)"},
-        {"kind", ARG_STR, &kind_s, "binary index (scan | balltree | mih): same neighbours, other speed"},
-        {"seed", ARG_INT, &seed, "fold seed"},
-        {"bootstrap", ARG_INT, &B, "replicates of the accuracy's 95% interval over items (default 1000, 0 = none)"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        OPT_EMB(&ep, "labelled embeddings", .required = 1),
+        {"classifier", ARG_STR, &classifier, "knn (the vote over the nearest cases) or probe (a linear probe: softmax "
+                                             "regression, the supervised baseline)", "knn|probe"},
+        {"l2", ARG_DOUBLE, &l2, "linear probe: L2 weight", "[0, inf)"},
+        {"folds", ARG_INT, &folds, "cross-validation folds (5 as the paper)", "[2, inf)"},
+        OPT_K_BY_VOTE(&k),
+        OPT_VOTE(&vote),
+        OPT_TAU(&tau),
+        {"group", ARG_STR, &group, "folds: stratified (none) or grouped by scene or patient", "none|scene|patient"},
+        OPT_MANIFEST(&mpath, "manifest with the patient column (for --group patient)"),
+        {"bits", ARG_INT, &bits, "hash to this many bits, neighbours by Hamming (0 = float cosine)", "[0, inf)"},
+        OPT_HASH(&hash_s, .def = "pca when bits < embedding size, sign when equal"),
+        OPT_INDEX_KIND(&kind_s),
+        OPT_SEED(&seed),
+        OPT_BOOTSTRAP(&B),
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval classify --emb E [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     int probe = !strcmp(classifier, "probe");
-    if (!probe && strcmp(classifier, "knn")) return er_fail(ER_INPUT, "--classifier: '%s' (knn or probe)", classifier);
-    if (probe && !(l2 >= 0)) return er_fail(ER_INPUT, "--l2 must be >= 0");
     knn_cv_cfg cfg = {0};
     cfg.weighted = !strcmp(vote, "weighted");
-    if (!cfg.weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (majority or weighted)", vote);
     cfg.k = k ? k : knn_default_k(cfg.weighted);
     cfg.tau = tau;
     cfg.bits = bits;
@@ -400,7 +394,6 @@ static int eval_classify(int argc, char **argv) {
     cfg.seed = (uint64_t)seed;
     if ((rc = index_kind_parse(kind_s, &cfg.kind))) return rc;
     if ((rc = hash_kind_parse(hash_s, &cfg.hash))) return rc;
-    if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     if ((rc = emb_require_cosine(&e, "--emb"))) { emb_free(&e); return rc; } /* knn_cv's neighbours are cosine ones */
@@ -433,7 +426,7 @@ static int eval_classify(int argc, char **argv) {
             goto out;
         }
         cfg.grouped = 1;
-    } else if (strcmp(group, "none")) { rc = er_fail(ER_INPUT, "--group: '%s' (none, scene, patient)", group); goto out; }
+    }
     int *pred = xmalloc((size_t)n * sizeof(int)), *fold = xmalloc((size_t)n * sizeof(int));
     double *score = xmalloc((size_t)n * C * sizeof(double)), *pos = xmalloc((size_t)n * sizeof(double));
     rc = probe ? probe_cv(e.x, n, e.dim, label, cfg.grouped ? grp : NULL, C, folds, cfg.seed, l2, pred, score, fold)
@@ -517,17 +510,15 @@ static int eval_multiview(int argc, char **argv) {
     const char *ep = NULL;
     int k = REID_DEFAULT_K, bits = 0, json = 0, B = BOOTSTRAP_DEFAULT_N;
     arg_spec specs[] = {
-        {"emb", ARG_STR, &ep, "embeddings of every view, with scene and view ids (views 0..3 = Q1,Q2,R1,R2)"},
-        {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
-        {"bits", ARG_INT, &bits, "hash the averaged descriptors (0 = the file's distance)"},
-        {"bootstrap", ARG_INT, &B, "replicates of the 95% interval over scenes (default 1000, 0 = none)"},
-        {"json", ARG_FLAG, &json, "one JSON line per setting"},
+        OPT_EMB(&ep, "embeddings of every view, with scene and view ids (views 0..3 = Q1,Q2,R1,R2)", .required = 1),
+        OPT_K(&k),
+        {"bits", ARG_INT, &bits, "hash the averaged descriptors (0 = the file's distance)", "[0, inf)"},
+        OPT_BOOTSTRAP(&B),
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval multiview --emb E [--k 10] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     mv_row rows[9];
@@ -570,27 +561,20 @@ int cmd_eval_compare(int argc, char **argv);
 int cmd_eval_split(int argc, char **argv);
 int cmd_eval_align(int argc, char **argv);
 
+int cmd_eval_perceived(int argc, char **argv);
+
 int cmd_eval(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret eval reid|retrieval|classify|split|align|multiview|compare [options]\n"
-               "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs,\n"
-               "             or inside one file between query and reference views (--emb --ref-view --query-view)\n"
-               "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
-               "  classify   k-fold CV of the kNN classifier: accuracy, ROC AUC, F1, confusion matrix\n"
-               "  split      train / test classification: weighted kNN or linear probe, few-label shares (PGCon tables)\n"
-               "  align      alignment and uniformity of the descriptors (Wang & Isola; PGCon fig. 4)\n"
-               "  multiview  EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2\n"
-               "  compare    paired test of two or more embedding files on the same queries (bootstrap uAP, McNemar Acc@1)\n"
-               "  perceived  (see endoret eval perceived --help)\n");
-        return argc < 2 ? er_fail(ER_INPUT, "missing sub-command") : ER_OK;
-    }
-    const char *s = argv[1];
-    if (!strcmp(s, "reid")) return eval_reid(argc - 1, argv + 1);
-    if (!strcmp(s, "retrieval")) return eval_retrieval(argc - 1, argv + 1);
-    if (!strcmp(s, "classify")) return eval_classify(argc - 1, argv + 1);
-    if (!strcmp(s, "multiview")) return eval_multiview(argc - 1, argv + 1);
-    if (!strcmp(s, "compare")) return cmd_eval_compare(argc - 1, argv + 1);
-    if (!strcmp(s, "split")) return cmd_eval_split(argc - 1, argv + 1);
-    if (!strcmp(s, "align")) return cmd_eval_align(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, split, align, multiview, compare, perceived)", s);
+    static const arg_sub subs[] = {
+        {"reid", eval_reid, "uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs, or "
+                            "inside one file between query and reference views (--emb --ref-view --query-view)"},
+        {"retrieval", eval_retrieval, "Recall@k and mAP with label relevance (dual-backbone paper)"},
+        {"classify", eval_classify, "k-fold CV of the kNN classifier: accuracy, ROC AUC, F1, confusion matrix"},
+        {"split", cmd_eval_split, "train / test classification: weighted kNN or linear probe, few-label shares (PGCon tables)"},
+        {"align", cmd_eval_align, "alignment and uniformity of the descriptors (Wang & Isola; PGCon fig. 4)"},
+        {"multiview", eval_multiview, "EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2"},
+        {"compare", cmd_eval_compare, "paired test of two or more embedding files on the same queries (bootstrap uAP, McNemar Acc@1)"},
+        {"perceived", cmd_eval_perceived, "correlate a distance with perceived-similarity scores"},
+    };
+    return args_dispatch(argc, argv, "endoret eval <evaluation> [options]   (endoret eval <evaluation> --help)", subs,
+                         sizeof subs / sizeof *subs);
 }

@@ -6,7 +6,7 @@
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/paired.h"
 #include "infer/eval/reid_views.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
@@ -34,11 +34,11 @@ int cmd_eval_compare(int argc, char **argv) {
     const char *ref_s = NULL, *query_s = NULL;
     int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0;
     arg_spec specs[] = {
-        {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3"},
-        {"query-view", ARG_STR, &query_s, "query view(s) (default every view that is not a reference)"},
-        {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
-        {"bootstrap", ARG_INT, &B, "paired-bootstrap replicates (default 1000)"},
-        {"json", ARG_FLAG, &json, "one JSON line per comparison"},
+        {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3", .required = 1},
+        {"query-view", ARG_STR, &query_s, "query view(s)", .def = "every view that is not a reference"},
+        OPT_K(&k),
+        OPT_BOOTSTRAP(&B),
+        OPT_JSON(&json),
     };
     char **files = NULL;
     int nfiles = 0;
@@ -47,10 +47,7 @@ int cmd_eval_compare(int argc, char **argv) {
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     if (nfiles < 2) rc = er_fail(ER_INPUT, "eval compare: give at least two embedding files (the first is compared with each other)");
-    else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required");
-    else if (k < 1) rc = er_fail(ER_INPUT, "--k must be >= 1");
     else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
-    else if (B > BOOTSTRAP_MAX_N) rc = args_range("bootstrap", B, 1, BOOTSTRAP_MAX_N);
     reid_view_result *res = xcalloc((size_t)(nfiles > 0 ? nfiles : 1), sizeof *res);
     for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], ref_s, query_s, k, &res[i]);
     if (!rc && !json)

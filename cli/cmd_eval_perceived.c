@@ -19,7 +19,7 @@
 #include "infer/perceived/perceived_stats.h"
 #include "nn/base/svg_plot.h"
 #include "infer/perceived/perceived_table.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 /* Split "a,b,c" into a NULL-terminated array of copies. */
@@ -177,16 +177,17 @@ int cmd_eval_perceived(int argc, char **argv) {
     int json = 0, bins = 20, kmax = 20;
     double alpha = 0.05;
     arg_spec specs[] = {
-        {"gt", ARG_STR, &gt_path, "Likert pair file (a,b,score,observer)"},
-        {"emb", ARG_STR, &emb_arg, "embedding file(s), comma-separated (ids = the pair ids)"},
+        {"gt", ARG_STR, &gt_path, "Likert pair file (a,b,score,observer)", .required = 1},
+        OPT_EMB(&emb_arg, "embedding file(s), comma-separated (ids = the pair ids)", .required = 1),
         {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2, one or one per file"},
         {"names", ARG_STR, &names_arg, "method names, comma-separated"},
-        {"out", ARG_STR, &out, "folder for histograms.csv, hist_*.svg, recall.csv, recall.svg"},
-        {"bins", ARG_INT, &bins, "histogram bins"},
-        {"kmax", ARG_INT, &kmax, "largest k of the sparse recall curves"},
-        {"group", ARG_STR, &group_arg, "auto|scene|none: items of the same scene are not recall candidates (auto = scene if present)"},
-        {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        OPT_OUT(&out, "folder for histograms.csv, hist_*.svg, recall.csv, recall.svg"),
+        {"bins", ARG_INT, &bins, "histogram bins", "[2, 1000]"},
+        {"kmax", ARG_INT, &kmax, "largest k of the sparse recall curves", "[1, 100000]"},
+        {"group", ARG_STR, &group_arg, "items of the same scene are not recall candidates (auto = scene if present)",
+         "auto|scene|none"},
+        {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row", "(0, 1)"},
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -196,12 +197,6 @@ int cmd_eval_perceived(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (npos) return er_fail(ER_INPUT, "eval perceived: unexpected argument '%s'", argv[argc - npos]);
-    if (!gt_path) return er_fail(ER_INPUT, "eval perceived: --gt is required");
-    if (!emb_arg) return er_fail(ER_INPUT, "eval perceived: --emb is required");
-    if (bins < 2 || bins > 1000) return er_fail(ER_INPUT, "--bins: %d is outside 2..1000", bins);
-    if (kmax < 1 || kmax > 100000) return er_fail(ER_INPUT, "--kmax: %d is outside 1..100000", kmax);
-    if (strcmp(group_arg, "auto") && strcmp(group_arg, "scene") && strcmp(group_arg, "none"))
-        return er_fail(ER_INPUT, "--group: '%s' is not one of auto, scene, none", group_arg);
 
     likert_gt gt;
     if ((rc = likert_load(gt_path, &gt))) return rc;

@@ -15,7 +15,7 @@
 #include "infer/eval/split_eval.h"
 #include "infer/retrieval/distance.h"
 #include "infer/retrieval/embeddings.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/json.h"
 
@@ -41,28 +41,21 @@ static int eval_split(int argc, char **argv) {
     arg_spec specs[] = {
         {"train", ARG_STR, &trp, "labelled embeddings: the kNN bank / the probe's training rows"},
         {"test", ARG_STR, &tep, "labelled embeddings of the test rows (labels matched by name)"},
-        {"classifier", ARG_STR, &classifier, "knn (weighted vote, PGCon's zero-shot) | probe (softmax regression)"},
-        {"k", ARG_INT, &k, "kNN neighbours (default 290, the paper's)"},
-        {"vote", ARG_STR, &vote, "weighted (exp(sim/tau)) | majority"},
-        {"tau", ARG_DOUBLE, &tau, "weighted-vote temperature (default 0.1)"},
-        {"l2", ARG_DOUBLE, &l2, "probe: L2 weight"},
-        {"label-percent", ARG_DOUBLE, &percent, "use this share (0, 100] of each class's training labels (1, 10, 100 in the paper)"},
-        {"seed", ARG_INT, &seed, "seed of the label subset"},
-        {"bootstrap", ARG_INT, &B, "replicates of the accuracy's 95% interval over test rows (0 = none)"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        {"classifier", ARG_STR, &classifier, "knn (weighted vote, PGCon's zero-shot) or probe (softmax regression)", "knn|probe"},
+        OPT_K(&k),
+        OPT_VOTE(&vote),
+        OPT_TAU(&tau),
+        {"l2", ARG_DOUBLE, &l2, "probe: L2 weight", "[0, inf)"},
+        {"label-percent", ARG_DOUBLE, &percent, "use this share of each class's training labels (1, 10, 100 in the paper)", "(0, 100]"},
+        OPT_SEED(&seed),
+        OPT_BOOTSTRAP(&B),
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval split --train TR --test TE [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     int probe = !strcmp(classifier, "probe");
-    if (!probe && strcmp(classifier, "knn")) return er_fail(ER_INPUT, "--classifier: '%s' (knn or probe)", classifier);
     int weighted = !strcmp(vote, "weighted");
-    if (!weighted && strcmp(vote, "majority")) return er_fail(ER_INPUT, "--vote: '%s' (weighted or majority)", vote);
-    if (!(percent > 0 && percent <= 100)) return er_fail(ER_INPUT, "--label-percent must be in (0, 100], got %g", percent);
-    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1");
-    if (!(tau > 0)) return er_fail(ER_INPUT, "--tau must be > 0");
-    if (!(l2 >= 0)) return er_fail(ER_INPUT, "--l2 must be >= 0");
-    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc;
     emb_set tr, te;
     if ((rc = emb_load_arg(trp, "--train", &tr))) return rc;
     if ((rc = emb_load_arg(tep, "--test", &te))) { emb_free(&tr); return rc; }
@@ -135,15 +128,14 @@ static int eval_align(int argc, char **argv) {
     const char *ep = NULL, *group = "label";
     int json = 0;
     arg_spec specs[] = {
-        {"emb", ARG_STR, &ep, "embeddings"},
-        {"group", ARG_STR, &group, "label (pairs of one class: the paper's) | scene (views of one scene)"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        OPT_EMB(&ep, "embeddings", .required = 1),
+        {"group", ARG_STR, &group, "pairs of one class (label: the paper's) or views of one scene (scene)", "label|scene"},
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval align --emb E [--group label|scene]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     int by_label = !strcmp(group, "label");
-    if (!by_label && strcmp(group, "scene")) return er_fail(ER_INPUT, "--group: '%s' (label or scene)", group);
     emb_set e;
     if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
     const int64_t *g = by_label ? e.labels : e.scene;

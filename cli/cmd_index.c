@@ -2,7 +2,7 @@
 #include "datasets/manifest.h"
 #include "infer/retrieval/casedb.h"
 #include "cli/cli_util.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 #include "nn/base/json.h"
@@ -169,27 +169,25 @@ static int do_build(int argc, char **argv) {
     const char *emb = NULL, *out = NULL, *kind_s = "mih", *hash_s = NULL, *mpath = NULL;
     int bits = 0, json = 0, seed = 0;
     arg_spec specs[] = {
-        {"emb", ARG_STR, &emb, "embedding file (.safetensors) of the cases"},
-        {"out", ARG_STR, &out, "case database to write (SQLite)"},
-        {"bits", ARG_INT, &bits, "code length (default: embedding size, sign hashing)"},
-        {"kind", ARG_STR, &kind_s, "index: scan | balltree | mih (default mih)"},
-        {"hash", ARG_STR, &hash_s, "sign | pca | itq (default: sign when bits = embedding size, else pca)"},
-        {"manifest", ARG_STR, &mpath, "manifest of the embedded images (image paths, patients)"},
-        {"seed", ARG_INT, &seed, "seed (ITQ initial rotation)"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        OPT_EMB(&emb, "embedding file (.safetensors) of the cases", .required = 1),
+        OPT_OUT(&out, "case database to write (SQLite)", .required = 1),
+        {"bits", ARG_INT, &bits, "code length", "[0, inf)", .def = "embedding size, sign hashing"},
+        OPT_INDEX_KIND(&kind_s),
+        OPT_HASH(&hash_s, .def = "sign when bits = embedding size, else pca"),
+        OPT_MANIFEST(&mpath, "manifest of the embedded images (image paths, patients)"),
+        OPT_SEED(&seed),
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, 8, "endoret index build --emb E.safetensors --out DB [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     progress_quiet(json);
-    if (!out) return er_fail(ER_INPUT, "--out is required (the case database to write)");
     index_kind kind;
     if ((rc = index_kind_parse(kind_s, &kind))) return rc;
     emb_set e;
     if ((rc = emb_load_arg(emb, "--emb", &e))) return rc;
     if ((rc = emb_require_cosine(&e, "--emb"))) { emb_free(&e); return rc; }
     hash_kind hk = HASH_SIGN;
-    if (bits < 0) { emb_free(&e); return er_fail(ER_INPUT, "--bits must be positive"); }
     if (hash_s) { if ((rc = hash_kind_parse(hash_s, &hk))) { emb_free(&e); return rc; } }
     else if (bits && bits != e.dim) hk = HASH_PCA;
     manifest m;
@@ -214,17 +212,16 @@ static int do_add(int argc, char **argv) {
     const char *emb = NULL, *index = NULL, *mpath = NULL, *meta = NULL;
     int json = 0;
     arg_spec specs[] = {
-        {"index", ARG_STR, &index, "case database"},
-        {"emb", ARG_STR, &emb, "embedding file of the new cases (ids must be new)"},
-        {"manifest", ARG_STR, &mpath, "manifest of the new cases' images"},
+        {"index", ARG_STR, &index, "case database", .required = 1},
+        OPT_EMB(&emb, "embedding file of the new cases (ids must be new)", .required = 1),
+        OPT_MANIFEST(&mpath, "manifest of the new cases' images"),
         {"metadata", ARG_STR, &meta, "JSON text stored with every new case"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, 5, "endoret index add --index DB --emb E.safetensors", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     progress_quiet(json);
-    if (!index) return er_fail(ER_INPUT, "--index is required");
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
     emb_set e;
@@ -270,14 +267,13 @@ static int do_delete(int argc, char **argv) {
     const char *index = NULL, *ids_s = NULL;
     int json = 0;
     arg_spec specs[] = {
-        {"index", ARG_STR, &index, "case database"},
-        {"id", ARG_STR, &ids_s, "case ids to delete, comma-separated"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        {"index", ARG_STR, &index, "case database", .required = 1},
+        {"id", ARG_STR, &ids_s, "case ids to delete, comma-separated", .required = 1},
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, 3, "endoret index delete --index DB --id 12[,13...]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!index) return er_fail(ER_INPUT, "--index is required");
     int64_t *ids;
     int n;
     if ((rc = parse_id_list(ids_s, "--id", &ids, &n))) return rc;
@@ -297,8 +293,8 @@ static int do_info(int argc, char **argv) {
     const char *index = NULL;
     int json = 0;
     arg_spec specs[] = {
-        {"index", ARG_STR, &index, "case database"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        {"index", ARG_STR, &index, "case database (or as the one positional argument)"},
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -316,18 +312,12 @@ static int do_info(int argc, char **argv) {
 }
 
 int cmd_index(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret index build|add|delete|info [options]   (endoret index build --help)\n"
-               "  build   create a case database from an embedding file (hash codes + in-memory index)\n"
-               "  add     add cases from an embedding file (no retraining, no rebuild)\n"
-               "  delete  delete cases by id\n"
-               "  info    describe a case database\n");
-        return argc < 2 ? er_fail(ER_INPUT, "missing sub-command (build, add, delete, info)") : ER_OK;
-    }
-    const char *sub = argv[1];
-    if (!strcmp(sub, "build")) return do_build(argc - 1, argv + 1);
-    if (!strcmp(sub, "add")) return do_add(argc - 1, argv + 1);
-    if (!strcmp(sub, "delete")) return do_delete(argc - 1, argv + 1);
-    if (!strcmp(sub, "info")) return do_info(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "unknown sub-command '%s' (build, add, delete, info)", sub);
+    static const arg_sub subs[] = {
+        {"build", do_build, "create a case database from an embedding file (hash codes + in-memory index)"},
+        {"add", do_add, "add cases from an embedding file (no retraining, no rebuild)"},
+        {"delete", do_delete, "delete cases by id"},
+        {"info", do_info, "describe a case database"},
+    };
+    return args_dispatch(argc, argv, "endoret index build|add|delete|info [options]   (endoret index build --help)",
+                         subs, 4);
 }

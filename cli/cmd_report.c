@@ -8,7 +8,7 @@
 #include "cli/cli_util.h"
 #include "infer/report/report.h"
 #include "infer/report/report_html.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/progress.h"
 
@@ -17,20 +17,18 @@ int cmd_report(int argc, char **argv) {
     const char *out = NULL;
     int thumb = 112, json = 0;
     arg_spec specs[] = {
-        REPORT_ARG_SPECS(o),
-        {"thumb", ARG_INT, &thumb, "thumbnail side in pixels"},
-        {"out", ARG_STR, &out, "HTML file to write"},
-        {"json", ARG_FLAG, &json, "machine-readable summary"},
+        OPT_REPORT(o),
+        {"thumb", ARG_INT, &thumb, "thumbnail side in pixels", "[16, 1024]"},
+        OPT_OUT(&out, "HTML file to write", .required = 1),
+        OPT_JSON(&json),
     };
-    int rc = args_parse(argc, argv, specs, REPORT_NARGS + 3,
+    int rc = args_parse(argc, argv, specs, OPT_REPORT_N + 3,
                         "endoret report --index DB [--query Q.safetensors] [--manifest QM] [--k 6] [--vote majority|weighted] "
                         "[--limit N] --out report.html", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     progress_quiet(json);
     if ((rc = report_opts_check(&o))) return rc;
-    if (!out) return er_fail(ER_INPUT, "--out is required (the HTML file to write)");
-    if (thumb < 16 || thumb > 1024) return er_fail(ER_INPUT, "--thumb must be in 16..1024");
     const char *index = o.index, *query = o.query, *man = o.manifest, *vote = o.vote;
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;

@@ -1,7 +1,7 @@
 /* cmd_search.c — `endoret search`: top-k cases for each query embedding, nearest first. */
 #include "infer/retrieval/casedb.h"
 #include "cli/cli_util.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 
@@ -12,17 +12,15 @@ int cmd_search(int argc, char **argv) {
     const char *index = NULL, *query = NULL;
     int k = 10, json = 0, use_float = 0;
     arg_spec specs[] = {
-        {"index", ARG_STR, &index, "case database (endoret index build)"},
-        {"query", ARG_STR, &query, "embedding file of the queries"},
-        {"k", ARG_INT, &k, "neighbours per query (default 10)"},
+        {"index", ARG_STR, &index, "case database (endoret index build)", .required = 1},
+        {"query", ARG_STR, &query, "embedding file of the queries", .required = 1},
+        OPT_K(&k),
         {"float", ARG_FLAG, &use_float, "search the float embeddings by cosine instead of the codes"},
-        {"json", ARG_FLAG, &json, "one JSON line per query: {\"query\", \"ids\", \"distances\"}"},
+        OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, 5, "endoret search --index DB --query Q.safetensors [--k K] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!index) return er_fail(ER_INPUT, "--index is required");
-    if (k < 1) return er_fail(ER_INPUT, "--k must be >= 1 (got %d)", k);
     casedb db;
     if ((rc = casedb_open(index, &db))) return rc;
     if (k > db.n) k = db.n > 0 ? (int)db.n : 1; /* no more neighbours than cases */

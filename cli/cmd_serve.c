@@ -8,7 +8,7 @@
 
 #include "infer/report/case_write.h"
 #include "infer/report/retrieval_server.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 int cmd_serve(int argc, char **argv) {
@@ -16,17 +16,17 @@ int cmd_serve(int argc, char **argv) {
     const char *bind = "127.0.0.1", *model = NULL, *roots = NULL, *token_file = NULL, *token_env = NULL;
     int port = 8080, max_views = 16;
     arg_spec specs[] = {
-        REPORT_ARG_SPECS(o),
-        {"port", ARG_INT, &port, "TCP port (0 = any free port)"},
-        {"bind", ARG_STR, &bind, "IPv4 address to listen on (default 127.0.0.1: this machine only)"},
+        OPT_REPORT(o),
+        {"port", ARG_INT, &port, "TCP port (0 = any free port)", "[0, 65535]"},
+        {"bind", ARG_STR, &bind, "IPv4 address to listen on (127.0.0.1: this machine only)"},
         {"model", ARG_STR, &model, "encoder for new cases (POST /case, the /new page): a scene model fuses the views"},
         {"image-root", ARG_STR, &roots, "folders (comma-separated) whose images a JSON case may name"},
-        {"max-views", ARG_INT, &max_views, "images per new case"},
+        {"max-views", ARG_INT, &max_views, "images per new case", "[1, inf)"},
         {"write-token", ARG_STR, &token_file, "a file (mode 600) holding the token that lets a client file and delete cases "
                                               "(POST /case/file.json, /case/delete.json); without it the server is read-only"},
         {"write-token-env", ARG_STR, &token_env, "the environment variable holding that token (instead of --write-token)"},
     };
-    int rc = args_parse(argc, argv, specs, REPORT_NARGS + 7,
+    int rc = args_parse(argc, argv, specs, OPT_REPORT_N + 7,
                         "endoret serve --index DB [--query Q.safetensors --manifest QM] [--model M [--image-root DIR,...] "
                         "[--write-token FILE | --write-token-env VAR]] [--port P] [--bind 127.0.0.1]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;

@@ -4,7 +4,7 @@
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/sweep.h"
 #include "infer/eval/synth_emb.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "infer/retrieval/distance.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
@@ -59,29 +59,29 @@ int cmd_sweep(int argc, char **argv) {
         {"query", ARG_STR, &qp, "query embeddings"},
         {"gt", ARG_STR, &gtp, "query_id,reference_id pairs for re-identification uAP / Acc@1"},
         {"synthetic", ARG_FLAG, &synthetic, "use synthetic clustered embeddings instead of files"},
-        {"n", ARG_INT, &n, "synthetic: database size (default 20000)"},
-        {"queries", ARG_INT, &nq, "synthetic: queries (default 1000)"},
-        {"dim", ARG_INT, &dim, "synthetic: embedding size (default 256)"},
-        {"clusters", ARG_INT, &clusters, "synthetic: clusters (default 200)"},
-        {"spread", ARG_DOUBLE, &spread, "synthetic: within-cluster spread (default 0.9)"},
-        {"qnoise", ARG_DOUBLE, &qnoise, "synthetic: query noise around its source item (default 0.6)"},
-        {"label-noise", ARG_DOUBLE, &label_noise, "synthetic: label flip probability (default 0.15)"},
+        {"n", ARG_INT, &n, "synthetic: database size", "[10, 100000000]"},
+        {"queries", ARG_INT, &nq, "synthetic: queries", "[1, 10000000]"},
+        {"dim", ARG_INT, &dim, "synthetic: embedding size", "[2, 65536]"},
+        {"clusters", ARG_INT, &clusters, "synthetic: clusters", "[1, 1000000]"},
+        {"spread", ARG_DOUBLE, &spread, "synthetic: within-cluster spread", "[0, inf)"},
+        {"qnoise", ARG_DOUBLE, &qnoise, "synthetic: query noise around its source item", "[0, inf)"},
+        {"label-noise", ARG_DOUBLE, &label_noise, "synthetic: label flip probability", "[0, 1]"},
         {"save", ARG_STR, &save, "synthetic: also write db.safetensors, query.safetensors, gt.csv here"},
-        {"bits", ARG_STR, &bits_s, "code lengths (default: 16,32,64,128,256 up to the embedding size, and the size itself)"},
-        {"k", ARG_STR, &ks_s, "neighbour counts (default 1,3,5,6,10,20)"},
-        {"hash", ARG_STR, &hash_s, "pca | itq for lengths below the embedding size (default pca)"},
-        {"kind", ARG_STR, &kind_s, "binary index (default mih; all give the same neighbours)"},
-        {"out", ARG_STR, &out, "folder for sweep.csv and sweep.svg"},
-        {"svg", ARG_STR, &svg, "SVG path (default <out>/sweep.svg)"},
-        {"seed", ARG_INT, &seed, "seed (synthetic data, ITQ)"},
+        {"bits", ARG_STR, &bits_s, "code lengths, comma-separated",
+         .def = "16,32,64,128,256 up to the embedding size, and the size itself"},
+        OPT_KS(&ks_s),
+        OPT_HASH(&hash_s, .def = "pca below the embedding size"),
+        OPT_INDEX_KIND(&kind_s),
+        OPT_OUT(&out, "folder for sweep.csv and sweep.svg"),
+        {"svg", ARG_STR, &svg, "SVG path", .def = "<out>/sweep.svg"},
+        OPT_SEED(&seed),
         {"markdown", ARG_FLAG, &markdown, "print the table as markdown"},
-        {"json", ARG_FLAG, &json, "one JSON line per (bits, k), with <metric>_lo, <metric>_hi"},
-        {"bootstrap", ARG_INT, &B, "replicates of the 95% intervals over queries (default 1000, as eval; 0 = none)"},
+        OPT_JSON(&json),
+        OPT_BOOTSTRAP(&B),
     };
     int rc = args_parse(argc, argv, specs, 22, "endoret sweep (--db E --query Q [--gt GT.csv] | --synthetic) [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if ((rc = args_range("bootstrap", B, 0, BOOTSTRAP_MAX_N))) return rc; /* one range for every --bootstrap */
     int *bits, nb, *ks, nk;
     const int bits_given = bits_s != NULL, ks_given = strcmp(ks_s, "1,3,5,6,10,20") != 0;
     if ((rc = args_int_list(bits_given ? bits_s : "16,32,64,128,256", "--bits", &bits, &nb))) return rc;
@@ -96,14 +96,9 @@ int cmd_sweep(int argc, char **argv) {
     sweep_row *rows = NULL;
     if ((rc = hash_kind_parse(hash_s, &hk)) || (rc = index_kind_parse(kind_s, &kind))) goto out;
     if (synthetic) {
-        if ((rc = args_range("n", n, 10, 100000000)) || (rc = args_range("queries", nq, 1, 10000000)) ||
-            (rc = args_range("dim", dim, 2, 65536)) || (rc = args_range("clusters", clusters, 1, 1000000)))
-            goto out;
         mem_estimate e = {0}; /* the two sets, their codes and the indexes, before they are drawn */
         e.data = ((double)n + nq) * dim * 4.0 * 3;
         if ((rc = mem_check(&e, "sweep --synthetic", "--n, --queries or --dim"))) goto out;
-        if (!(label_noise >= 0 && label_noise <= 1)) { rc = er_fail(ER_INPUT, "--label-noise: a probability in [0, 1], got %g", label_noise); goto out; }
-        if (!(spread >= 0) || !(qnoise >= 0)) { rc = er_fail(ER_INPUT, "--spread and --qnoise: must be >= 0 (got %g, %g)", spread, qnoise); goto out; }
         synth_emb_cfg c = {n, nq, dim, clusters, spread, qnoise, label_noise, (uint64_t)seed};
         int64_t *match = xmalloc((size_t)nq * 8);
         synth_emb_make(&c, &db, &q, match);

@@ -80,22 +80,12 @@ typedef struct {
 } report_cfg;
 
 /* The options `endoret report` and `endoret serve` share: where cases and queries come from and how
- * the neighbours vote. REPORT_ARG_SPECS(o) expands to their REPORT_NARGS arg_spec entries (nn/base/args.h). */
+ * the neighbours vote (declared as command-line options by cli/common_opts.h's OPT_REPORT). */
 typedef struct {
     const char *index, *query, *manifest, *vote;
     report_cfg cfg;
 } report_opts;
 #define REPORT_OPTS_INIT {NULL, NULL, NULL, "majority", {0, 0, 0.1, 0, 0}} /* k 0: knn_default_k */
-#define REPORT_NARGS 8
-#define REPORT_ARG_SPECS(o)                                                                                   \
-    {"index", ARG_STR, &(o).index, "case database (endoret index build)"},                                   \
-    {"query", ARG_STR, &(o).query, "embedding file of the queries (none: the database's cases, leave-one-out)"}, \
-    {"manifest", ARG_STR, &(o).manifest, "manifest of the query images (none: the one named in the query file)"}, \
-    {"k", ARG_INT, &(o).cfg.k, "neighbours shown and voting (default 6 majority, 290 weighted: as classify)"}, \
-    {"vote", ARG_STR, &(o).vote, "majority (ties -> nearest) | weighted (exp(sim/tau))"},                    \
-    {"tau", ARG_DOUBLE, &(o).cfg.tau, "temperature of the weighted vote"},                                   \
-    {"float", ARG_FLAG, &(o).cfg.use_float, "neighbours by float cosine instead of Hamming"},                \
-    {"limit", ARG_INT, &(o).cfg.limit, "at most this many queries (0 = all)"}
 /* Checks the parsed options (ER_INPUT naming the flag), sets cfg.weighted from vote and an unset k
  * (0) to the vote's default, knn_default_k (infer/retrieval/knn.h). */
 int report_opts_check(report_opts *o);
