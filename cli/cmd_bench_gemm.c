@@ -181,7 +181,7 @@ int cmd_bench_gemm(int argc, char **argv) {
         ukernels = 0;
     const char *kernel_name = NULL, *shapes_text = NULL, *precision_text = NULL;
     arg_spec specs[] = {
-        OPT_THREADS(&threads, .def = "OpenMP's"),
+        OPT_THREADS(&threads, .def = "OpenMP's count"),
         {"reps", ARG_INT, &reps, "timed repetitions per shape and contender, each after an untimed call (median and spread reported)",
          "[1, 10000]"},
         OPT_JSON(&json),

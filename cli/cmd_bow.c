@@ -19,7 +19,7 @@
 #include "infer/perceived/bow_model.h"
 #include "infer/retrieval/embeddings.h"
 #include "infer/perceived/perceived_table.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 /* Grayscale image of manifest row i, longest side limited to max_side (0 = as stored). */
@@ -81,13 +81,14 @@ static void free_descriptors(float **d, int *nd, int n) {
     free(nd);
 }
 
-static int check_sift(const dsift_cfg *c) {
-    if (c->step < 1 || c->step > 10000) return er_fail(ER_INPUT, "--step: %d is outside 1..10000", c->step);
-    if (c->radius < 2 || c->radius > 10000) return er_fail(ER_INPUT, "--radius: %d is outside 2..10000", c->radius);
-    if (c->downscale < 0 || c->downscale > 1000) return er_fail(ER_INPUT, "--downscale: %d is outside 0..1000", c->downscale);
-    if (c->rotate != 0 && c->rotate != 1) return er_fail(ER_INPUT, "--rotate: must be 0 or 1");
-    return ER_OK;
-}
+/* the dense-SIFT options of bow train and bow cv, declared once */
+#define SIFT_OPTS(c)                                                                                            \
+    {"step", ARG_INT, &(c).step, "grid step in pixels", "[1, 10000]"},                                          \
+    {"radius", ARG_INT, &(c).radius, "disk radius in pixels", "[2, 10000]"},                                    \
+    {"downscale", ARG_INT, &(c).downscale, "box-downscale factor before SIFT (0 = radius/8)", "[0, 1000]"},     \
+    {"rotate", ARG_INT, &(c).rotate, "1 = rotation-normalised descriptors, 0 = upright", "[0, 1]"}
+#define MAX_SIDE_OPT(dst)                                                                                       \
+    {"max-side", ARG_INT, (dst), "resize images so the longest side is at most this (0 = as stored)", "[0, inf)"}
 
 static int cmd_bow_train(int argc, char **argv) {
     const char *mpath = NULL, *out = NULL, *split = NULL;
@@ -95,19 +96,16 @@ static int cmd_bow_train(int argc, char **argv) {
     dsift_cfg c;
     dsift_cfg_default(&c);
     arg_spec specs[] = {
-        {"manifest", ARG_STR, &mpath, "training images (manifest CSV)"},
-        {"out", ARG_STR, &out, "vocabulary file to write (safetensors)"},
-        {"k", ARG_INT, &k, "number of visual words (paper: 100 per class)"},
-        {"step", ARG_INT, &c.step, "grid step in pixels"},
-        {"radius", ARG_INT, &c.radius, "disk radius in pixels"},
-        {"downscale", ARG_INT, &c.downscale, "box-downscale factor before SIFT (0 = radius/8)"},
-        {"rotate", ARG_INT, &c.rotate, "1 = rotation-normalised descriptors (default), 0 = upright"},
-        {"max-desc", ARG_INT, &max_desc, "descriptors used by k-means"},
-        {"iters", ARG_INT, &iters, "k-means iterations at most"},
-        {"seed", ARG_INT, &seed, "random seed"},
+        OPT_MANIFEST(&mpath, "training images (manifest CSV)", .required = 1),
+        OPT_OUT(&out, "vocabulary file to write (safetensors)", .required = 1),
+        {"k", ARG_INT, &k, "number of visual words (paper: 100 per class)", "[2, 100000]"},
+        SIFT_OPTS(c),
+        {"max-desc", ARG_INT, &max_desc, "descriptors used by k-means (at least --k)"},
+        {"iters", ARG_INT, &iters, "k-means iterations at most", "[1, inf)"},
+        OPT_SEED(&seed),
         {"split", ARG_STR, &split, "use only rows whose split column equals this"},
-        {"max-side", ARG_INT, &max_side, "resize images so the longest side is at most this (0 = as stored)"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        MAX_SIDE_OPT(&max_side),
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -115,11 +113,7 @@ static int cmd_bow_train(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!mpath || !out) return er_fail(ER_INPUT, "bow train: --manifest and --out are required");
-    if (k < 2 || k > 100000) return er_fail(ER_INPUT, "--k: %d is outside 2..100000", k);
     if (max_desc < k) return er_fail(ER_INPUT, "--max-desc: %d is smaller than --k %d", max_desc, k);
-    if (iters < 1 || max_side < 0) return er_fail(ER_INPUT, "--iters must be >= 1 and --max-side >= 0");
-    if ((rc = check_sift(&c))) return rc;
     manifest m;
     if ((rc = manifest_load(mpath, &m))) return rc;
     int *sel = xmalloc((m.n ? m.n : 1) * sizeof(int)), nsel = 0;
@@ -155,12 +149,12 @@ static int cmd_bow_embed(int argc, char **argv) {
     const char *mpath = NULL, *vpath = NULL, *out = NULL, *pool = "none";
     int max_side = 0, json = 0;
     arg_spec specs[] = {
-        {"manifest", ARG_STR, &mpath, "images to describe (manifest CSV)"},
-        {"vocab", ARG_STR, &vpath, "vocabulary from `bow train`"},
-        {"out", ARG_STR, &out, "embedding file to write"},
-        {"pool", ARG_STR, &pool, "none | scene: one signature per scene (mean of its frames' histograms)"},
-        {"max-side", ARG_INT, &max_side, "resize images so the longest side is at most this (0 = as stored)"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        OPT_MANIFEST(&mpath, "images to describe (manifest CSV)", .required = 1),
+        {"vocab", ARG_STR, &vpath, "vocabulary from `bow train`", .required = 1},
+        OPT_OUT(&out, "embedding file to write", .required = 1),
+        {"pool", ARG_STR, &pool, "scene: one signature per scene (mean of its frames' histograms)", "none|scene"},
+        MAX_SIDE_OPT(&max_side),
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -168,9 +162,6 @@ static int cmd_bow_embed(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!mpath || !vpath || !out) return er_fail(ER_INPUT, "bow embed: --manifest, --vocab and --out are required");
-    if (strcmp(pool, "none") && strcmp(pool, "scene")) return er_fail(ER_INPUT, "--pool: '%s' is not one of none, scene", pool);
-    if (max_side < 0) return er_fail(ER_INPUT, "--max-side must be >= 0");
     bow_vocab v;
     if ((rc = bow_vocab_load(vpath, &v))) return rc;
     manifest m;
@@ -283,25 +274,22 @@ static int cmd_bow_cv(int argc, char **argv) {
     dsift_cfg c;
     dsift_cfg_default(&c);
     arg_spec specs[] = {
-        {"manifest", ARG_STR, &mpath, "images (row i = id i of the ground truth); patient column groups the folds"},
-        {"gt", ARG_STR, &gtpath, "Likert pair file"},
+        OPT_MANIFEST(&mpath, "images (row i = id i of the ground truth); patient column groups the folds", .required = 1),
+        {"gt", ARG_STR, &gtpath, "Likert pair file", .required = 1},
         {"m", ARG_INT, &cfg.m, "repetitions (paper: 30)"},
         {"q", ARG_INT, &cfg.q, "folds (paper: 3)"},
-        {"k", ARG_INT, &cfg.k, "visual words"},
-        {"step", ARG_INT, &c.step, "grid step"},
-        {"radius", ARG_INT, &c.radius, "disk radius"},
-        {"downscale", ARG_INT, &c.downscale, "box-downscale factor (0 = radius/8)"},
-        {"rotate", ARG_INT, &c.rotate, "rotation-normalised descriptors (1/0)"},
-        {"max-desc", ARG_INT, &cfg.max_desc, "descriptors per k-means"},
-        {"iters", ARG_INT, &cfg.iters, "k-means iterations at most"},
-        {"gamma", ARG_DOUBLE, &cfg.metric.gamma, "weight of the dissimilar term (paper: 5)"},
-        {"slope", ARG_DOUBLE, &cfg.metric.slope, "logistic slope"},
-        {"lambda", ARG_DOUBLE, &cfg.metric.lambda, "l2 pull of w towards 1"},
-        {"max-iter", ARG_INT, &cfg.metric.max_iter, "metric-learning iterations at most"},
-        {"seed", ARG_INT, &seed, "random seed"},
-        {"max-side", ARG_INT, &max_side, "resize images so the longest side is at most this (0 = as stored)"},
+        {"k", ARG_INT, &cfg.k, "visual words", "[2, inf)"},
+        SIFT_OPTS(c),
+        {"max-desc", ARG_INT, &cfg.max_desc, "descriptors per k-means (at least --k)"},
+        {"iters", ARG_INT, &cfg.iters, "k-means iterations at most", "[1, inf)"},
+        {"gamma", ARG_DOUBLE, &cfg.metric.gamma, "weight of the dissimilar term (paper: 5)", "(0, inf)"},
+        {"slope", ARG_DOUBLE, &cfg.metric.slope, "logistic slope", "(0, inf)"},
+        {"lambda", ARG_DOUBLE, &cfg.metric.lambda, "l2 pull of w towards 1", "[0, inf)"},
+        {"max-iter", ARG_INT, &cfg.metric.max_iter, "metric-learning iterations at most", "[0, inf)"},
+        OPT_SEED(&seed),
+        MAX_SIDE_OPT(&max_side),
         {"verbose", ARG_FLAG, &verbose, "per-fold progress on stderr"},
-        {"json", ARG_FLAG, &json, "one JSON line"},
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -309,10 +297,7 @@ static int cmd_bow_cv(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!mpath || !gtpath) return er_fail(ER_INPUT, "bow cv: --manifest and --gt are required");
-    if ((rc = check_sift(&c))) return rc;
-    if (cfg.k < 2 || cfg.max_desc < cfg.k || cfg.iters < 1 || cfg.metric.max_iter < 0 || !(cfg.metric.gamma > 0) || !(cfg.metric.slope > 0) || !(cfg.metric.lambda >= 0))
-        return er_fail(ER_INPUT, "bow cv: need k >= 2, max-desc >= k, iters >= 1, gamma > 0, slope > 0, lambda >= 0");
+    if (cfg.max_desc < cfg.k) return er_fail(ER_INPUT, "--max-desc: %d is smaller than --k %d", cfg.max_desc, cfg.k);
     cfg.seed = (uint64_t)seed;
     cfg.verbose = verbose;
     likert_gt gt;
@@ -367,16 +352,10 @@ static int cmd_bow_cv(int argc, char **argv) {
 }
 
 int cmd_bow(int argc, char **argv) {
-    if (argc < 2) return er_fail(ER_INPUT, "bow: expected a sub-command: train | embed | cv");
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: endoret bow train|embed|cv [options]   (--help on each)\n"
-               "  train  learn a visual vocabulary (dense SIFT + k-means++)\n"
-               "  embed  write bag-of-words signatures as an embedding file (chi2 distance)\n"
-               "  cv     m x q-fold cross-validation of the chi2 distance before/after metric learning (table 1)\n");
-        return ER_OK;
-    }
-    if (!strcmp(argv[1], "train")) return cmd_bow_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "embed")) return cmd_bow_embed(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "cv")) return cmd_bow_cv(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "bow: unknown sub-command '%s' (train | embed | cv)", argv[1]);
+    static const arg_sub subs[] = {
+        {"train", cmd_bow_train, "learn a visual vocabulary (dense SIFT + k-means++)"},
+        {"embed", cmd_bow_embed, "write bag-of-words signatures as an embedding file (chi2 distance)"},
+        {"cv", cmd_bow_cv, "m x q-fold cross-validation of the chi2 distance before/after metric learning (table 1)"},
+    };
+    return args_dispatch(argc, argv, "endoret bow train|embed|cv [options]   (--help on each)", subs, 3);
 }

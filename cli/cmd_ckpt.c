@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "checkpoints/safetensors.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/models/pos_interp.h"
 #include "nn/models/resnet_model.h"
@@ -72,7 +72,7 @@ static void layout_of(const st_file *f, char *layout, size_t nl, char *what, siz
 int cmd_ckpt(int argc, char **argv) {
     int json = 0, all = 0;
     arg_spec specs[] = {
-        {"json", ARG_FLAG, &json, "one JSON object instead of the table"},
+        OPT_JSON(&json),
         {"all", ARG_FLAG, &all, "also list optimizer-state tensors"},
     };
     char **pos = NULL;

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "checkpoints/safetensors.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/models/pos_interp.h"
 #include "nn/models/resnet_model.h"
@@ -37,11 +37,12 @@ static int copy_resnet(const st_file *f, const char *out) {
 int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *to = NULL, *lora = NULL, *rule = NULL;
     arg_spec specs[] = {
-        {"in", ARG_STR, &in, "weights file (timm, MAE, Meta DINOv2, Hugging Face, DINO v1, endoret; torchvision ResNet)"},
-        {"out", ARG_STR, &out, "file to write (atomically)"},
-        {"to", ARG_STR, &to, "timm | meta | hf | torchvision"},
-        {"pos-interp", ARG_STR, &rule, "position-table rule to record (bicubic | bicubic_aa | bicubic_offset) when the "
-                                       "layout cannot tell: a bare DINO v1 backbone has timm's names (bicubic_offset)"},
+        {"in", ARG_STR, &in, "weights file (timm, MAE, Meta DINOv2, Hugging Face, DINO v1, endoret; torchvision ResNet)",
+         .required = 1},
+        OPT_OUT(&out, "file to write (atomically)", .required = 1),
+        {"to", ARG_STR, &to, "layout to write", "timm|meta|hf|torchvision", .required = 1},
+        {"pos-interp", ARG_STR, &rule, "position-table rule to record when the layout cannot tell: a bare DINO v1 "
+                                       "backbone has timm's names (bicubic_offset)", "bicubic|bicubic_aa|bicubic_offset"},
         {"merge-lora", ARG_STR, &lora, "LoRA adapter (a PEFT folder's adapter_model.safetensors) merged into the timm-named --in weights first"},
     };
     int nspecs = (int)(sizeof specs / sizeof *specs);
@@ -53,12 +54,9 @@ int cmd_convert(int argc, char **argv) {
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     if (npos) return er_fail(ER_INPUT, "convert: unexpected argument (see endoret convert --help)");
-    if (!in || !out || !to) return er_fail(ER_INPUT, "convert: --in, --out and --to are required");
     int layout = !strcmp(to, "timm") ? VIT_LAYOUT_TIMM : !strcmp(to, "meta") ? VIT_LAYOUT_META
-               : !strcmp(to, "hf") ? VIT_LAYOUT_HF : !strcmp(to, "torchvision") ? -2 : -1;
-    if (layout == -1) return er_fail(ER_INPUT, "--to %s: expected timm, meta, hf or torchvision", to);
+               : !strcmp(to, "hf") ? VIT_LAYOUT_HF : -2; /* -2: torchvision */
     int pos_rule = rule ? pos_interp_rule(rule) : -1;
-    if (rule && pos_rule < 0) return er_fail(ER_INPUT, "--pos-interp %s: expected bicubic, bicubic_aa or bicubic_offset", rule);
     /* --merge-lora ADAPTER: W + (alpha / r) B A into the timm-named weights of `in` (nn/models/vit_lora.h
      * lora_merge_files), written to a temporary file beside --out, which is then converted as any input */
     char *merged = NULL;

@@ -10,7 +10,7 @@
 #include "datasets/kfold.h"
 #include "datasets/loader.h"
 #include "datasets/manifest.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/progress.h"
 
@@ -32,8 +32,8 @@ static int data_import(int argc, char **argv) {
     seq_import_opts so = seq_import_defaults();
     int views = so.views, min_gap = so.min_gap;
     arg_spec specs[] = {
-        {"layout", ARG_STR, &layout, "class-folders | image-mask | scenes | sequences"},
-        {"out", ARG_STR, &out, "manifest to write (paths are written relative to its folder)"},
+        {"layout", ARG_STR, &layout, "how SRC is laid out", "class-folders|image-mask|scenes|sequences", .required = 1},
+        OPT_OUT(&out, "manifest to write (paths are written relative to its folder)", .required = 1),
         {"label", ARG_STR, &label, "image-mask / sequences layouts: label of every row (that has none)"},
         {"map", ARG_STR, &map, "sequences layout: CSV frame,sequence[,...] or sequence,start,end[,...] for a flat SRC"},
         {"views", ARG_INT, &views, "sequences layout: views per sequence, spread over it"},
@@ -47,7 +47,6 @@ static int data_import(int argc, char **argv) {
     if (rc) return rc == ARGS_HELP ? 0 : rc;
     const char *src = pos[0];
     free(pos);
-    if (!layout || !out) return er_fail(ER_INPUT, "data import: --layout and --out are required (%s)", usage);
     int seq = !strcmp(layout, "sequences");
     for (int i = 1; !seq && i < argc; i++) {
         const char *own[] = {"--map", "--views", "--min-gap"};
@@ -68,7 +67,7 @@ static int data_import(int argc, char **argv) {
         so.map = map;
         so.label = label;
         rc = import_sequences(src, out, &so, &m, &st);
-    } else return er_fail(ER_INPUT, "data import: unknown --layout '%s' (class-folders, image-mask, scenes, sequences)", layout);
+    }
     if (!rc) rc = manifest_save(out, &m);
     if (!rc && seq) {
         if (st.nskipped) {
@@ -161,7 +160,7 @@ int data_check_manifest(const char *path, int threads, int verbose, int *nbad_ou
 static int data_check(int argc, char **argv) {
     int threads = 0, verbose = 0;
     arg_spec specs[] = {
-        {"threads", ARG_THREADS, &threads, "decode threads (0 = OpenMP default)"},
+        OPT_THREADS(&threads),
         {"verbose", ARG_FLAG, &verbose, "list every problem"},
     };
     char **pos = NULL;
@@ -180,15 +179,15 @@ static int data_bench(int argc, char **argv) {
     arg_spec specs[] = {
         {"batch", ARG_INT, &cfg.batch, "images per batch"},
         {"size", ARG_INT, &cfg.size, "output side"},
-        {"threads", ARG_THREADS, &cfg.threads, "worker threads"},
+        OPT_THREADS(&cfg.threads),
         {"prefetch", ARG_INT, &cfg.prefetch, "batches decoded ahead"},
-        {"aug", ARG_STR, &aug, "eval | sscd | scene | mae"},
+        {"aug", ARG_STR, &aug, "augmentation", "eval|sscd|scene|mae"},
         {"copies", ARG_INT, &cfg.copies, "augmented copies per image"},
         {"batches", ARG_INT, &batches, "stop after this many batches (0 = one epoch)"},
         {"fast-decode", ARG_FLAG, &cfg.fast_decode, "JPEG DCT downscaling while the short side stays >= size"},
         {"split", ARG_STR, &split, "only rows of this split"},
-        {"seed", ARG_INT, &seed, "seed"},
-        {"json", ARG_FLAG, &json, "machine-readable output"},
+        OPT_SEED(&seed),
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -200,8 +199,7 @@ static int data_bench(int argc, char **argv) {
     if (!strcmp(aug, "eval")) cfg.aug = LOADER_AUG_EVAL;
     else if (!strcmp(aug, "sscd")) cfg.aug = LOADER_AUG_SSCD;
     else if (!strcmp(aug, "scene")) cfg.aug = LOADER_AUG_SCENE;
-    else if (!strcmp(aug, "mae")) cfg.aug = LOADER_AUG_MAE;
-    else return er_fail(ER_INPUT, "data bench: unknown --aug '%s' (eval, sscd, scene, mae)", aug);
+    else cfg.aug = LOADER_AUG_MAE;
     cfg.split = split;
     cfg.seed = (uint64_t)(uint32_t)seed;
     double ips;
@@ -257,11 +255,11 @@ static int data_split(int argc, char **argv) {
     char rnames[8][32];
     arg_spec specs[] = {
         {"folds", ARG_INT, &folds, "number of folds"},
-        {"by", ARG_STR, &by, "label (stratified) | scene | patient (grouped)"},
-        {"seed", ARG_INT, &seed, "seed"},
+        {"by", ARG_STR, &by, "folds stratified by label, or grouped by scene or patient", "label|scene|patient"},
+        OPT_SEED(&seed),
         {"holdout-fold", ARG_INT, &holdout, "write split test for this fold and train for the others (-1 = fold names)"},
         {"ratios", ARG_STR, &ratios, "named shares instead of folds, e.g. train:60,val:40 or train:80,val:10,test:10"},
-        {"out", ARG_STR, &out, "manifest to write (required)"},
+        OPT_OUT(&out, "manifest to write", .required = 1),
     };
     char **pos = NULL;
     int npos = 0;
@@ -270,15 +268,12 @@ static int data_split(int argc, char **argv) {
     if (rc) return rc == ARGS_HELP ? 0 : rc;
     const char *path = pos[0];
     free(pos);
-    if (!out) return er_fail(ER_INPUT, "data split: --out is required (%s)", usage);
     if (ratios && holdout >= 0) return er_fail(ER_INPUT, "data split: --ratios and --holdout-fold exclude each other");
     if (ratios && (rc = parse_ratios(ratios, rnames, &folds, name_of))) return rc;
     if (!ratios && folds < 2) return er_fail(ER_INPUT, "data split: --folds %d: need at least 2 folds", folds);
     if (holdout < -1 || holdout >= folds)
         return er_fail(ER_INPUT, "data split: --holdout-fold %d is not a fold of 0..%d (or -1)", holdout, folds - 1);
-    manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE
-                     : !strcmp(by, "patient") ? MF_PATIENT : (manifest_field)-1;
-    if ((int)f < 0) return er_fail(ER_INPUT, "data split: --by must be label, scene or patient (got '%s')", by);
+    manifest_field f = !strcmp(by, "label") ? MF_LABEL : !strcmp(by, "scene") ? MF_SCENE : MF_PATIENT;
     manifest m = {0};
     if ((rc = manifest_load(path, &m))) return rc;
     int *ids, n, *fold = xmalloc(sizeof(int) * (m.n ? m.n : 1));
@@ -331,24 +326,21 @@ static int data_copies(int argc, char **argv) {
     cfg.copies = 5;
     cfg.size = 256;
     arg_spec specs[] = {
-        {"manifest", ARG_STR, &cfg.manifest, "source manifest (required)"},
-        {"split", ARG_STR, &cfg.split, "only rows of this split (default: all rows)"},
-        {"out", ARG_STR, &cfg.out_dir, "output folder: manifest.csv, copies.csv, images/ (required)"},
-        {"copies", ARG_INT, &cfg.copies, "copies per source image (default 5)"},
-        {"seed", ARG_INT, &seed, "seed (a copy is a function of seed, source row, copy index)"},
-        {"preset", ARG_STR, &preset, "light | copydet (default) | strong"},
-        {"size", ARG_INT, &cfg.size, "side of the square copies (default 256)"},
-        {"format", ARG_STR, &format, "jpg (default; the file is the JPEG re-encoding) | png"},
-        {"threads", ARG_THREADS, &cfg.threads, "threads (0 = OpenMP default)"},
+        OPT_MANIFEST(&cfg.manifest, "source manifest", .required = 1),
+        {"split", ARG_STR, &cfg.split, "only rows of this split", .def = "all rows"},
+        OPT_OUT(&cfg.out_dir, "output folder: manifest.csv, copies.csv, images/", .required = 1),
+        {"copies", ARG_INT, &cfg.copies, "copies per source image"},
+        OPT_SEED(&seed),
+        {"preset", ARG_STR, &preset, "augmentation strength: light, copydet or strong"},
+        {"size", ARG_INT, &cfg.size, "side of the square copies"},
+        {"format", ARG_STR, &format, "image format (jpg: the file is the JPEG re-encoding)", "jpg|png"},
+        OPT_THREADS(&cfg.threads),
     };
     const char *usage = "endoret data copies --manifest M --split S --out DIR --copies N --seed S [--preset copydet]";
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, NULL, NULL);
     if (rc) return rc == ARGS_HELP ? 0 : rc;
-    if (!cfg.manifest || !cfg.out_dir) return er_fail(ER_INPUT, "data copies: --manifest and --out are required (%s)", usage);
     if (!(cfg.preset = copy_preset_find(preset)))
         return er_fail(ER_INPUT, "data copies: unknown --preset '%s' (%s)", preset, copy_preset_names());
-    if (strcmp(format, "jpg") && strcmp(format, "png"))
-        return er_fail(ER_INPUT, "data copies: --format must be jpg or png (got '%s')", format);
     cfg.png = !strcmp(format, "png");
     cfg.seed = (uint64_t)(uint32_t)seed;
     double t0 = now_seconds();
@@ -360,19 +352,12 @@ static int data_copies(int argc, char **argv) {
 }
 
 int cmd_data(int argc, char **argv) {
-    const char *usage = "endoret data import|check|bench|split|copies ... (endoret data SUB --help)";
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: %s\n  import  --layout class-folders|image-mask|scenes|sequences SRC --out manifest.csv [--map F --views V]\n"
-               "  check   MANIFEST         decode every file; exit 2 naming the first bad one\n"
-               "  bench   MANIFEST --batch B --size S --threads T   loader images/s\n"
-               "  split   MANIFEST --folds K --by label|scene|patient [--holdout-fold F | --ratios train:60,val:40] --out OUT.csv\n"
-               "  copies  --manifest M --split S --out DIR --copies N --seed S [--preset copydet]   copy-detection queries\n", usage);
-        return argc < 2 ? ER_INPUT : 0;
-    }
-    if (!strcmp(argv[1], "import")) return data_import(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "check")) return data_check(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "bench")) return data_bench(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "split")) return data_split(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "copies")) return data_copies(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "data: unknown sub-command '%s' (import, check, bench, split, copies)", argv[1]);
+    static const arg_sub subs[] = {
+        {"import", data_import, "--layout class-folders|image-mask|scenes|sequences SRC --out manifest.csv [--map F --views V]"},
+        {"check", data_check, "MANIFEST: decode every file; exit 2 naming the first bad one"},
+        {"bench", data_bench, "MANIFEST --batch B --size S --threads T: loader images/s"},
+        {"split", data_split, "MANIFEST --folds K --by label|scene|patient [--holdout-fold F | --ratios train:60,val:40] --out OUT.csv"},
+        {"copies", data_copies, "--manifest M --split S --out DIR --copies N --seed S [--preset copydet]: copy-detection queries"},
+    };
+    return args_dispatch(argc, argv, "endoret data import|check|bench|split|copies ... (endoret data SUB --help)", subs, 5);
 }

@@ -20,7 +20,7 @@
 #include "cli/embed_scene.h"
 #include "infer/retrieval/baseline_desc.h"
 #include "infer/retrieval/embeddings.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/progress.h"
 #include "nn/models/model.h"
@@ -80,14 +80,8 @@ static int embed_baseline(const char *name, const char *man_path, const char *sp
 }
 
 int cmd_embed(int argc, char **argv) {
-    /* --set may repeat: pull those out first */
-    char **rest = xmalloc((argc + 1) * sizeof(char *)), **sets = xmalloc((argc + 1) * sizeof(char *));
-    int nrest = 0, nsets = 0, rc = ER_OK;
-    for (int i = 0; i < argc; i++) {
-        if (i > 0 && !strcmp(argv[i], "--set") && i + 1 < argc) sets[nsets++] = argv[++i];
-        else if (i > 0 && !strncmp(argv[i], "--set=", 6)) sets[nsets++] = argv[i] + 6;
-        else rest[nrest++] = argv[i];
-    }
+    char **rest, **sets, *set_help = NULL;
+    int nrest, nsets, rc = cli_split_sets(argc, argv, &rest, &nrest, &sets, &nsets); /* --set may repeat */
     const char *model_path = NULL, *arch = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
                *precision = "fp32", *baseline = NULL, *fusion = "transformer", *groups = NULL;
     int img = 0, batch = 32, threads = 0, heads = 0, json = 0, scene = 0, max_views = 64, no_prepack = 0;
@@ -95,21 +89,22 @@ int cmd_embed(int argc, char **argv) {
         {"model", ARG_STR, &model_path, "encoder weights: encoder.safetensors, a training checkpoint or a timm/MAE ViT file"},
         {"arch", ARG_STR, &arch, "model.arch of a --model file that does not say, e.g. vit_base (docs/models.md)"},
         {"config", ARG_STR, &config, "training config: random-init encoder of that config (when no --model)"},
-        {"manifest", ARG_STR, &man_path, "images to embed (CSV manifest)"},
+        OPT_SET(&set_help),
+        OPT_MANIFEST(&man_path, "images to embed (CSV manifest)", .required = 1),
         {"split", ARG_STR, &split, "only rows of this split ('' = all)"},
-        {"out", ARG_STR, &out, "output embedding file (.safetensors)"},
-        {"img", ARG_INT, &img, "input side (default: the model's; pos-embed resampled otherwise)"},
-        {"batch", ARG_INT, &batch, "images per forward pass"},
-        {"heads", ARG_INT, &heads, "attention heads of a timm file (default dim/64)"},
-        {"threads", ARG_THREADS, &threads, "OpenMP threads (0 = default)"},
-        {"json", ARG_FLAG, &json, "machine-readable summary"},
-        {"device", ARG_STR, &device_s, "cpu | cuda | cuda:N (GPU N)"},
-        {"precision", ARG_STR, &precision, "fp32 | bf16 (matmul inputs rounded to bf16, fp32 accumulation)"},
-        {"baseline", ARG_STR, &baseline, "colorhist | thumbnail: a no-learning descriptor instead of an encoder"},
+        OPT_OUT(&out, "output embedding file (.safetensors)", .required = 1),
+        {"img", ARG_INT, &img, "input side (pos-embed resampled when not the model's)", "[0, 4096]", .def = "the model's"},
+        {"batch", ARG_INT, &batch, "images per forward pass", "[1, 65536]"},
+        {"heads", ARG_INT, &heads, "attention heads of a timm file", .def = "dim/64"},
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+        OPT_DEVICE(&device_s),
+        OPT_PRECISION(&precision),
+        {"baseline", ARG_STR, &baseline, "a no-learning descriptor instead of an encoder", "colorhist|thumbnail"},
         {"scene", ARG_FLAG, &scene, "one descriptor per case (scene) from its views (cli/embed_scene.h)"},
-        {"fusion", ARG_STR, &fusion, "with --scene: transformer (the model's scene encoder) | mean (average of the views)"},
+        {"fusion", ARG_STR, &fusion, "with --scene: the model's scene encoder, or the average of the views", "transformer|mean"},
         {"groups", ARG_STR, &groups, "with --scene: view groups fused separately, e.g. \"0,1;2,3\" (rows' view = \"0+1\", \"2+3\")"},
-        {"max-views", ARG_INT, &max_views, "with --scene: most views a case may have"},
+        {"max-views", ARG_INT, &max_views, "with --scene: most views a case may have", "[1, 65536]"},
         {"no-prepack", ARG_FLAG, &no_prepack, "read the weights as they are (less memory) instead of packing them once for the products (CPU: faster, +50 % of the weights' memory in bf16, +100 % in fp32; same descriptors)"},
     };
     int device = DEV_CPU;
@@ -118,7 +113,7 @@ int cmd_embed(int argc, char **argv) {
     emb_set e = {0};
     int *rows = NULL, mloaded = 0;
     float *x = NULL;
-    rc = args_parse(nrest, rest, specs, sizeof specs / sizeof *specs,
+    if (!rc) rc = args_parse(nrest, rest, specs, sizeof specs / sizeof *specs,
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
                     "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)\n"
                     "       endoret embed --model M --scene [--fusion transformer|mean] [--groups \"0,1;2,3\"] --manifest M --out E\n"
@@ -127,16 +122,12 @@ int cmd_embed(int argc, char **argv) {
     if (rc) goto done;
     progress_quiet(json);
     if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) goto done; /* before any work */
-    if (!man_path || !out) { rc = er_fail(ER_INPUT, "embed: --manifest and --out are required"); goto done; }
     if (baseline) {
         rc = model_path || config ? er_fail(ER_INPUT, "embed: --baseline replaces --model / --config; give one of them")
                                   : embed_baseline(baseline, man_path, split, out, json);
         goto done;
     }
     if (!model_path && !config) { rc = er_fail(ER_INPUT, "embed: --model (or --config for a random-init encoder) is required"); goto done; }
-    if ((rc = args_range("batch", batch, 1, 65536)) || (rc = args_range("max-views", max_views, 1, 65536)) ||
-        (rc = args_range("img", img, 0, 4096)))
-        goto done;
     if (!scene && (groups || strcmp(fusion, "transformer"))) { rc = er_fail(ER_INPUT, "embed: --fusion and --groups need --scene"); goto done; }
     if (threads > 0) omp_set_num_threads(threads);
     if (model_path) {

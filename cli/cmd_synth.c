@@ -5,7 +5,7 @@
 
 #include "datasets/image.h"
 #include "datasets/synth.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 /* A grid of views: one row per scene (first `rows` scenes), one column per view, with the mask
@@ -57,16 +57,16 @@ int cmd_synth(int argc, char **argv) {
     int scenes = 100, views = 4, size = 128, seed = 0, threads = 0, background = 0, sheet_rows = 8,
         json = 0;
     arg_spec specs[] = {
-        {"out", ARG_STR, &out, "output folder (required)"},
+        OPT_OUT(&out, "output folder", .required = 1),
         {"scenes", ARG_INT, &scenes, "number of scenes"},
         {"views", ARG_INT, &views, "views per scene"},
         {"size", ARG_INT, &size, "image side in pixels"},
-        {"seed", ARG_INT, &seed, "random seed; same seed => byte-identical files"},
-        {"threads", ARG_THREADS, &threads, "render threads (0 = OpenMP default)"},
+        OPT_SEED(&seed),
+        OPT_THREADS(&threads),
         {"background", ARG_FLAG, &background, "also write one lesion-free view per scene (label none)"},
         {"sheet", ARG_STR, &sheet, "also write a contact sheet PNG (rows = scenes, columns = views)"},
-        {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet"},
-        {"json", ARG_FLAG, &json, "machine-readable summary"},
+        {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet", "[1, 1000]"},
+        OPT_JSON(&json),
     };
     char **pos = NULL;
     int npos = 0;
@@ -82,8 +82,6 @@ int cmd_synth(int argc, char **argv) {
         return rc;
     }
     free(pos);
-    if (!out) return er_fail(ER_INPUT, "synth: --out DIR is required");
-    if (sheet && (rc = args_range("sheet-rows", sheet_rows, 1, 1000))) return rc;
     synth_config cfg = {scenes, views, size, (uint64_t)(uint32_t)seed, background, threads};
     double t0 = now_seconds();
     rc = synth_write_dataset(out, &cfg);

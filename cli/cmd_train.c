@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/config.h"
 #include "nn/base/process_group.h"
@@ -15,24 +15,6 @@
 #include "train/loop.h"
 #include "train/loop_keys.h"
 #include "train/objective.h"
-
-/* Pull every `--set k=v` / `--set=k=v` out of argv (they may repeat); the rest goes to args_parse. */
-static int split_sets(int argc, char **argv, char ***rest, int *nrest, char ***sets, int *nsets) {
-    *rest = xmalloc((argc + 1) * sizeof(char *));
-    *sets = xmalloc((argc + 1) * sizeof(char *));
-    *nrest = *nsets = 0;
-    for (int i = 0; i < argc; i++) {
-        if (i > 0 && !strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) return er_fail(ER_INPUT, "--set needs key=value");
-            (*sets)[(*nsets)++] = argv[++i];
-        } else if (i > 0 && !strncmp(argv[i], "--set=", 6)) {
-            (*sets)[(*nsets)++] = argv[i] + 6;
-        } else {
-            (*rest)[(*nrest)++] = argv[i];
-        }
-    }
-    return ER_OK;
-}
 
 /* Data parallel: every rank checks the same command line, config and data, so a bad one stops all
  * of them at this one agreement (before any other collective), said once: by rank 0, or else by
@@ -91,19 +73,20 @@ static int run_objective(const objective_config *oc, train_loop_config *lc, int 
 static int train_one(const objective_def *def, int argc, char **argv) {
     char **rest, **sets;
     int nrest, nsets;
-    int rc = split_sets(argc, argv, &rest, &nrest, &sets, &nsets);
-    const char *config = NULL, *resume = NULL, *device = NULL, *precision = NULL;
+    int rc = cli_split_sets(argc, argv, &rest, &nrest, &sets, &nsets);
+    const char *config = NULL, *resume = NULL, *device = NULL, *precision = NULL, *set_help = NULL;
     int quiet = 0, keys = 0, stop_after = 0;
     char config_help[256];
     snprintf(config_help, sizeof config_help, "config file (%s)", def->usage);
     arg_spec specs[] = {
         {"config", ARG_STR, &config, config_help},
+        OPT_SET(&set_help),
         {"resume", ARG_STR, &resume, "continue from a checkpoint (bit-exact with its config; changed keys are named, model.*/decoder.*/train.optimizer refused; at its last step: nothing to train, exit 0)"},
         {"quiet", ARG_FLAG, &quiet, "no progress line"},
         {"keys", ARG_FLAG, &keys, "list the config keys (the objective's, then the loop's) with their defaults and exit"},
         {"stop-after", ARG_INT, &stop_after, "testing aid: stop (with a checkpoint) after N steps"},
-        {"device", ARG_STR, &device, "cpu | cuda | cuda:N (overrides train.device)"},
-        {"precision", ARG_STR, &precision, "fp32 | bf16 (overrides train.precision)"},
+        OPT_DEVICE(&device, .def = "train.device"),
+        OPT_PRECISION(&precision, .def = "train.precision"),
     };
     objective_config oc;
     objective_config_init(&oc, def);

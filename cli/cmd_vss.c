@@ -19,22 +19,23 @@
 #include "infer/perceived/perceived_draw.h"
 #include "infer/perceived/perceived_eval.h"
 #include "infer/perceived/vss_server.h"
-#include "nn/base/args.h"
+#include "cli/common_opts.h"
 #include "nn/base/base.h"
 
 static int cmd_vss_draw(int argc, char **argv) {
     const char *emb_path = NULL, *out = NULL, *manifest_path = NULL, *group_arg = "auto", *dist_arg = NULL;
     int n = 0, seed = 1, per = 3, bins = 30;
     arg_spec specs[] = {
-        {"emb", ARG_STR, &emb_path, "embedding file of the prior descriptor"},
-        {"n", ARG_INT, &n, "number of couples to draw"},
-        {"seed", ARG_INT, &seed, "random seed"},
-        {"out", ARG_STR, &out, "scoring sheet to write (CSV)"},
-        {"manifest", ARG_STR, &manifest_path, "manifest for image paths and patients"},
-        {"group", ARG_STR, &group_arg, "auto|patient|scene|none: who counts as the same patient"},
-        {"per-process", ARG_INT, &per, "candidates per reference item (paper: 3)"},
-        {"distance", ARG_STR, &dist_arg, "cosine|hamming|chi2"},
-        {"bins", ARG_INT, &bins, "histogram bins of the prior-distance density"},
+        OPT_EMB(&emb_path, "embedding file of the prior descriptor", .required = 1),
+        /* room for n couples is allocated up front (2e9 aborted): a scoring study is far smaller */
+        {"n", ARG_INT, &n, "number of couples to draw", "[1, 10000000]"},
+        OPT_SEED(&seed),
+        OPT_OUT(&out, "scoring sheet to write (CSV)", .required = 1),
+        OPT_MANIFEST(&manifest_path, "manifest for image paths and patients"),
+        {"group", ARG_STR, &group_arg, "who counts as the same patient", "auto|patient|scene|none"},
+        {"per-process", ARG_INT, &per, "candidates per reference item (paper: 3)", "[1, 10000]"},
+        {"distance", ARG_STR, &dist_arg, "distance of the prior descriptor", "cosine|hamming|chi2", .def = "the embedding file's"},
+        {"bins", ARG_INT, &bins, "histogram bins of the prior-distance density", "[1, 10000]"},
     };
     char **pos = NULL;
     int npos = 0;
@@ -42,14 +43,6 @@ static int cmd_vss_draw(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!emb_path || !out) return er_fail(ER_INPUT, "vss draw: --emb and --out are required");
-    if (n <= 0) return er_fail(ER_INPUT, "vss draw: --n must be > 0");
-    if (per <= 0) return er_fail(ER_INPUT, "vss draw: --per-process must be > 0");
-    /* room for n couples is allocated up front (2e9 aborted): a scoring study is far smaller */
-    if ((rc = args_range("n", n, 1, 10000000)) || (rc = args_range("per-process", per, 1, 10000))) return rc;
-    if (bins < 1 || bins > 10000) return er_fail(ER_INPUT, "vss draw: --bins must be in 1..10000");
-    if (strcmp(group_arg, "auto") && strcmp(group_arg, "patient") && strcmp(group_arg, "scene") && strcmp(group_arg, "none"))
-        return er_fail(ER_INPUT, "--group: '%s' is not one of auto, patient, scene, none", group_arg);
     emb_set e;
     if ((rc = emb_load(emb_path, &e))) return rc;
     manifest m;
@@ -141,13 +134,13 @@ static int cmd_vss_serve(int argc, char **argv) {
     cfg.port = 8090;
     cfg.observer = NULL;
     arg_spec specs[] = {
-        {"sheet", ARG_STR, &cfg.sheet, "scoring sheet from `vss draw`"},
-        {"scores", ARG_STR, &cfg.scores, "scores CSV to append to (a,b,score,observer; created if absent)"},
-        {"observer", ARG_STR, &cfg.observer, "observer name"},
+        {"sheet", ARG_STR, &cfg.sheet, "scoring sheet from `vss draw`", .required = 1},
+        {"scores", ARG_STR, &cfg.scores, "scores CSV to append to (a,b,score,observer; created if absent)", .required = 1},
+        {"observer", ARG_STR, &cfg.observer, "observer name", .required = 1},
         {"port", ARG_INT, &cfg.port, "TCP port (0 = any free port)"},
         {"bind", ARG_STR, &cfg.bind, "IPv4 address to listen on (127.0.0.1 = this machine only)"},
-        {"manifest", ARG_STR, &cfg.manifest, "manifest the sheet was drawn from: images under its folder may be shown "
-                                             "(always: those under the sheet's folder)"},
+        OPT_MANIFEST(&cfg.manifest, "manifest the sheet was drawn from: images under its folder may be shown "
+                                    "(always: those under the sheet's folder)"),
     };
     char **pos = NULL;
     int npos = 0;
@@ -156,8 +149,6 @@ static int cmd_vss_serve(int argc, char **argv) {
     free(pos);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (!cfg.sheet || !cfg.scores) return er_fail(ER_INPUT, "vss serve: --sheet and --scores are required");
-    if (!cfg.observer) return er_fail(ER_INPUT, "vss serve: --observer is required");
     vss_server *s;
     int port;
     if ((rc = vss_server_start(&cfg, &s, &port))) return rc;
@@ -177,14 +168,9 @@ static int cmd_vss_serve(int argc, char **argv) {
 }
 
 int cmd_vss(int argc, char **argv) {
-    if (argc < 2) return er_fail(ER_INPUT, "vss: expected a sub-command: draw | serve");
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: endoret vss draw|serve [options]   (--help on each)\n"
-               "  draw   draw couples to score (∝ 1/density of a prior distance, other patients)\n"
-               "  serve  local scoring web page recording Likert scores\n");
-        return ER_OK;
-    }
-    if (!strcmp(argv[1], "draw")) return cmd_vss_draw(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "serve")) return cmd_vss_serve(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "vss: unknown sub-command '%s' (draw | serve)", argv[1]);
+    static const arg_sub subs[] = {
+        {"draw", cmd_vss_draw, "draw couples to score (∝ 1/density of a prior distance, other patients)"},
+        {"serve", cmd_vss_serve, "local scoring web page recording Likert scores"},
+    };
+    return args_dispatch(argc, argv, "endoret vss draw|serve [options]   (--help on each)", subs, 2);
 }

@@ -21,7 +21,7 @@
 
 #define OPT_JSON(dst, ...) {"json", ARG_FLAG, (dst), "machine-readable output: JSON lines on stdout", __VA_ARGS__}
 #define OPT_SEED(dst, ...) {"seed", ARG_INT, (dst), "random seed (the same seed gives the same output)", __VA_ARGS__}
-#define OPT_THREADS(dst, ...) {"threads", ARG_THREADS, (dst), "OpenMP threads (0 = the OpenMP default)", __VA_ARGS__}
+#define OPT_THREADS(dst, ...) {"threads", ARG_THREADS, (dst), "OpenMP threads (0 = OMP_NUM_THREADS, else every core)", __VA_ARGS__}
 #define OPT_DEVICE(dst, ...) {"device", ARG_STR, (dst), "where the model runs", "cpu|cuda|cuda:N", __VA_ARGS__}
 #define OPT_PRECISION(dst, ...)                                                                              \
     {"precision", ARG_STR, (dst), "matmul inputs: fp32, or rounded to bf16 with fp32 accumulation", "fp32|bf16", \
