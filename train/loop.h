@@ -45,6 +45,20 @@ typedef struct {
 void loss_terms_set(loss_terms *t, const char *name, double value);
 
 struct train_loop_config;
+struct loop_keys;
+
+/* The run's settings, decided once from the loop keys and the process group (loop_keys_run in
+ * train/loop_keys.h) and handed to every objective: an objective never parses train.device or asks
+ * the process group. */
+typedef struct train_run {
+    const struct loop_keys *keys;  /* batch, accum, seed, out.dir ... as configured */
+    int device;                    /* train.device, parsed */
+    int threads;                   /* OpenMP threads: train.threads, else OMP_NUM_THREADS, else the cores */
+    int rank, world_size;          /* data parallel (one process: 0, 1) */
+    int batch;                     /* the global micro-batch (train.batch) */
+    int local_batch, first;        /* this rank's shard: samples [first, first + local_batch) of each micro-batch */
+    int prefetch;                  /* data.prefetch resolved: fill the next micro-batch on a worker thread */
+} train_run;
 
 typedef struct train_objective {
     const char *name;          /* "image", ... (written in the checkpoint) */
@@ -67,6 +81,7 @@ typedef struct train_objective {
     const char *exports;
     /* Frees self (the objective's model, data and buffers). */
     void (*free)(void *self);
+    train_run run;             /* set by objective_create (train/objective.h) */
 } train_objective;
 
 /* Data parallel: sums or averages the gradients of `count` tensors across processes, in place.

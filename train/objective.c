@@ -63,8 +63,17 @@ int objective_config_load(objective_config *oc, const char *path, char **sets, i
 char *objective_config_text(const objective_config *oc) { return cfg_to_string(oc->specs, oc->nspecs); }
 
 int objective_create(const objective_config *oc, train_objective *out) {
-    int rc = er_set_precision(oc->loop.precision);
-    return rc ? rc : oc->def->create(oc->cfg, &oc->loop, out);
+    train_run run;
+    int rc = loop_keys_run(&oc->loop, &run);
+    if (!rc) rc = er_set_precision(oc->loop.precision);
+    if (!rc) rc = oc->def->create(oc->cfg, &run, out);
+    if (!rc) out->run = run;
+    return rc;
+}
+
+void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f) {
+    if (obj->describe) obj->describe(obj->self, lc, f);
+    if (obj->run.keys) train_run_describe(&obj->run, f);
 }
 
 void objective_config_free(objective_config *oc) {

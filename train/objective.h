@@ -26,9 +26,10 @@ typedef struct objective_def {
     /* The objective's own key table bound to cfg (n receives its length). */
     const cfg_spec *(*specs)(void *cfg, int *n);
     void (*free_cfg)(void *cfg);
-    /* Builds the model and loads the data; fills *out (its `free` releases everything). ER_INPUT with
-     * one message for a bad config. */
-    int (*create)(const void *cfg, const loop_keys *k, train_objective *out);
+    /* Builds the model(s) through the registry on run->device and loads the data; fills *out (its
+     * `free` releases everything). The run (device, threads, rank, the batch shard) is decided by
+     * objective_create. ER_INPUT with one message for a bad config. */
+    int (*create)(const void *cfg, const train_run *run, train_objective *out);
 } objective_def;
 
 /* The registered objectives, in `--help` order. */
@@ -47,9 +48,12 @@ typedef struct {
     int nspecs;
 } objective_config;
 
-/* Sets the run's op-layer precision from the loop keys (train.precision: nn/precision.h), once for
- * every objective, then builds the objective (def->create). Every command that trains calls this. */
+/* Decides the run from the loop keys (loop_keys_run: device, threads, rank, the batch shard), sets
+ * the op-layer precision (train.precision: nn/precision.h), once for every objective, then builds
+ * the objective (def->create). Every command that trains calls this. */
 int objective_create(const objective_config *oc, train_objective *out);
+/* The objective's start line, then the run's (train_run_describe). */
+void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f);
 
 /* Defaults of `def` (objective + loop keys). */
 void objective_config_init(objective_config *oc, const objective_def *def);

@@ -14,13 +14,13 @@
 #include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
-#include "nn/base/process_group.h"
 #include "nn/base/rng.h"
 #include "nn/losses/triplet.h"
 #include "nn/models/vit_lora.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
 #include "train/epoch_order.h"
+#include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -87,7 +87,7 @@ typedef struct {
     miner_kind miner;
     int aug_none, mpc, device;
     int ranks, b, j0;      /* data parallel: this rank trains images [j0, j0 + b) of every global batch */
-    struct { int batch, accum, seed; const char *out, *device; } run;
+    train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
     int *label;            /* per cached row: class id */
     int nclass, present; /* class ids in the manifest, classes with training rows */
@@ -96,8 +96,9 @@ typedef struct {
     int nthreads;
     aug_workspace *ws;
     image *src;
-    float *x;
-    int *rows, *lab;
+    host_batch *hb;        /* a slot: this rank's images [b, 3, S, S], then the global batch's labels [B] */
+    size_t lab_off;
+    int *rows;             /* the fill's scratch: the global batch's rows */
     int nval;
     float *val_x;
     int *val_label;
@@ -136,36 +137,31 @@ static void dual_objective_free(dual_objective *o) {
     image_cache_free(&o->data);
     epoch_order_free(&o->order);
     for (int t = 0; o->ws && t < o->nthreads; t++) { aug_workspace_free(&o->ws[t]); image_free(&o->src[t]); }
-    free(o->ws); free(o->src); free(o->x); free(o->rows); free(o->lab);
+    host_batch_free(o->hb);
+    free(o->ws); free(o->src); free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
     free(o->val_x); free(o->val_label);
     free(o);
 }
 
+/* The key table checks each value's range; here only what spans several keys. */
 static int check_cfg(const dual_cfg *c, const loop_keys *k, miner_kind *mk) {
     int rc;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if ((rc = miner_parse(c->miner, "loss.miner", mk))) return rc;
-    if (strcmp(c->sampler, "random") && strcmp(c->sampler, "m_per_class"))
-        return er_fail(ER_INPUT, "data.sampler = '%s': expected random or m_per_class", c->sampler);
-    if (strcmp(c->label, "label") && strcmp(c->label, "scene"))
-        return er_fail(ER_INPUT, "data.label = '%s': expected label or scene", c->label);
-    if (strcmp(c->aug, "light") && strcmp(c->aug, "none"))
-        return er_fail(ER_INPUT, "data.aug = '%s': expected light or none", c->aug);
     if (k->batch < 2) return er_fail(ER_INPUT, "train.batch = %d: triplets and batch norm need >= 2 images", k->batch);
     if (!strcmp(c->sampler, "m_per_class") && (c->m_per_class < 2 || k->batch % c->m_per_class))
         return er_fail(ER_INPUT, "data.m_per_class = %d must be >= 2 and divide train.batch = %d", c->m_per_class, k->batch);
-    if (k->batch % pg_size())
-        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks: every rank takes an equal shard", k->batch,
-                       pg_size());
     return ER_OK;
 }
 
-static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_objective **out) {
+static int dual_fill(void *self, int64_t g, void *slot);
+
+static int dual_objective_new(const dual_cfg *c, const train_run *run, dual_objective **out) {
     *out = NULL;
-    int device, rc;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
     miner_kind mk;
-    if ((rc = er_device_parse(k->device, &device))) return rc;
     if ((rc = check_cfg(c, k, &mk))) return rc;
     dual_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
@@ -173,9 +169,8 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     o->aug_none = !strcmp(c->aug, "none");
     o->mpc = !strcmp(c->sampler, "m_per_class");
     o->device = device;
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
-    o->run.out = k->out; o->run.device = k->device;
-    o->ranks = pg_size(); o->b = k->batch / o->ranks; o->j0 = pg_rank() * o->b;
+    o->run = *run;
+    o->ranks = run->world_size; o->b = run->local_batch; o->j0 = run->first;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
     if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
@@ -215,13 +210,15 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
         if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
     }
     epoch_order_init(&o->order, o->data.n);
-    o->nthreads = omp_get_max_threads();
+    o->nthreads = run->threads;
     o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
     o->src = xcalloc(o->nthreads, sizeof(image));
     int S = c->model.img;
-    o->x = xmalloc(sizeof(float) * (size_t)k->batch * 3 * S * S);
     o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
-    o->lab = xmalloc(sizeof(int) * (size_t)k->batch);
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, sizeof(float) * (size_t)o->b * 3 * S * S);
+    o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
+    if (!(o->hb = host_batch_new(run, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
     *out = o;
     return ER_OK;
 fail:
@@ -238,7 +235,7 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
     int *cls = xmalloc(sizeof(int) * (size_t)o->nclass), *tmp = xmalloc(sizeof(int) * (size_t)(o->data.n));
     for (int c = 0; c < o->nclass; c++)
         if (o->ccount[c] > 0) cls[nc++] = c;
-    rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
+    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
     int k = 0;
     for (int t = 0; k < B; t++) {
         int left = nc - t % nc, pick = t % nc + (int)rng_below(&r, (uint32_t)left);
@@ -262,33 +259,42 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
     free(tmp);
 }
 
-static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms) {
+/* Micro-batch g into a host slot: the global batch's rows and labels, this rank's images j0 .. j0 + b
+ * augmented (streams keyed by the global index j). */
+static int dual_fill(void *self, int64_t g, void *slot) {
     dual_objective *o = self;
     int B = o->run.batch, S = o->cfg.model.img, fail = 0;
-    int64_t g = step * o->run.accum + micro;
-    uint64_t seed = (uint64_t)o->run.seed;
-    int phase = prof_phase(PROF_DATA);
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    float *x = slot;
+    int *lab = (int *)((char *)slot + o->lab_off);
     if (o->mpc) sample_m_per_class(o, g, o->rows);
     else for (int j = 0; j < B; j++) o->rows[j] = epoch_order_at(&o->order, seed, g * B + j);
-    for (int j = 0; j < B; j++) o->lab[j] = o->label[o->rows[j]];
-    /* data parallel: this rank's images j0 .. j0 + b of the global batch (streams keyed by j) */
-#pragma omp parallel for schedule(dynamic, 1)
+    for (int j = 0; j < B; j++) lab[j] = o->label[o->rows[j]];
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < o->b; i++) {
         int t = omp_get_thread_num(), j = o->j0 + i;
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[o->rows[j]], &o->src[t]);
-        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
+        image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         int rc = o->aug_none ? aug_eval(&o->src[t], S, &o->ws[t], &out) : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
-        if (rc || out.data != o->x + (size_t)i * 3 * S * S) fail = 1;
+        if (rc || out.data != x + (size_t)i * 3 * S * S) fail = 1;
     }
+    return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
+}
+
+static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    dual_objective *o = self;
+    int S = o->cfg.model.img;
+    int phase = prof_phase(PROF_DATA);
+    char *slot = host_batch_get(o->hb, step * o->run.keys->accum + micro);
+    tensor *xt = slot ? host_batch_upload(o->hb, slot, 0, 4, SHAPE(o->b, 3, S, S)) : NULL;
     prof_phase(phase);
-    if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *xt = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->x);
+    if (!xt) return NULL;
+    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
     /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
     tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
     triplet_stats st;
-    tensor *loss = triplet_loss(e, o->lab, o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
+    tensor *loss = triplet_loss(e, (const int *)(slot + o->lab_off), o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
     if (loss) loss_terms_set(terms, "triplet", st.loss);
     return loss;
 }
@@ -296,7 +302,7 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
 /* ---------------------------------------------------------------- eval, export */
 
 static int save_exports(dual_objective *o, const char *name, int64_t step) {
-    char *path = path_join(o->run.out, name);
+    char *path = path_join(o->run.keys->out, name);
     int rc = dual_model_save_merged(o->model, path, step);
     free(path);
     return rc;
@@ -335,7 +341,7 @@ static int dual_on_checkpoint(void *self, int64_t step, int final) {
         if (o->net->v[i] && o->net->v[i]->loras) {
             char name[64];
             snprintf(name, sizeof name, "%s_adapter", dual_branch_name[i]);
-            char *dir = path_join(o->run.out, name);
+            char *dir = path_join(o->run.keys->out, name);
             rc = vit_lora_save_adapter(o->net->v[i], dir);
             free(dir);
         }
@@ -343,7 +349,7 @@ static int dual_on_checkpoint(void *self, int64_t step, int final) {
 }
 
 static int64_t steps_per_epoch(const dual_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
+    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.keys->accum);
     return per > 0 ? per : 1;
 }
 
@@ -355,7 +361,7 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
                "miner %s %.2f, margin %.2f, %lld steps/epoch, lr %.3g -> %s\n",
             d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
             o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
-            (long long)steps_per_epoch(o), lc->lr, o->run.out);
+            (long long)steps_per_epoch(o), lc->lr, o->run.keys->out);
 }
 
 static void dual_free_self(void *self) { dual_objective_free(self); }
@@ -369,16 +375,16 @@ static void defaults_any(void *cfg, loop_keys *k) {
 static const cfg_spec *specs_any(void *cfg, int *n) { return dual_cfg_specs(cfg, n); }
 static void free_any(void *cfg) { dual_cfg_free(cfg); }
 
-static int create_any(const void *cfg, const loop_keys *k, train_objective *out) {
+static int create_any(const void *cfg, const train_run *run, train_objective *out) {
     dual_objective *o;
-    int rc = dual_objective_new(cfg, k, &o);
+    int rc = dual_objective_new(cfg, run, &o);
     if (rc) return rc;
     train_objective t = {0};
     t.name = "dual";
     t.self = o;
     t.params = &o->all;
     t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = o->run.batch * o->run.accum;
+    t.images_per_step = o->run.batch * o->run.keys->accum;
     t.step = dual_step;
     if (o->nval > 0) t.eval = dual_eval;
     t.on_checkpoint = dual_on_checkpoint;

@@ -19,6 +19,7 @@
 #include "nn/ops.h"
 #include "nn/precision.h"
 #include "train/epoch_order.h"
+#include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -93,7 +94,7 @@ typedef struct {
     int mem_ready;         /* M holds the bank (filled, or read back after --resume) */
     param_list all;        /* the network's parameters and buffers + the bank */
     int device, wincon, D, k;
-    struct { int batch, accum, seed; const char *out, *device, *precision; } run;
+    train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
     epoch_order order;
     int nthreads, ranks, b, j0;
@@ -101,10 +102,12 @@ typedef struct {
     image *src;
     pgcon_views *views;
     uint8_t **seen;        /* per thread: N bytes for the negative sampler */
-    int *inst;             /* [B] */
-    float *xp, *xt, *xw;   /* this rank's views */
+    /* a host slot (train/host_batch.h): this rank's prior views, tiles, WIN views, the global batch's
+     * instances [B] and this rank's negatives' indices [b, 2, k]: pure functions of (seed, g) */
+    host_batch *hb;
+    size_t xt_off, xw_off, inst_off, negi_off;
+    float *xp;             /* the bank fill's prior views; the step's gather buffer */
     float *neg1, *neg2, *pos_mem, *z_all; /* [b, k, D], [b, k, D], [b, D], [B, D] */
-    int32_t *negi;         /* [b, 2, k] */
     /* periodic evaluation */
     int nbank, nquery, nclass;
     float *bank_x, *query_x;
@@ -136,8 +139,9 @@ static void pgcon_free(void *self) {
         if (o->views) pgcon_views_free(&o->views[t]);
         if (o->seen) free(o->seen[t]);
     }
-    free(o->ws); free(o->src); free(o->views); free(o->seen); free(o->inst);
-    free(o->xp); free(o->xt); free(o->xw); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all); free(o->negi);
+    host_batch_free(o->hb);
+    free(o->ws); free(o->src); free(o->views); free(o->seen);
+    free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
     free(o->bank_x); free(o->query_x); free(o->bank_y); free(o->query_y);
     free(o);
 }
@@ -146,7 +150,7 @@ static void pgcon_free(void *self) {
 
 /* The views of training row `id` drawn from r into thread t's buffers; copies the prior view to
  * xp[slot], the tiles to xt[9 slot ..] and (WINCon) the WIN view to xw[slot]. */
-static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int prior_only) {
+static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int prior_only, float *xp, float *xt, float *xw) {
     const pgcon_cfg *c = &o->cfg;
     image_cache_get(&o->data.imgs[id], &o->src[t]);
     pgcon_geometry g = geometry(o, o->src[t].h, o->src[t].w);
@@ -156,10 +160,10 @@ static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int
     if (rc) return rc;
     size_t P = (size_t)3 * c->prior_out * c->prior_out, T = (size_t)27 * c->tile_out * c->tile_out,
            W = (size_t)3 * c->win_out * c->win_out;
-    memcpy(o->xp + slot * P, v->prior.data, P * sizeof(float));
+    memcpy(xp + slot * P, v->prior.data, P * sizeof(float));
     if (prior_only) return ER_OK;
-    memcpy(o->xt + slot * T, v->tiles.data, T * sizeof(float));
-    if (o->wincon) memcpy(o->xw + slot * W, v->win.data, W * sizeof(float));
+    memcpy(xt + slot * T, v->tiles.data, T * sizeof(float));
+    if (o->wincon) memcpy(xw + slot * W, v->win.data, W * sizeof(float));
     return ER_OK;
 }
 
@@ -180,14 +184,14 @@ static int bank_fill(pgcon_objective *o) {
     int *rows = xmalloc((size_t)B * sizeof(int));
     float *z = xmalloc((size_t)o->b * D * sizeof(float));
     for (int c0 = 0; c0 < N && !rc; c0 += B) {
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
         for (int j = 0; j < o->b; j++) {
             int i = (c0 + o->j0 + j) % N; /* the last chunk wraps: its extra rows are not written */
-            rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
-            if (make_views(o, omp_get_thread_num(), i, &r, j, 1)) fail = 1;
+            rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
+            if (make_views(o, omp_get_thread_num(), i, &r, j, 1, o->xp, NULL, NULL)) fail = 1;
         }
         if (fail) { rc = er_fail(ER_RUNTIME, "pgcon: prior view of a training image failed while filling the memory bank"); break; }
-        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.seed, -1, 0);
+        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, -1, 0);
         NO_GRAD {
             tensor *x = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->xp);
             tensor *e = op_l2_normalize(resnet_project(o->net, &ctx, x), -1, 1e-12f);
@@ -222,38 +226,57 @@ static int bank_ready(pgcon_objective *o) {
 
 /* ---------------------------------------------------------------- the step */
 
+/* Micro-batch g into a host slot: the global batch's instances, this rank's views and the indices of
+ * its negatives (the rows come from the bank in the step: the bank changes every step). */
+static int pgcon_fill(void *self, int64_t g, void *slot) {
+    pgcon_objective *o = self;
+    int B = o->run.batch, k = o->k, N = o->data.n, fail = 0;
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    char *sl = slot;
+    int *inst = (int *)(sl + o->inst_off);
+    int32_t *negi = (int32_t *)(sl + o->negi_off);
+    for (int j = 0; j < B; j++) inst[j] = epoch_order_at(&o->order, seed, g * B + j);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
+    for (int j = 0; j < o->b; j++) {
+        int t = omp_get_thread_num(), i = inst[o->j0 + j];
+        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->j0 + j)));
+        if (make_views(o, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
+        for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
+            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->j0 + j) + (uint32_t)term));
+            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], negi + ((size_t)j * 2 + term) * k);
+        }
+    }
+    return fail ? er_fail(ER_RUNTIME, "pgcon: views failed at micro-batch %lld", (long long)g) : ER_OK;
+}
+
 static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
-    if (bank_ready(o)) return NULL;
-    int B = o->run.batch, b = o->b, D = o->D, k = o->k, N = o->data.n;
-    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.seed;
+    if (bank_ready(o)) return NULL; /* before the first fill: the bank fill uses the fill's scratch */
+    int B = o->run.batch, b = o->b, D = o->D, k = o->k;
+    int64_t g = step * o->run.keys->accum + micro; /* global micro-batch index */
+    uint64_t seed = (uint64_t)o->run.keys->seed;
     int phase = prof_phase(PROF_DATA); /* views, negatives, memory rows */
-    for (int j = 0; j < B; j++) o->inst[j] = epoch_order_at(&o->order, seed, g * B + j);
-    int fail = 0;
-#pragma omp parallel for schedule(dynamic, 1)
+    char *sl = host_batch_get(o->hb, g);
+    if (!sl) { prof_phase(phase); return NULL; }
+    const int *inst = (const int *)(sl + o->inst_off);
+    const int32_t *negi = (const int32_t *)(sl + o->negi_off);
     for (int j = 0; j < b; j++) {
-        int t = omp_get_thread_num(), i = o->inst[o->j0 + j];
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->j0 + j)));
-        if (make_views(o, t, i, &r, j, 0)) fail = 1;
-        for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
-            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->j0 + j) + (uint32_t)term));
-            int32_t *idx = o->negi + ((size_t)j * 2 + term) * k;
-            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], idx);
-            pgcon_memory_rows(o->M, D, idx, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
-        }
-        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)i * D, (size_t)D * sizeof(float));
+        for (int term = 0; term < 2; term++)
+            pgcon_memory_rows(o->M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
+        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->j0 + j] * D, (size_t)D * sizeof(float));
     }
-    prof_phase(phase);
-    if (fail) { er_fail(ER_RUNTIME, "pgcon: views failed at step %lld", (long long)step); return NULL; }
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
-    tensor *zp = op_l2_normalize(resnet_project(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(b, 3, P, P), o->xp)), -1, 1e-12f);
-    tensor *zd = op_l2_normalize(resnet_jigsaw(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(9 * b, 3, T, T), o->xt)), -1, 1e-12f);
+    tensor *xp = host_batch_upload(o->hb, sl, 0, 4, SHAPE(b, 3, P, P));
+    tensor *xt = host_batch_upload(o->hb, sl, o->xt_off, 4, SHAPE(9 * b, 3, T, T));
+    tensor *xw = o->wincon ? host_batch_upload(o->hb, sl, o->xw_off, 4, SHAPE(b, 3, W, W)) : NULL;
+    prof_phase(phase);
+    tensor *zp = op_l2_normalize(resnet_project(o->net, &ctx, xp), -1, 1e-12f);
+    tensor *zd = op_l2_normalize(resnet_jigsaw(o->net, &ctx, xt), -1, 1e-12f);
     tensor *zw = NULL;
     if (o->wincon) /* every rank's WIN views: the negatives of the global batch (gradient to each rank's own) */
-        zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(b, 3, W, W), o->xw)), -1, 1e-12f));
+        zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, xw), -1, 1e-12f));
     if (!zp || !zd || (o->wincon && !zw)) return NULL;
     tensor *n1 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg1);
     tensor *n2 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg2);
@@ -271,8 +294,8 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     float *z = o->z_all + (size_t)o->j0 * D;
     tensor_to_host(zp, o->ranks > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
     if (o->ranks > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
-    pgcon_memory_update(o->M, D, o->inst, o->z_all, B, (float)c->momentum);
-    bank_upload_rows(o, o->inst, B);
+    pgcon_memory_update(o->M, D, inst, o->z_all, B, (float)c->momentum);
+    bank_upload_rows(o, inst, B);
     return loss;
 }
 
@@ -302,7 +325,7 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
 
 static int pgcon_on_checkpoint(void *self, int64_t step, int final) {
     pgcon_objective *o = self;
-    char *path = path_join(o->run.out, "encoder.safetensors");
+    char *path = path_join(o->run.keys->out, "encoder.safetensors");
     int rc = model_save(o->model, path, step);
     free(path);
     (void)final;
@@ -310,7 +333,7 @@ static int pgcon_on_checkpoint(void *self, int64_t step, int final) {
 }
 
 static int64_t steps_per_epoch(const pgcon_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
+    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.keys->accum);
     return per > 0 ? per : 1;
 }
 
@@ -319,10 +342,10 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
     const pgcon_cfg *c = &o->cfg;
     fprintf(f, "train pgcon: %s (%s%s), projection %d, on %s/%s, %d images, batch %d x accum %d, %d negatives per "
                "term, views %d / %d x 9%s, %lld steps/epoch, lr %.3g (%s) -> %s\n",
-            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->run.device, o->run.precision,
-            o->data.n, o->run.batch, o->run.accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "",
+            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->run.keys->device, o->run.keys->precision,
+            o->data.n, o->run.batch, o->run.keys->accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "",
             (long long)steps_per_epoch(o), lc->lr, lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine",
-            o->run.out);
+            o->run.keys->out);
     if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
 }
 
@@ -333,12 +356,14 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
  * for backward (nn/models/resnet.h resnet_train_bytes: prior views, 9 tiles each, WIN views) and
  * their host buffers. The bank and image cache (known after the manifest is read) are not counted.
  * CPU runs only, as the image objective. */
-static int pgcon_memory_check(const pgcon_cfg *c, const loop_keys *k, int device) {
+static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
+    const loop_keys *k = run->keys;
+    int device = run->device;
     resnet_config rc;
     if (resnet_config_preset(c->model.arch, &rc) || device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
     if (c->model.width > 0) rc.width = c->model.width;
     rc.num_classes = 0, rc.proj_dim = c->model.proj, rc.jigsaw_tiles = c->model.jigsaw;
-    double b = (double)k->batch / pg_size(), params = resnet_param_count(&rc);
+    double b = run->local_batch, params = resnet_param_count(&rc);
     int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
     mem_estimate m = {0};
     m.params = 4 * params;
@@ -350,28 +375,23 @@ static int pgcon_memory_check(const pgcon_cfg *c, const loop_keys *k, int device
     return mem_check(&m, "train pgcon", "train.batch (with train.accum for the same effective batch), the view sizes or the model");
 }
 
-static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *out) {
+static int pgcon_create(const void *cfgv, const train_run *run, train_objective *out) {
     const pgcon_cfg *c = cfgv;
-    int device, rc;
-    if ((rc = er_device_parse(k->device, &device))) return rc;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
-    if (strcmp(c->variant, "pgcon") && strcmp(c->variant, "wincon"))
-        return er_fail(ER_INPUT, "pgcon.variant must be 'pgcon' or 'wincon', got '%s'", c->variant);
     if (c->model.proj < 1) return er_fail(ER_INPUT, "model.proj = 0: PGCon needs its projection head (128 in the paper)");
     if (c->model.jigsaw != 9) return er_fail(ER_INPUT, "model.jigsaw = %d: the jigsaw view has 9 tiles", c->model.jigsaw);
     if (c->w_jig <= 0 && c->w_mem <= 0) return er_fail(ER_INPUT, "loss.jigsaw_weight and loss.memory_weight are both 0");
     if (c->box == 1) return er_fail(ER_INPUT, "pgcon.box = 1: the prior box needs a side of at least 2");
-    if (k->batch % pg_size())
-        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks", k->batch, pg_size());
-    if ((rc = pgcon_memory_check(c, k, device))) return rc; /* before anything is allocated */
+    if ((rc = pgcon_memory_check(c, run))) return rc; /* before anything is allocated */
     pgcon_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
     o->device = device;
     o->wincon = !strcmp(c->variant, "wincon");
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
-    o->run.out = k->out; o->run.device = k->device; o->run.precision = k->precision;
-    o->ranks = pg_size(); o->b = k->batch / o->ranks; o->j0 = pg_rank() * o->b;
-    o->nthreads = omp_get_max_threads();
+    o->run = *run;
+    o->ranks = run->world_size; o->b = run->local_batch; o->j0 = run->first;
+    o->nthreads = run->threads;
     if ((rc = resnet_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
@@ -407,16 +427,18 @@ static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *o
     o->views = xcalloc(o->nthreads, sizeof(pgcon_views));
     o->seen = xcalloc(o->nthreads, sizeof(uint8_t *));
     for (int t = 0; t < o->nthreads; t++) o->seen[t] = xcalloc((size_t)N, 1);
-    o->inst = xmalloc((size_t)B * sizeof(int));
-    size_t prior = (size_t)3 * c->prior_out * c->prior_out;
+    size_t prior = (size_t)3 * c->prior_out * c->prior_out, bytes = 0;
     o->xp = xmalloc((size_t)(b > 1 ? b : 1) * (prior > (size_t)D ? prior : (size_t)D) * sizeof(float));
-    o->xt = xmalloc((size_t)b * 27 * c->tile_out * c->tile_out * sizeof(float));
-    if (o->wincon) o->xw = xmalloc((size_t)b * 3 * c->win_out * c->win_out * sizeof(float));
+    host_batch_reserve(&bytes, (size_t)b * prior * sizeof(float));
+    o->xt_off = host_batch_reserve(&bytes, (size_t)b * 27 * c->tile_out * c->tile_out * sizeof(float));
+    o->xw_off = host_batch_reserve(&bytes, o->wincon ? (size_t)b * 3 * c->win_out * c->win_out * sizeof(float) : 0);
+    o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
+    o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
+    if (!(o->hb = host_batch_new(run, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
     o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
-    o->negi = xmalloc((size_t)b * 2 * k2 * sizeof(int32_t));
     train_objective t = {0};
     t.name = "pgcon";
     t.self = o;
