@@ -73,7 +73,11 @@ typedef struct train_objective {
     tensor *(*step)(void *self, int64_t step, int micro, loss_terms *terms);
     /* Optional: evaluation at `step`; fills a JSON object body ("\"uAP\": 0.5, ...") into buf. */
     int (*eval)(void *self, int64_t step, char *buf, size_t n);
-    /* Optional: called after each checkpoint (e.g. to export the encoder weights). */
+    /* Optional: the model the loop saves as <out.dir>/<export_name> after each checkpoint (model_save:
+     * what `embed --model` loads), before on_checkpoint. */
+    struct model *export_model;
+    const char *export_name;
+    /* Optional: called after each checkpoint (other exports). */
     int (*on_checkpoint)(void *self, int64_t step, int final);
     /* Optional: one line saying what is trained (printed before the run unless --quiet). */
     void (*describe)(void *self, const struct train_loop_config *lc, FILE *f);

@@ -24,7 +24,9 @@
 
 /* ---------------------------------------------------------------- config */
 
-void dual_cfg_defaults(dual_cfg *c) {
+/* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
+static void dual_defaults(void *cfg, loop_keys *k) {
+    dual_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     dual_args_defaults(&c->model);
     cfg_set_str(&c->miner, "semihard");
@@ -36,10 +38,6 @@ void dual_cfg_defaults(dual_cfg *c) {
     cfg_set_str(&c->sampler, "random");
     c->m_per_class = 4;
     cfg_set_str(&c->aug, "light");
-}
-
-/* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
-void dual_loop_defaults(loop_keys *k) {
     k->epochs = 30; k->batch = 32; k->accum = 1; k->seed = 43;
     k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 1e-4; k->beta1 = 0.9; k->beta2 = 0.999;
     k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 2.0;
@@ -47,7 +45,8 @@ void dual_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->out, "out/train_dual");
 }
 
-const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n) {
+static const cfg_spec *dual_specs(void *cfg, int *n) {
+    dual_cfg *c = cfg;
     static __thread cfg_spec s[40];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
@@ -68,12 +67,6 @@ const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n) {
 #undef K
     *n = k;
     return s;
-}
-
-void dual_cfg_free(dual_cfg *c) {
-    int n;
-    const cfg_spec *s = dual_cfg_specs(c, &n);
-    cfg_free_strings(s, n);
 }
 
 /* ---------------------------------------------------------------- state */
@@ -310,12 +303,9 @@ static int save_exports(dual_objective *o, const char *name, int64_t step) {
 
 static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
     dual_objective *o = self;
-    int S = o->cfg.model.img, D = o->model->dim, rc = ER_OK;
+    int D = o->model->dim;
     float *E = xmalloc(sizeof(float) * (size_t)o->nval * D);
-    for (int b0 = 0; b0 < o->nval && !rc; b0 += 32) {
-        int B = o->nval - b0 < 32 ? o->nval - b0 : 32;
-        rc = model_embed(o->model, o->val_x + (size_t)b0 * 3 * S * S, B, E + (size_t)b0 * D);
-    }
+    int rc = objective_embed(o->model, o->val_x, o->nval, 32, E);
     retrieval_scores sc;
     if (!rc) rc = retrieval_loo(E, o->val_label, o->nval, D, &sc, 0, NULL);
     free(E);
@@ -348,50 +338,32 @@ static int dual_on_checkpoint(void *self, int64_t step, int final) {
     return rc;
 }
 
-static int64_t steps_per_epoch(const dual_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.keys->accum);
-    return per > 0 ? per : 1;
-}
-
 static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
     dual_objective *o = self;
     char d[512];
     model_describe(o->model, d, sizeof d);
     fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
-               "miner %s %.2f, margin %.2f, %lld steps/epoch, lr %.3g -> %s\n",
+               "miner %s %.2f, margin %.2f, lr %.3g -> %s\n",
             d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
             o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
-            (long long)steps_per_epoch(o), lc->lr, o->run.keys->out);
+            lc->lr, o->run.keys->out);
 }
 
 static void dual_free_self(void *self) { dual_objective_free(self); }
 
 /* ---------------------------------------------------------------- registry entry */
 
-static void defaults_any(void *cfg, loop_keys *k) {
-    dual_cfg_defaults(cfg);
-    dual_loop_defaults(k);
-}
-static const cfg_spec *specs_any(void *cfg, int *n) { return dual_cfg_specs(cfg, n); }
-static void free_any(void *cfg) { dual_cfg_free(cfg); }
-
 static int create_any(const void *cfg, const train_run *run, train_objective *out) {
     dual_objective *o;
     int rc = dual_objective_new(cfg, run, &o);
     if (rc) return rc;
-    train_objective t = {0};
-    t.name = "dual";
-    t.self = o;
-    t.params = &o->all;
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = o->run.batch * o->run.keys->accum;
-    t.step = dual_step;
-    if (o->nval > 0) t.eval = dual_eval;
-    t.on_checkpoint = dual_on_checkpoint;
-    t.describe = dual_describe;
-    t.exports = "dual.safetensors";
-    t.free = dual_free_self;
-    *out = t;
+    *out = objective_iface("dual", o, &o->all, run, o->data.n, 1);
+    out->step = dual_step;
+    if (o->nval > 0) out->eval = dual_eval;
+    out->on_checkpoint = dual_on_checkpoint; /* merged weights and LoRA adapters: not a plain model_save */
+    out->describe = dual_describe;
+    out->exports = "dual.safetensors";
+    out->free = dual_free_self;
     return ER_OK;
 }
 
@@ -400,8 +372,7 @@ const objective_def objective_dual = {
     .help = "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
     .usage = "configs/dual_backbone.cfg, configs/demo_dual.cfg",
     .cfg_size = sizeof(dual_cfg),
-    .defaults = defaults_any,
-    .specs = specs_any,
-    .free_cfg = free_any,
+    .defaults = dual_defaults,
+    .specs = dual_specs,
     .create = create_any,
 };

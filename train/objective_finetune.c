@@ -22,7 +22,11 @@
 #include "train/epoch_order.h"
 #include "train/host_batch.h"
 
-static void ft_defaults(finetune_cfg *c) {
+/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
+ * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
+ * configs/pgcon_linear.cfg). */
+static void ft_defaults(void *cfg, loop_keys *k) {
+    finetune_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     resnet_arch.args_defaults(&c->model);
     cfg_set_str(&c->init, "");
@@ -33,12 +37,6 @@ static void ft_defaults(finetune_cfg *c) {
     c->label_percent = 100;
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->test_split, "");
-}
-
-/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
- * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
- * configs/pgcon_linear.cfg). */
-static void ft_loop_defaults(loop_keys *k) {
     k->epochs = 100; k->batch = 128; k->accum = 1; k->seed = 0;
     cfg_set_str(&k->optimizer, "sgd");
     k->momentum = 0.9; k->lr = 0.01; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
@@ -48,7 +46,8 @@ static void ft_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->out, "out/train_finetune");
 }
 
-static const cfg_spec *ft_specs(finetune_cfg *c, int *n) {
+static const cfg_spec *ft_specs(void *cfg, int *n) {
+    finetune_cfg *c = cfg;
     static __thread cfg_spec s[32];
     int k = 0, nm;
     const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
@@ -342,13 +341,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
     o->best = -1;
-    train_objective t = {0};
-    t.name = "finetune";
-    t.self = o;
-    t.params = &o->all;
-    int64_t per = o->nrows / ((int64_t)k->batch * k->accum);
-    t.steps_per_epoch = per > 0 ? per : 1;
-    t.images_per_step = k->batch * k->accum;
+    train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
     t.step = ft_step;
     if (o->neval) t.eval = ft_eval;
     t.on_checkpoint = ft_on_checkpoint;
@@ -362,21 +355,13 @@ fail:
     return rc;
 }
 
-static void defaults_any(void *cfg, loop_keys *k) { ft_defaults(cfg); ft_loop_defaults(k); }
-static const cfg_spec *specs_any(void *cfg, int *n) { return ft_specs(cfg, n); }
-static void cfg_free_any(void *cfg) {
-    int n;
-    const cfg_spec *s = ft_specs(cfg, &n);
-    cfg_free_strings(s, n);
-}
 
 const objective_def objective_finetune = {
     .name = "finetune",
     .help = "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
     .usage = "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg",
     .cfg_size = sizeof(finetune_cfg),
-    .defaults = defaults_any,
-    .specs = specs_any,
-    .free_cfg = cfg_free_any,
+    .defaults = ft_defaults,
+    .specs = ft_specs,
     .create = ft_create,
 };

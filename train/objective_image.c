@@ -465,32 +465,18 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     return loss;
 }
 
-/* After the final checkpoint (and each periodic one): the encoder alone, timm names + our config
- * metadata, as <out>/encoder.safetensors — what `endoret embed --model` and timm users load. */
-static int image_on_checkpoint(void *self, int64_t step, int final) {
-    image_objective *o = self;
-    char *path = path_join(o->run.keys->out, "encoder.safetensors");
-    int rc = model_save(o->model, path, step);
-    free(path);
-    (void)final;
-    return rc;
-}
-
 /* Held-out single-view re-ID: query view 0 against reference view 2 of every eval scene, k = 10,
  * ISC2021 uAP / Acc@1 / Recall@P90 (infer/eval/multiview.h), on the L2-normalised [CLS]. */
 static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     image_objective *o = self;
-    int S = o->cfg.model.img, D = o->model->dim, bs = 64, rc = ER_OK;
+    int D = o->model->dim;
     emb_set e;
     emb_alloc(&e, o->neval, D);
     e.scene = xmalloc(o->neval * sizeof(int64_t));
     e.view = xmalloc(o->neval * sizeof(int64_t));
     memcpy(e.scene, o->eval_scene, o->neval * sizeof(int64_t));
     memcpy(e.view, o->eval_view, o->neval * sizeof(int64_t));
-    for (int b0 = 0; b0 < o->neval && !rc; b0 += bs) {
-        int B = o->neval - b0 < bs ? o->neval - b0 : bs;
-        rc = model_embed(o->model, o->eval_x + (size_t)b0 * 3 * S * S, B, e.x + (size_t)b0 * D);
-    }
+    int rc = objective_embed(o->model, o->eval_x, o->neval, 64, e.x);
     mv_row rows[9];
     if (!rc) rc = multiview_eval(&e, 10, 0, 0, rows);
     if (!rc) snprintf(buf, n, "\"reid_Q1_R1_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",
@@ -502,30 +488,22 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
 
 static void image_free_self(void *self) { image_objective_free(self); }
 
-static int64_t steps_per_epoch(const image_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.keys->accum);
-    return per > 0 ? per : 1;
-}
 
 /* The start line of `endoret train image` (unless --quiet). */
 static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
-    fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
+    fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, lr %.3g -> %s\n",
             c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
-            (long long)params_numel(&o->all), o->data.n, o->run.batch, 2, o->run.keys->accum,
-            (long long)steps_per_epoch(o), lc->lr, o->run.keys->out);
+            (long long)params_numel(&o->all), o->data.n, o->run.batch, 2, o->run.keys->accum, lc->lr, o->run.keys->out);
 }
 
 train_objective image_objective_iface(image_objective *o) {
-    train_objective t = {0};
-    t.name = "image";
-    t.self = o;
-    t.params = &o->all;
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = 2 * o->run.batch * o->run.keys->accum;
+    train_objective t = objective_iface("image", o, &o->all, &o->run, o->data.n, 2);
     t.step = image_step;
-    t.on_checkpoint = image_on_checkpoint;
+    /* the encoder alone, timm names + our config metadata: what `embed --model` and timm users load */
+    t.export_model = o->model;
+    t.export_name = "encoder.safetensors";
     if (o->neval > 0) t.eval = image_eval;
     t.describe = image_describe;
     t.exports = "encoder.safetensors";

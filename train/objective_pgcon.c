@@ -23,7 +23,10 @@
 
 /* ---------------------------------------------------------------- config */
 
-static void pgcon_cfg_defaults(pgcon_cfg *c) {
+/* The paper's settings; its optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm
+ * restarts (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
+static void pgcon_defaults(void *cfg, loop_keys *k) {
+    pgcon_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     resnet_arch.args_defaults(&c->model);
     c->model.proj = 128;
@@ -37,11 +40,6 @@ static void pgcon_cfg_defaults(pgcon_cfg *c) {
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->eval_bank_split, "train");
     c->knn_k = 290; c->knn_tau = 0.1;
-}
-
-/* The paper's optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm restarts
- * (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
-static void pgcon_loop_defaults(loop_keys *k) {
     k->epochs = 700; k->batch = 128; k->accum = 1; k->seed = 0;
     cfg_set_str(&k->optimizer, "sgd");
     k->momentum = 0.9; k->lr = 0.012; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
@@ -51,7 +49,8 @@ static void pgcon_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->out, "out/train_pgcon");
 }
 
-static const cfg_spec *pgcon_cfg_specs(pgcon_cfg *c, int *n) {
+static const cfg_spec *pgcon_specs(void *cfg, int *n) {
+    pgcon_cfg *c = cfg;
     static __thread cfg_spec s[40];
     int k = 0, nm;
     const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
@@ -304,15 +303,10 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
 /* Weighted kNN (spec 1.9) of the eval split against the bank split, on the normalised projection. */
 static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     pgcon_objective *o = self;
-    int S = o->model->img, D = o->model->dim, bs = 64, rc = ER_OK;
+    int D = o->model->dim;
     float *eb = xmalloc((size_t)o->nbank * D * sizeof(float)), *eq = xmalloc((size_t)o->nquery * D * sizeof(float));
-    for (int set = 0; set < 2 && !rc; set++) {
-        int m = set ? o->nquery : o->nbank;
-        const float *x = set ? o->query_x : o->bank_x;
-        float *e = set ? eq : eb;
-        for (int b0 = 0; b0 < m && !rc; b0 += bs)
-            rc = model_embed(o->model, x + (size_t)b0 * 3 * S * S, m - b0 < bs ? m - b0 : bs, e + (size_t)b0 * D);
-    }
+    int rc = objective_embed(o->model, o->bank_x, o->nbank, 64, eb);
+    if (!rc) rc = objective_embed(o->model, o->query_x, o->nquery, 64, eq);
     int *pred = xmalloc((size_t)o->nquery * sizeof(int)), correct = 0;
     if (!rc) rc = knn_split(eb, o->bank_y, o->nbank, eq, o->nquery, D, o->nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
     for (int i = 0; i < o->nquery && !rc; i++) correct += pred[i] == o->query_y[i];
@@ -323,30 +317,14 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
-static int pgcon_on_checkpoint(void *self, int64_t step, int final) {
-    pgcon_objective *o = self;
-    char *path = path_join(o->run.keys->out, "encoder.safetensors");
-    int rc = model_save(o->model, path, step);
-    free(path);
-    (void)final;
-    return rc;
-}
-
-static int64_t steps_per_epoch(const pgcon_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.keys->accum);
-    return per > 0 ? per : 1;
-}
-
 static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
-    fprintf(f, "train pgcon: %s (%s%s), projection %d, on %s/%s, %d images, batch %d x accum %d, %d negatives per "
-               "term, views %d / %d x 9%s, %lld steps/epoch, lr %.3g (%s) -> %s\n",
-            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->run.keys->device, o->run.keys->precision,
-            o->data.n, o->run.batch, o->run.keys->accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "",
-            (long long)steps_per_epoch(o), lc->lr, lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine",
-            o->run.keys->out);
-    if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
+    fprintf(f, "train pgcon: %s (%s%s), projection %d, %d images, batch %d x accum %d, %d negatives per term, views "
+               "%d / %d x 9%s, lr %.3g (%s) -> %s\n",
+            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->data.n, o->run.batch,
+            o->run.keys->accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "", lc->lr,
+            lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine", o->run.keys->out);
 }
 
 /* ---------------------------------------------------------------- create */
@@ -439,19 +417,13 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
-    train_objective t = {0};
-    t.name = "pgcon";
-    t.self = o;
-    t.params = &o->all;
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = k->batch * k->accum;
-    t.step = pgcon_step;
-    if (o->nquery > 0) t.eval = pgcon_eval;
-    t.on_checkpoint = pgcon_on_checkpoint;
-    t.describe = pgcon_describe;
-    t.exports = "encoder.safetensors";
-    t.free = pgcon_free;
-    *out = t;
+    *out = objective_iface("pgcon", o, &o->all, run, N, 1);
+    out->step = pgcon_step;
+    if (o->nquery > 0) out->eval = pgcon_eval;
+    out->export_model = o->model; /* the ResNet with its heads and the WCE input rule */
+    out->exports = out->export_name = "encoder.safetensors";
+    out->describe = pgcon_describe;
+    out->free = pgcon_free;
     return ER_OK;
 fail:
     pgcon_free(o);
@@ -460,24 +432,13 @@ fail:
 
 /* ---------------------------------------------------------------- registry entry */
 
-static void defaults_any(void *cfg, loop_keys *k) {
-    pgcon_cfg_defaults(cfg);
-    pgcon_loop_defaults(k);
-}
-static const cfg_spec *specs_any(void *cfg, int *n) { return pgcon_cfg_specs(cfg, n); }
-static void cfg_free_any(void *cfg) {
-    int n;
-    const cfg_spec *s = pgcon_cfg_specs(cfg, &n);
-    cfg_free_strings(s, n);
-}
 
 const objective_def objective_pgcon = {
     .name = "pgcon",
     .help = "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
     .usage = "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg",
     .cfg_size = sizeof(pgcon_cfg),
-    .defaults = defaults_any,
-    .specs = specs_any,
-    .free_cfg = cfg_free_any,
+    .defaults = pgcon_defaults,
+    .specs = pgcon_specs,
     .create = pgcon_create,
 };

@@ -24,7 +24,8 @@
 
 /* ---------------------------------------------------------------- config */
 
-void scene_cfg_defaults(scene_cfg *c) {
+static void scene_defaults(void *cfg, loop_keys *k) {
+    scene_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     scene_args_defaults(&c->model);
     c->views = 4;
@@ -35,16 +36,14 @@ void scene_cfg_defaults(scene_cfg *c) {
     c->w_mse = 0.5; c->w_con = 1.0; c->tau = 0.05; c->entropy_weight = 5;
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->eval_split, "");
-}
-
-void scene_loop_defaults(loop_keys *k) {
     k->epochs = 200; k->batch = 128; k->accum = 1; k->seed = 0;
     k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
     k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
     cfg_set_str(&k->out, "out/train_scene");
 }
 
-const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n) {
+static const cfg_spec *scene_specs(void *cfg, int *n) {
+    scene_cfg *c = cfg;
     static __thread cfg_spec s[40];
     int k = 0;
     int nm;
@@ -71,11 +70,6 @@ const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n) {
     return s;
 }
 
-void scene_cfg_free(scene_cfg *c) {
-    int n;
-    const cfg_spec *s = scene_cfg_specs(c, &n);
-    cfg_free_strings(s, n);
-}
 
 /* ---------------------------------------------------------------- state */
 
@@ -442,16 +436,6 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
 
 /* ---------------------------------------------------------------- export, eval, interface */
 
-/* After each checkpoint: the inference model (frozen ViT + scene encoder, no decoder) as
- * <out>/scene_encoder.safetensors, what `embed --scene` and `serve` load. */
-static int scene_on_checkpoint(void *self, int64_t step, int final) {
-    scene_objective *o = self;
-    char *path = path_join(o->run.keys->out, "scene_encoder.safetensors");
-    int rc = model_save(o->model, path, step);
-    free(path);
-    (void)final;
-    return rc;
-}
 
 /* Held-out scene re-ID: each eval scene with views 0-3 gives a query descriptor from views 0+1 and
  * a reference descriptor from views 2+3 (the scene encoder on each pair); queries are matched to
@@ -500,51 +484,33 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
-static int64_t steps_per_epoch(const scene_objective *o) {
-    int64_t per = o->nscenes / ((int64_t)o->run.batch * o->run.keys->accum);
-    return per > 0 ? per : 1;
-}
 
 static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
     scene_objective *o = self;
     char d[300];
     model_describe(o->model, d, sizeof d);
-    fprintf(f, "train scene: %s; %lld trainable parameters (image encoder frozen) on %s, %d scenes x %d views "
-               "(%d with fewer views skipped), batch %d scenes x %d combinations, recon %s, %s views, %lld steps/epoch, "
-               "lr %.3g -> %s\n",
-            d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)),
-            o->run.keys->device, o->nscenes, o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon,
-            o->cfg.share_views ? "shared" : "per-combination", (long long)steps_per_epoch(o), lc->lr, o->run.keys->out);
-    if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d scenes of every global batch each\n", o->ranks, o->b);
+    fprintf(f, "train scene: %s; %lld trainable parameters (image encoder frozen), %d scenes x %d views (%d with fewer "
+               "views skipped), batch %d scenes x %d combinations, recon %s, %s views, lr %.3g -> %s\n",
+            d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)), o->nscenes,
+            o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon, o->cfg.share_views ? "shared" : "per-combination", lc->lr,
+            o->run.keys->out);
 }
 
 static void scene_free_self(void *self) { scene_objective_free(self); }
-
-static void scene_defaults_any(void *cfg, loop_keys *k) {
-    scene_cfg_defaults(cfg);
-    scene_loop_defaults(k);
-}
-static const cfg_spec *scene_specs_any(void *cfg, int *n) { return scene_cfg_specs(cfg, n); }
-static void scene_cfg_free_any(void *cfg) { scene_cfg_free(cfg); }
 
 static int scene_create(const void *cfg, const train_run *run, train_objective *out) {
     scene_objective *o;
     int rc = scene_objective_new(cfg, run, &o);
     if (rc) return rc;
-    train_objective t = {0};
-    t.name = "scene";
-    t.self = o;
-    t.params = scene_model_all_params(o->model);
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = o->run.batch * o->run.keys->accum; /* scenes: the progress line's rate is scenes/s */
-    t.rate_unit = "scenes";
-    t.step = scene_step;
-    t.on_checkpoint = scene_on_checkpoint;
-    if (o->neval > 0) t.eval = scene_eval;
-    t.describe = scene_describe;
-    t.exports = "scene_encoder.safetensors";
-    t.free = scene_free_self;
-    *out = t;
+    *out = objective_iface("scene", o, scene_model_all_params(o->model), run, o->nscenes, 1);
+    out->rate_unit = "scenes"; /* the progress line's rate is scenes/s */
+    out->step = scene_step;
+    /* the inference model (frozen ViT + scene encoder, no decoder): what `embed --scene` and `serve` load */
+    out->export_model = o->model;
+    out->exports = out->export_name = "scene_encoder.safetensors";
+    if (o->neval > 0) out->eval = scene_eval;
+    out->describe = scene_describe;
+    out->free = scene_free_self;
     return ER_OK;
 }
 
@@ -553,8 +519,7 @@ const objective_def objective_scene = {
     .help = "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
     .usage = "configs/endofinder_scene.cfg, configs/demo_scene.cfg",
     .cfg_size = sizeof(scene_cfg),
-    .defaults = scene_defaults_any,
-    .specs = scene_specs_any,
-    .free_cfg = scene_cfg_free_any,
+    .defaults = scene_defaults,
+    .specs = scene_specs,
     .create = scene_create,
 };
