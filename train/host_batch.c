@@ -9,7 +9,8 @@
 #include "train/prefetch.h"
 
 struct host_batch {
-    int device, pinned;
+    int device, pinned, threads;
+    fill_scratch scratch;
     size_t bytes;
     void *slot[2];       /* slot[0]: the current micro-batch, slot[1]: the worker's */
     host_batch_fill_fn fill;
@@ -38,6 +39,10 @@ host_batch *host_batch_new(const train_run *run, size_t bytes, host_batch_fill_f
     hb->fill = fill;
     hb->self = self;
     hb->spare_g = -1;
+    hb->threads = run->threads > 0 ? run->threads : 1;
+    hb->scratch.ws = xcalloc(hb->threads, sizeof(aug_workspace));
+    hb->scratch.src = xcalloc(hb->threads, sizeof(image));
+    hb->scratch.mask = xcalloc(hb->threads, sizeof(image));
     const er_backend *be = backend_get(run->device);
     /* page-locked on a device: the per-step upload is asynchronous */
     hb->pinned = run->device != DEV_CPU && be && be->host_alloc;
@@ -96,9 +101,19 @@ tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim
     return t;
 }
 
+const fill_scratch *host_batch_scratch(const host_batch *hb) { return &hb->scratch; }
+
 void host_batch_free(host_batch *hb) {
     if (!hb) return;
     prefetch_free(hb->pf); /* waits for a fill still writing slot[1] */
+    for (int t = 0; t < hb->threads; t++) {
+        aug_workspace_free(&hb->scratch.ws[t]);
+        image_free(&hb->scratch.src[t]);
+        image_free(&hb->scratch.mask[t]);
+    }
+    free(hb->scratch.ws);
+    free(hb->scratch.src);
+    free(hb->scratch.mask);
     for (int i = 0; i < 2; i++) {
         if (!hb->slot[i]) continue;
         if (hb->pinned) backend_get(hb->device)->host_free(hb->slot[i]);

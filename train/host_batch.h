@@ -11,8 +11,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "datasets/augment.h"
+#include "datasets/image.h"
 #include "nn/tensor.h"
 #include "train/loop.h"
+
+/* Per-thread scratch of the fills, run->threads entries each (index: omp_get_thread_num() inside the
+ * fill's num_threads(run->threads) loop): augmentation workspaces, decoded sources and masks. Only
+ * the fill may use them: it runs on the step's thread or on the worker, never both at once. */
+typedef struct {
+    aug_workspace *ws;
+    image *src, *mask;
+} fill_scratch;
 
 /* Fills micro-batch g into slot; ER_OK, else an er_fail code (its message is kept for the step). */
 typedef int (*host_batch_fill_fn)(void *self, int64_t g, void *slot);
@@ -28,6 +38,8 @@ void *host_batch_get(host_batch *hb, int64_t g);
 /* Bytes [off, off + numel floats) of slot as a new tensor of `shape` on the run's device: an
  * asynchronous copy from page-locked memory (ordered before the step's kernels), else a copy. */
 tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim, const int64_t *shape);
+/* The fills' per-thread scratch (owned by hb). */
+const fill_scratch *host_batch_scratch(const host_batch *hb);
 /* Waits for the worker; NULL is a no-op. */
 void host_batch_free(host_batch *hb);
 

@@ -86,8 +86,7 @@ typedef struct {
     int nclass, present; /* class ids in the manifest, classes with training rows */
     int *cfirst, *ccount, *crows; /* rows grouped by class (m_per_class) */
     epoch_order order;
-    int nthreads;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     host_batch *hb;        /* a slot: this rank's images [b, 3, S, S], then the global batch's labels [B] */
     size_t lab_off;
@@ -129,9 +128,8 @@ static void dual_objective_free(dual_objective *o) {
     model_free(o->model);
     image_cache_free(&o->data);
     epoch_order_free(&o->order);
-    for (int t = 0; o->ws && t < o->nthreads; t++) { aug_workspace_free(&o->ws[t]); image_free(&o->src[t]); }
     host_batch_free(o->hb);
-    free(o->ws); free(o->src); free(o->rows);
+    free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
     free(o->val_x); free(o->val_label);
     free(o);
@@ -203,15 +201,13 @@ static int dual_objective_new(const dual_cfg *c, const train_run *run, dual_obje
         if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
     }
     epoch_order_init(&o->order, o->data.n);
-    o->nthreads = run->threads;
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     int S = c->model.img;
     o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
     size_t bytes = 0;
     host_batch_reserve(&bytes, sizeof(float) * (size_t)o->b * 3 * S * S);
     o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
     if (!(o->hb = host_batch_new(run, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     *out = o;
     return ER_OK;
 fail:

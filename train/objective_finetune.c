@@ -84,8 +84,7 @@ typedef struct {
     image_cache data;
     int *rows, nrows;       /* the training rows kept (label present, in the label share) */
     epoch_order order;
-    int nthreads;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     /* evaluation (set 0) and the test split scored at each new best (set 1) */
     int neval, ntest;
@@ -94,18 +93,7 @@ typedef struct {
     double best;
 } finetune_objective;
 
-static void linear_init(param_list *pl, const char *name, int out, int in, uint64_t seed, tensor **w, tensor **b) {
-    char n[64];
-    float bound = 1.0f / sqrtf((float)in);
-    snprintf(n, sizeof n, "%s.weight", name);
-    *w = layer_param(pl, n, 2, SHAPE(out, in));
-    rng_t g = layer_param_rng(seed, pl, 4);
-    init_uniform((*w)->data, tensor_numel(*w), -bound, bound, &g);
-    snprintf(n, sizeof n, "%s.bias", name);
-    *b = layer_param(pl, n, 1, SHAPE(out));
-    g = layer_param_rng(seed, pl, 4);
-    init_uniform((*b)->data, out, -bound, bound, &g);
-}
+enum { HEAD_FAMILY = 4 }; /* the head's init streams (resnet.c's trunk: 3) */
 
 /* logits [B, C] of images x on the device */
 static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
@@ -238,11 +226,7 @@ static void ft_free(void *self) {
     resnet_free(o->net);
     image_cache_free(&o->data);
     epoch_order_free(&o->order);
-    for (int t = 0; t < o->nthreads; t++) {
-        if (o->ws) aug_workspace_free(&o->ws[t]);
-        if (o->src) image_free(&o->src[t]);
-    }
-    free(o->ws); free(o->src); free(o->rows); free(o->eval_x); free(o->eval_y);
+    free(o->rows); free(o->eval_x); free(o->eval_y);
     free(o->test_x); free(o->test_y);
     free(o);
 }
@@ -267,7 +251,6 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->run = *run;
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
-    o->nthreads = run->threads;
     resnet_config rc_cfg;
     model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, 280.0f / 336.0f};
     if (c->init && c->init[0]) { /* the file's trunk: its shapes decide the config */
@@ -318,9 +301,9 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     if (o->nrows < 1) { rc = er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split); goto fail; }
     int F = o->net->features;
     if (o->mlp) {
-        linear_init(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, &o->w[0], &o->b[0]);
-        linear_init(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, &o->w[1], &o->b[1]);
-    } else linear_init(&o->all, "fc", o->C, F, (uint64_t)k->seed, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
+    } else layer_linear(&o->all, "fc", o->C, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
     for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
     if (rc) goto fail;
     if (k->eval_every > 0) { /* eval.split '' = every row, like data.split */
@@ -334,12 +317,11 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
             goto fail;
     }
     epoch_order_init(&o->order, o->nrows);
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->best = -1;
     train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
     t.step = ft_step;

@@ -115,9 +115,8 @@ struct image_objective {
     train_run run;        /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;     /* the training split (data.manifest, data.split) */
     epoch_order order;      /* training items, reshuffled each epoch */
-    int nthreads;
-    aug_workspace *ws;
-    image *src, *msrc;    /* per-thread decoded sources */
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
+    image *src, *msrc;
     /* the host batch (train/host_batch.h): a slot holds the 2B augmented views x, their lesion
      * masks mx, instances and has_mask; the rest is per-step scratch of the step's thread */
     host_batch *hb;
@@ -244,10 +243,6 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
         goto fail;
     if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
     epoch_order_init(&o->order, o->data.n);
-    o->nthreads = run->threads;
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
-    o->msrc = xcalloc(o->nthreads, sizeof(image));
     int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)M * 3 * S * S * sizeof(float));
@@ -255,6 +250,8 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     o->inst_off = host_batch_reserve(&bytes, (size_t)M * sizeof(int));
     o->has_mask_off = host_batch_reserve(&bytes, (size_t)M);
     if (!(o->hb = host_batch_new(run, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    const fill_scratch *sc = host_batch_scratch(o->hb);
+    o->ws = sc->ws, o->src = sc->src, o->msrc = sc->mask;
     o->scores = xmalloc((size_t)M * L * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
@@ -298,13 +295,7 @@ void image_objective_free(image_objective *o) {
     mae_decoder_free(&o->dec);
     image_cache_free(&o->data);
     epoch_order_free(&o->order);
-    for (int t = 0; o->ws && t < o->nthreads; t++) {
-        aug_workspace_free(&o->ws[t]);
-        image_free(&o->src[t]);
-        image_free(&o->msrc[t]);
-    }
-    host_batch_free(o->hb); /* waits for a fill still writing its slot */
-    free(o->ws); free(o->src); free(o->msrc);
+    host_batch_free(o->hb); /* waits for a fill still writing its slot; frees the fills' scratch */
     free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner);
     free(o->match); free(o->gathered_view); free(o->match_gathered);
@@ -348,7 +339,7 @@ static int image_fill(void *self, int64_t g, void *slot) {
      * the partners of its views */
     int mixed = o->use_con && o->cfg.mix_prob > 0, fail = 0;
     /* num_threads: on the prefetch worker the team is sized like the step's (per-thread scratch) */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(o->nthreads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int s = 0; s < M; s++) {
         if (!view_is_mine(o, s) && !(mixed && view_is_mine(o, M - 1 - s))) { /* unused here: defined for the masking rows */
             has_mask[s] = 0;

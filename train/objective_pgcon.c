@@ -97,7 +97,7 @@ typedef struct {
     image_cache data;
     epoch_order order;
     int nthreads, ranks, b, j0;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     pgcon_views *views;
     uint8_t **seen;        /* per thread: N bytes for the negative sampler */
@@ -133,13 +133,11 @@ static void pgcon_free(void *self) {
     image_cache_free(&o->data);
     epoch_order_free(&o->order);
     for (int t = 0; t < o->nthreads; t++) {
-        if (o->ws) aug_workspace_free(&o->ws[t]);
-        if (o->src) image_free(&o->src[t]);
         if (o->views) pgcon_views_free(&o->views[t]);
         if (o->seen) free(o->seen[t]);
     }
     host_batch_free(o->hb);
-    free(o->ws); free(o->src); free(o->views); free(o->seen);
+    free(o->views); free(o->seen);
     free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
     free(o->bank_x); free(o->query_x); free(o->bank_y); free(o->query_y);
     free(o);
@@ -400,8 +398,6 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     }
     epoch_order_init(&o->order, N);
     int B = k->batch, b = o->b, k2 = o->k, D = o->D;
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     o->views = xcalloc(o->nthreads, sizeof(pgcon_views));
     o->seen = xcalloc(o->nthreads, sizeof(uint8_t *));
     for (int t = 0; t < o->nthreads; t++) o->seen[t] = xcalloc((size_t)N, 1);
@@ -413,6 +409,7 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
     o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));

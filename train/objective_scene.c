@@ -89,8 +89,7 @@ typedef struct {
     int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
     int nskipped;           /* scenes with fewer than V views */
     epoch_order order;      /* training items, reshuffled each epoch */
-    int nthreads;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     /* per micro-batch host buffers */
     int *rows;              /* B * V dataset rows (the chosen views) */
@@ -140,11 +139,6 @@ static void scene_objective_free(scene_objective *o) {
     model_free(o->model);
     image_cache_free(&o->data);
     free(o->scene_first); free(o->scene_count); free(o->scene_rows); epoch_order_free(&o->order);
-    for (int t = 0; o->ws && t < o->nthreads; t++) {
-        aug_workspace_free(&o->ws[t]);
-        image_free(&o->src[t]);
-    }
-    free(o->ws); free(o->src);
     host_batch_free(o->hb);
     free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
@@ -218,9 +212,6 @@ static int scene_objective_new(const scene_cfg *c, const train_run *run, scene_o
         (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
     epoch_order_init(&o->order, o->nscenes);
-    o->nthreads = run->threads;
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->b * V, nrec = o->recon_all ? Nl : o->b;
     int ninputs = c->share_views ? o->b * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
@@ -230,6 +221,7 @@ static int scene_objective_new(const scene_cfg *c, const train_run *run, scene_o
     host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
     o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
     o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
     if (o->use_mse) {
