@@ -6,11 +6,15 @@
 
 #include "kernels/backend.h"
 #include "nn/base/base.h"
+#include "train/epoch_order.h"
+#include "train/loop_keys.h"
 #include "train/prefetch.h"
 
 struct host_batch {
     int device, pinned, threads;
     fill_scratch scratch;
+    epoch_order order;
+    uint64_t seed;
     size_t bytes;
     void *slot[2];       /* slot[0]: the current micro-batch, slot[1]: the worker's */
     host_batch_fill_fn fill;
@@ -32,8 +36,10 @@ static void *slot_alloc(host_batch *hb) {
     return xcalloc(1, hb->bytes);
 }
 
-host_batch *host_batch_new(const train_run *run, size_t bytes, host_batch_fill_fn fill, void *self) {
+host_batch *host_batch_new(const train_run *run, int items, size_t bytes, host_batch_fill_fn fill, void *self) {
     host_batch *hb = xcalloc(1, sizeof *hb);
+    epoch_order_init(&hb->order, items);
+    hb->seed = (uint64_t)run->keys->seed;
     hb->device = run->device;
     hb->bytes = bytes ? bytes : 1;
     hb->fill = fill;
@@ -103,6 +109,8 @@ tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim
 
 const fill_scratch *host_batch_scratch(const host_batch *hb) { return &hb->scratch; }
 
+int host_batch_item(host_batch *hb, int64_t i) { return epoch_order_at(&hb->order, hb->seed, i); }
+
 void host_batch_free(host_batch *hb) {
     if (!hb) return;
     prefetch_free(hb->pf); /* waits for a fill still writing slot[1] */
@@ -114,6 +122,7 @@ void host_batch_free(host_batch *hb) {
     free(hb->scratch.ws);
     free(hb->scratch.src);
     free(hb->scratch.mask);
+    epoch_order_free(&hb->order);
     for (int i = 0; i < 2; i++) {
         if (!hb->slot[i]) continue;
         if (hb->pinned) backend_get(hb->device)->host_free(hb->slot[i]);

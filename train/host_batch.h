@@ -29,8 +29,13 @@ typedef int (*host_batch_fill_fn)(void *self, int64_t g, void *slot);
 
 typedef struct host_batch host_batch;
 
-/* NULL (error recorded) if the memory or the worker cannot be had. */
-host_batch *host_batch_new(const train_run *run, size_t bytes, host_batch_fill_fn fill, void *self);
+/* A pipeline over `items` training items (the epoch order, host_batch_item) and slots of `bytes`. NULL
+ * (error recorded) if the memory or the worker cannot be had. */
+host_batch *host_batch_new(const train_run *run, int items, size_t bytes, host_batch_fill_fn fill, void *self);
+/* The training item drawn i-th since the start (train/epoch_order.h: every item once per epoch, a
+ * permutation of the run's seed and the epoch). For the fill only (it caches the epoch's permutation:
+ * call it outside the fill's parallel loop). */
+int host_batch_item(host_batch *hb, int64_t i);
 /* The slot holding micro-batch g: the worker's when it prefetched g, else filled now; then starts
  * the fill of g + 1 into the other slot when prefetching. NULL + er_fail when the fill failed. The
  * slot stays valid until the next host_batch_get. */

@@ -19,7 +19,6 @@
 #include "nn/models/vit_lora.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
@@ -85,7 +84,6 @@ typedef struct {
     int *label;            /* per cached row: class id */
     int nclass, present; /* class ids in the manifest, classes with training rows */
     int *cfirst, *ccount, *crows; /* rows grouped by class (m_per_class) */
-    epoch_order order;
     aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     host_batch *hb;        /* a slot: this rank's images [b, 3, S, S], then the global batch's labels [B] */
@@ -127,7 +125,6 @@ static void dual_objective_free(dual_objective *o) {
     free(o->all.t);
     model_free(o->model);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
     host_batch_free(o->hb);
     free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
@@ -175,16 +172,7 @@ static int dual_objective_new(const dual_cfg *c, const train_run *run, dual_obje
     params_add(&o->all, o->best_map);
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
-    { /* rows grouped by class: counting sort */
-        o->cfirst = xcalloc(o->nclass + 1, sizeof(int));
-        o->ccount = xcalloc(o->nclass + 1, sizeof(int));
-        o->crows = xmalloc(sizeof(int) * (size_t)o->data.n);
-        for (int i = 0; i < o->data.n; i++) o->ccount[o->label[i]]++;
-        for (int cl = 1; cl <= o->nclass; cl++) o->cfirst[cl] = o->cfirst[cl - 1] + o->ccount[cl - 1];
-        int *fill = xcalloc(o->nclass + 1, sizeof(int));
-        for (int i = 0; i < o->data.n; i++) o->crows[o->cfirst[o->label[i]] + fill[o->label[i]]++] = i;
-        free(fill);
-    }
+    rows_group_by(o->label, o->data.n, o->nclass, &o->cfirst, &o->ccount, &o->crows);
     int classes = 0;
     for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
     o->present = classes;
@@ -200,13 +188,12 @@ static int dual_objective_new(const dual_cfg *c, const train_run *run, dual_obje
         free(sc); free(vw);
         if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
     }
-    epoch_order_init(&o->order, o->data.n);
     int S = c->model.img;
     o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
     size_t bytes = 0;
     host_batch_reserve(&bytes, sizeof(float) * (size_t)o->b * 3 * S * S);
     o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
-    if (!(o->hb = host_batch_new(run, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
     o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     *out = o;
     return ER_OK;
@@ -257,7 +244,7 @@ static int dual_fill(void *self, int64_t g, void *slot) {
     float *x = slot;
     int *lab = (int *)((char *)slot + o->lab_off);
     if (o->mpc) sample_m_per_class(o, g, o->rows);
-    else for (int j = 0; j < B; j++) o->rows[j] = epoch_order_at(&o->order, seed, g * B + j);
+    else for (int j = 0; j < B; j++) o->rows[j] = host_batch_item(o->hb, g * B + j);
     for (int j = 0; j < B; j++) lab[j] = o->label[o->rows[j]];
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < o->b; i++) {

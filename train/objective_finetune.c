@@ -19,7 +19,6 @@
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
 #include "train/host_batch.h"
 
 /* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
@@ -83,7 +82,6 @@ typedef struct {
     size_t y_off;
     image_cache data;
     int *rows, nrows;       /* the training rows kept (label present, in the label share) */
-    epoch_order order;
     aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     /* evaluation (set 0) and the test split scored at each new best (set 1) */
@@ -112,8 +110,8 @@ static int ft_fill(void *self, int64_t g, void *slot) {
     uint64_t seed = (uint64_t)o->run.keys->seed;
     float *x = slot;
     int32_t *y = (int32_t *)((char *)slot + o->y_off);
-    /* the shard's rows first, in one thread: epoch_order_at caches the current epoch's permutation */
-    for (int i = 0; i < b; i++) y[i] = o->rows[epoch_order_at(&o->order, seed, g * B + o->run.first + i)];
+    /* the shard's rows first, in one thread: host_batch_item caches the current epoch's permutation */
+    for (int i = 0; i < b; i++) y[i] = o->rows[host_batch_item(o->hb, g * B + o->run.first + i)];
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < b; i++) {
         int t = omp_get_thread_num(), id = y[i], j = o->run.first + i;
@@ -225,7 +223,6 @@ static void ft_free(void *self) {
     host_batch_free(o->hb);
     resnet_free(o->net);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
     free(o->rows); free(o->eval_x); free(o->eval_y);
     free(o->test_x); free(o->test_y);
     free(o);
@@ -316,11 +313,10 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
                                     &o->ntest, &nc)))
             goto fail;
     }
-    epoch_order_init(&o->order, o->nrows);
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
     o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->best = -1;
     train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);

@@ -20,7 +20,6 @@
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
 #include "train/host_batch.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
@@ -114,7 +113,6 @@ struct image_objective {
     int device;           /* where parameters, activations and optimizer state live */
     train_run run;        /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;     /* the training split (data.manifest, data.split) */
-    epoch_order order;      /* training items, reshuffled each epoch */
     aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src, *msrc;
     /* the host batch (train/host_batch.h): a slot holds the 2B augmented views x, their lesion
@@ -242,14 +240,13 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
         (rc = eval_set_load(c->eval_manifest, c->eval_split, c->model.img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
     if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
-    epoch_order_init(&o->order, o->data.n);
     int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)M * 3 * S * S * sizeof(float));
     o->mx_off = host_batch_reserve(&bytes, (size_t)M * S * S * sizeof(float));
     o->inst_off = host_batch_reserve(&bytes, (size_t)M * sizeof(int));
     o->has_mask_off = host_batch_reserve(&bytes, (size_t)M);
-    if (!(o->hb = host_batch_new(run, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
     const fill_scratch *sc = host_batch_scratch(o->hb);
     o->ws = sc->ws, o->src = sc->src, o->msrc = sc->mask;
     o->scores = xmalloc((size_t)M * L * sizeof(float));
@@ -294,7 +291,6 @@ void image_objective_free(image_objective *o) {
     model_free(o->model);
     mae_decoder_free(&o->dec);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
     host_batch_free(o->hb); /* waits for a fill still writing its slot; frees the fills' scratch */
     free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner);
@@ -306,7 +302,7 @@ void image_objective_free(image_objective *o) {
 param_list *image_objective_params(image_objective *o) { return &o->all; }
 
 /* Instance of the i-th image drawn since the start (epoch-wise reshuffled without replacement). */
-static int instance_at(image_objective *o, int64_t i) { return epoch_order_at(&o->order, (uint64_t)o->run.keys->seed, i); }
+static int instance_at(image_objective *o, int64_t i) { return host_batch_item(o->hb, i); }
 
 /* Data parallel: whether view s (0..2B-1) of a micro-batch is one of this rank's. */
 static int view_is_mine(const image_objective *o, int s) {

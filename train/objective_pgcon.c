@@ -18,7 +18,6 @@
 #include "nn/losses/pgcon_loss.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
@@ -95,7 +94,6 @@ typedef struct {
     int device, wincon, D, k;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
-    epoch_order order;
     int nthreads, ranks, b, j0;
     aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
@@ -131,7 +129,6 @@ static void pgcon_free(void *self) {
     free(o->all.t);
     if (o->device != DEV_CPU) free(o->M);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
     for (int t = 0; t < o->nthreads; t++) {
         if (o->views) pgcon_views_free(&o->views[t]);
         if (o->seen) free(o->seen[t]);
@@ -232,7 +229,7 @@ static int pgcon_fill(void *self, int64_t g, void *slot) {
     char *sl = slot;
     int *inst = (int *)(sl + o->inst_off);
     int32_t *negi = (int32_t *)(sl + o->negi_off);
-    for (int j = 0; j < B; j++) inst[j] = epoch_order_at(&o->order, seed, g * B + j);
+    for (int j = 0; j < B; j++) inst[j] = host_batch_item(o->hb, g * B + j);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int j = 0; j < o->b; j++) {
         int t = omp_get_thread_num(), i = inst[o->j0 + j];
@@ -396,7 +393,6 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
                                     &o->query_x, &o->query_y, &o->nquery, &nc2)))
             goto fail;
     }
-    epoch_order_init(&o->order, N);
     int B = k->batch, b = o->b, k2 = o->k, D = o->D;
     o->views = xcalloc(o->nthreads, sizeof(pgcon_views));
     o->seen = xcalloc(o->nthreads, sizeof(uint8_t *));
@@ -408,7 +404,7 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->xw_off = host_batch_reserve(&bytes, o->wincon ? (size_t)b * 3 * c->win_out * c->win_out * sizeof(float) : 0);
     o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
     o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, N, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
     o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));

@@ -19,7 +19,6 @@
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
@@ -88,7 +87,6 @@ typedef struct {
     int nscenes;            /* scenes with >= V views */
     int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
     int nskipped;           /* scenes with fewer than V views */
-    epoch_order order;      /* training items, reshuffled each epoch */
     aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     /* per micro-batch host buffers */
@@ -138,7 +136,7 @@ static void scene_objective_free(scene_objective *o) {
     if (!o) return;
     model_free(o->model);
     image_cache_free(&o->data);
-    free(o->scene_first); free(o->scene_count); free(o->scene_rows); epoch_order_free(&o->order);
+    free(o->scene_first); free(o->scene_count); free(o->scene_rows);
     host_batch_free(o->hb);
     free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
@@ -211,7 +209,6 @@ static int scene_objective_new(const scene_cfg *c, const train_run *run, scene_o
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
-    epoch_order_init(&o->order, o->nscenes);
     int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->b * V, nrec = o->recon_all ? Nl : o->b;
     int ninputs = c->share_views ? o->b * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
@@ -220,7 +217,7 @@ static int scene_objective_new(const scene_cfg *c, const train_run *run, scene_o
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
     o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
     o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
     o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
@@ -247,7 +244,7 @@ fail:
 /* ---------------------------------------------------------------- one micro-batch */
 
 /* Scene index of the i-th scene drawn since the start (epoch-wise reshuffled without replacement). */
-static int scene_at(scene_objective *o, int64_t i) { return epoch_order_at(&o->order, (uint64_t)o->run.keys->seed, i); }
+static int scene_at(scene_objective *o, int64_t i) { return host_batch_item(o->hb, i); }
 
 /* The image of view slot u of scene j, augmented with stream `stream`, into dst [3, S, S]. */
 static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream, float *dst) {
