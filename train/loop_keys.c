@@ -128,3 +128,10 @@ void train_run_describe(const train_run *run, FILE *f) {
         fprintf(f, ", data parallel: %d ranks x %d of every global batch of %d", run->world_size, run->local_batch, run->batch);
     fputc('\n', f);
 }
+
+mem_estimate loop_keys_mem_state(const loop_keys *k, double params, double trainable) {
+    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
+    mem_estimate m = {.params = 4 * params, .grads = 4 * trainable};
+    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * trainable;
+    return m;
+}

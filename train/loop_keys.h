@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "nn/base/config.h"
+#include "nn/base/memory.h"
 #include "train/loop.h"
 
 typedef struct loop_keys {
@@ -37,6 +38,10 @@ typedef struct loop_keys {
 /* Decides the run from k: parses train.device, sets the OpenMP threads, takes rank and world size
  * from the process group and splits the global batch (ER_INPUT, one message, when it cannot). */
 int loop_keys_run(const loop_keys *k, train_run *run);
+/* A footprint estimate (nn/base/memory.h) holding the training state of `params` fp32 weights and
+ * buffers, `trainable` of them with a gradient and k's optimizer slots (AdamW 2, SGD with momentum
+ * 1, plain SGD 0); the caller adds activations and data. */
+mem_estimate loop_keys_mem_state(const loop_keys *k, double params, double trainable);
 /* One line for the start of a run: device, precision, threads, ranks and shard. */
 void train_run_describe(const train_run *run, FILE *f);
 

@@ -155,11 +155,7 @@ static int image_memory_check(const image_cfg *c, const train_run *run) {
               pdim * dd + pdim;
     if (c->w_con > 0 && c->head_dim > 0) head = (double)c->head_dim * v.dim + c->head_dim;
     double trainable = enc - fixed + dec + head;
-    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
-    mem_estimate m = {0};
-    m.params = 4 * (enc + dec + head);
-    m.grads = 4 * trainable;
-    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * trainable;
+    mem_estimate m = loop_keys_mem_state(k, enc + dec + head, trainable);
     m.activations = vit_blocks_train_bytes(v.dim, v.depth, v.heads, v.mlp_ratio, M, K + 1 + R);
     if (c->w_mae > 0) m.activations += vit_blocks_train_bytes((int)dd, c->dec_depth, c->dec_heads, 4, M, L + 1 + R) +
                                        2 * 4 * M * L * pdim * 2; /* prediction, target and their gradients */

@@ -330,18 +330,12 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
  * their host buffers. The bank and image cache (known after the manifest is read) are not counted.
  * CPU runs only, as the image objective. */
 static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
-    const loop_keys *k = run->keys;
-    int device = run->device;
     resnet_config rc;
-    if (resnet_config_preset(c->model.arch, &rc) || device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
+    if (resnet_config_preset(c->model.arch, &rc) || run->device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
     if (c->model.width > 0) rc.width = c->model.width;
     rc.num_classes = 0, rc.proj_dim = c->model.proj, rc.jigsaw_tiles = c->model.jigsaw;
     double b = run->local_batch, params = resnet_param_count(&rc);
-    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
-    mem_estimate m = {0};
-    m.params = 4 * params;
-    m.grads = 4 * params;
-    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * params;
+    mem_estimate m = loop_keys_mem_state(run->keys, params, params);
     m.activations = resnet_train_bytes(&rc, b, c->prior_out, c->prior_out) + resnet_train_bytes(&rc, 9 * b, c->tile_out, c->tile_out);
     if (!strcmp(c->variant, "wincon")) m.activations += resnet_train_bytes(&rc, b, c->win_out, c->win_out);
     m.data = 4.0 * b * 3 * (c->prior_out * c->prior_out + 9.0 * c->tile_out * c->tile_out + c->win_out * c->win_out);

@@ -117,10 +117,7 @@ static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     const scene_config *c = &o->net->cfg;
     double N = (double)o->b * o->V, nrec = o->recon_all ? N : o->b, L = o->L, T = o->T; /* this rank's */
     double trainable = scene_encoder_param_count(c) + (o->use_mse ? scene_decoder_param_count(c) : 0);
-    mem_estimate m = {0};
-    m.params = 4 * (vit_param_count(v) + trainable);
-    m.grads = 4 * trainable;
-    m.optimizer = 2 * 4 * trainable;
+    mem_estimate m = loop_keys_mem_state(k, vit_param_count(v) + trainable, trainable); /* the ViT frozen */
     double chunk = vit_blocks_train_bytes(v->dim, v->depth, v->heads, v->mlp_ratio, o->cfg.encode_batch, 1 + v->registers + L);
     double pd = 3.0 * v->patch * v->patch, dd = c->dec_dim;
     double dec = o->use_mse ? 4 * nrec * L * (c->dec_depth * (8 * dd + 3.0 * c->dec_heads * c->dec_head_dim + 2.0 * c->dec_mlp) + 3 * dd + 2 * pd) : 0;
