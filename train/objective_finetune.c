@@ -72,6 +72,7 @@ static const cfg_spec *ft_specs(void *cfg, int *n) {
 typedef struct {
     finetune_cfg cfg;
     resnet *net;
+    model *classifier;      /* net behind the model interface, trunk + head, with the input rule: the export */
     tensor *w[2], *b[2];    /* fc (w[0], b[0]) or head.0 / head.2 */
     int mlp, C, S;
     param_list all;
@@ -146,18 +147,6 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     return l;
 }
 
-/* the exported weights: trunk + head (+ the input rule as metadata through the model interface) */
-static int save_weights(finetune_objective *o, const char *name, int64_t step) {
-    model *m = resnet_model_wrap(o->net, o->cfg.model.img);
-    m->params = &o->all; /* trunk and head */
-    m->input = o->in;
-    m->has_input = 1;
-    char *path = path_join(o->run.keys->out, name);
-    int rc = model_save(m, path, step);
-    free(path);
-    free(m); /* the wrapper only: the network stays ours */
-    return rc;
-}
 
 /* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
 static int score(finetune_objective *o, const float *x, const int *y, int n, const char *name, char *buf, size_t cap,
@@ -203,16 +192,15 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
     if (!rc && acc > o->best) { /* model selection on the evaluation split */
         o->best = acc;
         if (o->ntest) rc = score(o, o->test_x, o->test_y, o->ntest, "test_", buf, n, &k, &test);
-        if (!rc && o->run.rank == 0) rc = save_weights(o, "best.safetensors", step);
+        if (!rc && o->run.rank == 0) {
+            char *path = path_join(o->run.keys->out, "best.safetensors");
+            rc = model_save(o->classifier, path, step);
+            free(path);
+        }
         if (!rc && k > 0 && (size_t)k < n) snprintf(buf + k, n - k, ", \"best\": true");
     }
     (void)step;
     return rc;
-}
-
-static int ft_on_checkpoint(void *self, int64_t step, int final) {
-    (void)final;
-    return save_weights(self, "classifier.safetensors", step);
 }
 
 static void ft_free(void *self) {
@@ -220,6 +208,7 @@ static void ft_free(void *self) {
     if (!o) return;
     for (int i = o->net ? o->net->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
+    free(o->classifier); /* the wrapper only: the network is freed below */
     host_batch_free(o->hb);
     resnet_free(o->net);
     image_cache_free(&o->data);
@@ -322,7 +311,12 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
     t.step = ft_step;
     if (o->neval) t.eval = ft_eval;
-    t.on_checkpoint = ft_on_checkpoint;
+    o->classifier = resnet_model_wrap(o->net, c->model.img);
+    o->classifier->params = &o->all; /* trunk and head */
+    o->classifier->input = o->in;
+    o->classifier->has_input = 1;
+    t.export_model = o->classifier;
+    t.export_name = "classifier.safetensors";
     t.describe = ft_describe;
     t.exports = o->neval ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
     t.free = ft_free;
