@@ -121,11 +121,11 @@ static int split_labels(const char *path, const char *split, const char *column,
 
 static void dual_objective_free(dual_objective *o) {
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     tensor_free(o->best_map);
     free(o->all.t);
     model_free(o->model);
     image_cache_free(&o->data);
-    host_batch_free(o->hb);
     free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
     free(o->val_x); free(o->val_label);

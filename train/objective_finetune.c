@@ -206,10 +206,10 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
 static void ft_free(void *self) {
     finetune_objective *o = self;
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     for (int i = o->net ? o->net->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
     free(o->classifier); /* the wrapper only: the network is freed below */
-    host_batch_free(o->hb);
     resnet_free(o->net);
     image_cache_free(&o->data);
     free(o->rows); free(o->eval_x); free(o->eval_y);

@@ -280,6 +280,7 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
 
 void image_objective_free(image_objective *o) {
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     free(o->scene_first); free(o->scene_count); free(o->scene_rows);
     /* the encoder owns its tensors; decoder/head tensors are only in `all` */
     for (int i = o->enc ? o->enc->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
@@ -287,7 +288,6 @@ void image_objective_free(image_objective *o) {
     model_free(o->model);
     mae_decoder_free(&o->dec);
     image_cache_free(&o->data);
-    host_batch_free(o->hb); /* waits for a fill still writing its slot; frees the fills' scratch */
     free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner);
     free(o->match); free(o->gathered_view); free(o->match_gathered);

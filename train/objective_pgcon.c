@@ -124,6 +124,7 @@ static pgcon_geometry geometry(const pgcon_objective *o, int h, int w) {
 static void pgcon_free(void *self) {
     pgcon_objective *o = self;
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model); /* owns the network's tensors; the bank is ours */
     tensor_free(o->mem);
     free(o->all.t);
@@ -133,7 +134,6 @@ static void pgcon_free(void *self) {
         if (o->views) pgcon_views_free(&o->views[t]);
         if (o->seen) free(o->seen[t]);
     }
-    host_batch_free(o->hb);
     free(o->views); free(o->seen);
     free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
     free(o->bank_x); free(o->query_x); free(o->bank_y); free(o->query_y);

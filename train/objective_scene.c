@@ -131,10 +131,10 @@ static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
 
 static void scene_objective_free(scene_objective *o) {
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model);
     image_cache_free(&o->data);
     free(o->scene_first); free(o->scene_count); free(o->scene_rows);
-    host_batch_free(o->hb);
     free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
     free(o->match); free(o->ids);
