@@ -1,7 +1,6 @@
 /* cmd_train.c — `endoret train <objective> --config C [--set key=value ...] [--resume CKPT]`.
  * The objectives are those of train/objective.h's registry; this file only reads the command line,
  * the config (the objective's keys + the loop's shared keys) and runs train/loop.h. */
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +53,7 @@ static int run_objective(const objective_config *oc, train_loop_config *lc, int 
         free(cfg_text);
         return rc;
     }
-    if (!quiet && lc->rank == 0 && obj.describe) obj.describe(obj.self, lc, stderr);
+    if (!quiet && lc->rank == 0) objective_describe(&obj, lc, stderr);
     int finished = 0;
     lc->resume_finished = &finished;
     rc = train_loop_run(lc, &obj);
@@ -110,7 +109,6 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     train_loop_config lc;
     if (!rc) rc = loop_keys_to_config(&oc.loop, &lc); /* bad loop keys: before any work */
     if (!rc) {
-        if (oc.loop.threads > 0) omp_set_num_threads(oc.loop.threads);
         lc.progress = !quiet;
         progress_quiet(quiet); /* the image cache decode too */
         lc.resume = resume;

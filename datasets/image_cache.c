@@ -89,20 +89,22 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     return rc;
 }
 
-void image_cache_scenes(const image_cache *c, int **first, int **count, int **rows, int *nscene) {
-    int n = c->n, ns = 0;
-    for (int i = 0; i < n; i++) if (c->scene[i] + 1 > ns) ns = c->scene[i] + 1;
-    *first = xcalloc((size_t)ns + 1, sizeof(int));
-    *count = xcalloc((size_t)ns + 1, sizeof(int));
+void rows_group_by(const int *key, int n, int nkeys, int **first, int **count, int **rows) {
+    *first = xcalloc((size_t)nkeys + 1, sizeof(int));
+    *count = xcalloc((size_t)nkeys + 1, sizeof(int));
     *rows = xmalloc((size_t)(n ? n : 1) * sizeof(int));
-    for (int i = 0; i < n; i++) if (c->scene[i] >= 0) (*count)[c->scene[i]]++;
-    for (int s = 1; s < ns; s++) (*first)[s] = (*first)[s - 1] + (*count)[s - 1];
-    int *fill = xcalloc((size_t)ns + 1, sizeof(int));
-    for (int i = 0; i < n; i++) {
-        int s = c->scene[i];
-        if (s >= 0) (*rows)[(*first)[s] + fill[s]++] = i;
-    }
+    for (int i = 0; i < n; i++) if (key[i] >= 0) (*count)[key[i]]++;
+    for (int s = 1; s <= nkeys; s++) (*first)[s] = (*first)[s - 1] + (*count)[s - 1];
+    int *fill = xcalloc((size_t)nkeys + 1, sizeof(int));
+    for (int i = 0; i < n; i++)
+        if (key[i] >= 0) (*rows)[(*first)[key[i]] + fill[key[i]]++] = i;
     free(fill);
+}
+
+void image_cache_scenes(const image_cache *c, int **first, int **count, int **rows, int *nscene) {
+    int ns = 0;
+    for (int i = 0; i < c->n; i++) if (c->scene[i] + 1 > ns) ns = c->scene[i] + 1;
+    rows_group_by(c->scene, c->n, ns, first, count, rows);
     *nscene = ns;
 }
 

@@ -41,6 +41,9 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
  * 0 <= s < *nscene) has rows (*rows)[(*first)[s] .. (*first)[s] + (*count)[s]); rows without a scene
  * are in no group. The three arrays are malloc'd. */
 void image_cache_scenes(const image_cache *c, int **first, int **count, int **rows, int *nscene);
+/* Rows 0..n-1 grouped by key[i] in [0, nkeys) (counting sort, row order kept; key < 0: in no group):
+ * group k has rows (*rows)[(*first)[k] .. (*first)[k] + (*count)[k]). The arrays are malloc'd. */
+void rows_group_by(const int *key, int n, int nkeys, int **first, int **count, int **rows);
 /* The cached u8 planes as an fp32 image in [0, 1] (im is resized with image_ensure). */
 void image_cache_get(const u8_image *s, image *im);
 void image_cache_free(image_cache *c);

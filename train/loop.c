@@ -10,6 +10,7 @@
 #include "checkpoints/checkpoint.h"
 #include "kernels/profile.h"
 #include "nn/autograd.h"
+#include "nn/models/model.h"
 #include "nn/base/base.h"
 #include "nn/base/progress.h"
 #include "nn/base/svg_plot.h"
@@ -352,6 +353,12 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             rc = ckpt_save(ckpt_path, &s);
             if (rc) goto stop;
             last_good = ckpt_path;
+            if (obj->export_model) {
+                char *p = path_join(c->out_dir, obj->export_name);
+                rc = model_save(obj->export_model, p, step);
+                free(p);
+                if (rc) goto stop;
+            }
             if (obj->on_checkpoint && (rc = obj->on_checkpoint(obj->self, step, last))) goto stop;
             if (hist.n) svg_loss_curve(svg_path, "training loss", hist.n, hist.x, hist.nseries, hist.names,
                                        (const double *const *)hist.y);

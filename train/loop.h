@@ -45,6 +45,20 @@ typedef struct {
 void loss_terms_set(loss_terms *t, const char *name, double value);
 
 struct train_loop_config;
+struct loop_keys;
+
+/* The run's settings, decided once from the loop keys and the process group (loop_keys_run in
+ * train/loop_keys.h) and handed to every objective: an objective never parses train.device or asks
+ * the process group. */
+typedef struct train_run {
+    const struct loop_keys *keys;  /* batch, accum, seed, out.dir ... as configured */
+    int device;                    /* train.device, parsed */
+    int threads;                   /* OpenMP threads: train.threads, else OMP_NUM_THREADS, else the cores */
+    int rank, world_size;          /* data parallel (one process: 0, 1) */
+    int batch;                     /* the global micro-batch (train.batch) */
+    int local_batch, first;        /* this rank's shard: samples [first, first + local_batch) of each micro-batch */
+    int prefetch;                  /* data.prefetch resolved: fill the next micro-batch on a worker thread */
+} train_run;
 
 typedef struct train_objective {
     const char *name;          /* "image", ... (written in the checkpoint) */
@@ -59,7 +73,11 @@ typedef struct train_objective {
     tensor *(*step)(void *self, int64_t step, int micro, loss_terms *terms);
     /* Optional: evaluation at `step`; fills a JSON object body ("\"uAP\": 0.5, ...") into buf. */
     int (*eval)(void *self, int64_t step, char *buf, size_t n);
-    /* Optional: called after each checkpoint (e.g. to export the encoder weights). */
+    /* Optional: the model the loop saves as <out.dir>/<export_name> after each checkpoint (model_save:
+     * what `embed --model` loads), before on_checkpoint. */
+    struct model *export_model;
+    const char *export_name;
+    /* Optional: called after each checkpoint (other exports). */
     int (*on_checkpoint)(void *self, int64_t step, int final);
     /* Optional: one line saying what is trained (printed before the run unless --quiet). */
     void (*describe)(void *self, const struct train_loop_config *lc, FILE *f);
@@ -67,6 +85,7 @@ typedef struct train_objective {
     const char *exports;
     /* Frees self (the objective's model, data and buffers). */
     void (*free)(void *self);
+    train_run run;             /* set by objective_create (train/objective.h) */
 } train_objective;
 
 /* Data parallel: sums or averages the gradients of `count` tensors across processes, in place.

@@ -1,11 +1,15 @@
 /* loop_keys.c — the training loop's shared config keys (see loop_keys.h). */
 #include "train/loop_keys.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "nn/base/base.h"
 #include "nn/base/args.h"
+#include "nn/base/process_group.h"
+#include "kernels/backend.h"
+#include "nn/precision.h"
 
 void loop_keys_defaults(loop_keys *k, const char *objective) {
     memset(k, 0, sizeof *k);
@@ -21,6 +25,7 @@ void loop_keys_defaults(loop_keys *k, const char *objective) {
     snprintf(out, sizeof out, "out/train_%s", objective ? objective : "run");
     cfg_set_str(&k->out, out);
     k->log_every = 10; k->ckpt_every = 500;
+    cfg_set_str(&k->prefetch, "auto");
 }
 
 const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
@@ -54,6 +59,7 @@ const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     K("out.dir", CFG_STR, out, "path", "output folder (checkpoint, log, loss curve, the objective's exports)");
     K("out.log_every", CFG_INT, log_every, "[1, inf)", "log/progress every N steps");
     K("out.ckpt_every", CFG_INT, ckpt_every, "[1, inf)", "checkpoint every N steps (and at the end)");
+    K("data.prefetch", CFG_STR, prefetch, "auto|on|off", "fill the next micro-batch on a worker thread while the device runs this one (auto = on with a GPU; results are identical)");
 #undef K
     *n = i;
     return s;
@@ -93,4 +99,39 @@ int loop_keys_to_config(const loop_keys *k, train_loop_config *lc) {
     };
     *lc = c;
     return ER_OK;
+}
+
+int loop_keys_run(const loop_keys *k, train_run *run) {
+    memset(run, 0, sizeof *run);
+    run->keys = k;
+    int rc = er_device_parse(k->device, &run->device);
+    if (rc) return rc;
+    /* train.threads = 0: OpenMP's own default, i.e. OMP_NUM_THREADS, else the cores */
+    if (k->threads > 0) omp_set_num_threads(k->threads);
+    run->threads = omp_get_max_threads();
+    run->rank = pg_rank();
+    run->world_size = pg_size() > 0 ? pg_size() : 1;
+    run->batch = k->batch;
+    if (k->batch % run->world_size)
+        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks: every rank takes an equal shard of "
+                                 "the global batch", k->batch, run->world_size);
+    run->local_batch = k->batch / run->world_size;
+    run->first = run->rank * run->local_batch;
+    run->prefetch = !strcmp(k->prefetch, "on") || (!strcmp(k->prefetch, "auto") && run->device != DEV_CPU);
+    return ER_OK;
+}
+
+void train_run_describe(const train_run *run, FILE *f) {
+    fprintf(f, "run: %s/%s, %d threads, prefetch %s", run->keys->device, run->keys->precision, run->threads,
+            run->prefetch ? "on" : "off");
+    if (run->world_size > 1)
+        fprintf(f, ", data parallel: %d ranks x %d of every global batch of %d", run->world_size, run->local_batch, run->batch);
+    fputc('\n', f);
+}
+
+mem_estimate loop_keys_mem_state(const loop_keys *k, double params, double trainable) {
+    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
+    mem_estimate m = {.params = 4 * params, .grads = 4 * trainable};
+    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * trainable;
+    return m;
 }

@@ -8,10 +8,13 @@
 #ifndef ENDORET_TRAIN_LOOP_KEYS_H
 #define ENDORET_TRAIN_LOOP_KEYS_H
 
+#include <stdio.h>
+
 #include "nn/base/config.h"
+#include "nn/base/memory.h"
 #include "train/loop.h"
 
-typedef struct {
+typedef struct loop_keys {
     int eval_every;
     int epochs, steps, batch, accum;
     double lr, blr, min_lr, weight_decay, beta1, beta2;
@@ -28,7 +31,19 @@ typedef struct {
     double restart_epochs, restart_mult; /* T_0 (epochs) and T_mult of "restarts" */
     char *out;
     int log_every, ckpt_every;
+    char *prefetch;                /* data.prefetch: "auto" (on with a GPU) | "on" | "off" */
 } loop_keys;
+
+
+/* Decides the run from k: parses train.device, sets the OpenMP threads, takes rank and world size
+ * from the process group and splits the global batch (ER_INPUT, one message, when it cannot). */
+int loop_keys_run(const loop_keys *k, train_run *run);
+/* A footprint estimate (nn/base/memory.h) holding the training state of `params` fp32 weights and
+ * buffers, `trainable` of them with a gradient and k's optimizer slots (AdamW 2, SGD with momentum
+ * 1, plain SGD 0); the caller adds activations and data. */
+mem_estimate loop_keys_mem_state(const loop_keys *k, double params, double trainable);
+/* One line for the start of a run: device, precision, threads, ranks and shard. */
+void train_run_describe(const train_run *run, FILE *f);
 
 /* Generic defaults (AdamW as timm/MAE use it); out.dir = out/train_<objective>. An objective may
  * change them afterwards (objective_def.loop_defaults). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/models/model.h"
 #include "nn/precision.h"
 #include "train/objective_dual.h"
 #include "train/objective_finetune.h"
@@ -63,13 +64,44 @@ int objective_config_load(objective_config *oc, const char *path, char **sets, i
 char *objective_config_text(const objective_config *oc) { return cfg_to_string(oc->specs, oc->nspecs); }
 
 int objective_create(const objective_config *oc, train_objective *out) {
-    int rc = er_set_precision(oc->loop.precision);
-    return rc ? rc : oc->def->create(oc->cfg, &oc->loop, out);
+    train_run run;
+    int rc = loop_keys_run(&oc->loop, &run);
+    if (!rc) rc = er_set_precision(oc->loop.precision);
+    if (!rc) rc = oc->def->create(oc->cfg, &run, out);
+    if (!rc) out->run = run;
+    return rc;
+}
+
+train_objective objective_iface(const char *name, void *self, param_list *params, const train_run *run,
+                                int64_t samples, int views) {
+    train_objective t = {.name = name, .self = self, .params = params, .run = *run};
+    int64_t per = samples / ((int64_t)run->batch * run->keys->accum);
+    t.steps_per_epoch = per > 0 ? per : 1;
+    t.images_per_step = views * run->batch * run->keys->accum;
+    return t;
+}
+
+int objective_embed(model *m, const float *x, int n, int chunk, float *out) {
+    size_t img = (size_t)3 * m->img * m->img;
+    int rc = ER_OK;
+    for (int b0 = 0; b0 < n && !rc; b0 += chunk)
+        rc = model_embed(m, x + b0 * img, n - b0 < chunk ? n - b0 : chunk, out + (size_t)b0 * m->dim);
+    return rc;
+}
+
+void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f) {
+    if (obj->describe) obj->describe(obj->self, lc, f);
+    if (obj->run.keys) train_run_describe(&obj->run, f);
 }
 
 void objective_config_free(objective_config *oc) {
     if (!oc->def) return;
-    oc->def->free_cfg(oc->cfg);
+    if (oc->def->free_cfg) oc->def->free_cfg(oc->cfg);
+    else {
+        int n;
+        const cfg_spec *s = oc->def->specs(oc->cfg, &n);
+        cfg_free_strings(s, n);
+    }
     loop_keys_free(&oc->loop);
     free(oc->cfg);
     free(oc->specs);

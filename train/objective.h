@@ -25,10 +25,12 @@ typedef struct objective_def {
     void (*defaults)(void *cfg, loop_keys *k);
     /* The objective's own key table bound to cfg (n receives its length). */
     const cfg_spec *(*specs)(void *cfg, int *n);
+    /* Optional: frees the config (NULL: the strings of its key table). */
     void (*free_cfg)(void *cfg);
-    /* Builds the model and loads the data; fills *out (its `free` releases everything). ER_INPUT with
-     * one message for a bad config. */
-    int (*create)(const void *cfg, const loop_keys *k, train_objective *out);
+    /* Builds the model(s) through the registry on run->device and loads the data; fills *out (its
+     * `free` releases everything). The run (device, threads, rank, the batch shard) is decided by
+     * objective_create. ER_INPUT with one message for a bad config. */
+    int (*create)(const void *cfg, const train_run *run, train_objective *out);
 } objective_def;
 
 /* The registered objectives, in `--help` order. */
@@ -47,9 +49,18 @@ typedef struct {
     int nspecs;
 } objective_config;
 
-/* Sets the run's op-layer precision from the loop keys (train.precision: nn/precision.h), once for
- * every objective, then builds the objective (def->create). Every command that trains calls this. */
+/* Decides the run from the loop keys (loop_keys_run: device, threads, rank, the batch shard), sets
+ * the op-layer precision (train.precision: nn/precision.h), once for every objective, then builds
+ * the objective (def->create). Every command that trains calls this. */
 int objective_create(const objective_config *oc, train_objective *out);
+/* The interface of an objective `self` for the run, hooks left to the caller: steps_per_epoch from
+ * `samples` training items (at least 1), images_per_step = views x batch x accum (the progress rate). */
+train_objective objective_iface(const char *name, void *self, param_list *params, const train_run *run,
+                                int64_t samples, int views);
+/* Embeds n images of x (model_embed) in chunks of `chunk` into out [n, m->dim]: the eval hooks' batching. */
+int objective_embed(struct model *m, const float *x, int n, int chunk, float *out);
+/* The objective's start line, then the run's (train_run_describe). */
+void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f);
 
 /* Defaults of `def` (objective + loop keys). */
 void objective_config_init(objective_config *oc, const objective_def *def);

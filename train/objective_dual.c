@@ -14,17 +14,18 @@
 #include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
-#include "nn/base/process_group.h"
 #include "nn/base/rng.h"
 #include "nn/losses/triplet.h"
 #include "nn/models/vit_lora.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
+#include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
-void dual_cfg_defaults(dual_cfg *c) {
+/* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
+static void dual_defaults(void *cfg, loop_keys *k) {
+    dual_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     dual_args_defaults(&c->model);
     cfg_set_str(&c->miner, "semihard");
@@ -36,10 +37,6 @@ void dual_cfg_defaults(dual_cfg *c) {
     cfg_set_str(&c->sampler, "random");
     c->m_per_class = 4;
     cfg_set_str(&c->aug, "light");
-}
-
-/* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
-void dual_loop_defaults(loop_keys *k) {
     k->epochs = 30; k->batch = 32; k->accum = 1; k->seed = 43;
     k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 1e-4; k->beta1 = 0.9; k->beta2 = 0.999;
     k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 2.0;
@@ -47,7 +44,8 @@ void dual_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->out, "out/train_dual");
 }
 
-const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n) {
+static const cfg_spec *dual_specs(void *cfg, int *n) {
+    dual_cfg *c = cfg;
     static __thread cfg_spec s[40];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
@@ -70,12 +68,6 @@ const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n) {
     return s;
 }
 
-void dual_cfg_free(dual_cfg *c) {
-    int n;
-    const cfg_spec *s = dual_cfg_specs(c, &n);
-    cfg_free_strings(s, n);
-}
-
 /* ---------------------------------------------------------------- state */
 
 typedef struct {
@@ -87,17 +79,16 @@ typedef struct {
     miner_kind miner;
     int aug_none, mpc, device;
     int ranks, b, j0;      /* data parallel: this rank trains images [j0, j0 + b) of every global batch */
-    struct { int batch, accum, seed; const char *out, *device; } run;
+    train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
     int *label;            /* per cached row: class id */
     int nclass, present; /* class ids in the manifest, classes with training rows */
     int *cfirst, *ccount, *crows; /* rows grouped by class (m_per_class) */
-    epoch_order order;
-    int nthreads;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
-    float *x;
-    int *rows, *lab;
+    host_batch *hb;        /* a slot: this rank's images [b, 3, S, S], then the global batch's labels [B] */
+    size_t lab_off;
+    int *rows;             /* the fill's scratch: the global batch's rows */
     int nval;
     float *val_x;
     int *val_label;
@@ -130,42 +121,35 @@ static int split_labels(const char *path, const char *split, const char *column,
 
 static void dual_objective_free(dual_objective *o) {
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     tensor_free(o->best_map);
     free(o->all.t);
     model_free(o->model);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
-    for (int t = 0; o->ws && t < o->nthreads; t++) { aug_workspace_free(&o->ws[t]); image_free(&o->src[t]); }
-    free(o->ws); free(o->src); free(o->x); free(o->rows); free(o->lab);
+    free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
     free(o->val_x); free(o->val_label);
     free(o);
 }
 
+/* The key table checks each value's range; here only what spans several keys. */
 static int check_cfg(const dual_cfg *c, const loop_keys *k, miner_kind *mk) {
     int rc;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if ((rc = miner_parse(c->miner, "loss.miner", mk))) return rc;
-    if (strcmp(c->sampler, "random") && strcmp(c->sampler, "m_per_class"))
-        return er_fail(ER_INPUT, "data.sampler = '%s': expected random or m_per_class", c->sampler);
-    if (strcmp(c->label, "label") && strcmp(c->label, "scene"))
-        return er_fail(ER_INPUT, "data.label = '%s': expected label or scene", c->label);
-    if (strcmp(c->aug, "light") && strcmp(c->aug, "none"))
-        return er_fail(ER_INPUT, "data.aug = '%s': expected light or none", c->aug);
     if (k->batch < 2) return er_fail(ER_INPUT, "train.batch = %d: triplets and batch norm need >= 2 images", k->batch);
     if (!strcmp(c->sampler, "m_per_class") && (c->m_per_class < 2 || k->batch % c->m_per_class))
         return er_fail(ER_INPUT, "data.m_per_class = %d must be >= 2 and divide train.batch = %d", c->m_per_class, k->batch);
-    if (k->batch % pg_size())
-        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks: every rank takes an equal shard", k->batch,
-                       pg_size());
     return ER_OK;
 }
 
-static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_objective **out) {
+static int dual_fill(void *self, int64_t g, void *slot);
+
+static int dual_objective_new(const dual_cfg *c, const train_run *run, dual_objective **out) {
     *out = NULL;
-    int device, rc;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
     miner_kind mk;
-    if ((rc = er_device_parse(k->device, &device))) return rc;
     if ((rc = check_cfg(c, k, &mk))) return rc;
     dual_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
@@ -173,9 +157,8 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     o->aug_none = !strcmp(c->aug, "none");
     o->mpc = !strcmp(c->sampler, "m_per_class");
     o->device = device;
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
-    o->run.out = k->out; o->run.device = k->device;
-    o->ranks = pg_size(); o->b = k->batch / o->ranks; o->j0 = pg_rank() * o->b;
+    o->run = *run;
+    o->ranks = run->world_size; o->b = run->local_batch; o->j0 = run->first;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
     if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
@@ -189,16 +172,7 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
     params_add(&o->all, o->best_map);
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
-    { /* rows grouped by class: counting sort */
-        o->cfirst = xcalloc(o->nclass + 1, sizeof(int));
-        o->ccount = xcalloc(o->nclass + 1, sizeof(int));
-        o->crows = xmalloc(sizeof(int) * (size_t)o->data.n);
-        for (int i = 0; i < o->data.n; i++) o->ccount[o->label[i]]++;
-        for (int cl = 1; cl <= o->nclass; cl++) o->cfirst[cl] = o->cfirst[cl - 1] + o->ccount[cl - 1];
-        int *fill = xcalloc(o->nclass + 1, sizeof(int));
-        for (int i = 0; i < o->data.n; i++) o->crows[o->cfirst[o->label[i]] + fill[o->label[i]]++] = i;
-        free(fill);
-    }
+    rows_group_by(o->label, o->data.n, o->nclass, &o->cfirst, &o->ccount, &o->crows);
     int classes = 0;
     for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
     o->present = classes;
@@ -214,14 +188,13 @@ static int dual_objective_new(const dual_cfg *c, const loop_keys *k, dual_object
         free(sc); free(vw);
         if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
     }
-    epoch_order_init(&o->order, o->data.n);
-    o->nthreads = omp_get_max_threads();
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     int S = c->model.img;
-    o->x = xmalloc(sizeof(float) * (size_t)k->batch * 3 * S * S);
     o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
-    o->lab = xmalloc(sizeof(int) * (size_t)k->batch);
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, sizeof(float) * (size_t)o->b * 3 * S * S);
+    o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     *out = o;
     return ER_OK;
 fail:
@@ -238,7 +211,7 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
     int *cls = xmalloc(sizeof(int) * (size_t)o->nclass), *tmp = xmalloc(sizeof(int) * (size_t)(o->data.n));
     for (int c = 0; c < o->nclass; c++)
         if (o->ccount[c] > 0) cls[nc++] = c;
-    rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
+    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
     int k = 0;
     for (int t = 0; k < B; t++) {
         int left = nc - t % nc, pick = t % nc + (int)rng_below(&r, (uint32_t)left);
@@ -262,33 +235,42 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
     free(tmp);
 }
 
-static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms) {
+/* Micro-batch g into a host slot: the global batch's rows and labels, this rank's images j0 .. j0 + b
+ * augmented (streams keyed by the global index j). */
+static int dual_fill(void *self, int64_t g, void *slot) {
     dual_objective *o = self;
     int B = o->run.batch, S = o->cfg.model.img, fail = 0;
-    int64_t g = step * o->run.accum + micro;
-    uint64_t seed = (uint64_t)o->run.seed;
-    int phase = prof_phase(PROF_DATA);
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    float *x = slot;
+    int *lab = (int *)((char *)slot + o->lab_off);
     if (o->mpc) sample_m_per_class(o, g, o->rows);
-    else for (int j = 0; j < B; j++) o->rows[j] = epoch_order_at(&o->order, seed, g * B + j);
-    for (int j = 0; j < B; j++) o->lab[j] = o->label[o->rows[j]];
-    /* data parallel: this rank's images j0 .. j0 + b of the global batch (streams keyed by j) */
-#pragma omp parallel for schedule(dynamic, 1)
+    else for (int j = 0; j < B; j++) o->rows[j] = host_batch_item(o->hb, g * B + j);
+    for (int j = 0; j < B; j++) lab[j] = o->label[o->rows[j]];
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < o->b; i++) {
         int t = omp_get_thread_num(), j = o->j0 + i;
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[o->rows[j]], &o->src[t]);
-        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
+        image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         int rc = o->aug_none ? aug_eval(&o->src[t], S, &o->ws[t], &out) : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
-        if (rc || out.data != o->x + (size_t)i * 3 * S * S) fail = 1;
+        if (rc || out.data != x + (size_t)i * 3 * S * S) fail = 1;
     }
+    return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
+}
+
+static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    dual_objective *o = self;
+    int S = o->cfg.model.img;
+    int phase = prof_phase(PROF_DATA);
+    char *slot = host_batch_get(o->hb, step * o->run.keys->accum + micro);
+    tensor *xt = slot ? host_batch_upload(o->hb, slot, 0, 4, SHAPE(o->b, 3, S, S)) : NULL;
     prof_phase(phase);
-    if (fail) { er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *xt = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->x);
+    if (!xt) return NULL;
+    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
     /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
     tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
     triplet_stats st;
-    tensor *loss = triplet_loss(e, o->lab, o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
+    tensor *loss = triplet_loss(e, (const int *)(slot + o->lab_off), o->miner, o->cfg.miner_margin, o->cfg.margin, &st);
     if (loss) loss_terms_set(terms, "triplet", st.loss);
     return loss;
 }
@@ -296,7 +278,7 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
 /* ---------------------------------------------------------------- eval, export */
 
 static int save_exports(dual_objective *o, const char *name, int64_t step) {
-    char *path = path_join(o->run.out, name);
+    char *path = path_join(o->run.keys->out, name);
     int rc = dual_model_save_merged(o->model, path, step);
     free(path);
     return rc;
@@ -304,12 +286,9 @@ static int save_exports(dual_objective *o, const char *name, int64_t step) {
 
 static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
     dual_objective *o = self;
-    int S = o->cfg.model.img, D = o->model->dim, rc = ER_OK;
+    int D = o->model->dim;
     float *E = xmalloc(sizeof(float) * (size_t)o->nval * D);
-    for (int b0 = 0; b0 < o->nval && !rc; b0 += 32) {
-        int B = o->nval - b0 < 32 ? o->nval - b0 : 32;
-        rc = model_embed(o->model, o->val_x + (size_t)b0 * 3 * S * S, B, E + (size_t)b0 * D);
-    }
+    int rc = objective_embed(o->model, o->val_x, o->nval, 32, E);
     retrieval_scores sc;
     if (!rc) rc = retrieval_loo(E, o->val_label, o->nval, D, &sc, 0, NULL);
     free(E);
@@ -335,16 +314,11 @@ static int dual_on_checkpoint(void *self, int64_t step, int final) {
         if (o->net->v[i] && o->net->v[i]->loras) {
             char name[64];
             snprintf(name, sizeof name, "%s_adapter", dual_branch_name[i]);
-            char *dir = path_join(o->run.out, name);
+            char *dir = path_join(o->run.keys->out, name);
             rc = vit_lora_save_adapter(o->net->v[i], dir);
             free(dir);
         }
     return rc;
-}
-
-static int64_t steps_per_epoch(const dual_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
-    return per > 0 ? per : 1;
 }
 
 static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
@@ -352,40 +326,27 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
     char d[512];
     model_describe(o->model, d, sizeof d);
     fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
-               "miner %s %.2f, margin %.2f, %lld steps/epoch, lr %.3g -> %s\n",
+               "miner %s %.2f, margin %.2f, lr %.3g -> %s\n",
             d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
             o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
-            (long long)steps_per_epoch(o), lc->lr, o->run.out);
+            lc->lr, o->run.keys->out);
 }
 
 static void dual_free_self(void *self) { dual_objective_free(self); }
 
 /* ---------------------------------------------------------------- registry entry */
 
-static void defaults_any(void *cfg, loop_keys *k) {
-    dual_cfg_defaults(cfg);
-    dual_loop_defaults(k);
-}
-static const cfg_spec *specs_any(void *cfg, int *n) { return dual_cfg_specs(cfg, n); }
-static void free_any(void *cfg) { dual_cfg_free(cfg); }
-
-static int create_any(const void *cfg, const loop_keys *k, train_objective *out) {
+static int create_any(const void *cfg, const train_run *run, train_objective *out) {
     dual_objective *o;
-    int rc = dual_objective_new(cfg, k, &o);
+    int rc = dual_objective_new(cfg, run, &o);
     if (rc) return rc;
-    train_objective t = {0};
-    t.name = "dual";
-    t.self = o;
-    t.params = &o->all;
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = o->run.batch * o->run.accum;
-    t.step = dual_step;
-    if (o->nval > 0) t.eval = dual_eval;
-    t.on_checkpoint = dual_on_checkpoint;
-    t.describe = dual_describe;
-    t.exports = "dual.safetensors";
-    t.free = dual_free_self;
-    *out = t;
+    *out = objective_iface("dual", o, &o->all, run, o->data.n, 1);
+    out->step = dual_step;
+    if (o->nval > 0) out->eval = dual_eval;
+    out->on_checkpoint = dual_on_checkpoint; /* merged weights and LoRA adapters: not a plain model_save */
+    out->describe = dual_describe;
+    out->exports = "dual.safetensors";
+    out->free = dual_free_self;
     return ER_OK;
 }
 
@@ -394,8 +355,7 @@ const objective_def objective_dual = {
     .help = "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
     .usage = "configs/dual_backbone.cfg, configs/demo_dual.cfg",
     .cfg_size = sizeof(dual_cfg),
-    .defaults = defaults_any,
-    .specs = specs_any,
-    .free_cfg = free_any,
+    .defaults = dual_defaults,
+    .specs = dual_specs,
     .create = create_any,
 };

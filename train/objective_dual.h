@@ -30,11 +30,6 @@ typedef struct {
     int cache_side;
 } dual_cfg;
 
-void dual_cfg_defaults(dual_cfg *c);
-void dual_loop_defaults(loop_keys *k);
-const cfg_spec *dual_cfg_specs(dual_cfg *c, int *n);
-void dual_cfg_free(dual_cfg *c);
-
 extern const objective_def objective_dual;
 
 #endif

@@ -14,15 +14,18 @@
 #include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
-#include "nn/base/process_group.h"
 #include "nn/base/rng.h"
 #include "nn/init.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
+#include "train/host_batch.h"
 
-static void ft_defaults(finetune_cfg *c) {
+/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
+ * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
+ * configs/pgcon_linear.cfg). */
+static void ft_defaults(void *cfg, loop_keys *k) {
+    finetune_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     resnet_arch.args_defaults(&c->model);
     cfg_set_str(&c->init, "");
@@ -33,12 +36,6 @@ static void ft_defaults(finetune_cfg *c) {
     c->label_percent = 100;
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->test_split, "");
-}
-
-/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
- * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
- * configs/pgcon_linear.cfg). */
-static void ft_loop_defaults(loop_keys *k) {
     k->epochs = 100; k->batch = 128; k->accum = 1; k->seed = 0;
     cfg_set_str(&k->optimizer, "sgd");
     k->momentum = 0.9; k->lr = 0.01; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
@@ -48,7 +45,8 @@ static void ft_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->out, "out/train_finetune");
 }
 
-static const cfg_spec *ft_specs(finetune_cfg *c, int *n) {
+static const cfg_spec *ft_specs(void *cfg, int *n) {
+    finetune_cfg *c = cfg;
     static __thread cfg_spec s[32];
     int k = 0, nm;
     const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
@@ -74,20 +72,19 @@ static const cfg_spec *ft_specs(finetune_cfg *c, int *n) {
 typedef struct {
     finetune_cfg cfg;
     resnet *net;
+    model *classifier;      /* net behind the model interface, trunk + head, with the input rule: the export */
     tensor *w[2], *b[2];    /* fc (w[0], b[0]) or head.0 / head.2 */
     int mlp, C, S;
     param_list all;
     model_input in;
     int device;
-    struct { int batch, accum, seed; const char *out; } run;
+    train_run run;
+    host_batch *hb;         /* this rank's images [b, 3, S, S], then their labels [b] */
+    size_t y_off;
     image_cache data;
     int *rows, nrows;       /* the training rows kept (label present, in the label share) */
-    epoch_order order;
-    int nthreads;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
-    float *x;
-    int32_t *y;
     /* evaluation (set 0) and the test split scored at each new best (set 1) */
     int neval, ntest;
     float *eval_x, *test_x;
@@ -95,18 +92,7 @@ typedef struct {
     double best;
 } finetune_objective;
 
-static void linear_init(param_list *pl, const char *name, int out, int in, uint64_t seed, tensor **w, tensor **b) {
-    char n[64];
-    float bound = 1.0f / sqrtf((float)in);
-    snprintf(n, sizeof n, "%s.weight", name);
-    *w = layer_param(pl, n, 2, SHAPE(out, in));
-    rng_t g = layer_param_rng(seed, pl, 4);
-    init_uniform((*w)->data, tensor_numel(*w), -bound, bound, &g);
-    snprintf(n, sizeof n, "%s.bias", name);
-    *b = layer_param(pl, n, 1, SHAPE(out));
-    g = layer_param_rng(seed, pl, 4);
-    init_uniform((*b)->data, out, -bound, bound, &g);
-}
+enum { HEAD_FAMILY = 4 }; /* the head's init streams (resnet.c's trunk: 3) */
 
 /* logits [B, C] of images x on the device */
 static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
@@ -117,50 +103,50 @@ static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
     return op_linear(op_relu(op_linear(f, o->w[0], o->b[0])), o->w[1], o->b[1]);
 }
 
-static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
+/* Micro-batch g into a host slot: this rank's shard of the global batch (rows first .. first + b,
+ * streams keyed by the global index j), augmented as spec 1.10's train transform. */
+static int ft_fill(void *self, int64_t g, void *slot) {
     finetune_objective *o = self;
-    int B = o->run.batch, S = o->S, fail = 0;
-    int64_t g = step * o->run.accum + micro;
-    uint64_t seed = (uint64_t)o->run.seed;
-    int phase = prof_phase(PROF_DATA);
-    /* the batch's rows first, in one thread: epoch_order_at caches the current epoch's permutation */
-    for (int j = 0; j < B; j++) o->y[j] = o->rows[epoch_order_at(&o->order, seed, g * B + j)];
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int j = 0; j < B; j++) {
-        int t = omp_get_thread_num(), id = o->y[j];
+    int B = o->run.batch, b = o->run.local_batch, S = o->S, fail = 0;
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    float *x = slot;
+    int32_t *y = (int32_t *)((char *)slot + o->y_off);
+    /* the shard's rows first, in one thread: host_batch_item caches the current epoch's permutation */
+    for (int i = 0; i < b; i++) y[i] = o->rows[host_batch_item(o->hb, g * B + o->run.first + i)];
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
+    for (int i = 0; i < b; i++) {
+        int t = omp_get_thread_num(), id = y[i], j = o->run.first + i;
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[id], &o->src[t]);
-        image out = {.c = 3, .h = S, .w = S, .data = o->x + (size_t)j * 3 * S * S, .cap = (size_t)3 * S * S};
-        /* spec 1.10's train transform, jitter on [0, 1] pixels before the normalisation */
+        image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
+        /* jitter on [0, 1] pixels before the normalisation */
         const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-        if (aug_eval_input(&o->src[t], S, o->in.crop, zero, one, &o->ws[t], &out) || out.data != o->x + (size_t)j * 3 * S * S)
+        if (aug_eval_input(&o->src[t], S, o->in.crop, zero, one, &o->ws[t], &out) || out.data != x + (size_t)i * 3 * S * S)
             fail = 1;
         image_color_jitter(&out, &r, 0.4f, 0.6f, 0.0f, 0.0f);
         if (rng_uniform(&r) < 0.5f) image_hflip(&out);
         if (rng_uniform(&r) < 0.5f) image_vflip(&out);
         image_normalize(&out, o->in.mean, o->in.std);
-        o->y[j] = o->data.label[id];
+        y[i] = o->data.label[id];
     }
+    return fail ? er_fail(ER_RUNTIME, "finetune: augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
+}
+
+static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    finetune_objective *o = self;
+    int b = o->run.local_batch, S = o->S;
+    int phase = prof_phase(PROF_DATA);
+    void *slot = host_batch_get(o->hb, step * o->run.keys->accum + micro);
+    tensor *x = slot ? host_batch_upload(o->hb, slot, 0, 4, SHAPE(b, 3, S, S)) : NULL;
     prof_phase(phase);
-    if (fail) { er_fail(ER_RUNTIME, "finetune: augmentation failed at step %lld", (long long)step); return NULL; }
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *l = op_cross_entropy(logits(o, &ctx, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), o->x)), o->y);
+    if (!x) return NULL;
+    /* this rank's mean; the loop averages the ranks' gradients: the global batch's mean */
+    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
+    tensor *l = op_cross_entropy(logits(o, &ctx, x), (const int32_t *)((char *)slot + o->y_off));
     if (l) loss_terms_set(terms, "ce", tensor_item(l));
     return l;
 }
 
-/* the exported weights: trunk + head (+ the input rule as metadata through the model interface) */
-static int save_weights(finetune_objective *o, const char *name, int64_t step) {
-    model *m = resnet_model_wrap(o->net, o->cfg.model.img);
-    m->params = &o->all; /* trunk and head */
-    m->input = o->in;
-    m->has_input = 1;
-    char *path = path_join(o->run.out, name);
-    int rc = model_save(m, path, step);
-    free(path);
-    free(m); /* the wrapper only: the network stays ours */
-    return rc;
-}
 
 /* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
 static int score(finetune_objective *o, const float *x, const int *y, int n, const char *name, char *buf, size_t cap,
@@ -206,31 +192,27 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
     if (!rc && acc > o->best) { /* model selection on the evaluation split */
         o->best = acc;
         if (o->ntest) rc = score(o, o->test_x, o->test_y, o->ntest, "test_", buf, n, &k, &test);
-        if (!rc && pg_rank() == 0) rc = save_weights(o, "best.safetensors", step);
+        if (!rc && o->run.rank == 0) {
+            char *path = path_join(o->run.keys->out, "best.safetensors");
+            rc = model_save(o->classifier, path, step);
+            free(path);
+        }
         if (!rc && k > 0 && (size_t)k < n) snprintf(buf + k, n - k, ", \"best\": true");
     }
     (void)step;
     return rc;
 }
 
-static int ft_on_checkpoint(void *self, int64_t step, int final) {
-    (void)final;
-    return save_weights(self, "classifier.safetensors", step);
-}
-
 static void ft_free(void *self) {
     finetune_objective *o = self;
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     for (int i = o->net ? o->net->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
+    free(o->classifier); /* the wrapper only: the network is freed below */
     resnet_free(o->net);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
-    for (int t = 0; t < o->nthreads; t++) {
-        if (o->ws) aug_workspace_free(&o->ws[t]);
-        if (o->src) image_free(&o->src[t]);
-    }
-    free(o->ws); free(o->src); free(o->x); free(o->y); free(o->rows); free(o->eval_x); free(o->eval_y);
+    free(o->rows); free(o->eval_x); free(o->eval_y);
     free(o->test_x); free(o->test_y);
     free(o);
 }
@@ -241,22 +223,20 @@ static void ft_describe(void *self, const train_loop_config *lc, FILE *f) {
     fprintf(f, "train finetune: %s %s (%s head, %d classes) from %s, %d of %d labelled rows (%g%%), %dx%d, batch %d, lr %.3g -> %s\n",
             c->model.arch, c->freeze ? "frozen, linear evaluation" : "fully fine-tuned", c->head, o->C,
             c->init && c->init[0] ? c->init : "random init", o->nrows, o->data.n, c->label_percent, o->S, o->S,
-            o->run.batch, lc->lr, o->run.out);
+            o->run.batch, lc->lr, o->run.keys->out);
 }
 
-static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out) {
+static int ft_create(const void *cfgv, const train_run *run, train_objective *out) {
     const finetune_cfg *c = cfgv;
-    int device, rc;
-    if ((rc = er_device_parse(k->device, &device))) return rc;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
-    if (pg_size() > 1) return er_fail(ER_INPUT, "train finetune runs in one process (no data-parallel support yet)");
     finetune_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
     o->device = device;
+    o->run = *run;
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed; o->run.out = k->out;
-    o->nthreads = omp_get_max_threads();
     resnet_config rc_cfg;
     model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, 280.0f / 336.0f};
     if (c->init && c->init[0]) { /* the file's trunk: its shapes decide the config */
@@ -282,6 +262,7 @@ static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out)
     if (c->crop > 0) in.crop = (float)c->crop;
     o->in = in;
     rc_cfg.num_classes = 0; rc_cfg.proj_dim = 0; rc_cfg.jigsaw_tiles = 0;
+    rc_cfg.sync_bn = c->model.sync_bn; /* data parallel: the global batch's statistics */
     if (!(o->net = resnet_new(&rc_cfg, (uint64_t)k->seed))) { rc = ER_INPUT; goto fail; }
     if (c->init && c->init[0]) {
         st_file f;
@@ -306,9 +287,9 @@ static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out)
     if (o->nrows < 1) { rc = er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split); goto fail; }
     int F = o->net->features;
     if (o->mlp) {
-        linear_init(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, &o->w[0], &o->b[0]);
-        linear_init(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, &o->w[1], &o->b[1]);
-    } else linear_init(&o->all, "fc", o->C, F, (uint64_t)k->seed, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
+    } else layer_linear(&o->all, "fc", o->C, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
     for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
     if (rc) goto fail;
     if (k->eval_every > 0) { /* eval.split '' = every row, like data.split */
@@ -321,22 +302,21 @@ static int ft_create(const void *cfgv, const loop_keys *k, train_objective *out)
                                     &o->ntest, &nc)))
             goto fail;
     }
-    epoch_order_init(&o->order, o->nrows);
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
-    o->x = xmalloc((size_t)k->batch * 3 * o->S * o->S * sizeof(float));
-    o->y = xmalloc((size_t)k->batch * sizeof(int32_t));
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
+    o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
+    if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->best = -1;
-    train_objective t = {0};
-    t.name = "finetune";
-    t.self = o;
-    t.params = &o->all;
-    int64_t per = o->nrows / ((int64_t)k->batch * k->accum);
-    t.steps_per_epoch = per > 0 ? per : 1;
-    t.images_per_step = k->batch * k->accum;
+    train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
     t.step = ft_step;
     if (o->neval) t.eval = ft_eval;
-    t.on_checkpoint = ft_on_checkpoint;
+    o->classifier = resnet_model_wrap(o->net, c->model.img);
+    o->classifier->params = &o->all; /* trunk and head */
+    o->classifier->input = o->in;
+    o->classifier->has_input = 1;
+    t.export_model = o->classifier;
+    t.export_name = "classifier.safetensors";
     t.describe = ft_describe;
     t.exports = o->neval ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
     t.free = ft_free;
@@ -347,21 +327,13 @@ fail:
     return rc;
 }
 
-static void defaults_any(void *cfg, loop_keys *k) { ft_defaults(cfg); ft_loop_defaults(k); }
-static const cfg_spec *specs_any(void *cfg, int *n) { return ft_specs(cfg, n); }
-static void cfg_free_any(void *cfg) {
-    int n;
-    const cfg_spec *s = ft_specs(cfg, &n);
-    cfg_free_strings(s, n);
-}
 
 const objective_def objective_finetune = {
     .name = "finetune",
     .help = "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
     .usage = "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg",
     .cfg_size = sizeof(finetune_cfg),
-    .defaults = defaults_any,
-    .specs = specs_any,
-    .free_cfg = cfg_free_any,
+    .defaults = ft_defaults,
+    .specs = ft_specs,
     .create = ft_create,
 };

@@ -16,13 +16,11 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
-#include "nn/base/process_group.h"
 #include "nn/models/mae.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
-#include "train/prefetch.h"
+#include "train/host_batch.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
 
@@ -43,7 +41,6 @@ void image_cfg_defaults(image_cfg *c) {
     c->view.jitter = v.jitter, c->view.jitter_prob = v.jitter_prob, c->view.grey_prob = v.grey_prob;
     c->view.blur_prob = v.blur_prob, c->view.blur_max = v.blur_max, c->view.jpeg_prob = v.jpeg_prob;
     cfg_set_str(&c->positives, "crops");
-    cfg_set_str(&c->prefetch, "auto");
     cfg_set_str(&c->eval_split, "");
 }
 
@@ -87,7 +84,6 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
     K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
     K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
-    K("data.prefetch", CFG_STR, prefetch, "auto|on|off", "augment the next micro-batch while the device runs this one (auto = on with a GPU; results are identical)");
     K("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest for periodic re-ID eval");
     K("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
 #undef K
@@ -115,28 +111,20 @@ struct image_objective {
     aug_view_params view_aug; /* aug.preset = views */
     int *scene_first, *scene_count, *scene_rows; /* positives = views: the rows of each scene (image_cache_scenes) */
     int device;           /* where parameters, activations and optimizer state live */
-    int pinned;           /* x is page-locked host memory (CUDA): uploaded asynchronously */
-    struct { int batch, accum, seed; const char *out, *device, *precision; } run; /* shared loop keys it uses */
+    train_run run;        /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;     /* the training split (data.manifest, data.split) */
-    epoch_order order;      /* training items, reshuffled each epoch */
-    int nthreads;
-    aug_workspace *ws;
-    image *src, *msrc;    /* per-thread decoded sources */
-    /* per micro-batch host buffers */
-    float *x, *mx, *scores, *mask, *lam;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
+    image *src, *msrc;
+    /* the host batch (train/host_batch.h): a slot holds the 2B augmented views x, their lesion
+     * masks mx, instances and has_mask; the rest is per-step scratch of the step's thread */
+    host_batch *hb;
+    size_t mx_off, inst_off, has_mask_off;
+    float *scores, *mask, *lam;
     int32_t *shuffle, *restore, *keep;
-    int *partner, *inst;
-    uint8_t *has_mask, *match;
-    /* data.prefetch: a second set of the augmented buffers, filled for micro-batch pf_g by the worker
-     * (train/prefetch.h) while this one trains; swapped with x/mx/has_mask/inst when used */
-    prefetch *pf;
-    float *x2, *mx2;
-    int *inst2;
-    uint8_t *has_mask2;
-    int64_t pf_g;         /* the micro-batch the second set holds (-1: none) */
-    int pf_fail;
-    /* data parallel (nn/base/process_group.h): this rank trains images [j0, j0 + b) of every
-     * micro-batch of B, i.e. views j0.. and B + j0..; the SSCD loss sees every rank's views in
+    int *partner;
+    uint8_t *match;
+    /* data parallel: this rank trains images [j0, j0 + b) of every micro-batch of B (run.first,
+     * run.local_batch), i.e. views j0.. and B + j0..; the SSCD loss sees every rank's views in
      * gathered order (rank 0's 2b views, then rank 1's...), match_gathered is the match matrix in
      * that order */
     int ranks, b, j0;
@@ -153,11 +141,12 @@ struct image_objective {
  * micro-batch of 2B views (nn/models/vit_memory.h), 2B / ranks in a data-parallel run. On a GPU the activations live in device
  * memory, which this host check does not see: it runs for train.device = cpu. The image cache
  * (rows x 3 x short side^2 bytes) is not counted: the manifest is not read yet. */
-static int image_memory_check(const image_cfg *c, const loop_keys *k, int device) {
+static int image_memory_check(const image_cfg *c, const train_run *run) {
+    const loop_keys *k = run->keys;
     vit_config v;
     int rc = vit_args_config(&c->model, &v);
-    if (rc || device != DEV_CPU) return rc;
-    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * k->batch / pg_size(); /* this rank's views */
+    if (rc || run->device != DEV_CPU) return rc;
+    double g = (double)(v.img / v.patch), L = g * g, M = 2.0 * run->local_batch; /* this rank's views */
     double K = c->mask_ratio > 0 ? mae_len_keep((int)L, c->mask_ratio) : L, R = v.registers;
     double enc = vit_param_count(&v), fixed = v.pos_fixed ? (v.pos_prefix + L) * v.dim : 0;
     double dd = c->dec_dim, pdim = 3.0 * v.patch * v.patch, dec = 0, head = 0;
@@ -166,11 +155,7 @@ static int image_memory_check(const image_cfg *c, const loop_keys *k, int device
               pdim * dd + pdim;
     if (c->w_con > 0 && c->head_dim > 0) head = (double)c->head_dim * v.dim + c->head_dim;
     double trainable = enc - fixed + dec + head;
-    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
-    mem_estimate m = {0};
-    m.params = 4 * (enc + dec + head);
-    m.grads = 4 * trainable;
-    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * trainable;
+    mem_estimate m = loop_keys_mem_state(k, enc + dec + head, trainable);
     m.activations = vit_blocks_train_bytes(v.dim, v.depth, v.heads, v.mlp_ratio, M, K + 1 + R);
     if (c->w_mae > 0) m.activations += vit_blocks_train_bytes((int)dd, c->dec_depth, c->dec_heads, 4, M, L + 1 + R) +
                                        2 * 4 * M * L * pdim * 2; /* prediction, target and their gradients */
@@ -193,18 +178,14 @@ static int group_views(image_objective *o) {
     return ER_OK;
 }
 
-int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out) {
+static int image_fill(void *self, int64_t g, void *slot);
+
+/* The key table checks each value's range; here only what spans several keys. */
+static int image_new(const image_cfg *c, const train_run *run, image_objective **out) {
     *out = NULL;
-    int device, rc0;
-    if ((rc0 = er_device_parse(k->device, &device))) return rc0;   /* before any work */
+    const loop_keys *k = run->keys;
+    int device = run->device, rc0;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
-    if (k->batch < 1) return er_fail(ER_INPUT, "train.batch must be >= 1");
-    if (k->accum < 1) return er_fail(ER_INPUT, "train.accum must be >= 1");
-    if (c->mask_ratio < 0 || c->mask_ratio >= 1) return er_fail(ER_INPUT, "mae.mask_ratio must be in [0, 1)");
-    if (strcmp(c->masking, "guided") && strcmp(c->masking, "random"))
-        return er_fail(ER_INPUT, "mae.masking must be 'guided' or 'random', got '%s'", c->masking);
-    if (strcmp(c->aug, "advanced") && strcmp(c->aug, "mae") && strcmp(c->aug, "views"))
-        return er_fail(ER_INPUT, "aug.preset must be 'advanced', 'mae' or 'views', got '%s'", c->aug);
     if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them, not ignore them */
         image_cfg d;
         image_cfg_defaults(&d);
@@ -225,16 +206,11 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     }
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     if (c->w_mae > 0 && c->mask_ratio <= 0) return er_fail(ER_INPUT, "MAE needs mae.mask_ratio > 0");
-    if (c->tau <= 0) return er_fail(ER_INPUT, "loss.tau must be > 0");
-    if (k->batch % pg_size())
-        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks: every rank takes an equal shard "
-                                 "of the global batch", k->batch, pg_size());
-    if ((rc0 = image_memory_check(c, k, device))) return rc0; /* before anything is allocated */
+    if ((rc0 = image_memory_check(c, run))) return rc0; /* before anything is allocated */
     image_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c; /* strings stay owned by the caller's config */
     o->device = device;
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
-    o->run.out = k->out; o->run.device = k->device; o->run.precision = k->precision;
+    o->run = *run;
     int rc = vit_arch.create(&c->model, (uint64_t)k->seed, &o->model); /* on the host, then moved */
     if (!rc && (rc = model_to_device(o->model, device))) model_free(o->model);
     if (rc) { free(o); return rc; }
@@ -260,29 +236,15 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
         (rc = eval_set_load(c->eval_manifest, c->eval_split, c->model.img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
     if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
-    epoch_order_init(&o->order, o->data.n);
-    o->nthreads = omp_get_max_threads();
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
-    o->msrc = xcalloc(o->nthreads, sizeof(image));
     int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
-    if (device != DEV_CPU) { /* page-locked: the per-step image upload is asynchronous */
-        o->x = backend_get(device)->host_alloc((size_t)M * 3 * S * S * sizeof(float));
-        o->pinned = o->x != NULL;
-    }
-    if (!o->x) o->x = xmalloc((size_t)M * 3 * S * S * sizeof(float));
-    o->mx = xmalloc((size_t)M * S * S * sizeof(float));
-    o->pf_g = -1;
-    if (!strcmp(c->prefetch, "on") || (!strcmp(c->prefetch, "auto") && device != DEV_CPU)) {
-        if (!(o->pf = prefetch_new())) { rc = ER_RUNTIME; goto fail; }
-        /* both sets page-locked or neither: upload_views treats x alike */
-        o->x2 = o->pinned ? backend_get(device)->host_alloc((size_t)M * 3 * S * S * sizeof(float)) : NULL;
-        if (o->pinned && !o->x2) { rc = er_fail(ER_RUNTIME, "data.prefetch: no page-locked buffer for the second batch"); goto fail; }
-        if (!o->x2) o->x2 = xmalloc((size_t)M * 3 * S * S * sizeof(float));
-        o->mx2 = xmalloc((size_t)M * S * S * sizeof(float));
-        o->inst2 = xmalloc(M * sizeof(int));
-        o->has_mask2 = xmalloc(M);
-    }
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, (size_t)M * 3 * S * S * sizeof(float));
+    o->mx_off = host_batch_reserve(&bytes, (size_t)M * S * S * sizeof(float));
+    o->inst_off = host_batch_reserve(&bytes, (size_t)M * sizeof(int));
+    o->has_mask_off = host_batch_reserve(&bytes, (size_t)M);
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    const fill_scratch *sc = host_batch_scratch(o->hb);
+    o->ws = sc->ws, o->src = sc->src, o->msrc = sc->mask;
     o->scores = xmalloc((size_t)M * L * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
@@ -290,12 +252,10 @@ int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective 
     o->restore = xmalloc((size_t)M * L * sizeof(int32_t));
     o->keep = xmalloc((size_t)M * L * sizeof(int32_t));
     o->partner = xmalloc(M * sizeof(int));
-    o->inst = xmalloc(M * sizeof(int));
-    o->has_mask = xmalloc(M);
     o->match = xmalloc((size_t)M * M);
-    o->ranks = pg_size();
-    o->b = k->batch / o->ranks;
-    o->j0 = pg_rank() * o->b;
+    o->ranks = run->world_size;
+    o->b = run->local_batch;
+    o->j0 = run->first;
     if (o->ranks > 1) {
         int Ml = 2 * o->b;
         o->gathered_view = xmalloc(M * sizeof(int));
@@ -312,8 +272,15 @@ fail:
     return rc;
 }
 
+int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out) {
+    train_run run;
+    int rc = loop_keys_run(k, &run);
+    return rc ? rc : image_new(c, &run, out);
+}
+
 void image_objective_free(image_objective *o) {
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     free(o->scene_first); free(o->scene_count); free(o->scene_rows);
     /* the encoder owns its tensors; decoder/head tensors are only in `all` */
     for (int i = o->enc ? o->enc->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
@@ -321,22 +288,9 @@ void image_objective_free(image_objective *o) {
     model_free(o->model);
     mae_decoder_free(&o->dec);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
-    for (int t = 0; o->ws && t < o->nthreads; t++) {
-        aug_workspace_free(&o->ws[t]);
-        image_free(&o->src[t]);
-        image_free(&o->msrc[t]);
-    }
-    free(o->ws); free(o->src); free(o->msrc);
-    prefetch_free(o->pf); /* waits for a job still writing the second set */
-    if (o->pinned) {
-        backend_get(o->device)->host_free(o->x);
-        if (o->x2) backend_get(o->device)->host_free(o->x2);
-        o->x = o->x2 = NULL;
-    }
-    free(o->x); free(o->x2); free(o->mx2); free(o->inst2); free(o->has_mask2); free(o->mx); free(o->scores); free(o->mask); free(o->lam);
-    free(o->shuffle); free(o->restore); free(o->keep); free(o->partner); free(o->inst);
-    free(o->has_mask); free(o->match); free(o->gathered_view); free(o->match_gathered);
+    free(o->scores); free(o->mask); free(o->lam);
+    free(o->shuffle); free(o->restore); free(o->keep); free(o->partner);
+    free(o->match); free(o->gathered_view); free(o->match_gathered);
     free(o->eval_x); free(o->eval_scene); free(o->eval_view);
     free(o);
 }
@@ -344,21 +298,7 @@ void image_objective_free(image_objective *o) {
 param_list *image_objective_params(image_objective *o) { return &o->all; }
 
 /* Instance of the i-th image drawn since the start (epoch-wise reshuffled without replacement). */
-static int instance_at(image_objective *o, int64_t i) { return epoch_order_at(&o->order, (uint64_t)o->run.seed, i); }
-
-/* The M augmented views [M,3,S,S] as a per-step tensor on the model's device. */
-static tensor *upload_views(image_objective *o, int M) {
-    int S = o->cfg.model.img;
-    tensor *t = tensor_empty(o->device, 4, SHAPE(M, 3, S, S));
-    if (!t) return NULL;
-    size_t bytes = (size_t)M * 3 * S * S * sizeof(float);
-    if (o->pinned) { /* ordered before the forward's kernels on the backend stream */
-        backend_get(o->device)->upload_async(t->data, o->x, bytes);
-        return t;
-    }
-    backend_get(o->device)->upload(t->data, o->x, bytes);
-    return t;
-}
+static int instance_at(image_objective *o, int64_t i) { return host_batch_item(o->hb, i); }
 
 /* Data parallel: whether view s (0..2B-1) of a micro-batch is one of this rank's. */
 static int view_is_mine(const image_objective *o, int s) {
@@ -377,17 +317,21 @@ static void shard_rows(const image_objective *o, void *rows, size_t row_bytes) {
 }
 
 /* The 2B views of micro-batch g (instances, augmentation; a pure function of the seed, g and the
- * view) into x / mx / has_mask / inst. 1 if an augmentation failed. Runs on the step's thread or
- * on the prefetch worker, never both at once (they share the per-thread scratch). */
-static int augment_views(image_objective *o, int64_t g, float *x, float *mx, uint8_t *has_mask, int *inst) {
+ * view) into a host slot: x, mx, has_mask, inst. Runs on the step's thread or on the prefetch
+ * worker, never both at once (they share the per-thread scratch). */
+static int image_fill(void *self, int64_t g, void *slot) {
+    image_objective *o = self;
     const int B = o->run.batch, M = 2 * B, S = o->cfg.model.img;
-    const uint64_t seed = (uint64_t)o->run.seed;
+    const uint64_t seed = (uint64_t)o->run.keys->seed;
+    float *x = slot, *mx = (float *)((char *)slot + o->mx_off);
+    int *inst = (int *)((char *)slot + o->inst_off);
+    uint8_t *has_mask = (uint8_t *)slot + o->has_mask_off;
     for (int j = 0; j < B; j++) inst[j] = inst[B + j] = instance_at(o, g * B + j);
     /* MixUp/CutMix mixes view s with view M-1-s (datasets/augment.h): with it a rank also augments
      * the partners of its views */
     int mixed = o->use_con && o->cfg.mix_prob > 0, fail = 0;
     /* num_threads: on the prefetch worker the team is sized like the step's (per-thread scratch) */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(o->nthreads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int s = 0; s < M; s++) {
         if (!view_is_mine(o, s) && !(mixed && view_is_mine(o, M - 1 - s))) { /* unused here: defined for the masking rows */
             has_mask[s] = 0;
@@ -419,43 +363,27 @@ static int augment_views(image_objective *o, int64_t g, float *x, float *mx, uin
         has_mask[s] = mk->px != NULL;
         if (!mk->px) memset(mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
     }
-    return fail;
+    return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
 }
-
-/* The prefetch job: micro-batch pf_g into the second set. */
-static void prefetch_job(void *self) {
-    image_objective *o = self;
-    o->pf_fail = augment_views(o, o->pf_g, o->x2, o->mx2, o->has_mask2, o->inst2);
-}
-
-#define SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
 
 static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
     int B = o->run.batch, M = 2 * B, S = c->model.img, L = o->enc->L, K = o->K, p = o->vc.patch;
-    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.seed;
+    int64_t g = step * o->run.keys->accum + micro; /* global micro-batch index */
+    uint64_t seed = (uint64_t)o->run.keys->seed;
     int phase = prof_phase(PROF_DATA); /* augmentation, mixing, masking, upload */
-    int mixed = o->use_con && c->mix_prob > 0, fail;
-    if (o->pf) prefetch_wait(o->pf);
-    if (o->pf && o->pf_g == g) { /* the worker augmented this micro-batch during the last one */
-        SWAP(float *, o->x, o->x2);
-        SWAP(float *, o->mx, o->mx2);
-        SWAP(uint8_t *, o->has_mask, o->has_mask2);
-        SWAP(int *, o->inst, o->inst2);
-        fail = o->pf_fail;
-    } else {
-        fail = augment_views(o, g, o->x, o->mx, o->has_mask, o->inst);
-    }
-    o->pf_g = -1;
-    if (fail) { prof_phase(phase); er_fail(ER_RUNTIME, "augmentation failed at step %lld", (long long)step); return NULL; }
+    int mixed = o->use_con && c->mix_prob > 0;
+    char *slot = host_batch_get(o->hb, g);
+    if (!slot) { prof_phase(phase); return NULL; }
+    float *x = (float *)slot, *mx = (float *)(slot + o->mx_off);
+    const uint8_t *has_mask = (const uint8_t *)slot + o->has_mask_off;
     /* MixUp / CutMix on the 2B views: extra positives (ContrastiveMixup) */
     if (mixed) {
         rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
         mixup_config mc = MIXUP_SSCD;
         mc.mix_prob = (float)c->mix_prob;
-        mixup_batch(&r, &mc, o->x, M, 3, S, S, o->lam, o->partner);
+        mixup_batch(&r, &mc, x, M, 3, S, S, o->lam, o->partner);
         mixup_match_matrix(o->lam, o->partner, M, B, o->match);
     } else {
         int ids[1024];
@@ -467,15 +395,15 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     /* masking */
     const int32_t *keep = NULL;
     if (K < L) {
-        if (o->guided) mae_patch_scores(o->mx, M, S, S, p, o->scores);
-        mae_masking(M, L, K, o->guided ? o->scores : NULL, o->guided ? o->has_mask : NULL, seed,
+        if (o->guided) mae_patch_scores(mx, M, S, S, p, o->scores);
+        mae_masking(M, L, K, o->guided ? o->scores : NULL, o->guided ? has_mask : NULL, seed,
                     (uint64_t)g, o->shuffle, o->restore, o->mask);
         for (int s = 0; s < M; s++) memcpy(o->keep + (size_t)s * K, o->shuffle + (size_t)s * L, K * sizeof(int32_t));
         keep = o->keep;
     }
     int Ml = 2 * o->b; /* this rank's views */
     if (o->ranks > 1) {
-        shard_rows(o, o->x, (size_t)3 * S * S * sizeof(float));
+        shard_rows(o, x, (size_t)3 * S * S * sizeof(float));
         shard_rows(o, o->mask, (size_t)L * sizeof(float));
         shard_rows(o, o->restore, (size_t)L * sizeof(int32_t));
         if (keep) shard_rows(o, o->keep, (size_t)K * sizeof(int32_t));
@@ -484,11 +412,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
      * Host-side per step: augmentation, masking indices (gathered on the device by op_gather) and
      * the B*L patch mask / N*N match masks (tiny). */
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
-    tensor *xt = upload_views(o, Ml);
-    if (o->pf && xt) { /* the next micro-batch, while the device runs this one (its upload reads x, not x2) */
-        o->pf_g = g + 1;
-        prefetch_run(o->pf, prefetch_job, o);
-    }
+    tensor *xt = host_batch_upload(o->hb, slot, 0, 4, SHAPE(Ml, 3, S, S));
     prof_phase(phase);
     tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
     if (!latent) return NULL;
@@ -524,32 +448,18 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     return loss;
 }
 
-/* After the final checkpoint (and each periodic one): the encoder alone, timm names + our config
- * metadata, as <out>/encoder.safetensors — what `endoret embed --model` and timm users load. */
-static int image_on_checkpoint(void *self, int64_t step, int final) {
-    image_objective *o = self;
-    char *path = path_join(o->run.out, "encoder.safetensors");
-    int rc = model_save(o->model, path, step);
-    free(path);
-    (void)final;
-    return rc;
-}
-
 /* Held-out single-view re-ID: query view 0 against reference view 2 of every eval scene, k = 10,
  * ISC2021 uAP / Acc@1 / Recall@P90 (infer/eval/multiview.h), on the L2-normalised [CLS]. */
 static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     image_objective *o = self;
-    int S = o->cfg.model.img, D = o->model->dim, bs = 64, rc = ER_OK;
+    int D = o->model->dim;
     emb_set e;
     emb_alloc(&e, o->neval, D);
     e.scene = xmalloc(o->neval * sizeof(int64_t));
     e.view = xmalloc(o->neval * sizeof(int64_t));
     memcpy(e.scene, o->eval_scene, o->neval * sizeof(int64_t));
     memcpy(e.view, o->eval_view, o->neval * sizeof(int64_t));
-    for (int b0 = 0; b0 < o->neval && !rc; b0 += bs) {
-        int B = o->neval - b0 < bs ? o->neval - b0 : bs;
-        rc = model_embed(o->model, o->eval_x + (size_t)b0 * 3 * S * S, B, e.x + (size_t)b0 * D);
-    }
+    int rc = objective_embed(o->model, o->eval_x, o->neval, 64, e.x);
     mv_row rows[9];
     if (!rc) rc = multiview_eval(&e, 10, 0, 0, rows);
     if (!rc) snprintf(buf, n, "\"reid_Q1_R1_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",
@@ -561,32 +471,22 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
 
 static void image_free_self(void *self) { image_objective_free(self); }
 
-static int64_t steps_per_epoch(const image_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
-    return per > 0 ? per : 1;
-}
 
 /* The start line of `endoret train image` (unless --quiet). */
 static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
-    fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters) on %s/%s, %d images, batch %d x %d views x accum %d, %lld steps/epoch, lr %.3g -> %s\n",
+    fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, lr %.3g -> %s\n",
             c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
-            (long long)params_numel(&o->all), o->run.device, o->run.precision, o->data.n, o->run.batch, 2, o->run.accum,
-            (long long)steps_per_epoch(o), lc->lr, o->run.out);
-    if (o->ranks > 1)
-        fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
+            (long long)params_numel(&o->all), o->data.n, o->run.batch, 2, o->run.keys->accum, lc->lr, o->run.keys->out);
 }
 
 train_objective image_objective_iface(image_objective *o) {
-    train_objective t = {0};
-    t.name = "image";
-    t.self = o;
-    t.params = &o->all;
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = 2 * o->run.batch * o->run.accum;
+    train_objective t = objective_iface("image", o, &o->all, &o->run, o->data.n, 2);
     t.step = image_step;
-    t.on_checkpoint = image_on_checkpoint;
+    /* the encoder alone, timm names + our config metadata: what `embed --model` and timm users load */
+    t.export_model = o->model;
+    t.export_name = "encoder.safetensors";
     if (o->neval > 0) t.eval = image_eval;
     t.describe = image_describe;
     t.exports = "encoder.safetensors";
@@ -604,9 +504,9 @@ static void image_defaults_any(void *cfg, loop_keys *k) {
 static const cfg_spec *image_specs_any(void *cfg, int *n) { return image_cfg_specs(cfg, n); }
 static void image_cfg_free_any(void *cfg) { image_cfg_free(cfg); }
 
-static int image_create(const void *cfg, const loop_keys *k, train_objective *out) {
+static int image_create(const void *cfg, const train_run *run, train_objective *out) {
     image_objective *o;
-    int rc = image_objective_new(cfg, k, &o);
+    int rc = image_new(cfg, run, &o);
     if (!rc) *out = image_objective_iface(o);
     return rc;
 }

@@ -18,11 +18,14 @@
 #include "nn/losses/pgcon_loss.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
+#include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
-static void pgcon_cfg_defaults(pgcon_cfg *c) {
+/* The paper's settings; its optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm
+ * restarts (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
+static void pgcon_defaults(void *cfg, loop_keys *k) {
+    pgcon_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     resnet_arch.args_defaults(&c->model);
     c->model.proj = 128;
@@ -36,11 +39,6 @@ static void pgcon_cfg_defaults(pgcon_cfg *c) {
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->eval_bank_split, "train");
     c->knn_k = 290; c->knn_tau = 0.1;
-}
-
-/* The paper's optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm restarts
- * (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
-static void pgcon_loop_defaults(loop_keys *k) {
     k->epochs = 700; k->batch = 128; k->accum = 1; k->seed = 0;
     cfg_set_str(&k->optimizer, "sgd");
     k->momentum = 0.9; k->lr = 0.012; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
@@ -50,7 +48,8 @@ static void pgcon_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->out, "out/train_pgcon");
 }
 
-static const cfg_spec *pgcon_cfg_specs(pgcon_cfg *c, int *n) {
+static const cfg_spec *pgcon_specs(void *cfg, int *n) {
+    pgcon_cfg *c = cfg;
     static __thread cfg_spec s[40];
     int k = 0, nm;
     const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
@@ -93,18 +92,19 @@ typedef struct {
     int mem_ready;         /* M holds the bank (filled, or read back after --resume) */
     param_list all;        /* the network's parameters and buffers + the bank */
     int device, wincon, D, k;
-    struct { int batch, accum, seed; const char *out, *device, *precision; } run;
+    train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
-    epoch_order order;
     int nthreads, ranks, b, j0;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     pgcon_views *views;
     uint8_t **seen;        /* per thread: N bytes for the negative sampler */
-    int *inst;             /* [B] */
-    float *xp, *xt, *xw;   /* this rank's views */
+    /* a host slot (train/host_batch.h): this rank's prior views, tiles, WIN views, the global batch's
+     * instances [B] and this rank's negatives' indices [b, 2, k]: pure functions of (seed, g) */
+    host_batch *hb;
+    size_t xt_off, xw_off, inst_off, negi_off;
+    float *xp;             /* the bank fill's prior views; the step's gather buffer */
     float *neg1, *neg2, *pos_mem, *z_all; /* [b, k, D], [b, k, D], [b, D], [B, D] */
-    int32_t *negi;         /* [b, 2, k] */
     /* periodic evaluation */
     int nbank, nquery, nclass;
     float *bank_x, *query_x;
@@ -124,20 +124,18 @@ static pgcon_geometry geometry(const pgcon_objective *o, int h, int w) {
 static void pgcon_free(void *self) {
     pgcon_objective *o = self;
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model); /* owns the network's tensors; the bank is ours */
     tensor_free(o->mem);
     free(o->all.t);
     if (o->device != DEV_CPU) free(o->M);
     image_cache_free(&o->data);
-    epoch_order_free(&o->order);
     for (int t = 0; t < o->nthreads; t++) {
-        if (o->ws) aug_workspace_free(&o->ws[t]);
-        if (o->src) image_free(&o->src[t]);
         if (o->views) pgcon_views_free(&o->views[t]);
         if (o->seen) free(o->seen[t]);
     }
-    free(o->ws); free(o->src); free(o->views); free(o->seen); free(o->inst);
-    free(o->xp); free(o->xt); free(o->xw); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all); free(o->negi);
+    free(o->views); free(o->seen);
+    free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
     free(o->bank_x); free(o->query_x); free(o->bank_y); free(o->query_y);
     free(o);
 }
@@ -146,7 +144,7 @@ static void pgcon_free(void *self) {
 
 /* The views of training row `id` drawn from r into thread t's buffers; copies the prior view to
  * xp[slot], the tiles to xt[9 slot ..] and (WINCon) the WIN view to xw[slot]. */
-static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int prior_only) {
+static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int prior_only, float *xp, float *xt, float *xw) {
     const pgcon_cfg *c = &o->cfg;
     image_cache_get(&o->data.imgs[id], &o->src[t]);
     pgcon_geometry g = geometry(o, o->src[t].h, o->src[t].w);
@@ -156,10 +154,10 @@ static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int
     if (rc) return rc;
     size_t P = (size_t)3 * c->prior_out * c->prior_out, T = (size_t)27 * c->tile_out * c->tile_out,
            W = (size_t)3 * c->win_out * c->win_out;
-    memcpy(o->xp + slot * P, v->prior.data, P * sizeof(float));
+    memcpy(xp + slot * P, v->prior.data, P * sizeof(float));
     if (prior_only) return ER_OK;
-    memcpy(o->xt + slot * T, v->tiles.data, T * sizeof(float));
-    if (o->wincon) memcpy(o->xw + slot * W, v->win.data, W * sizeof(float));
+    memcpy(xt + slot * T, v->tiles.data, T * sizeof(float));
+    if (o->wincon) memcpy(xw + slot * W, v->win.data, W * sizeof(float));
     return ER_OK;
 }
 
@@ -180,14 +178,14 @@ static int bank_fill(pgcon_objective *o) {
     int *rows = xmalloc((size_t)B * sizeof(int));
     float *z = xmalloc((size_t)o->b * D * sizeof(float));
     for (int c0 = 0; c0 < N && !rc; c0 += B) {
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
         for (int j = 0; j < o->b; j++) {
             int i = (c0 + o->j0 + j) % N; /* the last chunk wraps: its extra rows are not written */
-            rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
-            if (make_views(o, omp_get_thread_num(), i, &r, j, 1)) fail = 1;
+            rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
+            if (make_views(o, omp_get_thread_num(), i, &r, j, 1, o->xp, NULL, NULL)) fail = 1;
         }
         if (fail) { rc = er_fail(ER_RUNTIME, "pgcon: prior view of a training image failed while filling the memory bank"); break; }
-        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.seed, -1, 0);
+        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, -1, 0);
         NO_GRAD {
             tensor *x = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->xp);
             tensor *e = op_l2_normalize(resnet_project(o->net, &ctx, x), -1, 1e-12f);
@@ -222,38 +220,57 @@ static int bank_ready(pgcon_objective *o) {
 
 /* ---------------------------------------------------------------- the step */
 
+/* Micro-batch g into a host slot: the global batch's instances, this rank's views and the indices of
+ * its negatives (the rows come from the bank in the step: the bank changes every step). */
+static int pgcon_fill(void *self, int64_t g, void *slot) {
+    pgcon_objective *o = self;
+    int B = o->run.batch, k = o->k, N = o->data.n, fail = 0;
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    char *sl = slot;
+    int *inst = (int *)(sl + o->inst_off);
+    int32_t *negi = (int32_t *)(sl + o->negi_off);
+    for (int j = 0; j < B; j++) inst[j] = host_batch_item(o->hb, g * B + j);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
+    for (int j = 0; j < o->b; j++) {
+        int t = omp_get_thread_num(), i = inst[o->j0 + j];
+        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->j0 + j)));
+        if (make_views(o, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
+        for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
+            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->j0 + j) + (uint32_t)term));
+            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], negi + ((size_t)j * 2 + term) * k);
+        }
+    }
+    return fail ? er_fail(ER_RUNTIME, "pgcon: views failed at micro-batch %lld", (long long)g) : ER_OK;
+}
+
 static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
-    if (bank_ready(o)) return NULL;
-    int B = o->run.batch, b = o->b, D = o->D, k = o->k, N = o->data.n;
-    int64_t g = step * o->run.accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.seed;
+    if (bank_ready(o)) return NULL; /* before the first fill: the bank fill uses the fill's scratch */
+    int B = o->run.batch, b = o->b, D = o->D, k = o->k;
+    int64_t g = step * o->run.keys->accum + micro; /* global micro-batch index */
+    uint64_t seed = (uint64_t)o->run.keys->seed;
     int phase = prof_phase(PROF_DATA); /* views, negatives, memory rows */
-    for (int j = 0; j < B; j++) o->inst[j] = epoch_order_at(&o->order, seed, g * B + j);
-    int fail = 0;
-#pragma omp parallel for schedule(dynamic, 1)
+    char *sl = host_batch_get(o->hb, g);
+    if (!sl) { prof_phase(phase); return NULL; }
+    const int *inst = (const int *)(sl + o->inst_off);
+    const int32_t *negi = (const int32_t *)(sl + o->negi_off);
     for (int j = 0; j < b; j++) {
-        int t = omp_get_thread_num(), i = o->inst[o->j0 + j];
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->j0 + j)));
-        if (make_views(o, t, i, &r, j, 0)) fail = 1;
-        for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
-            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->j0 + j) + (uint32_t)term));
-            int32_t *idx = o->negi + ((size_t)j * 2 + term) * k;
-            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], idx);
-            pgcon_memory_rows(o->M, D, idx, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
-        }
-        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)i * D, (size_t)D * sizeof(float));
+        for (int term = 0; term < 2; term++)
+            pgcon_memory_rows(o->M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
+        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->j0 + j] * D, (size_t)D * sizeof(float));
     }
-    prof_phase(phase);
-    if (fail) { er_fail(ER_RUNTIME, "pgcon: views failed at step %lld", (long long)step); return NULL; }
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
-    tensor *zp = op_l2_normalize(resnet_project(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(b, 3, P, P), o->xp)), -1, 1e-12f);
-    tensor *zd = op_l2_normalize(resnet_jigsaw(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(9 * b, 3, T, T), o->xt)), -1, 1e-12f);
+    tensor *xp = host_batch_upload(o->hb, sl, 0, 4, SHAPE(b, 3, P, P));
+    tensor *xt = host_batch_upload(o->hb, sl, o->xt_off, 4, SHAPE(9 * b, 3, T, T));
+    tensor *xw = o->wincon ? host_batch_upload(o->hb, sl, o->xw_off, 4, SHAPE(b, 3, W, W)) : NULL;
+    prof_phase(phase);
+    tensor *zp = op_l2_normalize(resnet_project(o->net, &ctx, xp), -1, 1e-12f);
+    tensor *zd = op_l2_normalize(resnet_jigsaw(o->net, &ctx, xt), -1, 1e-12f);
     tensor *zw = NULL;
     if (o->wincon) /* every rank's WIN views: the negatives of the global batch (gradient to each rank's own) */
-        zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, tensor_upload(o->device, 4, SHAPE(b, 3, W, W), o->xw)), -1, 1e-12f));
+        zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, xw), -1, 1e-12f));
     if (!zp || !zd || (o->wincon && !zw)) return NULL;
     tensor *n1 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg1);
     tensor *n2 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg2);
@@ -271,8 +288,8 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     float *z = o->z_all + (size_t)o->j0 * D;
     tensor_to_host(zp, o->ranks > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
     if (o->ranks > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
-    pgcon_memory_update(o->M, D, o->inst, o->z_all, B, (float)c->momentum);
-    bank_upload_rows(o, o->inst, B);
+    pgcon_memory_update(o->M, D, inst, o->z_all, B, (float)c->momentum);
+    bank_upload_rows(o, inst, B);
     return loss;
 }
 
@@ -281,15 +298,10 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
 /* Weighted kNN (spec 1.9) of the eval split against the bank split, on the normalised projection. */
 static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     pgcon_objective *o = self;
-    int S = o->model->img, D = o->model->dim, bs = 64, rc = ER_OK;
+    int D = o->model->dim;
     float *eb = xmalloc((size_t)o->nbank * D * sizeof(float)), *eq = xmalloc((size_t)o->nquery * D * sizeof(float));
-    for (int set = 0; set < 2 && !rc; set++) {
-        int m = set ? o->nquery : o->nbank;
-        const float *x = set ? o->query_x : o->bank_x;
-        float *e = set ? eq : eb;
-        for (int b0 = 0; b0 < m && !rc; b0 += bs)
-            rc = model_embed(o->model, x + (size_t)b0 * 3 * S * S, m - b0 < bs ? m - b0 : bs, e + (size_t)b0 * D);
-    }
+    int rc = objective_embed(o->model, o->bank_x, o->nbank, 64, eb);
+    if (!rc) rc = objective_embed(o->model, o->query_x, o->nquery, 64, eq);
     int *pred = xmalloc((size_t)o->nquery * sizeof(int)), correct = 0;
     if (!rc) rc = knn_split(eb, o->bank_y, o->nbank, eq, o->nquery, D, o->nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
     for (int i = 0; i < o->nquery && !rc; i++) correct += pred[i] == o->query_y[i];
@@ -300,30 +312,14 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
-static int pgcon_on_checkpoint(void *self, int64_t step, int final) {
-    pgcon_objective *o = self;
-    char *path = path_join(o->run.out, "encoder.safetensors");
-    int rc = model_save(o->model, path, step);
-    free(path);
-    (void)final;
-    return rc;
-}
-
-static int64_t steps_per_epoch(const pgcon_objective *o) {
-    int64_t per = o->data.n / ((int64_t)o->run.batch * o->run.accum);
-    return per > 0 ? per : 1;
-}
-
 static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
-    fprintf(f, "train pgcon: %s (%s%s), projection %d, on %s/%s, %d images, batch %d x accum %d, %d negatives per "
-               "term, views %d / %d x 9%s, %lld steps/epoch, lr %.3g (%s) -> %s\n",
-            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->run.device, o->run.precision,
-            o->data.n, o->run.batch, o->run.accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "",
-            (long long)steps_per_epoch(o), lc->lr, lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine",
-            o->run.out);
-    if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d images of every global batch each\n", o->ranks, o->b);
+    fprintf(f, "train pgcon: %s (%s%s), projection %d, %d images, batch %d x accum %d, %d negatives per term, views "
+               "%d / %d x 9%s, lr %.3g (%s) -> %s\n",
+            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->data.n, o->run.batch,
+            o->run.keys->accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "", lc->lr,
+            lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine", o->run.keys->out);
 }
 
 /* ---------------------------------------------------------------- create */
@@ -333,45 +329,36 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
  * for backward (nn/models/resnet.h resnet_train_bytes: prior views, 9 tiles each, WIN views) and
  * their host buffers. The bank and image cache (known after the manifest is read) are not counted.
  * CPU runs only, as the image objective. */
-static int pgcon_memory_check(const pgcon_cfg *c, const loop_keys *k, int device) {
+static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
     resnet_config rc;
-    if (resnet_config_preset(c->model.arch, &rc) || device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
+    if (resnet_config_preset(c->model.arch, &rc) || run->device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
     if (c->model.width > 0) rc.width = c->model.width;
     rc.num_classes = 0, rc.proj_dim = c->model.proj, rc.jigsaw_tiles = c->model.jigsaw;
-    double b = (double)k->batch / pg_size(), params = resnet_param_count(&rc);
-    int sgd = k->optimizer && !strcmp(k->optimizer, "sgd");
-    mem_estimate m = {0};
-    m.params = 4 * params;
-    m.grads = 4 * params;
-    m.optimizer = (sgd ? (k->momentum > 0 ? 1 : 0) : 2) * 4 * params;
+    double b = run->local_batch, params = resnet_param_count(&rc);
+    mem_estimate m = loop_keys_mem_state(run->keys, params, params);
     m.activations = resnet_train_bytes(&rc, b, c->prior_out, c->prior_out) + resnet_train_bytes(&rc, 9 * b, c->tile_out, c->tile_out);
     if (!strcmp(c->variant, "wincon")) m.activations += resnet_train_bytes(&rc, b, c->win_out, c->win_out);
     m.data = 4.0 * b * 3 * (c->prior_out * c->prior_out + 9.0 * c->tile_out * c->tile_out + c->win_out * c->win_out);
     return mem_check(&m, "train pgcon", "train.batch (with train.accum for the same effective batch), the view sizes or the model");
 }
 
-static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *out) {
+static int pgcon_create(const void *cfgv, const train_run *run, train_objective *out) {
     const pgcon_cfg *c = cfgv;
-    int device, rc;
-    if ((rc = er_device_parse(k->device, &device))) return rc;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
-    if (strcmp(c->variant, "pgcon") && strcmp(c->variant, "wincon"))
-        return er_fail(ER_INPUT, "pgcon.variant must be 'pgcon' or 'wincon', got '%s'", c->variant);
     if (c->model.proj < 1) return er_fail(ER_INPUT, "model.proj = 0: PGCon needs its projection head (128 in the paper)");
     if (c->model.jigsaw != 9) return er_fail(ER_INPUT, "model.jigsaw = %d: the jigsaw view has 9 tiles", c->model.jigsaw);
     if (c->w_jig <= 0 && c->w_mem <= 0) return er_fail(ER_INPUT, "loss.jigsaw_weight and loss.memory_weight are both 0");
     if (c->box == 1) return er_fail(ER_INPUT, "pgcon.box = 1: the prior box needs a side of at least 2");
-    if (k->batch % pg_size())
-        return er_fail(ER_INPUT, "train.batch = %d is not a multiple of the %d ranks", k->batch, pg_size());
-    if ((rc = pgcon_memory_check(c, k, device))) return rc; /* before anything is allocated */
+    if ((rc = pgcon_memory_check(c, run))) return rc; /* before anything is allocated */
     pgcon_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
     o->device = device;
     o->wincon = !strcmp(c->variant, "wincon");
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
-    o->run.out = k->out; o->run.device = k->device; o->run.precision = k->precision;
-    o->ranks = pg_size(); o->b = k->batch / o->ranks; o->j0 = pg_rank() * o->b;
-    o->nthreads = omp_get_max_threads();
+    o->run = *run;
+    o->ranks = run->world_size; o->b = run->local_batch; o->j0 = run->first;
+    o->nthreads = run->threads;
     if ((rc = resnet_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
@@ -400,36 +387,30 @@ static int pgcon_create(const void *cfgv, const loop_keys *k, train_objective *o
                                     &o->query_x, &o->query_y, &o->nquery, &nc2)))
             goto fail;
     }
-    epoch_order_init(&o->order, N);
     int B = k->batch, b = o->b, k2 = o->k, D = o->D;
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     o->views = xcalloc(o->nthreads, sizeof(pgcon_views));
     o->seen = xcalloc(o->nthreads, sizeof(uint8_t *));
     for (int t = 0; t < o->nthreads; t++) o->seen[t] = xcalloc((size_t)N, 1);
-    o->inst = xmalloc((size_t)B * sizeof(int));
-    size_t prior = (size_t)3 * c->prior_out * c->prior_out;
+    size_t prior = (size_t)3 * c->prior_out * c->prior_out, bytes = 0;
     o->xp = xmalloc((size_t)(b > 1 ? b : 1) * (prior > (size_t)D ? prior : (size_t)D) * sizeof(float));
-    o->xt = xmalloc((size_t)b * 27 * c->tile_out * c->tile_out * sizeof(float));
-    if (o->wincon) o->xw = xmalloc((size_t)b * 3 * c->win_out * c->win_out * sizeof(float));
+    host_batch_reserve(&bytes, (size_t)b * prior * sizeof(float));
+    o->xt_off = host_batch_reserve(&bytes, (size_t)b * 27 * c->tile_out * c->tile_out * sizeof(float));
+    o->xw_off = host_batch_reserve(&bytes, o->wincon ? (size_t)b * 3 * c->win_out * c->win_out * sizeof(float) : 0);
+    o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
+    o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
+    if (!(o->hb = host_batch_new(run, N, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
-    o->negi = xmalloc((size_t)b * 2 * k2 * sizeof(int32_t));
-    train_objective t = {0};
-    t.name = "pgcon";
-    t.self = o;
-    t.params = &o->all;
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = k->batch * k->accum;
-    t.step = pgcon_step;
-    if (o->nquery > 0) t.eval = pgcon_eval;
-    t.on_checkpoint = pgcon_on_checkpoint;
-    t.describe = pgcon_describe;
-    t.exports = "encoder.safetensors";
-    t.free = pgcon_free;
-    *out = t;
+    *out = objective_iface("pgcon", o, &o->all, run, N, 1);
+    out->step = pgcon_step;
+    if (o->nquery > 0) out->eval = pgcon_eval;
+    out->export_model = o->model; /* the ResNet with its heads and the WCE input rule */
+    out->exports = out->export_name = "encoder.safetensors";
+    out->describe = pgcon_describe;
+    out->free = pgcon_free;
     return ER_OK;
 fail:
     pgcon_free(o);
@@ -438,24 +419,13 @@ fail:
 
 /* ---------------------------------------------------------------- registry entry */
 
-static void defaults_any(void *cfg, loop_keys *k) {
-    pgcon_cfg_defaults(cfg);
-    pgcon_loop_defaults(k);
-}
-static const cfg_spec *specs_any(void *cfg, int *n) { return pgcon_cfg_specs(cfg, n); }
-static void cfg_free_any(void *cfg) {
-    int n;
-    const cfg_spec *s = pgcon_cfg_specs(cfg, &n);
-    cfg_free_strings(s, n);
-}
 
 const objective_def objective_pgcon = {
     .name = "pgcon",
     .help = "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
     .usage = "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg",
     .cfg_size = sizeof(pgcon_cfg),
-    .defaults = defaults_any,
-    .specs = specs_any,
-    .free_cfg = cfg_free_any,
+    .defaults = pgcon_defaults,
+    .specs = pgcon_specs,
     .create = pgcon_create,
 };

@@ -13,18 +13,18 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
-#include "nn/base/process_group.h"
 #include "nn/base/rng.h"
 #include "nn/losses/mae_loss.h"
 #include "nn/losses/sscd.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
-#include "train/epoch_order.h"
+#include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
-void scene_cfg_defaults(scene_cfg *c) {
+static void scene_defaults(void *cfg, loop_keys *k) {
+    scene_cfg *c = cfg;
     memset(c, 0, sizeof *c);
     scene_args_defaults(&c->model);
     c->views = 4;
@@ -35,16 +35,14 @@ void scene_cfg_defaults(scene_cfg *c) {
     c->w_mse = 0.5; c->w_con = 1.0; c->tau = 0.05; c->entropy_weight = 5;
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->eval_split, "");
-}
-
-void scene_loop_defaults(loop_keys *k) {
     k->epochs = 200; k->batch = 128; k->accum = 1; k->seed = 0;
     k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
     k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
     cfg_set_str(&k->out, "out/train_scene");
 }
 
-const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n) {
+static const cfg_spec *scene_specs(void *cfg, int *n) {
+    scene_cfg *c = cfg;
     static __thread cfg_spec s[40];
     int k = 0;
     int nm;
@@ -71,11 +69,6 @@ const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n) {
     return s;
 }
 
-void scene_cfg_free(scene_cfg *c) {
-    int n;
-    const cfg_spec *s = scene_cfg_specs(c, &n);
-    cfg_free_strings(s, n);
-}
 
 /* ---------------------------------------------------------------- state */
 
@@ -86,7 +79,7 @@ typedef struct {
     model *model;           /* frozen ViT + scene encoder (+ decoder): model->params is what is exported */
     vit *enc;
     scene_net *net;
-    struct { int batch, accum, seed; const char *out, *device; } run;
+    train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     int V, N, S, L, K, D, T;  /* views, combinations per micro-batch, image side, patches, kept, width, latent tokens */
     int ranks, b, j0;       /* data parallel: this rank's scenes j0 .. j0 + b - 1 of every micro-batch */
     int use_mse, use_con, recon_all, aug;  /* aug: AUG_SCENE | AUG_ADVANCED | AUG_MAE | AUG_EVAL */
@@ -94,20 +87,19 @@ typedef struct {
     int nscenes;            /* scenes with >= V views */
     int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
     int nskipped;           /* scenes with fewer than V views */
-    epoch_order order;      /* training items, reshuffled each epoch */
-    int nthreads;
-    aug_workspace *ws;
+    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
     image *src;
     /* per micro-batch host buffers */
     int *rows;              /* B * V dataset rows (the chosen views) */
-    float *chunk;           /* encode_batch augmented images */
+    host_batch *hb;         /* a slot: this rank's input then target images, then rec (train/host_batch.h) */
+    size_t rec_off;
+    void *what;             /* the fill's scratch: which image is which (scene_images) */
     float *cls;             /* [n_inputs, D] input [CLS] vectors */
     float *views;           /* [N, V-1, D] the scene encoder's input */
     float *latent;          /* [nrec, T, D] masked target latents */
     float *target;          /* [nrec, L, p*p*3] reconstruction targets */
     float *mask;            /* [N, L] 1 = removed */
     int32_t *shuffle, *restore, *keep, *rec_restore;
-    int32_t *rec;           /* nrec combination indices reconstructed */
     uint8_t *match;
     int *ids;
     int neval;
@@ -125,31 +117,26 @@ static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     const scene_config *c = &o->net->cfg;
     double N = (double)o->b * o->V, nrec = o->recon_all ? N : o->b, L = o->L, T = o->T; /* this rank's */
     double trainable = scene_encoder_param_count(c) + (o->use_mse ? scene_decoder_param_count(c) : 0);
-    mem_estimate m = {0};
-    m.params = 4 * (vit_param_count(v) + trainable);
-    m.grads = 4 * trainable;
-    m.optimizer = 2 * 4 * trainable;
+    mem_estimate m = loop_keys_mem_state(k, vit_param_count(v) + trainable, trainable); /* the ViT frozen */
     double chunk = vit_blocks_train_bytes(v->dim, v->depth, v->heads, v->mlp_ratio, o->cfg.encode_batch, 1 + v->registers + L);
     double pd = 3.0 * v->patch * v->patch, dd = c->dec_dim;
     double dec = o->use_mse ? 4 * nrec * L * (c->dec_depth * (8 * dd + 3.0 * c->dec_heads * c->dec_head_dim + 2.0 * c->dec_mlp) + 3 * dd + 2 * pd) : 0;
     double enc = 4 * N * (o->V + 1) * (8.0 * v->dim + 3.0 * c->heads * c->head_dim + 2.0 * c->mlp);
     m.activations = chunk > dec + enc ? chunk : dec + enc;
-    m.data = 4 * (o->cfg.encode_batch * 3.0 * o->S * o->S + N * o->V * v->dim * 2 + nrec * (T * v->dim + L * pd) + N * L * 4);
+    /* the host batch: every input and target image of the micro-batch, twice with prefetch */
+    double ninputs = o->cfg.share_views ? N : N * (o->V - 1), nslots = o->run.prefetch ? 2 : 1;
+    m.data = 4 * (nslots * (ninputs + (o->use_mse ? nrec : 0)) * 3.0 * o->S * o->S + N * o->V * v->dim * 2 + nrec * (T * v->dim + L * pd) + N * L * 4);
     return mem_check(&m, "train scene", "train.batch, scene.views or scene.encode_batch");
 }
 
 static void scene_objective_free(scene_objective *o) {
     if (!o) return;
+    host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model);
     image_cache_free(&o->data);
-    free(o->scene_first); free(o->scene_count); free(o->scene_rows); epoch_order_free(&o->order);
-    for (int t = 0; o->ws && t < o->nthreads; t++) {
-        aug_workspace_free(&o->ws[t]);
-        image_free(&o->src[t]);
-    }
-    free(o->ws); free(o->src);
-    free(o->rows); free(o->chunk); free(o->cls); free(o->views); free(o->latent); free(o->target);
-    free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore); free(o->rec);
+    free(o->scene_first); free(o->scene_count); free(o->scene_rows);
+    free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
+    free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
     free(o->match); free(o->ids);
     free(o->eval_x); free(o->eval_scene); free(o->eval_view);
     free(o);
@@ -180,19 +167,17 @@ static int group_scenes(scene_objective *o) {
     return ER_OK;
 }
 
-static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_objective **out) {
+static int scene_fill(void *self, int64_t g, void *slotp);
+
+static int scene_objective_new(const scene_cfg *c, const train_run *run, scene_objective **out) {
     *out = NULL;
-    int device, rc;
-    if ((rc = er_device_parse(k->device, &device))) return rc;
-    if (k->batch % pg_size())
-        return er_fail(ER_INPUT, "train.batch = %d scenes is not a multiple of the %d ranks: every rank takes an equal "
-                                 "shard of the global batch", k->batch, pg_size());
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
     if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     scene_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
-    o->run.batch = k->batch; o->run.accum = k->accum; o->run.seed = k->seed;
-    o->run.out = k->out; o->run.device = k->device;
+    o->run = *run;
     o->V = c->views;
     o->use_mse = c->w_mse > 0;
     o->use_con = c->w_con > 0;
@@ -211,9 +196,9 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->D = o->enc->cfg.dim;
     o->T = 1 + o->enc->cfg.registers + o->K;
     o->N = k->batch * o->V;
-    o->ranks = pg_size();
-    o->b = k->batch / o->ranks;
-    o->j0 = pg_rank() * o->b;
+    o->ranks = run->world_size;
+    o->b = run->local_batch;
+    o->j0 = run->first;
     if ((rc = scene_memory_check(o, k))) goto fail;
     int side = c->cache_side > 0 ? c->cache_side : o->S * 8 / 7;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
@@ -221,15 +206,16 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
         goto fail;
-    epoch_order_init(&o->order, o->nscenes);
-    o->nthreads = omp_get_max_threads();
-    o->ws = xcalloc(o->nthreads, sizeof(aug_workspace));
-    o->src = xcalloc(o->nthreads, sizeof(image));
     int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->b * V, nrec = o->recon_all ? Nl : o->b;
     int ninputs = c->share_views ? o->b * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
     o->rows = xmalloc((size_t)B * V * sizeof(int));
-    o->chunk = xmalloc((size_t)c->encode_batch * img * sizeof(float));
+    o->what = xmalloc((size_t)(ninputs + nrec) * 3 * sizeof(int)); /* slot: 3 ints */
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
+    o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
+    if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
     o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
     if (o->use_mse) {
@@ -241,7 +227,6 @@ static int scene_objective_new(const scene_cfg *c, const loop_keys *k, scene_obj
     o->restore = xmalloc((size_t)N * L * sizeof(int32_t));
     o->keep = xmalloc((size_t)c->encode_batch * o->K * sizeof(int32_t));
     o->rec_restore = xmalloc((size_t)nrec * L * sizeof(int32_t));
-    o->rec = xmalloc(nrec * sizeof(int32_t));
     o->match = xmalloc((size_t)N * N); /* the V combinations of a scene are mutual positives: fixed */
     o->ids = xmalloc(N * sizeof(int));
     for (int i = 0; i < N; i++) o->ids[i] = i / V;
@@ -256,12 +241,12 @@ fail:
 /* ---------------------------------------------------------------- one micro-batch */
 
 /* Scene index of the i-th scene drawn since the start (epoch-wise reshuffled without replacement). */
-static int scene_at(scene_objective *o, int64_t i) { return epoch_order_at(&o->order, (uint64_t)o->run.seed, i); }
+static int scene_at(scene_objective *o, int64_t i) { return host_batch_item(o->hb, i); }
 
 /* The image of view slot u of scene j, augmented with stream `stream`, into dst [3, S, S]. */
 static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream, float *dst) {
     int t = omp_get_thread_num(), S = o->S;
-    rng_t r = rng_make((uint64_t)o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
+    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
     image_cache_get(&o->data.imgs[o->rows[j * o->V + u]], &o->src[t]);
     image out = {.c = 3, .h = S, .w = S, .data = dst, .cap = (size_t)3 * S * S};
     int rc = o->aug == AUG_ADVANCED ? aug_sscd_advanced(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
@@ -271,32 +256,88 @@ static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream,
     return rc || out.data != dst ? ER_RUNTIME : ER_OK;
 }
 
-/* Frozen-encoder pass over n images, chunk by chunk. Image q is (scene j, slot u, stream) from
- * `what`; masked: the target forward (keep indices of combination rec[q]), storing the latent and
- * the reconstruction target; else the [CLS] into o->cls row q. */
+/* Image q of a micro-batch is (scene j, slot u, augmentation stream). */
 typedef struct { int j, u; uint32_t stream; } slot;
 
-static int encode(scene_objective *o, int64_t g, const slot *what, int n, int masked) {
+/* This rank's images of micro-batch g: the inputs (as the code, every (combination, other view) is its
+ * own augmented image; shared: each view once), then the reconstruction targets (the combination's
+ * own draw, stream N V + i, or the view's shared draw). Streams use global indices, so a rank draws
+ * what one process would. Returns how many; rec (the reconstructed combinations) and *nrec filled. */
+static int scene_images(scene_objective *o, int64_t g, slot *what, int32_t *rec, int *nrec) {
+    const scene_cfg *c = &o->cfg;
+    int B = o->run.batch, V = o->V, N = o->N, b = o->b, j0 = o->j0, i0 = j0 * V, Nl = b * V, q = 0;
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    *nrec = 0;
+    for (int j = j0; j < j0 + b; j++) {
+        int tsel = 0;
+        if (!o->recon_all) {
+            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
+            tsel = (int)rng_below(&r, (uint32_t)V);
+        }
+        for (int t = 0; t < V; t++)
+            if (o->recon_all || t == tsel) rec[(*nrec)++] = j * V + t;
+    }
+    if (c->share_views) {
+        for (int j = j0; j < j0 + b; j++) for (int u = 0; u < V; u++) what[q++] = (slot){j, u, (uint32_t)(j * V + u)};
+    } else {
+        for (int i = i0; i < i0 + Nl; i++)
+            for (int u = 0; u < V; u++)
+                if (u != i % V) what[q++] = (slot){i / V, u, (uint32_t)(i * V + u)};
+    }
+    for (int r = 0; o->use_mse && r < *nrec; r++) {
+        int i = rec[r], j = i / V, t = i % V;
+        what[q++] = (slot){j, t, c->share_views ? (uint32_t)(j * V + t) : (uint32_t)(N * V + i)};
+    }
+    return q;
+}
+
+/* Micro-batch g into a host slot: this rank's scenes and V of each scene's views (a random V-subset
+ * when it has more), then every input and target image augmented (scene_images). */
+static int scene_fill(void *self, int64_t g, void *slotp) {
+    scene_objective *o = self;
+    int B = o->run.batch, V = o->V, nrec, fail = 0;
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    size_t img = (size_t)3 * o->S * o->S;
+    for (int j = o->j0; j < o->j0 + o->b; j++) {
+        int s = scene_at(o, g * B + j), cnt = o->scene_count[s];
+        int pick[256], *pk = cnt <= 256 ? pick : xmalloc(cnt * sizeof(int));
+        for (int i = 0; i < cnt; i++) pk[i] = i;
+        if (cnt > V) {
+            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
+            rng_shuffle(&r, pk, cnt);
+        }
+        for (int u = 0; u < V; u++) o->rows[j * V + u] = o->scene_rows[o->scene_first[s] + pk[u]];
+        if (pk != pick) free(pk);
+    }
+    float *x = slotp;
+    slot *what = o->what;
+    int n = scene_images(o, g, what, (int32_t *)((char *)slotp + o->rec_off), &nrec);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
+    for (int q = 0; q < n; q++)
+        if (augment(o, g, what[q].j, what[q].u, what[q].stream, x + q * img)) fail = 1;
+    return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
+}
+
+/* Frozen-encoder pass over the n images x, chunk by chunk; masked: the target forward (keep
+ * indices of combination rec[q]), storing the latent and the reconstruction target; else the
+ * [CLS] into o->cls row q. */
+static int encode(scene_objective *o, const float *x, int n, const int32_t *rec, int masked) {
     int S = o->S, D = o->D, L = o->L, K = o->K, p = o->enc->cfg.patch, cb = o->cfg.encode_batch;
     size_t img = (size_t)3 * S * S;
     nn_ctx ctx = NN_EVAL; /* the frozen encoder: eval mode, no tape */
     for (int q0 = 0; q0 < n; q0 += cb) {
-        int nb = n - q0 < cb ? n - q0 : cb, fail = 0;
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int q = 0; q < nb; q++)
-            if (augment(o, g, what[q0 + q].j, what[q0 + q].u, what[q0 + q].stream, o->chunk + q * img)) fail = 1;
-        if (fail) return er_fail(ER_RUNTIME, "augmentation failed");
-        int rc = ER_OK;
+        int nb = n - q0 < cb ? n - q0 : cb, rc = ER_OK;
+        const float *chunk = x + q0 * img;
         NO_GRAD {
             if (masked) {
                 for (int q = 0; q < nb; q++)
-                    memcpy(o->keep + (size_t)q * K, o->shuffle + (size_t)o->rec[q0 + q] * L, K * sizeof(int32_t));
-                tensor *lat = vit_forward(o->enc, &ctx, o->chunk, nb, o->keep, K);
+                    memcpy(o->keep + (size_t)q * K, o->shuffle + (size_t)rec[q0 + q] * L, K * sizeof(int32_t));
+                tensor *lat = vit_forward(o->enc, &ctx, chunk, nb, o->keep, K);
                 if (!lat) rc = ER_RUNTIME;
                 else tensor_to_host(lat, o->latent + (size_t)q0 * o->T * D);
-                mae_target(o->chunk, nb, 3, S, S, p, 0, o->target + (size_t)q0 * img);
+                mae_target(chunk, nb, 3, S, S, p, 0, o->target + (size_t)q0 * img);
             } else {
-                tensor *cls = vit_cls(o->enc, &ctx, o->chunk, nb);
+                tensor *cls = vit_cls(o->enc, &ctx, chunk, nb);
                 if (!cls) rc = ER_RUNTIME;
                 else tensor_to_host(cls, o->cls + (size_t)q0 * D);
             }
@@ -312,47 +353,18 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     const scene_cfg *c = &o->cfg;
     /* global: B scenes, N = B V combinations (i = j V + t); this rank: scenes j0 .. j0 + b - 1, i.e.
      * combinations V j0 .. V (j0 + b) - 1, in the same order (local il = i - V j0) */
-    int B = o->run.batch, V = o->V, N = o->N, L = o->L, D = o->D, b = o->b, j0 = o->j0, Nl = b * V, i0 = j0 * V;
-    int64_t g = step * o->run.accum + micro;
-    uint64_t seed = (uint64_t)o->run.seed;
-    /* this rank's scenes, and V of each scene's views (a random V-subset when it has more) */
-    for (int j = j0; j < j0 + b; j++) {
-        int s = scene_at(o, g * B + j), cnt = o->scene_count[s];
-        int pick[256], *pk = cnt <= 256 ? pick : xmalloc(cnt * sizeof(int));
-        for (int i = 0; i < cnt; i++) pk[i] = i;
-        if (cnt > V) {
-            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
-            rng_shuffle(&r, pk, cnt);
-        }
-        for (int u = 0; u < V; u++) o->rows[j * V + u] = o->scene_rows[o->scene_first[s] + pk[u]];
-        if (pk != pick) free(pk);
-    }
+    int V = o->V, N = o->N, L = o->L, D = o->D, b = o->b, j0 = o->j0, Nl = b * V, i0 = j0 * V;
+    int64_t g = step * o->run.keys->accum + micro;
+    uint64_t seed = (uint64_t)o->run.keys->seed;
+    char *sl = host_batch_get(o->hb, g);
+    if (!sl) return NULL;
+    const float *x = (const float *)sl;
+    const int32_t *rec = (const int32_t *)(sl + o->rec_off);
     /* every combination's mask (pure functions of seed, g, i: the same on every rank) */
     mae_masking(N, L, o->K, NULL, NULL, seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
-    int nrec = 0; /* this rank's reconstructed combinations (global indices) */
-    for (int j = j0; j < j0 + b; j++) {
-        int tsel = 0;
-        if (!o->recon_all) {
-            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
-            tsel = (int)rng_below(&r, (uint32_t)V);
-        }
-        for (int t = 0; t < V; t++)
-            if (o->recon_all || t == tsel) o->rec[nrec++] = j * V + t;
-    }
-    /* inputs: as the code, every (combination, other view) is its own augmented image; shared: each
-     * view once. Targets: the combination's own draw (stream N V + i), or the view's shared draw.
-     * Streams use global indices, so a rank draws what one process would. */
+    int nrec = o->recon_all ? Nl : b; /* this rank's reconstructed combinations (global indices in rec) */
     int ninputs = c->share_views ? b * V : Nl * (V - 1);
-    slot *what = xmalloc((size_t)(ninputs > nrec ? ninputs : nrec) * sizeof(slot));
-    int q = 0;
-    if (c->share_views) {
-        for (int j = j0; j < j0 + b; j++) for (int u = 0; u < V; u++) what[q++] = (slot){j, u, (uint32_t)(j * V + u)};
-    } else {
-        for (int i = i0; i < i0 + Nl; i++)
-            for (int u = 0; u < V; u++)
-                if (u != i % V) what[q++] = (slot){i / V, u, (uint32_t)(i * V + u)};
-    }
-    int rc = encode(o, g, what, ninputs, 0);
+    int rc = encode(o, x, ninputs, NULL, 0);
     if (!rc) { /* the scene encoder's input [Nl, V-1, D] */
         for (int il = 0; il < Nl; il++) {
             int jl = il / V, t = il % V, w = 0;
@@ -365,14 +377,7 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
             }
         }
     }
-    if (!rc && o->use_mse) {
-        for (int r = 0; r < nrec; r++) {
-            int i = o->rec[r], j = i / V, t = i % V;
-            what[r] = (slot){j, t, c->share_views ? (uint32_t)(j * V + t) : (uint32_t)(N * V + i)};
-        }
-        rc = encode(o, g, what, nrec, 1);
-    }
-    free(what);
+    if (!rc && o->use_mse) rc = encode(o, x + (size_t)ninputs * 3 * o->S * o->S, nrec, rec, 1);
     if (rc) return NULL;
     /* the trainable part */
     nn_ctx ctx = nn_ctx_train(seed, step, micro);
@@ -397,9 +402,9 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
         float *mk = xmalloc((size_t)nrec * L * sizeof(float));
         int32_t *loc = xmalloc((size_t)nrec * sizeof(int32_t));
         for (int r = 0; r < nrec; r++) {
-            memcpy(mk + (size_t)r * L, o->mask + (size_t)o->rec[r] * L, L * sizeof(float));
-            memcpy(o->rec_restore + (size_t)r * L, o->restore + (size_t)o->rec[r] * L, L * sizeof(int32_t));
-            loc[r] = o->rec[r] - i0;
+            memcpy(mk + (size_t)r * L, o->mask + (size_t)rec[r] * L, L * sizeof(float));
+            memcpy(o->rec_restore + (size_t)r * L, o->restore + (size_t)rec[r] * L, L * sizeof(int32_t));
+            loc[r] = rec[r] - i0;
         }
         tensor *zr = nrec == Nl ? z : op_index_select(z, 0, loc, nrec);
         free(loc);
@@ -417,16 +422,6 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
 
 /* ---------------------------------------------------------------- export, eval, interface */
 
-/* After each checkpoint: the inference model (frozen ViT + scene encoder, no decoder) as
- * <out>/scene_encoder.safetensors, what `embed --scene` and `serve` load. */
-static int scene_on_checkpoint(void *self, int64_t step, int final) {
-    scene_objective *o = self;
-    char *path = path_join(o->run.out, "scene_encoder.safetensors");
-    int rc = model_save(o->model, path, step);
-    free(path);
-    (void)final;
-    return rc;
-}
 
 /* Held-out scene re-ID: each eval scene with views 0-3 gives a query descriptor from views 0+1 and
  * a reference descriptor from views 2+3 (the scene encoder on each pair); queries are matched to
@@ -475,51 +470,33 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
-static int64_t steps_per_epoch(const scene_objective *o) {
-    int64_t per = o->nscenes / ((int64_t)o->run.batch * o->run.accum);
-    return per > 0 ? per : 1;
-}
 
 static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
     scene_objective *o = self;
     char d[300];
     model_describe(o->model, d, sizeof d);
-    fprintf(f, "train scene: %s; %lld trainable parameters (image encoder frozen) on %s, %d scenes x %d views "
-               "(%d with fewer views skipped), batch %d scenes x %d combinations, recon %s, %s views, %lld steps/epoch, "
-               "lr %.3g -> %s\n",
-            d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)),
-            o->run.device, o->nscenes, o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon,
-            o->cfg.share_views ? "shared" : "per-combination", (long long)steps_per_epoch(o), lc->lr, o->run.out);
-    if (o->ranks > 1) fprintf(f, "data parallel: %d ranks, %d scenes of every global batch each\n", o->ranks, o->b);
+    fprintf(f, "train scene: %s; %lld trainable parameters (image encoder frozen), %d scenes x %d views (%d with fewer "
+               "views skipped), batch %d scenes x %d combinations, recon %s, %s views, lr %.3g -> %s\n",
+            d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)), o->nscenes,
+            o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon, o->cfg.share_views ? "shared" : "per-combination", lc->lr,
+            o->run.keys->out);
 }
 
 static void scene_free_self(void *self) { scene_objective_free(self); }
 
-static void scene_defaults_any(void *cfg, loop_keys *k) {
-    scene_cfg_defaults(cfg);
-    scene_loop_defaults(k);
-}
-static const cfg_spec *scene_specs_any(void *cfg, int *n) { return scene_cfg_specs(cfg, n); }
-static void scene_cfg_free_any(void *cfg) { scene_cfg_free(cfg); }
-
-static int scene_create(const void *cfg, const loop_keys *k, train_objective *out) {
+static int scene_create(const void *cfg, const train_run *run, train_objective *out) {
     scene_objective *o;
-    int rc = scene_objective_new(cfg, k, &o);
+    int rc = scene_objective_new(cfg, run, &o);
     if (rc) return rc;
-    train_objective t = {0};
-    t.name = "scene";
-    t.self = o;
-    t.params = scene_model_all_params(o->model);
-    t.steps_per_epoch = steps_per_epoch(o);
-    t.images_per_step = o->run.batch * o->run.accum; /* scenes: the progress line's rate is scenes/s */
-    t.rate_unit = "scenes";
-    t.step = scene_step;
-    t.on_checkpoint = scene_on_checkpoint;
-    if (o->neval > 0) t.eval = scene_eval;
-    t.describe = scene_describe;
-    t.exports = "scene_encoder.safetensors";
-    t.free = scene_free_self;
-    *out = t;
+    *out = objective_iface("scene", o, scene_model_all_params(o->model), run, o->nscenes, 1);
+    out->rate_unit = "scenes"; /* the progress line's rate is scenes/s */
+    out->step = scene_step;
+    /* the inference model (frozen ViT + scene encoder, no decoder): what `embed --scene` and `serve` load */
+    out->export_model = o->model;
+    out->exports = out->export_name = "scene_encoder.safetensors";
+    if (o->neval > 0) out->eval = scene_eval;
+    out->describe = scene_describe;
+    out->free = scene_free_self;
     return ER_OK;
 }
 
@@ -528,8 +505,7 @@ const objective_def objective_scene = {
     .help = "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
     .usage = "configs/endofinder_scene.cfg, configs/demo_scene.cfg",
     .cfg_size = sizeof(scene_cfg),
-    .defaults = scene_defaults_any,
-    .specs = scene_specs_any,
-    .free_cfg = scene_cfg_free_any,
+    .defaults = scene_defaults,
+    .specs = scene_specs,
     .create = scene_create,
 };

@@ -47,11 +47,6 @@ typedef struct {
     char *eval_manifest, *eval_split;
 } scene_cfg;
 
-void scene_cfg_defaults(scene_cfg *c);
-void scene_loop_defaults(loop_keys *k);
-const cfg_spec *scene_cfg_specs(scene_cfg *c, int *n);
-void scene_cfg_free(scene_cfg *c);
-
 /* The registry entry (train/objective.c). */
 extern const objective_def objective_scene;
 

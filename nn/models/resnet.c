@@ -76,20 +76,6 @@ static int config_check(const resnet_config *c) {
     return ER_OK;
 }
 
-/* nn.Linear(in, out) with its default init: weight and bias U(-1/sqrt(in), 1/sqrt(in)). */
-static void linear_params(resnet *r, const char *prefix, int out, int in, uint64_t seed, tensor **w, tensor **b) {
-    char name[96];
-    float bound = 1.0f / sqrtf((float)in);
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    *w = layer_param(&r->params, name, 2, SHAPE(out, in));
-    rng_t g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
-    init_uniform((*w)->data, tensor_numel(*w), -bound, bound, &g);
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    *b = layer_param(&r->params, name, 1, SHAPE(out));
-    g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
-    init_uniform((*b)->data, out, -bound, bound, &g);
-}
-
 resnet *resnet_new(const resnet_config *c, uint64_t seed) {
     if (config_check(c)) return NULL;
     resnet *r = xcalloc(1, sizeof *r);
@@ -127,18 +113,12 @@ resnet *resnet_new(const resnet_config *c, uint64_t seed) {
         }
     }
     r->features = inplanes;
-    if (c->num_classes > 0) { /* nn.Linear's default init */
-        float bound = 1.0f / sqrtf((float)inplanes);
-        r->fc_w = layer_param(&r->params, "fc.weight", 2, SHAPE(c->num_classes, inplanes));
-        rng_t g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
-        init_uniform(r->fc_w->data, tensor_numel(r->fc_w), -bound, bound, &g);
-        r->fc_b = layer_param(&r->params, "fc.bias", 1, SHAPE(c->num_classes));
-        g = layer_param_rng(seed, &r->params, RESNET_FAMILY);
-        init_uniform(r->fc_b->data, c->num_classes, -bound, bound, &g);
-    }
-    if (c->proj_dim > 0) linear_params(r, "projection_original_features", c->proj_dim, inplanes, seed, &r->proj_w, &r->proj_b);
+    if (c->num_classes > 0) layer_linear(&r->params, "fc", c->num_classes, inplanes, seed, RESNET_FAMILY, &r->fc_w, &r->fc_b);
+    if (c->proj_dim > 0)
+        layer_linear(&r->params, "projection_original_features", c->proj_dim, inplanes, seed, RESNET_FAMILY, &r->proj_w, &r->proj_b);
     if (c->proj_dim > 0 && c->jigsaw_tiles > 0)
-        linear_params(r, "connect_patches_feature", c->proj_dim, c->jigsaw_tiles * c->proj_dim, seed, &r->jig_w, &r->jig_b);
+        layer_linear(&r->params, "connect_patches_feature", c->proj_dim, c->jigsaw_tiles * c->proj_dim, seed, RESNET_FAMILY,
+                     &r->jig_w, &r->jig_b);
     return r;
 }
 

@@ -69,7 +69,7 @@ static int create_image(const char *img, const char *limit) {
     cr_assert_eq(objective_config_load(&oc, NULL, sets, 3), ER_OK, "%s", er_msg());
     setenv("ENDORET_MEM_LIMIT", limit, 1);
     train_objective obj;
-    int rc = oc.def->create(oc.cfg, &oc.loop, &obj);
+    int rc = objective_create(&oc, &obj);
     unsetenv("ENDORET_MEM_LIMIT");
     if (rc == ER_OK) obj.free(obj.self);
     objective_config_free(&oc);

@@ -49,7 +49,7 @@ static int open_run(run *r, const char *man, const char *out, int nextra, char *
     for (int i = 0; i < nextra; i++) sets[n++] = extra[i];
     objective_config_init(&r->oc, def);
     int rc = objective_config_load(&r->oc, "configs/dual_backbone.cfg", sets, n);
-    if (!rc) rc = def->create(r->oc.cfg, &r->oc.loop, &r->t);
+    if (!rc) rc = objective_create(&r->oc, &r->t);
     if (rc) { objective_config_free(&r->oc); return rc; }
     cr_assert_eq(loop_keys_to_config(&r->oc.loop, &r->lc), ER_OK, "%s", er_msg());
     r->lc.progress = 0;

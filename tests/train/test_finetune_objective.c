@@ -78,7 +78,7 @@ static int run_open(run *r, const char *d, const char *out, const char *e1, cons
     for (int i = 0; i < n; i++) sets[i] = s[i];
     objective_config_init(&r->oc, &objective_finetune);
     int rc = objective_config_load(&r->oc, NULL, sets, n);
-    if (!rc) rc = objective_finetune.create(r->oc.cfg, &r->oc.loop, &r->t);
+    if (!rc) rc = objective_create(&r->oc, &r->t);
     return rc;
 }
 

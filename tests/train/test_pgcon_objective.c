@@ -60,7 +60,7 @@ static void run_open(run *r, const char *d, const char *out, const char *extra1,
     for (int i = 0; i < n; i++) sets[i] = s[i];
     objective_config_init(&r->oc, &objective_pgcon);
     cr_assert_eq(objective_config_load(&r->oc, NULL, sets, n), 0, "%s", er_msg());
-    cr_assert_eq(objective_pgcon.create(r->oc.cfg, &r->oc.loop, &r->t), 0, "%s", er_msg());
+    cr_assert_eq(objective_create(&r->oc, &r->t), 0, "%s", er_msg());
 }
 
 static void run_close(run *r) {
@@ -237,7 +237,7 @@ Test(pgcon_train, bad_config_is_one_message) {
         if (!cases[i].at_load) {
             cr_assert_eq(rc, 0, "%s", er_msg());
             train_objective t;
-            rc = objective_pgcon.create(oc.cfg, &oc.loop, &t);
+            rc = objective_create(&oc, &t);
         } else if (!rc && !strncmp(cases[i].set, "train.", 6)) {
             train_loop_config lc;
             rc = loop_keys_to_config(&oc.loop, &lc);

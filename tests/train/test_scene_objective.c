@@ -63,7 +63,7 @@ static void run_open(run *r, const char *d, const char *out, const char *extra1,
     for (int i = 0; i < n; i++) sets[i] = s[i];
     objective_config_init(&r->oc, &objective_scene);
     cr_assert_eq(objective_config_load(&r->oc, NULL, sets, n), 0, "%s", er_msg());
-    cr_assert_eq(objective_scene.create(r->oc.cfg, &r->oc.loop, &r->t), 0, "%s", er_msg());
+    cr_assert_eq(objective_create(&r->oc, &r->t), 0, "%s", er_msg());
 }
 
 static void run_close(run *r) {
@@ -230,7 +230,7 @@ Test(scene_train, bad_config_is_one_message) {
     char *nomodel[] = {"data.manifest=/nonexistent.csv"};
     cr_assert_eq(objective_config_load(&oc, NULL, nomodel, 1), 0, "%s", er_msg());
     train_objective t;
-    cr_assert_eq(objective_scene.create(oc.cfg, &oc.loop, &t), ER_INPUT);
+    cr_assert_eq(objective_create(&oc, &t), ER_INPUT);
     cr_assert(strstr(er_msg(), "scene.image_encoder is not set"), "%s", er_msg());
     objective_config_free(&oc);
     /* an image encoder that is not a ViT file */
@@ -242,7 +242,7 @@ Test(scene_train, bad_config_is_one_message) {
     snprintf(s, sizeof s, "scene.image_encoder=%s", f);
     char *sets[] = {s, "data.manifest=/nonexistent.csv"};
     cr_assert_eq(objective_config_load(&oc, NULL, sets, 2), 0, "%s", er_msg());
-    cr_assert_eq(objective_scene.create(oc.cfg, &oc.loop, &t), ER_INPUT);
+    cr_assert_eq(objective_create(&oc, &t), ER_INPUT);
     cr_assert(strstr(er_msg(), "junk.safetensors"), "%s", er_msg());
     objective_config_free(&oc);
     free(f);
