@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/base/base.h"
+#include "nn/base/suggest.h"
 #include "nn/models/model.h"
 #include "nn/precision.h"
 #include "train/objective_dual.h"
@@ -32,11 +33,16 @@ const objective_def *objective_find(const char *name) {
     const objective_def *const *all = objective_list(&n);
     char known[256] = "";
     size_t o = 0;
+    suggest near;
+    suggest_init(&near, name ? name : "");
     for (int i = 0; i < n; i++) {
         if (name && !strcmp(all[i]->name, name)) return all[i];
+        suggest_offer(&near, all[i]->name);
         o += snprintf(known + o, o < sizeof known ? sizeof known - o : 0, "%s%s", i ? ", " : "", all[i]->name);
     }
-    er_fail(ER_INPUT, "unknown objective '%s' (known: %s)", name ? name : "", known);
+    const char *best = suggest_best(&near);
+    if (best) er_fail(ER_INPUT, "unknown objective '%s' (did you mean '%s'? known: %s)", name ? name : "", best, known);
+    else er_fail(ER_INPUT, "unknown objective '%s' (known: %s)", name ? name : "", known);
     return NULL;
 }
 

@@ -23,6 +23,9 @@ Test(train_objective, registry_lists_and_finds) {
     cr_assert_not_null(objective_find("image"));
     cr_assert_null(objective_find("dino"));
     cr_assert(strstr(er_msg(), "unknown objective 'dino'") && strstr(er_msg(), "image"), "%s", er_msg());
+    cr_assert(!strstr(er_msg(), "did you mean"), "nothing is near 'dino': %s", er_msg());
+    cr_assert_null(objective_find("pgcno"));
+    cr_assert(strstr(er_msg(), "did you mean 'pgcon'?"), "a misspelt objective names the near one: %s", er_msg());
 }
 
 /* train.precision is the run's setting, applied once for every objective before it is built
