@@ -569,10 +569,11 @@ static int eval_multiview(int argc, char **argv) {
 int cmd_eval_compare(int argc, char **argv);
 int cmd_eval_split(int argc, char **argv);
 int cmd_eval_align(int argc, char **argv);
+int cmd_eval_sequence(int argc, char **argv);
 
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: endoret eval reid|retrieval|classify|split|align|multiview|compare [options]\n"
+        printf("usage: endoret eval reid|retrieval|classify|split|align|multiview|sequence|compare [options]\n"
                "  reid       uAP, Acc@1, Recall@P90 (ISC2021 definitions) from query/reference files + GT pairs,\n"
                "             or inside one file between query and reference views (--emb --ref-view --query-view)\n"
                "  retrieval  Recall@k and mAP with label relevance (dual-backbone paper)\n"
@@ -580,6 +581,7 @@ int cmd_eval(int argc, char **argv) {
                "  split      train / test classification: weighted kNN or linear probe, few-label shares (PGCon tables)\n"
                "  align      alignment and uniformity of the descriptors (Wang & Isola; PGCon fig. 4)\n"
                "  multiview  EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2\n"
+               "  sequence   frames grouped by polyp: every frame a query, near-duplicates ignored; mAP, Acc@1, R@P90, 2-vs-2 views\n"
                "  compare    paired test of two or more embedding files on the same queries (bootstrap uAP, McNemar Acc@1)\n"
                "  perceived  (see endoret eval perceived --help)\n");
         return argc < 2 ? er_fail(ER_INPUT, "missing sub-command") : ER_OK;
@@ -590,7 +592,8 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(s, "classify")) return eval_classify(argc - 1, argv + 1);
     if (!strcmp(s, "multiview")) return eval_multiview(argc - 1, argv + 1);
     if (!strcmp(s, "compare")) return cmd_eval_compare(argc - 1, argv + 1);
+    if (!strcmp(s, "sequence")) return cmd_eval_sequence(argc - 1, argv + 1);
     if (!strcmp(s, "split")) return cmd_eval_split(argc - 1, argv + 1);
     if (!strcmp(s, "align")) return cmd_eval_align(argc - 1, argv + 1);
-    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, split, align, multiview, compare, perceived)", s);
+    return er_fail(ER_INPUT, "unknown evaluation '%s' (reid, retrieval, classify, split, align, multiview, sequence, compare, perceived)", s);
 }

@@ -30,23 +30,31 @@ static int evaluate_file(const char *path, const char *ref_s, const char *query_
     return rc;
 }
 
+int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json); /* cmd_eval_sequence.c */
+
 int cmd_eval_compare(int argc, char **argv) {
     const char *ref_s = NULL, *query_s = NULL;
-    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0;
+    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, seq = 0, gap = 0;
+    double gap_frac = 0.25;
     arg_spec specs[] = {
         {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3"},
         {"query-view", ARG_STR, &query_s, "query view(s) (default every view that is not a reference)"},
         {"k", ARG_INT, &k, "predictions per query (default 10, the ISC2021 protocol's)"},
         {"bootstrap", ARG_INT, &B, "paired-bootstrap replicates (default 1000)"},
         {"json", ARG_FLAG, &json, "one JSON line per comparison"},
+        {"sequence", ARG_FLAG, &seq, "the sequence protocol (eval sequence) instead of views: paired over sequences"},
+        {"gap", ARG_INT, &gap, "with --sequence: ignore same-sequence frames fewer than this many positions away (default 0)"},
+        {"gap-frac", ARG_DOUBLE, &gap_frac, "with --sequence: ... or closer than this share of the sequence (default 0.25)"},
     };
     char **files = NULL;
     int nfiles = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] [--json]", &files, &nfiles);
+                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] | --sequence [--gap N] [--gap-frac F] [--json]", &files, &nfiles);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     if (nfiles < 2) rc = er_fail(ER_INPUT, "eval compare: give at least two embedding files (the first is compared with each other)");
+    else if (seq && (ref_s || query_s)) rc = er_fail(ER_INPUT, "eval compare: --sequence takes no --ref-view / --query-view");
+    else if (seq) { rc = eval_compare_sequence(files, nfiles, gap, gap_frac, k, B, json); free(files); return rc; }
     else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required");
     else if (k < 1) rc = er_fail(ER_INPUT, "--k must be >= 1");
     else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
