@@ -23,6 +23,22 @@ static int prefixed(int rc, const char *what) {
     return er_fail(rc, "%s: %s", what, m);
 }
 
+/* the ignore rule in words */
+static const char *gap_text(int gap, double frac, char *buf, int size) {
+    if (gap > 1 && frac > 0) snprintf(buf, size, "closer than %d positions or %g of the sequence", gap, frac);
+    else if (frac > 0) snprintf(buf, size, "closer than %g of the sequence", frac);
+    else if (gap > 1) snprintf(buf, size, "closer than %d positions", gap);
+    else snprintf(buf, size, "none (only the frame itself)");
+    return buf;
+}
+
+/* a bootstrap p is resolved to 2/B: 0 means no replicate reached the other side */
+static const char *p_text(double p, int B, char *buf, int size) {
+    if (p == 0) snprintf(buf, size, "p < %.2g (no replicate of %d crossed 0)", 2.0 / B, B);
+    else snprintf(buf, size, "p = %.4g", p);
+    return buf;
+}
+
 static void views_name(int mask, const char *a, const char *b, char *buf) {
     snprintf(buf, 8, "%s%s", mask & 1 ? a : "", mask & 2 ? b : "");
 }
@@ -109,9 +125,10 @@ int cmd_eval_sequence(int argc, char **argv) {
         }
         printf("}\n");
     } else if (!rc) {
-        printf("sequence protocol: %d frames in %d sequences by %s; every frame a query, same-sequence frames < %d positions or "
-               "< %g of the sequence away ignored: %d queries, %d skipped (no positive left)\n",
-               r.nframes, r.nseq, emb_distance_name(dist), gap, frac, r.nqueries, r.nskipped);
+        char gt[128];
+        printf("sequence protocol: %d frames in %d sequences by %s; every frame a query, same-sequence frames ignored: %s; "
+               "%d queries, %d skipped (no positive left)\n",
+               r.nframes, r.nseq, emb_distance_name(dist), gap_text(gap, frac, gt, sizeof gt), r.nqueries, r.nskipped);
         printf("  mAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", r.map, r.acc1, r.recall_p90);
         if (B)
             printf("  95%% interval (bootstrap over %d sequences, %d replicates): mAP [%.4f, %.4f]   Acc@1 [%.4f, %.4f]   Recall@P90 [%.4f, %.4f]\n",
@@ -161,10 +178,12 @@ int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k,
     seq_result *r = xcalloc((size_t)nfiles, sizeof *r);
     reid_view_result *two = xcalloc((size_t)nfiles, sizeof *two);
     for (int i = 0; i < nfiles && !rc; i++) rc = eval_file(files[i], &g, k, &r[i], &two[i]);
-    if (!rc && !json)
-        printf("paired comparison, sequence protocol (gap < %d positions or < %g of the sequence): %d queries in %d sequences; "
+    if (!rc && !json) {
+        char gt[128];
+        printf("paired comparison, sequence protocol (same-sequence frames ignored: %s): %d queries in %d sequences; "
                "paired bootstrap over sequences (%d replicates); 2-vs-2 (Q1Q2 -> R1R2, top-%d): paired bootstrap over sequences\n",
-               gap, frac, r[0].nqueries, r[0].nqseq, B, k);
+               gap_text(gap, frac, gt, sizeof gt), r[0].nqueries, r[0].nqseq, B, k);
+    }
     for (int i = 1; i < nfiles && !rc; i++) {
         seq_paired t;
         reid_paired v;
@@ -191,12 +210,13 @@ int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k,
             printf("}\n");
         } else {
             printf("A %s\nB %s\n", files[0], files[i]);
-            printf("  mAP    A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], p = %.4g\n", t.map_a, t.map_b, t.map_a - t.map_b,
-                   t.map_d_lo, t.map_d_hi, t.map_p);
-            printf("  Acc@1  A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], p = %.4g\n", t.acc1_a, t.acc1_b,
-                   t.acc1_a - t.acc1_b, t.acc1_d_lo, t.acc1_d_hi, t.acc1_p);
-            printf("  2-vs-2 uAP  A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], p = %.4g (%d sequences)\n", v.uap_a, v.uap_b,
-                   v.uap_a - v.uap_b, v.delta_lo, v.delta_hi, v.p_uap, v.nq);
+            char p1[64], p2[64], p3[64];
+            printf("  mAP    A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s\n", t.map_a, t.map_b, t.map_a - t.map_b,
+                   t.map_d_lo, t.map_d_hi, p_text(t.map_p, B, p1, sizeof p1));
+            printf("  Acc@1  A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s\n", t.acc1_a, t.acc1_b,
+                   t.acc1_a - t.acc1_b, t.acc1_d_lo, t.acc1_d_hi, p_text(t.acc1_p, B, p2, sizeof p2));
+            printf("  2-vs-2 uAP  A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s (%d sequences)\n", v.uap_a, v.uap_b,
+                   v.uap_a - v.uap_b, v.delta_lo, v.delta_hi, p_text(v.p_uap, B, p3, sizeof p3), v.nq);
         }
     }
     for (int i = 0; i < nfiles; i++) seq_result_free(&r[i]), reid_view_result_free(&two[i]);
