@@ -151,15 +151,15 @@ int seq_eval(const float *E, int n, int D, emb_distance dist, const int64_t *sce
     }
     out->map = sap / out->nqueries;
     out->acc1 = sacc / out->nqueries;
-    /* the pooled pairs, one sort */
-    ranked *pool = xmalloc(sizeof *pool * (size_t)(out->npairs ? out->npairs : 1));
+    /* the pooled pairs moved to the front of the same array (a row never moves right), one sort */
+    ranked *pool = all;
     int64_t p = 0;
     for (int i = 0; i < n; i++)
         for (int t = 0; t < cnt[i]; t++) {
             pool[p] = all[(size_t)i * (n - 1) + t];
             pool[p++].j = i; /* the query now: a pair is (query, positive?) from here on */
         }
-    free(all), free(cnt);
+    free(cnt);
     qsort(pool, (size_t)out->npairs, sizeof *pool, cmp_ranked);
     out->pair_q = xmalloc(sizeof *out->pair_q * (size_t)(out->npairs ? out->npairs : 1));
     out->pair_pos = xmalloc((size_t)(out->npairs ? out->npairs : 1));

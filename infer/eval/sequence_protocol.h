@@ -37,8 +37,9 @@ typedef struct {
     double gap_frac;  /* in [0, 1] */
 } seq_gap;
 
-/* the most (query, frame) pairs kept for Recall@P90 (5 bytes each) */
-#define SEQ_MAX_PAIRS 50000000LL
+/* the most (query, frame) pairs: all are ranked at once (16 bytes each, 320 MB at the limit, about
+ * 4500 frames), then kept for Recall@P90 (5 bytes each) */
+#define SEQ_MAX_PAIRS 20000000LL
 
 typedef struct {
     int nframes, nseq;       /* frames and sequences of the file */

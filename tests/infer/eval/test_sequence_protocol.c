@@ -129,6 +129,14 @@ Test(eval_sequence, bad_files) {
     cr_expect_eq(seq_eval_emb(&e, &g, &r), ER_INPUT);
     cr_expect(strstr(er_msg(), "no view ids"), "%s", er_msg());
     emb_free(&e);
+    /* more pairs than are ranked at once: refused before allocating them */
+    int n = 5000;
+    float *x = calloc((size_t)n, sizeof *x);
+    int64_t *sc = calloc((size_t)n, sizeof *sc), *vw = malloc(sizeof *vw * (size_t)n);
+    for (int i = 0; i < n; i++) vw[i] = i;
+    cr_expect_eq(seq_eval(x, n, 1, DIST_COSINE, sc, vw, &g, &r), ER_INPUT);
+    cr_expect(strstr(er_msg(), "24995000 pairs"), "%s", er_msg());
+    free(x), free(sc), free(vw);
 }
 
 /* Whole sequences are drawn: with gap 0, A's queries average 25/36 (5/6, 5/6, 5/12) and B's 3/8
