@@ -16,12 +16,8 @@
 #define SEQ_DEFAULT_GAP_FRAC 0.25 /* the issue-31 protocol: a quarter of the sequence is a near-duplicate */
 #define SETTING_2V2 8             /* multiview.c's row Q1Q2 -> R1R2 */
 
-/* rc with the current message prefixed (copied first: er_fail writes the buffer er_msg reads) */
-static int prefixed(int rc, const char *what) {
-    char m[1024];
-    snprintf(m, sizeof m, "%s", er_msg());
-    return er_fail(rc, "%s: %s", what, m);
-}
+/* rc with the current message prefixed by the file (er_fail may quote er_msg()) */
+static int prefixed(int rc, const char *what) { return er_fail(rc, "%s: %s", what, er_msg()); }
 
 /* the ignore rule in words */
 static const char *gap_text(int gap, double frac, char *buf, int size) {
