@@ -36,7 +36,7 @@ static int data_import(int argc, char **argv) {
         OPT_OUT(&out, "manifest to write (paths are written relative to its folder)", .required = 1),
         {"label", ARG_STR, &label, "image-mask / sequences layouts: label of every row (that has none)"},
         {"map", ARG_STR, &map, "sequences layout: CSV frame,sequence[,...] or sequence,start,end[,...] for a flat SRC"},
-        {"views", ARG_INT, &views, "sequences layout: views per sequence, spread over it"},
+        {"views", ARG_INT, &views, "sequences layout: views per sequence, spread over it (0 = every frame, view = its position)"},
         {"min-gap", ARG_INT, &min_gap, "sequences layout: views at least this many frames apart"},
     };
     char **pos = NULL;
@@ -79,8 +79,9 @@ static int data_import(int argc, char **argv) {
             fprintf(stderr, "\n");
         }
         if (st.unmapped) fprintf(stderr, "data import: %d frames of %s are in no run of %s (left out)\n", st.unmapped, src, map);
-        printf("data import: %d rows (sequences layout: %d sequences x %d views from %d frames, %d skipped) -> %s\n", m.n,
-               st.sequences - st.nskipped, so.views, st.frames, st.nskipped, out);
+        if (!so.views) printf("data import: %d rows (sequences layout: every frame of %d sequences) -> %s\n", m.n, st.sequences, out);
+        else printf("data import: %d rows (sequences layout: %d sequences x %d views from %d frames, %d skipped) -> %s\n", m.n,
+                    st.sequences - st.nskipped, so.views, st.frames, st.nskipped, out);
     } else if (!rc) printf("data import: %d rows (%s layout) -> %s\n", m.n, layout, out);
     seq_import_stats_free(&st);
     manifest_free(&m);

@@ -560,6 +560,7 @@ static int eval_multiview(int argc, char **argv) {
 int cmd_eval_compare(int argc, char **argv);
 int cmd_eval_split(int argc, char **argv);
 int cmd_eval_align(int argc, char **argv);
+int cmd_eval_sequence(int argc, char **argv);
 
 int cmd_eval_perceived(int argc, char **argv);
 
@@ -572,6 +573,8 @@ int cmd_eval(int argc, char **argv) {
         {"split", cmd_eval_split, "train / test classification: weighted kNN or linear probe, few-label shares (PGCon tables)"},
         {"align", cmd_eval_align, "alignment and uniformity of the descriptors (Wang & Isola; PGCon fig. 4)"},
         {"multiview", eval_multiview, "EndoFinder table 3: every combination of query views Q1,Q2 and reference views R1,R2"},
+        {"sequence", cmd_eval_sequence, "frames grouped by polyp: every frame a query, near-duplicates ignored; mAP, Acc@1, "
+                                        "R@P90, 2-vs-2 views"},
         {"compare", cmd_eval_compare, "paired test of two or more embedding files on the same queries (bootstrap uAP, McNemar Acc@1)"},
         {"perceived", cmd_eval_perceived, "correlate a distance with perceived-similarity scores"},
     };

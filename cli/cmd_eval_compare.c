@@ -6,6 +6,7 @@
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/paired.h"
 #include "infer/eval/reid_views.h"
+#include "infer/eval/sequence_protocol.h"
 #include "cli/common_opts.h"
 #include "nn/base/base.h"
 
@@ -30,24 +31,33 @@ static int evaluate_file(const char *path, const char *ref_s, const char *query_
     return rc;
 }
 
+int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json); /* cmd_eval_sequence.c */
+
 int cmd_eval_compare(int argc, char **argv) {
     const char *ref_s = NULL, *query_s = NULL;
-    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0;
+    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, seq = 0, gap = 0;
+    double gap_frac = SEQ_DEFAULT_GAP_FRAC;
     arg_spec specs[] = {
-        {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3", .required = 1},
+        {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3 (required without --sequence)"},
         {"query-view", ARG_STR, &query_s, "query view(s)", .def = "every view that is not a reference"},
         OPT_K(&k),
         OPT_BOOTSTRAP(&B),
         OPT_JSON(&json),
+        {"sequence", ARG_FLAG, &seq, "the sequence protocol (eval sequence) instead of views: paired over sequences"},
+        OPT_GAP(&gap),
+        OPT_GAP_FRAC(&gap_frac),
     };
     char **files = NULL;
     int nfiles = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] [--json]", &files, &nfiles);
+                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] | --sequence [--gap N] [--gap-frac F] [--json]", &files, &nfiles);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     if (nfiles < 2) rc = er_fail(ER_INPUT, "eval compare: give at least two embedding files (the first is compared with each other)");
     else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
+    else if (seq && (ref_s || query_s)) rc = er_fail(ER_INPUT, "eval compare: --sequence takes no --ref-view / --query-view");
+    else if (seq) { rc = eval_compare_sequence(files, nfiles, gap, gap_frac, k, B, json); free(files); return rc; }
+    else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required (or --sequence)");
     reid_view_result *res = xcalloc((size_t)(nfiles > 0 ? nfiles : 1), sizeof *res);
     for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], ref_s, query_s, k, &res[i]);
     if (!rc && !json)

@@ -54,6 +54,11 @@
 #define OPT_BOOTSTRAP(dst, ...)                                                                                \
     {"bootstrap", ARG_INT, (dst), "bootstrap replicates of the 95% intervals (0 = none)", "[0, " OPT_STR(BOOTSTRAP_MAX_N) "]", \
      __VA_ARGS__}
+/* the sequence protocol's near-duplicate rule (eval sequence, eval compare --sequence) */
+#define OPT_GAP(dst, ...) \
+    {"gap", ARG_INT, (dst), "ignore same-sequence frames fewer than this many positions away", "[0, inf)", __VA_ARGS__}
+#define OPT_GAP_FRAC(dst, ...) \
+    {"gap-frac", ARG_DOUBLE, (dst), "... or closer than this share of the sequence's frames", "[0, 1]", __VA_ARGS__}
 #define OPT_OUT(dst, role, ...) {"out", ARG_STR, (dst), role, __VA_ARGS__}
 #define OPT_EMB(dst, role, ...) {"emb", ARG_STR, (dst), role, __VA_ARGS__}
 #define OPT_MANIFEST(dst, role, ...) {"manifest", ARG_STR, (dst), role, __VA_ARGS__}

@@ -375,7 +375,9 @@ static int seq_from_folders(const char *src, const seq_import_opts *o, seqset *S
     return rc;
 }
 
-enum { MC_FRAME, MC_SEQ, MC_START, MC_END, MC_LABEL, MC_PATIENT, MC_SPLIT, MC_N };
+enum { MC_FRAME, MC_SEQ, MC_START, MC_END, MC_LABEL, MC_PATIENT, MC_SPLIT,
+       MC_IGN0, MC_IGN1, MC_IGN2, MC_IGN3, MC_IGN4, MC_IGN5, /* read and ignored (each its own id: a repeat is refused) */
+       MC_N };
 
 /* label / patient / split of a sequence must be the same on all its lines */
 static int seq_attr(const char *map, int line, sequence *q, int created, char **slot, const char *what, const char *v) {
@@ -461,9 +463,13 @@ static int seq_from_map(const char *src, const seq_import_opts *o, seqset *S, in
         rc = er_fail(ER_INPUT, "%s: empty file (expected a header: frame,sequence[,label,patient,split] or "
                      "sequence,start,end[,label,patient,split])", map);
     if (!rc) { /* the manifest's header rule; `pathology` is another name of `label` */
-        static const char *const names[MC_N + 1] = {"frame", "sequence", "start", "end", "label", "patient", "split", "pathology"};
-        static const int ids[MC_N + 1] = {MC_FRAME, MC_SEQ, MC_START, MC_END, MC_LABEL, MC_PATIENT, MC_SPLIT, MC_LABEL};
-        rc = csv_header(&r, ncols, names, ids, MC_N + 1, MC_N, col);
+        /* file / sequence_id and the informational columns: CVC-ColonDB's labels.csv as it ships (importers.h) */
+        static const char *const names[] = {"frame", "sequence", "start", "end", "label", "patient", "split", "pathology",
+                                            "file", "sequence_id", "mask", "frame_number", "frame_index_in_sequence",
+                                            "sequence_length", "width", "height"};
+        static const int ids[] = {MC_FRAME, MC_SEQ, MC_START, MC_END, MC_LABEL, MC_PATIENT, MC_SPLIT, MC_LABEL,
+                                  MC_FRAME, MC_SEQ, MC_IGN0, MC_IGN1, MC_IGN2, MC_IGN3, MC_IGN4, MC_IGN5};
+        rc = csv_header(&r, ncols, names, ids, (int)(sizeof ids / sizeof *ids), MC_N, col);
     }
     int ranges = col[MC_START] >= 0 || col[MC_END] >= 0;
     if (!rc && col[MC_SEQ] < 0) rc = er_fail(ER_INPUT, "%s: line 1: no 'sequence' column", map);
@@ -561,7 +567,7 @@ int import_sequences(const char *src, const char *out_path, const seq_import_opt
     char *outdir = out_dir_of(out_path);
     manifest_init(m, outdir);
     int rc = ER_OK;
-    if (o->views < 1 || o->views > 1000) rc = er_fail(ER_INPUT, "data import: --views %d: must be 1..1000", o->views);
+    if (o->views < 0 || o->views > 1000) rc = er_fail(ER_INPUT, "data import: --views %d: must be 0 (every frame) or 1..1000", o->views);
     else if (o->min_gap < 1) rc = er_fail(ER_INPUT, "data import: --min-gap %d: must be >= 1", o->min_gap);
     seqset S = {0};
     if (!rc) rc = o->map ? seq_from_map(src, o, &S, &st->unmapped) : seq_from_folders(src, o, &S);
@@ -582,6 +588,13 @@ int import_sequences(const char *src, const char *out_path, const seq_import_opt
         st->sequences++;
         st->frames += q->frames.n;
         if (q->frames.n > longest) longest = q->frames.n;
+        if (o->views == 0) { /* every frame, view = its position in the sequence (the sequence protocol's input) */
+            for (int k = 0; k < q->frames.n; k++) {
+                snprintf(view, sizeof view, "%d", k);
+                add_row_full(m, outdir, q->frames.v[k], NULL, q->label ? q->label : o->label, q->name, view, q->patient, q->split);
+            }
+            continue;
+        }
         if (!seq_pick_views(q->frames.n, o->views, o->min_gap, idx)) {
             st->skipped = xrealloc(st->skipped, sizeof(char *) * (size_t)(st->nskipped + 1));
             st->skipped_frames = xrealloc(st->skipped_frames, sizeof(int) * (size_t)(st->nskipped + 1));

@@ -31,18 +31,23 @@ int import_scenes(const char *src, const char *out_path, manifest *m);
  *                                                                 the name); a sequence may have
  *                                                                 several lines (several passes)
  *                (`pathology` is accepted for `label`; label/patient/split must agree on every line
- *                of a sequence). Frames of SRC that no line names are left out.
+ *                of a sequence). Frames of SRC that no line names are left out. CVC-ColonDB's
+ *                labels.csv is such a map as it ships: `file` = frame, `sequence_id` = sequence,
+ *                its mask, frame_number, frame_index_in_sequence, sequence_length, width and height
+ *                columns are read and ignored (SRC = the cvc_colondb folder, views 0).
  * Frames are ordered by natural sort of their names (frame_2 before frame_10), sequences too. From
  * a sequence of n frames the V views are the frames at the centres of V equal parts
  * (floor((2k+1)n/2V), k = 0..V-1); when those are closer than min_gap frames they move out to
  * span the sequence (floor(k(n-1)/(V-1)): first and last frame). A sequence of fewer than
  * (V-1)*min_gap+1 frames (fewer than V with min_gap 1) is skipped and listed in the stats.
+ * views = 0: every frame of every sequence, view = its 0-based position (no sequence skipped):
+ * the input of the sequence protocol (infer/eval/sequence_protocol.h).
  * Rows: path, label (map column, else the class folder, else opts->label), scene = the sequence
  * name exactly as given, view = 0..V-1, patient and split from the map. Bad input (missing
  * folder or map, unknown column, a listed frame that does not exist, a frame in two sequences,
  * an empty sequence, a folder of masks) is ER_INPUT naming the file and line. */
 typedef struct {
-    int views;          /* V >= 1 (default 4) */
+    int views;          /* V >= 1 (default 4), 0 = every frame */
     int min_gap;        /* >= 1: chosen frames at least this many frame positions apart (default 1) */
     const char *map;    /* NULL: folder form */
     const char *label;  /* label of rows the layout gives none (NULL = none) */

@@ -17,10 +17,12 @@
 static _Thread_local char er_buf[1024];
 
 int er_fail(int code, const char *fmt, ...) {
+    char tmp[sizeof er_buf]; /* an argument may be er_msg() itself: format aside, then copy */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(er_buf, sizeof er_buf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(er_buf, tmp, strlen(tmp) + 1);
     return code;
 }
 

@@ -373,9 +373,17 @@ Test(datasets_sequences, cli) {
     char *bad[] = {"data", "import", "--layout", "scenes", src, "--out", out, "--views", "3", NULL};
     cr_expect_eq(cmd_data(9, bad), ER_INPUT);
     cr_expect(strstr(er_msg(), "--views is for --layout sequences"), "%s", er_msg());
-    char *bad2[] = {"data", "import", "--layout", "sequences", src, "--out", out, "--views", "0", NULL};
+    char *bad2[] = {"data", "import", "--layout", "sequences", src, "--out", out, "--views", "-1", NULL};
     cr_expect_eq(cmd_data(9, bad2), ER_INPUT);
-    cr_expect(strstr(er_msg(), "--views 0"), "%s", er_msg());
+    cr_expect(strstr(er_msg(), "--views -1"), "%s", er_msg());
+    /* --views 0: every frame, view = its position (the sequence protocol's input) */
+    char *all[] = {"data", "import", "--layout", "sequences", src, "--out", out, "--views", "0", NULL};
+    cr_assert_eq(cmd_data(9, all), ER_OK, "%s", er_msg());
+    cr_assert_eq(manifest_load(out, &m), ER_OK, "%s", er_msg());
+    cr_assert_eq(m.n, 9);
+    cr_expect_str_eq(m.rows[8].path, "seqs/a/f9.png");
+    cr_expect_str_eq(m.rows[8].view, "8");
+    manifest_free(&m);
     free(src), free(a), free(out);
 }
 
@@ -395,4 +403,76 @@ Test(datasets_sequences, a_huge_min_gap_names_the_true_frame_count) {
     manifest_free(&m);
     seq_import_stats_free(&st);
     free(src), free(out);
+}
+
+/* CVC-ColonDB's labels.csv is read as it ships (file = frame, sequence_id = sequence, its other
+ * columns ignored); views 0 keeps every frame, view = its position in the sequence. A hand-made
+ * folder in the same layout: images/colondb_NNN.png, frames 2 and 10 of seq01 listed, 5 of seq02,
+ * frame 7 in no line (left out). */
+Test(datasets_sequences, colondb_labels_every_frame) {
+    const char *root = test_tmpdir();
+    char *src = path_join(root, "cvc"), *out = path_join(root, "out/m.csv");
+    const int nums[] = {2, 10, 5, 7};
+    for (int i = 0; i < 4; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "images/colondb_%03d.png", nums[i]);
+        png(src, rel);
+    }
+    char *map = text_file(src, "labels.csv",
+                          "file,mask,sequence_id,frame_number,frame_index_in_sequence,sequence_length,width,height,label\n"
+                          "images/colondb_010.png,masks/colondb_010_mask.png,colondb_seq01,10,1,2,4,4,polyp\n"
+                          "images/colondb_002.png,masks/colondb_002_mask.png,colondb_seq01,2,0,2,4,4,polyp\n"
+                          "images/colondb_005.png,masks/colondb_005_mask.png,colondb_seq02,5,0,1,4,4,polyp\n");
+    manifest m;
+    seq_import_stats st;
+    seq_import_opts o = seq_import_defaults();
+    o.views = 0;
+    o.map = map;
+    cr_assert_eq(import_sequences(src, out, &o, &m, &st), ER_OK, "%s", er_msg());
+    cr_expect_eq(st.nskipped, 0, "views 0 skips no sequence, however short");
+    cr_assert_eq(m.n, 3);
+    cr_expect_str_eq(m.rows[0].path, "../cvc/images/colondb_002.png");
+    cr_expect_str_eq(m.rows[0].scene, "colondb_seq01");
+    cr_expect_str_eq(m.rows[0].view, "0");
+    cr_expect_str_eq(m.rows[1].path, "../cvc/images/colondb_010.png", "frame order, not line order");
+    cr_expect_str_eq(m.rows[1].view, "1");
+    cr_expect_str_eq(m.rows[1].label, "polyp");
+    cr_expect_str_eq(m.rows[2].scene, "colondb_seq02");
+    cr_expect_str_eq(m.rows[2].view, "0");
+    manifest_free(&m);
+    seq_import_stats_free(&st);
+    /* an unknown column is still refused; a negative --views too */
+    g_src = src, g_out = out, g_opts = o;
+    EXPECT_BAD_MAP(root, "bad.csv", "file,sequence_id,colour\nimages/colondb_002.png,s,red\n", "unknown column 'colour'", "bad.csv");
+    g_opts.views = -1;
+    g_map = map;
+    EXPECT_BAD(run_import, "--views -1", "every frame");
+    free(src), free(out), free(map);
+}
+
+/* The real labels.csv (345 frames, 17 sequences), when ../shared/data is there. */
+Test(datasets_sequences, colondb_real_labels) {
+    REQUIRE_SHARED_DATA(data);
+    char *src = path_join(data, "cvc_colondb"), *map = path_join(src, "labels.csv");
+    struct stat sb;
+    if (stat(map, &sb)) cr_skip_test("%s not found: real-data test skipped", map);
+    const char *root = test_tmpdir();
+    char *out = path_join(root, "colondb.csv");
+    manifest m;
+    seq_import_stats st;
+    seq_import_opts o = seq_import_defaults();
+    o.views = 0;
+    o.map = map;
+    cr_assert_eq(import_sequences(src, out, &o, &m, &st), ER_OK, "%s", er_msg());
+    cr_expect_eq(m.n, 345);
+    cr_expect_eq(st.sequences, 17);
+    cr_expect_eq(st.frames, 345);
+    /* colondb_seq11c: 19 frames kept of 226-263; its last is position 18 */
+    int last = -1;
+    for (int i = 0; i < m.n; i++)
+        if (!strcmp(m.rows[i].scene, "colondb_seq11c")) last = atoi(m.rows[i].view);
+    cr_expect_eq(last, 18);
+    manifest_free(&m);
+    seq_import_stats_free(&st);
+    free(src), free(map), free(out);
 }

@@ -132,3 +132,11 @@ Test(base, remove_tree_does_not_follow_symlinks) {
     remove_tree(outside);
     free(sub); free(f); free(keep); free(ln);
 }
+
+/* A message that wraps the previous one (`er_fail(rc, "%s: %s", path, er_msg())`, as commands
+ * prefix a file name) reads the buffer it writes: it came out garbled ("a: a: ..."). */
+Test(base, a_message_may_quote_the_previous_one) {
+    er_fail(ER_INPUT, "2-vs-2 protocol: no sequence has 4 frames (%d too short)", 2);
+    cr_expect_eq(er_fail(ER_INPUT, "%s: %s", "emb.safetensors", er_msg()), ER_INPUT);
+    cr_expect_str_eq(er_msg(), "emb.safetensors: 2-vs-2 protocol: no sequence has 4 frames (2 too short)");
+}

@@ -1,0 +1,214 @@
+/* cmd_eval_sequence.c — `endoret eval sequence --emb E`: the sequence protocol on frames grouped
+ * by polyp (infer/eval/sequence_protocol.h) and EndoFinder's 2-vs-2 views picked by position; and
+ * `eval compare A B --sequence`: the same, paired over sequences. */
+#include "cli/cli_util.h"
+#include "cli/common_opts.h"
+#include "infer/eval/bootstrap.h"
+#include "infer/eval/multiview.h"
+#include "infer/eval/paired.h"
+#include "infer/eval/reid_views.h"
+#include "infer/eval/sequence_protocol.h"
+#include "nn/base/args.h"
+#include "nn/base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SETTING_2V2 8             /* multiview.c's row Q1Q2 -> R1R2 */
+
+/* rc with the current message prefixed by the file (er_fail may quote er_msg()) */
+static int prefixed(int rc, const char *what) { return er_fail(rc, "%s: %s", what, er_msg()); }
+
+/* the ignore rule in words */
+static const char *gap_text(int gap, double frac, char *buf, int size) {
+    if (gap > 1 && frac > 0) snprintf(buf, size, "closer than %d positions or %g of the sequence", gap, frac);
+    else if (frac > 0) snprintf(buf, size, "closer than %g of the sequence", frac);
+    else if (gap > 1) snprintf(buf, size, "closer than %d positions", gap);
+    else snprintf(buf, size, "none (only the frame itself)");
+    return buf;
+}
+
+/* a bootstrap p is resolved to 2/B: 0 means no replicate reached the other side */
+static const char *p_text(double p, int B, char *buf, int size) {
+    if (p == 0) snprintf(buf, size, "p < %.2g (no replicate of %d crossed 0)", 2.0 / B, B);
+    else snprintf(buf, size, "p = %.4g", p);
+    return buf;
+}
+
+static void views_name(int mask, const char *a, const char *b, char *buf) {
+    snprintf(buf, 8, "%s%s", mask & 1 ? a : "", mask & 2 ? b : "");
+}
+
+/* the 9 settings of the 2-vs-2 protocol on 4 frames per sequence; keep[9] owned by the caller */
+static int two_vs_two(const emb_set *e, int k, mv_row rows[9], reid_view_result keep[9], int *nseq, int *nshort) {
+    emb_set four;
+    memset(keep, 0, sizeof *keep * 9);
+    int rc = seq_pick_four(e, &four, nshort);
+    if (rc) return rc;
+    *nseq = four.n / 4;
+    rc = multiview_eval_keep(&four, k, 0, 0, rows, keep);
+    emb_free(&four);
+    return rc;
+}
+
+int cmd_eval_sequence(int argc, char **argv) {
+    const char *ep = NULL;
+    int gap = 0, k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, no2 = 0;
+    double frac = SEQ_DEFAULT_GAP_FRAC;
+    arg_spec specs[] = {
+        OPT_EMB(&ep, "embeddings of every frame, scene = sequence, view = frame position (data import --layout sequences --views 0)",
+                .required = 1),
+        OPT_GAP(&gap),
+        OPT_GAP_FRAC(&frac),
+        OPT_K(&k),
+        OPT_BOOTSTRAP(&B),
+        {"no-2v2", ARG_FLAG, &no2, "skip EndoFinder's 2-vs-2 view protocol"},
+        OPT_JSON(&json),
+    };
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
+                        "endoret eval sequence --emb E [--gap N] [--gap-frac F] [--bootstrap N] [--json]", NULL, NULL);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return rc;
+    emb_set e;
+    if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
+    seq_result r;
+    seq_gap g = {gap, frac};
+    if ((rc = seq_eval_emb(&e, &g, &r))) { rc = prefixed(rc, ep); emb_free(&e); return rc; }
+    seq_interval ci;
+    seq_bootstrap(&r, B, BOOTSTRAP_SEED, &ci);
+    mv_row rows[9];
+    reid_view_result keep[9];
+    int n4 = 0, nshort = 0;
+    if (!no2 && (rc = two_vs_two(&e, k, rows, keep, &n4, &nshort))) rc = prefixed(rc, ep);
+    emb_distance dist = DIST_COSINE;
+    emb_distance_of(&e, "--emb", &dist);
+    if (!rc && json) {
+        printf("{\"frames\": %d, \"sequences\": %d, \"queries\": %d, \"skipped\": %d, \"gap\": %d, \"gap_frac\": ", r.nframes, r.nseq,
+               r.nqueries, r.nskipped, gap);
+        json_put_num(stdout, frac);
+        printf(", \"distance\": \"%s\", \"mAP\": ", emb_distance_name(dist)); json_put_num(stdout, r.map);
+        printf(", \"acc1\": "); json_put_num(stdout, r.acc1);
+        printf(", \"recall_p90\": "); json_put_num(stdout, r.recall_p90);
+        if (B) {
+            printf(", \"mAP_lo\": "); json_put_num(stdout, ci.map_lo); printf(", \"mAP_hi\": "); json_put_num(stdout, ci.map_hi);
+            printf(", \"acc1_lo\": "); json_put_num(stdout, ci.acc1_lo); printf(", \"acc1_hi\": "); json_put_num(stdout, ci.acc1_hi);
+            printf(", \"recall_p90_lo\": "); json_put_num(stdout, ci.rp90_lo);
+            printf(", \"recall_p90_hi\": "); json_put_num(stdout, ci.rp90_hi);
+            printf(", \"bootstrap\": %d, \"bootstrap_sequences\": %d", B, r.nqseq);
+        }
+        if (!no2) {
+            printf(", \"sequences_2v2\": %d, \"too_short_2v2\": %d, \"k\": %d, \"views_2v2\": [", n4, nshort, k);
+            for (int o = 0; o < 9; o++) {
+                char q[8], f[8];
+                views_name(rows[o].qmask, "Q1", "Q2", q), views_name(rows[o].rmask, "R1", "R2", f);
+                printf("%s{\"query_views\": \"%s\", \"ref_views\": \"%s\", \"uAP\": ", o ? ", " : "", q, f);
+                json_put_num(stdout, rows[o].r.uap); printf(", \"acc1\": "); json_put_num(stdout, rows[o].r.acc1);
+                printf(", \"recall_p90\": "); json_put_num(stdout, rows[o].r.recall_p90);
+                if (B) {
+                    reid_interval vi;
+                    reid_bootstrap(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, B, BOOTSTRAP_SEED, &vi);
+                    printf(", \"uAP_lo\": "); json_put_num(stdout, vi.lo.uap); printf(", \"uAP_hi\": "); json_put_num(stdout, vi.hi.uap);
+                }
+                printf("}");
+            }
+            printf("]");
+        }
+        printf("}\n");
+    } else if (!rc) {
+        char gt[128];
+        printf("sequence protocol: %d frames in %d sequences by %s; every frame a query, same-sequence frames ignored: %s; "
+               "%d queries, %d skipped (no positive left)\n",
+               r.nframes, r.nseq, emb_distance_name(dist), gap_text(gap, frac, gt, sizeof gt), r.nqueries, r.nskipped);
+        printf("  mAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", r.map, r.acc1, r.recall_p90);
+        if (B)
+            printf("  95%% interval (bootstrap over %d sequences, %d replicates): mAP [%.4f, %.4f]   Acc@1 [%.4f, %.4f]   Recall@P90 [%.4f, %.4f]\n",
+                   r.nqseq, B, ci.map_lo, ci.map_hi, ci.acc1_lo, ci.acc1_hi, ci.rp90_lo, ci.rp90_hi);
+        if (!no2) {
+            printf("2-vs-2 view protocol (EndoFinder): 4 frames per sequence at the centres of 4 equal parts = Q1,Q2,R1,R2; "
+                   "%d sequences (%d with fewer than 4 frames left out), top-%d\n", n4, nshort, k);
+            for (int o = 0; o < 9; o++) {
+                char q[8], f[8];
+                views_name(rows[o].qmask, "Q1", "Q2", q), views_name(rows[o].rmask, "R1", "R2", f);
+                printf("  %-4s -> %-4s  uAP %.4f   Acc@1 %.4f   Recall@P90 %.4f", q, f, rows[o].r.uap, rows[o].r.acc1, rows[o].r.recall_p90);
+                if (B) {
+                    reid_interval vi;
+                    reid_bootstrap(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, B, BOOTSTRAP_SEED, &vi);
+                    printf("   uAP 95%% [%.4f, %.4f] (over sequences)", vi.lo.uap, vi.hi.uap);
+                }
+                printf("\n");
+            }
+        }
+    }
+    if (!no2) for (int o = 0; o < 9; o++) reid_view_result_free(&keep[o]);
+    seq_result_free(&r);
+    emb_free(&e);
+    return rc;
+}
+
+static int eval_file(const char *path, const seq_gap *g, int k, seq_result *r, reid_view_result *two) {
+    emb_set e;
+    int rc = emb_load_arg(path, "eval compare", &e);
+    if (rc) return rc;
+    mv_row rows[9];
+    reid_view_result keep[9];
+    int n4, nshort;
+    if (!(rc = seq_eval_emb(&e, g, r)) && !(rc = two_vs_two(&e, k, rows, keep, &n4, &nshort))) {
+        *two = keep[SETTING_2V2];
+        for (int o = 0; o < 9; o++) if (o != SETTING_2V2) reid_view_result_free(&keep[o]);
+    }
+    if (rc) rc = prefixed(rc, path);
+    emb_free(&e);
+    return rc;
+}
+
+int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json) {
+    int rc = ER_OK;
+    seq_gap g = {gap, frac};
+    seq_result *r = xcalloc((size_t)nfiles, sizeof *r);
+    reid_view_result *two = xcalloc((size_t)nfiles, sizeof *two);
+    for (int i = 0; i < nfiles && !rc; i++) rc = eval_file(files[i], &g, k, &r[i], &two[i]);
+    if (!rc && !json) {
+        char gt[128];
+        printf("paired comparison, sequence protocol (same-sequence frames ignored: %s): %d queries in %d sequences; "
+               "paired bootstrap over sequences (%d replicates); 2-vs-2 (Q1Q2 -> R1R2, top-%d): paired bootstrap over sequences\n",
+               gap_text(gap, frac, gt, sizeof gt), r[0].nqueries, r[0].nqseq, B, k);
+    }
+    for (int i = 1; i < nfiles && !rc; i++) {
+        seq_paired t;
+        reid_paired v;
+        rc = seq_paired_test(&r[0], &r[i], B, BOOTSTRAP_SEED, &t);
+        if (!rc) rc = reid_paired_test(two[0].pred, two[0].npred, two[i].pred, two[i].npred, two[0].gt, two[0].ngt, two[i].gt, two[i].ngt,
+                                       B, BOOTSTRAP_SEED, &v);
+        if (rc) {
+            char both[2048];
+            snprintf(both, sizeof both, "%s vs %s", files[0], files[i]);
+            rc = prefixed(rc, both);
+            break;
+        }
+        if (json) {
+            printf("{\"a\": \"%s\", \"b\": \"%s\", \"queries\": %d, \"sequences\": %d, \"mAP_a\": ", files[0], files[i], t.nqueries, t.nqseq);
+            json_put_num(stdout, t.map_a); printf(", \"mAP_b\": "); json_put_num(stdout, t.map_b);
+            printf(", \"mAP_diff_lo\": "); json_put_num(stdout, t.map_d_lo); printf(", \"mAP_diff_hi\": "); json_put_num(stdout, t.map_d_hi);
+            printf(", \"mAP_p\": "); json_put_num(stdout, t.map_p);
+            printf(", \"acc1_a\": "); json_put_num(stdout, t.acc1_a); printf(", \"acc1_b\": "); json_put_num(stdout, t.acc1_b);
+            printf(", \"acc1_diff_lo\": "); json_put_num(stdout, t.acc1_d_lo); printf(", \"acc1_diff_hi\": "); json_put_num(stdout, t.acc1_d_hi);
+            printf(", \"acc1_p\": "); json_put_num(stdout, t.acc1_p);
+            printf(", \"uAP_2v2_a\": "); json_put_num(stdout, v.uap_a); printf(", \"uAP_2v2_b\": "); json_put_num(stdout, v.uap_b);
+            printf(", \"uAP_2v2_diff_lo\": "); json_put_num(stdout, v.delta_lo); printf(", \"uAP_2v2_diff_hi\": "); json_put_num(stdout, v.delta_hi);
+            printf(", \"uAP_2v2_p\": "); json_put_num(stdout, v.p_uap);
+            printf("}\n");
+        } else {
+            printf("A %s\nB %s\n", files[0], files[i]);
+            char p1[64], p2[64], p3[64];
+            printf("  mAP    A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s\n", t.map_a, t.map_b, t.map_a - t.map_b,
+                   t.map_d_lo, t.map_d_hi, p_text(t.map_p, B, p1, sizeof p1));
+            printf("  Acc@1  A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s\n", t.acc1_a, t.acc1_b,
+                   t.acc1_a - t.acc1_b, t.acc1_d_lo, t.acc1_d_hi, p_text(t.acc1_p, B, p2, sizeof p2));
+            printf("  2-vs-2 uAP  A %.4f  B %.4f  A-B %+.4f, 95%% interval [%+.4f, %+.4f], %s (%d sequences)\n", v.uap_a, v.uap_b,
+                   v.uap_a - v.uap_b, v.delta_lo, v.delta_hi, p_text(v.p_uap, B, p3, sizeof p3), v.nq);
+        }
+    }
+    for (int i = 0; i < nfiles; i++) seq_result_free(&r[i]), reid_view_result_free(&two[i]);
+    free(r), free(two);
+    return rc;
+}
