@@ -187,9 +187,10 @@ DEMO_OUT ?= out/demo
 demo: deps $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo.sh $(BUILD)/endoret
 
-# PGCon / WINCon on synthetic frames (a few minutes on 2 cores): out/demo/pgcon.json
+# PGCon / WINCon on synthetic frames, then 10 %-label fine-tuning from each (minutes on 2 cores): out/demo/pgcon.json, pgcon_finetune.json
 demo-pgcon: deps $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo_pgcon.sh $(BUILD)/endoret
+	DEMO_OUT=$(DEMO_OUT) sh configs/demo_pgcon_finetune.sh $(BUILD)/endoret
 
 # the dual-backbone objective on synthetic scenes: frozen vs LoRA -> $(DEMO_OUT)/dual.json (docs/dual.md)
 demo-dual: deps $(BUILD)/endoret

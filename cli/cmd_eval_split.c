@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/metrics.h"
+#include "infer/eval/paired.h"
 #include "infer/eval/probe_cv.h"
 #include "infer/eval/split_eval.h"
 #include "infer/retrieval/distance.h"
@@ -34,13 +35,62 @@ static int labels_by_name(const emb_set *e, const emb_set *ref, const char *what
     return ER_OK;
 }
 
+typedef struct {
+    int probe, k, weighted, seed;
+    double tau, l2, percent;
+} split_opts;
+
+/* Classifies te with tr (its seeded label share), writes right[0..m) (1 = correct) over te's labelled
+ * rows and, when conf is given, the C x C confusion counts; *kept = labelled training rows. */
+static int split_right(const emb_set *tr, const emb_set *te, const char *trp, const char *tep, const split_opts *o,
+                       double *right, int *m, int64_t *conf, int *kept) {
+    int *ytr = xmalloc((size_t)(tr->n ? tr->n : 1) * sizeof(int)), *yte = xmalloc((size_t)(te->n ? te->n : 1) * sizeof(int));
+    int *pred = xmalloc((size_t)(te->n ? te->n : 1) * sizeof(int)), C = tr->nlabel_names, rc;
+    uint8_t *keep = xmalloc((size_t)(tr->n ? tr->n : 1));
+    *m = 0;
+    if ((rc = emb_require_cosine(tr, trp)) || (rc = emb_require_cosine(te, tep))) goto out;
+    if (tr->dim != te->dim) { rc = er_fail(ER_INPUT, "%s is %d-d, %s %d-d", trp, tr->dim, tep, te->dim); goto out; }
+    if (!tr->labels || !te->labels) { rc = er_fail(ER_INPUT, "%s has no labels", !tr->labels ? trp : tep); goto out; }
+    for (int i = 0; i < tr->n; i++) ytr[i] = (int)tr->labels[i];
+    if ((rc = labels_by_name(te, tr, tep, yte))) goto out;
+    if (C < 2) { rc = er_fail(ER_INPUT, "%s: classification needs at least 2 labels", trp); goto out; }
+    *kept = label_subset(ytr, tr->n, o->percent, (uint64_t)o->seed, keep);
+    for (int i = 0; i < tr->n; i++) if (!keep[i]) ytr[i] = -1; /* unlabelled: no vote, not trained on */
+    rc = o->probe ? probe_split(tr->x, ytr, tr->n, te->x, te->n, tr->dim, C, o->l2, pred, NULL)
+                  : knn_split(tr->x, ytr, tr->n, te->x, te->n, tr->dim, C, o->k, o->weighted, o->tau, pred);
+    if (rc) goto out;
+    for (int i = 0; i < te->n; i++) {
+        if (yte[i] < 0) continue;
+        right[(*m)++] = pred[i] == yte[i];
+        if (conf && pred[i] >= 0) conf[(size_t)yte[i] * C + pred[i]]++;
+    }
+    if (!*m) rc = er_fail(ER_INPUT, "%s: no labelled rows", tep);
+out:
+    free(ytr); free(yte); free(pred); free(keep);
+    return rc;
+}
+
+/* The baseline must describe the same rows with the same labels, so that both get the same label
+ * share and the per-row differences pair up. */
+static int same_rows(const emb_set *a, const emb_set *b, const char *pa, const char *pb) {
+    if (a->n != b->n) return er_fail(ER_INPUT, "%s has %d rows, %s %d: a paired comparison needs the same rows", pb, b->n, pa, a->n);
+    for (int i = 0; i < a->n; i++) {
+        const char *x = a->labels && a->labels[i] >= 0 && a->labels[i] < a->nlabel_names ? a->label_names[a->labels[i]] : "";
+        const char *y = b->labels && b->labels[i] >= 0 && b->labels[i] < b->nlabel_names ? b->label_names[b->labels[i]] : "";
+        if (strcmp(x, y)) return er_fail(ER_INPUT, "%s row %d is labelled '%s', %s row %d '%s': not the same rows", pb, i, y, pa, i, x);
+    }
+    return ER_OK;
+}
+
 static int eval_split(int argc, char **argv) {
-    const char *trp = NULL, *tep = NULL, *classifier = "knn", *vote = "weighted";
+    const char *trp = NULL, *tep = NULL, *btrp = NULL, *btep = NULL, *classifier = "knn", *vote = "weighted";
     int k = 290, json = 0, seed = 0, B = BOOTSTRAP_DEFAULT_N;
     double tau = 0.1, l2 = 1e-3, percent = 100;
     arg_spec specs[] = {
         {"train", ARG_STR, &trp, "labelled embeddings: the kNN bank / the probe's training rows"},
         {"test", ARG_STR, &tep, "labelled embeddings of the test rows (labels matched by name)"},
+        {"base-train", ARG_STR, &btrp, "a baseline's embeddings of the same training rows (with --base-test: paired comparison)"},
+        {"base-test", ARG_STR, &btep, "the baseline's embeddings of the same test rows"},
         {"classifier", ARG_STR, &classifier, "knn (weighted vote, PGCon's zero-shot) or probe (softmax regression)", "knn|probe"},
         OPT_K(&k),
         OPT_VOTE(&vote),
@@ -54,44 +104,50 @@ static int eval_split(int argc, char **argv) {
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval split --train TR --test TE [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    int probe = !strcmp(classifier, "probe");
-    int weighted = !strcmp(vote, "weighted");
-    emb_set tr, te;
+    split_opts o = {!strcmp(classifier, "probe"), k, !strcmp(vote, "weighted"), seed, tau, l2, percent};
+    if (!btrp != !btep) return er_fail(ER_INPUT, "--base-train and --base-test go together (a paired comparison needs both)");
+    emb_set tr, te, btr = {0}, bte = {0};
+    int paired = btrp != NULL;
     if ((rc = emb_load_arg(trp, "--train", &tr))) return rc;
     if ((rc = emb_load_arg(tep, "--test", &te))) { emb_free(&tr); return rc; }
-    int *ytr = xmalloc((size_t)(tr.n ? tr.n : 1) * sizeof(int)), *yte = xmalloc((size_t)(te.n ? te.n : 1) * sizeof(int));
-    int *pred = xmalloc((size_t)(te.n ? te.n : 1) * sizeof(int)), C = tr.nlabel_names, kept = 0;
-    uint8_t *keep = xmalloc((size_t)(tr.n ? tr.n : 1));
-    if ((rc = emb_require_cosine(&tr, "--train")) || (rc = emb_require_cosine(&te, "--test"))) goto out;
-    if (tr.dim != te.dim) { rc = er_fail(ER_INPUT, "--train is %d-d, --test %d-d", tr.dim, te.dim); goto out; }
-    if (!tr.labels || !te.labels) { rc = er_fail(ER_INPUT, "%s has no labels", !tr.labels ? trp : tep); goto out; }
-    for (int i = 0; i < tr.n; i++) ytr[i] = (int)tr.labels[i];
-    if ((rc = labels_by_name(&te, &tr, "--test", yte))) goto out;
-    if (C < 2) { rc = er_fail(ER_INPUT, "--train: classification needs at least 2 labels"); goto out; }
-    kept = label_subset(ytr, tr.n, percent, (uint64_t)seed, keep);
-    for (int i = 0; i < tr.n; i++) if (!keep[i]) ytr[i] = -1; /* unlabelled: no vote, not trained on */
-    rc = probe ? probe_split(tr.x, ytr, tr.n, te.x, te.n, tr.dim, C, l2, pred, NULL)
-               : knn_split(tr.x, ytr, tr.n, te.x, te.n, tr.dim, C, k, weighted, tau, pred);
-    if (rc) goto out;
-    double *right = xmalloc(sizeof(double) * (te.n ? te.n : 1)), lo = NAN, hi = NAN, acc = 0;
-    int m = 0;
-    int64_t *conf = xcalloc((size_t)C * C, sizeof(int64_t));
-    for (int i = 0; i < te.n; i++) {
-        if (yte[i] < 0) continue;
-        right[m++] = pred[i] == yte[i];
-        acc += pred[i] == yte[i];
-        if (pred[i] >= 0) conf[(size_t)yte[i] * C + pred[i]]++;
-    }
-    if (!m) { rc = er_fail(ER_INPUT, "--test: no labelled rows"); free(right); free(conf); goto out; }
+    if (paired && (rc = emb_load_arg(btrp, "--base-train", &btr))) { emb_free(&tr); emb_free(&te); return rc; }
+    if (paired && (rc = emb_load_arg(btep, "--base-test", &bte))) { emb_free(&tr); emb_free(&te); emb_free(&btr); return rc; }
+    int C = tr.nlabel_names, kept = 0, m = 0, bkept = 0, bm = 0;
+    double *right = xmalloc(sizeof(double) * (te.n ? te.n : 1)), *bright = xmalloc(sizeof(double) * (te.n ? te.n : 1));
+    int64_t *conf = xcalloc((size_t)(C > 0 ? C : 1) * (C > 0 ? C : 1), sizeof(int64_t));
+    double lo = NAN, hi = NAN, acc = 0, bacc = 0, dlo = NAN, dhi = NAN, p = NAN;
+    int a_only = 0, b_only = 0;
+    if ((rc = split_right(&tr, &te, "--train", "--test", &o, right, &m, conf, &kept))) goto out;
+    if (paired && ((rc = same_rows(&tr, &btr, trp, btrp)) || (rc = same_rows(&te, &bte, tep, btep)) ||
+                   (rc = split_right(&btr, &bte, "--base-train", "--base-test", &o, bright, &bm, NULL, &bkept))))
+        goto out;
+    for (int i = 0; i < m; i++) acc += right[i];
     acc /= m;
     if (B) bootstrap_mean_interval(right, m, B, BOOTSTRAP_SEED, &lo, &hi);
+    if (paired) { /* per test row: this encoder's hit minus the baseline's, resampled together */
+        for (int i = 0; i < m; i++) {
+            bacc += bright[i];
+            a_only += right[i] > bright[i], b_only += bright[i] > right[i];
+            bright[i] = right[i] - bright[i];
+        }
+        bacc /= m;
+        if (B) bootstrap_mean_interval(bright, m, B, BOOTSTRAP_SEED, &dlo, &dhi);
+        p = mcnemar_exact_p(a_only, b_only);
+    }
     if (json) {
         printf("{\"classifier\": \"%s\", \"train\": %d, \"train_labelled\": %d, \"label_percent\": %g, \"test\": %d, ", classifier,
                tr.n, kept, percent, m);
-        if (!probe) printf("\"k\": %d, \"vote\": \"%s\", \"tau\": %g, ", k, vote, tau);
+        if (!o.probe) printf("\"k\": %d, \"vote\": \"%s\", \"tau\": %g, ", k, vote, tau);
         printf("\"accuracy\": ");
         json_put_num(stdout, acc);
         if (B) { printf(", \"accuracy_lo\": "); json_put_num(stdout, lo); printf(", \"accuracy_hi\": "); json_put_num(stdout, hi); }
+        if (paired) {
+            printf(", \"base_accuracy\": "); json_put_num(stdout, bacc);
+            printf(", \"delta\": "); json_put_num(stdout, acc - bacc);
+            if (B) { printf(", \"delta_lo\": "); json_put_num(stdout, dlo); printf(", \"delta_hi\": "); json_put_num(stdout, dhi); }
+            printf(", \"only_this\": %d, \"only_base\": %d, \"p_mcnemar\": ", a_only, b_only);
+            json_put_num(stdout, p);
+        }
         printf(", \"sensitivity\": {");
         for (int c = 0; c < C; c++) {
             int64_t n = 0;
@@ -103,9 +159,9 @@ static int eval_split(int argc, char **argv) {
         }
         printf("}}\n");
     } else {
-        if (probe) printf("linear probe (softmax regression, L2 %g, standardised)", l2);
-        else printf("kNN, %s vote, k = %d%s", vote, k, weighted ? "" : "");
-        if (!probe && weighted) printf(", tau %g", tau);
+        if (o.probe) printf("linear probe (softmax regression, L2 %g, standardised)", l2);
+        else printf("kNN, %s vote, k = %d", vote, k);
+        if (!o.probe && o.weighted) printf(", tau %g", tau);
         printf(": trained on %d of %d rows (%g%% of the labels, seed %d), tested on %d\n", kept, tr.n, percent, seed, m);
         printf("  accuracy %.4f", acc);
         if (B) printf("   95%% interval (bootstrap over test rows, %d replicates) [%.4f, %.4f]", B, lo, hi);
@@ -116,11 +172,16 @@ static int eval_split(int argc, char **argv) {
             printf("  %s %.4f", tr.label_names[c], n ? (double)conf[(size_t)c * C + c] / n : NAN);
         }
         printf("\n");
+        if (paired) {
+            printf("  baseline accuracy %.4f, difference %+.4f", bacc, acc - bacc);
+            if (B) printf("   95%% paired interval [%+.4f, %+.4f]", dlo, dhi);
+            printf("   (%d rows right only here, %d only in the baseline; McNemar p %.4g)\n", a_only, b_only, p);
+        }
     }
-    free(right); free(conf);
 out:
-    free(ytr); free(yte); free(pred); free(keep);
+    free(right); free(bright); free(conf);
     emb_free(&tr); emb_free(&te);
+    if (paired) { emb_free(&btr); emb_free(&bte); }
     return rc;
 }
 

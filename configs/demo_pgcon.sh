@@ -6,7 +6,9 @@
 #   -> embed the train and test splits with each encoder, random init and a no-learning thumbnail
 #   -> weighted kNN (k 20, tau 0.1: the bank has 416 rows) and a linear probe trained on the train
 #   split, tested on the test split, with 95 % bootstrap intervals; alignment / uniformity
-#   -> table on stdout and $DEMO_OUT/pgcon.json (rows random, thumbnail, pgcon, wincon).
+#   -> few labels (10 % / 100 % of the training labels, kNN and probe): each encoder minus random init,
+#   paired over the same test rows (eval split --base-train/--base-test)
+#   -> tables on stdout and $DEMO_OUT/pgcon.json (rows random, thumbnail, pgcon, wincon; paired_vs_random).
 # Usage: DEMO_OUT=out/demo sh configs/demo_pgcon.sh build/endoret
 # Knobs (environment): DEMO_PGCON_STEPS (default: the config's 400), DEMO_THREADS.
 set -eu
@@ -55,6 +57,27 @@ for name in random thumbnail pgcon wincon; do
         "$sep" "$name" "$(field "$k" accuracy)" "$(field "$k" accuracy_lo)" "$(field "$k" accuracy_hi)" "$(field "$l" accuracy)" \
         "$(field "$l" accuracy_lo)" "$(field "$l" accuracy_hi)" "$(field "$a" align)" "$(field "$a" uniform)" >> "$json.tmp"
     sep=", "
+done
+printf '], "paired_vs_random": [' >> "$json.tmp"
+# the few-label regimes of the paper's Tables 2-3 (label share of the training split), each encoder
+# against random init on the same test rows with the same labelled rows: paired bootstrap of the
+# per-row difference, exact McNemar p
+echo "== few labels: each encoder minus random init on the same test rows (95% paired interval)"
+printf '%-10s %6s %-8s %9s %9s %22s %9s\n' model labels clf acc random "difference [95% CI]" McNemar
+sep=""
+for name in pgcon wincon; do
+    for pc in 10 100; do
+        for clf in knn probe; do
+            r=$("$BIN" eval split --train "$P/${name}_train.safetensors" --test "$P/${name}_test.safetensors" --classifier $clf \
+                --k 20 --label-percent $pc --base-train "$P/random_train.safetensors" --base-test "$P/random_test.safetensors" --json)
+            printf '%-10s %5s%% %-8s %9.4f %9.4f %+8.4f [%+.3f, %+.3f] %9.3g\n' "$name" "$pc" "$clf" "$(field "$r" accuracy)" \
+                "$(field "$r" base_accuracy)" "$(field "$r" delta)" "$(field "$r" delta_lo)" "$(field "$r" delta_hi)" "$(field "$r" p_mcnemar)"
+            printf '%s{"model": "%s", "label_percent": %s, "classifier": "%s", "acc": %s, "random_acc": %s, "delta": %s, "delta_lo": %s, "delta_hi": %s, "p_mcnemar": %s}' \
+                "$sep" "$name" "$pc" "$clf" "$(field "$r" accuracy)" "$(field "$r" base_accuracy)" "$(field "$r" delta)" \
+                "$(field "$r" delta_lo)" "$(field "$r" delta_hi)" "$(field "$r" p_mcnemar)" >> "$json.tmp"
+            sep=", "
+        done
+    done
 done
 printf ']}\n' >> "$json.tmp"
 mv "$json.tmp" "$json"
