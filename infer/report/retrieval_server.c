@@ -52,7 +52,8 @@ struct retrieval_server {
     int64_t next_id;    /* the id the next filed case gets */
     pthread_rwlock_t cases_lock;
     /* region evidence (region_evidence.h) runs the model on the pool threads too: one forward at a
-     * time, so the worker holds this lock for each case and a query page while it draws evidence */
+     * time, so the worker holds this lock for each case and a query page while it draws evidence; a
+     * query page that finds it taken is served without evidence (it never waits) */
     int evidence;       /* ev is set up */
     region_engine ev;
     pthread_mutex_t model_lock;
@@ -120,12 +121,13 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
     hb_puts(&b, "</p></header><main>\n");
     report_html_opts o = {.embed = 0};
     region_query e;
-    if (s->evidence) {
-        pthread_mutex_lock(&s->model_lock);
+    if (s->evidence && pthread_mutex_trylock(&s->model_lock) == 0) {
         int bad = region_query_of(&s->ev, &s->rep, (int)i, NULL, 0, &e);
         pthread_mutex_unlock(&s->model_lock);
         if (!bad) o.ev = &e;
         else o.ev_note = "No region evidence for this query: its image could not be read.";
+    } else if (s->evidence) { /* a pool thread never waits for the model: pages stay fast under load */
+        o.ev_note = "No region evidence on this page: the encoder is busy with another request (reload to try again).";
     } else if (s->online) {
         o.ev_note = "No region evidence: the encoder has no spatial features, or no case image could be read.";
     }

@@ -1,11 +1,14 @@
 /* The region evidence on the pages (issue #32 item 2): `report --model` and `serve --model` draw an
  * overlay over the query's and every neighbour's thumbnail with the plain-words legend, the overlay
  * is a valid PNG of the feature grid, the pages still name no server path; an encoder of another
- * width than the database's is refused by `report` naming the option. Random-init tiny ViT: this is about the
+ * width than the database's is refused by `report` naming the option; a query page that finds the
+ * model busy (the worker filing a case) is answered at once without evidence, saying so. Random-init tiny ViT: this is about the
  * pages, the lesion measure is test_region_evidence.c's. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "datasets/augment.h"
 #include "datasets/image.h"
@@ -146,4 +149,83 @@ Test(region_pages, report_refuses_a_model_of_another_width) {
     char *argv[] = {"report", "--index", f.db, "--model", other, "--out", out};
     cr_assert_eq(cmd_report(7, argv), ER_INPUT);
     cr_expect(strstr(er_msg(), "--model") && strstr(er_msg(), "16-d"), "%s", er_msg());
+}
+
+/* ---- a query page never waits for the model ---- */
+
+static _Atomic int hook_in, hook_go;
+/* inside the filed case's transaction, on the worker, which holds the model */
+static void hold_model(void *ctx) {
+    (void)ctx;
+    hook_in = 1;
+    for (int i = 0; i < 3000 && !hook_go; i++) usleep(10000);
+}
+
+typedef struct { int port; const char *body; size_t len; int status; } post_job;
+
+/* POST /case/file.json on its own connection (test_http's buffer is not for two threads) */
+static void *post_case(void *arg) {
+    post_job *j = arg;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(j->port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) return NULL;
+    char hdr[512];
+    int n = snprintf(hdr, sizeof hdr, "POST /case/file.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
+                                      "region-test-token-0123456789\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n"
+                                      "Content-Length: %zu\r\n\r\n", j->len);
+    if (write(fd, hdr, n) != n || write(fd, j->body, j->len) != (ssize_t)j->len) { close(fd); return NULL; }
+    char resp[4096];
+    ssize_t got = read(fd, resp, sizeof resp - 1);
+    if (got > 0) { resp[got] = 0; sscanf(resp, "HTTP/1.%*d %d", &j->status); }
+    close(fd);
+    return NULL;
+}
+
+Test(region_pages, a_query_page_does_not_wait_for_a_busy_model, .timeout = 120) {
+    pages_fx f;
+    make_pages(&f);
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f.enc, NULL, 4, 0, 0, 0, 0,
+                                "region-test-token-0123456789", hold_model, NULL};
+    retrieval_server *s;
+    int port;
+    cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    /* a case to file: one view and its diagnosis */
+    char img[600];
+    snprintf(img, sizeof img, "%s/images/s00000_v00.png", f.dir);
+    char *png;
+    size_t plen;
+    cr_assert_eq(read_file(img, &png, &plen), 0, "%s", er_msg());
+    size_t cap = plen + 1024, o = 0;
+    char *body = xmalloc(cap);
+    o += (size_t)sprintf(body + o, "--XyZ\r\nContent-Disposition: form-data; name=\"diagnosis\"\r\n\r\nbenign\r\n"
+                                   "--XyZ\r\nContent-Disposition: form-data; name=\"views\"; filename=\"v.png\"\r\n"
+                                   "Content-Type: image/png\r\n\r\n");
+    memcpy(body + o, png, plen);
+    o += plen;
+    o += (size_t)sprintf(body + o, "\r\n--XyZ--\r\n");
+    post_job j = {port, body, o, 0};
+    pthread_t th;
+    hook_in = hook_go = 0;
+    cr_assert_eq(pthread_create(&th, NULL, post_case, &j), 0);
+    for (int i = 0; i < 3000 && !hook_in; i++) usleep(10000);
+    cr_assert(hook_in, "the filed case never reached its transaction");
+    /* the worker holds the model: the page comes at once, without evidence, saying why */
+    const char *page;
+    size_t blen;
+    double t0 = now_seconds();
+    cr_assert_eq(test_http(port, "GET", "/query/0", NULL, NULL, &page, &blen), 200);
+    double waited = now_seconds() - t0;
+    cr_expect_eq(count(page, "class=\"evo\""), 0);
+    cr_expect(strstr(page, "the encoder is busy"), "no busy note");
+    cr_expect_lt(waited, 5.0, "the page waited %.1f s", waited);
+    hook_go = 1;
+    pthread_join(th, NULL);
+    cr_expect_eq(j.status, 200, "the filed case: %d", j.status);
+    /* the model free again: the page draws the evidence */
+    cr_assert_eq(test_http(port, "GET", "/query/0", NULL, NULL, &page, &blen), 200);
+    cr_expect_eq(count(page, "class=\"evo\""), 1 + 3);
+    retrieval_server_stop(s);
+    free(body);
+    free(png);
 }
