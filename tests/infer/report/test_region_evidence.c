@@ -465,3 +465,34 @@ Test(region_evidence, resnet_map_before_pooling) {
     region_feats_free(&f);
     model_free(m);
 }
+
+/* A case of several views: the view identical to the query is "the view that matched best", the
+ * query's map is taken against it (its best cosines are 1, minus the bank's), and a position whose
+ * content only the bank lacks scores highest. Hand-made features, no model. */
+Test(region_evidence, best_view_of_a_scene_case) {
+    enum { P = 4, D = 3 };
+    static const float e[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    float qf[P * D], cf[3 * P * D], rf[P * D];
+    const int qpos[P] = {0, 1, 2, 0}, other[P] = {1, 1, 1, 1}, bank[P] = {0, 0, 1, 1};
+    for (int p = 0; p < P; p++) {
+        memcpy(qf + p * D, e[qpos[p]], sizeof e[0]);
+        memcpy(cf + p * D, e[other[p]], sizeof e[0]);          /* view 0: all e1 */
+        memcpy(cf + (P + p) * D, e[other[p]], sizeof e[0]);    /* view 1: the same */
+        memcpy(cf + (2 * P + p) * D, e[qpos[p]], sizeof e[0]); /* view 2: the query itself */
+        memcpy(rf + p * D, e[bank[p]], sizeof e[0]);           /* the bank has e0 and e1, never e2 */
+    }
+    region_feats q = {1, 2, 2, D, qf}, c = {3, 2, 2, D, cf}, ref = {1, 2, 2, D, rf};
+    region_pair pr;
+    cr_assert_eq(region_pair_of(&q, &c, &ref, &pr), 0, "%s", er_msg());
+    cr_expect_eq(pr.best, 2);
+    cr_expect_float_eq(pr.cmatch[2], 1.0f, 1e-6);
+    cr_expect_float_eq(pr.cmatch[0], 0.25f, 1e-6); /* only the query's e1 position finds a match */
+    /* query map against view 2: best 1 everywhere, minus the bank's best (1 for e0, e1; 0 for e2) */
+    const float want[P] = {0, 0, 1, 0};
+    for (int p = 0; p < P; p++) cr_expect_float_eq(pr.q[p], want[p], 1e-6, "position %d: %f", p, pr.q[p]);
+    cr_expect_eq(region_peak(pr.q, P), 2);
+    region_pair_free(&pr);
+    /* grids of two models are refused */
+    region_feats other_grid = {1, 1, 4, D, qf};
+    cr_expect_eq(region_pair_of(&q, &other_grid, &ref, &pr), ER_INPUT);
+}
