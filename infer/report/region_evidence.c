@@ -191,7 +191,7 @@ int region_query_of(const region_engine *e, const report_data *r, int i, const f
     out->crop = model_input_of(m).crop;
     out->nb = xcalloc((size_t)(w->nnb ? w->nnb : 1), sizeof(region_pair));
     out->query = xcalloc((size_t)qv * P, sizeof(float));
-    for (int j = 0; j < w->nnb && !rc; j++) {
+    for (int j = 0; j < w->nnb && j < REGION_MAX_CASES && !rc; j++) {
         int cv = 0;
         float *cx = w->nb[j].image ? read_views(m, w->nb[j].image, REGION_MAX_VIEWS, &cv) : NULL;
         region_feats cf;

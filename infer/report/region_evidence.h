@@ -87,7 +87,11 @@ typedef struct region_query {
     double ms;         /* wall time spent (reading, preprocessing, forward, maps) */
 } region_query;
 
-/* Evidence of query i of r: the query's views (x: qv model inputs, e.g. an uploaded case's) or,
+/* Past cases of a card that get evidence, nearest first (the weighted vote shows k = 290): the page
+ * budget holds for a card, not for hundreds of forwards. */
+enum { REGION_MAX_CASES = 12 };
+
+/* Evidence of query i of r (its REGION_MAX_CASES nearest cases): the query's views (x: qv model inputs, e.g. an uploaded case's) or,
  * with x NULL, the files of r->q[i].image; every neighbour's views from its image files (at most 16
  * per case). Images that cannot be read leave their pair empty (gh 0); ER_INPUT only when the query
  * itself has none. */

@@ -451,6 +451,7 @@ static void ev_legend(html_buf *b, const report_html_opts *o) {
     int multi = 0;
     for (int j = 0; j < e->nnb; j++) multi |= e->nb[j].cviews > 1;
     if (multi) hb_puts(b, "; \"best match\" marks the view of a past case that resembles the query most");
+    if (e->nnb > REGION_MAX_CASES) hb_printf(b, " (drawn for the %d nearest past cases)", REGION_MAX_CASES);
     hb_printf(b, ". They show what the search matched on &mdash; not a diagnosis, not an outline of the lesion "
                  "(computed in %.0f ms).<label class=\"evtog\"><input type=\"checkbox\" checked> show</label></p>", e->ms);
 }

@@ -14,6 +14,7 @@
 #include "datasets/image.h"
 #include "datasets/manifest.h"
 #include "datasets/synth.h"
+#include "infer/report/region_evidence.h"
 #include "infer/report/region_overlay.h"
 #include "infer/report/retrieval_server.h"
 #include "infer/retrieval/casedb.h"
@@ -27,12 +28,12 @@ int cmd_report(int argc, char **argv);
 
 typedef struct { char dir[256], db[512], enc[512]; } pages_fx;
 
-/* 5 synthetic scenes x 2 views (32 px), a tiny random ViT, a case database of every view with its path */
+/* 8 synthetic scenes x 2 views (32 px), a tiny random ViT, a case database of every view with its path */
 static void make_pages(pages_fx *f) {
     snprintf(f->dir, sizeof f->dir, "%s", test_tmpdir());
     snprintf(f->db, sizeof f->db, "%s/cases.db", f->dir);
     snprintf(f->enc, sizeof f->enc, "%s/enc.safetensors", f->dir);
-    synth_config sc = {.scenes = 5, .views = 2, .size = 32, .seed = 4, .threads = 1};
+    synth_config sc = {.scenes = 8, .views = 2, .size = 32, .seed = 4, .threads = 1};
     cr_assert_eq(synth_write_dataset(f->dir, &sc), 0, "%s", er_msg());
     vit_config c;
     cr_assert_eq(vit_config_preset("vit_tiny", &c), 0);
@@ -110,6 +111,13 @@ Test(region_pages, report_and_serve_draw_the_evidence, .timeout = 300) {
     cr_expect(strstr(html, "not a diagnosis, not an outline of the lesion"), "the legend says what the tint is not");
     cr_expect(!strstr(html, f.dir), "the report names a server path");
     check_overlay_png(html);
+    free(html);
+    /* k = 14 (the weighted vote shows hundreds): evidence for the REGION_MAX_CASES nearest only, said so */
+    char *argv3[] = {"report", "--index", f.db, "--model", f.enc, "--k", "14", "--limit", "1", "--float", "--out", out};
+    cr_assert_eq(cmd_report(12, argv3), ER_OK, "%s", er_msg());
+    cr_assert_eq(read_file(out, &html, &len), 0, "%s", er_msg());
+    cr_expect_eq(count(html, "class=\"evo\""), 1 + REGION_MAX_CASES);
+    cr_expect(strstr(html, "drawn for the 12 nearest past cases"), "no note of the cap");
     free(html);
     /* without --model: no overlay, no legend */
     char *argv2[] = {"report", "--index", f.db, "--k", "3", "--limit", "2", "--float", "--out", out};
