@@ -445,9 +445,9 @@ static void ev_legend(html_buf *b, const report_html_opts *o) {
         return;
     }
     hb_puts(b, "<p class=\"evnote\"><b>Why these cases:</b> <span class=\"evsw\"></span> tinted regions (yellow = strongest) are "
-               "the parts of an image that most resemble the other side: on a past case, the regions that resemble the query; on "
-               "the query, the regions that resemble the retrieved cases (on average). They come from the encoder's patch features, "
-               "the network that found these cases");
+               "the parts of an image that resemble the other side more than they resemble past cases in general: on a past case, "
+               "the regions that resemble the query; on the query, the regions that resemble the retrieved cases (on average). "
+               "They come from the encoder's features, the network that found these cases");
     int multi = 0;
     for (int j = 0; j < e->nnb; j++) multi |= e->nb[j].cviews > 1;
     if (multi) hb_puts(b, "; \"best match\" marks the view of a past case that resembles the query most");

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "datasets/augment.h"
 #include "datasets/synth.h"
@@ -358,11 +359,17 @@ Test(region_evidence, changes_where_the_lesion_moved, .timeout = 600) {
     model_free(m);
 }
 
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return 1e3 * ts.tv_sec + 1e-6 * ts.tv_nsec;
+}
+
 /* The page-time budget (region_evidence.h REGION_PAGE_BUDGET_MS): the evidence of one query card with
  * k = 6 single-view neighbours on a ViT-S/16 at 224 px (random weights: the time does not depend on
  * them), reading the 7 PNG files included, after the reference bank is built (once per report or
- * server). The best of 3 runs, printed against the budget; asserted against the time of the same
- * 7 descriptor forwards measured alongside (the machine is shared: its load changes wall times). */
+ * server). The best of 3 runs, printed against the budget; asserted on CPU time against the same 7
+ * descriptor forwards measured in turn with it (the machine is shared: its load changes wall times). */
 Test(region_evidence, page_time_budget, .timeout = 600) {
     SLOW_TEST(); /* a training of seconds, or a ViT-S */
     vit_config vc;
@@ -395,35 +402,37 @@ Test(region_evidence, page_time_budget, .timeout = 600) {
     for (int j = 0; j < K; j++) nb[j].image = paths[j + 1];
     r.nq = 1;
     r.q = &q;
-    double best = 1e30;
-    for (int run = 0; run < 3; run++) {
-        region_query ev;
-        cr_assert_eq(region_query_of(&e, &r, 0, NULL, 0, &ev), 0, "%s", er_msg());
-        cr_assert(ev.query && ev.nnb == K && ev.gh == 14 && ev.nb[K - 1].gh == 14);
-        if (ev.ms < best) best = ev.ms;
-        region_query_free(&ev);
-    }
-    /* the same 7 images' descriptors (what embedding them costs anyway), on the machine as loaded now */
+    /* interleaved with the same 7 images' descriptors (what embedding them costs anyway), so both
+     * meet the machine's load alike; wall and process CPU time, best of 3 each */
     size_t per = (size_t)3 * 224 * 224;
     float *x = xmalloc((K + 1) * per * sizeof(float)), desc[384];
     for (size_t i = 0; i < (K + 1) * per; i++) x[i] = (float)((i * 13) % 29) / 14.f - 1.f;
-    double emb = 1e30;
+    double best = 1e30, emb = 1e30, best_cpu = 1e30, emb_cpu = 1e30;
     for (int run = 0; run < 3; run++) {
+        region_query ev;
+        double c0 = cpu_ms();
+        cr_assert_eq(region_query_of(&e, &r, 0, NULL, 0, &ev), 0, "%s", er_msg());
+        double c1 = cpu_ms();
+        cr_assert(ev.query && ev.nnb == K && ev.gh == 14 && ev.nb[K - 1].gh == 14);
+        if (ev.ms < best) best = ev.ms;
+        if (c1 - c0 < best_cpu) best_cpu = c1 - c0;
+        region_query_free(&ev);
         double t1 = now_seconds();
         for (int i = 0; i <= K; i++) cr_assert_eq(model_embed(m, x + i * per, 1, desc), 0);
-        double ms = 1e3 * (now_seconds() - t1);
+        double ms = 1e3 * (now_seconds() - t1), c2 = cpu_ms();
         if (ms < emb) emb = ms;
+        if (c2 - c1 < emb_cpu) emb_cpu = c2 - c1;
     }
     free(x);
     double load[1] = {0};
     FILE *la = fopen("/proc/loadavg", "r");
     if (la) { if (fscanf(la, "%lf", &load[0]) != 1) load[0] = -1; fclose(la); }
-    fprintf(stderr, "region evidence page time, ViT-S/16 224 px, k = %d: %.0f ms (best of 3; budget %d ms on an idle 2-core "
-                    "machine); the %d descriptors alone: %.0f ms; reference bank of %d views: %.0f ms once; load average %.1f\n",
-            K, best, REGION_PAGE_BUDGET_MS, K + 1, emb, e.ref.V, bank_ms, load[0]);
-    /* the machine is shared, so the wall time is checked against the descriptors' forwards measured
-     * alongside: the evidence is those forwards again plus reading 7 files and the maps */
-    cr_expect_lt(best, 2.0 * emb + 200, "%.0f ms for one card against %.0f ms for its descriptors", best, emb);
+    fprintf(stderr, "region evidence page time, ViT-S/16 224 px, k = %d: %.0f ms wall, %.0f ms CPU (best of 3; budget %d ms); "
+                    "the %d descriptors alone: %.0f ms wall, %.0f ms CPU; reference bank of %d views: %.0f ms once; load average %.1f\n",
+            K, best, best_cpu, REGION_PAGE_BUDGET_MS, K + 1, emb, emb_cpu, e.ref.V, bank_ms, load[0]);
+    /* the machine is shared (the whole suite runs 2 jobs), so the check is on CPU time against the
+     * descriptors' forwards: the evidence is those forwards again plus reading 7 files and the maps */
+    cr_expect_lt(best_cpu, 2.0 * emb_cpu + 400, "%.0f ms CPU for one card against %.0f ms for its descriptors", best_cpu, emb_cpu);
     region_engine_free(&e);
     for (int i = 0; i <= K; i++) free(paths[i]);
     model_free(m);
