@@ -93,14 +93,31 @@ static void bank_match(const float *A, const region_feats *ref, int P, int D, fl
     }
 }
 
+/* The query's bank matches (QV x P), which every pair of one card shares. */
+static float *query_bank(const region_feats *q, const region_feats *ref) {
+    int P = q->gh * q->gw, D = q->D;
+    float *S = xmalloc((size_t)P * P * sizeof(float)), *tmp = xmalloc((size_t)P * sizeof(float));
+    float *qbank = xmalloc((size_t)q->V * P * sizeof(float));
+    for (int a = 0; a < q->V; a++) bank_match(q->f + (size_t)a * P * D, ref, P, D, S, tmp, qbank + (size_t)a * P);
+    free(S); free(tmp);
+    return qbank;
+}
+
+static int pair_of(const region_feats *q, const region_feats *c, const region_feats *ref, const float *qbank_given, region_pair *out);
+
 int region_pair_of(const region_feats *q, const region_feats *c, const region_feats *ref, region_pair *out) {
+    return pair_of(q, c, ref, NULL, out);
+}
+
+/* qbank_given: query_bank(q, ref), or NULL to compute it here */
+static int pair_of(const region_feats *q, const region_feats *c, const region_feats *ref, const float *qbank_given, region_pair *out) {
     memset(out, 0, sizeof *out);
     if (q->gh != c->gh || q->gw != c->gw || q->D != c->D || !ref || ref->V < 1 || ref->gh != q->gh || ref->gw != q->gw || ref->D != q->D)
         return er_fail(ER_INPUT, "region evidence: feature grids differ (%dx%dx%d vs %dx%dx%d)", q->gh, q->gw, q->D, c->gh, c->gw, c->D);
     int P = q->gh * q->gw, D = q->D, QV = q->V, CV = c->V;
     float *S = xmalloc((size_t)P * P * sizeof(float)), *tmp = xmalloc((size_t)P * sizeof(float));
-    float *qbank = xmalloc((size_t)QV * P * sizeof(float)), *cbank = xmalloc((size_t)CV * P * sizeof(float));
-    for (int a = 0; a < QV; a++) bank_match(q->f + (size_t)a * P * D, ref, P, D, S, tmp, qbank + (size_t)a * P);
+    float *own = qbank_given ? NULL : query_bank(q, ref), *cbank = xmalloc((size_t)CV * P * sizeof(float));
+    const float *qbank = qbank_given ? qbank_given : own;
     for (int b = 0; b < CV; b++) bank_match(c->f + (size_t)b * P * D, ref, P, D, S, tmp, cbank + (size_t)b * P);
     float *mq = xmalloc((size_t)QV * CV * P * sizeof(float)), *mc = xmalloc((size_t)QV * CV * P * sizeof(float));
     double *match = xmalloc((size_t)QV * CV * sizeof(double));
@@ -134,7 +151,7 @@ int region_pair_of(const region_feats *q, const region_feats *c, const region_fe
         out->cmatch[b] = (float)match[(size_t)ba * CV + b];
         if (out->cmatch[b] > out->cmatch[out->best]) out->best = b;
     }
-    free(S); free(tmp); free(qbank); free(cbank); free(mq); free(mc); free(match);
+    free(S); free(tmp); free(own); free(cbank); free(mq); free(mc); free(match);
     return ER_OK;
 }
 
@@ -191,6 +208,7 @@ int region_query_of(const region_engine *e, const report_data *r, int i, const f
     out->crop = model_input_of(m).crop;
     out->nb = xcalloc((size_t)(w->nnb ? w->nnb : 1), sizeof(region_pair));
     out->query = xcalloc((size_t)qv * P, sizeof(float));
+    float *qbank = e->ref.gh == qf.gh && e->ref.gw == qf.gw && e->ref.D == qf.D ? query_bank(&qf, &e->ref) : NULL;
     for (int j = 0; j < w->nnb && j < REGION_MAX_CASES && !rc; j++) {
         int cv = 0;
         float *cx = w->nb[j].image ? read_views(m, w->nb[j].image, REGION_MAX_VIEWS, &cv) : NULL;
@@ -198,13 +216,14 @@ int region_query_of(const region_engine *e, const report_data *r, int i, const f
         if (!cx) continue;
         rc = region_feats_of(m, cx, cv, &cf);
         free(cx);
-        if (!rc) rc = region_pair_of(&qf, &cf, &e->ref, &out->nb[j]);
+        if (!rc) rc = qbank ? pair_of(&qf, &cf, &e->ref, qbank, &out->nb[j]) : region_pair_of(&qf, &cf, &e->ref, &out->nb[j]);
         region_feats_free(&cf);
         if (rc) break;
         for (size_t p = 0; p < (size_t)qv * P; p++) out->query[p] += out->nb[j].q[p];
         used++;
     }
     region_feats_free(&qf);
+    free(qbank);
     if (rc) { region_query_free(out); return rc; }
     if (!used) { free(out->query); out->query = NULL; }
     else for (size_t p = 0; p < (size_t)qv * P; p++) out->query[p] /= used;

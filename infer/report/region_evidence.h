@@ -64,9 +64,9 @@ typedef struct region_engine {
 enum { REGION_REFS = 8 }; /* views in the reference bank */
 /* The time one page's evidence may take on a 2-core CPU: a query card with k = 6 single-view
  * neighbours on a ViT-S/16 at 224 px (7 forwards and the maps); measured in bench/RESULTS_report.md
- * (1.4 s and 1.7 s at load averages 12.7 and 10.6 on this shared machine, about 1.2 times the 7
- * descriptor forwards alone; 3.2 s while an ASan build also ran) and checked against those forwards
- * by tests/infer/report/test_region_evidence.c. Pages wait for it; a scene case of V views costs
+ * (0.71 s at load average 3.0 on this shared machine, the 7 descriptor forwards alone 0.68 s; 1.4-1.7 s
+ * at load 10-13 before the query's bank matches were shared by the card's pairs) and checked against
+ * those forwards by tests/infer/report/test_region_evidence.c. Pages wait for it; a scene case of V views costs
  * about V times as much per neighbour. */
 enum { REGION_PAGE_BUDGET_MS = 2000 };
 
