@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "datasets/view_list.h"
+#include "infer/report/region_evidence.h"
+#include "infer/report/region_overlay.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/progress.h"
 #include "nn/base/base.h"
@@ -184,7 +186,15 @@ static const char *CSS =
     ".legend{font-size:12.5px;color:var(--mute);margin:12px 0 0}"
     ".sw{display:inline-block;width:12px;height:12px;border-radius:3px;border:2px solid;vertical-align:-2px;margin:0 3px 0 8px}"
     ".sw.same{border-color:#9fd0ae;background:#f2faf4}.sw.diff{border-color:#e8b3ae;background:#fdf4f3}.sw.unk{border-color:var(--line);background:#fbfbfc}"
-    ".sim{font-weight:600;white-space:nowrap}.raw{color:var(--mute);font-size:10.5px}.fname{color:var(--mute);font-size:12.5px}";
+    ".sim{font-weight:600;white-space:nowrap}.raw{color:var(--mute);font-size:10.5px}.fname{color:var(--mute);font-size:12.5px}"
+    ".evw{position:relative;display:block;line-height:0}.qhead>.evw{flex:none}"
+    ".evw img.evo{position:absolute;width:100%;height:100%;left:0;top:0;pointer-events:none;border-radius:4px;background:none;border:0}"
+    ".best{position:absolute;left:2px;bottom:2px;background:rgba(29,35,48,.8);color:#fff;font-size:10px;line-height:1.3;"
+    "padding:0 4px;border-radius:3px}"
+    ".evnote{font-size:12.5px;color:var(--ink);background:#fff4e5;border-left:4px solid #ffa51e;padding:4px 9px;margin:10px 0 0}"
+    ".evsw{display:inline-block;width:26px;height:10px;border-radius:2px;vertical-align:-1px;"
+    "background:linear-gradient(90deg,rgba(255,90,20,.2),rgba(255,240,60,.7))}"
+    ".query:has(.evtog input:not(:checked)) .evo{display:none}.evtog{white-space:nowrap;margin-left:8px}";
 
 void report_html_head(html_buf *b, const char *title) {
     hb_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -312,40 +322,85 @@ static void img_src(html_buf *b, const char *cls, const char *src, const char *t
     if (href) hb_puts(b, "</a>");
 }
 
-static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o) {
+/* The region-evidence maps of one image strip: n views of gh x gw, view `best` marked when n > 1. */
+typedef struct {
+    const float *map;
+    int gh, gw, n, best;
+    float crop;
+} ev_maps;
+
+/* An image with its evidence overlay (view v of e; none when e is NULL or has no map). */
+static void with_overlay(html_buf *b, const ev_maps *e, int v, void (*draw)(html_buf *, void *), void *arg) {
+    char *uri = e && e->map && v < e->n ? region_overlay_uri(e->map + (size_t)v * e->gh * e->gw, e->gh, e->gw) : NULL;
+    if (!uri) { draw(b, arg); return; }
+    hb_puts(b, "<span class=\"evw\">");
+    draw(b, arg);
+    hb_puts(b, "<img class=\"evo\" alt=\"\" src=\"");
+    hb_puts(b, uri);
+    hb_puts(b, "\"");
+    if (e->crop > 0 && e->crop < 1) { /* the model saw the centre `crop` of the square the thumbnail shows */
+        double in = 50.0 * (1 - e->crop);
+        hb_printf(b, " style=\"left:%.1f%%;top:%.1f%%;width:%.1f%%;height:%.1f%%\"", in, in, 100 - 2 * in, 100 - 2 * in);
+    }
+    hb_puts(b, ">");
+    if (e->n > 1 && v == e->best) hb_puts(b, "<span class=\"best\">best match</span>");
+    hb_puts(b, "</span>");
+    free(uri);
+}
+
+typedef struct { const char *cls, *path, *url, *alt; const report_html_opts *o; } img_args;
+
+static void draw_img1(html_buf *b, void *arg) {
+    const img_args *a = arg;
+    const report_html_opts *o = a->o;
     const char *src = NULL;
-    if (o->embed) src = path && o->cache ? cache_get(o->cache, path, o->thumb) : NULL;
-    else src = path ? url : NULL;
-    img_src(b, cls, src, path, alt, !o->embed || o->link ? url : NULL);
+    if (o->embed) src = a->path && o->cache ? cache_get(o->cache, a->path, o->thumb) : NULL;
+    else src = a->path ? a->url : NULL;
+    img_src(b, a->cls, src, a->path, a->alt, !o->embed || o->link ? a->url : NULL);
+}
+
+static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o,
+                       const ev_maps *e, int v) {
+    img_args a = {cls, path, url, alt, o};
+    with_overlay(b, e, v, draw_img1, &a);
 }
 
 /* A case's views: `paths` is a view list (datasets/view_list.h: one path, or several of a scene
  * case); view v > 0 is served at <url>/<v>. Several views are shown side by side in a strip. */
-static void image_tag(html_buf *b, const char *cls, const char *paths, const char *url, const char *alt, const report_html_opts *o) {
+static void image_tag(html_buf *b, const char *cls, const char *paths, const char *url, const char *alt, const report_html_opts *o,
+                      const ev_maps *e) {
     int n;
     char **views = view_list_split(paths, &n);
-    if (n <= 1) image_tag1(b, cls, n ? views[0] : NULL, url, alt, o);
+    if (n <= 1) image_tag1(b, cls, n ? views[0] : NULL, url, alt, o, e, 0);
     else {
         hb_printf(b, "<div class=\"views %s\">", cls);
         for (int v = 0; v < n && v < 16; v++) {
             char u[96], a[96];
             if (v) snprintf(u, sizeof u, "%s/%d", url, v); else snprintf(u, sizeof u, "%s", url);
             snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
-            image_tag1(b, "vimg", views[v], u, a, o);
+            image_tag1(b, "vimg", views[v], u, a, o, e, v);
         }
         hb_puts(b, "</div>");
     }
     view_list_free(views, n);
 }
 
+typedef struct { const char *cls, *src, *title, *alt; } src_args;
+
+static void draw_src(html_buf *b, void *arg) {
+    const src_args *a = arg;
+    img_src(b, a->cls, a->src, a->title, a->alt, NULL);
+}
+
 /* An online case's views from their thumbnails (o->query_uri): no path is opened. */
-static void query_views_tag(html_buf *b, const char *alt, const report_html_opts *o) {
+static void query_views_tag(html_buf *b, const char *alt, const report_html_opts *o, const ev_maps *e) {
     int n = o->query_views;
     if (n > 1) hb_puts(b, "<div class=\"views qimg\">");
     for (int v = 0; v < n; v++) {
         char a[96];
         snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
-        img_src(b, n > 1 ? "vimg" : "qimg", o->query_uri[v], o->query_name ? o->query_name[v] : NULL, n > 1 ? a : alt, NULL);
+        src_args sa = {n > 1 ? "vimg" : "qimg", o->query_uri[v], o->query_name ? o->query_name[v] : NULL, n > 1 ? a : alt};
+        with_overlay(b, e, v, draw_src, &sa);
     }
     if (n > 1) hb_puts(b, "</div>");
 }
@@ -382,8 +437,30 @@ static void legend(html_buf *b, const report_data *r, const report_query *w) {
     hb_puts(b, "</p>");
 }
 
+/* What the tint means, in plain words, with the toggle that hides it. */
+static void ev_legend(html_buf *b, const report_html_opts *o) {
+    const region_query *e = o->ev;
+    if (!e) {
+        if (o->ev_note) { hb_puts(b, "<p class=\"evnote\">"); hb_esc(b, o->ev_note); hb_puts(b, "</p>"); }
+        return;
+    }
+    hb_puts(b, "<p class=\"evnote\"><b>Why these cases:</b> <span class=\"evsw\"></span> tinted regions (yellow = strongest) are "
+               "the parts of an image that resemble the other side more than they resemble past cases in general: on a past case, "
+               "the regions that resemble the query; on the query, the regions that resemble the retrieved cases (on average). "
+               "They come from the encoder's features, the network that found these cases");
+    int multi = 0;
+    for (int j = 0; j < e->nnb; j++) multi |= e->nb[j].cviews > 1;
+    if (multi) hb_puts(b, "; \"best match\" marks the view of a past case that resembles the query most");
+    if (e->nnb > REGION_MAX_CASES) hb_printf(b, " (drawn for the %d nearest past cases)", REGION_MAX_CASES);
+    hb_printf(b, ". They show what the search matched on &mdash; not a diagnosis, not an outline of the lesion "
+                 "(computed in %.0f ms).<label class=\"evtog\"><input type=\"checkbox\" checked> show</label></p>", e->ms);
+}
+
 void report_html_query(html_buf *b, const report_data *r, int i, const report_html_opts *o) {
     const report_query *w = &r->q[i];
+    const region_query *ev = o->ev;
+    ev_maps qe = {0};
+    if (ev && ev->query) qe = (ev_maps){ev->query, ev->gh, ev->gw, ev->qviews, -1, ev->crop};
     int tie = report_is_tie(r, i), none = w->pred < 0 || tie;
     const char *state = w->truth < 0 || none ? "na" : w->pred == w->truth ? "ok" : "bad";
     hb_printf(b, "<section class=\"query %s\" id=\"q%d\" data-query=\"%lld\"><div class=\"qhead\">", state, i, (long long)w->id);
@@ -391,8 +468,8 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
     snprintf(url, sizeof url, "/image/query/%d", i);
     if (o->query_uri) snprintf(alt, sizeof alt, "uploaded case");
     else snprintf(alt, sizeof alt, "query %d", i + 1);
-    if (o->query_uri) query_views_tag(b, alt, o);
-    else image_tag(b, "qimg", w->image, url, alt, o);
+    if (o->query_uri) query_views_tag(b, alt, o, &qe);
+    else image_tag(b, "qimg", w->image, url, alt, o, &qe);
     if (o->query_uri) hb_puts(b, "<div class=\"qtext\"><h2>Uploaded case</h2><p class=\"meta\">");
     else hb_printf(b, "<div class=\"qtext\"><h2>Query %d of %d</h2><p class=\"meta\">", i + 1, r->nq);
     int sep = 0;
@@ -440,6 +517,7 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
     }
     hb_puts(b, "</div></div>");
     legend(b, r, w);
+    ev_legend(b, o);
     hb_puts(b, "<ol class=\"nbs\">");
     for (int j = 0; j < w->nnb; j++) {
         const report_neighbour *n = &w->nb[j];
@@ -447,7 +525,10 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
         hb_printf(b, "<li class=\"nb %s\" data-case=\"%lld\">", cls, (long long)n->id);
         snprintf(url, sizeof url, "/image/case/%lld", (long long)n->id);
         snprintf(alt, sizeof alt, "past case %d", j + 1);
-        image_tag(b, "nimg", n->image, url, alt, o);
+        ev_maps ne = {0};
+        if (ev && j < ev->nnb && ev->nb[j].gh)
+            ne = (ev_maps){ev->nb[j].c, ev->nb[j].gh, ev->nb[j].gw, ev->nb[j].cviews, ev->nb[j].best, ev->crop};
+        image_tag(b, "nimg", n->image, url, alt, o, &ne);
         hb_printf(b, "<span class=\"rank\">#%d</span> <span class=\"lab\">", j + 1);
         hb_esc(b, n->label < 0 ? "no recorded diagnosis" : report_label(r, n->label));
         hb_puts(b, "</span><br>");
@@ -483,7 +564,7 @@ void report_html_query_list(html_buf *b, const report_data *r, const char *href_
     hb_puts(b, "</tbody></table></section>\n");
 }
 
-void report_html_page(html_buf *b, const report_data *r, int thumb) {
+void report_html_page(html_buf *b, const report_data *r, int thumb, const region_engine *ev, double *ev_ms) {
     report_html_head(b, "endoret retrieval report");
     hb_printf(b, "<header><h1>Similar past cases: retrieval report</h1><p>%d quer%s, each shown with the %d most similar past "
                  "cases of the database and the vote of their recorded diagnoses. Images are thumbnails (full-size images: "
@@ -493,10 +574,18 @@ void report_html_page(html_buf *b, const report_data *r, int thumb) {
     report_html_opts o = {.embed = 1, .thumb = thumb, .cache = thumb_cache_new()};
     progress pr; /* the thumbnails take the time */
     progress_begin(&pr, "report", "queries", r->nq);
+    double ms = 0;
     for (int i = 0; i < r->nq; i++) {
+        region_query e;
+        int have = ev && !region_query_of(ev, r, i, NULL, 0, &e);
+        o.ev = have ? &e : NULL;
+        o.ev_note = ev && !have ? "No region evidence for this query: its image could not be read." : NULL;
+        if (have) ms += e.ms;
         report_html_query(b, r, i, &o);
+        if (have) region_query_free(&e);
         progress_add(&pr, 1);
     }
+    if (ev_ms) *ev_ms = ms;
     progress_end(&pr);
     thumb_cache_free(o.cache);
     hb_puts(b, "</main>");

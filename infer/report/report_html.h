@@ -33,7 +33,9 @@ void hb_esc_nopath(html_buf *b, const char *s);
 #define REPORT_NOTICE "Research use only &mdash; not a medical device; the suggestion is the vote of the retrieved past " \
                       "cases, not a diagnosis."
 
-typedef struct thumb_cache thumb_cache; /* path -> data: URI, so a case shown twice is encoded once */
+typedef struct thumb_cache thumb_cache;
+struct region_query;  /* region_evidence.h */
+struct region_engine; /* region_evidence.h */ /* path -> data: URI, so a case shown twice is encoded once */
 
 typedef struct {
     int embed;            /* 1: data: URI thumbnails; 0: links to the server's /image routes */
@@ -44,6 +46,10 @@ typedef struct {
     char *const *query_uri, *const *query_name;
     int query_views;
     int link;             /* 1: images link to the server's full-size /image routes (always when !embed) */
+    /* region evidence of this query (region_evidence.h), drawn over the thumbnails with a legend
+     * saying what it means; NULL: none. ev_note: why there is none (shown in its place), or NULL. */
+    const struct region_query *ev;
+    const char *ev_note;
 } report_html_opts;
 
 thumb_cache *thumb_cache_new(void);
@@ -68,7 +74,9 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
 /* Table of all queries, each linking to href_prefix<row> (server) or #q<row> (report). */
 void report_html_query_list(html_buf *b, const report_data *r, const char *href_prefix);
 /* The whole static report (summary, parameters, every query card), images embedded. Images that
- * cannot be read are shown as a labelled empty box (the report is still written). */
-void report_html_page(html_buf *b, const report_data *r, int thumb);
+ * cannot be read are shown as a labelled empty box (the report is still written). ev: the encoder
+ * and reference bank whose region evidence is drawn over the thumbnails (NULL: none); *ev_ms (may
+ * be NULL) receives the time that took, all queries together. */
+void report_html_page(html_buf *b, const report_data *r, int thumb, const struct region_engine *ev, double *ev_ms);
 
 #endif

@@ -22,6 +22,7 @@
 #include "infer/report/case_upload.h"
 #include "infer/report/case_views.h"
 #include "infer/report/case_write.h"
+#include "infer/report/region_evidence.h"
 #include "infer/report/thumbnail.h"
 #include "infer/report/work_queue.h"
 #include "infer/retrieval/casedb.h"
@@ -50,6 +51,12 @@ struct retrieval_server {
     char *write_token;
     int64_t next_id;    /* the id the next filed case gets */
     pthread_rwlock_t cases_lock;
+    /* region evidence (region_evidence.h) runs the model on the pool threads too: one forward at a
+     * time, so the worker holds this lock for each case and a query page while it draws evidence; a
+     * query page that finds it taken is served without evidence (it never waits) */
+    int evidence;       /* ev is set up */
+    region_engine ev;
+    pthread_mutex_t model_lock;
 };
 
 /* A POST /case request: its body as it arrives, then, once the worker has answered, the reply. */
@@ -113,7 +120,19 @@ static enum MHD_Result page_query(retrieval_server *s, struct MHD_Connection *c,
     if (i + 1 < s->rep.nq) hb_printf(&b, " &middot; <a style=\"color:#fff\" href=\"/query/%lld\">next</a>", (long long)i + 1);
     hb_puts(&b, "</p></header><main>\n");
     report_html_opts o = {.embed = 0};
+    region_query e;
+    if (s->evidence && pthread_mutex_trylock(&s->model_lock) == 0) {
+        int bad = region_query_of(&s->ev, &s->rep, (int)i, NULL, 0, &e);
+        pthread_mutex_unlock(&s->model_lock);
+        if (!bad) o.ev = &e;
+        else o.ev_note = "No region evidence for this query: its image could not be read.";
+    } else if (s->evidence) { /* a pool thread never waits for the model: pages stay fast under load */
+        o.ev_note = "No region evidence on this page: the encoder is busy with another request (reload to try again).";
+    } else if (s->online) {
+        o.ev_note = "No region evidence: the encoder has no spatial features, or no case image could be read.";
+    }
     report_html_query(&b, &s->rep, (int)i, &o);
+    if (o.ev) region_query_free(&e);
     hb_puts(&b, "</main>");
     report_html_tail(&b);
     return reply_html(c, &b);
@@ -186,8 +205,10 @@ static void answer_case(retrieval_server *s, case_req *r) {
         snprintf(msg, sizeof msg, "%s\n", er_msg());
         st = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
-    free(x);
     t.embed_ms += prep_ms;
+    region_query e;
+    int have_ev = !st && !r->json && s->evidence && !region_query_of(&s->ev, &rep, 0, x, V, &e);
+    free(x);
     if (st) req_text(r, st, msg);
     else if (r->json) {
         case_query_json(&r->body, &rep, &t, V);
@@ -200,7 +221,7 @@ static void answer_case(retrieval_server *s, case_req *r) {
                      "%d view%s, %s, embedded in %.0f ms, searched in %.1f ms</p></header><main>\n",
                   V, V == 1 ? "" : "s", t.fusion, t.embed_ms, t.search_ms);
         report_html_opts o = {.embed = 1, .thumb = 112, .cache = thumb_cache_new(), .query_uri = thumbs,
-                              .query_name = names, .query_views = V, .link = 1};
+                              .query_name = names, .query_views = V, .link = 1, .ev = have_ev ? &e : NULL};
         report_html_query(b, &rep, 0, &o);
         thumb_cache_free(o.cache);
         hb_puts(b, "</main>");
@@ -208,6 +229,7 @@ static void answer_case(retrieval_server *s, case_req *r) {
         r->status = MHD_HTTP_OK;
         r->type = "text/html; charset=utf-8";
     }
+    if (have_ev) region_query_free(&e);
     report_free(&rep);
     for (int i = 0; thumbs && i < V; i++) free(thumbs[i]);
     free(thumbs);
@@ -315,10 +337,13 @@ static void answer_delete(retrieval_server *s, case_req *r) {
 
 static void run_case(void *job, void *ctx, int stopping) {
     case_req *r = job;
+    retrieval_server *s = ctx;
+    pthread_mutex_lock(&s->model_lock);
     if (stopping) req_text(r, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is stopping\n");
     else if (r->mode == REQ_FILE) answer_file(ctx, r);
     else if (r->mode == REQ_DELETE) answer_delete(ctx, r);
     else answer_case(ctx, r);
+    pthread_mutex_unlock(&s->model_lock);
     r->answered = 1;
     MHD_resume_connection(r->c);
 }
@@ -472,6 +497,7 @@ static void sweep_stale_case_dirs(void) {
 
 static void free_server(retrieval_server *s) {
     report_free(&s->rep);
+    region_engine_free(&s->ev);
     if (s->online) {
         casedb_close(&s->db);
         model_free(s->m);
@@ -481,6 +507,7 @@ static void free_server(retrieval_server *s) {
     if (s->write_token) memset(s->write_token, 0, strlen(s->write_token));
     free(s->write_token);
     pthread_rwlock_destroy(&s->cases_lock);
+    pthread_mutex_destroy(&s->model_lock);
     for (int64_t i = 0; i < s->ncase; i++) free(s->case_image[i]);
     free(s->case_image);
     free(s->case_id);
@@ -544,6 +571,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     retrieval_server *s = xcalloc(1, sizeof *s);
     s->roots = roots;
     pthread_rwlock_init(&s->cases_lock, NULL);
+    pthread_mutex_init(&s->model_lock, NULL);
     s->write_token = cfg->write_token ? xstrdup(cfg->write_token) : NULL;
     if (m) {
         s->online = 1;
@@ -571,6 +599,9 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
         if (i && s->case_id[i] <= s->case_id[i - 1]) rc = er_fail(ER_INPUT, "%s: case ids are not in ascending order", cfg->index);
     }
     s->next_id = db.n ? s->case_id[db.n - 1] + 1 : 0; /* a filed case: above every id */
+    /* region evidence, on by default with a model that has spatial features: the reference bank from
+     * the case images (none readable: pages say so and show no overlay) */
+    if (s->online && region_supported(s->m)) s->evidence = !region_engine_init(&s->ev, s->m, db.paths, db.n);
     if (s->online) { /* kept open for new cases; the engine points into the server */
         s->db = db;
         s->db.before_commit = cfg->before_commit;

@@ -11,6 +11,10 @@
  *                           nearest cases with all their views, diagnoses and distances, the vote
  *   POST /case.json         the same images, or application/json {"paths": [...]} naming images
  *                           under the --image-root folders -> the answer as JSON
+ * With a model whose family has spatial features (ViT, scene model, ResNet), the query pages and the
+ * page of a new case draw the region evidence (region_evidence.h) over the thumbnails: the model
+ * runs on the page's thread for it, one forward at a time with the worker (a lock); a query page
+ * that finds the model busy is answered at once without evidence, saying so.
  * With a write token (case_write.h; needs --model), the case base grows:
  *   POST /case/file.json    the views + "diagnosis" -> a new case (fresh id, one SQLite transaction,
  *                           searched by the next query); Authorization: Bearer <token>

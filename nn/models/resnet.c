@@ -151,7 +151,7 @@ static tensor *block_forward(const resnet *r, const nn_ctx *ctx, const resnet_bl
     return op_relu(op_add(h, sc));
 }
 
-tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) {
+tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
     if (!x) return NULL;
     if (x->ndim != 4 || x->shape[1] != 3) {
         char s[96];
@@ -161,8 +161,10 @@ tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) {
     tensor *h = op_conv2d(x, r->conv1, NULL, 2, 3, 1, 1);
     h = op_maxpool2d(bn(r, ctx, h, &r->bn1, 1), 3, 2, 1);
     for (int i = 0; i < r->nblocks; i++) h = block_forward(r, ctx, &r->blocks[i], h);
-    return op_global_avgpool(h);
+    return h;
 }
+
+tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) { return op_global_avgpool(resnet_feature_map(r, ctx, x)); }
 
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x) {
     tensor *f = resnet_features(r, ctx, x);

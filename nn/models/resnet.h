@@ -73,6 +73,9 @@ typedef struct {
 resnet *resnet_new(const resnet_config *c, uint64_t seed);
 void resnet_free(resnet *r);
 
+/* x [N, 3, H, W] on the network's device -> the last stage's map [N, features, H/32, W/32], before the
+ * pooling (what region evidence compares, infer/report/region_evidence.h). */
+tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x);
 /* x [N, 3, H, W] on the network's device -> pooled features [N, features] (ctx->training: batch
  * statistics and running-stat updates, else running statistics). */
 tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x);
