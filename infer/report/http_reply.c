@@ -96,6 +96,16 @@ const char *http_request_refusal(struct MHD_Connection *c, const char *method, c
     return NULL;
 }
 
+/* The status this thread last queued, for the access log (access_log.h): MHD calls a handler and
+ * queues its reply on the same thread, so the handler's caller can read what it answered. */
+static _Thread_local unsigned queued_status;
+
+unsigned http_reply_take_status(void) {
+    unsigned s = queued_status;
+    queued_status = 0;
+    return s;
+}
+
 static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len,
                                   unsigned retry_s) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -109,6 +119,7 @@ static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, con
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
+    if (ret == MHD_YES) queued_status = status;
     MHD_destroy_response(r);
     return ret;
 }

@@ -47,6 +47,9 @@ const char *http_request_refusal(struct MHD_Connection *c, const char *method, c
 
 enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len);
 enum MHD_Result http_reply_text(struct MHD_Connection *c, unsigned status, const char *msg);
+/* The status the calling thread last queued with the functions here (0: none since the last take),
+ * and forget it: one access-log line per answered request (retrieval_server.c). */
+unsigned http_reply_take_status(void);
 /* 503 with "Retry-After: <retry_s>" and the message. */
 enum MHD_Result http_reply_busy(struct MHD_Connection *c, unsigned retry_s, const char *msg);
 /* Sends the image file at path (PNG or JPEG by content, and it must decode) when its real path

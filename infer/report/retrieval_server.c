@@ -18,6 +18,7 @@
 
 #include "datasets/image.h"
 #include "datasets/view_list.h"
+#include "infer/report/access_log.h"
 #include "infer/report/case_query.h"
 #include "infer/report/case_upload.h"
 #include "infer/report/case_views.h"
@@ -54,6 +55,7 @@ struct retrieval_server {
     /* region evidence (region_evidence.h) runs the model on the pool threads too: one forward at a
      * time, so the worker holds this lock for each case and a query page while it draws evidence; a
      * query page that finds it taken is served without evidence (it never waits) */
+    FILE *access_log;   /* one line per answered request (access_log.h); NULL: none */
     int evidence;       /* ev is set up */
     region_engine ev;
     pthread_mutex_t model_lock;
@@ -74,6 +76,7 @@ typedef struct {
     unsigned status;
     const char *type;
     html_buf body;
+    double t0;          /* now_seconds() at its first call, for the access log */
 } case_req;
 
 /* ---- HTTP helpers ---- */
@@ -396,8 +399,8 @@ static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c
     return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
-                               const char *upload_data, size_t *upload_size, void **con_cls) {
+static enum MHD_Result route(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                             const char *upload_data, size_t *upload_size, void **con_cls) {
     retrieval_server *s = cls;
     if (!strcmp(method, "POST")) {
         if (!s->online) return http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only (serve --model M accepts new cases)\n");
@@ -426,6 +429,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             r->u = u;
             r->c = c;
             r->mode = mode;
+            r->t0 = now_seconds();
             r->json = mode != REQ_QUERY || !strcmp(url, "/case.json");
             if (mode != REQ_QUERY) write_client_addr(c, r->addr, sizeof r->addr);
             *con_cls = r;
@@ -464,6 +468,24 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!strncmp(url, "/query/", 7)) return page_query(s, c, url + 7);
     if (!strncmp(url, "/image/", 7)) return route_image(s, c, url + 7);
     return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+/* Every call MHD makes, routed; the call that queues a reply writes the request's access-log line
+ * (a POST is answered on a later call than its first: its time counts from the first). */
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                               const char *upload_data, size_t *upload_size, void **con_cls) {
+    retrieval_server *s = cls;
+    double t0 = now_seconds();
+    http_reply_take_status();
+    enum MHD_Result res = route(cls, c, url, method, version, upload_data, upload_size, con_cls);
+    unsigned st = http_reply_take_status();
+    if (st && s->access_log) {
+        case_req *r = !strcmp(method, "POST") ? *con_cls : NULL;
+        char addr[64];
+        write_client_addr(c, addr, sizeof addr);
+        access_log_write(s->access_log, addr, method, url, st, 1e3 * (now_seconds() - (r ? r->t0 : t0)));
+    }
+    return res;
 }
 
 static void upload_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
@@ -572,6 +594,7 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     s->roots = roots;
     pthread_rwlock_init(&s->cases_lock, NULL);
     pthread_mutex_init(&s->model_lock, NULL);
+    s->access_log = cfg->access_log;
     s->write_token = cfg->write_token ? xstrdup(cfg->write_token) : NULL;
     if (m) {
         s->online = 1;

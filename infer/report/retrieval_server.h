@@ -33,6 +33,8 @@
 
 #include "infer/report/report.h"
 
+#include <stdio.h>
+
 /* New cases waiting for the embedding worker (besides the one it embeds); a case that finds the
  * queue full gets 503 with Retry-After. */
 enum { CASE_QUEUE = 8, CASE_RETRY_AFTER_S = 2 };
@@ -54,6 +56,7 @@ typedef struct {
     const char *write_token; /* NULL: read-only; else the token the write routes need (case_write.h) */
     void (*before_commit)(void *); /* tests: called inside each write's transaction (casedb.h); NULL */
     void *before_commit_ctx;
+    FILE *access_log;     /* one line per answered request (access_log.h); NULL: none */
 } retrieval_server_cfg;
 
 typedef struct retrieval_server retrieval_server;

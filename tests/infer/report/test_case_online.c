@@ -20,7 +20,7 @@ Test(case_online, new_case_by_upload_and_by_path) { /* bounded by socket timeout
     online_fx f;
     make_online(&f);
     char *images = path_join(f.dir, "images");
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, images, 2, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, images, 2, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -72,7 +72,7 @@ Test(case_online, new_case_by_upload_and_by_path) { /* bounded by socket timeout
     for (int i = 0; i < 3; i++) free(data[i]);
     retrieval_server_stop(s);
     /* without --model the server is read-only */
-    retrieval_server_cfg ro = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, NULL, NULL, 2, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg ro = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, NULL, NULL, 2, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     cr_assert_eq(retrieval_server_start(&ro, &s, &port), ER_OK, "%s", er_msg());
     cr_expect_eq(test_http(port, "POST", "/case.json", "application/json", "{\"paths\": []}", &body, &len), 405);
     cr_expect_eq(test_http(port, "GET", "/new", NULL, NULL, &body, &len), 404);
@@ -88,7 +88,7 @@ Test(case_online, new_case_by_upload_and_by_path) { /* bounded by socket timeout
 Test(case_online, an_upload_split_after_a_part_header_is_the_same_upload) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());

@@ -47,7 +47,7 @@ static int64_t first_neighbour(const char *body) {
 }
 
 static retrieval_server *start(online_fx *f, const char *images, const char *token, int *port) {
-    retrieval_server_cfg cfg = {f->db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f->scene, images, 4, 0, 0, 0, 0, token, NULL, NULL};
+    retrieval_server_cfg cfg = {f->db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f->scene, images, 4, 0, 0, 0, 0, token, NULL, NULL, NULL};
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, port), ER_OK, "%s", er_msg());
     return s;
@@ -243,7 +243,7 @@ static pid_t serve_child(online_fx *f, const char *images, int hooked, int *port
         close(pp[0]); close(hp[0]);
         hook_fd = hp[1];
         retrieval_server_cfg cfg = {f->db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f->scene, images, 4, 0, 0, 0, 0, TOKEN,
-                                    hooked ? stop_in_transaction : NULL, NULL};
+                                    hooked ? stop_in_transaction : NULL, NULL, NULL};
         retrieval_server *s;
         int p = -1;
         if (retrieval_server_start(&cfg, &s, &p)) p = -1;

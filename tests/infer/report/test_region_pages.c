@@ -126,7 +126,7 @@ Test(region_pages, report_and_serve_draw_the_evidence, .timeout = 300) {
     cr_expect_eq(count(html, "class=\"evo\""), 0);
     free(html);
     /* serve --model: the query page draws it */
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f.enc, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f.enc, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -194,7 +194,7 @@ Test(region_pages, a_query_page_does_not_wait_for_a_busy_model, .timeout = 120) 
     pages_fx f;
     make_pages(&f);
     retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 1, 0}, f.enc, NULL, 4, 0, 0, 0, 0,
-                                "region-test-token-0123456789", hold_model, NULL};
+                                "region-test-token-0123456789", hold_model, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());

@@ -281,7 +281,7 @@ static int http(int port, const char *method, const char *path, const char **bod
 Test(report, server_pages_images_traversal) { /* bounded by socket timeouts: no Criterion .timeout (it leaks in libcriterion under make asan) */
     fixture f;
     make_fixture(&f);
-    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -364,13 +364,13 @@ Test(report, server_refuses_bad_config) {
     make_fixture(&f);
     retrieval_server *s;
     int port;
-    retrieval_server_cfg badbind = {f.db, f.qemb, NULL, "localhost:80", 0, {K, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg badbind = {f.db, f.qemb, NULL, "localhost:80", 0, {K, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     cr_expect_eq(retrieval_server_start(&badbind, &s, &port), ER_INPUT);
-    retrieval_server_cfg badport = {f.db, f.qemb, NULL, NULL, 70000, {K, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg badport = {f.db, f.qemb, NULL, NULL, 70000, {K, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     cr_expect_eq(retrieval_server_start(&badport, &s, &port), ER_INPUT);
-    retrieval_server_cfg nodb = {"/nonexistent.db", NULL, NULL, NULL, 0, {K, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg nodb = {"/nonexistent.db", NULL, NULL, NULL, 0, {K, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     cr_expect_neq(retrieval_server_start(&nodb, &s, &port), ER_OK);
-    retrieval_server_cfg badk = {f.db, NULL, NULL, NULL, 0, {0, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg badk = {f.db, NULL, NULL, NULL, 0, {0, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     cr_expect_eq(retrieval_server_start(&badk, &s, &port), ER_INPUT);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "datasets/image.h"
+#include "infer/report/access_log.h"
 #include "infer/report/report.h"
 #include "infer/report/retrieval_server.h"
 #include "infer/retrieval/casedb.h"
@@ -263,7 +264,7 @@ Test(report_page, serve_pages_say_what_is_what) { /* bounded by socket timeouts:
     make_page_fx(&f);
     char acc[400];
     ref_accuracy(&f, acc, sizeof acc);
-    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -298,7 +299,7 @@ Test(report_page, serve_pages_say_what_is_what) { /* bounded by socket timeouts:
 Test(report_page, upload_page_says_what_is_what) { /* bounded by socket timeouts (no .timeout: see above) */
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 2, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 2, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -396,7 +397,7 @@ Test(report_page, screenshot_report_and_serve) { /* each browser run under timeo
     snprintf(url, sizeof url, "file://%s", out);
     snprintf(png, sizeof png, "%s/report.png", f.dir);
     check_screenshot(browser, url, png);
-    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *s;
     int port;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -404,4 +405,49 @@ Test(report_page, screenshot_report_and_serve) { /* each browser run under timeo
     snprintf(png, sizeof png, "%s/serve_query.png", f.dir);
     check_screenshot(browser, url, png);
     retrieval_server_stop(s);
+}
+
+/* One access-log line per answered request (issue 32 item 1): time, client, method, path, status
+ * and ms; a decoded control byte in the path is written as '?', so a request cannot forge a line. */
+Test(report_page, access_log_has_a_line_per_request) { /* bounded by socket timeouts (no .timeout: see above) */
+    char line[512];
+    access_log_format(line, sizeof line, "T", "127.0.0.1", "GET", "/query/1\nserve: forged", 404, 1.25);
+    cr_expect_str_eq(line, "serve: T 127.0.0.1 GET /query/1?serve: forged 404 1.2 ms");
+    char longp[400];
+    memset(longp, 'a', sizeof longp - 1), longp[sizeof longp - 1] = 0;
+    access_log_format(line, sizeof line, "T", "?", "GET", longp, 200, 0);
+    cr_expect(strlen(line) < 260 && strstr(line, "a... 200"), "a long path is cut: %s", line);
+    page_fx f;
+    make_page_fx(&f);
+    char *logp = path_join(f.dir, "access.log");
+    FILE *log = fopen(logp, "w");
+    cr_assert_not_null(log);
+    retrieval_server_cfg cfg = {f.db, f.qemb, f.qman, "127.0.0.1", 0, {K, 0, 0.1, 1, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, log};
+    retrieval_server *s;
+    int port;
+    cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
+    const char *body;
+    size_t len;
+    cr_expect_eq(test_http(port, "GET", "/", NULL, NULL, &body, &len), 200);
+    cr_expect_eq(test_http(port, "GET", "/query/0", NULL, NULL, &body, &len), 200);
+    cr_expect_eq(test_http(port, "GET", "/nothing%0Aserve:%20forged", NULL, NULL, &body, &len), 404);
+    cr_expect_eq(test_http(port, "POST", "/", NULL, "x", &body, &len), 405);
+    retrieval_server_stop(s);
+    fclose(log);
+    size_t n = 0;
+    char *text = NULL;
+    cr_assert_eq(read_file(logp, &text, &n), ER_OK, "%s", er_msg());
+    const char *want[] = {" GET / 200 ", " GET /query/0 200 ", " GET /nothing?serve: forged 404 ", " POST / 405 "};
+    int lines = 0;
+    for (char *p = text; (p = strchr(p, '\n')); p++) lines++;
+    cr_expect_eq(lines, 4, "one line per request:\n%s", text);
+    const char *at = text;
+    for (int i = 0; i < 4; i++) {
+        const char *hit = strstr(at, want[i]);
+        cr_expect(hit, "line '%s' missing or out of order:\n%s", want[i], text);
+        if (hit) at = hit;
+    }
+    cr_expect(!strncmp(text, "serve: 20", 9) && strstr(text, " 127.0.0.1 GET / 200 ") && strstr(text, " ms\n"), "%s", text);
+    free(text);
+    free(logp);
 }

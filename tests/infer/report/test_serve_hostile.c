@@ -52,7 +52,7 @@ Test(serve_hostile, a_semicolon_in_a_json_path_never_names_a_second_file) { /* b
     plant_semicolon(images, src, inside, sizeof inside, outside, sizeof outside);
     char *secret_uri;
     cr_assert_eq(thumbnail_data_uri(outside, 112, 82, &secret_uri), 0, "%s", er_msg());
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, images, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, images, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s = start(&cfg, &port);
     char js[1500];
@@ -96,7 +96,7 @@ Test(serve_hostile, a_semicolon_in_a_case_view_path_is_part_of_the_path) { /* bo
     for (int i = 0; i < 2; i++) { e.ids[i] = i; e.labels[i] = i; e.x[i * 32 + i] = 1; }
     char *paths[2] = {joined[of[0]], joined[of[1]]};
     cr_assert_eq(casedb_create(db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 1), 0, "%s", er_msg());
-    retrieval_server_cfg cfg = {db, NULL, NULL, "127.0.0.1", 0, {1, 0, 0.1, 0, 0}, NULL, NULL, 1, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {db, NULL, NULL, "127.0.0.1", 0, {1, 0, 0.1, 0, 0}, NULL, NULL, 1, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s = start(&cfg, &port);
     const char *body;
@@ -129,7 +129,7 @@ Test(serve_hostile, a_decompression_bomb_is_refused_before_decoding) { /* bounde
     size_t dl;
     cr_assert_eq(read_file(bomb, &data, &dl), 0);
     cr_assert_lt(dl, 300000, "the bomb is small (%zu bytes)", dl);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s = start(&cfg, &port);
     char *names[2] = {"bomb.png", "bomb2.png"}, *datas[2] = {data, data};
@@ -165,7 +165,7 @@ Test(serve_hostile, large_jpegs_are_decoded_smaller_and_the_case_has_a_pixel_bud
     size_t jl;
     cr_assert_eq(image_encode_jpeg(&im, 90, &jpg, &jl), 0);
     image_free(&im);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     cfg.max_view_pixels = 16 * 16;
     cfg.max_case_pixels = 2 * 16 * 16;
     int port;
@@ -202,7 +202,7 @@ Test(serve_hostile, stale_case_folders_are_swept_at_start) { /* bounded by socke
     cr_assert_eq(write_file_atomic(img, "x", 1), 0);
     struct utimbuf old = {time(NULL) - 7200, time(NULL) - 7200};
     cr_assert_eq(utime(stale, &old), 0);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s = start(&cfg, &port);
     struct stat st;
@@ -238,7 +238,7 @@ Test(serve_hostile, a_semicolon_in_a_single_image_path_is_part_of_the_path) { /*
     cr_assert_eq(emb_save(emb, &e), 0, "%s", er_msg());
     char *build[] = {"index", "build", "--emb", emb, "--out", db, "--manifest", man, NULL};
     cr_assert_eq(cmd_index(8, build), ER_OK, "%s", er_msg());
-    retrieval_server_cfg cfg = {db, emb, man, "127.0.0.1", 0, {1, 0, 0.1, 0, 0}, NULL, NULL, 1, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {db, emb, man, "127.0.0.1", 0, {1, 0, 0.1, 0, 0}, NULL, NULL, 1, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s = start(&cfg, &port);
     const char *body;

@@ -106,7 +106,7 @@ static void *post_case(void *arg) {
 Test(serve_load, a_page_is_answered_while_a_case_is_embedded) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -143,7 +143,7 @@ Test(serve_load, a_page_is_answered_while_a_case_is_embedded) {
 Test(serve_load, a_full_queue_answers_503_with_retry_after) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 1, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 16, 0, 0, 1, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -179,7 +179,7 @@ Test(serve_load, a_full_queue_answers_503_with_retry_after) {
 Test(serve_load, slow_clients_from_several_addresses_do_not_lock_a_probe_out) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -225,7 +225,7 @@ Test(serve_load, a_trickling_request_is_closed_at_its_deadline) {
     SLOW_TEST();
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
@@ -252,7 +252,7 @@ Test(serve_load, a_trickling_request_is_closed_at_its_deadline) {
 Test(serve_load, uploads_held_at_once_are_bounded) {
     online_fx f;
     make_online(&f);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 100000, NULL, NULL, NULL};
+    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, f.scene, NULL, 4, 0, 0, 0, 100000, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s;
     cr_assert_eq(retrieval_server_start(&cfg, &s, &port), ER_OK, "%s", er_msg());
