@@ -52,13 +52,23 @@ void objective_config_init(objective_config *oc, const objective_def *def) {
     oc->cfg = xcalloc(1, def->cfg_size);
     loop_keys_defaults(&oc->loop, def->name);
     def->defaults(oc->cfg, &oc->loop);
-    int no, nl;
-    const cfg_spec *so = def->specs(oc->cfg, &no);
+    key_table t = {0};
+    def->specs(oc->cfg, &t);
+    oc->nobjective = t.n;
+    int nl;
     const cfg_spec *sl = loop_keys_specs(&oc->loop, &nl);
-    oc->specs = xmalloc((size_t)(no + nl) * sizeof *oc->specs);
-    memcpy(oc->specs, so, (size_t)no * sizeof *so);
-    memcpy(oc->specs + no, sl, (size_t)nl * sizeof *sl);
-    oc->nspecs = no + nl;
+    key_table_add(&t, sl, nl);
+    oc->specs = t.s;
+    oc->nspecs = t.n;
+}
+
+void key_table_add(key_table *t, const cfg_spec *s, int n) {
+    if (t->n + n > t->cap) {
+        t->cap = 2 * (t->n + n);
+        t->s = xrealloc(t->s, (size_t)t->cap * sizeof *t->s);
+    }
+    memcpy(t->s + t->n, s, (size_t)n * sizeof *s);
+    t->n += n;
 }
 
 int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets) {
@@ -103,11 +113,7 @@ void objective_describe(const train_objective *obj, const train_loop_config *lc,
 void objective_config_free(objective_config *oc) {
     if (!oc->def) return;
     if (oc->def->free_cfg) oc->def->free_cfg(oc->cfg);
-    else {
-        int n;
-        const cfg_spec *s = oc->def->specs(oc->cfg, &n);
-        cfg_free_strings(s, n);
-    }
+    else cfg_free_strings(oc->specs, oc->nobjective);
     loop_keys_free(&oc->loop);
     free(oc->cfg);
     free(oc->specs);

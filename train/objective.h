@@ -15,6 +15,17 @@
 #include "train/loop.h"
 #include "train/loop_keys.h"
 
+/* A key table as it is built: the objective's keys, then the loop's (objective_config_init). */
+typedef struct key_table {
+    cfg_spec *s;
+    int n, cap;
+} key_table;
+/* Appends n keys. */
+void key_table_add(key_table *t, const cfg_spec *s, int n);
+/* One key bound to field `field` of the config `c`, appended to the table `t` (the names every
+ * objective's specs hook uses). */
+#define OBJ_KEY(key, type, field, range, help) key_table_add(t, &(cfg_spec){key, type, &c->field, help, range}, 1)
+
 typedef struct objective_def {
     const char *name;       /* `endoret train <name>` */
     const char *help;       /* one line for `endoret train --help` */
@@ -23,8 +34,8 @@ typedef struct objective_def {
     /* Fills the objective's config with its defaults and may change the shared ones (k already holds
      * loop_keys_defaults). */
     void (*defaults)(void *cfg, loop_keys *k);
-    /* The objective's own key table bound to cfg (n receives its length). */
-    const cfg_spec *(*specs)(void *cfg, int *n);
+    /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY). */
+    void (*specs)(void *cfg, struct key_table *t);
     /* Optional: frees the config (NULL: the strings of its key table). */
     void (*free_cfg)(void *cfg);
     /* Builds the model(s) through the registry on run->device and loads the data; fills *out (its
@@ -47,6 +58,7 @@ typedef struct {
     loop_keys loop;
     cfg_spec *specs;
     int nspecs;
+    int nobjective;         /* the objective's keys: specs[0 .. nobjective) */
 } objective_config;
 
 /* Decides the run from the loop keys (loop_keys_run: device, threads, rank, the batch shard), sets

@@ -44,28 +44,22 @@ static void dual_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_dual");
 }
 
-static const cfg_spec *dual_specs(void *cfg, int *n) {
+static void dual_specs(void *cfg, key_table *t) {
     dual_cfg *c = cfg;
-    static __thread cfg_spec s[40];
-    int k = 0;
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
     int nm;
     const cfg_spec *m = dual_args_keys(&c->model, &nm); /* the model's keys first */
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-    K("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
-    K("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
-    K("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
-    K("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV with a label or scene column)");
-    K("data.split", CFG_STR, split, "text", "training split ('' = all rows)");
-    K("data.val_split", CFG_STR, val_split, "text", "validation split for Recall@1/5, mAP and model selection ('' = none)");
-    K("data.label", CFG_STR, label, "label|scene", "the column that defines a class: label | scene (instance retrieval)");
-    K("data.sampler", CFG_STR, sampler, "random|m_per_class", "random batches (the reference) | m_per_class (class-balanced)");
-    K("data.m_per_class", CFG_INT, m_per_class, "[1, 1024]", "images per class in a batch (m_per_class sampler)");
-    K("data.aug", CFG_STR, aug, "light|none", "light (crop, flip, rotation, jitter, blur) | none (resize only, the inference transform)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the image cache (0 = model.img * 8 / 7)");
-#undef K
-    *n = k;
-    return s;
+    key_table_add(t, m, nm);
+    OBJ_KEY("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
+    OBJ_KEY("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
+    OBJ_KEY("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV with a label or scene column)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "training split ('' = all rows)");
+    OBJ_KEY("data.val_split", CFG_STR, val_split, "text", "validation split for Recall@1/5, mAP and model selection ('' = none)");
+    OBJ_KEY("data.label", CFG_STR, label, "label|scene", "the column that defines a class: label | scene (instance retrieval)");
+    OBJ_KEY("data.sampler", CFG_STR, sampler, "random|m_per_class", "random batches (the reference) | m_per_class (class-balanced)");
+    OBJ_KEY("data.m_per_class", CFG_INT, m_per_class, "[1, 1024]", "images per class in a batch (m_per_class sampler)");
+    OBJ_KEY("data.aug", CFG_STR, aug, "light|none", "light (crop, flip, rotation, jitter, blur) | none (resize only, the inference transform)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the image cache (0 = model.img * 8 / 7)");
 }
 
 /* ---------------------------------------------------------------- state */

@@ -45,28 +45,23 @@ static void ft_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_finetune");
 }
 
-static const cfg_spec *ft_specs(void *cfg, int *n) {
+static void ft_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    static __thread cfg_spec s[32];
-    int k = 0, nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
-    K("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
-    K("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
-    K("finetune.hidden", CFG_INT, hidden, "[1, 65536]", "hidden width of the mlp head");
-    K("finetune.norm", CFG_STR, norm, "auto|wce|imagenet", "input statistics: auto (the init file's rule, else WCE) | wce | imagenet");
-    K("finetune.crop", CFG_DOUBLE, crop, "[0, 1]", "centre crop, share of the short side (0 = the init file's rule, else 280/336)");
-    K("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV)");
-    K("data.split", CFG_STR, split, "text", "training rows ('' = all)");
-    K("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
-    K("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
-    K("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
-#undef K
-    *n = k;
-    return s;
+    int nm;
+    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
+    key_table_add(t, m, nm);
+    OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
+    OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
+    OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
+    OBJ_KEY("finetune.hidden", CFG_INT, hidden, "[1, 65536]", "hidden width of the mlp head");
+    OBJ_KEY("finetune.norm", CFG_STR, norm, "auto|wce|imagenet", "input statistics: auto (the init file's rule, else WCE) | wce | imagenet");
+    OBJ_KEY("finetune.crop", CFG_DOUBLE, crop, "[0, 1]", "centre crop, share of the short side (0 = the init file's rule, else 280/336)");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "training rows ('' = all)");
+    OBJ_KEY("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
+    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
+    OBJ_KEY("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
 }
 
 typedef struct {

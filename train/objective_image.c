@@ -501,7 +501,11 @@ static void image_defaults_any(void *cfg, loop_keys *k) {
     image_loop_defaults(k);
 }
 
-static const cfg_spec *image_specs_any(void *cfg, int *n) { return image_cfg_specs(cfg, n); }
+static void image_specs_any(void *cfg, key_table *t) {
+    int n;
+    const cfg_spec *s = image_cfg_specs(cfg, &n);
+    key_table_add(t, s, n);
+}
 static void image_cfg_free_any(void *cfg) { image_cfg_free(cfg); }
 
 static int image_create(const void *cfg, const train_run *run, train_objective *out) {

@@ -48,37 +48,32 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_pgcon");
 }
 
-static const cfg_spec *pgcon_specs(void *cfg, int *n) {
+static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    static __thread cfg_spec s[40];
-    int k = 0, nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
-    K("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
-    K("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
-    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    K("loss.jigsaw_weight", CFG_DOUBLE, w_jig, "[0, inf)", "weight of l(prior, jigsaw)");
-    K("loss.memory_weight", CFG_DOUBLE, w_mem, "[0, inf)", "weight of l(prior, memory row)");
-    K("pgcon.side", CFG_INT, side, "[0, 65536]", "centre crop searched for the reddest point (0 = the reference's by image size: 316 / 500)");
-    K("pgcon.box", CFG_INT, box, "[0, 65536]", "side of the prior box (0 = the reference's: 100 / 150)");
-    K("pgcon.jigsaw", CFG_INT, jigsaw, "[0, 65536]", "centre crop cut into 3x3 tiles (0 = the reference's: 280 / 300 / 400)");
-    K("pgcon.prior_out", CFG_INT, prior_out, "[8, 4096]", "prior view side fed to the network (120)");
-    K("pgcon.tile_out", CFG_INT, tile_out, "[8, 4096]", "jigsaw tile side fed to the network (90)");
-    K("pgcon.win_out", CFG_INT, win_out, "[8, 4096]", "WIN view side fed to the network (224)");
-    K("pgcon.eval_crop", CFG_DOUBLE, eval_crop, "(0, 1]", "evaluation centre crop, share of the short side (280/336); exported as the model's input rule");
-    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
-    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = as the files are)");
-    K("eval.manifest", CFG_STR, eval_manifest, "path", "labelled manifest of the periodic weighted-kNN evaluation");
-    K("eval.split", CFG_STR, eval_split, "text", "its query split");
-    K("eval.bank_split", CFG_STR, eval_bank_split, "text", "its labelled bank split (the kNN database)");
-    K("eval.knn_k", CFG_INT, knn_k, "[1, 100000]", "neighbours of the weighted vote (290)");
-    K("eval.knn_tau", CFG_DOUBLE, knn_tau, "(0, inf)", "temperature of the weighted vote (0.1)");
-#undef K
-    *n = k;
-    return s;
+    int nm;
+    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
+    key_table_add(t, m, nm);
+    OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
+    OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
+    OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
+    OBJ_KEY("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
+    OBJ_KEY("loss.jigsaw_weight", CFG_DOUBLE, w_jig, "[0, inf)", "weight of l(prior, jigsaw)");
+    OBJ_KEY("loss.memory_weight", CFG_DOUBLE, w_mem, "[0, inf)", "weight of l(prior, memory row)");
+    OBJ_KEY("pgcon.side", CFG_INT, side, "[0, 65536]", "centre crop searched for the reddest point (0 = the reference's by image size: 316 / 500)");
+    OBJ_KEY("pgcon.box", CFG_INT, box, "[0, 65536]", "side of the prior box (0 = the reference's: 100 / 150)");
+    OBJ_KEY("pgcon.jigsaw", CFG_INT, jigsaw, "[0, 65536]", "centre crop cut into 3x3 tiles (0 = the reference's: 280 / 300 / 400)");
+    OBJ_KEY("pgcon.prior_out", CFG_INT, prior_out, "[8, 4096]", "prior view side fed to the network (120)");
+    OBJ_KEY("pgcon.tile_out", CFG_INT, tile_out, "[8, 4096]", "jigsaw tile side fed to the network (90)");
+    OBJ_KEY("pgcon.win_out", CFG_INT, win_out, "[8, 4096]", "WIN view side fed to the network (224)");
+    OBJ_KEY("pgcon.eval_crop", CFG_DOUBLE, eval_crop, "(0, 1]", "evaluation centre crop, share of the short side (280/336); exported as the model's input rule");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = as the files are)");
+    OBJ_KEY("eval.manifest", CFG_STR, eval_manifest, "path", "labelled manifest of the periodic weighted-kNN evaluation");
+    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "its query split");
+    OBJ_KEY("eval.bank_split", CFG_STR, eval_bank_split, "text", "its labelled bank split (the kNN database)");
+    OBJ_KEY("eval.knn_k", CFG_INT, knn_k, "[1, 100000]", "neighbours of the weighted vote (290)");
+    OBJ_KEY("eval.knn_tau", CFG_DOUBLE, knn_tau, "(0, inf)", "temperature of the weighted vote (0.1)");
 }
 
 /* ---------------------------------------------------------------- state */

@@ -41,32 +41,26 @@ static void scene_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_scene");
 }
 
-static const cfg_spec *scene_specs(void *cfg, int *n) {
+static void scene_specs(void *cfg, key_table *t) {
     scene_cfg *c = cfg;
-    static __thread cfg_spec s[40];
-    int k = 0;
     int nm;
-    const cfg_spec *m = scene_args_keys(&c->model, &nm);
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
-    K("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
-    K("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
-    K("scene.aug", CFG_STR, aug, "scene|advanced|mae|eval", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's) | mae (crop + flip) | eval (resize only)");
-    K("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
-    K("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
-    K("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
-    K("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy");
-    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EFS 5)");
-    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV with scene and view columns)");
-    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
-    K("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest: scene re-ID, views 0+1 against 2+3");
-    K("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
-#undef K
-    *n = k;
-    return s;
+    const cfg_spec *m = scene_args_keys(&c->model, &nm); /* the model's keys first */
+    key_table_add(t, m, nm);
+    OBJ_KEY("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
+    OBJ_KEY("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
+    OBJ_KEY("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
+    OBJ_KEY("scene.aug", CFG_STR, aug, "scene|advanced|mae|eval", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's) | mae (crop + flip) | eval (resize only)");
+    OBJ_KEY("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
+    OBJ_KEY("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
+    OBJ_KEY("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
+    OBJ_KEY("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy");
+    OBJ_KEY("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
+    OBJ_KEY("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EFS 5)");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV with scene and view columns)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
+    OBJ_KEY("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest: scene re-ID, views 0+1 against 2+3");
+    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
 }
 
 
