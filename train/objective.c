@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/image_cache.h"
 #include "nn/base/base.h"
 #include "nn/base/suggest.h"
 #include "nn/models/model.h"
@@ -83,6 +84,10 @@ int objective_create(const objective_config *oc, train_objective *out) {
     train_run run;
     int rc = loop_keys_run(&oc->loop, &run);
     if (!rc) rc = er_set_precision(oc->loop.precision);
+    for (int i = 0; i < oc->nobjective && !rc; i++) { /* every objective trains from data.manifest */
+        const char *m = *(char **)oc->specs[i].dst;
+        if (!strcmp(oc->specs[i].key, "data.manifest") && (!m || !m[0])) rc = er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
+    }
     if (!rc) rc = oc->def->create(oc->cfg, &run, out);
     if (!rc) out->run = run;
     return rc;
@@ -103,6 +108,15 @@ int objective_embed(model *m, const float *x, int n, int chunk, float *out) {
     for (int b0 = 0; b0 < n && !rc; b0 += chunk)
         rc = model_embed(m, x + b0 * img, n - b0 < chunk ? n - b0 : chunk, out + (size_t)b0 * m->dim);
     return rc;
+}
+
+int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split, int side, const model_input *in) {
+    return labelled_set_load(manifest, split, side, in->crop, in->mean, in->std, &r->x, &r->y, &r->n, &r->nclass);
+}
+
+void labelled_rows_free(labelled_rows *r) {
+    free(r->x);
+    free(r->y);
 }
 
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f) {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "nn/base/config.h"
+#include "nn/models/model.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
 
@@ -71,6 +72,15 @@ train_objective objective_iface(const char *name, void *self, param_list *params
                                 int64_t samples, int views);
 /* Embeds n images of x (model_embed) in chunks of `chunk` into out [n, m->dim]: the eval hooks' batching. */
 int objective_embed(struct model *m, const float *x, int n, int chunk, float *out);
+/* A labelled evaluation set: images [n, 3, side, side] under a model's input rule, label ids
+ * (nclass of them over the whole manifest: datasets/image_cache.h labelled_set_load). */
+typedef struct {
+    float *x;
+    int *y;
+    int n, nclass;
+} labelled_rows;
+int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split, int side, const model_input *in);
+void labelled_rows_free(labelled_rows *r);
 /* The objective's start line, then the run's (train_run_describe). */
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f);
 

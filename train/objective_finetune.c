@@ -11,7 +11,6 @@
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
 #include "infer/eval/split_eval.h"
-#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -72,18 +71,13 @@ typedef struct {
     int mlp, C, S;
     param_list all;
     model_input in;
-    int device;
     train_run run;
     host_batch *hb;         /* this rank's images [b, 3, S, S], then their labels [b] */
     size_t y_off;
     image_cache data;
     int *rows, nrows;       /* the training rows kept (label present, in the label share) */
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src;
     /* evaluation (set 0) and the test split scored at each new best (set 1) */
-    int neval, ntest;
-    float *eval_x, *test_x;
-    int *eval_y, *test_y;
+    labelled_rows eval, test;
     double best;
 } finetune_objective;
 
@@ -100,7 +94,7 @@ static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
 
 /* Micro-batch g into a host slot: this rank's shard of the global batch (rows first .. first + b,
  * streams keyed by the global index j), augmented as spec 1.10's train transform. */
-static int ft_fill(void *self, int64_t g, void *slot) {
+static int ft_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     finetune_objective *o = self;
     int B = o->run.batch, b = o->run.local_batch, S = o->S, fail = 0;
     uint64_t seed = (uint64_t)o->run.keys->seed;
@@ -112,11 +106,11 @@ static int ft_fill(void *self, int64_t g, void *slot) {
     for (int i = 0; i < b; i++) {
         int t = omp_get_thread_num(), id = y[i], j = o->run.first + i;
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
-        image_cache_get(&o->data.imgs[id], &o->src[t]);
+        image_cache_get(&o->data.imgs[id], &sc->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         /* jitter on [0, 1] pixels before the normalisation */
         const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-        if (aug_eval_input(&o->src[t], S, o->in.crop, zero, one, &o->ws[t], &out) || out.data != x + (size_t)i * 3 * S * S)
+        if (aug_eval_input(&sc->src[t], S, o->in.crop, zero, one, &sc->ws[t], &out) || out.data != x + (size_t)i * 3 * S * S)
             fail = 1;
         image_color_jitter(&out, &r, 0.4f, 0.6f, 0.0f, 0.0f);
         if (rng_uniform(&r) < 0.5f) image_hflip(&out);
@@ -130,11 +124,9 @@ static int ft_fill(void *self, int64_t g, void *slot) {
 static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     finetune_objective *o = self;
     int b = o->run.local_batch, S = o->S;
-    int phase = prof_phase(PROF_DATA);
-    void *slot = host_batch_get(o->hb, step * o->run.keys->accum + micro);
-    tensor *x = slot ? host_batch_upload(o->hb, slot, 0, 4, SHAPE(b, 3, S, S)) : NULL;
-    prof_phase(phase);
-    if (!x) return NULL;
+    tensor *x;
+    void *slot = host_batch_step(o->hb, step, micro, &x, 4, SHAPE(b, 3, S, S));
+    if (!slot) return NULL;
     /* this rank's mean; the loop averages the ranks' gradients: the global batch's mean */
     nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
     tensor *l = op_cross_entropy(logits(o, &ctx, x), (const int32_t *)((char *)slot + o->y_off));
@@ -144,15 +136,17 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
 
 
 /* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
-static int score(finetune_objective *o, const float *x, const int *y, int n, const char *name, char *buf, size_t cap,
-                 int *k, double *acc_out) {
+static int score(finetune_objective *o, const labelled_rows *set, const char *name, char *buf, size_t cap, int *k,
+                 double *acc_out) {
+    const float *x = set->x;
+    const int *y = set->y, n = set->n;
     int S = o->S, C = o->C, bs = 64, rc = ER_OK, right = 0;
     int *pred = xmalloc((size_t)n * sizeof(int));
     float *lg = xmalloc((size_t)bs * C * sizeof(float));
     for (int b0 = 0; b0 < n && !rc; b0 += bs) {
         int B = n - b0 < bs ? n - b0 : bs;
         NO_GRAD {
-            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
+            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->run.device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
             if (!z) rc = ER_RUNTIME;
             else tensor_to_host(z, lg);
         }
@@ -183,10 +177,10 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
     finetune_objective *o = self;
     int k = 0;
     double acc, test;
-    int rc = score(o, o->eval_x, o->eval_y, o->neval, "", buf, n, &k, &acc);
+    int rc = score(o, &o->eval, "", buf, n, &k, &acc);
     if (!rc && acc > o->best) { /* model selection on the evaluation split */
         o->best = acc;
-        if (o->ntest) rc = score(o, o->test_x, o->test_y, o->ntest, "test_", buf, n, &k, &test);
+        if (o->test.n) rc = score(o, &o->test, "test_", buf, n, &k, &test);
         if (!rc && o->run.rank == 0) {
             char *path = path_join(o->run.keys->out, "best.safetensors");
             rc = model_save(o->classifier, path, step);
@@ -207,8 +201,7 @@ static void ft_free(void *self) {
     free(o->classifier); /* the wrapper only: the network is freed below */
     resnet_free(o->net);
     image_cache_free(&o->data);
-    free(o->rows); free(o->eval_x); free(o->eval_y);
-    free(o->test_x); free(o->test_y);
+    free(o->rows); labelled_rows_free(&o->eval); labelled_rows_free(&o->test);
     free(o);
 }
 
@@ -225,10 +218,8 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     const finetune_cfg *c = cfgv;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     finetune_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
-    o->device = device;
     o->run = *run;
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
@@ -287,25 +278,18 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     } else layer_linear(&o->all, "fc", o->C, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
     for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
     if (rc) goto fail;
-    if (k->eval_every > 0) { /* eval.split '' = every row, like data.split */
-        int nc;
-        if ((rc = labelled_set_load(c->manifest, c->eval_split, o->S, in.crop, in.mean, in.std, &o->eval_x, &o->eval_y,
-                                    &o->neval, &nc)))
-            goto fail;
-        if (c->test_split && c->test_split[0] &&
-            (rc = labelled_set_load(c->manifest, c->test_split, o->S, in.crop, in.mean, in.std, &o->test_x, &o->test_y,
-                                    &o->ntest, &nc)))
-            goto fail;
-    }
+    if (k->eval_every > 0 && /* eval.split '' = every row, like data.split */
+        ((rc = labelled_rows_load(&o->eval, c->manifest, c->eval_split, o->S, &in)) ||
+         (c->test_split && c->test_split[0] && (rc = labelled_rows_load(&o->test, c->manifest, c->test_split, o->S, &in)))))
+        goto fail;
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->best = -1;
     train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
     t.step = ft_step;
-    if (o->neval) t.eval = ft_eval;
+    if (o->eval.n) t.eval = ft_eval;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
     o->classifier->params = &o->all; /* trunk and head */
     o->classifier->input = o->in;
@@ -313,7 +297,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     t.export_model = o->classifier;
     t.export_name = "classifier.safetensors";
     t.describe = ft_describe;
-    t.exports = o->neval ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
+    t.exports = o->eval.n ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
     t.free = ft_free;
     *out = t;
     return ER_OK;

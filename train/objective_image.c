@@ -113,8 +113,6 @@ struct image_objective {
     int device;           /* where parameters, activations and optimizer state live */
     train_run run;        /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;     /* the training split (data.manifest, data.split) */
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src, *msrc;
     /* the host batch (train/host_batch.h): a slot holds the 2B augmented views x, their lesion
      * masks mx, instances and has_mask; the rest is per-step scratch of the step's thread */
     host_batch *hb;
@@ -178,14 +176,13 @@ static int group_views(image_objective *o) {
     return ER_OK;
 }
 
-static int image_fill(void *self, int64_t g, void *slot);
+static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs);
 
 /* The key table checks each value's range; here only what spans several keys. */
 static int image_new(const image_cfg *c, const train_run *run, image_objective **out) {
     *out = NULL;
     const loop_keys *k = run->keys;
     int device = run->device, rc0;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them, not ignore them */
         image_cfg d;
         image_cfg_defaults(&d);
@@ -243,8 +240,6 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     o->inst_off = host_batch_reserve(&bytes, (size_t)M * sizeof(int));
     o->has_mask_off = host_batch_reserve(&bytes, (size_t)M);
     if (!(o->hb = host_batch_new(run, o->data.n, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    const fill_scratch *sc = host_batch_scratch(o->hb);
-    o->ws = sc->ws, o->src = sc->src, o->msrc = sc->mask;
     o->scores = xmalloc((size_t)M * L * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
@@ -319,7 +314,7 @@ static void shard_rows(const image_objective *o, void *rows, size_t row_bytes) {
 /* The 2B views of micro-batch g (instances, augmentation; a pure function of the seed, g and the
  * view) into a host slot: x, mx, has_mask, inst. Runs on the step's thread or on the prefetch
  * worker, never both at once (they share the per-thread scratch). */
-static int image_fill(void *self, int64_t g, void *slot) {
+static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs) {
     image_objective *o = self;
     const int B = o->run.batch, M = 2 * B, S = o->cfg.model.img;
     const uint64_t seed = (uint64_t)o->run.keys->seed;
@@ -349,16 +344,16 @@ static int image_fill(void *self, int64_t g, void *slot) {
             id = rows[k];
         }
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
-        image_cache_get(&o->data.imgs[id], &o->src[t]);
+        image_cache_get(&o->data.imgs[id], &fs->src[t]);
         const u8_image *mk = &o->data.masks[id];
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)s * 3 * S * S, .cap = (size_t)3 * S * S};
         image mout = {.c = 1, .h = S, .w = S, .data = mx + (size_t)s * S * S, .cap = (size_t)S * S};
-        if (mk->px) image_cache_get(mk, &o->msrc[t]);
-        const image *ms = mk->px ? &o->msrc[t] : NULL;
+        if (mk->px) image_cache_get(mk, &fs->mask[t]);
+        const image *ms = mk->px ? &fs->mask[t] : NULL;
         image *mo = mk->px ? &mout : NULL;
-        int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], ms, S, &o->ws[t], &out, mo)
-                 : o->views  ? aug_views(&r, &o->src[t], ms, S, &o->view_aug, &o->ws[t], &out, mo)
-                             : aug_mae(&r, &o->src[t], ms, S, &o->ws[t], &out, mo);
+        int rc = o->advanced ? aug_sscd_advanced(&r, &fs->src[t], ms, S, &fs->ws[t], &out, mo)
+                 : o->views  ? aug_views(&r, &fs->src[t], ms, S, &o->view_aug, &fs->ws[t], &out, mo)
+                             : aug_mae(&r, &fs->src[t], ms, S, &fs->ws[t], &out, mo);
         if (rc || out.data != x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
         has_mask[s] = mk->px != NULL;
         if (!mk->px) memset(mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
