@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/augment.h"
+#include "datasets/image.h"
 #include "datasets/image_cache.h"
 #include "nn/base/base.h"
 #include "nn/base/suggest.h"
@@ -117,6 +119,14 @@ int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split
 void labelled_rows_free(labelled_rows *r) {
     free(r->x);
     free(r->y);
+}
+
+model_input objective_input(const char *stats, float crop) {
+    int wce = !strcmp(stats, "wce");
+    model_input in = {.crop = crop};
+    memcpy(in.mean, wce ? PGCON_MEAN : IMAGENET_MEAN, sizeof in.mean);
+    memcpy(in.std, wce ? PGCON_STD : IMAGENET_STD, sizeof in.std);
+    return in;
 }
 
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f) {

@@ -81,6 +81,9 @@ typedef struct {
 } labelled_rows;
 int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split, int side, const model_input *in);
 void labelled_rows_free(labelled_rows *r);
+/* An input rule (nn/models/model.h) with the statistics called `stats`: "wce" (PGCon's, spec 1.2)
+ * or "imagenet", and centre crop `crop`. */
+model_input objective_input(const char *stats, float crop);
 /* The objective's start line, then the run's (train_run_describe). */
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f);
 

@@ -224,7 +224,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
     resnet_config rc_cfg;
-    model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, 280.0f / 336.0f};
+    model_input in = objective_input("wce", 280.0f / 336.0f);
     if (c->init && c->init[0]) { /* the file's trunk: its shapes decide the config */
         model *m;
         if ((rc = model_load(c->init, NULL, NULL, 0, &m))) goto fail;
@@ -238,13 +238,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
         model_free(m);
     } else if ((rc = resnet_config_preset(c->model.arch, &rc_cfg))) goto fail;
     else if (c->model.width > 0) rc_cfg.width = c->model.width;
-    if (!strcmp(c->norm, "imagenet")) {
-        model_input im = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, in.crop};
-        in = im;
-    } else if (!strcmp(c->norm, "wce")) {
-        memcpy(in.mean, PGCON_MEAN, sizeof in.mean);
-        memcpy(in.std, PGCON_STD, sizeof in.std);
-    }
+    if (strcmp(c->norm, "auto")) in = objective_input(c->norm, in.crop);
     if (c->crop > 0) in.crop = (float)c->crop;
     o->in = in;
     rc_cfg.num_classes = 0; rc_cfg.proj_dim = 0; rc_cfg.jigsaw_tiles = 0;

@@ -348,7 +348,7 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     if ((rc = resnet_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
-    model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, (float)c->eval_crop};
+    model_input in = objective_input("wce", (float)c->eval_crop);
     o->model->input = in;
     o->model->has_input = 1;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) goto fail;
