@@ -84,31 +84,6 @@ typedef struct {
     int *val_label;
 } dual_objective;
 
-/* class ids of the rows of `split` (manifest order, as image_cache_load keeps it) */
-static int split_labels(const char *path, const char *split, const char *column, int **out, int *n, int *nclass) {
-    manifest m;
-    int rc = manifest_load(path, &m);
-    if (rc) return rc;
-    int *ids = NULL, k = 0, nl = 0;
-    char **names = NULL;
-    int scene = !strcmp(column, "scene");
-    if (scene) manifest_field_ids(&m, MF_SCENE, &ids, &names, &nl);
-    else manifest_label_ids(&m, &ids, &names, &nl);
-    *out = xmalloc(sizeof(int) * (size_t)(m.n ? m.n : 1));
-    for (int i = 0; i < m.n && !rc; i++) {
-        if (split && split[0] && !(m.rows[i].split && !strcmp(m.rows[i].split, split))) continue;
-        if (ids[i] < 0) rc = er_fail(ER_INPUT, "%s: row %d (%s) has no %s (data.label = %s)", path, i + 2, m.rows[i].path,
-                                     column, column);
-        (*out)[k++] = ids[i];
-    }
-    *n = k;
-    *nclass = nl;
-    manifest_free_labels(ids, names, nl);
-    manifest_free(&m);
-    if (rc) { free(*out); *out = NULL; }
-    return rc;
-}
-
 static void dual_objective_free(void *self) {
     dual_objective *o = self;
     if (!o) return;
@@ -277,7 +252,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     o->run = *run;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
-    if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
+    if ((rc = manifest_class_ids(c->manifest, c->split, c->label, "data.label", &o->label, &nl, &o->nclass))) { free(o); return rc; }
     if ((rc = dual_arch.create(&c->model, (uint64_t)k->seed, &o->model))) goto fail;
     if ((rc = model_to_device(o->model, device))) goto fail;
     o->net = dual_model_net(o->model);
@@ -302,7 +277,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
         int ncls;
         if ((rc = eval_set_load(c->manifest, c->val_split, c->model.img, &o->val_x, &sc, &vw, &o->nval))) goto fail;
         free(sc); free(vw);
-        if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
+        if ((rc = manifest_class_ids(c->manifest, c->val_split, c->label, "data.label", &o->val_label, &nl, &ncls))) goto fail;
     }
     int S = c->model.img;
     o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
