@@ -121,6 +121,16 @@ void labelled_rows_free(labelled_rows *r) {
     free(r->y);
 }
 
+int view_rows_load(view_rows *r, const char *manifest, const char *split, int side) {
+    return eval_set_load(manifest, split, side, &r->x, &r->scene, &r->view, &r->n);
+}
+
+void view_rows_free(view_rows *r) {
+    free(r->x);
+    free(r->scene);
+    free(r->view);
+}
+
 model_input objective_input(const char *stats, float crop) {
     int wce = !strcmp(stats, "wce");
     model_input in = {.crop = crop};

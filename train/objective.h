@@ -10,6 +10,7 @@
 #define ENDORET_TRAIN_OBJECTIVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nn/base/config.h"
 #include "nn/models/model.h"
@@ -81,6 +82,15 @@ typedef struct {
 } labelled_rows;
 int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split, int side, const model_input *in);
 void labelled_rows_free(labelled_rows *r);
+/* An evaluation set with scene and view ids: images [n, 3, side, side] as aug_eval gives them
+ * (datasets/image_cache.h eval_set_load). */
+typedef struct {
+    float *x;
+    int64_t *scene, *view;
+    int n;
+} view_rows;
+int view_rows_load(view_rows *r, const char *manifest, const char *split, int side);
+void view_rows_free(view_rows *r);
 /* An input rule (nn/models/model.h) with the statistics called `stats`: "wce" (PGCon's, spec 1.2)
  * or "imagenet", and centre crop `crop`. */
 model_input objective_input(const char *stats, float crop);

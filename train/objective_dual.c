@@ -79,8 +79,7 @@ typedef struct {
     host_batch *hb;        /* a slot: this rank's images [b, 3, S, S], then the global batch's labels [B] */
     size_t lab_off;
     int *rows;             /* the fill's scratch: the global batch's rows */
-    int nval;
-    float *val_x;
+    view_rows val;         /* data.val_split */
     int *val_label;
 } dual_objective;
 
@@ -94,7 +93,7 @@ static void dual_objective_free(void *self) {
     image_cache_free(&o->data);
     free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
-    free(o->val_x); free(o->val_label);
+    view_rows_free(&o->val); free(o->val_label);
     free(o);
 }
 
@@ -117,7 +116,7 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
     int *cls = xmalloc(sizeof(int) * (size_t)o->nclass), *tmp = xmalloc(sizeof(int) * (size_t)(o->data.n));
     for (int c = 0; c < o->nclass; c++)
         if (o->ccount[c] > 0) cls[nc++] = c;
-    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
+    rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
     int k = 0;
     for (int t = 0; k < B; t++) {
         int left = nc - t % nc, pick = t % nc + (int)rng_below(&r, (uint32_t)left);
@@ -146,7 +145,6 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
 static int dual_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     dual_objective *o = self;
     int B = o->run.batch, S = o->cfg.model.img, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     float *x = slot;
     int *lab = (int *)((char *)slot + o->lab_off);
     if (o->mpc) sample_m_per_class(o, g, o->rows);
@@ -155,7 +153,7 @@ static int dual_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < o->run.local_batch; i++) {
         int t = omp_get_thread_num(), j = o->run.first + i;
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[o->rows[j]], &sc->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         int rc = o->aug_none ? aug_eval(&sc->src[t], S, &sc->ws[t], &out) : aug_scene_train(&r, &sc->src[t], S, &sc->ws[t], &out);
@@ -170,7 +168,7 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
     tensor *xt;
     char *slot = host_batch_step(o->hb, step, micro, &xt, 4, SHAPE(o->run.local_batch, 3, S, S));
     if (!slot) return NULL;
-    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
     tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
     triplet_stats st;
@@ -191,10 +189,10 @@ static int save_exports(dual_objective *o, const char *name, int64_t step) {
 static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
     dual_objective *o = self;
     int D = o->model->dim;
-    float *E = xmalloc(sizeof(float) * (size_t)o->nval * D);
-    int rc = objective_embed(o->model, o->val_x, o->nval, 32, E);
+    float *E = xmalloc(sizeof(float) * (size_t)o->val.n * D);
+    int rc = objective_embed(o->model, o->val.x, o->val.n, 32, E);
     retrieval_scores sc;
-    if (!rc) rc = retrieval_loo(E, o->val_label, o->nval, D, &sc, 0, NULL);
+    if (!rc) rc = retrieval_loo(E, o->val_label, o->val.n, D, &sc, 0, NULL);
     free(E);
     if (rc) return rc;
     float best;
@@ -232,7 +230,7 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
     fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
                "miner %s %.2f, margin %.2f, lr %.3g -> %s\n",
             d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
-            o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
+            o->cfg.label, o->val.n, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
             lc->lr, o->run.keys->out);
 }
 
@@ -253,7 +251,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
     if ((rc = manifest_class_ids(c->manifest, c->split, c->label, "data.label", &o->label, &nl, &o->nclass))) { free(o); return rc; }
-    if ((rc = dual_arch.create(&c->model, (uint64_t)k->seed, &o->model))) goto fail;
+    if ((rc = dual_arch.create(&c->model, run->seed, &o->model))) goto fail;
     if ((rc = model_to_device(o->model, device))) goto fail;
     o->net = dual_model_net(o->model);
     for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
@@ -273,10 +271,8 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
         goto fail;
     }
     if (c->val_split && c->val_split[0]) {
-        int64_t *sc, *vw;
         int ncls;
-        if ((rc = eval_set_load(c->manifest, c->val_split, c->model.img, &o->val_x, &sc, &vw, &o->nval))) goto fail;
-        free(sc); free(vw);
+        if ((rc = view_rows_load(&o->val, c->manifest, c->val_split, c->model.img))) goto fail;
         if ((rc = manifest_class_ids(c->manifest, c->val_split, c->label, "data.label", &o->val_label, &nl, &ncls))) goto fail;
     }
     int S = c->model.img;
@@ -287,7 +283,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
     *out = objective_iface("dual", o, &o->all, run, o->data.n, 1);
     out->step = dual_step;
-    if (o->nval > 0) out->eval = dual_eval;
+    if (o->val.n > 0) out->eval = dual_eval;
     out->on_checkpoint = dual_on_checkpoint; /* merged weights and LoRA adapters: not a plain model_save */
     out->describe = dual_describe;
     out->exports = "dual.safetensors";

@@ -97,7 +97,6 @@ static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
 static int ft_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     finetune_objective *o = self;
     int B = o->run.batch, b = o->run.local_batch, S = o->S, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     float *x = slot;
     int32_t *y = (int32_t *)((char *)slot + o->y_off);
     /* the shard's rows first, in one thread: host_batch_item caches the current epoch's permutation */
@@ -105,7 +104,7 @@ static int ft_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < b; i++) {
         int t = omp_get_thread_num(), id = y[i], j = o->run.first + i;
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[id], &sc->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         /* jitter on [0, 1] pixels before the normalisation */
@@ -128,7 +127,7 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     void *slot = host_batch_step(o->hb, step, micro, &x, 4, SHAPE(b, 3, S, S));
     if (!slot) return NULL;
     /* this rank's mean; the loop averages the ranks' gradients: the global batch's mean */
-    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     tensor *l = op_cross_entropy(logits(o, &ctx, x), (const int32_t *)((char *)slot + o->y_off));
     if (l) loss_terms_set(terms, "ce", tensor_item(l));
     return l;
@@ -243,7 +242,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->in = in;
     rc_cfg.num_classes = 0; rc_cfg.proj_dim = 0; rc_cfg.jigsaw_tiles = 0;
     rc_cfg.sync_bn = c->model.sync_bn; /* data parallel: the global batch's statistics */
-    if (!(o->net = resnet_new(&rc_cfg, (uint64_t)k->seed))) { rc = ER_INPUT; goto fail; }
+    if (!(o->net = resnet_new(&rc_cfg, run->seed))) { rc = ER_INPUT; goto fail; }
     if (c->init && c->init[0]) {
         st_file f;
         if ((rc = st_open(c->init, &f))) goto fail;
@@ -260,16 +259,16 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->C = o->data.nlabels;
     if (o->C < 2) { rc = er_fail(ER_INPUT, "%s: classification needs at least 2 labels", c->manifest); goto fail; }
     uint8_t *keep = xmalloc((size_t)o->data.n);
-    label_subset(o->data.label, o->data.n, c->label_percent, (uint64_t)k->seed, keep);
+    label_subset(o->data.label, o->data.n, c->label_percent, run->seed, keep);
     o->rows = xmalloc((size_t)o->data.n * sizeof(int));
     for (int i = 0; i < o->data.n; i++) if (keep[i]) o->rows[o->nrows++] = i;
     free(keep);
     if (o->nrows < 1) { rc = er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split); goto fail; }
     int F = o->net->features;
     if (o->mlp) {
-        layer_linear(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
-        layer_linear(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
-    } else layer_linear(&o->all, "fc", o->C, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.0", c->hidden, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.2", o->C, c->hidden, run->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
+    } else layer_linear(&o->all, "fc", o->C, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
     for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
     if (rc) goto fail;
     if (k->eval_every > 0 && /* eval.split '' = every row, like data.split */

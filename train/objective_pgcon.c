@@ -171,11 +171,11 @@ static int bank_fill(pgcon_objective *o) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
         for (int j = 0; j < o->run.local_batch; j++) {
             int i = (c0 + o->run.first + j) % N; /* the last chunk wraps: its extra rows are not written */
-            rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
+            rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
             if (make_views(o, host_batch_scratch(o->hb), omp_get_thread_num(), i, &r, j, 1, o->xp, NULL, NULL)) fail = 1;
         }
         if (fail) { rc = er_fail(ER_RUNTIME, "pgcon: prior view of a training image failed while filling the memory bank"); break; }
-        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, -1, 0);
+        nn_ctx ctx = nn_ctx_train(o->run.seed, -1, 0);
         NO_GRAD {
             tensor *x = tensor_upload(o->run.device, 4, SHAPE(o->run.local_batch, 3, S, S), o->xp);
             tensor *e = op_l2_normalize(resnet_project(o->net, &ctx, x), -1, 1e-12f);
@@ -215,7 +215,6 @@ static int bank_ready(pgcon_objective *o) {
 static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     pgcon_objective *o = self;
     int B = o->run.batch, k = o->k, N = o->data.n, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     char *sl = slot;
     int *inst = (int *)(sl + o->inst_off);
     int32_t *negi = (int32_t *)(sl + o->negi_off);
@@ -223,10 +222,10 @@ static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int j = 0; j < o->run.local_batch; j++) {
         int t = omp_get_thread_num(), i = inst[o->run.first + j];
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->run.first + j)));
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->run.first + j)));
         if (make_views(o, sc, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
         for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
-            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->run.first + j) + (uint32_t)term));
+            rng_t rn = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->run.first + j) + (uint32_t)term));
             pgcon_sample_negatives(&rn, N, i, k, o->seen[t], negi + ((size_t)j * 2 + term) * k);
         }
     }
@@ -239,7 +238,6 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     if (bank_ready(o)) return NULL; /* before the first fill: the bank fill uses the fill's scratch */
     int B = o->run.batch, b = o->run.local_batch, D = o->D, k = o->k;
     int64_t g = step * o->run.keys->accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     int phase = prof_phase(PROF_DATA); /* views, negatives, memory rows */
     char *sl = host_batch_get(o->hb, g);
     if (!sl) { prof_phase(phase); return NULL; }
@@ -250,7 +248,7 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
             pgcon_memory_rows(o->M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
         memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
     }
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
     tensor *xp = host_batch_upload(o->hb, sl, 0, 4, SHAPE(b, 3, P, P));
     tensor *xt = host_batch_upload(o->hb, sl, o->xt_off, 4, SHAPE(9 * b, 3, T, T));
@@ -345,7 +343,7 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->cfg = *c;
     o->wincon = !strcmp(c->variant, "wincon");
     o->run = *run;
-    if ((rc = resnet_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
+    if ((rc = resnet_arch.create(&c->model, run->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
     model_input in = objective_input("wce", (float)c->eval_crop);

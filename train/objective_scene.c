@@ -93,9 +93,7 @@ typedef struct {
     int32_t *shuffle, *restore, *keep, *rec_restore;
     uint8_t *match;
     int *ids;
-    int neval;
-    float *eval_x;
-    int64_t *eval_scene, *eval_view;
+    view_rows eval;
 } scene_objective;
 
 /* The footprint of a step (nn/base/memory.h) for train.device = cpu, from the config and the image
@@ -130,7 +128,7 @@ static void scene_free(void *self) {
     free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
     free(o->match); free(o->ids);
-    free(o->eval_x); free(o->eval_scene); free(o->eval_view);
+    view_rows_free(&o->eval);
     free(o);
 }
 
@@ -169,7 +167,7 @@ static int augment(scene_objective *o, const fill_scratch *sc, int64_t g, int j,
     int t = omp_get_thread_num(), S = o->S;
     image *src = &sc->src[t];
     aug_workspace *ws = &sc->ws[t];
-    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
+    rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
     image_cache_get(&o->data.imgs[o->rows[j * o->V + u]], src);
     image out = {.c = 3, .h = S, .w = S, .data = dst, .cap = (size_t)3 * S * S};
     int rc = o->aug == AUG_ADVANCED ? aug_sscd_advanced(&r, src, NULL, S, ws, &out, NULL)
@@ -189,12 +187,11 @@ typedef struct { int j, u; uint32_t stream; } slot;
 static int scene_images(scene_objective *o, int64_t g, slot *what, int32_t *rec, int *nrec) {
     const scene_cfg *c = &o->cfg;
     int B = o->run.batch, V = o->V, N = o->N, b = o->run.local_batch, j0 = o->run.first, i0 = j0 * V, Nl = b * V, q = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     *nrec = 0;
     for (int j = j0; j < j0 + b; j++) {
         int tsel = 0;
         if (!o->recon_all) {
-            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
+            rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
             tsel = (int)rng_below(&r, (uint32_t)V);
         }
         for (int t = 0; t < V; t++)
@@ -219,14 +216,13 @@ static int scene_images(scene_objective *o, int64_t g, slot *what, int32_t *rec,
 static int scene_fill(void *self, int64_t g, void *slotp, const fill_scratch *sc) {
     scene_objective *o = self;
     int B = o->run.batch, V = o->V, nrec, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     size_t img = (size_t)3 * o->S * o->S;
     for (int j = o->run.first; j < o->run.first + o->run.local_batch; j++) {
         int s = scene_at(o, g * B + j), cnt = o->scene_count[s];
         int pick[256], *pk = cnt <= 256 ? pick : xmalloc(cnt * sizeof(int));
         for (int i = 0; i < cnt; i++) pk[i] = i;
         if (cnt > V) {
-            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
+            rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
             rng_shuffle(&r, pk, cnt);
         }
         for (int u = 0; u < V; u++) o->rows[j * V + u] = o->scene_rows[o->scene_first[s] + pk[u]];
@@ -278,13 +274,12 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
      * combinations V j0 .. V (j0 + b) - 1, in the same order (local il = i - V j0) */
     int V = o->V, N = o->N, L = o->L, D = o->D, b = o->run.local_batch, j0 = o->run.first, Nl = b * V, i0 = j0 * V;
     int64_t g = step * o->run.keys->accum + micro;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     char *sl = host_batch_get(o->hb, g);
     if (!sl) return NULL;
     const float *x = (const float *)sl;
     const int32_t *rec = (const int32_t *)(sl + o->rec_off);
-    /* every combination's mask (pure functions of seed, g, i: the same on every rank) */
-    mae_masking(N, L, o->K, NULL, NULL, seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
+    /* every combination's mask (pure functions of the seed, g, i: the same on every rank) */
+    mae_masking(N, L, o->K, NULL, NULL, o->run.seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
     int nrec = o->recon_all ? Nl : b; /* this rank's reconstructed combinations (global indices in rec) */
     int ninputs = c->share_views ? b * V : Nl * (V - 1);
     int rc = encode(o, x, ninputs, NULL, 0);
@@ -303,7 +298,7 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     if (!rc && o->use_mse) rc = encode(o, x + (size_t)ninputs * 3 * o->S * o->S, nrec, rec, 1);
     if (rc) return NULL;
     /* the trainable part */
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     tensor *vt = tensor_upload(o->model->device, 3, SHAPE(Nl, V - 1, D), o->views);
     tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [Nl, D] */
     if (!z) return NULL;
@@ -354,11 +349,11 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
     int D = o->D, S = o->S, rc = ER_OK;
     size_t img = (size_t)3 * S * S;
     int64_t maxs = -1;
-    for (int i = 0; i < o->neval; i++) if (o->eval_scene[i] > maxs) maxs = o->eval_scene[i];
+    for (int i = 0; i < o->eval.n; i++) if (o->eval.scene[i] > maxs) maxs = o->eval.scene[i];
     int *at = xmalloc((size_t)(maxs + 1) * 4 * sizeof(int));
     for (int64_t i = 0; i < (maxs + 1) * 4; i++) at[i] = -1;
-    for (int i = 0; i < o->neval; i++)
-        if (o->eval_scene[i] >= 0 && o->eval_view[i] >= 0 && o->eval_view[i] < 4) at[o->eval_scene[i] * 4 + o->eval_view[i]] = i;
+    for (int i = 0; i < o->eval.n; i++)
+        if (o->eval.scene[i] >= 0 && o->eval.view[i] >= 0 && o->eval.view[i] < 4) at[o->eval.scene[i] * 4 + o->eval.view[i]] = i;
     emb_set e;
     emb_alloc(&e, 2 * (int)(maxs + 1), D);
     e.scene = xmalloc(e.n * sizeof(int64_t));
@@ -369,8 +364,8 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
         const int *a = at + s * 4;
         if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[3] < 0) continue;
         for (int side = 0; side < 2 && !rc; side++) {
-            memcpy(x, o->eval_x + (size_t)a[2 * side] * img, img * sizeof(float));
-            memcpy(x + img, o->eval_x + (size_t)a[2 * side + 1] * img, img * sizeof(float));
+            memcpy(x, o->eval.x + (size_t)a[2 * side] * img, img * sizeof(float));
+            memcpy(x + img, o->eval.x + (size_t)a[2 * side + 1] * img, img * sizeof(float));
             rc = model_embed_scene(o->model, x, 2, e.x + (size_t)rows * D);
             e.scene[rows] = s;
             e.view[rows] = 2 * side; /* 0 = the query pair, 2 = the reference pair */
@@ -418,7 +413,7 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     o->use_con = c->w_con > 0;
     o->recon_all = !strcmp(c->recon, "all");
     o->aug = !strcmp(c->aug, "advanced") ? AUG_ADVANCED : !strcmp(c->aug, "mae") ? AUG_MAE : !strcmp(c->aug, "eval") ? AUG_EVAL : AUG_SCENE;
-    if ((rc = scene_model_new(&c->model, (uint64_t)k->seed, o->use_mse, &o->model))) goto fail;
+    if ((rc = scene_model_new(&c->model, run->seed, o->use_mse, &o->model))) goto fail;
     if (device != DEV_CPU) { /* built on the host, then every tensor moves (the decoder's too) */
         if ((rc = params_to_device(scene_model_all_params(o->model), device))) goto fail;
         o->model->device = device;
@@ -436,7 +431,7 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if ((rc = group_scenes(o))) goto fail;
     if (c->eval_manifest && c->eval_manifest[0] &&
-        (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
+        (rc = view_rows_load(&o->eval, c->eval_manifest, c->eval_split, o->S)))
         goto fail;
     int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->run.local_batch * V, nrec = o->recon_all ? Nl : o->run.local_batch;
     int ninputs = c->share_views ? o->run.local_batch * V : Nl * (V - 1); /* this rank's */
@@ -468,7 +463,7 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     /* the inference model (frozen ViT + scene encoder, no decoder): what `embed --scene` and `serve` load */
     out->export_model = o->model;
     out->exports = out->export_name = "scene_encoder.safetensors";
-    if (o->neval > 0) out->eval = scene_eval;
+    if (o->eval.n > 0) out->eval = scene_eval;
     out->describe = scene_describe;
     out->free = scene_free;
     return ER_OK;
