@@ -131,6 +131,22 @@ void view_rows_free(view_rows *r) {
     free(r->view);
 }
 
+tensor *objective_best_new(param_list *params, int device, const char *name) {
+    tensor *t = tensor_param_on(device, name, 1, SHAPE(1));
+    tensor_set_requires_grad(t, 0); /* a buffer: checkpointed, never optimised */
+    tensor_fill(t, -1.0f);
+    params_add(params, t);
+    return t;
+}
+
+int objective_best_update(tensor *best, double v, float *before) {
+    tensor_to_host(best, before);
+    if (!(v > *before)) return 0;
+    float f = (float)v;
+    tensor_copy_from_host(best, &f);
+    return 1;
+}
+
 model_input objective_input(const char *stats, float crop) {
     int wce = !strcmp(stats, "wce");
     model_input in = {.crop = crop};

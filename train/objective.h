@@ -91,6 +91,11 @@ typedef struct {
 } view_rows;
 int view_rows_load(view_rows *r, const char *manifest, const char *split, int side);
 void view_rows_free(view_rows *r);
+/* Model selection that survives --resume: the best score so far kept in a [1] buffer of the
+ * training state named `name` (checkpointed, never optimised; -1 = none), appended to params. */
+tensor *objective_best_new(param_list *params, int device, const char *name);
+/* 1 when v beats the stored best (then v is stored); *before gets the best before. */
+int objective_best_update(tensor *best, double v, float *before);
 /* An input rule (nn/models/model.h) with the statistics called `stats`: "wce" (PGCon's, spec 1.2)
  * or "imagenet", and centre crop `crop`. */
 model_input objective_input(const char *stats, float crop);

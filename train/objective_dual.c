@@ -196,13 +196,8 @@ static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
     free(E);
     if (rc) return rc;
     float best;
-    tensor_to_host(o->best_map, &best);
-    int improved = sc.map > best;
-    if (improved) {
-        if ((rc = save_exports(o, "best.safetensors", step))) return rc;
-        float v = (float)sc.map;
-        tensor_copy_from_host(o->best_map, &v);
-    }
+    int improved = objective_best_update(o->best_map, sc.map, &best);
+    if (improved && (rc = save_exports(o, "best.safetensors", step))) return rc;
     snprintf(buf, n, "\"val_mAP\": %.4f, \"val_R1\": %.4f, \"val_R5\": %.4f, \"val_queries\": %d, \"best_mAP\": %.4f%s",
              sc.map, sc.recall1, sc.recall5, sc.queries, improved ? sc.map : best, improved ? ", \"saved_best\": true" : "");
     return ER_OK;
@@ -255,10 +250,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     if ((rc = model_to_device(o->model, device))) goto fail;
     o->net = dual_model_net(o->model);
     for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
-    o->best_map = tensor_param_on(device, "dual.best_val_map", 1, SHAPE(1));
-    tensor_set_requires_grad(o->best_map, 0); /* a buffer: checkpointed, never optimised */
-    tensor_fill(o->best_map, -1.0f);
-    params_add(&o->all, o->best_map);
+    o->best_map = objective_best_new(&o->all, device, "dual.best_val_map");
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
     rows_group_by(o->label, o->data.n, o->nclass, &o->cfirst, &o->ccount, &o->crows);
