@@ -78,7 +78,8 @@ typedef struct {
     int *rows, nrows;       /* the training rows kept (label present, in the label share) */
     /* evaluation (set 0) and the test split scored at each new best (set 1) */
     labelled_rows eval, test;
-    double best;
+    tensor *best;           /* the best eval.split accuracy so far, in the training state (survives --resume) */
+    param_list state;       /* all + best: what the loop checkpoints (the exports hold all) */
 } finetune_objective;
 
 enum { HEAD_FAMILY = 4 }; /* the head's init streams (resnet.c's trunk: 3) */
@@ -177,8 +178,8 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
     int k = 0;
     double acc, test;
     int rc = score(o, &o->eval, "", buf, n, &k, &acc);
-    if (!rc && acc > o->best) { /* model selection on the evaluation split */
-        o->best = acc;
+    float before; /* model selection on the evaluation split, compared as stored (float) */
+    if (!rc && objective_best_update(o->best, (float)acc, &before)) {
         if (o->test.n) rc = score(o, &o->test, "test_", buf, n, &k, &test);
         if (!rc && o->run.rank == 0) {
             char *path = path_join(o->run.keys->out, "best.safetensors");
@@ -197,6 +198,8 @@ static void ft_free(void *self) {
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     for (int i = o->net ? o->net->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
+    free(o->state.t);
+    tensor_free(o->best);
     free(o->classifier); /* the wrapper only: the network is freed below */
     resnet_free(o->net);
     image_cache_free(&o->data);
@@ -271,6 +274,8 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     } else layer_linear(&o->all, "fc", o->C, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
     for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
     if (rc) goto fail;
+    for (int i = 0; i < o->all.n; i++) params_add(&o->state, o->all.t[i]);
+    o->best = objective_best_new(&o->state, device, "finetune.best_accuracy");
     if (k->eval_every > 0 && /* eval.split '' = every row, like data.split */
         ((rc = labelled_rows_load(&o->eval, c->manifest, c->eval_split, o->S, &in)) ||
          (c->test_split && c->test_split[0] && (rc = labelled_rows_load(&o->test, c->manifest, c->test_split, o->S, &in)))))
@@ -279,8 +284,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->best = -1;
-    train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
+    train_objective t = objective_iface("finetune", o, &o->state, run, o->nrows, 1);
     t.step = ft_step;
     if (o->eval.n) t.eval = ft_eval;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
