@@ -87,8 +87,9 @@ int objective_create(const objective_config *oc, train_objective *out) {
     int rc = loop_keys_run(&oc->loop, &run);
     if (!rc) rc = er_set_precision(oc->loop.precision);
     for (int i = 0; i < oc->nobjective && !rc; i++) { /* every objective trains from data.manifest */
-        const char *m = *(char **)oc->specs[i].dst;
-        if (!strcmp(oc->specs[i].key, "data.manifest") && (!m || !m[0])) rc = er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
+        if (strcmp(oc->specs[i].key, "data.manifest")) continue;
+        const char *m = *(char **)oc->specs[i].dst; /* a CFG_STR key: only its dst is a char * */
+        if (!m || !m[0]) rc = er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     }
     if (!rc) rc = oc->def->create(oc->cfg, &run, out);
     if (!rc) out->run = run;
