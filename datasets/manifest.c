@@ -222,3 +222,27 @@ void manifest_free_labels(int *ids, char **names, int nlabels) {
     for (int i = 0; i < nlabels; i++) free(names[i]);
     free(names);
 }
+
+int manifest_class_ids(const char *path, const char *split, const char *column, const char *key, int **out, int *n, int *nclass) {
+    manifest m;
+    int rc = manifest_load(path, &m);
+    if (rc) return rc;
+    int *ids = NULL, k = 0, nl = 0;
+    char **names = NULL;
+    int scene = !strcmp(column, "scene");
+    if (scene) manifest_field_ids(&m, MF_SCENE, &ids, &names, &nl);
+    else manifest_label_ids(&m, &ids, &names, &nl);
+    *out = xmalloc(sizeof(int) * (size_t)(m.n ? m.n : 1));
+    for (int i = 0; i < m.n && !rc; i++) {
+        if (split && split[0] && !(m.rows[i].split && !strcmp(m.rows[i].split, split))) continue;
+        if (ids[i] < 0) rc = er_fail(ER_INPUT, "%s: row %d (%s) has no %s (%s = %s)", path, i + 2, m.rows[i].path,
+                                     column, key, column);
+        (*out)[k++] = ids[i];
+    }
+    *n = k;
+    *nclass = nl;
+    manifest_free_labels(ids, names, nl);
+    manifest_free(&m);
+    if (rc) { free(*out); *out = NULL; }
+    return rc;
+}

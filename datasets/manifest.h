@@ -38,6 +38,10 @@ char *manifest_image_list(const manifest *m, int i);
  * ids (n ints) and names (nlabels strings) are allocated; free with manifest_free_labels. */
 void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels);
 void manifest_free_labels(int *ids, char **names, int nlabels);
+/* The class ids of the rows of `split` ('' = all; manifest order, as image_cache_load keeps them) by
+ * `column`, label or scene (dense over the whole manifest, *nclass of them); ER_INPUT naming the
+ * row and the config key `key` when a row has none. */
+int manifest_class_ids(const char *path, const char *split, const char *column, const char *key, int **out, int *n, int *nclass);
 /* Same dense-id mapping for any string column (scene, patient, view, split). */
 typedef enum { MF_LABEL, MF_SCENE, MF_VIEW, MF_PATIENT, MF_SPLIT } manifest_field;
 void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char ***names, int *n);

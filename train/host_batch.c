@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/profile.h"
 #include "nn/base/base.h"
 #include "train/epoch_order.h"
 #include "train/loop_keys.h"
 #include "train/prefetch.h"
 
 struct host_batch {
-    int device, pinned, threads;
+    int device, pinned, threads, accum;
     fill_scratch scratch;
     epoch_order order;
     uint64_t seed;
@@ -41,6 +42,7 @@ host_batch *host_batch_new(const train_run *run, int items, size_t bytes, host_b
     epoch_order_init(&hb->order, items);
     hb->seed = (uint64_t)run->keys->seed;
     hb->device = run->device;
+    hb->accum = run->keys->accum;
     hb->bytes = bytes ? bytes : 1;
     hb->fill = fill;
     hb->self = self;
@@ -71,7 +73,7 @@ host_batch *host_batch_new(const train_run *run, int items, size_t bytes, host_b
 
 static void fill_spare(void *arg) {
     host_batch *hb = arg;
-    hb->spare_rc = hb->fill(hb->self, hb->spare_g, hb->slot[1]);
+    hb->spare_rc = hb->fill(hb->self, hb->spare_g, hb->slot[1], &hb->scratch);
     if (hb->spare_rc) snprintf(hb->spare_msg, sizeof hb->spare_msg, "%s", er_msg());
 }
 
@@ -85,7 +87,7 @@ void *host_batch_get(host_batch *hb, int64_t g) {
         rc = hb->spare_rc;
         if (rc) er_fail(rc, "%s", hb->spare_msg);
     } else {
-        rc = hb->fill(hb->self, g, hb->slot[0]);
+        rc = hb->fill(hb->self, g, hb->slot[0], &hb->scratch);
     }
     hb->spare_g = -1;
     if (rc) return NULL;
@@ -105,6 +107,14 @@ tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim
     if (hb->pinned) be->upload_async(t->data, (const char *)slot + off, bytes);
     else be->upload(t->data, (const char *)slot + off, bytes);
     return t;
+}
+
+void *host_batch_step(host_batch *hb, int64_t step, int micro, tensor **images, int ndim, const int64_t *shape) {
+    int phase = prof_phase(PROF_DATA);
+    void *slot = host_batch_get(hb, step * hb->accum + micro);
+    if (slot && images && !(*images = host_batch_upload(hb, slot, 0, ndim, shape))) slot = NULL;
+    prof_phase(phase);
+    return slot;
 }
 
 const fill_scratch *host_batch_scratch(const host_batch *hb) { return &hb->scratch; }

@@ -24,8 +24,9 @@ typedef struct {
     image *src, *mask;
 } fill_scratch;
 
-/* Fills micro-batch g into slot; ER_OK, else an er_fail code (its message is kept for the step). */
-typedef int (*host_batch_fill_fn)(void *self, int64_t g, void *slot);
+/* Fills micro-batch g into slot with the per-thread scratch s; ER_OK, else an er_fail code (its
+ * message is kept for the step). */
+typedef int (*host_batch_fill_fn)(void *self, int64_t g, void *slot, const fill_scratch *s);
 
 typedef struct host_batch host_batch;
 
@@ -40,6 +41,10 @@ int host_batch_item(host_batch *hb, int64_t i);
  * the fill of g + 1 into the other slot when prefetching. NULL + er_fail when the fill failed. The
  * slot stays valid until the next host_batch_get. */
 void *host_batch_get(host_batch *hb, int64_t g);
+/* The slot of micro-batch `micro` of optimizer step `step` (host_batch_get of step x accum + micro),
+ * timed as the data phase (kernels/profile.h); with images: its first floats uploaded as a tensor
+ * of `shape` (host_batch_upload), else NULL. NULL + er_fail when the fill or the upload failed. */
+void *host_batch_step(host_batch *hb, int64_t step, int micro, tensor **images, int ndim, const int64_t *shape);
 /* Bytes [off, off + numel floats) of slot as a new tensor of `shape` on the run's device: an
  * asynchronous copy from page-locked memory (ordered before the step's kernels), else a copy. */
 tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim, const int64_t *shape);

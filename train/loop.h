@@ -55,6 +55,7 @@ typedef struct train_run {
     int device;                    /* train.device, parsed */
     int threads;                   /* OpenMP threads: train.threads, else OMP_NUM_THREADS, else the cores */
     int rank, world_size;          /* data parallel (one process: 0, 1) */
+    uint64_t seed;                 /* train.seed */
     int batch;                     /* the global micro-batch (train.batch) */
     int local_batch, first;        /* this rank's shard: samples [first, first + local_batch) of each micro-batch */
     int prefetch;                  /* data.prefetch resolved: fill the next micro-batch on a worker thread */

@@ -104,6 +104,7 @@ int loop_keys_to_config(const loop_keys *k, train_loop_config *lc) {
 int loop_keys_run(const loop_keys *k, train_run *run) {
     memset(run, 0, sizeof *run);
     run->keys = k;
+    run->seed = (uint64_t)k->seed;
     int rc = er_device_parse(k->device, &run->device);
     if (rc) return rc;
     /* train.threads = 0: OpenMP's own default, i.e. OMP_NUM_THREADS, else the cores */

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/augment.h"
+#include "datasets/image.h"
+#include "datasets/image_cache.h"
 #include "nn/base/base.h"
 #include "nn/base/suggest.h"
 #include "nn/models/model.h"
@@ -52,13 +55,23 @@ void objective_config_init(objective_config *oc, const objective_def *def) {
     oc->cfg = xcalloc(1, def->cfg_size);
     loop_keys_defaults(&oc->loop, def->name);
     def->defaults(oc->cfg, &oc->loop);
-    int no, nl;
-    const cfg_spec *so = def->specs(oc->cfg, &no);
+    key_table t = {0};
+    def->specs(oc->cfg, &t);
+    oc->nobjective = t.n;
+    int nl;
     const cfg_spec *sl = loop_keys_specs(&oc->loop, &nl);
-    oc->specs = xmalloc((size_t)(no + nl) * sizeof *oc->specs);
-    memcpy(oc->specs, so, (size_t)no * sizeof *so);
-    memcpy(oc->specs + no, sl, (size_t)nl * sizeof *sl);
-    oc->nspecs = no + nl;
+    key_table_add(&t, sl, nl);
+    oc->specs = t.s;
+    oc->nspecs = t.n;
+}
+
+void key_table_add(key_table *t, const cfg_spec *s, int n) {
+    if (t->n + n > t->cap) {
+        t->cap = 2 * (t->n + n);
+        t->s = xrealloc(t->s, (size_t)t->cap * sizeof *t->s);
+    }
+    memcpy(t->s + t->n, s, (size_t)n * sizeof *s);
+    t->n += n;
 }
 
 int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets) {
@@ -73,6 +86,11 @@ int objective_create(const objective_config *oc, train_objective *out) {
     train_run run;
     int rc = loop_keys_run(&oc->loop, &run);
     if (!rc) rc = er_set_precision(oc->loop.precision);
+    for (int i = 0; i < oc->nobjective && !rc; i++) { /* every objective trains from data.manifest */
+        if (strcmp(oc->specs[i].key, "data.manifest")) continue;
+        const char *m = *(char **)oc->specs[i].dst; /* a CFG_STR key: only its dst is a char * */
+        if (!m || !m[0]) rc = er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
+    }
     if (!rc) rc = oc->def->create(oc->cfg, &run, out);
     if (!rc) out->run = run;
     return rc;
@@ -95,6 +113,49 @@ int objective_embed(model *m, const float *x, int n, int chunk, float *out) {
     return rc;
 }
 
+int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split, int side, const model_input *in) {
+    return labelled_set_load(manifest, split, side, in->crop, in->mean, in->std, &r->x, &r->y, &r->n, &r->nclass);
+}
+
+void labelled_rows_free(labelled_rows *r) {
+    free(r->x);
+    free(r->y);
+}
+
+int view_rows_load(view_rows *r, const char *manifest, const char *split, int side) {
+    return eval_set_load(manifest, split, side, &r->x, &r->scene, &r->view, &r->n);
+}
+
+void view_rows_free(view_rows *r) {
+    free(r->x);
+    free(r->scene);
+    free(r->view);
+}
+
+tensor *objective_best_new(param_list *params, int device, const char *name) {
+    tensor *t = tensor_param_on(device, name, 1, SHAPE(1));
+    tensor_set_requires_grad(t, 0); /* a buffer: checkpointed, never optimised */
+    tensor_fill(t, -1.0f);
+    params_add(params, t);
+    return t;
+}
+
+int objective_best_update(tensor *best, double v, float *before) {
+    tensor_to_host(best, before);
+    if (!(v > *before)) return 0;
+    float f = (float)v;
+    tensor_copy_from_host(best, &f);
+    return 1;
+}
+
+model_input objective_input(const char *stats, float crop) {
+    int wce = !strcmp(stats, "wce");
+    model_input in = {.crop = crop};
+    memcpy(in.mean, wce ? PGCON_MEAN : IMAGENET_MEAN, sizeof in.mean);
+    memcpy(in.std, wce ? PGCON_STD : IMAGENET_STD, sizeof in.std);
+    return in;
+}
+
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f) {
     if (obj->describe) obj->describe(obj->self, lc, f);
     if (obj->run.keys) train_run_describe(&obj->run, f);
@@ -103,11 +164,7 @@ void objective_describe(const train_objective *obj, const train_loop_config *lc,
 void objective_config_free(objective_config *oc) {
     if (!oc->def) return;
     if (oc->def->free_cfg) oc->def->free_cfg(oc->cfg);
-    else {
-        int n;
-        const cfg_spec *s = oc->def->specs(oc->cfg, &n);
-        cfg_free_strings(s, n);
-    }
+    else cfg_free_strings(oc->specs, oc->nobjective);
     loop_keys_free(&oc->loop);
     free(oc->cfg);
     free(oc->specs);

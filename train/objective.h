@@ -10,10 +10,23 @@
 #define ENDORET_TRAIN_OBJECTIVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nn/base/config.h"
+#include "nn/models/model.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"
+
+/* A key table as it is built: the objective's keys, then the loop's (objective_config_init). */
+typedef struct key_table {
+    cfg_spec *s;
+    int n, cap;
+} key_table;
+/* Appends n keys. */
+void key_table_add(key_table *t, const cfg_spec *s, int n);
+/* One key bound to field `field` of the config `c`, appended to the table `t` (the names every
+ * objective's specs hook uses). */
+#define OBJ_KEY(key, type, field, range, help) key_table_add(t, &(cfg_spec){key, type, &c->field, help, range}, 1)
 
 typedef struct objective_def {
     const char *name;       /* `endoret train <name>` */
@@ -23,8 +36,8 @@ typedef struct objective_def {
     /* Fills the objective's config with its defaults and may change the shared ones (k already holds
      * loop_keys_defaults). */
     void (*defaults)(void *cfg, loop_keys *k);
-    /* The objective's own key table bound to cfg (n receives its length). */
-    const cfg_spec *(*specs)(void *cfg, int *n);
+    /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY). */
+    void (*specs)(void *cfg, struct key_table *t);
     /* Optional: frees the config (NULL: the strings of its key table). */
     void (*free_cfg)(void *cfg);
     /* Builds the model(s) through the registry on run->device and loads the data; fills *out (its
@@ -47,6 +60,7 @@ typedef struct {
     loop_keys loop;
     cfg_spec *specs;
     int nspecs;
+    int nobjective;         /* the objective's keys: specs[0 .. nobjective) */
 } objective_config;
 
 /* Decides the run from the loop keys (loop_keys_run: device, threads, rank, the batch shard), sets
@@ -59,6 +73,32 @@ train_objective objective_iface(const char *name, void *self, param_list *params
                                 int64_t samples, int views);
 /* Embeds n images of x (model_embed) in chunks of `chunk` into out [n, m->dim]: the eval hooks' batching. */
 int objective_embed(struct model *m, const float *x, int n, int chunk, float *out);
+/* A labelled evaluation set: images [n, 3, side, side] under a model's input rule, label ids
+ * (nclass of them over the whole manifest: datasets/image_cache.h labelled_set_load). */
+typedef struct {
+    float *x;
+    int *y;
+    int n, nclass;
+} labelled_rows;
+int labelled_rows_load(labelled_rows *r, const char *manifest, const char *split, int side, const model_input *in);
+void labelled_rows_free(labelled_rows *r);
+/* An evaluation set with scene and view ids: images [n, 3, side, side] as aug_eval gives them
+ * (datasets/image_cache.h eval_set_load). */
+typedef struct {
+    float *x;
+    int64_t *scene, *view;
+    int n;
+} view_rows;
+int view_rows_load(view_rows *r, const char *manifest, const char *split, int side);
+void view_rows_free(view_rows *r);
+/* Model selection that survives --resume: the best score so far kept in a [1] buffer of the
+ * training state named `name` (checkpointed, never optimised; -1 = none), appended to params. */
+tensor *objective_best_new(param_list *params, int device, const char *name);
+/* 1 when v beats the stored best (then v is stored); *before gets the best before. */
+int objective_best_update(tensor *best, double v, float *before);
+/* An input rule (nn/models/model.h) with the statistics called `stats`: "wce" (PGCon's, spec 1.2)
+ * or "imagenet", and centre crop `crop`. */
+model_input objective_input(const char *stats, float crop);
 /* The objective's start line, then the run's (train_run_describe). */
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f);
 

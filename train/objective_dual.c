@@ -11,7 +11,6 @@
 #include "datasets/image_cache.h"
 #include "datasets/manifest.h"
 #include "infer/eval/retrieval_loo.h"
-#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -44,28 +43,22 @@ static void dual_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_dual");
 }
 
-static const cfg_spec *dual_specs(void *cfg, int *n) {
+static void dual_specs(void *cfg, key_table *t) {
     dual_cfg *c = cfg;
-    static __thread cfg_spec s[40];
-    int k = 0;
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
     int nm;
     const cfg_spec *m = dual_args_keys(&c->model, &nm); /* the model's keys first */
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-    K("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
-    K("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
-    K("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
-    K("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV with a label or scene column)");
-    K("data.split", CFG_STR, split, "text", "training split ('' = all rows)");
-    K("data.val_split", CFG_STR, val_split, "text", "validation split for Recall@1/5, mAP and model selection ('' = none)");
-    K("data.label", CFG_STR, label, "label|scene", "the column that defines a class: label | scene (instance retrieval)");
-    K("data.sampler", CFG_STR, sampler, "random|m_per_class", "random batches (the reference) | m_per_class (class-balanced)");
-    K("data.m_per_class", CFG_INT, m_per_class, "[1, 1024]", "images per class in a batch (m_per_class sampler)");
-    K("data.aug", CFG_STR, aug, "light|none", "light (crop, flip, rotation, jitter, blur) | none (resize only, the inference transform)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the image cache (0 = model.img * 8 / 7)");
-#undef K
-    *n = k;
-    return s;
+    key_table_add(t, m, nm);
+    OBJ_KEY("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
+    OBJ_KEY("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
+    OBJ_KEY("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV with a label or scene column)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "training split ('' = all rows)");
+    OBJ_KEY("data.val_split", CFG_STR, val_split, "text", "validation split for Recall@1/5, mAP and model selection ('' = none)");
+    OBJ_KEY("data.label", CFG_STR, label, "label|scene", "the column that defines a class: label | scene (instance retrieval)");
+    OBJ_KEY("data.sampler", CFG_STR, sampler, "random|m_per_class", "random batches (the reference) | m_per_class (class-balanced)");
+    OBJ_KEY("data.m_per_class", CFG_INT, m_per_class, "[1, 1024]", "images per class in a batch (m_per_class sampler)");
+    OBJ_KEY("data.aug", CFG_STR, aug, "light|none", "light (crop, flip, rotation, jitter, blur) | none (resize only, the inference transform)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the image cache (0 = model.img * 8 / 7)");
 }
 
 /* ---------------------------------------------------------------- state */
@@ -77,49 +70,21 @@ typedef struct {
     param_list all;        /* the model's tensors + best_map */
     tensor *best_map;      /* [1] buffer: best validation mAP so far (-1 = none) */
     miner_kind miner;
-    int aug_none, mpc, device;
-    int ranks, b, j0;      /* data parallel: this rank trains images [j0, j0 + b) of every global batch */
+    int aug_none, mpc;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
     int *label;            /* per cached row: class id */
     int nclass, present; /* class ids in the manifest, classes with training rows */
     int *cfirst, *ccount, *crows; /* rows grouped by class (m_per_class) */
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src;
     host_batch *hb;        /* a slot: this rank's images [b, 3, S, S], then the global batch's labels [B] */
     size_t lab_off;
     int *rows;             /* the fill's scratch: the global batch's rows */
-    int nval;
-    float *val_x;
+    view_rows val;         /* data.val_split */
     int *val_label;
 } dual_objective;
 
-/* class ids of the rows of `split` (manifest order, as image_cache_load keeps it) */
-static int split_labels(const char *path, const char *split, const char *column, int **out, int *n, int *nclass) {
-    manifest m;
-    int rc = manifest_load(path, &m);
-    if (rc) return rc;
-    int *ids = NULL, k = 0, nl = 0;
-    char **names = NULL;
-    int scene = !strcmp(column, "scene");
-    if (scene) manifest_field_ids(&m, MF_SCENE, &ids, &names, &nl);
-    else manifest_label_ids(&m, &ids, &names, &nl);
-    *out = xmalloc(sizeof(int) * (size_t)(m.n ? m.n : 1));
-    for (int i = 0; i < m.n && !rc; i++) {
-        if (split && split[0] && !(m.rows[i].split && !strcmp(m.rows[i].split, split))) continue;
-        if (ids[i] < 0) rc = er_fail(ER_INPUT, "%s: row %d (%s) has no %s (data.label = %s)", path, i + 2, m.rows[i].path,
-                                     column, column);
-        (*out)[k++] = ids[i];
-    }
-    *n = k;
-    *nclass = nl;
-    manifest_free_labels(ids, names, nl);
-    manifest_free(&m);
-    if (rc) { free(*out); *out = NULL; }
-    return rc;
-}
-
-static void dual_objective_free(dual_objective *o) {
+static void dual_objective_free(void *self) {
+    dual_objective *o = self;
     if (!o) return;
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     tensor_free(o->best_map);
@@ -128,78 +93,18 @@ static void dual_objective_free(dual_objective *o) {
     image_cache_free(&o->data);
     free(o->rows);
     free(o->label); free(o->cfirst); free(o->ccount); free(o->crows);
-    free(o->val_x); free(o->val_label);
+    view_rows_free(&o->val); free(o->val_label);
     free(o);
 }
 
 /* The key table checks each value's range; here only what spans several keys. */
 static int check_cfg(const dual_cfg *c, const loop_keys *k, miner_kind *mk) {
     int rc;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if ((rc = miner_parse(c->miner, "loss.miner", mk))) return rc;
     if (k->batch < 2) return er_fail(ER_INPUT, "train.batch = %d: triplets and batch norm need >= 2 images", k->batch);
     if (!strcmp(c->sampler, "m_per_class") && (c->m_per_class < 2 || k->batch % c->m_per_class))
         return er_fail(ER_INPUT, "data.m_per_class = %d must be >= 2 and divide train.batch = %d", c->m_per_class, k->batch);
     return ER_OK;
-}
-
-static int dual_fill(void *self, int64_t g, void *slot);
-
-static int dual_objective_new(const dual_cfg *c, const train_run *run, dual_objective **out) {
-    *out = NULL;
-    const loop_keys *k = run->keys;
-    int device = run->device, rc;
-    miner_kind mk;
-    if ((rc = check_cfg(c, k, &mk))) return rc;
-    dual_objective *o = xcalloc(1, sizeof *o);
-    o->cfg = *c;
-    o->miner = mk;
-    o->aug_none = !strcmp(c->aug, "none");
-    o->mpc = !strcmp(c->sampler, "m_per_class");
-    o->device = device;
-    o->run = *run;
-    o->ranks = run->world_size; o->b = run->local_batch; o->j0 = run->first;
-    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
-    /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
-    if ((rc = split_labels(c->manifest, c->split, c->label, &o->label, &nl, &o->nclass))) { free(o); return rc; }
-    if ((rc = dual_arch.create(&c->model, (uint64_t)k->seed, &o->model))) goto fail;
-    if ((rc = model_to_device(o->model, device))) goto fail;
-    o->net = dual_model_net(o->model);
-    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
-    o->best_map = tensor_param_on(device, "dual.best_val_map", 1, SHAPE(1));
-    tensor_set_requires_grad(o->best_map, 0); /* a buffer: checkpointed, never optimised */
-    tensor_fill(o->best_map, -1.0f);
-    params_add(&o->all, o->best_map);
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
-    if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
-    rows_group_by(o->label, o->data.n, o->nclass, &o->cfirst, &o->ccount, &o->crows);
-    int classes = 0;
-    for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
-    o->present = classes;
-    if (classes < 2) {
-        rc = er_fail(ER_INPUT, "%s split '%s': %d class(es) by data.label = %s: triplets need two", c->manifest, c->split,
-                     classes, c->label);
-        goto fail;
-    }
-    if (c->val_split && c->val_split[0]) {
-        int64_t *sc, *vw;
-        int ncls;
-        if ((rc = eval_set_load(c->manifest, c->val_split, c->model.img, &o->val_x, &sc, &vw, &o->nval))) goto fail;
-        free(sc); free(vw);
-        if ((rc = split_labels(c->manifest, c->val_split, c->label, &o->val_label, &nl, &ncls))) goto fail;
-    }
-    int S = c->model.img;
-    o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
-    size_t bytes = 0;
-    host_batch_reserve(&bytes, sizeof(float) * (size_t)o->b * 3 * S * S);
-    o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
-    if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
-    *out = o;
-    return ER_OK;
-fail:
-    dual_objective_free(o);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- step */
@@ -211,7 +116,7 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
     int *cls = xmalloc(sizeof(int) * (size_t)o->nclass), *tmp = xmalloc(sizeof(int) * (size_t)(o->data.n));
     for (int c = 0; c < o->nclass; c++)
         if (o->ccount[c] > 0) cls[nc++] = c;
-    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
+    rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x51000000u));
     int k = 0;
     for (int t = 0; k < B; t++) {
         int left = nc - t % nc, pick = t % nc + (int)rng_below(&r, (uint32_t)left);
@@ -237,22 +142,21 @@ static void sample_m_per_class(dual_objective *o, int64_t g, int *rows) {
 
 /* Micro-batch g into a host slot: the global batch's rows and labels, this rank's images j0 .. j0 + b
  * augmented (streams keyed by the global index j). */
-static int dual_fill(void *self, int64_t g, void *slot) {
+static int dual_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     dual_objective *o = self;
     int B = o->run.batch, S = o->cfg.model.img, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     float *x = slot;
     int *lab = (int *)((char *)slot + o->lab_off);
     if (o->mpc) sample_m_per_class(o, g, o->rows);
     else for (int j = 0; j < B; j++) o->rows[j] = host_batch_item(o->hb, g * B + j);
     for (int j = 0; j < B; j++) lab[j] = o->label[o->rows[j]];
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
-    for (int i = 0; i < o->b; i++) {
-        int t = omp_get_thread_num(), j = o->j0 + i;
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
-        image_cache_get(&o->data.imgs[o->rows[j]], &o->src[t]);
+    for (int i = 0; i < o->run.local_batch; i++) {
+        int t = omp_get_thread_num(), j = o->run.first + i;
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
+        image_cache_get(&o->data.imgs[o->rows[j]], &sc->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
-        int rc = o->aug_none ? aug_eval(&o->src[t], S, &o->ws[t], &out) : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
+        int rc = o->aug_none ? aug_eval(&sc->src[t], S, &sc->ws[t], &out) : aug_scene_train(&r, &sc->src[t], S, &sc->ws[t], &out);
         if (rc || out.data != x + (size_t)i * 3 * S * S) fail = 1;
     }
     return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
@@ -261,12 +165,10 @@ static int dual_fill(void *self, int64_t g, void *slot) {
 static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms) {
     dual_objective *o = self;
     int S = o->cfg.model.img;
-    int phase = prof_phase(PROF_DATA);
-    char *slot = host_batch_get(o->hb, step * o->run.keys->accum + micro);
-    tensor *xt = slot ? host_batch_upload(o->hb, slot, 0, 4, SHAPE(o->b, 3, S, S)) : NULL;
-    prof_phase(phase);
-    if (!xt) return NULL;
-    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
+    tensor *xt;
+    char *slot = host_batch_step(o->hb, step, micro, &xt, 4, SHAPE(o->run.local_batch, 3, S, S));
+    if (!slot) return NULL;
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
     tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
     triplet_stats st;
@@ -287,20 +189,15 @@ static int save_exports(dual_objective *o, const char *name, int64_t step) {
 static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
     dual_objective *o = self;
     int D = o->model->dim;
-    float *E = xmalloc(sizeof(float) * (size_t)o->nval * D);
-    int rc = objective_embed(o->model, o->val_x, o->nval, 32, E);
+    float *E = xmalloc(sizeof(float) * (size_t)o->val.n * D);
+    int rc = objective_embed(o->model, o->val.x, o->val.n, 32, E);
     retrieval_scores sc;
-    if (!rc) rc = retrieval_loo(E, o->val_label, o->nval, D, &sc, 0, NULL);
+    if (!rc) rc = retrieval_loo(E, o->val_label, o->val.n, D, &sc, 0, NULL);
     free(E);
     if (rc) return rc;
     float best;
-    tensor_to_host(o->best_map, &best);
-    int improved = sc.map > best;
-    if (improved) {
-        if ((rc = save_exports(o, "best.safetensors", step))) return rc;
-        float v = (float)sc.map;
-        tensor_copy_from_host(o->best_map, &v);
-    }
+    int improved = objective_best_update(o->best_map, sc.map, &best);
+    if (improved && (rc = save_exports(o, "best.safetensors", step))) return rc;
     snprintf(buf, n, "\"val_mAP\": %.4f, \"val_R1\": %.4f, \"val_R5\": %.4f, \"val_queries\": %d, \"best_mAP\": %.4f%s",
              sc.map, sc.recall1, sc.recall5, sc.queries, improved ? sc.map : best, improved ? ", \"saved_best\": true" : "");
     return ER_OK;
@@ -328,26 +225,65 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
     fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
                "miner %s %.2f, margin %.2f, lr %.3g -> %s\n",
             d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
-            o->cfg.label, o->nval, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
+            o->cfg.label, o->val.n, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
             lc->lr, o->run.keys->out);
 }
 
-static void dual_free_self(void *self) { dual_objective_free(self); }
+/* ---------------------------------------------------------------- create, registry entry */
 
-/* ---------------------------------------------------------------- registry entry */
-
-static int create_any(const void *cfg, const train_run *run, train_objective *out) {
-    dual_objective *o;
-    int rc = dual_objective_new(cfg, run, &o);
-    if (rc) return rc;
+static int dual_create(const void *cfg, const train_run *run, train_objective *out) {
+    const dual_cfg *c = cfg;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
+    miner_kind mk;
+    if ((rc = check_cfg(c, k, &mk))) return rc;
+    dual_objective *o = xcalloc(1, sizeof *o);
+    o->cfg = *c;
+    o->miner = mk;
+    o->aug_none = !strcmp(c->aug, "none");
+    o->mpc = !strcmp(c->sampler, "m_per_class");
+    o->run = *run;
+    int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
+    /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
+    if ((rc = manifest_class_ids(c->manifest, c->split, c->label, "data.label", &o->label, &nl, &o->nclass))) { free(o); return rc; }
+    if ((rc = dual_arch.create(&c->model, run->seed, &o->model))) goto fail;
+    if ((rc = model_to_device(o->model, device))) goto fail;
+    o->net = dual_model_net(o->model);
+    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
+    o->best_map = objective_best_new(&o->all, device, "dual.best_val_map");
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
+    rows_group_by(o->label, o->data.n, o->nclass, &o->cfirst, &o->ccount, &o->crows);
+    int classes = 0;
+    for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
+    o->present = classes;
+    if (classes < 2) {
+        rc = er_fail(ER_INPUT, "%s split '%s': %d class(es) by data.label = %s: triplets need two", c->manifest, c->split,
+                     classes, c->label);
+        goto fail;
+    }
+    if (c->val_split && c->val_split[0]) {
+        int ncls;
+        if ((rc = view_rows_load(&o->val, c->manifest, c->val_split, c->model.img))) goto fail;
+        if ((rc = manifest_class_ids(c->manifest, c->val_split, c->label, "data.label", &o->val_label, &nl, &ncls))) goto fail;
+    }
+    int S = c->model.img;
+    o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, sizeof(float) * (size_t)o->run.local_batch * 3 * S * S);
+    o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
     *out = objective_iface("dual", o, &o->all, run, o->data.n, 1);
     out->step = dual_step;
-    if (o->nval > 0) out->eval = dual_eval;
+    if (o->val.n > 0) out->eval = dual_eval;
     out->on_checkpoint = dual_on_checkpoint; /* merged weights and LoRA adapters: not a plain model_save */
     out->describe = dual_describe;
     out->exports = "dual.safetensors";
-    out->free = dual_free_self;
+    out->free = dual_objective_free;
     return ER_OK;
+fail:
+    dual_objective_free(o);
+    return rc;
 }
 
 const objective_def objective_dual = {
@@ -357,5 +293,5 @@ const objective_def objective_dual = {
     .cfg_size = sizeof(dual_cfg),
     .defaults = dual_defaults,
     .specs = dual_specs,
-    .create = create_any,
+    .create = dual_create,
 };

@@ -11,7 +11,6 @@
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
 #include "infer/eval/split_eval.h"
-#include "kernels/profile.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
@@ -45,28 +44,23 @@ static void ft_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_finetune");
 }
 
-static const cfg_spec *ft_specs(void *cfg, int *n) {
+static void ft_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    static __thread cfg_spec s[32];
-    int k = 0, nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
-    K("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
-    K("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
-    K("finetune.hidden", CFG_INT, hidden, "[1, 65536]", "hidden width of the mlp head");
-    K("finetune.norm", CFG_STR, norm, "auto|wce|imagenet", "input statistics: auto (the init file's rule, else WCE) | wce | imagenet");
-    K("finetune.crop", CFG_DOUBLE, crop, "[0, 1]", "centre crop, share of the short side (0 = the init file's rule, else 280/336)");
-    K("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV)");
-    K("data.split", CFG_STR, split, "text", "training rows ('' = all)");
-    K("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
-    K("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
-    K("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
-#undef K
-    *n = k;
-    return s;
+    int nm;
+    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
+    key_table_add(t, m, nm);
+    OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
+    OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
+    OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
+    OBJ_KEY("finetune.hidden", CFG_INT, hidden, "[1, 65536]", "hidden width of the mlp head");
+    OBJ_KEY("finetune.norm", CFG_STR, norm, "auto|wce|imagenet", "input statistics: auto (the init file's rule, else WCE) | wce | imagenet");
+    OBJ_KEY("finetune.crop", CFG_DOUBLE, crop, "[0, 1]", "centre crop, share of the short side (0 = the init file's rule, else 280/336)");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "training rows ('' = all)");
+    OBJ_KEY("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
+    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
+    OBJ_KEY("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
 }
 
 typedef struct {
@@ -77,19 +71,15 @@ typedef struct {
     int mlp, C, S;
     param_list all;
     model_input in;
-    int device;
     train_run run;
     host_batch *hb;         /* this rank's images [b, 3, S, S], then their labels [b] */
     size_t y_off;
     image_cache data;
     int *rows, nrows;       /* the training rows kept (label present, in the label share) */
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src;
     /* evaluation (set 0) and the test split scored at each new best (set 1) */
-    int neval, ntest;
-    float *eval_x, *test_x;
-    int *eval_y, *test_y;
-    double best;
+    labelled_rows eval, test;
+    tensor *best;           /* the best eval.split accuracy so far, in the training state (survives --resume) */
+    param_list state;       /* all + best: what the loop checkpoints (the exports hold all) */
 } finetune_objective;
 
 enum { HEAD_FAMILY = 4 }; /* the head's init streams (resnet.c's trunk: 3) */
@@ -105,10 +95,9 @@ static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
 
 /* Micro-batch g into a host slot: this rank's shard of the global batch (rows first .. first + b,
  * streams keyed by the global index j), augmented as spec 1.10's train transform. */
-static int ft_fill(void *self, int64_t g, void *slot) {
+static int ft_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     finetune_objective *o = self;
     int B = o->run.batch, b = o->run.local_batch, S = o->S, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     float *x = slot;
     int32_t *y = (int32_t *)((char *)slot + o->y_off);
     /* the shard's rows first, in one thread: host_batch_item caches the current epoch's permutation */
@@ -116,12 +105,12 @@ static int ft_fill(void *self, int64_t g, void *slot) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int i = 0; i < b; i++) {
         int t = omp_get_thread_num(), id = y[i], j = o->run.first + i;
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
-        image_cache_get(&o->data.imgs[id], &o->src[t]);
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
+        image_cache_get(&o->data.imgs[id], &sc->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
         /* jitter on [0, 1] pixels before the normalisation */
         const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-        if (aug_eval_input(&o->src[t], S, o->in.crop, zero, one, &o->ws[t], &out) || out.data != x + (size_t)i * 3 * S * S)
+        if (aug_eval_input(&sc->src[t], S, o->in.crop, zero, one, &sc->ws[t], &out) || out.data != x + (size_t)i * 3 * S * S)
             fail = 1;
         image_color_jitter(&out, &r, 0.4f, 0.6f, 0.0f, 0.0f);
         if (rng_uniform(&r) < 0.5f) image_hflip(&out);
@@ -135,13 +124,11 @@ static int ft_fill(void *self, int64_t g, void *slot) {
 static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     finetune_objective *o = self;
     int b = o->run.local_batch, S = o->S;
-    int phase = prof_phase(PROF_DATA);
-    void *slot = host_batch_get(o->hb, step * o->run.keys->accum + micro);
-    tensor *x = slot ? host_batch_upload(o->hb, slot, 0, 4, SHAPE(b, 3, S, S)) : NULL;
-    prof_phase(phase);
-    if (!x) return NULL;
+    tensor *x;
+    void *slot = host_batch_step(o->hb, step, micro, &x, 4, SHAPE(b, 3, S, S));
+    if (!slot) return NULL;
     /* this rank's mean; the loop averages the ranks' gradients: the global batch's mean */
-    nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     tensor *l = op_cross_entropy(logits(o, &ctx, x), (const int32_t *)((char *)slot + o->y_off));
     if (l) loss_terms_set(terms, "ce", tensor_item(l));
     return l;
@@ -149,15 +136,17 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
 
 
 /* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
-static int score(finetune_objective *o, const float *x, const int *y, int n, const char *name, char *buf, size_t cap,
-                 int *k, double *acc_out) {
+static int score(finetune_objective *o, const labelled_rows *set, const char *name, char *buf, size_t cap, int *k,
+                 double *acc_out) {
+    const float *x = set->x;
+    const int *y = set->y, n = set->n;
     int S = o->S, C = o->C, bs = 64, rc = ER_OK, right = 0;
     int *pred = xmalloc((size_t)n * sizeof(int));
     float *lg = xmalloc((size_t)bs * C * sizeof(float));
     for (int b0 = 0; b0 < n && !rc; b0 += bs) {
         int B = n - b0 < bs ? n - b0 : bs;
         NO_GRAD {
-            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
+            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->run.device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
             if (!z) rc = ER_RUNTIME;
             else tensor_to_host(z, lg);
         }
@@ -188,10 +177,10 @@ static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
     finetune_objective *o = self;
     int k = 0;
     double acc, test;
-    int rc = score(o, o->eval_x, o->eval_y, o->neval, "", buf, n, &k, &acc);
-    if (!rc && acc > o->best) { /* model selection on the evaluation split */
-        o->best = acc;
-        if (o->ntest) rc = score(o, o->test_x, o->test_y, o->ntest, "test_", buf, n, &k, &test);
+    int rc = score(o, &o->eval, "", buf, n, &k, &acc);
+    float before; /* model selection on the evaluation split, compared as stored (float) */
+    if (!rc && objective_best_update(o->best, (float)acc, &before)) {
+        if (o->test.n) rc = score(o, &o->test, "test_", buf, n, &k, &test);
         if (!rc && o->run.rank == 0) {
             char *path = path_join(o->run.keys->out, "best.safetensors");
             rc = model_save(o->classifier, path, step);
@@ -209,11 +198,12 @@ static void ft_free(void *self) {
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     for (int i = o->net ? o->net->params.n : 0; i < o->all.n; i++) tensor_free(o->all.t[i]);
     free(o->all.t);
+    free(o->state.t);
+    tensor_free(o->best);
     free(o->classifier); /* the wrapper only: the network is freed below */
     resnet_free(o->net);
     image_cache_free(&o->data);
-    free(o->rows); free(o->eval_x); free(o->eval_y);
-    free(o->test_x); free(o->test_y);
+    free(o->rows); labelled_rows_free(&o->eval); labelled_rows_free(&o->test);
     free(o);
 }
 
@@ -230,15 +220,13 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     const finetune_cfg *c = cfgv;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     finetune_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
-    o->device = device;
     o->run = *run;
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
     resnet_config rc_cfg;
-    model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, 280.0f / 336.0f};
+    model_input in = objective_input("wce", 280.0f / 336.0f);
     if (c->init && c->init[0]) { /* the file's trunk: its shapes decide the config */
         model *m;
         if ((rc = model_load(c->init, NULL, NULL, 0, &m))) goto fail;
@@ -252,18 +240,12 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
         model_free(m);
     } else if ((rc = resnet_config_preset(c->model.arch, &rc_cfg))) goto fail;
     else if (c->model.width > 0) rc_cfg.width = c->model.width;
-    if (!strcmp(c->norm, "imagenet")) {
-        model_input im = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, in.crop};
-        in = im;
-    } else if (!strcmp(c->norm, "wce")) {
-        memcpy(in.mean, PGCON_MEAN, sizeof in.mean);
-        memcpy(in.std, PGCON_STD, sizeof in.std);
-    }
+    if (strcmp(c->norm, "auto")) in = objective_input(c->norm, in.crop);
     if (c->crop > 0) in.crop = (float)c->crop;
     o->in = in;
     rc_cfg.num_classes = 0; rc_cfg.proj_dim = 0; rc_cfg.jigsaw_tiles = 0;
     rc_cfg.sync_bn = c->model.sync_bn; /* data parallel: the global batch's statistics */
-    if (!(o->net = resnet_new(&rc_cfg, (uint64_t)k->seed))) { rc = ER_INPUT; goto fail; }
+    if (!(o->net = resnet_new(&rc_cfg, run->seed))) { rc = ER_INPUT; goto fail; }
     if (c->init && c->init[0]) {
         st_file f;
         if ((rc = st_open(c->init, &f))) goto fail;
@@ -280,37 +262,31 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->C = o->data.nlabels;
     if (o->C < 2) { rc = er_fail(ER_INPUT, "%s: classification needs at least 2 labels", c->manifest); goto fail; }
     uint8_t *keep = xmalloc((size_t)o->data.n);
-    label_subset(o->data.label, o->data.n, c->label_percent, (uint64_t)k->seed, keep);
+    label_subset(o->data.label, o->data.n, c->label_percent, run->seed, keep);
     o->rows = xmalloc((size_t)o->data.n * sizeof(int));
     for (int i = 0; i < o->data.n; i++) if (keep[i]) o->rows[o->nrows++] = i;
     free(keep);
     if (o->nrows < 1) { rc = er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split); goto fail; }
     int F = o->net->features;
     if (o->mlp) {
-        layer_linear(&o->all, "head.0", c->hidden, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
-        layer_linear(&o->all, "head.2", o->C, c->hidden, (uint64_t)k->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
-    } else layer_linear(&o->all, "fc", o->C, F, (uint64_t)k->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.0", c->hidden, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
+        layer_linear(&o->all, "head.2", o->C, c->hidden, run->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
+    } else layer_linear(&o->all, "fc", o->C, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
     for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
     if (rc) goto fail;
-    if (k->eval_every > 0) { /* eval.split '' = every row, like data.split */
-        int nc;
-        if ((rc = labelled_set_load(c->manifest, c->eval_split, o->S, in.crop, in.mean, in.std, &o->eval_x, &o->eval_y,
-                                    &o->neval, &nc)))
-            goto fail;
-        if (c->test_split && c->test_split[0] &&
-            (rc = labelled_set_load(c->manifest, c->test_split, o->S, in.crop, in.mean, in.std, &o->test_x, &o->test_y,
-                                    &o->ntest, &nc)))
-            goto fail;
-    }
+    for (int i = 0; i < o->all.n; i++) params_add(&o->state, o->all.t[i]);
+    o->best = objective_best_new(&o->state, device, "finetune.best_accuracy");
+    if (k->eval_every > 0 && /* eval.split '' = every row, like data.split */
+        ((rc = labelled_rows_load(&o->eval, c->manifest, c->eval_split, o->S, &in)) ||
+         (c->test_split && c->test_split[0] && (rc = labelled_rows_load(&o->test, c->manifest, c->test_split, o->S, &in)))))
+        goto fail;
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
-    o->best = -1;
-    train_objective t = objective_iface("finetune", o, &o->all, run, o->nrows, 1);
+    train_objective t = objective_iface("finetune", o, &o->state, run, o->nrows, 1);
     t.step = ft_step;
-    if (o->neval) t.eval = ft_eval;
+    if (o->eval.n) t.eval = ft_eval;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
     o->classifier->params = &o->all; /* trunk and head */
     o->classifier->input = o->in;
@@ -318,7 +294,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     t.export_model = o->classifier;
     t.export_name = "classifier.safetensors";
     t.describe = ft_describe;
-    t.exports = o->neval ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
+    t.exports = o->eval.n ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
     t.free = ft_free;
     *out = t;
     return ER_OK;

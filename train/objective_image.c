@@ -113,8 +113,6 @@ struct image_objective {
     int device;           /* where parameters, activations and optimizer state live */
     train_run run;        /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;     /* the training split (data.manifest, data.split) */
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src, *msrc;
     /* the host batch (train/host_batch.h): a slot holds the 2B augmented views x, their lesion
      * masks mx, instances and has_mask; the rest is per-step scratch of the step's thread */
     host_batch *hb;
@@ -131,9 +129,7 @@ struct image_objective {
     int *gathered_view;
     uint8_t *match_gathered;
     /* held-out re-ID evaluation (eval.manifest): preprocessed images and their scene/view ids */
-    int neval;
-    float *eval_x;
-    int64_t *eval_scene, *eval_view;
+    view_rows eval;
 };
 
 /* The footprint of a training step (nn/base/memory.h), from the config alone: encoder, MAE decoder
@@ -178,14 +174,13 @@ static int group_views(image_objective *o) {
     return ER_OK;
 }
 
-static int image_fill(void *self, int64_t g, void *slot);
+static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs);
 
 /* The key table checks each value's range; here only what spans several keys. */
 static int image_new(const image_cfg *c, const train_run *run, image_objective **out) {
     *out = NULL;
     const loop_keys *k = run->keys;
     int device = run->device, rc0;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them, not ignore them */
         image_cfg d;
         image_cfg_defaults(&d);
@@ -211,7 +206,7 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     o->cfg = *c; /* strings stay owned by the caller's config */
     o->device = device;
     o->run = *run;
-    int rc = vit_arch.create(&c->model, (uint64_t)k->seed, &o->model); /* on the host, then moved */
+    int rc = vit_arch.create(&c->model, run->seed, &o->model); /* on the host, then moved */
     if (!rc && (rc = model_to_device(o->model, device))) model_free(o->model);
     if (rc) { free(o); return rc; }
     o->enc = vit_model_vit(o->model);
@@ -227,13 +222,13 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
                                     (float)c->view.blur_prob, (float)c->view.blur_max, (float)c->view.jpeg_prob};
     o->K = c->mask_ratio > 0 ? mae_len_keep(o->enc->L, c->mask_ratio) : o->enc->L;
     if (o->use_mae && (rc = mae_decoder_init_on(device, &o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
-                                                (uint64_t)k->seed + 1, &o->all))) goto fail;
-    if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, (uint64_t)k->seed + 2, &o->all)))
+                                                run->seed + 1, &o->all))) goto fail;
+    if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, run->seed + 2, &o->all)))
         goto fail;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (c->eval_manifest && c->eval_manifest[0] &&
-        (rc = eval_set_load(c->eval_manifest, c->eval_split, c->model.img, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
+        (rc = view_rows_load(&o->eval, c->eval_manifest, c->eval_split, c->model.img)))
         goto fail;
     if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
     int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
@@ -243,8 +238,6 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     o->inst_off = host_batch_reserve(&bytes, (size_t)M * sizeof(int));
     o->has_mask_off = host_batch_reserve(&bytes, (size_t)M);
     if (!(o->hb = host_batch_new(run, o->data.n, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    const fill_scratch *sc = host_batch_scratch(o->hb);
-    o->ws = sc->ws, o->src = sc->src, o->msrc = sc->mask;
     o->scores = xmalloc((size_t)M * L * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
@@ -291,7 +284,7 @@ void image_objective_free(image_objective *o) {
     free(o->scores); free(o->mask); free(o->lam);
     free(o->shuffle); free(o->restore); free(o->keep); free(o->partner);
     free(o->match); free(o->gathered_view); free(o->match_gathered);
-    free(o->eval_x); free(o->eval_scene); free(o->eval_view);
+    view_rows_free(&o->eval);
     free(o);
 }
 
@@ -319,10 +312,10 @@ static void shard_rows(const image_objective *o, void *rows, size_t row_bytes) {
 /* The 2B views of micro-batch g (instances, augmentation; a pure function of the seed, g and the
  * view) into a host slot: x, mx, has_mask, inst. Runs on the step's thread or on the prefetch
  * worker, never both at once (they share the per-thread scratch). */
-static int image_fill(void *self, int64_t g, void *slot) {
+static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs) {
     image_objective *o = self;
     const int B = o->run.batch, M = 2 * B, S = o->cfg.model.img;
-    const uint64_t seed = (uint64_t)o->run.keys->seed;
+    const uint64_t seed = o->run.seed;
     float *x = slot, *mx = (float *)((char *)slot + o->mx_off);
     int *inst = (int *)((char *)slot + o->inst_off);
     uint8_t *has_mask = (uint8_t *)slot + o->has_mask_off;
@@ -349,16 +342,16 @@ static int image_fill(void *self, int64_t g, void *slot) {
             id = rows[k];
         }
         rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)s));
-        image_cache_get(&o->data.imgs[id], &o->src[t]);
+        image_cache_get(&o->data.imgs[id], &fs->src[t]);
         const u8_image *mk = &o->data.masks[id];
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)s * 3 * S * S, .cap = (size_t)3 * S * S};
         image mout = {.c = 1, .h = S, .w = S, .data = mx + (size_t)s * S * S, .cap = (size_t)S * S};
-        if (mk->px) image_cache_get(mk, &o->msrc[t]);
-        const image *ms = mk->px ? &o->msrc[t] : NULL;
+        if (mk->px) image_cache_get(mk, &fs->mask[t]);
+        const image *ms = mk->px ? &fs->mask[t] : NULL;
         image *mo = mk->px ? &mout : NULL;
-        int rc = o->advanced ? aug_sscd_advanced(&r, &o->src[t], ms, S, &o->ws[t], &out, mo)
-                 : o->views  ? aug_views(&r, &o->src[t], ms, S, &o->view_aug, &o->ws[t], &out, mo)
-                             : aug_mae(&r, &o->src[t], ms, S, &o->ws[t], &out, mo);
+        int rc = o->advanced ? aug_sscd_advanced(&r, &fs->src[t], ms, S, &fs->ws[t], &out, mo)
+                 : o->views  ? aug_views(&r, &fs->src[t], ms, S, &o->view_aug, &fs->ws[t], &out, mo)
+                             : aug_mae(&r, &fs->src[t], ms, S, &fs->ws[t], &out, mo);
         if (rc || out.data != x + (size_t)s * 3 * S * S) fail = 1; /* outputs must stay in place */
         has_mask[s] = mk->px != NULL;
         if (!mk->px) memset(mx + (size_t)s * S * S, 0, (size_t)S * S * sizeof(float));
@@ -371,7 +364,6 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     const image_cfg *c = &o->cfg;
     int B = o->run.batch, M = 2 * B, S = c->model.img, L = o->enc->L, K = o->K, p = o->vc.patch;
     int64_t g = step * o->run.keys->accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     int phase = prof_phase(PROF_DATA); /* augmentation, mixing, masking, upload */
     int mixed = o->use_con && c->mix_prob > 0;
     char *slot = host_batch_get(o->hb, g);
@@ -380,7 +372,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     const uint8_t *has_mask = (const uint8_t *)slot + o->has_mask_off;
     /* MixUp / CutMix on the 2B views: extra positives (ContrastiveMixup) */
     if (mixed) {
-        rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 1));
         mixup_config mc = MIXUP_SSCD;
         mc.mix_prob = (float)c->mix_prob;
         mixup_batch(&r, &mc, x, M, 3, S, S, o->lam, o->partner);
@@ -396,7 +388,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     const int32_t *keep = NULL;
     if (K < L) {
         if (o->guided) mae_patch_scores(mx, M, S, S, p, o->scores);
-        mae_masking(M, L, K, o->guided ? o->scores : NULL, o->guided ? has_mask : NULL, seed,
+        mae_masking(M, L, K, o->guided ? o->scores : NULL, o->guided ? has_mask : NULL, o->run.seed,
                     (uint64_t)g, o->shuffle, o->restore, o->mask);
         for (int s = 0; s < M; s++) memcpy(o->keep + (size_t)s * K, o->shuffle + (size_t)s * L, K * sizeof(int32_t));
         keep = o->keep;
@@ -411,7 +403,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     /* the 2B views go to the device once; patchify, the MAE target and both losses run there.
      * Host-side per step: augmentation, masking indices (gathered on the device by op_gather) and
      * the B*L patch mask / N*N match masks (tiny). */
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     tensor *xt = host_batch_upload(o->hb, slot, 0, 4, SHAPE(Ml, 3, S, S));
     prof_phase(phase);
     tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
@@ -454,12 +446,12 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     image_objective *o = self;
     int D = o->model->dim;
     emb_set e;
-    emb_alloc(&e, o->neval, D);
-    e.scene = xmalloc(o->neval * sizeof(int64_t));
-    e.view = xmalloc(o->neval * sizeof(int64_t));
-    memcpy(e.scene, o->eval_scene, o->neval * sizeof(int64_t));
-    memcpy(e.view, o->eval_view, o->neval * sizeof(int64_t));
-    int rc = objective_embed(o->model, o->eval_x, o->neval, 64, e.x);
+    emb_alloc(&e, o->eval.n, D);
+    e.scene = xmalloc(o->eval.n * sizeof(int64_t));
+    e.view = xmalloc(o->eval.n * sizeof(int64_t));
+    memcpy(e.scene, o->eval.scene, o->eval.n * sizeof(int64_t));
+    memcpy(e.view, o->eval.view, o->eval.n * sizeof(int64_t));
+    int rc = objective_embed(o->model, o->eval.x, o->eval.n, 64, e.x);
     mv_row rows[9];
     if (!rc) rc = multiview_eval(&e, 10, 0, 0, rows);
     if (!rc) snprintf(buf, n, "\"reid_Q1_R1_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",
@@ -487,7 +479,7 @@ train_objective image_objective_iface(image_objective *o) {
     /* the encoder alone, timm names + our config metadata: what `embed --model` and timm users load */
     t.export_model = o->model;
     t.export_name = "encoder.safetensors";
-    if (o->neval > 0) t.eval = image_eval;
+    if (o->eval.n > 0) t.eval = image_eval;
     t.describe = image_describe;
     t.exports = "encoder.safetensors";
     t.free = image_free_self;
@@ -501,7 +493,11 @@ static void image_defaults_any(void *cfg, loop_keys *k) {
     image_loop_defaults(k);
 }
 
-static const cfg_spec *image_specs_any(void *cfg, int *n) { return image_cfg_specs(cfg, n); }
+static void image_specs_any(void *cfg, key_table *t) {
+    int n;
+    const cfg_spec *s = image_cfg_specs(cfg, &n);
+    key_table_add(t, s, n);
+}
 static void image_cfg_free_any(void *cfg) { image_cfg_free(cfg); }
 
 static int image_create(const void *cfg, const train_run *run, train_objective *out) {

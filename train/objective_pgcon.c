@@ -48,37 +48,32 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_pgcon");
 }
 
-static const cfg_spec *pgcon_specs(void *cfg, int *n) {
+static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    static __thread cfg_spec s[40];
-    int k = 0, nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm);
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
-    K("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
-    K("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
-    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    K("loss.jigsaw_weight", CFG_DOUBLE, w_jig, "[0, inf)", "weight of l(prior, jigsaw)");
-    K("loss.memory_weight", CFG_DOUBLE, w_mem, "[0, inf)", "weight of l(prior, memory row)");
-    K("pgcon.side", CFG_INT, side, "[0, 65536]", "centre crop searched for the reddest point (0 = the reference's by image size: 316 / 500)");
-    K("pgcon.box", CFG_INT, box, "[0, 65536]", "side of the prior box (0 = the reference's: 100 / 150)");
-    K("pgcon.jigsaw", CFG_INT, jigsaw, "[0, 65536]", "centre crop cut into 3x3 tiles (0 = the reference's: 280 / 300 / 400)");
-    K("pgcon.prior_out", CFG_INT, prior_out, "[8, 4096]", "prior view side fed to the network (120)");
-    K("pgcon.tile_out", CFG_INT, tile_out, "[8, 4096]", "jigsaw tile side fed to the network (90)");
-    K("pgcon.win_out", CFG_INT, win_out, "[8, 4096]", "WIN view side fed to the network (224)");
-    K("pgcon.eval_crop", CFG_DOUBLE, eval_crop, "(0, 1]", "evaluation centre crop, share of the short side (280/336); exported as the model's input rule");
-    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
-    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = as the files are)");
-    K("eval.manifest", CFG_STR, eval_manifest, "path", "labelled manifest of the periodic weighted-kNN evaluation");
-    K("eval.split", CFG_STR, eval_split, "text", "its query split");
-    K("eval.bank_split", CFG_STR, eval_bank_split, "text", "its labelled bank split (the kNN database)");
-    K("eval.knn_k", CFG_INT, knn_k, "[1, 100000]", "neighbours of the weighted vote (290)");
-    K("eval.knn_tau", CFG_DOUBLE, knn_tau, "(0, inf)", "temperature of the weighted vote (0.1)");
-#undef K
-    *n = k;
-    return s;
+    int nm;
+    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
+    key_table_add(t, m, nm);
+    OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
+    OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
+    OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
+    OBJ_KEY("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
+    OBJ_KEY("loss.jigsaw_weight", CFG_DOUBLE, w_jig, "[0, inf)", "weight of l(prior, jigsaw)");
+    OBJ_KEY("loss.memory_weight", CFG_DOUBLE, w_mem, "[0, inf)", "weight of l(prior, memory row)");
+    OBJ_KEY("pgcon.side", CFG_INT, side, "[0, 65536]", "centre crop searched for the reddest point (0 = the reference's by image size: 316 / 500)");
+    OBJ_KEY("pgcon.box", CFG_INT, box, "[0, 65536]", "side of the prior box (0 = the reference's: 100 / 150)");
+    OBJ_KEY("pgcon.jigsaw", CFG_INT, jigsaw, "[0, 65536]", "centre crop cut into 3x3 tiles (0 = the reference's: 280 / 300 / 400)");
+    OBJ_KEY("pgcon.prior_out", CFG_INT, prior_out, "[8, 4096]", "prior view side fed to the network (120)");
+    OBJ_KEY("pgcon.tile_out", CFG_INT, tile_out, "[8, 4096]", "jigsaw tile side fed to the network (90)");
+    OBJ_KEY("pgcon.win_out", CFG_INT, win_out, "[8, 4096]", "WIN view side fed to the network (224)");
+    OBJ_KEY("pgcon.eval_crop", CFG_DOUBLE, eval_crop, "(0, 1]", "evaluation centre crop, share of the short side (280/336); exported as the model's input rule");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = as the files are)");
+    OBJ_KEY("eval.manifest", CFG_STR, eval_manifest, "path", "labelled manifest of the periodic weighted-kNN evaluation");
+    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "its query split");
+    OBJ_KEY("eval.bank_split", CFG_STR, eval_bank_split, "text", "its labelled bank split (the kNN database)");
+    OBJ_KEY("eval.knn_k", CFG_INT, knn_k, "[1, 100000]", "neighbours of the weighted vote (290)");
+    OBJ_KEY("eval.knn_tau", CFG_DOUBLE, knn_tau, "(0, inf)", "temperature of the weighted vote (0.1)");
 }
 
 /* ---------------------------------------------------------------- state */
@@ -91,12 +86,9 @@ typedef struct {
     float *M;              /* its host copy (the tensor's own data on the CPU) */
     int mem_ready;         /* M holds the bank (filled, or read back after --resume) */
     param_list all;        /* the network's parameters and buffers + the bank */
-    int device, wincon, D, k;
+    int wincon, D, k;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
-    int nthreads, ranks, b, j0;
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src;
     pgcon_views *views;
     uint8_t **seen;        /* per thread: N bytes for the negative sampler */
     /* a host slot (train/host_batch.h): this rank's prior views, tiles, WIN views, the global batch's
@@ -106,9 +98,7 @@ typedef struct {
     float *xp;             /* the bank fill's prior views; the step's gather buffer */
     float *neg1, *neg2, *pos_mem, *z_all; /* [b, k, D], [b, k, D], [b, D], [B, D] */
     /* periodic evaluation */
-    int nbank, nquery, nclass;
-    float *bank_x, *query_x;
-    int *bank_y, *query_y;
+    labelled_rows bank, query;
 } pgcon_objective;
 
 static pgcon_geometry geometry(const pgcon_objective *o, int h, int w) {
@@ -128,15 +118,15 @@ static void pgcon_free(void *self) {
     model_free(o->model); /* owns the network's tensors; the bank is ours */
     tensor_free(o->mem);
     free(o->all.t);
-    if (o->device != DEV_CPU) free(o->M);
+    if (o->run.device != DEV_CPU) free(o->M);
     image_cache_free(&o->data);
-    for (int t = 0; t < o->nthreads; t++) {
+    for (int t = 0; t < o->run.threads; t++) {
         if (o->views) pgcon_views_free(&o->views[t]);
         if (o->seen) free(o->seen[t]);
     }
     free(o->views); free(o->seen);
     free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
-    free(o->bank_x); free(o->query_x); free(o->bank_y); free(o->query_y);
+    labelled_rows_free(&o->bank); labelled_rows_free(&o->query);
     free(o);
 }
 
@@ -144,13 +134,13 @@ static void pgcon_free(void *self) {
 
 /* The views of training row `id` drawn from r into thread t's buffers; copies the prior view to
  * xp[slot], the tiles to xt[9 slot ..] and (WINCon) the WIN view to xw[slot]. */
-static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int prior_only, float *xp, float *xt, float *xw) {
+static int make_views(pgcon_objective *o, const fill_scratch *sc, int t, int id, rng_t *r, int slot, int prior_only, float *xp, float *xt, float *xw) {
     const pgcon_cfg *c = &o->cfg;
-    image_cache_get(&o->data.imgs[id], &o->src[t]);
-    pgcon_geometry g = geometry(o, o->src[t].h, o->src[t].w);
+    image_cache_get(&o->data.imgs[id], &sc->src[t]);
+    pgcon_geometry g = geometry(o, sc->src[t].h, sc->src[t].w);
     pgcon_views *v = &o->views[t];
     unsigned views = prior_only ? PGCON_PRIOR : PGCON_PRIOR | PGCON_TILES | (o->wincon ? PGCON_WIN : 0);
-    int rc = pgcon_make_views(r, &o->src[t], &g, views, &o->ws[t], v);
+    int rc = pgcon_make_views(r, &sc->src[t], &g, views, &sc->ws[t], v);
     if (rc) return rc;
     size_t P = (size_t)3 * c->prior_out * c->prior_out, T = (size_t)27 * c->tile_out * c->tile_out,
            W = (size_t)3 * c->win_out * c->win_out;
@@ -163,8 +153,8 @@ static int make_views(pgcon_objective *o, int t, int id, rng_t *r, int slot, int
 
 /* Writes rows of the host bank back to the device tensor (a no-op on the CPU: M is its data). */
 static void bank_upload_rows(pgcon_objective *o, const int *idx, int n) {
-    if (o->device == DEV_CPU) return;
-    const er_backend *be = backend_get(o->device);
+    if (o->run.device == DEV_CPU) return;
+    const er_backend *be = backend_get(o->run.device);
     for (int j = 0; j < n; j++)
         be->upload(o->mem->data + (size_t)idx[j] * o->D, o->M + (size_t)idx[j] * o->D, (size_t)o->D * sizeof(float));
 }
@@ -176,24 +166,24 @@ static int bank_fill(pgcon_objective *o) {
     const pgcon_cfg *c = &o->cfg;
     int N = o->data.n, B = o->run.batch, D = o->D, S = c->prior_out, fail = 0, rc = ER_OK;
     int *rows = xmalloc((size_t)B * sizeof(int));
-    float *z = xmalloc((size_t)o->b * D * sizeof(float));
+    float *z = xmalloc((size_t)o->run.local_batch * D * sizeof(float));
     for (int c0 = 0; c0 < N && !rc; c0 += B) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
-        for (int j = 0; j < o->b; j++) {
-            int i = (c0 + o->j0 + j) % N; /* the last chunk wraps: its extra rows are not written */
-            rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
-            if (make_views(o, omp_get_thread_num(), i, &r, j, 1, o->xp, NULL, NULL)) fail = 1;
+        for (int j = 0; j < o->run.local_batch; j++) {
+            int i = (c0 + o->run.first + j) % N; /* the last chunk wraps: its extra rows are not written */
+            rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, 0xffffffffu, (uint32_t)i));
+            if (make_views(o, host_batch_scratch(o->hb), omp_get_thread_num(), i, &r, j, 1, o->xp, NULL, NULL)) fail = 1;
         }
         if (fail) { rc = er_fail(ER_RUNTIME, "pgcon: prior view of a training image failed while filling the memory bank"); break; }
-        nn_ctx ctx = nn_ctx_train((uint64_t)o->run.keys->seed, -1, 0);
+        nn_ctx ctx = nn_ctx_train(o->run.seed, -1, 0);
         NO_GRAD {
-            tensor *x = tensor_upload(o->device, 4, SHAPE(o->b, 3, S, S), o->xp);
+            tensor *x = tensor_upload(o->run.device, 4, SHAPE(o->run.local_batch, 3, S, S), o->xp);
             tensor *e = op_l2_normalize(resnet_project(o->net, &ctx, x), -1, 1e-12f);
             if (!e) rc = ER_RUNTIME;
             else tensor_to_host(e, z);
         }
         nn_step_end();
-        if (!rc && o->ranks > 1) rc = pg_allgather(z, (int64_t)o->b * D, o->z_all);
+        if (!rc && o->run.world_size > 1) rc = pg_allgather(z, (int64_t)o->run.local_batch * D, o->z_all);
         else if (!rc) memcpy(o->z_all, z, (size_t)B * D * sizeof(float));
         int n = N - c0 < B ? N - c0 : B;
         for (int j = 0; j < n && !rc; j++) {
@@ -210,7 +200,7 @@ static int bank_fill(pgcon_objective *o) {
 /* At the first step of this process: the bank from the checkpoint (--resume), or filled now. */
 static int bank_ready(pgcon_objective *o) {
     if (o->mem_ready) return ER_OK;
-    if (o->device != DEV_CPU) tensor_to_host(o->mem, o->M);
+    if (o->run.device != DEV_CPU) tensor_to_host(o->mem, o->M);
     double s = 0;
     for (int d = 0; d < o->D; d++) s += (double)o->M[d] * o->M[d];
     int rc = s > 0 ? ER_OK : bank_fill(o); /* unit rows: an all-zero row 0 means never filled */
@@ -222,21 +212,20 @@ static int bank_ready(pgcon_objective *o) {
 
 /* Micro-batch g into a host slot: the global batch's instances, this rank's views and the indices of
  * its negatives (the rows come from the bank in the step: the bank changes every step). */
-static int pgcon_fill(void *self, int64_t g, void *slot) {
+static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
     pgcon_objective *o = self;
     int B = o->run.batch, k = o->k, N = o->data.n, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     char *sl = slot;
     int *inst = (int *)(sl + o->inst_off);
     int32_t *negi = (int32_t *)(sl + o->negi_off);
     for (int j = 0; j < B; j++) inst[j] = host_batch_item(o->hb, g * B + j);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
-    for (int j = 0; j < o->b; j++) {
-        int t = omp_get_thread_num(), i = inst[o->j0 + j];
-        rng_t r = rng_make(seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->j0 + j)));
-        if (make_views(o, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
+    for (int j = 0; j < o->run.local_batch; j++) {
+        int t = omp_get_thread_num(), i = inst[o->run.first + j];
+        rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)(o->run.first + j)));
+        if (make_views(o, sc, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
         for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
-            rng_t rn = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->j0 + j) + (uint32_t)term));
+            rng_t rn = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->run.first + j) + (uint32_t)term));
             pgcon_sample_negatives(&rn, N, i, k, o->seen[t], negi + ((size_t)j * 2 + term) * k);
         }
     }
@@ -247,9 +236,8 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
     if (bank_ready(o)) return NULL; /* before the first fill: the bank fill uses the fill's scratch */
-    int B = o->run.batch, b = o->b, D = o->D, k = o->k;
+    int B = o->run.batch, b = o->run.local_batch, D = o->D, k = o->k;
     int64_t g = step * o->run.keys->accum + micro; /* global micro-batch index */
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     int phase = prof_phase(PROF_DATA); /* views, negatives, memory rows */
     char *sl = host_batch_get(o->hb, g);
     if (!sl) { prof_phase(phase); return NULL; }
@@ -258,9 +246,9 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     for (int j = 0; j < b; j++) {
         for (int term = 0; term < 2; term++)
             pgcon_memory_rows(o->M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
-        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->j0 + j] * D, (size_t)D * sizeof(float));
+        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
     }
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
     tensor *xp = host_batch_upload(o->hb, sl, 0, 4, SHAPE(b, 3, P, P));
     tensor *xt = host_batch_upload(o->hb, sl, o->xt_off, 4, SHAPE(9 * b, 3, T, T));
@@ -272,9 +260,9 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     if (o->wincon) /* every rank's WIN views: the negatives of the global batch (gradient to each rank's own) */
         zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, xw), -1, 1e-12f));
     if (!zp || !zd || (o->wincon && !zw)) return NULL;
-    tensor *n1 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg1);
-    tensor *n2 = tensor_upload(o->device, 3, SHAPE(b, k, D), o->neg2);
-    tensor *mi = tensor_upload(o->device, 2, SHAPE(b, D), o->pos_mem);
+    tensor *n1 = tensor_upload(o->run.device, 3, SHAPE(b, k, D), o->neg1);
+    tensor *n2 = tensor_upload(o->run.device, 3, SHAPE(b, k, D), o->neg2);
+    tensor *mi = tensor_upload(o->run.device, 2, SHAPE(b, D), o->pos_mem);
     double pos_jig = 0, pos_mem = 0;
     tensor *l1 = pgcon_infonce(zp, zd, n1, zw, (float)c->tau, &pos_jig);
     tensor *l2 = pgcon_infonce(zp, mi, n2, zw, (float)c->tau, &pos_mem);
@@ -285,9 +273,9 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     loss_terms_set(terms, "pos_mem", pos_mem);
     tensor *loss = op_add(op_mul_scalar(l1, (float)c->w_jig), op_mul_scalar(l2, (float)c->w_mem));
     /* the bank takes this micro-batch's prior embeddings (every rank the whole batch's, in order) */
-    float *z = o->z_all + (size_t)o->j0 * D;
-    tensor_to_host(zp, o->ranks > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
-    if (o->ranks > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
+    float *z = o->z_all + (size_t)o->run.first * D;
+    tensor_to_host(zp, o->run.world_size > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
+    if (o->run.world_size > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
     pgcon_memory_update(o->M, D, inst, o->z_all, B, (float)c->momentum);
     bank_upload_rows(o, inst, B);
     return loss;
@@ -299,14 +287,14 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
 static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     pgcon_objective *o = self;
     int D = o->model->dim;
-    float *eb = xmalloc((size_t)o->nbank * D * sizeof(float)), *eq = xmalloc((size_t)o->nquery * D * sizeof(float));
-    int rc = objective_embed(o->model, o->bank_x, o->nbank, 64, eb);
-    if (!rc) rc = objective_embed(o->model, o->query_x, o->nquery, 64, eq);
-    int *pred = xmalloc((size_t)o->nquery * sizeof(int)), correct = 0;
-    if (!rc) rc = knn_split(eb, o->bank_y, o->nbank, eq, o->nquery, D, o->nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
-    for (int i = 0; i < o->nquery && !rc; i++) correct += pred[i] == o->query_y[i];
-    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", (double)correct / o->nquery,
-                      o->nquery, o->nbank, o->cfg.knn_k);
+    float *eb = xmalloc((size_t)o->bank.n * D * sizeof(float)), *eq = xmalloc((size_t)o->query.n * D * sizeof(float));
+    int rc = objective_embed(o->model, o->bank.x, o->bank.n, 64, eb);
+    if (!rc) rc = objective_embed(o->model, o->query.x, o->query.n, 64, eq);
+    int *pred = xmalloc((size_t)o->query.n * sizeof(int)), correct = 0;
+    if (!rc) rc = knn_split(eb, o->bank.y, o->bank.n, eq, o->query.n, D, o->bank.nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
+    for (int i = 0; i < o->query.n && !rc; i++) correct += pred[i] == o->query.y[i];
+    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", (double)correct / o->query.n,
+                      o->query.n, o->bank.n, o->cfg.knn_k);
     free(eb); free(eq); free(pred);
     (void)step;
     return rc;
@@ -346,7 +334,6 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     const pgcon_cfg *c = cfgv;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     if (c->model.proj < 1) return er_fail(ER_INPUT, "model.proj = 0: PGCon needs its projection head (128 in the paper)");
     if (c->model.jigsaw != 9) return er_fail(ER_INPUT, "model.jigsaw = %d: the jigsaw view has 9 tiles", c->model.jigsaw);
     if (c->w_jig <= 0 && c->w_mem <= 0) return er_fail(ER_INPUT, "loss.jigsaw_weight and loss.memory_weight are both 0");
@@ -354,15 +341,12 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     if ((rc = pgcon_memory_check(c, run))) return rc; /* before anything is allocated */
     pgcon_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
-    o->device = device;
     o->wincon = !strcmp(c->variant, "wincon");
     o->run = *run;
-    o->ranks = run->world_size; o->b = run->local_batch; o->j0 = run->first;
-    o->nthreads = run->threads;
-    if ((rc = resnet_arch.create(&c->model, (uint64_t)k->seed, &o->model))) { free(o); return rc; }
+    if ((rc = resnet_arch.create(&c->model, run->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
-    model_input in = {{PGCON_MEAN[0], PGCON_MEAN[1], PGCON_MEAN[2]}, {PGCON_STD[0], PGCON_STD[1], PGCON_STD[2]}, (float)c->eval_crop};
+    model_input in = objective_input("wce", (float)c->eval_crop);
     o->model->input = in;
     o->model->has_input = 1;
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) goto fail;
@@ -379,18 +363,14 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     params_add(&o->all, o->mem);
     if ((rc = model_to_device(o->model, device)) || (rc = tensor_to_device(o->mem, device))) goto fail;
     o->M = device == DEV_CPU ? o->mem->data : xcalloc((size_t)N * o->D, sizeof(float));
-    if (c->eval_manifest && c->eval_manifest[0]) {
-        int nc2;
-        if ((rc = labelled_set_load(c->eval_manifest, c->eval_bank_split, o->model->img, in.crop, in.mean, in.std,
-                                    &o->bank_x, &o->bank_y, &o->nbank, &o->nclass)) ||
-            (rc = labelled_set_load(c->eval_manifest, c->eval_split, o->model->img, in.crop, in.mean, in.std,
-                                    &o->query_x, &o->query_y, &o->nquery, &nc2)))
-            goto fail;
-    }
-    int B = k->batch, b = o->b, k2 = o->k, D = o->D;
-    o->views = xcalloc(o->nthreads, sizeof(pgcon_views));
-    o->seen = xcalloc(o->nthreads, sizeof(uint8_t *));
-    for (int t = 0; t < o->nthreads; t++) o->seen[t] = xcalloc((size_t)N, 1);
+    if (c->eval_manifest && c->eval_manifest[0] &&
+        ((rc = labelled_rows_load(&o->bank, c->eval_manifest, c->eval_bank_split, o->model->img, &in)) ||
+         (rc = labelled_rows_load(&o->query, c->eval_manifest, c->eval_split, o->model->img, &in))))
+        goto fail;
+    int B = k->batch, b = o->run.local_batch, k2 = o->k, D = o->D;
+    o->views = xcalloc(o->run.threads, sizeof(pgcon_views));
+    o->seen = xcalloc(o->run.threads, sizeof(uint8_t *));
+    for (int t = 0; t < o->run.threads; t++) o->seen[t] = xcalloc((size_t)N, 1);
     size_t prior = (size_t)3 * c->prior_out * c->prior_out, bytes = 0;
     o->xp = xmalloc((size_t)(b > 1 ? b : 1) * (prior > (size_t)D ? prior : (size_t)D) * sizeof(float));
     host_batch_reserve(&bytes, (size_t)b * prior * sizeof(float));
@@ -399,14 +379,13 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
     o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, N, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
     o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
     *out = objective_iface("pgcon", o, &o->all, run, N, 1);
     out->step = pgcon_step;
-    if (o->nquery > 0) out->eval = pgcon_eval;
+    if (o->query.n > 0) out->eval = pgcon_eval;
     out->export_model = o->model; /* the ResNet with its heads and the WCE input rule */
     out->exports = out->export_name = "encoder.safetensors";
     out->describe = pgcon_describe;

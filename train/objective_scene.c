@@ -41,32 +41,26 @@ static void scene_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&k->out, "out/train_scene");
 }
 
-static const cfg_spec *scene_specs(void *cfg, int *n) {
+static void scene_specs(void *cfg, key_table *t) {
     scene_cfg *c = cfg;
-    static __thread cfg_spec s[40];
-    int k = 0;
     int nm;
-    const cfg_spec *m = scene_args_keys(&c->model, &nm);
-    for (int i = 0; i < nm; i++) s[k++] = m[i];
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
-    K("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
-    K("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
-    K("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
-    K("scene.aug", CFG_STR, aug, "scene|advanced|mae|eval", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's) | mae (crop + flip) | eval (resize only)");
-    K("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
-    K("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
-    K("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
-    K("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy");
-    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EFS 5)");
-    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV with scene and view columns)");
-    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
-    K("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest: scene re-ID, views 0+1 against 2+3");
-    K("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
-#undef K
-    *n = k;
-    return s;
+    const cfg_spec *m = scene_args_keys(&c->model, &nm); /* the model's keys first */
+    key_table_add(t, m, nm);
+    OBJ_KEY("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
+    OBJ_KEY("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
+    OBJ_KEY("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
+    OBJ_KEY("scene.aug", CFG_STR, aug, "scene|advanced|mae|eval", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's) | mae (crop + flip) | eval (resize only)");
+    OBJ_KEY("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
+    OBJ_KEY("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
+    OBJ_KEY("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
+    OBJ_KEY("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy");
+    OBJ_KEY("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
+    OBJ_KEY("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EFS 5)");
+    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV with scene and view columns)");
+    OBJ_KEY("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
+    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
+    OBJ_KEY("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest: scene re-ID, views 0+1 against 2+3");
+    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
 }
 
 
@@ -81,14 +75,11 @@ typedef struct {
     scene_net *net;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     int V, N, S, L, K, D, T;  /* views, combinations per micro-batch, image side, patches, kept, width, latent tokens */
-    int ranks, b, j0;       /* data parallel: this rank's scenes j0 .. j0 + b - 1 of every micro-batch */
     int use_mse, use_con, recon_all, aug;  /* aug: AUG_SCENE | AUG_ADVANCED | AUG_MAE | AUG_EVAL */
     image_cache data;
     int nscenes;            /* scenes with >= V views */
     int *scene_first, *scene_count, *scene_rows; /* rows of scene s: scene_rows[first .. first + count) */
     int nskipped;           /* scenes with fewer than V views */
-    aug_workspace *ws; /* the fills' per-thread scratch (host_batch_scratch) */
-    image *src;
     /* per micro-batch host buffers */
     int *rows;              /* B * V dataset rows (the chosen views) */
     host_batch *hb;         /* a slot: this rank's input then target images, then rec (train/host_batch.h) */
@@ -102,9 +93,7 @@ typedef struct {
     int32_t *shuffle, *restore, *keep, *rec_restore;
     uint8_t *match;
     int *ids;
-    int neval;
-    float *eval_x;
-    int64_t *eval_scene, *eval_view;
+    view_rows eval;
 } scene_objective;
 
 /* The footprint of a step (nn/base/memory.h) for train.device = cpu, from the config and the image
@@ -115,7 +104,7 @@ typedef struct {
 static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     const vit_config *v = &o->enc->cfg;
     const scene_config *c = &o->net->cfg;
-    double N = (double)o->b * o->V, nrec = o->recon_all ? N : o->b, L = o->L, T = o->T; /* this rank's */
+    double N = (double)o->run.local_batch * o->V, nrec = o->recon_all ? N : o->run.local_batch, L = o->L, T = o->T; /* this rank's */
     double trainable = scene_encoder_param_count(c) + (o->use_mse ? scene_decoder_param_count(c) : 0);
     mem_estimate m = loop_keys_mem_state(k, vit_param_count(v) + trainable, trainable); /* the ViT frozen */
     double chunk = vit_blocks_train_bytes(v->dim, v->depth, v->heads, v->mlp_ratio, o->cfg.encode_batch, 1 + v->registers + L);
@@ -129,7 +118,8 @@ static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     return mem_check(&m, "train scene", "train.batch, scene.views or scene.encode_batch");
 }
 
-static void scene_objective_free(scene_objective *o) {
+static void scene_free(void *self) {
+    scene_objective *o = self;
     if (!o) return;
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model);
@@ -138,7 +128,7 @@ static void scene_objective_free(scene_objective *o) {
     free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
     free(o->match); free(o->ids);
-    free(o->eval_x); free(o->eval_scene); free(o->eval_view);
+    view_rows_free(&o->eval);
     free(o);
 }
 
@@ -167,92 +157,23 @@ static int group_scenes(scene_objective *o) {
     return ER_OK;
 }
 
-static int scene_fill(void *self, int64_t g, void *slotp);
-
-static int scene_objective_new(const scene_cfg *c, const train_run *run, scene_objective **out) {
-    *out = NULL;
-    const loop_keys *k = run->keys;
-    int device = run->device, rc;
-    if (!c->manifest || !c->manifest[0]) return er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
-    if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
-    scene_objective *o = xcalloc(1, sizeof *o);
-    o->cfg = *c;
-    o->run = *run;
-    o->V = c->views;
-    o->use_mse = c->w_mse > 0;
-    o->use_con = c->w_con > 0;
-    o->recon_all = !strcmp(c->recon, "all");
-    o->aug = !strcmp(c->aug, "advanced") ? AUG_ADVANCED : !strcmp(c->aug, "mae") ? AUG_MAE : !strcmp(c->aug, "eval") ? AUG_EVAL : AUG_SCENE;
-    if ((rc = scene_model_new(&c->model, (uint64_t)k->seed, o->use_mse, &o->model))) goto fail;
-    if (device != DEV_CPU) { /* built on the host, then every tensor moves (the decoder's too) */
-        if ((rc = params_to_device(scene_model_all_params(o->model), device))) goto fail;
-        o->model->device = device;
-    }
-    o->enc = scene_model_vit(o->model);
-    o->net = scene_model_net(o->model);
-    o->S = o->enc->cfg.img;
-    o->L = o->enc->L;
-    o->K = mae_len_keep(o->L, c->mask_ratio);
-    o->D = o->enc->cfg.dim;
-    o->T = 1 + o->enc->cfg.registers + o->K;
-    o->N = k->batch * o->V;
-    o->ranks = run->world_size;
-    o->b = run->local_batch;
-    o->j0 = run->first;
-    if ((rc = scene_memory_check(o, k))) goto fail;
-    int side = c->cache_side > 0 ? c->cache_side : o->S * 8 / 7;
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
-    if ((rc = group_scenes(o))) goto fail;
-    if (c->eval_manifest && c->eval_manifest[0] &&
-        (rc = eval_set_load(c->eval_manifest, c->eval_split, o->S, &o->eval_x, &o->eval_scene, &o->eval_view, &o->neval)))
-        goto fail;
-    int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->b * V, nrec = o->recon_all ? Nl : o->b;
-    int ninputs = c->share_views ? o->b * V : Nl * (V - 1); /* this rank's */
-    size_t img = (size_t)3 * o->S * o->S;
-    o->rows = xmalloc((size_t)B * V * sizeof(int));
-    o->what = xmalloc((size_t)(ninputs + nrec) * 3 * sizeof(int)); /* slot: 3 ints */
-    size_t bytes = 0;
-    host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
-    o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->ws = host_batch_scratch(o->hb)->ws, o->src = host_batch_scratch(o->hb)->src;
-    o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
-    o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
-    if (o->use_mse) {
-        o->latent = xmalloc((size_t)nrec * o->T * D * sizeof(float));
-        o->target = xmalloc((size_t)nrec * img * sizeof(float));
-    }
-    o->mask = xmalloc((size_t)N * L * sizeof(float));
-    o->shuffle = xmalloc((size_t)N * L * sizeof(int32_t));
-    o->restore = xmalloc((size_t)N * L * sizeof(int32_t));
-    o->keep = xmalloc((size_t)c->encode_batch * o->K * sizeof(int32_t));
-    o->rec_restore = xmalloc((size_t)nrec * L * sizeof(int32_t));
-    o->match = xmalloc((size_t)N * N); /* the V combinations of a scene are mutual positives: fixed */
-    o->ids = xmalloc(N * sizeof(int));
-    for (int i = 0; i < N; i++) o->ids[i] = i / V;
-    sscd_match_from_ids(o->ids, N, o->match);
-    *out = o;
-    return ER_OK;
-fail:
-    scene_objective_free(o);
-    return rc;
-}
-
 /* ---------------------------------------------------------------- one micro-batch */
 
 /* Scene index of the i-th scene drawn since the start (epoch-wise reshuffled without replacement). */
 static int scene_at(scene_objective *o, int64_t i) { return host_batch_item(o->hb, i); }
 
 /* The image of view slot u of scene j, augmented with stream `stream`, into dst [3, S, S]. */
-static int augment(scene_objective *o, int64_t g, int j, int u, uint32_t stream, float *dst) {
+static int augment(scene_objective *o, const fill_scratch *sc, int64_t g, int j, int u, uint32_t stream, float *dst) {
     int t = omp_get_thread_num(), S = o->S;
-    rng_t r = rng_make((uint64_t)o->run.keys->seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
-    image_cache_get(&o->data.imgs[o->rows[j * o->V + u]], &o->src[t]);
+    image *src = &sc->src[t];
+    aug_workspace *ws = &sc->ws[t];
+    rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, stream));
+    image_cache_get(&o->data.imgs[o->rows[j * o->V + u]], src);
     image out = {.c = 3, .h = S, .w = S, .data = dst, .cap = (size_t)3 * S * S};
-    int rc = o->aug == AUG_ADVANCED ? aug_sscd_advanced(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
-             : o->aug == AUG_MAE    ? aug_mae(&r, &o->src[t], NULL, S, &o->ws[t], &out, NULL)
-             : o->aug == AUG_EVAL   ? aug_eval(&o->src[t], S, &o->ws[t], &out)
-                                    : aug_scene_train(&r, &o->src[t], S, &o->ws[t], &out);
+    int rc = o->aug == AUG_ADVANCED ? aug_sscd_advanced(&r, src, NULL, S, ws, &out, NULL)
+             : o->aug == AUG_MAE    ? aug_mae(&r, src, NULL, S, ws, &out, NULL)
+             : o->aug == AUG_EVAL   ? aug_eval(src, S, ws, &out)
+                                    : aug_scene_train(&r, src, S, ws, &out);
     return rc || out.data != dst ? ER_RUNTIME : ER_OK;
 }
 
@@ -265,13 +186,12 @@ typedef struct { int j, u; uint32_t stream; } slot;
  * what one process would. Returns how many; rec (the reconstructed combinations) and *nrec filled. */
 static int scene_images(scene_objective *o, int64_t g, slot *what, int32_t *rec, int *nrec) {
     const scene_cfg *c = &o->cfg;
-    int B = o->run.batch, V = o->V, N = o->N, b = o->b, j0 = o->j0, i0 = j0 * V, Nl = b * V, q = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
+    int B = o->run.batch, V = o->V, N = o->N, b = o->run.local_batch, j0 = o->run.first, i0 = j0 * V, Nl = b * V, q = 0;
     *nrec = 0;
     for (int j = j0; j < j0 + b; j++) {
         int tsel = 0;
         if (!o->recon_all) {
-            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
+            rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)(B + j)));
             tsel = (int)rng_below(&r, (uint32_t)V);
         }
         for (int t = 0; t < V; t++)
@@ -293,17 +213,16 @@ static int scene_images(scene_objective *o, int64_t g, slot *what, int32_t *rec,
 
 /* Micro-batch g into a host slot: this rank's scenes and V of each scene's views (a random V-subset
  * when it has more), then every input and target image augmented (scene_images). */
-static int scene_fill(void *self, int64_t g, void *slotp) {
+static int scene_fill(void *self, int64_t g, void *slotp, const fill_scratch *sc) {
     scene_objective *o = self;
     int B = o->run.batch, V = o->V, nrec, fail = 0;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     size_t img = (size_t)3 * o->S * o->S;
-    for (int j = o->j0; j < o->j0 + o->b; j++) {
+    for (int j = o->run.first; j < o->run.first + o->run.local_batch; j++) {
         int s = scene_at(o, g * B + j), cnt = o->scene_count[s];
         int pick[256], *pk = cnt <= 256 ? pick : xmalloc(cnt * sizeof(int));
         for (int i = 0; i < cnt; i++) pk[i] = i;
         if (cnt > V) {
-            rng_t r = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
+            rng_t r = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, (uint32_t)j));
             rng_shuffle(&r, pk, cnt);
         }
         for (int u = 0; u < V; u++) o->rows[j * V + u] = o->scene_rows[o->scene_first[s] + pk[u]];
@@ -314,7 +233,7 @@ static int scene_fill(void *self, int64_t g, void *slotp) {
     int n = scene_images(o, g, what, (int32_t *)((char *)slotp + o->rec_off), &nrec);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
     for (int q = 0; q < n; q++)
-        if (augment(o, g, what[q].j, what[q].u, what[q].stream, x + q * img)) fail = 1;
+        if (augment(o, sc, g, what[q].j, what[q].u, what[q].stream, x + q * img)) fail = 1;
     return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
 }
 
@@ -353,15 +272,14 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     const scene_cfg *c = &o->cfg;
     /* global: B scenes, N = B V combinations (i = j V + t); this rank: scenes j0 .. j0 + b - 1, i.e.
      * combinations V j0 .. V (j0 + b) - 1, in the same order (local il = i - V j0) */
-    int V = o->V, N = o->N, L = o->L, D = o->D, b = o->b, j0 = o->j0, Nl = b * V, i0 = j0 * V;
+    int V = o->V, N = o->N, L = o->L, D = o->D, b = o->run.local_batch, j0 = o->run.first, Nl = b * V, i0 = j0 * V;
     int64_t g = step * o->run.keys->accum + micro;
-    uint64_t seed = (uint64_t)o->run.keys->seed;
     char *sl = host_batch_get(o->hb, g);
     if (!sl) return NULL;
     const float *x = (const float *)sl;
     const int32_t *rec = (const int32_t *)(sl + o->rec_off);
-    /* every combination's mask (pure functions of seed, g, i: the same on every rank) */
-    mae_masking(N, L, o->K, NULL, NULL, seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
+    /* every combination's mask (pure functions of the seed, g, i: the same on every rank) */
+    mae_masking(N, L, o->K, NULL, NULL, o->run.seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
     int nrec = o->recon_all ? Nl : b; /* this rank's reconstructed combinations (global indices in rec) */
     int ninputs = c->share_views ? b * V : Nl * (V - 1);
     int rc = encode(o, x, ninputs, NULL, 0);
@@ -380,14 +298,14 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     if (!rc && o->use_mse) rc = encode(o, x + (size_t)ninputs * 3 * o->S * o->S, nrec, rec, 1);
     if (rc) return NULL;
     /* the trainable part */
-    nn_ctx ctx = nn_ctx_train(seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     tensor *vt = tensor_upload(o->model->device, 3, SHAPE(Nl, V - 1, D), o->views);
     tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [Nl, D] */
     if (!z) return NULL;
     tensor *loss = NULL;
     if (o->use_con) {
         /* every rank's descriptors (rank order = combination order): the whole batch's negatives */
-        tensor *zall = o->ranks > 1 ? op_allgather_rows(z) : z;
+        tensor *zall = o->run.world_size > 1 ? op_allgather_rows(z) : z;
         sscd_stats st;
         tensor *lc = sscd_loss(zall, o->match, c->tau, c->entropy_weight, 0, &st);
         if (!lc) return NULL;
@@ -431,11 +349,11 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
     int D = o->D, S = o->S, rc = ER_OK;
     size_t img = (size_t)3 * S * S;
     int64_t maxs = -1;
-    for (int i = 0; i < o->neval; i++) if (o->eval_scene[i] > maxs) maxs = o->eval_scene[i];
+    for (int i = 0; i < o->eval.n; i++) if (o->eval.scene[i] > maxs) maxs = o->eval.scene[i];
     int *at = xmalloc((size_t)(maxs + 1) * 4 * sizeof(int));
     for (int64_t i = 0; i < (maxs + 1) * 4; i++) at[i] = -1;
-    for (int i = 0; i < o->neval; i++)
-        if (o->eval_scene[i] >= 0 && o->eval_view[i] >= 0 && o->eval_view[i] < 4) at[o->eval_scene[i] * 4 + o->eval_view[i]] = i;
+    for (int i = 0; i < o->eval.n; i++)
+        if (o->eval.scene[i] >= 0 && o->eval.view[i] >= 0 && o->eval.view[i] < 4) at[o->eval.scene[i] * 4 + o->eval.view[i]] = i;
     emb_set e;
     emb_alloc(&e, 2 * (int)(maxs + 1), D);
     e.scene = xmalloc(e.n * sizeof(int64_t));
@@ -446,8 +364,8 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
         const int *a = at + s * 4;
         if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[3] < 0) continue;
         for (int side = 0; side < 2 && !rc; side++) {
-            memcpy(x, o->eval_x + (size_t)a[2 * side] * img, img * sizeof(float));
-            memcpy(x + img, o->eval_x + (size_t)a[2 * side + 1] * img, img * sizeof(float));
+            memcpy(x, o->eval.x + (size_t)a[2 * side] * img, img * sizeof(float));
+            memcpy(x + img, o->eval.x + (size_t)a[2 * side + 1] * img, img * sizeof(float));
             rc = model_embed_scene(o->model, x, 2, e.x + (size_t)rows * D);
             e.scene[rows] = s;
             e.view[rows] = 2 * side; /* 0 = the query pair, 2 = the reference pair */
@@ -482,22 +400,76 @@ static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
             o->run.keys->out);
 }
 
-static void scene_free_self(void *self) { scene_objective_free(self); }
-
 static int scene_create(const void *cfg, const train_run *run, train_objective *out) {
-    scene_objective *o;
-    int rc = scene_objective_new(cfg, run, &o);
-    if (rc) return rc;
+    const scene_cfg *c = cfg;
+    const loop_keys *k = run->keys;
+    int device = run->device, rc;
+    if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
+    scene_objective *o = xcalloc(1, sizeof *o);
+    o->cfg = *c;
+    o->run = *run;
+    o->V = c->views;
+    o->use_mse = c->w_mse > 0;
+    o->use_con = c->w_con > 0;
+    o->recon_all = !strcmp(c->recon, "all");
+    o->aug = !strcmp(c->aug, "advanced") ? AUG_ADVANCED : !strcmp(c->aug, "mae") ? AUG_MAE : !strcmp(c->aug, "eval") ? AUG_EVAL : AUG_SCENE;
+    if ((rc = scene_model_new(&c->model, run->seed, o->use_mse, &o->model))) goto fail;
+    if (device != DEV_CPU) { /* built on the host, then every tensor moves (the decoder's too) */
+        if ((rc = params_to_device(scene_model_all_params(o->model), device))) goto fail;
+        o->model->device = device;
+    }
+    o->enc = scene_model_vit(o->model);
+    o->net = scene_model_net(o->model);
+    o->S = o->enc->cfg.img;
+    o->L = o->enc->L;
+    o->K = mae_len_keep(o->L, c->mask_ratio);
+    o->D = o->enc->cfg.dim;
+    o->T = 1 + o->enc->cfg.registers + o->K;
+    o->N = k->batch * o->V;
+    if ((rc = scene_memory_check(o, k))) goto fail;
+    int side = c->cache_side > 0 ? c->cache_side : o->S * 8 / 7;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if ((rc = group_scenes(o))) goto fail;
+    if (c->eval_manifest && c->eval_manifest[0] &&
+        (rc = view_rows_load(&o->eval, c->eval_manifest, c->eval_split, o->S)))
+        goto fail;
+    int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->run.local_batch * V, nrec = o->recon_all ? Nl : o->run.local_batch;
+    int ninputs = c->share_views ? o->run.local_batch * V : Nl * (V - 1); /* this rank's */
+    size_t img = (size_t)3 * o->S * o->S;
+    o->rows = xmalloc((size_t)B * V * sizeof(int));
+    o->what = xmalloc((size_t)(ninputs + nrec) * 3 * sizeof(int)); /* slot: 3 ints */
+    size_t bytes = 0;
+    host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
+    o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
+    if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
+    o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
+    if (o->use_mse) {
+        o->latent = xmalloc((size_t)nrec * o->T * D * sizeof(float));
+        o->target = xmalloc((size_t)nrec * img * sizeof(float));
+    }
+    o->mask = xmalloc((size_t)N * L * sizeof(float));
+    o->shuffle = xmalloc((size_t)N * L * sizeof(int32_t));
+    o->restore = xmalloc((size_t)N * L * sizeof(int32_t));
+    o->keep = xmalloc((size_t)c->encode_batch * o->K * sizeof(int32_t));
+    o->rec_restore = xmalloc((size_t)nrec * L * sizeof(int32_t));
+    o->match = xmalloc((size_t)N * N); /* the V combinations of a scene are mutual positives: fixed */
+    o->ids = xmalloc(N * sizeof(int));
+    for (int i = 0; i < N; i++) o->ids[i] = i / V;
+    sscd_match_from_ids(o->ids, N, o->match);
     *out = objective_iface("scene", o, scene_model_all_params(o->model), run, o->nscenes, 1);
     out->rate_unit = "scenes"; /* the progress line's rate is scenes/s */
     out->step = scene_step;
     /* the inference model (frozen ViT + scene encoder, no decoder): what `embed --scene` and `serve` load */
     out->export_model = o->model;
     out->exports = out->export_name = "scene_encoder.safetensors";
-    if (o->neval > 0) out->eval = scene_eval;
+    if (o->eval.n > 0) out->eval = scene_eval;
     out->describe = scene_describe;
-    out->free = scene_free_self;
+    out->free = scene_free;
     return ER_OK;
+fail:
+    scene_free(o);
+    return rc;
 }
 
 const objective_def objective_scene = {
