@@ -38,3 +38,16 @@ void json_put_num(FILE *f, double v) {
     if (v == v && v < 1e308 && v > -1e308) fprintf(f, "%.6g", v);
     else fputs("null", f);
 }
+
+int emb_same_rows(const emb_set *a, const emb_set *b, const char *pa, const char *pb) {
+    if (a->n != b->n) return er_fail(ER_INPUT, "%s has %d rows, %s %d: a paired comparison needs the same rows", pb, b->n, pa, a->n);
+    for (int i = 0; i < a->n; i++) {
+        const char *x = a->labels && a->labels[i] >= 0 && a->labels[i] < a->nlabel_names ? a->label_names[a->labels[i]] : "";
+        const char *y = b->labels && b->labels[i] >= 0 && b->labels[i] < b->nlabel_names ? b->label_names[b->labels[i]] : "";
+        if (strcmp(x, y)) return er_fail(ER_INPUT, "%s row %d is labelled '%s', %s row %d '%s': not the same rows", pb, i, y, pa, i, x);
+        int64_t u = a->labels ? a->labels[i] : -1, v = b->labels ? b->labels[i] : -1;
+        if (!*x && u != v) /* unnamed labels: the numbers must agree */
+            return er_fail(ER_INPUT, "%s row %d has label %lld, %s row %d %lld: not the same rows", pb, i, (long long)v, pa, i, (long long)u);
+    }
+    return ER_OK;
+}

@@ -17,4 +17,8 @@ double median_of(double *v, int n);
 /* JSON number, or null when not finite (NaN is not JSON). */
 void json_put_num(FILE *f, double v);
 
+/* A baseline's file must describe the same rows with the same labels (by name), so that per-row
+ * results pair up: ER_INPUT with a message naming both files else. */
+int emb_same_rows(const emb_set *a, const emb_set *b, const char *pa, const char *pb);
+
 #endif

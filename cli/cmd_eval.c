@@ -241,96 +241,150 @@ static int same_label(const emb_set *q, int i, const emb_set *r, int j) {
     return q->labels[i] == r->labels[j];
 }
 
+/* Full ranking of every query of q against r by label relevance: per_q[i'] = AP of the i'-th query
+ * that has a relevant item, per_q[(1 + a) * q->n + i'] = its hit at kl[a]; *used = their count.
+ * Queries with no relevant item are skipped, as the paper's code does (which queries those are
+ * depends only on the labels). */
+static int retrieval_per_query(const emb_set *q, const emb_set *r, int bits, const char *hash_s, emb_distance dist, const int *kl,
+                               int nk, double *per_q, int *used) {
+    int n = r->n;
+    int64_t *ids = xmalloc((size_t)q->n * n * 8);
+    double *score = xmalloc((size_t)q->n * n * 8);
+    int *cnt = xmalloc((size_t)q->n * sizeof(int));
+    *used = 0;
+    int rc = neighbours(q, r, n, bits, hash_s, dist, ids, score, cnt);
+    if (!rc) {
+        /* map ids back to rows of r */
+        int64_t *rowof = NULL, minid = INT64_MAX, maxid = INT64_MIN;
+        for (int j = 0; j < n; j++) { if (r->ids[j] < minid) minid = r->ids[j]; if (r->ids[j] > maxid) maxid = r->ids[j]; }
+        int dense = maxid - minid < 4LL * n + 1024;
+        if (dense) { rowof = xmalloc((size_t)(maxid - minid + 1) * 8); for (int j = 0; j < n; j++) rowof[r->ids[j] - minid] = j; }
+        uint8_t *rel = xmalloc((size_t)n);
+        for (int i = 0; i < q->n; i++) {
+            int64_t nrel = 0;
+            for (int j = 0; j < n; j++) nrel += same_label(q, i, r, j);
+            if (!nrel) continue; /* no relevant item: skipped, as the paper's code does */
+            for (int j = 0; j < cnt[i]; j++) {
+                int64_t id = ids[(size_t)i * n + j], row = -1;
+                if (dense) row = rowof[id - minid];
+                else for (int t = 0; t < n; t++) if (r->ids[t] == id) { row = t; break; }
+                rel[j] = same_label(q, i, r, (int)row);
+            }
+            per_q[*used] = ap_ranked(rel, cnt[i], nrel, 0);
+            for (int a = 0; a < nk; a++) per_q[(size_t)(1 + a) * q->n + *used] = hit_at_k(rel, cnt[i], kl[a]);
+            (*used)++;
+        }
+        free(rel); free(rowof);
+    }
+    free(ids); free(score); free(cnt);
+    return rc;
+}
+
 static int eval_retrieval(int argc, char **argv) {
-    const char *qp = NULL, *rp = NULL, *ks = "1,5", *hash_s = NULL;
+    const char *qp = NULL, *rp = NULL, *bqp = NULL, *brp = NULL, *ks = "1,5", *hash_s = NULL;
     int bits = 0, json = 0, B = BOOTSTRAP_DEFAULT_N;
     arg_spec specs[] = {
         {"query", ARG_STR, &qp, "query embeddings with labels"},
         {"ref", ARG_STR, &rp, "gallery embeddings with labels"},
+        {"base-query", ARG_STR, &bqp, "a baseline's embeddings of the same query rows (with --base-ref: paired mAP difference)"},
+        {"base-ref", ARG_STR, &brp, "the baseline's embeddings of the same gallery rows"},
         OPT_KS(&ks),
         {"bits", ARG_INT, &bits, "hash to this many bits and rank by Hamming (0 = float cosine)", "[0, inf)"},
         OPT_HASH(&hash_s, .def = "sign when --bits = embedding size, else pca"),
         OPT_BOOTSTRAP(&B),
         OPT_JSON(&json),
     };
-    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret eval retrieval --query Q --ref R [--k 1,5] [--bootstrap N] [--json]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
+                        "endoret eval retrieval --query Q --ref R [--base-query BQ --base-ref BR] [--k 1,5] [--bootstrap N] [--json]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
+    if (!bqp != !brp) return er_fail(ER_INPUT, "--base-query and --base-ref go together (a paired comparison needs both)");
+    int paired = bqp != NULL;
     int *kl, nk;
     if ((rc = args_int_list(ks, "--k", &kl, &nk))) return rc;
-    emb_set q, r;
-    emb_distance dist;
+    emb_set q = {0}, r = {0}, bq = {0}, br = {0};
+    emb_distance dist, bdist;
+    double *per_q = NULL, *bper_q = NULL;
     if ((rc = emb_load_arg(qp, "--query", &q))) { free(kl); return rc; }
     if ((rc = emb_load_arg(rp, "--ref", &r))) { free(kl); emb_free(&q); return rc; }
+    if (paired && (rc = emb_load_arg(bqp, "--base-query", &bq))) goto out;
+    if (paired && (rc = emb_load_arg(brp, "--base-ref", &br))) goto out;
     if ((rc = check_pair(&q, &r, &dist))) goto out;
     if (!q.labels || !r.labels) { rc = er_fail(ER_INPUT, "eval retrieval needs labels in both --query and --ref"); goto out; }
+    if (paired && ((rc = check_pair(&bq, &br, &bdist)) || (rc = emb_same_rows(&q, &bq, qp, bqp)) || (rc = emb_same_rows(&r, &br, rp, brp))))
+        goto out;
     int n = r.n;
     if ((double)q.n * n > 2e8) { /* full rankings are kept in memory */
         rc = er_fail(ER_INPUT, "eval retrieval: %d queries x %d gallery items is too large for full rankings (limit 2e8 pairs)", q.n, n);
         goto out;
     }
-    int64_t *ids = xmalloc((size_t)q.n * n * 8);
-    double *score = xmalloc((size_t)q.n * n * 8);
-    int *cnt = xmalloc((size_t)q.n * sizeof(int));
-    rc = neighbours(&q, &r, n, bits, hash_s, dist, ids, score, cnt);
-    if (!rc) {
-        /* map ids back to rows of r */
-        int64_t *rowof = NULL, minid = INT64_MAX, maxid = INT64_MIN;
-        for (int j = 0; j < n; j++) { if (r.ids[j] < minid) minid = r.ids[j]; if (r.ids[j] > maxid) maxid = r.ids[j]; }
-        int dense = maxid - minid < 4LL * n + 1024;
-        if (dense) { rowof = xmalloc((size_t)(maxid - minid + 1) * 8); for (int j = 0; j < n; j++) rowof[r.ids[j] - minid] = j; }
-        uint8_t *rel = xmalloc((size_t)n);
-        double map = 0, *hits = xcalloc((size_t)nk, sizeof *hits);
-        double *per_q = xmalloc(sizeof *per_q * (size_t)(1 + nk) * q.n); /* column 0 AP, then hits at each k */
-        int used = 0;
-        for (int i = 0; i < q.n; i++) {
-            int64_t nrel = 0;
-            for (int j = 0; j < n; j++) nrel += same_label(&q, i, &r, j);
-            if (!nrel) continue; /* no relevant item: skipped, as the paper's code does */
-            for (int j = 0; j < cnt[i]; j++) {
-                int64_t id = ids[(size_t)i * n + j], row = -1;
-                if (dense) row = rowof[id - minid];
-                else for (int t = 0; t < n; t++) if (r.ids[t] == id) { row = t; break; }
-                rel[j] = same_label(&q, i, &r, (int)row);
-            }
-            per_q[used] = ap_ranked(rel, cnt[i], nrel, 0);
-            map += per_q[used];
-            for (int a = 0; a < nk; a++) hits[a] += per_q[(size_t)(1 + a) * q.n + used] = hit_at_k(rel, cnt[i], kl[a]);
-            used++;
+    int used = 0, bused = 0;
+    per_q = xmalloc(sizeof *per_q * (size_t)(1 + nk) * q.n); /* column 0 AP, then hits at each k */
+    if ((rc = retrieval_per_query(&q, &r, bits, hash_s, dist, kl, nk, per_q, &used))) goto out;
+    if (!used) { rc = er_fail(ER_INPUT, "eval retrieval: no query has a relevant reference"); goto out; }
+    double map = 0, bmap = 0, dlo = NAN, dhi = NAN, *hits = xcalloc((size_t)nk, sizeof *hits);
+    int better = 0, worse = 0;
+    for (int i = 0; i < used; i++) map += per_q[i];
+    for (int a = 0; a < nk; a++)
+        for (int i = 0; i < used; i++) hits[a] += per_q[(size_t)(1 + a) * q.n + i];
+    if (paired) { /* per query: this AP minus the baseline's on the same query, resampled together */
+        bper_q = xmalloc(sizeof *bper_q * (size_t)(1 + nk) * q.n);
+        if ((rc = retrieval_per_query(&bq, &br, bits, hash_s, bdist, kl, nk, bper_q, &bused))) { free(hits); goto out; }
+        if (bused != used) { /* the same labels give the same queries; a guard, not an expected path */
+            rc = er_fail(ER_INPUT, "eval retrieval: %d queries have a relevant item here, %d in the baseline", used, bused);
+            free(hits);
+            goto out;
         }
-        if (!used) rc = er_fail(ER_INPUT, "eval retrieval: no query has a relevant reference");
-        else if (json) {
-            printf("{\"queries\": %d, \"mAP\": %.6f", used, map / used);
-            for (int a = 0; a < nk; a++) printf(", \"recall@%d\": %.6f", kl[a], hits[a] / used);
-            for (int a = 0; B && a <= nk; a++) {
-                double lo, hi;
-                bootstrap_mean_interval(per_q + (size_t)a * q.n, used, B, BOOTSTRAP_SEED, &lo, &hi);
-                if (a) printf(", \"recall@%d_lo\": %.6f, \"recall@%d_hi\": %.6f", kl[a - 1], lo, kl[a - 1], hi);
-                else printf(", \"mAP_lo\": %.6f, \"mAP_hi\": %.6f", lo, hi);
-            }
-            if (B) printf(", \"bootstrap\": %d", B);
-            printf("}\n");
-        } else {
-            printf("retrieval: %d queries with a relevant item, gallery %d, ranked by %s\n", used, n, bits ? "Hamming" : emb_distance_name(dist));
-            printf("  mAP %.4f", map / used);
-            for (int a = 0; a < nk; a++) printf("   Recall@%d %.4f", kl[a], hits[a] / used);
-            printf("\n");
-            if (B) printf("  95%% interval (bootstrap over queries, %d replicates):", B);
-            for (int a = 0; B && a <= nk; a++) {
-                double lo, hi;
-                bootstrap_mean_interval(per_q + (size_t)a * q.n, used, B, BOOTSTRAP_SEED, &lo, &hi);
-                if (a) printf("   Recall@%d [%.4f, %.4f]", kl[a - 1], lo, hi);
-                else printf(" mAP [%.4f, %.4f]", lo, hi);
-            }
-            if (B) printf("\n");
+        for (int i = 0; i < used; i++) {
+            bmap += bper_q[i];
+            better += per_q[i] > bper_q[i], worse += per_q[i] < bper_q[i];
+            bper_q[i] = per_q[i] - bper_q[i];
         }
-        free(rel); free(hits); free(rowof); free(per_q);
+        bmap /= used;
+        if (B) bootstrap_mean_interval(bper_q, used, B, BOOTSTRAP_SEED, &dlo, &dhi);
     }
-    free(ids); free(score); free(cnt);
+    map /= used;
+    if (json) {
+        printf("{\"queries\": %d, \"mAP\": %.6f", used, map);
+        for (int a = 0; a < nk; a++) printf(", \"recall@%d\": %.6f", kl[a], hits[a] / used);
+        for (int a = 0; B && a <= nk; a++) {
+            double lo, hi;
+            bootstrap_mean_interval(per_q + (size_t)a * q.n, used, B, BOOTSTRAP_SEED, &lo, &hi);
+            if (a) printf(", \"recall@%d_lo\": %.6f, \"recall@%d_hi\": %.6f", kl[a - 1], lo, kl[a - 1], hi);
+            else printf(", \"mAP_lo\": %.6f, \"mAP_hi\": %.6f", lo, hi);
+        }
+        if (paired) {
+            printf(", \"base_mAP\": %.6f, \"delta\": %.6f", bmap, map - bmap);
+            if (B) printf(", \"delta_lo\": %.6f, \"delta_hi\": %.6f", dlo, dhi);
+            printf(", \"better\": %d, \"worse\": %d", better, worse);
+        }
+        if (B) printf(", \"bootstrap\": %d", B);
+        printf("}\n");
+    } else {
+        printf("retrieval: %d queries with a relevant item, gallery %d, ranked by %s\n", used, n, bits ? "Hamming" : emb_distance_name(dist));
+        printf("  mAP %.4f", map);
+        for (int a = 0; a < nk; a++) printf("   Recall@%d %.4f", kl[a], hits[a] / used);
+        printf("\n");
+        if (B) printf("  95%% interval (bootstrap over queries, %d replicates):", B);
+        for (int a = 0; B && a <= nk; a++) {
+            double lo, hi;
+            bootstrap_mean_interval(per_q + (size_t)a * q.n, used, B, BOOTSTRAP_SEED, &lo, &hi);
+            if (a) printf("   Recall@%d [%.4f, %.4f]", kl[a - 1], lo, hi);
+            else printf(" mAP [%.4f, %.4f]", lo, hi);
+        }
+        if (B) printf("\n");
+        if (paired) {
+            printf("  baseline mAP %.4f, difference %+.4f", bmap, map - bmap);
+            if (B) printf("   95%% paired interval (bootstrap over queries) [%+.4f, %+.4f]", dlo, dhi);
+            printf("   (AP higher here on %d queries, lower on %d)\n", better, worse);
+        }
+    }
+    free(hits);
 out:
-    free(kl);
+    free(kl); free(per_q); free(bper_q);
     emb_free(&q);
     emb_free(&r);
+    if (paired) { emb_free(&bq); emb_free(&br); }
     return rc;
 }
 

@@ -70,18 +70,6 @@ out:
     return rc;
 }
 
-/* The baseline must describe the same rows with the same labels, so that both get the same label
- * share and the per-row differences pair up. */
-static int same_rows(const emb_set *a, const emb_set *b, const char *pa, const char *pb) {
-    if (a->n != b->n) return er_fail(ER_INPUT, "%s has %d rows, %s %d: a paired comparison needs the same rows", pb, b->n, pa, a->n);
-    for (int i = 0; i < a->n; i++) {
-        const char *x = a->labels && a->labels[i] >= 0 && a->labels[i] < a->nlabel_names ? a->label_names[a->labels[i]] : "";
-        const char *y = b->labels && b->labels[i] >= 0 && b->labels[i] < b->nlabel_names ? b->label_names[b->labels[i]] : "";
-        if (strcmp(x, y)) return er_fail(ER_INPUT, "%s row %d is labelled '%s', %s row %d '%s': not the same rows", pb, i, y, pa, i, x);
-    }
-    return ER_OK;
-}
-
 static int eval_split(int argc, char **argv) {
     const char *trp = NULL, *tep = NULL, *btrp = NULL, *btep = NULL, *classifier = "knn", *vote = "weighted";
     int k = 290, json = 0, seed = 0, B = BOOTSTRAP_DEFAULT_N;
@@ -118,7 +106,7 @@ static int eval_split(int argc, char **argv) {
     double lo = NAN, hi = NAN, acc = 0, bacc = 0, dlo = NAN, dhi = NAN, p = NAN;
     int a_only = 0, b_only = 0;
     if ((rc = split_right(&tr, &te, "--train", "--test", &o, right, &m, conf, &kept))) goto out;
-    if (paired && ((rc = same_rows(&tr, &btr, trp, btrp)) || (rc = same_rows(&te, &bte, tep, btep)) ||
+    if (paired && ((rc = emb_same_rows(&tr, &btr, trp, btrp)) || (rc = emb_same_rows(&te, &bte, tep, btep)) ||
                    (rc = split_right(&btr, &bte, "--base-train", "--base-test", &o, bright, &bm, NULL, &bkept))))
         goto out;
     for (int i = 0; i < m; i++) acc += right[i];
