@@ -91,7 +91,10 @@ for name in frozen lora; do
         if [ -z "$best" ] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=$v bestlr=$lr; fi
     done
     echo "== $name: chosen on validation: lr $bestlr (validation mAP $best)"
-    eval "${name}_lr=\$bestlr ${name}_val=\$best"
+    case $name in
+        frozen) frozen_lr=$bestlr frozen_val=$best ;;
+        lora) lora_lr=$bestlr lora_val=$best ;;
+    esac
     mkdir -p "$OUT/dual_$name"
     embed_eval "$name" --model "$OUT/dual_${name}_lr$bestlr/best.safetensors"
 done
