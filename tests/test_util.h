@@ -51,6 +51,15 @@ static inline const char *test_tmpdir(void) {
 
 /* Every tensor of a param_list (weights, buffers) copied to one host array of *n floats (malloc'd):
  * what the resume and data-parallel tests compare bit for bit. */
+/* The number after "key": in a JSON line (the commands' --json output); fails the test when absent. */
+static inline double test_json_num(const char *s, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(s, k);
+    cr_assert(p, "key %s missing in %s", key, s);
+    return strtod(p + strlen(k), NULL);
+}
+
 static inline float *params_snapshot(const param_list *pl, int64_t *n) {
     *n = params_numel(pl);
     float *buf = (float *)malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float)), *p = buf;

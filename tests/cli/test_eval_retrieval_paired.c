@@ -31,14 +31,6 @@ static void save_at(const char *path, const double *deg, const int *lab, int n) 
     emb_free(&e);
 }
 
-static double json_num(const char *s, const char *key) {
-    char k[64];
-    snprintf(k, sizeof k, "\"%s\": ", key);
-    const char *p = strstr(s, k);
-    cr_assert(p, "key %s missing in %s", key, s);
-    return strtod(p + strlen(k), NULL);
-}
-
 /* Gallery: a at 0 and 20 degrees, b at 90 and 110. Model A: query a at 5 (ranks a0 a1 b b: AP 1),
  * query b at 95 (b b a a: AP 1), mAP 1. Baseline: query a at 60 (cosine ranks b@90 (30 deg),
  * a@20 (40), b@110 (50), a@0 (60): relevant at ranks 2 and 4, AP (1/2 + 2/4) / 2 = 0.5), query b
@@ -58,27 +50,27 @@ Test(eval_retrieval_paired, difference_matches_aps_worked_by_hand) {
     char *text;
     int rc = test_capture_stdout(cmd_eval, 11, argv, &text);
     cr_assert_eq(rc, ER_OK, "%s", er_msg());
-    cr_assert_float_eq(json_num(text, "mAP"), 1.0, 1e-9, "%s", text);
-    cr_assert_float_eq(json_num(text, "base_mAP"), 0.75, 1e-9, "%s", text);
-    cr_assert_float_eq(json_num(text, "delta"), 0.25, 1e-9, "%s", text);
-    cr_assert_eq((int)json_num(text, "better"), 1, "%s", text);
-    cr_assert_eq((int)json_num(text, "worse"), 0, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "mAP"), 1.0, 1e-9, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "base_mAP"), 0.75, 1e-9, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta"), 0.25, 1e-9, "%s", text);
+    cr_assert_eq((int)test_json_num(text, "better"), 1, "%s", text);
+    cr_assert_eq((int)test_json_num(text, "worse"), 0, "%s", text);
     /* the interval is the bootstrap of the per-query differences (0.5, 0): replicate means 0, 0.25
      * or 0.5, so over 1000 replicates the 2.5th / 97.5th percentiles are the extremes */
     double d[2] = {0.5, 0}, lo, hi;
     bootstrap_mean_interval(d, 2, BOOTSTRAP_DEFAULT_N, BOOTSTRAP_SEED, &lo, &hi);
     cr_assert_float_eq(lo, 0.0, 1e-12);
     cr_assert_float_eq(hi, 0.5, 1e-12);
-    cr_assert_float_eq(json_num(text, "delta_lo"), lo, 1e-6, "%s", text);
-    cr_assert_float_eq(json_num(text, "delta_hi"), hi, 1e-6, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta_lo"), lo, 1e-6, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta_hi"), hi, 1e-6, "%s", text);
     free(text);
     /* swapped: the baseline is the better model, the difference is negative */
     char *sw[] = {"eval", "retrieval", "--query", qb, "--ref", g, "--base-query", qa, "--base-ref", g, "--json", NULL};
     rc = test_capture_stdout(cmd_eval, 11, sw, &text);
     cr_assert_eq(rc, ER_OK, "%s", er_msg());
-    cr_assert_float_eq(json_num(text, "delta"), -0.25, 1e-9, "%s", text);
-    cr_assert_float_eq(json_num(text, "delta_lo"), -0.5, 1e-6, "%s", text);
-    cr_assert_float_eq(json_num(text, "delta_hi"), 0.0, 1e-6, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta"), -0.25, 1e-9, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta_lo"), -0.5, 1e-6, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta_hi"), 0.0, 1e-6, "%s", text);
     free(text);
 }
 

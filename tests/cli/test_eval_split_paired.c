@@ -34,14 +34,6 @@ static double cosv(const float *a, const float *b) {
     return (a[0] * b[0] + a[1] * b[1]) / sqrt((a[0] * a[0] + a[1] * a[1]) * (b[0] * b[0] + b[1] * b[1]));
 }
 
-static double json_num(const char *s, const char *key) {
-    char k[64];
-    snprintf(k, sizeof k, "\"%s\": ", key);
-    const char *p = strstr(s, k);
-    cr_assert(p, "key %s missing in %s", key, s);
-    return strtod(p + strlen(k), NULL);
-}
-
 Test(eval_split_paired, difference_and_counts_match_a_vote_computed_here) {
     const char *dir = test_tmpdir();
     rng_t r = rng_make(7, 3);
@@ -74,13 +66,13 @@ Test(eval_split_paired, difference_and_counts_match_a_vote_computed_here) {
     char *text;
     size_t len;
     cr_assert_eq(read_file(outp, &text, &len), ER_OK);
-    cr_assert_float_eq(json_num(text, "accuracy"), 1.0, 1e-5, "%s", text);
-    cr_assert_float_eq(json_num(text, "base_accuracy"), 1.0 - (double)wrong / NTE, 1e-5, "%s", text);
-    cr_assert_float_eq(json_num(text, "delta"), (double)wrong / NTE, 1e-5, "%s", text);
-    cr_assert_eq((int)json_num(text, "only_this"), wrong, "%s", text);
-    cr_assert_eq((int)json_num(text, "only_base"), 0, "%s", text);
-    cr_assert_float_eq(json_num(text, "p_mcnemar"), mcnemar_exact_p(wrong, 0), 1e-5, "%s", text);
-    double lo = json_num(text, "delta_lo"), hi = json_num(text, "delta_hi");
+    cr_assert_float_eq(test_json_num(text, "accuracy"), 1.0, 1e-5, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "base_accuracy"), 1.0 - (double)wrong / NTE, 1e-5, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta"), (double)wrong / NTE, 1e-5, "%s", text);
+    cr_assert_eq((int)test_json_num(text, "only_this"), wrong, "%s", text);
+    cr_assert_eq((int)test_json_num(text, "only_base"), 0, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "p_mcnemar"), mcnemar_exact_p(wrong, 0), 1e-5, "%s", text);
+    double lo = test_json_num(text, "delta_lo"), hi = test_json_num(text, "delta_hi");
     cr_assert(lo > 0 && lo <= (double)wrong / NTE && hi >= (double)wrong / NTE && hi <= 1, "%s", text);
     free(text);
     /* swapped: the baseline is the better one, so the difference is negative */
@@ -91,8 +83,8 @@ Test(eval_split_paired, difference_and_counts_match_a_vote_computed_here) {
     fflush(stdout);
     cr_assert_eq(rc, ER_OK, "%s", er_msg());
     cr_assert_eq(read_file(outp, &text, &len), ER_OK);
-    cr_assert_float_eq(json_num(text, "delta"), -(double)wrong / NTE, 1e-5, "%s", text);
-    cr_assert(json_num(text, "delta_hi") < 0, "%s", text);
+    cr_assert_float_eq(test_json_num(text, "delta"), -(double)wrong / NTE, 1e-5, "%s", text);
+    cr_assert(test_json_num(text, "delta_hi") < 0, "%s", text);
     free(text);
     for (int i = 0; i < 4; i++) emb_free(sets[i]);
 }

@@ -48,14 +48,6 @@ static void make_files(const char *dir, char *gt, char *good, char *bad, double 
     emb_free(&b);
 }
 
-static double json_num(const char *s, const char *key) {
-    char k[64];
-    snprintf(k, sizeof k, "\"%s\":", key);
-    const char *p = strstr(s, k);
-    cr_assert(p, "key %s missing in %s", key, s);
-    return strtod(p + strlen(k), NULL);
-}
-
 Test(perceived_cmd, eval_json_and_files) {
     const char *dir = test_tmpdir();
     char gt[256], good[256], bad[256], emb[600], outp[300], outdir[300];
@@ -74,16 +66,16 @@ Test(perceived_cmd, eval_json_and_files) {
     char *text;
     size_t len;
     cr_assert_eq(read_file(outp, &text, &len), ER_OK);
-    cr_assert_eq((int)json_num(text, "n_pairs"), np);
+    cr_assert_eq((int)test_json_num(text, "n_pairs"), np);
     /* the first method's coefficients equal an independent computation on sim = cos(gap) */
-    cr_assert_float_eq(json_num(text, "pearson"), corr_pearson(sim, score, np), 1e-5);
-    cr_assert_float_eq(json_num(text, "spearman"), corr_spearman(sim, score, np), 1e-5);
-    cr_assert_float_eq(json_num(text, "kendall_tau_b"), corr_kendall_tau_b(sim, score, np), 1e-5);
-    cr_assert(json_num(text, "kendall_tau_b") > 0.4);
+    cr_assert_float_eq(test_json_num(text, "pearson"), corr_pearson(sim, score, np), 1e-5);
+    cr_assert_float_eq(test_json_num(text, "spearman"), corr_spearman(sim, score, np), 1e-5);
+    cr_assert_float_eq(test_json_num(text, "kendall_tau_b"), corr_kendall_tau_b(sim, score, np), 1e-5);
+    cr_assert(test_json_num(text, "kendall_tau_b") > 0.4);
     /* Steiger: the good descriptor beats the random one */
     const char *c = strstr(text, "\"comparisons\":[{\"a\":0,\"b\":1");
     cr_assert(c, "%s", text);
-    cr_assert(json_num(c, "steiger_z_tau") > 2 && json_num(c, "steiger_p_greater_tau") < 0.05);
+    cr_assert(test_json_num(c, "steiger_z_tau") > 2 && test_json_num(c, "steiger_p_greater_tau") < 0.05);
     free(text);
     const char *files[] = {"histograms.csv", "hist_good.svg", "hist_bad.svg", "recall.csv", "recall.svg", "recall_scored.csv", "recall_scored.svg"};
     for (int i = 0; i < 7; i++) {
