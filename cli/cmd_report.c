@@ -48,9 +48,7 @@ int cmd_report(int argc, char **argv) {
     if (m && m->dim != db.dim) rc = er_fail(ER_INPUT, "--model %s gives %d-d descriptors but %s holds %d-d ones", model_path, m->dim, index, db.dim);
     region_engine ev = {0};
     if (m && !rc && (rc = region_engine_init(&ev, m, db.paths, db.n))) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", er_msg());
-        rc = er_fail(ER_INPUT, "--model %s: %s (%s)", model_path, msg, index);
+        rc = er_fail(ER_INPUT, "--model %s: %s (%s)", model_path, er_msg(), index); /* er_fail may quote er_msg() */
     }
     if (rc) {
         model_free(m);
