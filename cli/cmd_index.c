@@ -13,19 +13,23 @@
 
 /* A case per scene (`embed --scene` without --groups: scene ids, no views, ids = the scene's first
  * manifest row): its image paths are every manifest row of that scene, joined by ';'. */
-static int scene_columns(const emb_set *e, const manifest *m, char **paths, char **patient) {
+static int scene_columns(const emb_set *e, const manifest *m, char **paths, char **masks, char **patient) {
     for (int i = 0; i < e->n; i++) {
         int64_t r0 = e->ids[i];
         if (r0 < 0 || r0 >= m->n || !m->rows[r0].scene) return 0;
     }
-    int *scene_of, n;
-    char **joined;
+    int *scene_of, *mscene, n, nm;
+    char **joined, **mjoined;
     manifest_scene_paths(m, &scene_of, &joined, &n);
+    manifest_scene_masks(m, &mscene, &mjoined, &nm);
     for (int i = 0; i < e->n; i++) {
-        paths[i] = xstrdup(joined[scene_of[e->ids[i]]]);
+        int k = scene_of[e->ids[i]];
+        paths[i] = xstrdup(joined[k]);
+        masks[i] = mjoined[k] ? xstrdup(mjoined[k]) : NULL;
         patient[i] = m->rows[e->ids[i]].patient;
     }
     manifest_free_labels(scene_of, joined, n);
+    manifest_free_labels(mscene, mjoined, nm);
     return 1;
 }
 
@@ -37,21 +41,22 @@ static int ids_are_rows(const emb_set *e, const manifest *m) {
     return 1;
 }
 
-/* image paths / patients (and labels, when the embedding file has none) from a manifest whose
+/* image paths / mask paths / patients (and labels, when the embedding file has none) from a manifest whose
  * rows match the embedding rows, whose rows the embedding's row ids name (an `embed --split` file
  * with the full manifest), or whose scenes are the embedding's cases (scene_columns) */
-static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, char ***patient, manifest *m) {
-    *paths = *patient = NULL;
+static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, char ***masks, char ***patient, manifest *m) {
+    *paths = *masks = *patient = NULL;
     if (!mpath || !*mpath) return ER_OK;
     int rc = manifest_load(mpath, m);
     if (rc) return rc;
     if (m->n != e->n && e->scene && !e->view) {
         *paths = xcalloc((size_t)e->n, sizeof(char *));
+        *masks = xcalloc((size_t)e->n, sizeof(char *));
         *patient = xcalloc((size_t)e->n, sizeof(char *));
-        if (scene_columns(e, m, *paths, *patient)) return ER_OK;
-        for (int i = 0; i < e->n; i++) free((*paths)[i]);
-        free(*paths); free(*patient);
-        *paths = *patient = NULL;
+        if (scene_columns(e, m, *paths, *masks, *patient)) return ER_OK;
+        for (int i = 0; i < e->n; i++) { free((*paths)[i]); free((*masks)[i]); }
+        free(*paths); free(*masks); free(*patient);
+        *paths = *masks = *patient = NULL;
     }
     /* row i of the embedding file is manifest row row_of[i]: the same row, or the one its id names */
     const int by_id = m->n != e->n;
@@ -78,9 +83,11 @@ static int manifest_columns(const char *mpath, const emb_set *e, char ***paths, 
         manifest_free_labels(lab, names, nl);
     }
     *paths = xcalloc((size_t)e->n, sizeof(char *));
+    *masks = xcalloc((size_t)e->n, sizeof(char *));
     *patient = xcalloc((size_t)e->n, sizeof(char *));
     for (int i = 0; i < e->n; i++) {
         (*paths)[i] = manifest_image_list(m, ROW(i)); /* a one-view list: a ';' in the path stays in it */
+        (*masks)[i] = manifest_mask_list(m, ROW(i));
         (*patient)[i] = m->rows[ROW(i)].patient;
     }
 #undef ROW
@@ -132,8 +139,11 @@ static int labels_by_name(const casedb *db, emb_set *e, const char *emb) {
     return ER_OK;
 }
 
-static void free_columns(char **paths, char **patient, int n, manifest *m) {
-    if (paths) { for (int i = 0; i < n; i++) free(paths[i]); free(paths); free(patient); manifest_free(m); }
+static void free_columns(char **paths, char **masks, char **patient, int n, manifest *m) {
+    if (!paths) return;
+    for (int i = 0; i < n; i++) { free(paths[i]); free(masks[i]); }
+    free(paths); free(masks); free(patient);
+    manifest_free(m);
 }
 
 static void print_info(const casedb *db, int json) {
@@ -191,12 +201,12 @@ static int do_build(int argc, char **argv) {
     if (hash_s) { if ((rc = hash_kind_parse(hash_s, &hk))) { emb_free(&e); return rc; } }
     else if (bits && bits != e.dim) hk = HASH_PCA;
     manifest m;
-    char **paths, **patient;
-    if ((rc = manifest_columns(mpath, &e, &paths, &patient, &m))) { emb_free(&e); return rc; }
+    char **paths, **masks, **patient;
+    if ((rc = manifest_columns(mpath, &e, &paths, &masks, &patient, &m))) { emb_free(&e); return rc; }
     double t0 = now_seconds();
-    rc = casedb_create(out, &e, paths, patient, bits, hk, kind, (uint64_t)seed);
+    rc = casedb_create(out, &e, paths, masks, patient, bits, hk, kind, (uint64_t)seed);
     double t1 = now_seconds();
-    free_columns(paths, patient, e.n, &m);
+    free_columns(paths, masks, patient, e.n, &m);
     emb_free(&e);
     if (rc) return rc;
     casedb db;
@@ -239,17 +249,18 @@ static int do_add(int argc, char **argv) {
     }
     if (rc) { emb_free(&e); casedb_close(&db); return rc; }
     manifest m;
-    char **paths, **patient;
-    if ((rc = manifest_columns(mpath, &e, &paths, &patient, &m))) { emb_free(&e); casedb_close(&db); return rc; }
+    char **paths, **masks, **patient;
+    if ((rc = manifest_columns(mpath, &e, &paths, &masks, &patient, &m))) { emb_free(&e); casedb_close(&db); return rc; }
     if ((rc = labels_by_name(&db, &e, emb))) { /* after the manifest, which may have given the labels */
-        free_columns(paths, patient, e.n, &m);
+        free_columns(paths, masks, patient, e.n, &m);
         emb_free(&e); casedb_close(&db);
         return rc;
     }
     case_rec *r = xcalloc((size_t)e.n, sizeof *r);
     for (int i = 0; i < e.n; i++) {
         r[i] = (case_rec){e.ids[i], e.x + (size_t)i * e.dim, e.labels ? e.labels[i] : -1, paths ? paths[i] : NULL,
-                          e.scene ? e.scene[i] : -1, e.view ? e.view[i] : -1, patient ? patient[i] : NULL, meta};
+                          e.scene ? e.scene[i] : -1, e.view ? e.view[i] : -1, patient ? patient[i] : NULL, meta,
+                          masks ? masks[i] : NULL};
     }
     rc = casedb_add(&db, r, e.n);
     if (!rc) {
@@ -257,7 +268,7 @@ static int do_add(int argc, char **argv) {
         else printf("added %d cases to %s: %lld cases now\n", e.n, index, (long long)db.n);
     }
     free(r);
-    free_columns(paths, patient, e.n, &m);
+    free_columns(paths, masks, patient, e.n, &m);
     emb_free(&e);
     casedb_close(&db);
     return rc;

@@ -159,7 +159,9 @@ char *manifest_image_list(const manifest *m, int i) {
     return list;
 }
 
-void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n) {
+/* each scene's path_of(row) in row order, joined as a view list; a scene where path_of gives NULL for
+ * some row gets NULL (a mask list is all or nothing: a view list cannot hold an empty entry) */
+static void scene_lists(const manifest *m, char *(*path_of)(const manifest *, int), int **scene_of, char ***joined, int *n) {
     char **names;
     manifest_field_ids(m, MF_SCENE, scene_of, &names, n);
     int *count = xcalloc((size_t)(*n ? *n : 1), sizeof(int)), *at = xcalloc((size_t)(*n ? *n : 1), sizeof(int));
@@ -169,10 +171,12 @@ void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int
     char **paths = xmalloc(sizeof(char *) * (size_t)(m->n ? m->n : 1));
     for (int k = 1; k < *n; k++) at[k] = at[k - 1] + count[k - 1];
     for (int r = 0; r < m->n; r++)
-        if ((*scene_of)[r] >= 0) paths[at[(*scene_of)[r]]++] = manifest_image_path(m, r);
+        if ((*scene_of)[r] >= 0) paths[at[(*scene_of)[r]]++] = path_of(m, r);
     for (int k = 0, base = 0; k < *n; base += count[k], k++) {
         free(names[k]);
-        names[k] = view_list_join(paths + base, count[k]);
+        int all = 1;
+        for (int i = 0; i < count[k]; i++) all &= paths[base + i] != NULL;
+        names[k] = all ? view_list_join(paths + base, count[k]) : NULL;
     }
     int total = 0;
     for (int k = 0; k < *n; k++) total += count[k];
@@ -181,6 +185,21 @@ void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int
     free(count);
     free(at);
     *joined = names;
+}
+
+void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n) {
+    scene_lists(m, manifest_image_path, scene_of, joined, n);
+}
+
+void manifest_scene_masks(const manifest *m, int **scene_of, char ***joined, int *n) {
+    scene_lists(m, manifest_mask_path, scene_of, joined, n);
+}
+
+char *manifest_mask_list(const manifest *m, int i) {
+    char *p = manifest_mask_path(m, i);
+    char *list = p ? view_list_join(&p, 1) : NULL;
+    free(p);
+    return list;
 }
 
 static int parse_id(const char *v, int64_t *out) {

@@ -34,6 +34,8 @@ char *manifest_mask_path(const manifest *m, int i);
 /* Row i's image path as a one-view list (datasets/view_list.h): what a case database or a report
  * stores for a one-image case, so a ';' in the path stays in it. Caller frees. */
 char *manifest_image_list(const manifest *m, int i);
+/* Row i's mask path as a one-view list; NULL when the row has no mask. Caller frees. */
+char *manifest_mask_list(const manifest *m, int i);
 /* Map labels to dense ids 0..nlabels-1 in sorted label order; rows with unknown label get -1.
  * ids (n ints) and names (nlabels strings) are allocated; free with manifest_free_labels. */
 void manifest_label_ids(const manifest *m, int **ids, char ***names, int *nlabels);
@@ -50,6 +52,9 @@ void manifest_field_ids(const manifest *m, manifest_field field, int **ids, char
  * of manifest_field_ids(MF_SCENE), which *scene_of receives (n rows, -1 = no scene). One pass over
  * the rows. Free with manifest_free_labels(*scene_of, *joined, *n). */
 void manifest_scene_paths(const manifest *m, int **scene_of, char ***joined, int *n);
+/* The same for the rows' masks: a scene's list is NULL unless every row of it has a mask (a view
+ * list cannot hold an empty entry, so masks stay aligned with the image paths or are absent). */
+void manifest_scene_masks(const manifest *m, int **scene_of, char ***joined, int *n);
 /* The user's own values of a column, for ids that must survive into files (scene, view): when
  * every present value is a non-negative decimal integer, vals[i] is that integer and *names is
  * NULL (*n = 0); otherwise vals[i] is the rank in manifest_field_ids's sorted names, returned in

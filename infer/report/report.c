@@ -65,6 +65,7 @@ void report_neighbours(const casedb *db, const report_cfg *cfg, const report_dat
         b->cosine = cfg->use_float ? fd[j] : NAN;
         b->sim = cfg->use_float ? 1.0 - fd[j] : hamming_similarity(hd[j], db->bits);
         b->image = row >= 0 ? dup_or_null(db->paths[row]) : NULL;
+        b->mask = row >= 0 ? dup_or_null(db->masks[row]) : NULL;
         b->scene = row >= 0 ? db->scene[row] : -1;
         b->view = row >= 0 ? db->view[row] : -1;
         b->patient = row >= 0 ? dup_or_null(db->patient[row]) : NULL;
@@ -190,7 +191,12 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
     /* a scene file's queries (scenes, no views: `embed --scene`) show every view of their scene */
     int *scene_of = NULL, nscene = 0;
     char **scene_joined = NULL;
-    if (have_m && q->scene && !q->view) manifest_scene_paths(&m, &scene_of, &scene_joined, &nscene);
+    int *mscene_of = NULL, nmscene = 0;
+    char **mscene_joined = NULL;
+    if (have_m && q->scene && !q->view) {
+        manifest_scene_paths(&m, &scene_of, &scene_joined, &nscene);
+        manifest_scene_masks(&m, &mscene_of, &mscene_joined, &nmscene);
+    }
 
     int ks = loo ? k + 1 : k; /* leave-one-out: one more, the case itself is dropped */
     int64_t *ids = xmalloc((size_t)(nq ? nq : 1) * ks * 8);
@@ -206,6 +212,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             self = db->ids[i];
             w->id = self;
             w->image = dup_or_null(db->paths[i]);
+            w->mask = dup_or_null(db->masks[i]);
             w->truth = db->labels[i] >= 0 && db->labels[i] < C ? (int)db->labels[i] : -1;
             w->truth_name = w->truth >= 0 ? xstrdup(db->label_names[w->truth]) : NULL;
             if (db->scene[i] >= 0) { char b[32]; snprintf(b, sizeof b, "%lld", (long long)db->scene[i]); w->scene = xstrdup(b); }
@@ -216,6 +223,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
             int mr = have_m ? query_manifest_row(&m, q, i) : -1;
             const manifest_row *row = mr >= 0 ? &m.rows[mr] : NULL;
             w->image = !row ? NULL : scene_joined && scene_of[mr] >= 0 ? xstrdup(scene_joined[scene_of[mr]]) : manifest_image_list(&m, mr);
+            w->mask = !row ? NULL : scene_joined && scene_of[mr] >= 0 ? dup_or_null(mscene_joined[mscene_of[mr]]) : manifest_mask_list(&m, mr);
             if (q->labels && q->labels[i] >= 0 && q->labels[i] < q->nlabel_names) w->truth_name = xstrdup(q->label_names[q->labels[i]]);
             else if (row && row->label) w->truth_name = xstrdup(row->label);
             w->truth = label_by_name(db, w->truth_name);
@@ -234,6 +242,7 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
     } else r->accuracy = NAN;
     free(ids); free(hd); free(fd); free(cnt); free(truth); free(pred);
     if (scene_of) manifest_free_labels(scene_of, scene_joined, nscene);
+    if (mscene_of) manifest_free_labels(mscene_of, mscene_joined, nmscene);
     if (have_m) manifest_free(&m);
     if (rc) report_free(r);
     return rc;
@@ -242,8 +251,8 @@ int report_build(const casedb *db, const char *index_path, const emb_set *q, con
 void report_free(report_data *r) {
     for (int i = 0; i < r->nq; i++) {
         report_query *w = &r->q[i];
-        for (int j = 0; j < w->nnb; j++) { free(w->nb[j].image); free(w->nb[j].patient); }
-        free(w->nb); free(w->score); free(w->image); free(w->truth_name); free(w->scene); free(w->view); free(w->patient);
+        for (int j = 0; j < w->nnb; j++) { free(w->nb[j].image); free(w->nb[j].mask); free(w->nb[j].patient); }
+        free(w->nb); free(w->score); free(w->image); free(w->mask); free(w->truth_name); free(w->scene); free(w->view); free(w->patient);
     }
     free(r->q);
     for (int c = 0; c < r->nclass; c++) free(r->label_names[c]);

@@ -22,6 +22,7 @@ typedef struct {
     float cosine;         /* cosine distance 1 - cos (float search), NaN with binary search */
     double sim;           /* similarity used by the weighted vote */
     char *image;          /* the case's image paths (its views, ';'-separated), NULL if none (owned) */
+    char *mask;           /* its lesion masks, aligned with image, NULL if none recorded (owned) */
     int64_t scene, view;  /* -1 unknown */
     char *patient;        /* owned, may be NULL */
 } report_neighbour;
@@ -29,6 +30,7 @@ typedef struct {
 typedef struct {
     int64_t id;           /* id in the query embedding file (or the case id, leave-one-out) */
     char *image;          /* query image path, NULL if unknown (owned) */
+    char *mask;           /* its lesion masks, aligned with image, NULL if none recorded (owned) */
     int truth;            /* ground truth as a database label id, -1 unknown */
     char *truth_name;     /* ground-truth text as given (may name a label the database lacks) */
     char *scene, *view, *patient; /* as text, NULL unknown (owned) */

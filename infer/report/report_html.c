@@ -10,6 +10,7 @@
 
 #include "datasets/view_list.h"
 #include "infer/report/region_evidence.h"
+#include "infer/report/mask_overlay.h"
 #include "infer/report/region_overlay.h"
 #include "infer/report/thumbnail.h"
 #include "nn/base/progress.h"
@@ -194,7 +195,12 @@ static const char *CSS =
     ".evnote{font-size:12.5px;color:var(--ink);background:#fff4e5;border-left:4px solid #ffa51e;padding:4px 9px;margin:10px 0 0}"
     ".evsw{display:inline-block;width:26px;height:10px;border-radius:2px;vertical-align:-1px;"
     "background:linear-gradient(90deg,rgba(255,90,20,.2),rgba(255,240,60,.7))}"
-    ".query:has(.evtog input:not(:checked)) .evo{display:none}.evtog{white-space:nowrap;margin-left:8px}";
+    ".query:has(.evtog input:not(:checked)) .evo{display:none}.evtog{white-space:nowrap;margin-left:8px}"
+    ".evw img.mko{position:absolute;width:100%;height:100%;left:0;top:0;object-fit:cover;pointer-events:none;border-radius:4px;"
+    "background:none;border:0}.query:not(:has(.mktog input:checked)) .mko{display:none}"
+    ".mknote{font-size:12.5px;color:var(--ink);background:#e8f9ff;border-left:4px solid #00b8e6;padding:4px 9px;margin:10px 0 0}"
+    ".mktog{white-space:nowrap;font-weight:600;margin-right:6px}.mksw{display:inline-block;width:18px;height:10px;border:2px solid #00d6ff;"
+    "background:rgba(0,214,255,.22);border-radius:5px;vertical-align:-2px}";
 
 void report_html_head(html_buf *b, const char *title) {
     hb_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -329,21 +335,26 @@ typedef struct {
     float crop;
 } ev_maps;
 
-/* An image with its evidence overlay (view v of e; none when e is NULL or has no map). */
-static void with_overlay(html_buf *b, const ev_maps *e, int v, void (*draw)(html_buf *, void *), void *arg) {
+/* An image with its overlays: the evidence map (view v of e; none when e is NULL or has no map) and
+ * the recorded lesion outline (mask: a URL or data: URI, NULL when none; hidden until the card's
+ * "show lesion outlines" box is ticked, and only then fetched). */
+static void with_overlay(html_buf *b, const ev_maps *e, int v, const char *mask, void (*draw)(html_buf *, void *), void *arg) {
     char *uri = e && e->map && v < e->n ? region_overlay_uri(e->map + (size_t)v * e->gh * e->gw, e->gh, e->gw) : NULL;
-    if (!uri) { draw(b, arg); return; }
+    if (!uri && !mask) { draw(b, arg); return; }
     hb_puts(b, "<span class=\"evw\">");
     draw(b, arg);
-    hb_puts(b, "<img class=\"evo\" alt=\"\" src=\"");
-    hb_puts(b, uri);
-    hb_puts(b, "\"");
-    if (e->crop > 0 && e->crop < 1) { /* the model saw the centre `crop` of the square the thumbnail shows */
-        double in = 50.0 * (1 - e->crop);
-        hb_printf(b, " style=\"left:%.1f%%;top:%.1f%%;width:%.1f%%;height:%.1f%%\"", in, in, 100 - 2 * in, 100 - 2 * in);
+    if (mask) { hb_puts(b, "<img class=\"mko\" loading=\"lazy\" alt=\"\" src=\""); hb_esc(b, mask); hb_puts(b, "\">"); }
+    if (uri) {
+        hb_puts(b, "<img class=\"evo\" alt=\"\" src=\"");
+        hb_puts(b, uri);
+        hb_puts(b, "\"");
+        if (e->crop > 0 && e->crop < 1) { /* the model saw the centre `crop` of the square the thumbnail shows */
+            double in = 50.0 * (1 - e->crop);
+            hb_printf(b, " style=\"left:%.1f%%;top:%.1f%%;width:%.1f%%;height:%.1f%%\"", in, in, 100 - 2 * in, 100 - 2 * in);
+        }
+        hb_puts(b, ">");
+        if (e->n > 1 && v == e->best) hb_puts(b, "<span class=\"best\">best match</span>");
     }
-    hb_puts(b, ">");
-    if (e->n > 1 && v == e->best) hb_puts(b, "<span class=\"best\">best match</span>");
     hb_puts(b, "</span>");
     free(uri);
 }
@@ -356,33 +367,50 @@ static void draw_img1(html_buf *b, void *arg) {
     const char *src = NULL;
     if (o->embed) src = a->path && o->cache ? cache_get(o->cache, a->path, o->thumb) : NULL;
     else src = a->path ? a->url : NULL;
-    img_src(b, a->cls, src, a->path, a->alt, !o->embed || o->link ? a->url : NULL);
+    char view[128]; /* a click opens the full-size page: "/image/<rest>" -> "/view/<rest>" */
+    snprintf(view, sizeof view, "/view/%s", a->url + 7);
+    img_src(b, a->cls, src, a->path, a->alt, !o->embed || o->link ? view : NULL);
 }
 
-static void image_tag1(html_buf *b, const char *cls, const char *path, const char *url, const char *alt, const report_html_opts *o,
-                       const ev_maps *e, int v) {
+/* The overlay of one view's mask: the server's route, or a data: URI of the thumbnail's size (embedded
+ * pages); NULL when the view has no mask. Caller frees. */
+static char *mask_src(const char *mask_path, const char *url, const report_html_opts *o) {
+    if (!mask_path) return NULL;
+    if (o->embed) return mask_overlay_uri(mask_path, o->thumb);
+    char u[128];
+    snprintf(u, sizeof u, "/mask/%s", url + 7); /* "/image/<rest>" -> "/mask/<rest>" */
+    return xstrdup(u);
+}
+
+static void image_tag1(html_buf *b, const char *cls, const char *path, const char *mask, const char *url, const char *alt,
+                       const report_html_opts *o, const ev_maps *e, int v) {
     img_args a = {cls, path, url, alt, o};
-    with_overlay(b, e, v, draw_img1, &a);
+    char *m = mask_src(mask, url, o);
+    with_overlay(b, e, v, m, draw_img1, &a);
+    free(m);
 }
 
 /* A case's views: `paths` is a view list (datasets/view_list.h: one path, or several of a scene
- * case); view v > 0 is served at <url>/<v>. Several views are shown side by side in a strip. */
-static void image_tag(html_buf *b, const char *cls, const char *paths, const char *url, const char *alt, const report_html_opts *o,
-                      const ev_maps *e) {
-    int n;
-    char **views = view_list_split(paths, &n);
-    if (n <= 1) image_tag1(b, cls, n ? views[0] : NULL, url, alt, o, e, 0);
+ * case); view v > 0 is served at <url>/<v>. Several views are shown side by side in a strip. `masks`:
+ * the views' lesion masks, aligned with paths (NULL, or a list of another length: none). */
+static void image_tag(html_buf *b, const char *cls, const char *paths, const char *masks, const char *url, const char *alt,
+                      const report_html_opts *o, const ev_maps *e) {
+    int n, nm;
+    char **views = view_list_split(paths, &n), **mv = view_list_split(masks, &nm);
+    if (nm != n) { view_list_free(mv, nm); mv = NULL; nm = 0; }
+    if (n <= 1) image_tag1(b, cls, n ? views[0] : NULL, nm ? mv[0] : NULL, url, alt, o, e, 0);
     else {
         hb_printf(b, "<div class=\"views %s\">", cls);
         for (int v = 0; v < n && v < 16; v++) {
             char u[96], a[96];
             if (v) snprintf(u, sizeof u, "%s/%d", url, v); else snprintf(u, sizeof u, "%s", url);
             snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
-            image_tag1(b, "vimg", views[v], u, a, o, e, v);
+            image_tag1(b, "vimg", views[v], nm ? mv[v] : NULL, u, a, o, e, v);
         }
         hb_puts(b, "</div>");
     }
     view_list_free(views, n);
+    view_list_free(mv, nm);
 }
 
 typedef struct { const char *cls, *src, *title, *alt; } src_args;
@@ -400,7 +428,7 @@ static void query_views_tag(html_buf *b, const char *alt, const report_html_opts
         char a[96];
         snprintf(a, sizeof a, "%s, view %d", alt, v + 1);
         src_args sa = {n > 1 ? "vimg" : "qimg", o->query_uri[v], o->query_name ? o->query_name[v] : NULL, n > 1 ? a : alt};
-        with_overlay(b, e, v, draw_src, &sa);
+        with_overlay(b, e, v, NULL, draw_src, &sa);
     }
     if (n > 1) hb_puts(b, "</div>");
 }
@@ -437,6 +465,21 @@ static void legend(html_buf *b, const report_data *r, const report_query *w) {
     hb_puts(b, "</p>");
 }
 
+/* Whether query w or any of its cases has a recorded lesion mask. */
+static int card_has_mask(const report_query *w) {
+    int any = w->mask != NULL;
+    for (int j = 0; j < w->nnb; j++) any |= w->nb[j].mask != NULL;
+    return any;
+}
+
+/* What the cyan outline is, with the box that shows it (off: a page is about the retrieval). */
+static void mask_legend(html_buf *b, const report_query *w) {
+    if (!card_has_mask(w)) return;
+    hb_puts(b, "<p class=\"mknote\"><label class=\"mktog\"><input type=\"checkbox\"> show lesion outlines</label> "
+               "<span class=\"mksw\"></span> the lesion as an annotator outlined it on that image (recorded ground truth, "
+               "where known), not found by the system. Click an image for its full size.</p>");
+}
+
 /* What the tint means, in plain words, with the toggle that hides it. */
 static void ev_legend(html_buf *b, const report_html_opts *o) {
     const region_query *e = o->ev;
@@ -469,7 +512,7 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
     if (o->query_uri) snprintf(alt, sizeof alt, "uploaded case");
     else snprintf(alt, sizeof alt, "query %d", i + 1);
     if (o->query_uri) query_views_tag(b, alt, o, &qe);
-    else image_tag(b, "qimg", w->image, url, alt, o, &qe);
+    else image_tag(b, "qimg", w->image, w->mask, url, alt, o, &qe);
     if (o->query_uri) hb_puts(b, "<div class=\"qtext\"><h2>Uploaded case</h2><p class=\"meta\">");
     else hb_printf(b, "<div class=\"qtext\"><h2>Query %d of %d</h2><p class=\"meta\">", i + 1, r->nq);
     int sep = 0;
@@ -517,6 +560,7 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
     }
     hb_puts(b, "</div></div>");
     legend(b, r, w);
+    mask_legend(b, w);
     ev_legend(b, o);
     hb_puts(b, "<ol class=\"nbs\">");
     for (int j = 0; j < w->nnb; j++) {
@@ -528,7 +572,7 @@ void report_html_query(html_buf *b, const report_data *r, int i, const report_ht
         ev_maps ne = {0};
         if (ev && j < ev->nnb && ev->nb[j].gh)
             ne = (ev_maps){ev->nb[j].c, ev->nb[j].gh, ev->nb[j].gw, ev->nb[j].cviews, ev->nb[j].best, ev->crop};
-        image_tag(b, "nimg", n->image, url, alt, o, &ne);
+        image_tag(b, "nimg", n->image, n->mask, url, alt, o, &ne);
         hb_printf(b, "<span class=\"rank\">#%d</span> <span class=\"lab\">", j + 1);
         hb_esc(b, n->label < 0 ? "no recorded diagnosis" : report_label(r, n->label));
         hb_puts(b, "</span><br>");

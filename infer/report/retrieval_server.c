@@ -23,6 +23,8 @@
 #include "infer/report/case_upload.h"
 #include "infer/report/case_views.h"
 #include "infer/report/case_write.h"
+#include "infer/report/image_page.h"
+#include "infer/report/mask_overlay.h"
 #include "infer/report/region_evidence.h"
 #include "infer/report/thumbnail.h"
 #include "infer/report/work_queue.h"
@@ -37,6 +39,7 @@ struct retrieval_server {
     int64_t ncase;
     int64_t *case_id;   /* ascending */
     char **case_image;  /* image paths of each case (';'-separated views), NULL if none */
+    char **case_mask;   /* its lesion masks (aligned with case_image), NULL if none recorded */
     /* online cases (--model): the database stays open; one worker embeds one case at a time, the
      * pages are served by the daemon's threads meanwhile */
     int online, max_views;
@@ -278,7 +281,7 @@ static void answer_file(retrieval_server *s, case_req *r) {
     }
     if (!st) {
         meta = write_metadata(r->addr, V);
-        case_rec rec = {id, q, r->label, joined, -1, -1, NULL, meta};
+        case_rec rec = {id, q, r->label, joined, -1, -1, NULL, meta, NULL};
         if (casedb_add(&s->db, &rec, 1)) snprintf(msg, sizeof msg, "%s\n", er_msg()), st = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
     const char *label = s->db.label_names[r->label];
@@ -290,8 +293,10 @@ static void answer_file(retrieval_server *s, case_req *r) {
         pthread_rwlock_wrlock(&s->cases_lock); /* ids stay ascending: id is above every other */
         s->case_id = xrealloc(s->case_id, (size_t)(s->ncase + 1) * sizeof(int64_t));
         s->case_image = xrealloc(s->case_image, (size_t)(s->ncase + 1) * sizeof(char *));
+        s->case_mask = xrealloc(s->case_mask, (size_t)(s->ncase + 1) * sizeof(char *));
         s->case_id[s->ncase] = id;
         s->case_image[s->ncase] = joined ? xstrdup(joined) : NULL;
+        s->case_mask[s->ncase] = NULL; /* an upload carries images only */
         s->ncase++;
         pthread_rwlock_unlock(&s->cases_lock);
         write_log(r->addr, "file", id, label, "ok");
@@ -324,8 +329,10 @@ static void answer_delete(retrieval_server *s, case_req *r) {
         for (int64_t i = 0; i < s->ncase; i++)
             if (s->case_id[i] == id) {
                 free(s->case_image[i]);
+                free(s->case_mask[i]);
                 memmove(s->case_id + i, s->case_id + i + 1, (size_t)(s->ncase - i - 1) * sizeof(int64_t));
                 memmove(s->case_image + i, s->case_image + i + 1, (size_t)(s->ncase - i - 1) * sizeof(char *));
+                memmove(s->case_mask + i, s->case_mask + i + 1, (size_t)(s->ncase - i - 1) * sizeof(char *));
                 s->ncase--;
                 break;
             }
@@ -373,30 +380,95 @@ static enum MHD_Result reply_view(struct MHD_Connection *c, const char *paths, i
     return r;
 }
 
-static enum MHD_Result route_image(retrieval_server *s, struct MHD_Connection *c, const char *rest) {
-    int64_t v, view;
-    if (!strncmp(rest, "query/", 6)) {
-        if (!parse_index_view(rest + 6, &v, &view)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/query/<row number>\n");
-        if (v >= s->rep.nq) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such query\n");
-        return reply_view(c, s->rep.q[v].image, view);
+/* One view of a query or past case named by "query/<row>[/<view>]" or "case/<id>[/<view>]": copies of
+ * its image and mask lists, or the status and text of the refusal. */
+typedef struct {
+    char *images, *masks;   /* view lists (owned), NULL when none */
+    int64_t view;
+    int query;              /* a query row, not a case id */
+    char base[48];          /* "query/<row>" or "case/<id>": the item's routes without the view */
+} item_ref;
+
+static unsigned find_item(retrieval_server *s, const char *rest, item_ref *it, const char **msg) {
+    memset(it, 0, sizeof *it);
+    int64_t v;
+    it->query = !strncmp(rest, "query/", 6);
+    if (!it->query && strncmp(rest, "case/", 5)) return *msg = "not found\n", MHD_HTTP_NOT_FOUND;
+    if (!parse_index_view(rest + (it->query ? 6 : 5), &v, &it->view))
+        return *msg = it->query ? "expected query/<row number>[/<view>]\n" : "expected case/<case id>[/<view>]\n", MHD_HTTP_BAD_REQUEST;
+    snprintf(it->base, sizeof it->base, "%s/%lld", it->query ? "query" : "case", (long long)v);
+    if (it->query) {
+        if (v >= s->rep.nq) return *msg = "no such query\n", MHD_HTTP_NOT_FOUND;
+        it->images = s->rep.q[v].image ? xstrdup(s->rep.q[v].image) : NULL;
+        it->masks = s->rep.q[v].mask ? xstrdup(s->rep.q[v].mask) : NULL;
+        return 0;
     }
-    if (!strncmp(rest, "case/", 5)) {
-        if (!parse_index_view(rest + 5, &v, &view)) return http_reply_text(c, MHD_HTTP_BAD_REQUEST, "expected /image/case/<case id>\n");
-        pthread_rwlock_rdlock(&s->cases_lock); /* the worker files and deletes cases */
-        int64_t lo = 0, hi = s->ncase; /* binary search over the ascending ids */
-        while (lo < hi) {
-            int64_t mid = (lo + hi) / 2;
-            if (s->case_id[mid] < v) lo = mid + 1; else hi = mid;
+    pthread_rwlock_rdlock(&s->cases_lock); /* the worker files and deletes cases */
+    int64_t lo = 0, hi = s->ncase; /* binary search over the ascending ids */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (s->case_id[mid] < v) lo = mid + 1; else hi = mid;
+    }
+    int found = lo < s->ncase && s->case_id[lo] == v;
+    if (found && s->case_image[lo]) it->images = xstrdup(s->case_image[lo]);
+    if (found && s->case_mask[lo]) it->masks = xstrdup(s->case_mask[lo]);
+    pthread_rwlock_unlock(&s->cases_lock);
+    return found ? 0 : (*msg = "no such case\n", MHD_HTTP_NOT_FOUND);
+}
+
+static void item_free(item_ref *it) { free(it->images); free(it->masks); }
+
+/* The view's mask (its own path from the database or manifest, opened as the images are) drawn as
+ * the outline overlay (mask_overlay.h), at most 1024 px on its longer side. */
+static enum MHD_Result reply_mask(struct MHD_Connection *c, const char *masks, int64_t view) {
+    int n;
+    char **mv = view_list_split(masks, &n);
+    struct stat st;
+    int fd = view < n ? http_open_allowed(mv[view], NULL, &st) : -1;
+    const char *why = view < n ? "the lesion mask of this view cannot be read\n" : "no lesion outline is recorded for this view\n";
+    size_t len = 0;
+    uint8_t *data = fd >= 0 && (size_t)st.st_size <= HTTP_MAX_IMAGE_BYTES ? http_read_fd(fd, (size_t)st.st_size, &len) : NULL;
+    if (fd >= 0) close(fd);
+    image m = {0};
+    uint8_t *png = NULL;
+    size_t plen = 0;
+    int ok = data && image_decode(data, len, mv[view], 1, &m) == ER_OK && mask_overlay_encode(&m, 1024, &png, &plen) == ER_OK;
+    if (!ok) er_clear();
+    enum MHD_Result r = ok ? http_reply(c, MHD_HTTP_OK, "image/png", png, plen) : http_reply_text(c, MHD_HTTP_NOT_FOUND, why);
+    image_free(&m);
+    free(png);
+    free(data);
+    view_list_free(mv, n);
+    return r;
+}
+
+/* /image/<item>, /mask/<item> and /view/<item> (the full-size page). */
+static enum MHD_Result route_item(retrieval_server *s, struct MHD_Connection *c, const char *kind, const char *rest) {
+    item_ref it;
+    const char *msg = NULL;
+    unsigned st = find_item(s, rest, &it, &msg);
+    if (st) return http_reply_text(c, st, msg);
+    enum MHD_Result r;
+    if (!strcmp(kind, "image")) r = reply_view(c, it.images, it.view);
+    else if (!strcmp(kind, "mask")) r = reply_mask(c, it.masks, it.view);
+    else {
+        int n, nm;
+        char **views = view_list_split(it.images, &n), **mv = view_list_split(it.masks, &nm);
+        if (it.view >= n) r = http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such view\n");
+        else {
+            char title[64];
+            if (it.query) snprintf(title, sizeof title, "Query %lld", (long long)strtoll(it.base + 6, NULL, 10) + 1);
+            else snprintf(title, sizeof title, "Past case");
+            image_page p = {title, it.base, views[it.view], (int)it.view, n, nm == n && it.view < nm};
+            html_buf b = {0};
+            report_html_image_page(&b, &p);
+            r = reply_html(c, &b);
         }
-        int found = lo < s->ncase && s->case_id[lo] == v;
-        char *paths = found && s->case_image[lo] ? xstrdup(s->case_image[lo]) : NULL;
-        pthread_rwlock_unlock(&s->cases_lock);
-        if (!found) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such case\n");
-        enum MHD_Result res = reply_view(c, paths, view);
-        free(paths);
-        return res;
+        view_list_free(views, n);
+        view_list_free(mv, nm);
     }
-    return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    item_free(&it);
+    return r;
 }
 
 static enum MHD_Result route(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
@@ -466,7 +538,9 @@ static enum MHD_Result route(void *cls, struct MHD_Connection *c, const char *ur
     if (!strcmp(url, "/")) return page_index(s, c);
     if (!strcmp(url, "/new") && s->online) return page_new(s, c);
     if (!strncmp(url, "/query/", 7)) return page_query(s, c, url + 7);
-    if (!strncmp(url, "/image/", 7)) return route_image(s, c, url + 7);
+    if (!strncmp(url, "/image/", 7)) return route_item(s, c, "image", url + 7);
+    if (!strncmp(url, "/mask/", 6)) return route_item(s, c, "mask", url + 6);
+    if (!strncmp(url, "/view/", 6)) return route_item(s, c, "view", url + 6);
     return http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
@@ -530,8 +604,9 @@ static void free_server(retrieval_server *s) {
     free(s->write_token);
     pthread_rwlock_destroy(&s->cases_lock);
     pthread_mutex_destroy(&s->model_lock);
-    for (int64_t i = 0; i < s->ncase; i++) free(s->case_image[i]);
+    for (int64_t i = 0; i < s->ncase; i++) { free(s->case_image[i]); free(s->case_mask[i]); }
     free(s->case_image);
+    free(s->case_mask);
     free(s->case_id);
     free(s);
 }
@@ -616,9 +691,11 @@ int retrieval_server_start(const retrieval_server_cfg *cfg, retrieval_server **o
     s->ncase = db.n;
     s->case_id = xmalloc((size_t)(db.n ? db.n : 1) * sizeof(int64_t));
     s->case_image = xcalloc((size_t)(db.n ? db.n : 1), sizeof(char *));
+    s->case_mask = xcalloc((size_t)(db.n ? db.n : 1), sizeof(char *));
     for (int64_t i = 0; i < db.n; i++) {
         s->case_id[i] = db.ids[i];
         if (db.paths[i] && *db.paths[i]) s->case_image[i] = xstrdup(db.paths[i]); /* every view */
+        if (db.masks[i]) s->case_mask[i] = xstrdup(db.masks[i]);
         if (i && s->case_id[i] <= s->case_id[i - 1]) rc = er_fail(ER_INPUT, "%s: case ids are not in ascending order", cfg->index);
     }
     s->next_id = db.n ? s->case_id[db.n - 1] + 1 : 0; /* a filed case: above every id */

@@ -5,6 +5,10 @@
  *   GET /query/<row>        the explanation of one query (same card as the static report)
  *   GET /image/query/<row>[/<view>]  the query's image file, as named by the query manifest
  *   GET /image/case/<id>[/<view>]    a case's first (view-th) image file, as stored in the database
+ *   GET /mask/query/<row>[/<view>]   the lesion mask of that image drawn as a cyan outline (PNG,
+ *   GET /mask/case/<id>[/<view>]     transparent elsewhere; 404 when none is recorded)
+ *   GET /view/query/<row>[/<view>]   the full-size page a thumbnail opens: the image with the outline
+ *   GET /view/case/<id>[/<view>]     over it when a mask is recorded (image_page.h)
  * With a model (--model), new cases are answered online (infer/report/case_query.h):
  *   GET  /new               a form to upload 1..max_views images of one case
  *   POST /case              multipart/form-data images -> the page of the case: its views, the k

@@ -56,8 +56,8 @@ static int put_meta(sqlite3 *s, const char *path, const char *key, const void *b
 static int insert_cases(sqlite3 *s, const char *path, const hasher *h, int dim, const case_rec *r, int n,
                         char *const *label_names, int nlabel_names, const char *what) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s, "INSERT INTO cases(id, code, embedding, label, label_name, image_paths, scene, view, patient, metadata) "
-                              "VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s, "INSERT INTO cases(id, code, embedding, label, label_name, image_paths, scene, view, patient, metadata, "
+                              "mask_paths) VALUES(?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         return sql_fail(s, path, "insert");
     int W = hash_words(h->bits), rc = ER_OK;
     uint64_t *code = xmalloc((size_t)W * 8);
@@ -78,6 +78,7 @@ static int insert_cases(sqlite3 *s, const char *path, const hasher *h, int dim, 
         if (r[i].view >= 0) sqlite3_bind_int64(st, 8, r[i].view); else sqlite3_bind_null(st, 8);
         if (r[i].patient) sqlite3_bind_text(st, 9, r[i].patient, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(st, 9);
         if (r[i].metadata) sqlite3_bind_text(st, 10, r[i].metadata, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(st, 10);
+        if (r[i].mask_paths) sqlite3_bind_text(st, 11, r[i].mask_paths, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(st, 11);
         int sr = sqlite3_step(st);
         if (sr == SQLITE_CONSTRAINT) rc = er_fail(ER_INPUT, "%s: case id %lld is already in the database", path, (long long)r[i].id);
         else if (sr != SQLITE_DONE) rc = sql_fail(s, path, "insert");
@@ -88,7 +89,7 @@ static int insert_cases(sqlite3 *s, const char *path, const hasher *h, int dim, 
     return rc;
 }
 
-int casedb_create(const char *path, const emb_set *e, char *const *image_paths, char *const *patient,
+int casedb_create(const char *path, const emb_set *e, char *const *image_paths, char *const *mask_paths, char *const *patient,
                   int bits, hash_kind hk, index_kind kind, uint64_t seed) {
     if (bits <= 0) bits = e->dim;
     if (hk == HASH_SIGN && bits != e->dim) hk = HASH_PCA;
@@ -109,7 +110,7 @@ int casedb_create(const char *path, const emb_set *e, char *const *image_paths, 
                        "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
                        "CREATE TABLE cases(id INTEGER PRIMARY KEY, code BLOB NOT NULL, embedding BLOB NOT NULL,"
                        " label INTEGER, label_name TEXT, image_paths TEXT, scene INTEGER, view INTEGER,"
-                       " patient TEXT, metadata TEXT);");
+                       " patient TEXT, metadata TEXT, mask_paths TEXT);");
     char num[32];
     if (!rc) rc = put_meta(s, path, "format", NULL, 0, FORMAT);
     snprintf(num, sizeof num, "%d", e->dim);
@@ -138,6 +139,7 @@ int casedb_create(const char *path, const emb_set *e, char *const *image_paths, 
             r[i].scene = e->scene ? e->scene[i] : -1;
             r[i].view = e->view ? e->view[i] : -1;
             r[i].image_paths = image_paths ? image_paths[i] : NULL;
+            r[i].mask_paths = mask_paths ? mask_paths[i] : NULL;
             r[i].patient = patient ? patient[i] : NULL;
         }
         rc = insert_cases(s, path, &h, e->dim, r, e->n, e->label_names, e->nlabel_names, "index build");
@@ -191,6 +193,7 @@ static void mem_reserve(casedb *db, int64_t cap) {
     db->view = xrealloc(db->view, (size_t)nc * 8);
     db->paths = xrealloc(db->paths, (size_t)nc * sizeof(char *));
     db->patient = xrealloc(db->patient, (size_t)nc * sizeof(char *));
+    db->masks = xrealloc(db->masks, (size_t)nc * sizeof(char *));
     db->cap = nc;
 }
 
@@ -203,6 +206,7 @@ static void mem_append(casedb *db, const case_rec *r) {
     db->view[i] = r->view;
     db->paths[i] = r->image_paths ? xstrdup(r->image_paths) : NULL;
     db->patient[i] = r->patient ? xstrdup(r->patient) : NULL;
+    db->masks[i] = r->mask_paths && *r->mask_paths ? xstrdup(r->mask_paths) : NULL;
 }
 
 /* n bytes of column col into dst: an empty BLOB or TEXT comes back as NULL from SQLite, and
@@ -240,8 +244,8 @@ static float *meta_floats(sqlite3 *s, const char *key, int64_t count) {
 
 void casedb_close(casedb *db) {
     if (db->sql) sqlite3_close(db->sql);
-    for (int64_t i = 0; i < db->n; i++) { free(db->paths[i]); free(db->patient[i]); }
-    free(db->ids); free(db->labels); free(db->scene); free(db->view); free(db->paths); free(db->patient);
+    for (int64_t i = 0; i < db->n; i++) { free(db->paths[i]); free(db->patient[i]); free(db->masks[i]); }
+    free(db->ids); free(db->labels); free(db->scene); free(db->view); free(db->paths); free(db->patient); free(db->masks);
     free(db->map);
     for (int i = 0; i < db->nlabel_names; i++) free(db->label_names[i]);
     free(db->label_names);
@@ -320,7 +324,11 @@ int casedb_open(const char *path, casedb *db) {
     if (rc) goto fail;
     /* rows */
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s, "SELECT id, code, embedding, label, image_paths, scene, view, patient FROM cases ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(s, "SELECT mask_paths FROM cases LIMIT 0", -1, &st, NULL) == SQLITE_OK) db->mask_col = 1;
+    sqlite3_finalize(st);
+    if (sqlite3_prepare_v2(s, db->mask_col ? "SELECT id, code, embedding, label, image_paths, scene, view, patient, mask_paths FROM cases ORDER BY id"
+                                           : "SELECT id, code, embedding, label, image_paths, scene, view, patient, NULL FROM cases ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK) {
         rc = er_fail(ER_INPUT, "%s: not a case database (%s)", path, sqlite3_errmsg(s));
         goto fail;
     }
@@ -348,7 +356,7 @@ int casedb_open(const char *path, casedb *db) {
                       (const char *)sqlite3_column_text(st, 4),
                       sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5),
                       sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6),
-                      (const char *)sqlite3_column_text(st, 7), NULL};
+                      (const char *)sqlite3_column_text(st, 7), NULL, (const char *)sqlite3_column_text(st, 8)};
         mem_append(db, &r);
         n++;
     }
@@ -394,10 +402,13 @@ int casedb_add(casedb *db, const case_rec *recs, int n) {
         }
     free(sorted);
     int rc = exec(s, db->path, "BEGIN IMMEDIATE;");
+    /* a database from before the mask column gets it with its first write, in the same transaction */
+    if (!rc && !db->mask_col) rc = exec(s, db->path, "ALTER TABLE cases ADD COLUMN mask_paths TEXT;");
     if (!rc) rc = insert_cases(s, db->path, &db->hash, db->dim, recs, n, db->label_names, db->nlabel_names, "index add");
     if (!rc && db->before_commit) db->before_commit(db->before_commit_ctx);
     if (!rc) rc = exec(s, db->path, "COMMIT;");
     if (rc) { sqlite3_exec(s, "ROLLBACK;", NULL, NULL, NULL); return rc; }
+    db->mask_col = 1;
     /* the file has them: now the memory side (cannot fail) */
     int W = hash_words(db->bits);
     uint64_t *code = xmalloc((size_t)W * 8);
@@ -444,9 +455,10 @@ int casedb_delete(casedb *db, const int64_t *ids, int n) {
     }
     int64_t w = 0;
     for (int64_t r = 0; r < db->n; r++) {
-        if (gone[r]) { free(db->paths[r]); free(db->patient[r]); continue; }
+        if (gone[r]) { free(db->paths[r]); free(db->patient[r]); free(db->masks[r]); continue; }
         db->ids[w] = db->ids[r]; db->labels[w] = db->labels[r]; db->scene[w] = db->scene[r];
         db->view[w] = db->view[r]; db->paths[w] = db->paths[r]; db->patient[w] = db->patient[r];
+        db->masks[w] = db->masks[r];
         w++;
     }
     db->n = w;

@@ -10,7 +10,11 @@
  *   meta(key TEXT PRIMARY KEY, value)   format, dim, bits, hash, index, model, label_names,
  *                                       hash_mean (F32 blob), hash_proj (F32 blob)
  *   cases(id INTEGER PRIMARY KEY, code BLOB, embedding BLOB, label INTEGER, label_name TEXT,
- *         image_paths TEXT, scene INTEGER, view INTEGER, patient TEXT, metadata TEXT) */
+ *         image_paths TEXT, scene INTEGER, view INTEGER, patient TEXT, metadata TEXT,
+ *         mask_paths TEXT)
+ * mask_paths (the annotators' lesion masks, a view list aligned with image_paths; an empty entry is
+ * a view without one) came after the first databases: a file without the column opens with no
+ * masks, and the first write adds the column in the write's own transaction. */
 #ifndef ENDORET_CASEDB_H
 #define ENDORET_CASEDB_H
 
@@ -28,6 +32,7 @@ typedef struct {
     int64_t scene, view;     /* -1 unknown */
     const char *patient;     /* may be NULL */
     const char *metadata;    /* JSON text or NULL */
+    const char *mask_paths;  /* may be NULL; a view list aligned with image_paths ("" = no mask for that view) */
 } case_rec;
 
 typedef struct casedb {
@@ -42,7 +47,8 @@ typedef struct casedb {
     /* cases in memory (row r), kept in step with the file */
     int64_t n, cap;
     int64_t *ids, *labels, *scene, *view;
-    char **paths, **patient;
+    char **paths, **patient, **masks; /* masks[r]: mask_paths or NULL */
+    int mask_col;            /* the file has the mask_paths column (older databases do not) */
     int64_t *map;            /* open addressing id -> row (+1; 0 empty) */
     int64_t mapcap;
     bindex ix;
@@ -54,9 +60,9 @@ typedef struct casedb {
 } casedb;
 
 /* Build a new database at `path` (atomically replacing an existing file) from an embedding file.
- * image_paths / patient (n strings or NULL) come from the manifest when the caller has one.
- * bits = 0 means the embedding size (sign hashing). */
-int casedb_create(const char *path, const emb_set *e, char *const *image_paths, char *const *patient,
+ * image_paths / mask_paths / patient (n strings or NULL) come from the manifest when the caller has
+ * one. bits = 0 means the embedding size (sign hashing). */
+int casedb_create(const char *path, const emb_set *e, char *const *image_paths, char *const *mask_paths, char *const *patient,
                   int bits, hash_kind hk, index_kind kind, uint64_t seed);
 int casedb_open(const char *path, casedb *db);
 void casedb_close(casedb *db);

@@ -61,7 +61,8 @@ static void start_serve(void) {
     char *paths[N] = {view_list_join(two, 2), FUZZ_ROOT "/x;" FUZZ_ROOT "/a.png", NULL};
     char *esc = view_list_join(&paths[1], 1);
     paths[1] = esc;
-    if (casedb_create(db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 1)) { fprintf(stderr, "%s\n", er_msg()); abort(); }
+    char *masks[N] = {paths[0], NULL, NULL}; /* case 0's views stand as their own masks: /mask and /view draw them */
+    if (casedb_create(db, &e, paths, masks, NULL, 0, HASH_SIGN, INDEX_SCAN, 1)) { fprintf(stderr, "%s\n", er_msg()); abort(); }
     free(paths[0]);
     free(esc);
     retrieval_server_cfg cfg = {db, NULL, NULL, "127.0.0.1", 0, {2, 0, 0.1, 0, 0}, enc, FUZZ_ROOT, 4, 0, 0, 0, 0, FUZZ_TOKEN, NULL, NULL};

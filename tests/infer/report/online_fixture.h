@@ -47,7 +47,7 @@ static inline void make_online(online_fx *f) {
     emb_set e;
     embed_scene_opts so = {.fusion = "transformer", .groups = NULL, .max_views = 8};
     cr_assert_eq(embed_scenes(m, &man, f->man, rows, man.n, &so, &e, &sk), 0, "%s", er_msg());
-    cr_assert_eq(casedb_create(f->db, &e, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 1), 0, "%s", er_msg());
+    cr_assert_eq(casedb_create(f->db, &e, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 1), 0, "%s", er_msg());
     emb_free(&e);
     free(rows);
     manifest_free(&man);

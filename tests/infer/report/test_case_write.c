@@ -330,7 +330,7 @@ static void make_online_quiet(online_fx *f) {
     emb_set e;
     embed_scene_opts so = {.fusion = "transformer", .groups = NULL, .max_views = 8};
     FX_CHECK(embed_scenes(m, &man, f->man, rows, man.n, &so, &e, &sk) == 0);
-    FX_CHECK(casedb_create(f->db, &e, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 1) == 0);
+    FX_CHECK(casedb_create(f->db, &e, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 1) == 0);
     emb_free(&e);
     free(rows);
     manifest_free(&man);

@@ -59,7 +59,7 @@ static void make_pages(pages_fx *f) {
         aug_workspace_free(&ws);
     }
     emb_fill_from_manifest(&e, &man, NULL, 0);
-    cr_assert_eq(casedb_create(f->db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), 0, "%s", er_msg());
+    cr_assert_eq(casedb_create(f->db, &e, paths, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), 0, "%s", er_msg());
     for (int i = 0; i < man.n; i++) free(paths[i]);
     free(paths);
     emb_free(&e);

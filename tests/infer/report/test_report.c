@@ -76,7 +76,7 @@ static void make_fixture(fixture *f) {
     e.label_names = xmalloc(2 * sizeof(char *));
     e.label_names[0] = xstrdup(EVIL); /* sorted label order, as manifest_label_ids gives */
     e.label_names[1] = xstrdup("benign");
-    cr_assert_eq(casedb_create(f->db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    cr_assert_eq(casedb_create(f->db, &e, paths, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
     emb_free(&e);
     for (int i = 0; i < NDB; i++) free(paths[i]);
     /* queries: embedding file + manifest with images and labels (query 4 has no label) */

@@ -15,6 +15,7 @@
 #include "infer/retrieval/casedb.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
+#include "tests/test_browser.h"
 #include "tests/test_http.h"
 #include "tests/test_util.h"
 #include "tests/infer/report/online_fixture.h"
@@ -79,7 +80,7 @@ static void make_page_fx(page_fx *f) {
     e.nlabel_names = 2;
     e.label_names = xmalloc(2 * sizeof(char *));
     for (int c = 0; c < 2; c++) e.label_names[c] = xstrdup(LAB[c]);
-    cr_assert_eq(casedb_create(f->db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    cr_assert_eq(casedb_create(f->db, &e, paths, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
     emb_free(&e);
     for (int i = 0; i < NDB; i++) free(paths[i]);
     FILE *m = fopen(f->qman, "w");
@@ -284,9 +285,9 @@ Test(report_page, serve_pages_say_what_is_what) { /* bounded by socket timeouts:
         cr_assert_eq(test_http(port, "GET", url, NULL, NULL, &body, &len), 200);
         page = strndup(body, len);
         check_card(&f, page, i, acc);
-        /* the full-size image: a link to the existing image route */
-        cr_expect(strstr(page, "<a href=\"/image/case/"), "query %d: neighbours do not link their full-size image", i);
-        snprintf(url, sizeof url, "<a href=\"/image/query/%d\"", i);
+        /* the full-size image: a link to its page (the image, and the lesion outline where one is recorded) */
+        cr_expect(strstr(page, "<a href=\"/view/case/"), "query %d: neighbours do not link their full-size image", i);
+        snprintf(url, sizeof url, "<a href=\"/view/query/%d\"", i);
         cr_expect(strstr(page, url), "query %d: the query image does not link its full size", i);
         check_no_internals(url, page, f.dir, f.dbid, NDB);
         free(page);
@@ -340,27 +341,6 @@ Test(report_page, upload_page_says_what_is_what) { /* bounded by socket timeouts
 }
 
 /* ---- screenshot (issue #32 item 4): the pages as a browser draws them ---- */
-
-/* The browser, or NULL: chromium is optional, the test skips without it. */
-static const char *find_chromium(void) {
-    static const char *names[] = {"chromium", "chromium-browser", "google-chrome"};
-    for (int i = 0; i < 3; i++) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", names[i]);
-        if (system(cmd) == 0) return names[i];
-    }
-    return NULL;
-}
-
-/* Pixels of colour (r, g, b) (+-2 per channel, JPEG-free: chromium writes PNG). */
-static int count_colour(const image *im, int r, int g, int b) {
-    int n = 0, hw = im->h * im->w;
-    for (int p = 0; p < hw; p++) {
-        int c0 = (int)lrintf(255 * im->data[p]), c1 = (int)lrintf(255 * im->data[hw + p]), c2 = (int)lrintf(255 * im->data[2 * hw + p]);
-        n += abs(c0 - r) <= 2 && abs(c1 - g) <= 2 && abs(c2 - b) <= 2;
-    }
-    return n;
-}
 
 /* Renders url into png (1280 x 2000) and checks what a reader sees: the header band, the research
  * notice's box, the suggestion's box and the legend's frame swatches are drawn. */

@@ -95,7 +95,7 @@ Test(serve_hostile, a_semicolon_in_a_case_view_path_is_part_of_the_path) { /* bo
     e.labels = xmalloc(2 * sizeof(int64_t));
     for (int i = 0; i < 2; i++) { e.ids[i] = i; e.labels[i] = i; e.x[i * 32 + i] = 1; }
     char *paths[2] = {joined[of[0]], joined[of[1]]};
-    cr_assert_eq(casedb_create(db, &e, paths, NULL, 0, HASH_SIGN, INDEX_SCAN, 1), 0, "%s", er_msg());
+    cr_assert_eq(casedb_create(db, &e, paths, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 1), 0, "%s", er_msg());
     retrieval_server_cfg cfg = {db, NULL, NULL, "127.0.0.1", 0, {1, 0, 0.1, 0, 0}, NULL, NULL, 1, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     int port;
     retrieval_server *s = start(&cfg, &port);

@@ -58,7 +58,7 @@ Test(infer_casedb, build_open_search_add_delete) {
     char *paths[300];
     for (int i = 0; i < 300; i++) { paths[i] = malloc(32); snprintf(paths[i], 32, "img/%03d.png", i); }
     for (int kind = 0; kind < 3; kind++) {
-        cr_assert_eq(casedb_create(path, &first, paths, NULL, 16, HASH_PCA, (index_kind)kind, 0), ER_OK, "%s", er_msg());
+        cr_assert_eq(casedb_create(path, &first, paths, NULL, NULL, 16, HASH_PCA, (index_kind)kind, 0), ER_OK, "%s", er_msg());
         casedb db;
         cr_assert_eq(casedb_open(path, &db), ER_OK, "%s", er_msg());
         cr_expect_eq(db.n, 300);
@@ -72,7 +72,7 @@ Test(infer_casedb, build_open_search_add_delete) {
         /* add 100 cases, delete 30 (including one that a query sits on) */
         case_rec r[100];
         for (int i = 0; i < 100; i++)
-            r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * 32, all.labels[300 + i], NULL, -1, -1, "p1", "{\"x\":1}"};
+            r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * 32, all.labels[300 + i], NULL, -1, -1, "p1", "{\"x\":1}", NULL};
         cr_assert_eq(casedb_add(&db, r, 100), ER_OK, "%s", er_msg());
         for (int i = 300; i < 400; i++) gone[i] = 0;
         int64_t del[30];
@@ -107,7 +107,7 @@ Test(infer_casedb, crash_mid_transaction_keeps_previous_state) {
     char *path = path_join(dir, "cases.db");
     emb_set all, q;
     make_set(&all, &q, 50, 1, 8);
-    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
     pid_t pid = fork();
     if (pid == 0) {
         /* child: starts a write transaction (delete 20 cases, insert one), then dies by SIGKILL
@@ -156,7 +156,7 @@ Test(infer_casedb, corrupt_and_foreign_files_rejected) {
     /* a real case database, truncated */
     emb_set all, q;
     make_set(&all, &q, 300, 1, 64);
-    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK);
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK);
     char *data; size_t len;
     cr_assert_eq(read_file(path, &data, &len), ER_OK);
     cr_assert_eq(write_file_atomic(path, data, len / 2), ER_OK);
@@ -199,7 +199,7 @@ Test(infer_casedb, labels_outside_the_label_names_rejected) {
     cr_assert_eq(all.nlabel_names, 2);
     const char *bad[] = {"99", "-5", "'xx'", "2.5"};
     for (int i = 0; i < 4; i++) {
-        cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+        cr_assert_eq(casedb_create(path, &all, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
         sqlite3 *s;
         char sql[128];
         snprintf(sql, sizeof sql, "UPDATE cases SET label = %s WHERE id = 7;", bad[i]);
@@ -235,7 +235,7 @@ Test(infer_casedb, disk_full_is_a_runtime_error_and_keeps_the_db) {
     cr_assert_eq(emb_save(embp, &all), ER_OK);
     emb_set first = all;
     first.n = 300;
-    cr_assert_eq(casedb_create(path, &first, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK, "%s", er_msg());
+    cr_assert_eq(casedb_create(path, &first, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_MIH, 0), ER_OK, "%s", er_msg());
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit saved;
     getrlimit(RLIMIT_FSIZE, &saved);
@@ -251,7 +251,7 @@ Test(infer_casedb, disk_full_is_a_runtime_error_and_keeps_the_db) {
     cr_expect_eq(db.n, 300);
     case_rec r[100];
     for (int i = 0; i < 100; i++)
-        r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * all.dim, -1, NULL, -1, -1, NULL, NULL};
+        r[i] = (case_rec){all.ids[300 + i], all.x + (size_t)(300 + i) * all.dim, -1, NULL, -1, -1, NULL, NULL, NULL};
     limit_file_size(1024);
     cr_expect_eq(casedb_add(&db, r, 100), ER_RUNTIME, "index add: %s", er_msg());
     setrlimit(RLIMIT_FSIZE, &saved);
@@ -289,7 +289,7 @@ Test(infer_casedb, build_removes_temp_files_of_killed_builds) {
     cr_assert_eq(write_file_atomic(journal, "journal", 7), ER_OK);
     emb_set all, q;
     make_set(&all, &q, 20, 1, 16);
-    cr_assert_eq(casedb_create(path, &all, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
+    cr_assert_eq(casedb_create(path, &all, NULL, NULL, NULL, 0, HASH_SIGN, INDEX_SCAN, 0), ER_OK, "%s", er_msg());
     cr_expect_neq(access(tmp, F_OK), 0, "%s left", tmp);
     cr_expect_neq(access(journal, F_OK), 0, "%s left", journal);
     emb_free(&all);
