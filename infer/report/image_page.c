@@ -5,7 +5,7 @@
 
 static const char page_css[] =
     "<style>.full{position:relative;display:inline-block;line-height:0;max-width:100%}"
-    ".full img{max-width:100%;height:auto;border-radius:6px}"
+    ".full img{max-width:100%;min-width:min(480px,calc(100vw - 60px));height:auto;border-radius:6px}" /* a small image enlarged */
     ".full img.mko{position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none}"
     "body:has(.mktog input:not(:checked)) .full img.mko{display:none}"
     ".mknote{font-size:14px;background:#e8f9ff;border-left:4px solid #00b8e6;padding:6px 10px;margin:0 0 12px}"
@@ -52,6 +52,6 @@ void report_html_image_page(html_buf *b, const image_page *p) {
         route(b, "mask", p->base, p->view);
         hb_puts(b, "\">");
     }
-    hb_printf(b, "</div><p class=\"notice\">%s</p></main>", REPORT_NOTICE);
+    hb_puts(b, "</div></main>"); /* no suggestion here: the footer carries the research notice */
     report_html_tail(b);
 }
