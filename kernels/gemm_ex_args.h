@@ -13,7 +13,14 @@
  * Types: every operand is stored as fp32 today (GEMM_F32); the fields name the storage so bf16
  * tensors (issue #27) only flip them. `compute` is the product's arithmetic, given by the caller:
  * GEMM_COMPUTE_FP32 (true fp32) or GEMM_COMPUTE_BF16 (inputs rounded to bf16, fp32 accumulation).
- * `packed_b` (may be NULL): B's prepacked copy from gemm_prepack (CPU inference; CUDA ignores it). */
+ * `packed_b` (may be NULL): B's prepacked copy from gemm_prepack (CPU inference; CUDA ignores it).
+ *
+ * The bias-gradient epilogue (a weight-gradient product dW = dY^T X of a linear layer, whose bias
+ * gradient is the column sums of dY = op(A)^T): `bias_grad` [m] (+)= the sums over k of op(A)'s
+ * rows, exactly sum_to of the stored A [k, m] -> [1, m] with accumulate (so the CPU gives the bits
+ * of the separate sum_to it replaces; cuBLASLt's BGRADB epilogue on CUDA, which reads dY while the
+ * product does instead of once more). Only with transA = 1, A packed (lda == m), alpha 1 and no
+ * bias; `work`: sum_to_workspace({k, m}, {1, m}) floats of the caller's scratch (may be NULL when 0). */
 #ifndef ENDORET_GEMM_EX_ARGS_H
 #define ENDORET_GEMM_EX_ARGS_H
 
@@ -39,6 +46,8 @@ typedef struct {
     int a_type, b_type, c_type, d_type; /* GEMM_F32 (the only storage today) */
     int compute;                        /* GEMM_COMPUTE_* */
     const void *packed_b;               /* NULL, or gemm_prepack's copy of B (CPU only) */
+    float *bias_grad;                   /* [m] or NULL: the bias-gradient epilogue (above) */
+    float *work;                        /* its scratch */
 } gemm_ex_args;
 
 #ifdef __cplusplus

@@ -46,27 +46,34 @@ static int describe(const tensor *t, int nbatch_out, matdesc *d) {
     return 1;
 }
 
+/* A linear layer's bias gradient riding in its weight-gradient product (gemm_ex's bias-gradient
+ * epilogue): the bias's gradient buffer and the epilogue's scratch. */
+typedef struct {
+    float *grad, *work;
+} grad_bias;
+
 /* C (+)= alpha op(A) op(B) over `batch` matrices (beta 0 or 1: written or accumulated), a product of a
  * backward. One matrix goes through gemm_ex, C as D's accumulator (on CUDA a cuBLASLt plan cached
  * per shape, as the forward's linear layers use: bench/RESULTS_cuda.md, session 10), several through
  * gemm_batched. On the CPU both are the same sgemm call: the same bits. */
 static void grad_gemm(const er_backend *be, int compute, int tA, int tB, int m, int n, int k, float alpha,
                       const float *A, int lda, long sA, const float *B, int ldb, long sB, float beta, float *C,
-                      int ldc, long sC, int batch) {
+                      int ldc, long sC, int batch, const grad_bias *gb) {
     if (batch != 1) {
         be->gemm_batched(compute, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
         return;
     }
     gemm_ex_args g = {.transA = tA, .transB = tB, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
                       .A = A, .lda = lda, .B = B, .ldb = ldb, .C = beta != 0.0f ? C : NULL, .ldc = ldc,
-                      .D = C, .ldd = ldc, .compute = compute};
+                      .D = C, .ldd = ldc, .compute = compute,
+                      .bias_grad = gb ? gb->grad : NULL, .work = gb ? gb->work : NULL};
     be->gemm_ex(&g);
 }
 
 /* The gradients of C = op(A) op(B) (gy = dC, [batch,] M x N) into a's and b's gradient buffers:
  * matmul's backward, and the product part of linear's. */
 static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, int M, int N, int K, int batch,
-                         int compute) {
+                         int compute, const grad_bias *bias) {
     matdesc da, db;
     describe(a, batch, &da);
     describe(b, batch, &db);
@@ -76,6 +83,14 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
     long sy = (long)M * N;
     int fresh;
     tensor *ga = grad_buf_fresh(a, &fresh), *gb = grad_buf(b);
+    /* the bias-gradient epilogue's scratch, taken after the gradient buffers (a release frees
+     * everything the arena gave since the mark) */
+    arena_mark mark = ops_mark(y->device);
+    grad_bias bg = bias && gb ? *bias : (grad_bias){NULL, NULL};
+    if (bg.grad) {
+        int64_t xs[2] = {M, N}, ys[2] = {1, N};
+        bg.work = ops_scratch(y->device, (int64_t)be->sum_to_workspace(2, xs, ys));
+    }
     if (ga) {
         long sga = da.bstride ? (long)M * K : 0;
         /* a gradient buffer created just now is written (beta 0) rather than zero-filled and added
@@ -87,10 +102,10 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
         float beta = fresh ? 0.0f : 1.0f;
         if (!tA) /* gA[M,K] += dC opB^T */
             grad_gemm(be, compute, 0, !tb, M, K, N, 1.0f, gy, N, sy, b->data, db.ld, db.bstride, beta,
-                      ga->data, K, sga, batch);
+                      ga->data, K, sga, batch, NULL);
         else /* gA[K,M] += opB dC^T */
             grad_gemm(be, compute, tb, 1, K, M, N, 1.0f, b->data, db.ld, db.bstride, gy, N, sy, beta,
-                      ga->data, M, sga, batch);
+                      ga->data, M, sga, batch, NULL);
     }
     if (gb) {
         long sgb = db.bstride ? (long)K * N : 0;
@@ -99,19 +114,20 @@ static void matmul_grads(tensor *a, tensor *b, const tensor *y, int tA, int tB, 
             const float *ap = a->data + (long)r * da.bstride, *gp = gy + (long)r * sy;
             if (!tB) /* gB[K,N] += opA^T dC */
                 grad_gemm(be, compute, !ta, 0, K, N, M, 1.0f, ap, da.ld, da.bstride, gp, N, sy, 1.0f,
-                          gb->data, N, sgb, nb);
+                          gb->data, N, sgb, nb, NULL);
             else /* gB[N,K] += dC^T opA */
                 grad_gemm(be, compute, 1, ta, N, K, M, 1.0f, gp, N, sy, ap, da.ld, da.bstride, 1.0f,
-                          gb->data, K, sgb, nb);
+                          gb->data, K, sgb, nb, bg.grad ? &bg : NULL); /* only linear passes a bias: batch 1, one call */
         }
     }
+    ops_release(y->device, mark);
 }
 
 /* The backward's products run in the precision the forward's did (recorded in the node), whatever
  * the op layer's setting is when the tape is walked. */
 static void matmul_backward(tape_node *n) {
     matmul_grads(n->in[0], n->in[1], n->out, (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3], (int)n->i[4],
-                 (int)n->i[5], (int)n->i[6]);
+                 (int)n->i[5], (int)n->i[6], NULL);
 }
 
 tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
@@ -200,8 +216,13 @@ static void bias_grads(tensor *bias, const tensor *y) {
  * same contributions in the same order). */
 static void linear_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2], *res = n->in[3], *y = n->out;
-    if (bias) bias_grads(bias, y);
-    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3]);
+    /* the bias gradient rides in the weight-gradient product when there is one (gemm_ex's epilogue:
+     * the same sum_to on the CPU, cuBLASLt's BGRADB on CUDA), else it is its own sum_to */
+    tensor *gbias = bias ? grad_buf(bias) : NULL;
+    const int ride = gbias && (w->flags & T_REQUIRES_GRAD) && n->i[0] > 0 && n->i[1] > 0;
+    grad_bias gb = {ride ? gbias->data : NULL, NULL};
+    if (bias && !ride) bias_grads(bias, y);
+    matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3], ride ? &gb : NULL);
     int fresh;
     tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;
     if (gr) {

@@ -2,7 +2,7 @@
  * through sgemm (or the prepacked weight), then the bias, then beta C, each added in one pass in
  * that order, so a linear layer + residual add is bit-identical to the separate passes it replaces.
  * The product's precision is `compute`, as the caller gave it; operands other than fp32 storage are
- * a caller bug until bf16 tensors exist (#27). */
+ * a caller bug until bf16 tensors exist (#27). The bias-gradient epilogue is cpu_sum_to of A itself. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,6 +16,14 @@ void cpu_gemm_ex(const gemm_ex_args *a) {
         fprintf(stderr, "endoret: cpu_gemm_ex: operand types %d/%d/%d/%d, compute %d: only fp32 storage and fp32 / "
                         "bf16 compute are implemented\n", a->a_type, a->b_type, a->c_type, a->d_type, a->compute);
         abort();
+    }
+    if (a->bias_grad && !(a->transA && a->lda == a->m && a->alpha == 1.0f && !a->bias)) {
+        fprintf(stderr, "endoret: cpu_gemm_ex: the bias-gradient epilogue needs transA, a packed A, alpha 1 and no bias\n");
+        abort();
+    }
+    if (a->bias_grad && a->m > 0) { /* the column sums of the stored A [k, m] */
+        int64_t xs[2] = {a->k, a->m}, ys[2] = {1, a->m};
+        cpu_sum_to(2, xs, a->A, ys, a->bias_grad, 1, a->work);
     }
     if (a->m <= 0 || a->n <= 0) return;
     const int m = a->m, n = a->n, prec = sgemm_precision_of(a->compute);

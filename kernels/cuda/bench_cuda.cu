@@ -334,6 +334,17 @@ extern "C" int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_
                     row.pass = ok > 0 ? "cuBLASLt" : ok == 0 ? "refused: split path" : "error";
                     row.m = a.m, row.n = a.n, row.k = a.k;
                     emit(&row, ctx);
+                    if (!layers[li].bias) continue;
+                    /* its weight gradient dW[n,k] += dY^T X with the bias gradient in the epilogue (BGRADB) */
+                    a = gemm_ex_args{};
+                    a.transA = 1, a.m = layers[li].n, a.n = layers[li].k, a.k = M, a.alpha = 1.0f, a.beta = 1.0f;
+                    a.A = fake, a.lda = a.m, a.B = fake, a.ldb = a.n, a.C = fake, a.ldc = a.n, a.D = (float *)fake, a.ldd = a.n;
+                    a.bias_grad = (float *)fake, a.compute = bf ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32;
+                    ok = cu_gemm_ex_has_algo(&a);
+                    row.layer = li == 0 ? "qkv dW +bias grad" : li == 1 ? "proj dW +bias grad" : "fc2 dW +bias grad";
+                    row.pass = ok > 0 ? "cuBLASLt" : ok == 0 ? "refused: split path" : "error";
+                    row.m = a.m, row.n = a.n, row.k = a.k;
+                    emit(&row, ctx);
                 }
                 int D = C / models[mi].heads, T = models[mi].tokens[ti];
                 row = cuda_bench_row{};

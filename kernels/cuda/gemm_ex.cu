@@ -12,7 +12,13 @@
  * cost ResNet 227 ms a step with cuDNN's). A case the heuristic refuses, or every case when
  * ENDORET_CUDA_GEMM_EX=split, runs as the plain product (cu_gemm_batched) and one kernel adding
  * bias then beta C, in the CPU's order. The handle and a 32 MiB workspace are made on first use,
- * like the cuDNN handle. */
+ * like the cuDNN handle.
+ *
+ * The bias-gradient epilogue (a weight-gradient product dW = dY^T X, op(A) = dY^T): our op(A) is
+ * cuBLASLt's op(B), and our m its columns of D, so it is CUBLASLT_EPILOGUE_BGRADB (BGRADA would sum
+ * our B, x, over the wrong side). cuBLASLt writes the gradient; ours accumulates, so it lands in a
+ * cached device vector and one small kernel adds it. The split path is the plain product and
+ * sum_to's column sums, as cpu_gemm_ex. */
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +34,7 @@
 #define LT_WORKSPACE ((size_t)32 << 20)
 
 struct lt_key {
-    int ta, tb, m, n, k, lda, ldb, ldc, ldd, has_c, has_bias, compute, align;
+    int ta, tb, m, n, k, lda, ldb, ldc, ldd, has_c, has_bias, has_bgrad, compute, align;
     bool operator==(const lt_key &o) const { return !memcmp(this, &o, sizeof o); }
 };
 struct lt_key_hash {
@@ -50,6 +56,8 @@ static std::mutex g_lt_mu;
 static cublasLtHandle_t g_lt = NULL;
 static void *g_lt_ws = NULL;
 static std::unordered_map<lt_key, lt_plan, lt_key_hash> g_lt_plans;
+static float *g_bgrad = NULL; /* the BGRADB epilogue's output, added to the caller's gradient */
+static size_t g_bgrad_n = 0;
 
 /* 1 = cuBLASLt with its epilogue, 0 = split; another value is recorded as an error */
 static int lt_wanted(void) {
@@ -79,15 +87,16 @@ static lt_plan *lt_plan_for(const gemm_ex_args *a, const lt_key &key) {
     lt_plan p = {};
     cublasComputeType_t ct = a->compute == GEMM_COMPUTE_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
     cublasOperation_t opa = a->transB ? CUBLAS_OP_T : CUBLAS_OP_N, opb = a->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = a->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtEpilogue_t epi = a->bias_grad ? CUBLASLT_EPILOGUE_BGRADB : a->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     cudaDataType_t f32 = CUDA_R_32F;
     bool ok = lt_status(cublasLtMatmulDescCreate(&p.desc, ct, CUDA_R_32F), "MatmulDescCreate", a) &&
               lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "TRANSA", a) &&
               lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "TRANSB", a) &&
               lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE", a);
-    if (ok && a->bias) {
+    if (ok && (a->bias || a->bias_grad)) { /* the gradient's pointer is set per call (g_bgrad may grow) */
+        const void *bp = a->bias_grad ? (const void *)g_bgrad : (const void *)a->bias;
         ok = lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32), "BIAS_DATA_TYPE", a) &&
-             lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias, sizeof a->bias), "BIAS_POINTER", a);
+             lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "BIAS_POINTER", a);
     }
     /* column-major: cuBLASLt's A is our B (n x k after op), its B our A (k x m), C and D n x m */
     ok = ok && lt_status(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, a->transB ? a->k : a->n, a->transB ? a->n : a->k, a->ldb), "layout A", a) &&
@@ -127,7 +136,16 @@ __global__ void k_gemm_epilogue(int m, int n, float *D, int ldd, const float *bi
     }
 }
 
+/* g[i] += v[i]: the BGRADB output into the caller's (accumulated) bias gradient */
+__global__ void k_add_vec(int64_t n, const float *v, float *g) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) g[i] = g[i] + v[i];
+}
+
 static void gemm_ex_split(const gemm_ex_args *a) {
+    if (a->bias_grad) { /* the column sums of the stored A [k, m], as cpu_gemm_ex */
+        int64_t xs[2] = {a->k, a->m}, ys[2] = {1, a->m};
+        cu_sum_to(2, xs, a->A, ys, a->bias_grad, 1, a->work);
+    }
     bool alias = a->C && a->C == a->D;
     cu_gemm_batched(a->compute, a->transA, a->transB, a->m, a->n, a->k, a->alpha, a->A, a->lda, 0, a->B, a->ldb, 0,
                     alias ? a->beta : 0.0f, a->D, a->ldd, 0, 1);
@@ -142,7 +160,7 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 static lt_key lt_key_of(const gemm_ex_args *a) {
     return lt_key{a->transA, a->transB, a->m, a->n, a->k, a->lda, a->ldb, a->C ? a->ldc : 0, a->ldd, a->C != NULL,
-                  a->bias != NULL, a->compute,
+                  a->bias != NULL, a->bias_grad != NULL, a->compute,
                   aligned16(a->A) | aligned16(a->B) << 1 | aligned16(a->C) << 2 | aligned16(a->D) << 3 | aligned16(a->bias) << 4};
 }
 
@@ -157,25 +175,40 @@ void cu_gemm_ex(const gemm_ex_args *a) {
         cuda_record_msg("gemm_ex: only fp32 operands are stored today", __FILE__, __LINE__);
         return;
     }
-    if (a->m <= 0 || a->n <= 0) return;
+    if (a->bias_grad && !(a->transA && a->lda == a->m && a->alpha == 1.0f && !a->bias)) {
+        cuda_record_msg("gemm_ex: the bias-gradient epilogue needs transA, a packed A, alpha 1 and no bias", __FILE__, __LINE__);
+        return;
+    }
+    if (a->m <= 0 || (a->n <= 0 && !a->bias_grad)) return;
     /* cuBLASLt works in place only with C's layout equal to D's */
-    if (!lt_wanted() || a->k <= 0 || (a->C && a->C == a->D && a->ldc != a->ldd)) {
+    if (!lt_wanted() || a->k <= 0 || a->n <= 0 || (a->C && a->C == a->D && a->ldc != a->ldd)) {
         gemm_ex_split(a);
         return;
     }
     std::lock_guard<std::mutex> lk(g_lt_mu);
+    if (a->bias_grad && g_bgrad_n < (size_t)a->m) { /* before the plan: its pointer attribute is set below */
+        if (g_bgrad) cudaFree(g_bgrad);
+        g_bgrad = NULL, g_bgrad_n = 0;
+        if (CUDA_CHECK(cudaMalloc(&g_bgrad, (size_t)a->m * sizeof(float)))) return;
+        g_bgrad_n = (size_t)a->m;
+    }
     lt_plan *p = lt_plan_for(a, lt_key_of(a));
     if (!p) return;
     if (!p->ok) {
         gemm_ex_split(a);
         return;
     }
-    if (a->bias && !lt_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias, sizeof a->bias),
-                              "BIAS_POINTER", a))
+    const void *bp = a->bias_grad ? (const void *)g_bgrad : (const void *)a->bias;
+    if (bp && !lt_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "BIAS_POINTER", a))
         return;
     const float beta = a->C ? a->beta : 0.0f;
     const float *C = a->C ? a->C : a->D;
-    lt_status(cublasLtMatmul(g_lt, p->desc, &a->alpha, a->B, p->a, a->A, p->b, &beta, C, p->c, a->D, p->d, &p->algo,
-                             g_lt_ws, LT_WORKSPACE, cuda_stream()),
-              "cublasLtMatmul", a);
+    if (!lt_status(cublasLtMatmul(g_lt, p->desc, &a->alpha, a->B, p->a, a->A, p->b, &beta, C, p->c, a->D, p->d, &p->algo,
+                                  g_lt_ws, LT_WORKSPACE, cuda_stream()),
+                   "cublasLtMatmul", a))
+        return;
+    if (a->bias_grad) {
+        k_add_vec<<<cuda_blocks(a->m, 256), 256, 0, cuda_stream()>>>(a->m, g_bgrad, a->bias_grad);
+        CUDA_LAUNCHED("gemm_ex bias gradient");
+    }
 }

@@ -2,6 +2,8 @@
  * (included by emu_cuda.h): descriptors that keep their attributes, a heuristic that always offers
  * one algorithm, and cublasLtMatmul as a column-major reference loop
  *     D = alpha op(A) op(B) + beta C (+ bias[row of D] with CUBLASLT_EPILOGUE_BIAS)
+ * and the bias-gradient epilogues writing to the bias pointer: BGRADA the sums over k of op(A)'s
+ * rows (one per row of D), BGRADB the sums over k of op(B)'s columns (one per column of D)
  * that refuses (CUBLAS_STATUS_INVALID_VALUE) layouts whose sizes do not chain: a row-major ->
  * column-major mapping with m and n swapped, or a transpose flag that disagrees with its layout,
  * fails the call instead of computing something. bf16 compute rounds the inputs as the cuBLAS
@@ -10,7 +12,12 @@
 #define ENDORET_EMU_CUBLASLT_H
 
 typedef cudaDataType cudaDataType_t;
-typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_BGRADA = 256,
+    CUBLASLT_EPILOGUE_BGRADB = 512
+} cublasLtEpilogue_t;
 typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
@@ -120,6 +127,17 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
             if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += d->bias[i];
             out[i + j * m] = v;
         }
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADA || d->epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+        const bool ga = d->epilogue == CUBLASLT_EPILOGUE_BGRADA;
+        float *g = (float *)d->bias;
+        for (uint64_t r = 0; r < (ga ? m : n); r++) {
+            double s = 0;
+            for (uint64_t l = 0; l < k; l++)
+                s += ga ? (d->ta == CUBLAS_OP_N ? a[r + l * la->ld] : a[l + r * la->ld])
+                        : (d->tb == CUBLAS_OP_N ? b[l + r * lb->ld] : b[r + l * lb->ld]);
+            g[r] = (float)s;
+        }
+    }
     for (uint64_t j = 0; j < n; j++) /* written after reading: C may be D */
         for (uint64_t i = 0; i < m; i++) dd[i + j * ld->ld] = out[i + j * m];
     return CUBLAS_STATUS_SUCCESS;

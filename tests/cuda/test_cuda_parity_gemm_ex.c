@@ -2,8 +2,8 @@
  * against cpu_gemm_ex, through cuBLASLt (ENDORET_CUDA_GEMM_EX=lt, the default) and through the split
  * path (product, then one epilogue kernel): fp32 at 1e-5 and bf16 compute at 2e-2 (the tolerances of
  * test_cuda_parity.c). The cases are the ViT's: x W^T + b (qkv, fc1), x W^T + b + residual (proj,
- * fc2), no bias, the other transposes, padded leading dimensions, and C = D (an accumulating
- * product). Skips without a GPU. */
+ * fc2), no bias, the other transposes, padded leading dimensions, C = D (an accumulating
+ * product), and the bias-gradient epilogue of a weight-gradient product. Skips without a GPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +34,37 @@ static void gemm_ex_case(int m, int n, int k, int ta, int tb, int pad, int bias,
     free(A); free(B); free(b); free(C); free(D);
 }
 
+/* The bias-gradient epilogue of a weight-gradient product dW[n,k] += dY^T X (dY [kk, n] packed, as
+ * linear's backward calls it): dW and the accumulated bias gradient (the column sums of dY) against
+ * the CPU's, which is sum_to itself. */
+static void bias_grad_case(int rows, int n, int k, int bf16, uint32_t tag) {
+    float *dy = rnd((int64_t)rows * n, -1, 1, tag), *x = rnd((int64_t)rows * k, -1, 1, tag + 1);
+    float *dw = rnd((int64_t)n * k, -1, 1, tag + 2), *g = rnd(n, -1, 1, tag + 3);
+    float *ddy = devf(dy, (int64_t)rows * n), *dx = devf(x, (int64_t)rows * k), *ddw = devf(dw, (int64_t)n * k), *dg = devf(g, n);
+    int64_t xs[2] = {rows, n}, ys[2] = {1, n};
+    size_t wc = CPU->sum_to_workspace(2, xs, ys), wg = GPU->sum_to_workspace(2, xs, ys);
+    float *work = malloc((wc ? wc : 1) * sizeof(float)), *dwork = GPU->alloc((wg ? wg : 1) * sizeof(float));
+    gemm_ex_args a = {.transA = 1, .transB = 0, .m = n, .n = k, .k = rows, .alpha = 1.0f, .beta = 1.0f, .A = dy, .lda = n,
+                      .B = x, .ldb = k, .C = dw, .ldc = k, .D = dw, .ldd = k, .compute = bf16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32,
+                      .bias_grad = g, .work = work};
+    CPU->gemm_ex(&a);
+    gemm_ex_args d = a;
+    d.A = ddy, d.B = dx, d.C = ddw, d.D = ddw, d.bias_grad = dg, d.work = dwork;
+    GPU->gemm_ex(&d);
+    char what[160];
+    snprintf(what, sizeof what, "gemm_ex bias gradient %dx%dx%d %s: dW", n, k, rows, bf16 ? "bf16" : "fp32");
+    expect_close(what, dw, ddw, (int64_t)n * k, bf16 ? 2e-2 : 1e-5);
+    snprintf(what, sizeof what, "gemm_ex bias gradient %dx%dx%d %s: bias", n, k, rows, bf16 ? "bf16" : "fp32");
+    expect_close(what, g, dg, n, 1e-5); /* the sums read dY as stored: no bf16 rounding */
+    GPU->free(ddy); GPU->free(dx); GPU->free(ddw); GPU->free(dg); GPU->free(dwork);
+    free(dy); free(x); free(dw); free(g); free(work);
+}
+
 static void gemm_ex_cases(void) {
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        bias_grad_case(2 * 50, 3 * 64, 64, bf16, 370); /* qkv's dW and db */
+        bias_grad_case(77, 19, 33, bf16, 380);         /* odd sizes */
+    }
     for (int bf16 = 0; bf16 <= 1; bf16++) {
         gemm_ex_case(2 * 50, 3 * 64, 64, 0, 1, 0, 1, 0, 1.0f, 0.0f, bf16, 300);  /* qkv: x W^T + b */
         gemm_ex_case(2 * 50, 64, 64, 0, 1, 0, 1, 1, 1.0f, 1.0f, bf16, 310);      /* proj + residual */
