@@ -19,9 +19,9 @@
 #include "nn/ops.h"
 #include "nn/precision.h"
 #include "train/host_batch.h"
+#include "train/objective_pgcon.h"
 
-/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
- * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
+/* spec 1.10: PGCon's optimisation (pgcon_loop_defaults) with warm restarts of T_0 3 epochs; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
  * configs/pgcon_linear.cfg). */
 static void ft_defaults(void *cfg, loop_keys *k) {
     finetune_cfg *c = cfg;
@@ -35,20 +35,13 @@ static void ft_defaults(void *cfg, loop_keys *k) {
     c->label_percent = 100;
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->test_split, "");
-    k->epochs = 100; k->batch = 128; k->accum = 1; k->seed = 0;
-    cfg_set_str(&k->optimizer, "sgd");
-    k->momentum = 0.9; k->lr = 0.01; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
-    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 0;
-    cfg_set_str(&k->schedule, "restarts");
-    k->restart_epochs = 3; k->restart_mult = 2;
-    cfg_set_str(&k->out, "out/train_finetune");
+    pgcon_loop_defaults(k);
+    k->lr = 0.01; k->restart_epochs = 3; /* 100 epochs: the loop's default */
 }
 
 static void ft_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    int nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
-    key_table_add(t, m, nm);
+    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
     OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
     OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");

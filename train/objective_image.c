@@ -45,10 +45,7 @@ void image_cfg_defaults(image_cfg *c) {
 }
 
 void image_loop_defaults(loop_keys *k) {
-    k->epochs = 100; k->batch = 32; k->accum = 1; k->seed = 0;
-    k->lr = 1.25e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
-    k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
-    cfg_set_str(&k->out, "out/train_image");
+    k->lr = 1.25e-4; k->beta2 = 0.95; k->warmup_epochs = 5;
 }
 
 const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {

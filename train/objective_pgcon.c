@@ -22,8 +22,8 @@
 
 /* ---------------------------------------------------------------- config */
 
-/* The paper's settings; its optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm
- * restarts (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
+/* The paper's settings; its optimisation (spec 1.8, pgcon_loop_defaults) with lr 0.012 over 700
+ * epochs, the restarts stepped per iteration. */
 static void pgcon_defaults(void *cfg, loop_keys *k) {
     pgcon_cfg *c = cfg;
     memset(c, 0, sizeof *c);
@@ -39,20 +39,20 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->eval_bank_split, "train");
     c->knn_k = 290; c->knn_tau = 0.1;
-    k->epochs = 700; k->batch = 128; k->accum = 1; k->seed = 0;
+    pgcon_loop_defaults(k);
+    k->epochs = 700; k->lr = 0.012;
+}
+
+void pgcon_loop_defaults(loop_keys *k) {
     cfg_set_str(&k->optimizer, "sgd");
-    k->momentum = 0.9; k->lr = 0.012; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
-    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 0;
+    k->batch = 128; k->momentum = 0.9; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
     cfg_set_str(&k->schedule, "restarts");
     k->restart_epochs = 50; k->restart_mult = 2;
-    cfg_set_str(&k->out, "out/train_pgcon");
 }
 
 static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    int nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
-    key_table_add(t, m, nm);
+    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
     OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
     OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
