@@ -122,6 +122,12 @@ int loop_keys_run(const loop_keys *k, train_run *run) {
     return ER_OK;
 }
 
+int train_run_allgather(const train_run *run, const float *mine, int64_t n, float *all) {
+    if (run->world_size > 1) return pg_allgather(mine, n, all);
+    memcpy(all, mine, (size_t)n * sizeof(float));
+    return ER_OK;
+}
+
 void train_run_describe(const train_run *run, FILE *f) {
     fprintf(f, "run: %s/%s, %d threads, prefetch %s", run->keys->device, run->keys->precision, run->threads,
             run->prefetch ? "on" : "off");

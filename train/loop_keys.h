@@ -42,6 +42,9 @@ int loop_keys_run(const loop_keys *k, train_run *run);
  * buffers, `trainable` of them with a gradient and k's optimizer slots (AdamW 2, SGD with momentum
  * 1, plain SGD 0); the caller adds activations and data. */
 mem_estimate loop_keys_mem_state(const loop_keys *k, double params, double trainable);
+/* Every rank's n floats `mine`, in rank order, into all [world_size * n] (one process: a copy): a
+ * rank's share of the global batch becomes the whole batch's. */
+int train_run_allgather(const train_run *run, const float *mine, int64_t n, float *all);
 /* One line for the start of a run: device, precision, threads, ranks and shard. */
 void train_run_describe(const train_run *run, FILE *f);
 

@@ -231,8 +231,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
         rc_cfg = ((resnet *)m->impl)->cfg;
         if (m->has_input && !strcmp(c->norm, "auto")) in = m->input;
         model_free(m);
-    } else if ((rc = resnet_config_preset(c->model.arch, &rc_cfg))) goto fail;
-    else if (c->model.width > 0) rc_cfg.width = c->model.width;
+    } else if ((rc = resnet_args_config(&c->model, &rc_cfg))) goto fail;
     if (strcmp(c->norm, "auto")) in = objective_input(c->norm, in.crop);
     if (c->crop > 0) in.crop = (float)c->crop;
     o->in = in;

@@ -13,8 +13,8 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
-#include "nn/base/process_group.h"
 #include "nn/base/rng.h"
+#include "nn/losses/memory_bank.h"
 #include "nn/losses/pgcon_loss.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
@@ -82,9 +82,8 @@ typedef struct {
     pgcon_cfg cfg;
     model *model;          /* the ResNet + heads behind the model interface (export, eval) */
     resnet *net;
-    tensor *mem;           /* memory_bank [N, D]: a buffer of the training state */
-    float *M;              /* its host copy (the tensor's own data on the CPU) */
-    int mem_ready;         /* M holds the bank (filled, or read back after --resume) */
+    memory_bank mem;       /* memory_bank [N, D]: a buffer of the training state, with its host copy */
+    int mem_ready;         /* mem.M holds the bank (filled, or read back after --resume) */
     param_list all;        /* the network's parameters and buffers + the bank */
     int wincon, D, k;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
@@ -116,9 +115,8 @@ static void pgcon_free(void *self) {
     if (!o) return;
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model); /* owns the network's tensors; the bank is ours */
-    tensor_free(o->mem);
+    memory_bank_free(&o->mem);
     free(o->all.t);
-    if (o->run.device != DEV_CPU) free(o->M);
     image_cache_free(&o->data);
     for (int t = 0; t < o->run.threads; t++) {
         if (o->views) pgcon_views_free(&o->views[t]);
@@ -151,14 +149,6 @@ static int make_views(pgcon_objective *o, const fill_scratch *sc, int t, int id,
     return ER_OK;
 }
 
-/* Writes rows of the host bank back to the device tensor (a no-op on the CPU: M is its data). */
-static void bank_upload_rows(pgcon_objective *o, const int *idx, int n) {
-    if (o->run.device == DEV_CPU) return;
-    const er_backend *be = backend_get(o->run.device);
-    for (int j = 0; j < n; j++)
-        be->upload(o->mem->data + (size_t)idx[j] * o->D, o->M + (size_t)idx[j] * o->D, (size_t)o->D * sizeof(float));
-}
-
 /* The bank before training (spec 1.6): the untrained network's prior-view embeddings of every
  * training row, in chunks of the batch (this rank's share of each chunk, gathered). Runs once: a
  * resumed run reads the bank from its checkpoint. */
@@ -183,14 +173,13 @@ static int bank_fill(pgcon_objective *o) {
             else tensor_to_host(e, z);
         }
         nn_step_end();
-        if (!rc && o->run.world_size > 1) rc = pg_allgather(z, (int64_t)o->run.local_batch * D, o->z_all);
-        else if (!rc) memcpy(o->z_all, z, (size_t)B * D * sizeof(float));
+        if (!rc) rc = train_run_allgather(&o->run, z, (int64_t)o->run.local_batch * D, o->z_all);
         int n = N - c0 < B ? N - c0 : B;
         for (int j = 0; j < n && !rc; j++) {
             rows[j] = c0 + j;
-            memcpy(o->M + (size_t)(c0 + j) * D, o->z_all + (size_t)j * D, (size_t)D * sizeof(float));
+            memcpy(o->mem.M + (size_t)(c0 + j) * D, o->z_all + (size_t)j * D, (size_t)D * sizeof(float));
         }
-        if (!rc) bank_upload_rows(o, rows, n);
+        if (!rc) memory_bank_push_rows(&o->mem, rows, n);
     }
     free(rows);
     free(z);
@@ -200,10 +189,7 @@ static int bank_fill(pgcon_objective *o) {
 /* At the first step of this process: the bank from the checkpoint (--resume), or filled now. */
 static int bank_ready(pgcon_objective *o) {
     if (o->mem_ready) return ER_OK;
-    if (o->run.device != DEV_CPU) tensor_to_host(o->mem, o->M);
-    double s = 0;
-    for (int d = 0; d < o->D; d++) s += (double)o->M[d] * o->M[d];
-    int rc = s > 0 ? ER_OK : bank_fill(o); /* unit rows: an all-zero row 0 means never filled */
+    int rc = memory_bank_pull(&o->mem) ? ER_OK : bank_fill(o);
     o->mem_ready = rc == ER_OK;
     return rc;
 }
@@ -245,8 +231,8 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     const int32_t *negi = (const int32_t *)(sl + o->negi_off);
     for (int j = 0; j < b; j++) {
         for (int term = 0; term < 2; term++)
-            pgcon_memory_rows(o->M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
-        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
+            pgcon_memory_rows(o->mem.M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
+        memcpy(o->pos_mem + (size_t)j * D, o->mem.M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
     }
     nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
@@ -273,11 +259,10 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     loss_terms_set(terms, "pos_mem", pos_mem);
     tensor *loss = op_add(op_mul_scalar(l1, (float)c->w_jig), op_mul_scalar(l2, (float)c->w_mem));
     /* the bank takes this micro-batch's prior embeddings (every rank the whole batch's, in order) */
-    float *z = o->z_all + (size_t)o->run.first * D;
-    tensor_to_host(zp, o->run.world_size > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
-    if (o->run.world_size > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
-    pgcon_memory_update(o->M, D, inst, o->z_all, B, (float)c->momentum);
-    bank_upload_rows(o, inst, B);
+    tensor_to_host(zp, o->xp); /* xp is free now: the forward has its copy */
+    if (train_run_allgather(&o->run, o->xp, (int64_t)b * D, o->z_all)) return NULL;
+    pgcon_memory_update(o->mem.M, D, inst, o->z_all, B, (float)c->momentum);
+    memory_bank_push_rows(&o->mem, inst, B);
     return loss;
 }
 
@@ -318,10 +303,8 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
  * their host buffers. The bank and image cache (known after the manifest is read) are not counted.
  * CPU runs only, as the image objective. */
 static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
-    resnet_config rc;
-    if (resnet_config_preset(c->model.arch, &rc) || run->device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
-    if (c->model.width > 0) rc.width = c->model.width;
-    rc.num_classes = 0, rc.proj_dim = c->model.proj, rc.jigsaw_tiles = c->model.jigsaw;
+    resnet_config rc; /* the network resnet_arch.create builds */
+    if (resnet_args_config(&c->model, &rc) || run->device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
     double b = run->local_batch, params = resnet_param_count(&rc);
     mem_estimate m = loop_keys_mem_state(run->keys, params, params);
     m.activations = resnet_train_bytes(&rc, b, c->prior_out, c->prior_out) + resnet_train_bytes(&rc, 9 * b, c->tile_out, c->tile_out);
@@ -358,11 +341,8 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     }
     o->k = c->negatives;
     for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
-    o->mem = tensor_new(2, SHAPE(N, o->D)); /* zeros: filled at the first step */
-    o->mem->name = xstrdup("memory_bank");
-    params_add(&o->all, o->mem);
-    if ((rc = model_to_device(o->model, device)) || (rc = tensor_to_device(o->mem, device))) goto fail;
-    o->M = device == DEV_CPU ? o->mem->data : xcalloc((size_t)N * o->D, sizeof(float));
+    if ((rc = model_to_device(o->model, device)) || (rc = memory_bank_new(&o->mem, "memory_bank", N, o->D, device))) goto fail;
+    params_add(&o->all, o->mem.t); /* zeros: filled at the first step */
     if (c->eval_manifest && c->eval_manifest[0] &&
         ((rc = labelled_rows_load(&o->bank, c->eval_manifest, c->eval_bank_split, o->model->img, &in)) ||
          (rc = labelled_rows_load(&o->query, c->eval_manifest, c->eval_split, o->model->img, &in))))

@@ -59,15 +59,20 @@ static int accepts(const char *arch) {
     return 0;
 }
 
+int resnet_args_config(const resnet_args *a, resnet_config *c) {
+    if (resnet_config_preset(a->arch, c)) return ER_INPUT;
+    if (a->width > 0) c->width = a->width;
+    c->num_classes = a->classes;
+    c->proj_dim = a->proj;
+    c->jigsaw_tiles = a->jigsaw;
+    c->sync_bn = a->sync_bn;
+    return ER_OK;
+}
+
 static int create(const void *v, uint64_t seed, model **out) {
     const resnet_args *a = v;
     resnet_config c;
-    if (resnet_config_preset(a->arch, &c)) return ER_INPUT;
-    if (a->width > 0) c.width = a->width;
-    c.num_classes = a->classes;
-    c.proj_dim = a->proj;
-    c.jigsaw_tiles = a->jigsaw;
-    c.sync_bn = a->sync_bn;
+    if (resnet_args_config(a, &c)) return ER_INPUT;
     resnet *r = resnet_new(&c, seed);
     if (!r) return ER_INPUT;
     *out = resnet_model_wrap(r, a->img);

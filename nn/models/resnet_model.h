@@ -23,6 +23,9 @@ typedef struct {
     int sync_bn;  /* data-parallel training: batch norm over the global batch (default on) */
 } resnet_args;
 
+/* The network config the keys describe (the preset of model.arch with the width, heads and batch-norm
+ * mode of the args): ER_INPUT for an unknown arch. */
+int resnet_args_config(const resnet_args *a, resnet_config *c);
 /* A model that owns r (freed by model_free). */
 model *resnet_model_wrap(resnet *r, int img);
 
