@@ -84,6 +84,9 @@ typedef struct {
 /* The reference geometry by image size S = min(h, w): S < 500 -> (316, 50, 280 if S < 360 else
  * 300), else (500, 75, 400); images smaller than the reference side scale all three with S. */
 pgcon_geometry pgcon_geometry_for(int h, int w);
+/* pgcon_geometry_for(h, w) with each field of `set` that is > 0 in place of the reference's (a
+ * config's explicit sizes). */
+pgcon_geometry pgcon_geometry_with(int h, int w, const pgcon_geometry *set);
 typedef struct {
     image prior;      /* 3 x 120 x 120, T_p applied, normalised (WCE mean/std) */
     image tiles;      /* 9 tiles stacked: 27 x 90 x 90 (tile t = channels 3t..3t+2), shuffled */

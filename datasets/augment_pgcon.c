@@ -31,6 +31,17 @@ pgcon_geometry pgcon_geometry_for(int h, int w) {
     return g;
 }
 
+pgcon_geometry pgcon_geometry_with(int h, int w, const pgcon_geometry *set) {
+    pgcon_geometry g = pgcon_geometry_for(h, w);
+    if (set->side > 0) g.side = set->side;
+    if (set->half > 0) g.half = set->half;
+    if (set->jigsaw > 0) g.jigsaw = set->jigsaw;
+    if (set->prior_out > 0) g.prior_out = set->prior_out;
+    if (set->tile_out > 0) g.tile_out = set->tile_out;
+    if (set->win_out > 0) g.win_out = set->win_out;
+    return g;
+}
+
 void lab_a_argmax(const image *rgb, int *py, int *px) {
     size_t hw = (size_t)rgb->h * rgb->w, best = 0;
     float bv = -1e30f;

@@ -17,7 +17,6 @@
 #include "nn/losses/triplet.h"
 #include "nn/models/vit_lora.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */

@@ -14,15 +14,12 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
-#include "nn/init.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
-#include "train/objective_pgcon.h"
 
-/* spec 1.10: PGCon's optimisation (pgcon_loop_defaults) with warm restarts of T_0 3 epochs; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
- * configs/pgcon_linear.cfg). */
+/* spec 1.10: PGCon's optimisation (loop_keys_sgd_restarts) with warm restarts of T_0 3 epochs; lr
+ * 0.01 here (the released linear script's lr 10 belongs to its frozen head: configs/pgcon_linear.cfg). */
 static void ft_defaults(void *cfg, loop_keys *k) {
     finetune_cfg *c = cfg;
     memset(c, 0, sizeof *c);
@@ -35,7 +32,7 @@ static void ft_defaults(void *cfg, loop_keys *k) {
     c->label_percent = 100;
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->test_split, "");
-    pgcon_loop_defaults(k);
+    loop_keys_sgd_restarts(k);
     k->lr = 0.01; k->restart_epochs = 3; /* 100 epochs: the loop's default */
 }
 
@@ -281,8 +278,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     if (o->eval.n) t.eval = ft_eval;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
     o->classifier->params = &o->all; /* trunk and head */
-    o->classifier->input = o->in;
-    o->classifier->has_input = 1;
+    model_set_input(o->classifier, o->in);
     t.export_model = o->classifier;
     t.export_name = "classifier.safetensors";
     t.describe = ft_describe;

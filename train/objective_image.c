@@ -19,7 +19,6 @@
 #include "nn/models/mae.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"

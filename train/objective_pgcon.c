@@ -17,12 +17,11 @@
 #include "nn/losses/memory_bank.h"
 #include "nn/losses/pgcon_loss.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
-/* The paper's settings; its optimisation (spec 1.8, pgcon_loop_defaults) with lr 0.012 over 700
+/* The paper's settings; its optimisation (spec 1.8, loop_keys_sgd_restarts) with lr 0.012 over 700
  * epochs, the restarts stepped per iteration. */
 static void pgcon_defaults(void *cfg, loop_keys *k) {
     pgcon_cfg *c = cfg;
@@ -39,15 +38,8 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->eval_bank_split, "train");
     c->knn_k = 290; c->knn_tau = 0.1;
-    pgcon_loop_defaults(k);
+    loop_keys_sgd_restarts(k);
     k->epochs = 700; k->lr = 0.012;
-}
-
-void pgcon_loop_defaults(loop_keys *k) {
-    cfg_set_str(&k->optimizer, "sgd");
-    k->batch = 128; k->momentum = 0.9; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
-    cfg_set_str(&k->schedule, "restarts");
-    k->restart_epochs = 50; k->restart_mult = 2;
 }
 
 static void pgcon_specs(void *cfg, key_table *t) {
@@ -88,8 +80,9 @@ typedef struct {
     int wincon, D, k;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
+    pgcon_geometry geom;   /* the configured view sizes (0 = the reference's by image size) */
     pgcon_views *views;
-    uint8_t **seen;        /* per thread: N bytes for the negative sampler */
+    uint8_t *seen;         /* N bytes a thread for the negative sampler (thread t at t N) */
     /* a host slot (train/host_batch.h): this rank's prior views, tiles, WIN views, the global batch's
      * instances [B] and this rank's negatives' indices [b, 2, k]: pure functions of (seed, g) */
     host_batch *hb;
@@ -100,16 +93,6 @@ typedef struct {
     labelled_rows bank, query;
 } pgcon_objective;
 
-static pgcon_geometry geometry(const pgcon_objective *o, int h, int w) {
-    const pgcon_cfg *c = &o->cfg;
-    pgcon_geometry g = pgcon_geometry_for(h, w);
-    if (c->side > 0) g.side = c->side;
-    if (c->box > 0) g.half = c->box / 2;
-    if (c->jigsaw > 0) g.jigsaw = c->jigsaw;
-    g.prior_out = c->prior_out, g.tile_out = c->tile_out, g.win_out = c->win_out;
-    return g;
-}
-
 static void pgcon_free(void *self) {
     pgcon_objective *o = self;
     if (!o) return;
@@ -118,10 +101,7 @@ static void pgcon_free(void *self) {
     memory_bank_free(&o->mem);
     free(o->all.t);
     image_cache_free(&o->data);
-    for (int t = 0; t < o->run.threads; t++) {
-        if (o->views) pgcon_views_free(&o->views[t]);
-        if (o->seen) free(o->seen[t]);
-    }
+    for (int t = 0; o->views && t < o->run.threads; t++) pgcon_views_free(&o->views[t]);
     free(o->views); free(o->seen);
     free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
     labelled_rows_free(&o->bank); labelled_rows_free(&o->query);
@@ -135,7 +115,7 @@ static void pgcon_free(void *self) {
 static int make_views(pgcon_objective *o, const fill_scratch *sc, int t, int id, rng_t *r, int slot, int prior_only, float *xp, float *xt, float *xw) {
     const pgcon_cfg *c = &o->cfg;
     image_cache_get(&o->data.imgs[id], &sc->src[t]);
-    pgcon_geometry g = geometry(o, sc->src[t].h, sc->src[t].w);
+    pgcon_geometry g = pgcon_geometry_with(sc->src[t].h, sc->src[t].w, &o->geom);
     pgcon_views *v = &o->views[t];
     unsigned views = prior_only ? PGCON_PRIOR : PGCON_PRIOR | PGCON_TILES | (o->wincon ? PGCON_WIN : 0);
     int rc = pgcon_make_views(r, &sc->src[t], &g, views, &sc->ws[t], v);
@@ -155,7 +135,6 @@ static int make_views(pgcon_objective *o, const fill_scratch *sc, int t, int id,
 static int bank_fill(pgcon_objective *o) {
     const pgcon_cfg *c = &o->cfg;
     int N = o->data.n, B = o->run.batch, D = o->D, S = c->prior_out, fail = 0, rc = ER_OK;
-    int *rows = xmalloc((size_t)B * sizeof(int));
     float *z = xmalloc((size_t)o->run.local_batch * D * sizeof(float));
     for (int c0 = 0; c0 < N && !rc; c0 += B) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
@@ -174,14 +153,8 @@ static int bank_fill(pgcon_objective *o) {
         }
         nn_step_end();
         if (!rc) rc = train_run_allgather(&o->run, z, (int64_t)o->run.local_batch * D, o->z_all);
-        int n = N - c0 < B ? N - c0 : B;
-        for (int j = 0; j < n && !rc; j++) {
-            rows[j] = c0 + j;
-            memcpy(o->mem.M + (size_t)(c0 + j) * D, o->z_all + (size_t)j * D, (size_t)D * sizeof(float));
-        }
-        if (!rc) memory_bank_push_rows(&o->mem, rows, n);
+        if (!rc) memory_bank_set(&o->mem, c0, N - c0 < B ? N - c0 : B, o->z_all);
     }
-    free(rows);
     free(z);
     return rc;
 }
@@ -212,7 +185,7 @@ static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc)
         if (make_views(o, sc, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
         for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
             rng_t rn = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->run.first + j) + (uint32_t)term));
-            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], negi + ((size_t)j * 2 + term) * k);
+            pgcon_sample_negatives(&rn, N, i, k, o->seen + (size_t)t * N, negi + ((size_t)j * 2 + term) * k);
         }
     }
     return fail ? er_fail(ER_RUNTIME, "pgcon: views failed at micro-batch %lld", (long long)g) : ER_OK;
@@ -275,12 +248,11 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     float *eb = xmalloc((size_t)o->bank.n * D * sizeof(float)), *eq = xmalloc((size_t)o->query.n * D * sizeof(float));
     int rc = objective_embed(o->model, o->bank.x, o->bank.n, 64, eb);
     if (!rc) rc = objective_embed(o->model, o->query.x, o->query.n, 64, eq);
-    int *pred = xmalloc((size_t)o->query.n * sizeof(int)), correct = 0;
-    if (!rc) rc = knn_split(eb, o->bank.y, o->bank.n, eq, o->query.n, D, o->bank.nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
-    for (int i = 0; i < o->query.n && !rc; i++) correct += pred[i] == o->query.y[i];
-    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", (double)correct / o->query.n,
-                      o->query.n, o->bank.n, o->cfg.knn_k);
-    free(eb); free(eq); free(pred);
+    double acc;
+    if (!rc) rc = knn_split_accuracy(eb, o->bank.y, o->bank.n, eq, o->query.y, o->query.n, D, o->bank.nclass, o->cfg.knn_k, 1,
+                                     o->cfg.knn_tau, &acc);
+    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", acc, o->query.n, o->bank.n, o->cfg.knn_k);
+    free(eb); free(eq);
     (void)step;
     return rc;
 }
@@ -325,13 +297,13 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     pgcon_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
     o->wincon = !strcmp(c->variant, "wincon");
+    o->geom = (pgcon_geometry){c->side, c->box / 2, c->jigsaw, c->prior_out, c->tile_out, c->win_out};
     o->run = *run;
     if ((rc = resnet_arch.create(&c->model, run->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
     model_input in = objective_input("wce", (float)c->eval_crop);
-    o->model->input = in;
-    o->model->has_input = 1;
+    model_set_input(o->model, in);
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) goto fail;
     int N = o->data.n;
     if (c->negatives > N - 1) {
@@ -349,8 +321,7 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
         goto fail;
     int B = k->batch, b = o->run.local_batch, k2 = o->k, D = o->D;
     o->views = xcalloc(o->run.threads, sizeof(pgcon_views));
-    o->seen = xcalloc(o->run.threads, sizeof(uint8_t *));
-    for (int t = 0; t < o->run.threads; t++) o->seen[t] = xcalloc((size_t)N, 1);
+    o->seen = xcalloc((size_t)o->run.threads * N, 1);
     size_t prior = (size_t)3 * c->prior_out * c->prior_out, bytes = 0;
     o->xp = xmalloc((size_t)(b > 1 ? b : 1) * (prior > (size_t)D ? prior : (size_t)D) * sizeof(float));
     host_batch_reserve(&bytes, (size_t)b * prior * sizeof(float));

@@ -46,11 +46,6 @@ typedef struct {
     double knn_tau;                /* 0.1 */
 } pgcon_cfg;
 
-/* The paper's optimisation (spec 1.8), shared by its linear evaluation and fine-tuning (spec 1.10,
- * train/objective_finetune.h): SGD 0.9, wd 1e-4, batch 128, no warm-up, cosine with warm restarts
- * (T_0 50 epochs, T_mult 2, floor 1.2e-4); each sets its own epochs and lr. */
-void pgcon_loop_defaults(loop_keys *k);
-
 extern const objective_def objective_pgcon;
 
 #endif

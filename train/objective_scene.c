@@ -17,7 +17,6 @@
 #include "nn/losses/sscd.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 #include "train/objective_image.h"
 

@@ -2,6 +2,7 @@
 #include "nn/losses/memory_bank.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/backend.h"
 #include "nn/base/base.h"
@@ -26,6 +27,11 @@ void memory_bank_push_rows(memory_bank *b, const int *idx, int n) {
     const er_backend *be = backend_get(b->device);
     for (int j = 0; j < n; j++)
         be->upload(b->t->data + (size_t)idx[j] * b->dim, b->M + (size_t)idx[j] * b->dim, (size_t)b->dim * sizeof(float));
+}
+
+void memory_bank_set(memory_bank *b, int first, int n, const float *rows) {
+    memcpy(b->M + (size_t)first * b->dim, rows, (size_t)n * b->dim * sizeof(float));
+    if (b->device != DEV_CPU) backend_get(b->device)->upload(b->t->data + (size_t)first * b->dim, rows, (size_t)n * b->dim * sizeof(float));
 }
 
 void memory_bank_free(memory_bank *b) {

@@ -18,6 +18,8 @@ typedef struct {
 int memory_bank_new(memory_bank *b, const char *name, int n, int dim, int device);
 /* Reads the device rows back into M (after --resume); 1 when the bank holds rows (row 0 not zero). */
 int memory_bank_pull(memory_bank *b);
+/* Sets rows first .. first + n of the bank (M and the device) to rows [n, dim]. */
+void memory_bank_set(memory_bank *b, int first, int n, const float *rows);
 /* Writes rows idx[0 .. n) of M to the device tensor (a no-op on the CPU: M is its data). */
 void memory_bank_push_rows(memory_bank *b, const int *idx, int n);
 void memory_bank_free(memory_bank *b);
