@@ -128,7 +128,7 @@ static int bench_train(int argc, char **argv) {
         if ((rc = mem_check(&e, "bench train", "--batch, --img or --model"))) { model_free(m); return rc; }
     }
     param_list all = {0};
-    for (int i = 0; i < m->params->n; i++) params_add(&all, m->params->t[i]);
+    params_add_all(&all, m->params);
     mae_decoder dec = {0};
     int L = v ? v->L : 0, K = mae ? mae_len_keep(L, mask_ratio) : L;
     if (mae && (rc = mae_decoder_init_on(device, &dec, &v->cfg, DEC_DIM, DEC_DEPTH, DEC_HEADS, 2, &all))) goto out_model;

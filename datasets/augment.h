@@ -106,6 +106,11 @@ enum { PGCON_PRIOR = 1, PGCON_TILES = 2, PGCON_WIN = 4, PGCON_ALL = 7 };
 int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, unsigned views, aug_workspace *ws,
                      pgcon_views *v);
 void pgcon_views_free(pgcon_views *v);
+/* PGCon's linear-evaluation / fine-tuning train transform (spec 1.10): the centre crop and resize of
+ * aug_eval_input, colour jitter (brightness 0.4, contrast 0.6) on the [0, 1] pixels, horizontal and
+ * vertical flips (p 0.5 each), then the mean / std. */
+int aug_pgcon_linear(rng_t *r, const image *src, int size, float crop, const float mean[3], const float std[3],
+                     aug_workspace *ws, image *out);
 
 /* ---- mask helpers ----
  * Fraction of each patch x patch cell covered by the mask (mask > 0.5), row-major over the

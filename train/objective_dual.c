@@ -242,7 +242,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     if ((rc = dual_arch.create(&c->model, run->seed, &o->model))) goto fail;
     if ((rc = model_to_device(o->model, device))) goto fail;
     o->net = dual_model_net(o->model);
-    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
+    params_add_all(&o->all, &o->net->params);
     o->best_map = objective_best_new(&o->all, device, "dual.best_val_map");
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }

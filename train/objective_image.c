@@ -207,7 +207,7 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     if (rc) { free(o); return rc; }
     o->enc = vit_model_vit(o->model);
     o->vc = o->enc->cfg;
-    for (int i = 0; i < o->enc->params.n; i++) params_add(&o->all, o->enc->params.t[i]);
+    params_add_all(&o->all, &o->enc->params);
     o->use_mae = c->w_mae > 0;
     o->use_con = c->w_con > 0;
     o->guided = !strcmp(c->masking, "guided");

@@ -312,7 +312,7 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
         goto fail;
     }
     o->k = c->negatives;
-    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
+    params_add_all(&o->all, &o->net->params);
     if ((rc = model_to_device(o->model, device)) || (rc = memory_bank_new(&o->mem, "memory_bank", N, o->D, device))) goto fail;
     params_add(&o->all, o->mem.t); /* zeros: filled at the first step */
     if (c->eval_manifest && c->eval_manifest[0] &&
