@@ -283,10 +283,7 @@ static int bench_cuda(int argc, char **argv) {
         OPT_JSON(&json),
         {"probe", ARG_FLAG, &probe, "no timing: library versions, cuBLASLt's answer for every model GEMM and the attention path per head shape"},
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, 5, "endoret bench cuda [options]", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, 5, "endoret bench cuda [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (!cuda_bench_run) return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");

@@ -195,14 +195,10 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"precision", ARG_STR, &precision_text, "fp32, or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, "
                                                 "interleaved)", "fp32|bf16", .def = "fp32"},
     };
-    char **pos = NULL;
-    int npos = 0;
     int rc = args_parse(argc, argv, specs, (int)(sizeof specs / sizeof specs[0]),
-                        "endoret bench gemm [--threads T] [--reps R] [--json] [--precision fp32|bf16]", &pos, &npos);
+                        "endoret bench gemm [--threads T] [--reps R] [--json] [--precision fp32|bf16]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    free(pos);
-    if (npos) return er_fail(ER_INPUT, "bench gemm: unexpected argument");
     if ((rc = args_range("threads", threads, 1, ARGS_MAX_THREADS))) return rc; /* both libraries need a count */
     if (kernel_name && sgemm_use_kernel(kernel_name))
         return er_fail(ER_INPUT, "--kernel: '%s' is unknown or not supported by this CPU", kernel_name);

@@ -128,11 +128,11 @@ static int eval_split(int argc, char **argv) {
         if (!o.probe) printf("\"k\": %d, \"vote\": \"%s\", \"tau\": %g, ", k, vote, tau);
         printf("\"accuracy\": ");
         json_put_num(stdout, acc);
-        if (B) { printf(", \"accuracy_lo\": "); json_put_num(stdout, lo); printf(", \"accuracy_hi\": "); json_put_num(stdout, hi); }
+        if (B) { json_put_field(stdout, "accuracy_lo", lo); json_put_field(stdout, "accuracy_hi", hi); }
         if (paired) {
-            printf(", \"base_accuracy\": "); json_put_num(stdout, bacc);
-            printf(", \"delta\": "); json_put_num(stdout, acc - bacc);
-            if (B) { printf(", \"delta_lo\": "); json_put_num(stdout, dlo); printf(", \"delta_hi\": "); json_put_num(stdout, dhi); }
+            json_put_field(stdout, "base_accuracy", bacc);
+            json_put_field(stdout, "delta", acc - bacc);
+            if (B) { json_put_field(stdout, "delta_lo", dlo); json_put_field(stdout, "delta_hi", dhi); }
             printf(", \"only_this\": %d, \"only_base\": %d, \"p_mcnemar\": ", a_only, b_only);
             json_put_num(stdout, p);
         }
