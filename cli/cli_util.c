@@ -39,6 +39,11 @@ void json_put_num(FILE *f, double v) {
     else fputs("null", f);
 }
 
+void json_put_field(FILE *f, const char *key, double v) {
+    fprintf(f, ", \"%s\": ", key);
+    json_put_num(f, v);
+}
+
 int emb_same_rows(const emb_set *a, const emb_set *b, const char *pa, const char *pb) {
     if (a->n != b->n) return er_fail(ER_INPUT, "%s has %d rows, %s %d: a paired comparison needs the same rows", pb, b->n, pa, a->n);
     for (int i = 0; i < a->n; i++) {

@@ -16,6 +16,8 @@ double median_of(double *v, int n);
 
 /* JSON number, or null when not finite (NaN is not JSON). */
 void json_put_num(FILE *f, double v);
+/* `, "key": <json_put_num>`: one more member of an object being printed. */
+void json_put_field(FILE *f, const char *key, double v);
 
 /* A baseline's file must describe the same rows with the same labels (by name), so that per-row
  * results pair up: ER_INPUT with a message naming both files else. */

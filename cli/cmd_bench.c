@@ -128,7 +128,7 @@ static int bench_train(int argc, char **argv) {
         if ((rc = mem_check(&e, "bench train", "--batch, --img or --model"))) { model_free(m); return rc; }
     }
     param_list all = {0};
-    for (int i = 0; i < m->params->n; i++) params_add(&all, m->params->t[i]);
+    params_add_all(&all, m->params);
     mae_decoder dec = {0};
     int L = v ? v->L : 0, K = mae ? mae_len_keep(L, mask_ratio) : L;
     if (mae && (rc = mae_decoder_init_on(device, &dec, &v->cfg, DEC_DIM, DEC_DEPTH, DEC_HEADS, 2, &all))) goto out_model;
@@ -283,10 +283,7 @@ static int bench_cuda(int argc, char **argv) {
         OPT_JSON(&json),
         {"probe", ARG_FLAG, &probe, "no timing: library versions, cuBLASLt's answer for every model GEMM and the attention path per head shape"},
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, 5, "endoret bench cuda [options]", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, 5, "endoret bench cuda [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (!cuda_bench_run) return er_fail(ER_INPUT, "bench cuda: this build has no CUDA backend (rebuild with make CUDA=1)");

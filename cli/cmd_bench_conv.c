@@ -66,10 +66,7 @@ int cmd_bench_conv(int argc, char **argv) {
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, 4, "endoret bench conv [options]", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, 4, "endoret bench conv [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (threads) omp_set_num_threads(threads);

@@ -107,10 +107,7 @@ static int cmd_bow_train(int argc, char **argv) {
         MAX_SIDE_OPT(&max_side),
         OPT_JSON(&json),
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret bow train --manifest M.csv --out vocab.safetensors [options]", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret bow train --manifest M.csv --out vocab.safetensors [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (max_desc < k) return er_fail(ER_INPUT, "--max-desc: %d is smaller than --k %d", max_desc, k);
@@ -156,10 +153,7 @@ static int cmd_bow_embed(int argc, char **argv) {
         MAX_SIDE_OPT(&max_side),
         OPT_JSON(&json),
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret bow embed --manifest M.csv --vocab V --out E.safetensors", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret bow embed --manifest M.csv --vocab V --out E.safetensors", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     bow_vocab v;
@@ -291,10 +285,7 @@ static int cmd_bow_cv(int argc, char **argv) {
         {"verbose", ARG_FLAG, &verbose, "per-fold progress on stderr"},
         OPT_JSON(&json),
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret bow cv --manifest M.csv --gt pairs.csv [options]", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret bow cv --manifest M.csv --gt pairs.csv [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (cfg.max_desc < cfg.k) return er_fail(ER_INPUT, "--max-desc: %d is smaller than --k %d", cfg.max_desc, cfg.k);

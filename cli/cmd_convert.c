@@ -46,14 +46,10 @@ int cmd_convert(int argc, char **argv) {
         {"merge-lora", ARG_STR, &lora, "LoRA adapter (a PEFT folder's adapter_model.safetensors) merged into the timm-named --in weights first"},
     };
     int nspecs = (int)(sizeof specs / sizeof *specs);
-    char **pos = NULL;
-    int npos = 0;
     int rc = args_parse(argc, argv, specs, nspecs, "endoret convert --in FILE --out FILE --to timm|meta|hf|torchvision",
-                        &pos, &npos);
-    free(pos);
+                        NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
-    if (npos) return er_fail(ER_INPUT, "convert: unexpected argument (see endoret convert --help)");
     int layout = !strcmp(to, "timm") ? VIT_LAYOUT_TIMM : !strcmp(to, "meta") ? VIT_LAYOUT_META
                : !strcmp(to, "hf") ? VIT_LAYOUT_HF : -2; /* -2: torchvision */
     int pos_rule = rule ? pos_interp_rule(rule) : -1;

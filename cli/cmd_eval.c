@@ -102,12 +102,12 @@ static void print_interval(const reid_pred *p, int64_t np, const reid_gt *gt, in
     reid_interval ci;
     reid_bootstrap(p, np, gt, ngt, B, BOOTSTRAP_SEED, &ci);
     if (json) {
-        printf(", \"uAP_lo\": "); json_put_num(stdout, ci.lo.uap);
-        printf(", \"uAP_hi\": "); json_put_num(stdout, ci.hi.uap);
-        printf(", \"acc1_lo\": "); json_put_num(stdout, ci.lo.acc1);
-        printf(", \"acc1_hi\": "); json_put_num(stdout, ci.hi.acc1);
-        printf(", \"recall_p90_lo\": "); json_put_num(stdout, ci.lo.recall_p90);
-        printf(", \"recall_p90_hi\": "); json_put_num(stdout, ci.hi.recall_p90);
+        json_put_field(stdout, "uAP_lo", ci.lo.uap);
+        json_put_field(stdout, "uAP_hi", ci.hi.uap);
+        json_put_field(stdout, "acc1_lo", ci.lo.acc1);
+        json_put_field(stdout, "acc1_hi", ci.hi.acc1);
+        json_put_field(stdout, "recall_p90_lo", ci.lo.recall_p90);
+        json_put_field(stdout, "recall_p90_hi", ci.hi.recall_p90);
         printf(", \"bootstrap\": %d", B);
     } else
         printf("  95%% interval (bootstrap over queries, %d replicates): uAP [%.4f, %.4f]   Acc@1 [%.4f, %.4f]   Recall@P90 [%.4f, %.4f]\n",
@@ -132,8 +132,8 @@ static int eval_reid_views(const char *ep, const char *ref_s, const char *query_
     const char *by = bits ? "Hamming" : emb_distance_name(res.dist);
     if (json) {
         printf("{\"uAP\": "); json_put_num(stdout, res.r.uap);
-        printf(", \"acc1\": "); json_put_num(stdout, res.r.acc1);
-        printf(", \"recall_p90\": "); json_put_num(stdout, res.r.recall_p90);
+        json_put_field(stdout, "acc1", res.r.acc1);
+        json_put_field(stdout, "recall_p90", res.r.recall_p90);
         printf(", \"queries\": %d, \"references\": %d, \"k\": %d", res.nqueries, res.nrefs, res.k);
         if (qv || c.nrviews > 1 || strcmp(by, "cosine")) printf(", \"scenes\": %d, \"distance\": \"%s\"", res.nscenes, by);
         print_interval(res.pred, res.npred, res.gt, res.ngt, B, 1);
@@ -205,8 +205,8 @@ static int eval_reid(int argc, char **argv) {
         if (!rc) {
             if (json) {
                 printf("{\"uAP\": "); json_put_num(stdout, res.uap);
-                printf(", \"acc1\": "); json_put_num(stdout, res.acc1);
-                printf(", \"recall_p90\": "); json_put_num(stdout, res.recall_p90);
+                json_put_field(stdout, "acc1", res.acc1);
+                json_put_field(stdout, "recall_p90", res.recall_p90);
                 printf(", \"k\": %d", kk);
                 print_interval(p, np, gt, ngt, B, 1);
                 printf("}\n");
@@ -521,9 +521,9 @@ static int eval_classify(int argc, char **argv) {
         if (json) {
             printf("{\"classifier\": \"%s\", \"n\": %d, \"folds\": %d, \"k\": %d, \"vote\": \"%s\", \"bits\": %d, \"accuracy\": ",
                    classifier, n, folds, cfg.k, vote, bits);
-            json_put_num(stdout, acc); printf(", \"auc\": "); json_put_num(stdout, auc);
-            printf(", \"f1\": "); json_put_num(stdout, f1); printf(", \"fold_accuracy_sd\": "); json_put_num(stdout, sd);
-            if (B) { printf(", \"accuracy_lo\": "); json_put_num(stdout, acc_lo); printf(", \"accuracy_hi\": "); json_put_num(stdout, acc_hi); }
+            json_put_num(stdout, acc); json_put_field(stdout, "auc", auc);
+            json_put_field(stdout, "f1", f1); json_put_field(stdout, "fold_accuracy_sd", sd);
+            if (B) { json_put_field(stdout, "accuracy_lo", acc_lo); json_put_field(stdout, "accuracy_hi", acc_hi); }
             printf(", \"confusion\": [");
             for (int a = 0; a < C; a++) {
                 printf("%s[", a ? ", " : "");
@@ -592,8 +592,8 @@ static int eval_multiview(int argc, char **argv) {
         if (json) {
             printf("{\"query_views\": \"%s%s\", \"ref_views\": \"%s%s\", \"scenes\": %d, \"k\": %d, \"uAP\": ", r->qmask & 1 ? "Q1" : "",
                    r->qmask & 2 ? "Q2" : "", r->rmask & 1 ? "R1" : "", r->rmask & 2 ? "R2" : "", r->nscenes, keep[o].k);
-            json_put_num(stdout, r->r.uap); printf(", \"acc1\": "); json_put_num(stdout, r->r.acc1);
-            printf(", \"recall_p90\": "); json_put_num(stdout, r->r.recall_p90);
+            json_put_num(stdout, r->r.uap); json_put_field(stdout, "acc1", r->r.acc1);
+            json_put_field(stdout, "recall_p90", r->r.recall_p90);
             print_interval(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, B, 1);
             printf("}\n");
         } else {

@@ -70,11 +70,11 @@ int cmd_eval_compare(int argc, char **argv) {
         if (rc) { rc = er_fail(rc, "%s vs %s: %s", files[0], files[i], er_msg()); break; }
         if (json) {
             printf("{\"a\": \"%s\", \"b\": \"%s\", \"queries\": %d, \"uAP_a\": ", files[0], files[i], t.nq);
-            json_put_num(stdout, t.uap_a); printf(", \"uAP_b\": "); json_put_num(stdout, t.uap_b);
-            printf(", \"uAP_diff_lo\": "); json_put_num(stdout, t.delta_lo);
-            printf(", \"uAP_diff_hi\": "); json_put_num(stdout, t.delta_hi);
-            printf(", \"uAP_p\": "); json_put_num(stdout, t.p_uap);
-            printf(", \"acc1_a\": "); json_put_num(stdout, t.acc1_a); printf(", \"acc1_b\": "); json_put_num(stdout, t.acc1_b);
+            json_put_num(stdout, t.uap_a); json_put_field(stdout, "uAP_b", t.uap_b);
+            json_put_field(stdout, "uAP_diff_lo", t.delta_lo);
+            json_put_field(stdout, "uAP_diff_hi", t.delta_hi);
+            json_put_field(stdout, "uAP_p", t.p_uap);
+            json_put_field(stdout, "acc1_a", t.acc1_a); json_put_field(stdout, "acc1_b", t.acc1_b);
             printf(", \"a_only\": %d, \"b_only\": %d, \"acc1_p\": ", t.a_only, t.b_only);
             json_put_num(stdout, t.p_mcnemar);
             printf("}\n");

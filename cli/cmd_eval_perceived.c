@@ -189,14 +189,10 @@ int cmd_eval_perceived(int argc, char **argv) {
         {"alpha", ARG_DOUBLE, &alpha, "significance level of the table's Steiger row", "(0, 1)"},
         OPT_JSON(&json),
     };
-    char **pos = NULL;
-    int npos = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret eval perceived --gt pairs.csv --emb E.safetensors[,E2...] [options]", &pos, &npos);
-    free(pos);
+                        "endoret eval perceived --gt pairs.csv --emb E.safetensors[,E2...] [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    if (npos) return er_fail(ER_INPUT, "eval perceived: unexpected argument '%s'", argv[argc - npos]);
 
     likert_gt gt;
     if ((rc = likert_load(gt_path, &gt))) return rc;

@@ -87,13 +87,13 @@ int cmd_eval_sequence(int argc, char **argv) {
                r.nqueries, r.nskipped, gap);
         json_put_num(stdout, frac);
         printf(", \"distance\": \"%s\", \"mAP\": ", emb_distance_name(dist)); json_put_num(stdout, r.map);
-        printf(", \"acc1\": "); json_put_num(stdout, r.acc1);
-        printf(", \"recall_p90\": "); json_put_num(stdout, r.recall_p90);
+        json_put_field(stdout, "acc1", r.acc1);
+        json_put_field(stdout, "recall_p90", r.recall_p90);
         if (B) {
-            printf(", \"mAP_lo\": "); json_put_num(stdout, ci.map_lo); printf(", \"mAP_hi\": "); json_put_num(stdout, ci.map_hi);
-            printf(", \"acc1_lo\": "); json_put_num(stdout, ci.acc1_lo); printf(", \"acc1_hi\": "); json_put_num(stdout, ci.acc1_hi);
-            printf(", \"recall_p90_lo\": "); json_put_num(stdout, ci.rp90_lo);
-            printf(", \"recall_p90_hi\": "); json_put_num(stdout, ci.rp90_hi);
+            json_put_field(stdout, "mAP_lo", ci.map_lo); json_put_field(stdout, "mAP_hi", ci.map_hi);
+            json_put_field(stdout, "acc1_lo", ci.acc1_lo); json_put_field(stdout, "acc1_hi", ci.acc1_hi);
+            json_put_field(stdout, "recall_p90_lo", ci.rp90_lo);
+            json_put_field(stdout, "recall_p90_hi", ci.rp90_hi);
             printf(", \"bootstrap\": %d, \"bootstrap_sequences\": %d", B, r.nqseq);
         }
         if (!no2) {
@@ -102,12 +102,12 @@ int cmd_eval_sequence(int argc, char **argv) {
                 char q[8], f[8];
                 views_name(rows[o].qmask, "Q1", "Q2", q), views_name(rows[o].rmask, "R1", "R2", f);
                 printf("%s{\"query_views\": \"%s\", \"ref_views\": \"%s\", \"uAP\": ", o ? ", " : "", q, f);
-                json_put_num(stdout, rows[o].r.uap); printf(", \"acc1\": "); json_put_num(stdout, rows[o].r.acc1);
-                printf(", \"recall_p90\": "); json_put_num(stdout, rows[o].r.recall_p90);
+                json_put_num(stdout, rows[o].r.uap); json_put_field(stdout, "acc1", rows[o].r.acc1);
+                json_put_field(stdout, "recall_p90", rows[o].r.recall_p90);
                 if (B) {
                     reid_interval vi;
                     reid_bootstrap(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, B, BOOTSTRAP_SEED, &vi);
-                    printf(", \"uAP_lo\": "); json_put_num(stdout, vi.lo.uap); printf(", \"uAP_hi\": "); json_put_num(stdout, vi.hi.uap);
+                    json_put_field(stdout, "uAP_lo", vi.lo.uap); json_put_field(stdout, "uAP_hi", vi.hi.uap);
                 }
                 printf("}");
             }
@@ -187,15 +187,15 @@ int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k,
         }
         if (json) {
             printf("{\"a\": \"%s\", \"b\": \"%s\", \"queries\": %d, \"sequences\": %d, \"mAP_a\": ", files[0], files[i], t.nqueries, t.nqseq);
-            json_put_num(stdout, t.map_a); printf(", \"mAP_b\": "); json_put_num(stdout, t.map_b);
-            printf(", \"mAP_diff_lo\": "); json_put_num(stdout, t.map_d_lo); printf(", \"mAP_diff_hi\": "); json_put_num(stdout, t.map_d_hi);
-            printf(", \"mAP_p\": "); json_put_num(stdout, t.map_p);
-            printf(", \"acc1_a\": "); json_put_num(stdout, t.acc1_a); printf(", \"acc1_b\": "); json_put_num(stdout, t.acc1_b);
-            printf(", \"acc1_diff_lo\": "); json_put_num(stdout, t.acc1_d_lo); printf(", \"acc1_diff_hi\": "); json_put_num(stdout, t.acc1_d_hi);
-            printf(", \"acc1_p\": "); json_put_num(stdout, t.acc1_p);
-            printf(", \"uAP_2v2_a\": "); json_put_num(stdout, v.uap_a); printf(", \"uAP_2v2_b\": "); json_put_num(stdout, v.uap_b);
-            printf(", \"uAP_2v2_diff_lo\": "); json_put_num(stdout, v.delta_lo); printf(", \"uAP_2v2_diff_hi\": "); json_put_num(stdout, v.delta_hi);
-            printf(", \"uAP_2v2_p\": "); json_put_num(stdout, v.p_uap);
+            json_put_num(stdout, t.map_a); json_put_field(stdout, "mAP_b", t.map_b);
+            json_put_field(stdout, "mAP_diff_lo", t.map_d_lo); json_put_field(stdout, "mAP_diff_hi", t.map_d_hi);
+            json_put_field(stdout, "mAP_p", t.map_p);
+            json_put_field(stdout, "acc1_a", t.acc1_a); json_put_field(stdout, "acc1_b", t.acc1_b);
+            json_put_field(stdout, "acc1_diff_lo", t.acc1_d_lo); json_put_field(stdout, "acc1_diff_hi", t.acc1_d_hi);
+            json_put_field(stdout, "acc1_p", t.acc1_p);
+            json_put_field(stdout, "uAP_2v2_a", v.uap_a); json_put_field(stdout, "uAP_2v2_b", v.uap_b);
+            json_put_field(stdout, "uAP_2v2_diff_lo", v.delta_lo); json_put_field(stdout, "uAP_2v2_diff_hi", v.delta_hi);
+            json_put_field(stdout, "uAP_2v2_p", v.p_uap);
             printf("}\n");
         } else {
             printf("A %s\nB %s\n", files[0], files[i]);

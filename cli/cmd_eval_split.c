@@ -128,22 +128,20 @@ static int eval_split(int argc, char **argv) {
         if (!o.probe) printf("\"k\": %d, \"vote\": \"%s\", \"tau\": %g, ", k, vote, tau);
         printf("\"accuracy\": ");
         json_put_num(stdout, acc);
-        if (B) { printf(", \"accuracy_lo\": "); json_put_num(stdout, lo); printf(", \"accuracy_hi\": "); json_put_num(stdout, hi); }
+        if (B) { json_put_field(stdout, "accuracy_lo", lo); json_put_field(stdout, "accuracy_hi", hi); }
         if (paired) {
-            printf(", \"base_accuracy\": "); json_put_num(stdout, bacc);
-            printf(", \"delta\": "); json_put_num(stdout, acc - bacc);
-            if (B) { printf(", \"delta_lo\": "); json_put_num(stdout, dlo); printf(", \"delta_hi\": "); json_put_num(stdout, dhi); }
+            json_put_field(stdout, "base_accuracy", bacc);
+            json_put_field(stdout, "delta", acc - bacc);
+            if (B) { json_put_field(stdout, "delta_lo", dlo); json_put_field(stdout, "delta_hi", dhi); }
             printf(", \"only_this\": %d, \"only_base\": %d, \"p_mcnemar\": ", a_only, b_only);
             json_put_num(stdout, p);
         }
         printf(", \"sensitivity\": {");
         for (int c = 0; c < C; c++) {
-            int64_t n = 0;
-            for (int b = 0; b < C; b++) n += conf[(size_t)c * C + b];
             printf("%s", c ? ", " : "");
             json_put_str(stdout, tr.label_names[c]);
             printf(": ");
-            json_put_num(stdout, n ? (double)conf[(size_t)c * C + c] / n : NAN);
+            json_put_num(stdout, sensitivity_from_confusion(conf, C, c));
         }
         printf("}}\n");
     } else {
@@ -154,11 +152,7 @@ static int eval_split(int argc, char **argv) {
         printf("  accuracy %.4f", acc);
         if (B) printf("   95%% interval (bootstrap over test rows, %d replicates) [%.4f, %.4f]", B, lo, hi);
         printf("\n  sensitivity per class:");
-        for (int c = 0; c < C; c++) {
-            int64_t n = 0;
-            for (int b = 0; b < C; b++) n += conf[(size_t)c * C + b];
-            printf("  %s %.4f", tr.label_names[c], n ? (double)conf[(size_t)c * C + c] / n : NAN);
-        }
+        for (int c = 0; c < C; c++) printf("  %s %.4f", tr.label_names[c], sensitivity_from_confusion(conf, C, c));
         printf("\n");
         if (paired) {
             printf("  baseline accuracy %.4f, difference %+.4f", bacc, acc - bacc);

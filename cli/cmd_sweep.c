@@ -146,20 +146,10 @@ int cmd_sweep(int argc, char **argv) {
     int nrows = (nb + 1) * nk;
     if (json) {
         for (int i = 0; i < nrows; i++) {
-            const sweep_row *r = &rows[i];
-            printf("{\"bits\": %d, \"k\": %d, \"uAP\": ", r->bits, r->k); json_put_num(stdout, r->uap);
-            printf(", \"acc1\": "); json_put_num(stdout, r->acc1);
-            printf(", \"recall_p90\": "); json_put_num(stdout, r->recall_p90);
-            printf(", \"knn_accuracy\": "); json_put_num(stdout, r->knn_acc);
-            printf(", \"knn_auc\": "); json_put_num(stdout, r->knn_auc);
-            printf(", \"knn_f1\": "); json_put_num(stdout, r->knn_f1);
-            printf(", \"ms_per_query\": "); json_put_num(stdout, r->ms_per_query);
-            printf(", \"uAP_lo\": "); json_put_num(stdout, r->uap_lo);
-            printf(", \"uAP_hi\": "); json_put_num(stdout, r->uap_hi);
-            printf(", \"acc1_lo\": "); json_put_num(stdout, r->acc1_lo);
-            printf(", \"acc1_hi\": "); json_put_num(stdout, r->acc1_hi);
-            printf(", \"knn_accuracy_lo\": "); json_put_num(stdout, r->knn_acc_lo);
-            printf(", \"knn_accuracy_hi\": "); json_put_num(stdout, r->knn_acc_hi);
+            double v[SWEEP_NCOLS]; /* the CSV's columns (infer/eval/sweep.h) */
+            sweep_row_values(&rows[i], v);
+            printf("{\"bits\": %d, \"k\": %d", rows[i].bits, rows[i].k);
+            for (int c = 0; c < SWEEP_NCOLS; c++) json_put_field(stdout, SWEEP_COLUMNS[c], v[c]);
             if (B > 0) printf(", \"bootstrap\": %d", B);
             printf("}\n");
         }

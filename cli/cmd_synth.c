@@ -68,20 +68,9 @@ int cmd_synth(int argc, char **argv) {
         {"sheet-rows", ARG_INT, &sheet_rows, "scenes on the contact sheet", "[1, 1000]"},
         OPT_JSON(&json),
     };
-    char **pos = NULL;
-    int npos = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret synth --out DIR [--scenes N --views V --size S --seed K]", &pos, &npos);
-    if (rc == ARGS_HELP || rc) {
-        free(pos);
-        return rc == ARGS_HELP ? 0 : rc;
-    }
-    if (npos) {
-        rc = er_fail(ER_INPUT, "synth: unexpected argument '%s'", pos[0]);
-        free(pos);
-        return rc;
-    }
-    free(pos);
+                        "endoret synth --out DIR [--scenes N --views V --size S --seed K]", NULL, NULL);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
     synth_config cfg = {scenes, views, size, (uint64_t)(uint32_t)seed, background, threads};
     double t0 = now_seconds();
     rc = synth_write_dataset(out, &cfg);

@@ -37,10 +37,7 @@ static int cmd_vss_draw(int argc, char **argv) {
         {"distance", ARG_STR, &dist_arg, "distance of the prior descriptor", "cosine|hamming|chi2", .def = "the embedding file's"},
         {"bins", ARG_INT, &bins, "histogram bins of the prior-distance density", "[1, 10000]"},
     };
-    char **pos = NULL;
-    int npos = 0;
-    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret vss draw --emb E --n N --seed K --out sheet.csv", &pos, &npos);
-    free(pos);
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs, "endoret vss draw --emb E --n N --seed K --out sheet.csv", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     emb_set e;
@@ -142,11 +139,8 @@ static int cmd_vss_serve(int argc, char **argv) {
         OPT_MANIFEST(&cfg.manifest, "manifest the sheet was drawn from: images under its folder may be shown "
                                     "(always: those under the sheet's folder)"),
     };
-    char **pos = NULL;
-    int npos = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret vss serve --sheet sheet.csv --scores pairs.csv --observer NAME [--manifest M.csv] [--port P]", &pos, &npos);
-    free(pos);
+                        "endoret vss serve --sheet sheet.csv --scores pairs.csv --observer NAME [--manifest M.csv] [--port P]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     vss_server *s;

@@ -84,6 +84,9 @@ typedef struct {
 /* The reference geometry by image size S = min(h, w): S < 500 -> (316, 50, 280 if S < 360 else
  * 300), else (500, 75, 400); images smaller than the reference side scale all three with S. */
 pgcon_geometry pgcon_geometry_for(int h, int w);
+/* pgcon_geometry_for(h, w) with each field of `set` that is > 0 in place of the reference's (a
+ * config's explicit sizes). */
+pgcon_geometry pgcon_geometry_with(int h, int w, const pgcon_geometry *set);
 typedef struct {
     image prior;      /* 3 x 120 x 120, T_p applied, normalised (WCE mean/std) */
     image tiles;      /* 9 tiles stacked: 27 x 90 x 90 (tile t = channels 3t..3t+2), shuffled */
@@ -103,6 +106,11 @@ enum { PGCON_PRIOR = 1, PGCON_TILES = 2, PGCON_WIN = 4, PGCON_ALL = 7 };
 int pgcon_make_views(rng_t *r, const image *src, const pgcon_geometry *g, unsigned views, aug_workspace *ws,
                      pgcon_views *v);
 void pgcon_views_free(pgcon_views *v);
+/* PGCon's linear-evaluation / fine-tuning train transform (spec 1.10): the centre crop and resize of
+ * aug_eval_input, colour jitter (brightness 0.4, contrast 0.6) on the [0, 1] pixels, horizontal and
+ * vertical flips (p 0.5 each), then the mean / std. */
+int aug_pgcon_linear(rng_t *r, const image *src, int size, float crop, const float mean[3], const float std[3],
+                     aug_workspace *ws, image *out);
 
 /* ---- mask helpers ----
  * Fraction of each patch x patch cell covered by the mask (mask > 0.5), row-major over the

@@ -31,6 +31,28 @@ pgcon_geometry pgcon_geometry_for(int h, int w) {
     return g;
 }
 
+pgcon_geometry pgcon_geometry_with(int h, int w, const pgcon_geometry *set) {
+    pgcon_geometry g = pgcon_geometry_for(h, w);
+    if (set->side > 0) g.side = set->side;
+    if (set->half > 0) g.half = set->half;
+    if (set->jigsaw > 0) g.jigsaw = set->jigsaw;
+    if (set->prior_out > 0) g.prior_out = set->prior_out;
+    if (set->tile_out > 0) g.tile_out = set->tile_out;
+    if (set->win_out > 0) g.win_out = set->win_out;
+    return g;
+}
+
+int aug_pgcon_linear(rng_t *r, const image *src, int size, float crop, const float mean[3], const float std[3],
+                     aug_workspace *ws, image *out) {
+    const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1}; /* jitter on [0, 1] pixels before the normalisation */
+    int rc = aug_eval_input(src, size, crop, zero, one, ws, out);
+    image_color_jitter(out, r, 0.4f, 0.6f, 0.0f, 0.0f);
+    if (rng_uniform(r) < 0.5f) image_hflip(out);
+    if (rng_uniform(r) < 0.5f) image_vflip(out);
+    image_normalize(out, mean, std);
+    return rc;
+}
+
 void lab_a_argmax(const image *rgb, int *py, int *px) {
     size_t hw = (size_t)rgb->h * rgb->w, best = 0;
     float bv = -1e30f;

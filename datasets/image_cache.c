@@ -108,6 +108,21 @@ void image_cache_scenes(const image_cache *c, int **first, int **count, int **ro
     *nscene = ns;
 }
 
+int image_cache_scenes_min(const image_cache *c, int min_views, int **first, int **count, int **rows, int *nscene,
+                           int *nfewer) {
+    int ns, kept = 0;
+    image_cache_scenes(c, first, count, rows, &ns);
+    *nfewer = 0;
+    for (int s = 0; s < ns; s++) {
+        if ((*count)[s] == 0) continue;
+        if ((*count)[s] < min_views) { ++*nfewer; continue; }
+        (*first)[kept] = (*first)[s]; /* kept <= s: compacted in place */
+        (*count)[kept++] = (*count)[s];
+    }
+    *nscene = kept;
+    return ns;
+}
+
 void image_cache_free(image_cache *c) {
     for (int i = 0; c->imgs && i < c->n; i++) free(c->imgs[i].px);
     for (int i = 0; c->masks && i < c->n; i++) free(c->masks[i].px);

@@ -41,6 +41,12 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
  * 0 <= s < *nscene) has rows (*rows)[(*first)[s] .. (*first)[s] + (*count)[s]); rows without a scene
  * are in no group. The three arrays are malloc'd. */
 void image_cache_scenes(const image_cache *c, int **first, int **count, int **rows, int *nscene);
+/* image_cache_scenes keeping the scenes with at least min_views rows, renumbered 0..*nscene-1 in
+ * order (first and count compacted, rows as image_cache_scenes gives them); *nfewer counts the
+ * scenes with fewer rows (but one at least). Returns how many scene ids the cache has (0: no
+ * scene column). */
+int image_cache_scenes_min(const image_cache *c, int min_views, int **first, int **count, int **rows, int *nscene,
+                           int *nfewer);
 /* Rows 0..n-1 grouped by key[i] in [0, nkeys) (counting sort, row order kept; key < 0: in no group):
  * group k has rows (*rows)[(*first)[k] .. (*first)[k] + (*count)[k]). The arrays are malloc'd. */
 void rows_group_by(const int *key, int n, int nkeys, int **first, int **count, int **rows);

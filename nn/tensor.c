@@ -333,6 +333,10 @@ void params_add(param_list *pl, tensor *p) {
     pl->t[pl->n++] = p;
 }
 
+void params_add_all(param_list *pl, const param_list *from) {
+    for (int i = 0; i < from->n; i++) params_add(pl, from->t[i]);
+}
+
 tensor *params_find(const param_list *pl, const char *name) {
     for (int i = 0; i < pl->n; i++)
         if (pl->t[i]->name && strcmp(pl->t[i]->name, name) == 0) return pl->t[i];

@@ -130,6 +130,7 @@ typedef struct param_list {
 } param_list;
 
 void params_add(param_list *pl, tensor *p);
+void params_add_all(param_list *pl, const param_list *from); /* every tensor of from, in order */
 tensor *params_find(const param_list *pl, const char *name); /* NULL if absent */
 int64_t params_numel(const param_list *pl);
 /* Frees every tensor in the list and the list's array. */

@@ -353,12 +353,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             rc = ckpt_save(ckpt_path, &s);
             if (rc) goto stop;
             last_good = ckpt_path;
-            if (obj->export_model) {
-                char *p = path_join(c->out_dir, obj->export_name);
-                rc = model_save(obj->export_model, p, step);
-                free(p);
-                if (rc) goto stop;
-            }
+            if (obj->export_model && (rc = train_save_model(obj->export_model, c->out_dir, obj->export_name, step))) goto stop;
             if (obj->on_checkpoint && (rc = obj->on_checkpoint(obj->self, step, last))) goto stop;
             if (hist.n) svg_loss_curve(svg_path, "training loss", hist.n, hist.x, hist.nseries, hist.names,
                                        (const double *const *)hist.y);
@@ -386,5 +381,12 @@ done:
     free(ckpt_path);
     free(log_path);
     free(svg_path);
+    return rc;
+}
+
+int train_save_model(model *m, const char *out_dir, const char *name, int64_t step) {
+    char *path = path_join(out_dir, name);
+    int rc = model_save(m, path, step);
+    free(path);
     return rc;
 }

@@ -61,6 +61,11 @@ typedef struct train_run {
     int prefetch;                  /* data.prefetch resolved: fill the next micro-batch on a worker thread */
 } train_run;
 
+/* Saves m (model_save) as <out_dir>/<name> at `step`: the loop's export after each checkpoint, and
+ * a model an objective selects itself (best.safetensors). */
+struct model;
+int train_save_model(struct model *m, const char *out_dir, const char *name, int64_t step);
+
 typedef struct train_objective {
     const char *name;          /* "image", ... (written in the checkpoint) */
     void *self;

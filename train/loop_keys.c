@@ -28,6 +28,13 @@ void loop_keys_defaults(loop_keys *k, const char *objective) {
     cfg_set_str(&k->prefetch, "auto");
 }
 
+void loop_keys_sgd_restarts(loop_keys *k) {
+    cfg_set_str(&k->optimizer, "sgd");
+    k->batch = 128; k->momentum = 0.9; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
+    cfg_set_str(&k->schedule, "restarts");
+    k->restart_epochs = 50; k->restart_mult = 2;
+}
+
 const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     static __thread cfg_spec s[32];
     int i = 0;
@@ -119,6 +126,12 @@ int loop_keys_run(const loop_keys *k, train_run *run) {
     run->local_batch = k->batch / run->world_size;
     run->first = run->rank * run->local_batch;
     run->prefetch = !strcmp(k->prefetch, "on") || (!strcmp(k->prefetch, "auto") && run->device != DEV_CPU);
+    return ER_OK;
+}
+
+int train_run_allgather(const train_run *run, const float *mine, int64_t n, float *all) {
+    if (run->world_size > 1) return pg_allgather(mine, n, all);
+    memcpy(all, mine, (size_t)n * sizeof(float));
     return ER_OK;
 }
 

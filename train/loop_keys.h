@@ -42,12 +42,19 @@ int loop_keys_run(const loop_keys *k, train_run *run);
  * buffers, `trainable` of them with a gradient and k's optimizer slots (AdamW 2, SGD with momentum
  * 1, plain SGD 0); the caller adds activations and data. */
 mem_estimate loop_keys_mem_state(const loop_keys *k, double params, double trainable);
+/* Every rank's n floats `mine`, in rank order, into all [world_size * n] (one process: a copy): a
+ * rank's share of the global batch becomes the whole batch's. */
+int train_run_allgather(const train_run *run, const float *mine, int64_t n, float *all);
 /* One line for the start of a run: device, precision, threads, ranks and shard. */
 void train_run_describe(const train_run *run, FILE *f);
 
 /* Generic defaults (AdamW as timm/MAE use it); out.dir = out/train_<objective>. An objective may
  * change them afterwards (objective_def.loop_defaults). */
 void loop_keys_defaults(loop_keys *k, const char *objective);
+/* PGCon's optimisation (spec 1.8), which its linear evaluation and fine-tuning (1.10) share: SGD
+ * 0.9, wd 1e-4, batch 128, no warm-up, cosine with warm restarts (T_0 50 epochs, T_mult 2, floor
+ * 1.2e-4); each objective then sets its epochs and lr. */
+void loop_keys_sgd_restarts(loop_keys *k);
 /* The key table bound to k (n receives its length). */
 const cfg_spec *loop_keys_specs(loop_keys *k, int *n);
 void loop_keys_free(loop_keys *k);

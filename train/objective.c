@@ -74,6 +74,12 @@ void key_table_add(key_table *t, const cfg_spec *s, int n) {
     t->n += n;
 }
 
+void key_table_add_model(key_table *t, const model_arch *arch, void *args) {
+    int n;
+    const cfg_spec *s = arch->keys(args, &n);
+    key_table_add(t, s, n);
+}
+
 int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets) {
     int rc = path ? cfg_load(path, oc->specs, oc->nspecs) : ER_OK;
     for (int i = 0; rc == ER_OK && i < nsets; i++) rc = cfg_set(sets[i], "--set", oc->specs, oc->nspecs);

@@ -24,6 +24,8 @@ typedef struct key_table {
 } key_table;
 /* Appends n keys. */
 void key_table_add(key_table *t, const cfg_spec *s, int n);
+/* Appends the model.* keys of `arch` bound to its args struct (every objective's keys start with them). */
+void key_table_add_model(key_table *t, const model_arch *arch, void *args);
 /* One key bound to field `field` of the config `c`, appended to the table `t` (the names every
  * objective's specs hook uses). */
 #define OBJ_KEY(key, type, field, range, help) key_table_add(t, &(cfg_spec){key, type, &c->field, help, range}, 1)

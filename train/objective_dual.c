@@ -17,7 +17,6 @@
 #include "nn/losses/triplet.h"
 #include "nn/models/vit_lora.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
@@ -36,18 +35,12 @@ static void dual_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&c->sampler, "random");
     c->m_per_class = 4;
     cfg_set_str(&c->aug, "light");
-    k->epochs = 30; k->batch = 32; k->accum = 1; k->seed = 43;
-    k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 1e-4; k->beta1 = 0.9; k->beta2 = 0.999;
-    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 2.0;
-    k->eval_every = 0;
-    cfg_set_str(&k->out, "out/train_dual");
+    k->epochs = 30; k->seed = 43; k->lr = 1e-4; k->weight_decay = 1e-4; k->clip = 2.0; /* batch 32, beta2 0.999: the loop's */
 }
 
 static void dual_specs(void *cfg, key_table *t) {
     dual_cfg *c = cfg;
-    int nm;
-    const cfg_spec *m = dual_args_keys(&c->model, &nm); /* the model's keys first */
-    key_table_add(t, m, nm);
+    key_table_add_model(t, &dual_arch, &c->model); /* the model's keys first */
     OBJ_KEY("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
     OBJ_KEY("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
     OBJ_KEY("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
@@ -249,7 +242,7 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     if ((rc = dual_arch.create(&c->model, run->seed, &o->model))) goto fail;
     if ((rc = model_to_device(o->model, device))) goto fail;
     o->net = dual_model_net(o->model);
-    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
+    params_add_all(&o->all, &o->net->params);
     o->best_map = objective_best_new(&o->all, device, "dual.best_val_map");
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
     if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }

@@ -1,28 +1,24 @@
 /* objective_finetune.c — linear evaluation and fine-tuning of a ResNet (objective_finetune.h). */
 #include "train/objective_finetune.h"
 
-#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoints/params_st.h"
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
+#include "infer/eval/metrics.h"
 #include "infer/eval/split_eval.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
-#include "nn/init.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 
-/* spec 1.10: SGD 0.9, wd 1e-4, cosine with warm restarts (T_0 3 epochs, T_mult 2, floor 1.2e-4),
- * batch 128; lr 0.01 here (the released linear script's lr 10 belongs to its frozen head: see
- * configs/pgcon_linear.cfg). */
+/* spec 1.10: PGCon's optimisation (loop_keys_sgd_restarts) with warm restarts of T_0 3 epochs; lr
+ * 0.01 here (the released linear script's lr 10 belongs to its frozen head: configs/pgcon_linear.cfg). */
 static void ft_defaults(void *cfg, loop_keys *k) {
     finetune_cfg *c = cfg;
     memset(c, 0, sizeof *c);
@@ -35,20 +31,13 @@ static void ft_defaults(void *cfg, loop_keys *k) {
     c->label_percent = 100;
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->test_split, "");
-    k->epochs = 100; k->batch = 128; k->accum = 1; k->seed = 0;
-    cfg_set_str(&k->optimizer, "sgd");
-    k->momentum = 0.9; k->lr = 0.01; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
-    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 0;
-    cfg_set_str(&k->schedule, "restarts");
-    k->restart_epochs = 3; k->restart_mult = 2;
-    cfg_set_str(&k->out, "out/train_finetune");
+    loop_keys_sgd_restarts(k);
+    k->lr = 0.01; k->restart_epochs = 3; /* 100 epochs: the loop's default */
 }
 
 static void ft_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    int nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
-    key_table_add(t, m, nm);
+    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
     OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
     OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
@@ -108,14 +97,9 @@ static int ft_fill(void *self, int64_t g, void *slot, const fill_scratch *sc) {
         rng_t r = rng_make(o->run.seed, rng_stream(RNG_AUGMENT, (uint32_t)g, (uint32_t)j));
         image_cache_get(&o->data.imgs[id], &sc->src[t]);
         image out = {.c = 3, .h = S, .w = S, .data = x + (size_t)i * 3 * S * S, .cap = (size_t)3 * S * S};
-        /* jitter on [0, 1] pixels before the normalisation */
-        const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-        if (aug_eval_input(&sc->src[t], S, o->in.crop, zero, one, &sc->ws[t], &out) || out.data != x + (size_t)i * 3 * S * S)
+        if (aug_pgcon_linear(&r, &sc->src[t], S, o->in.crop, o->in.mean, o->in.std, &sc->ws[t], &out) ||
+            out.data != x + (size_t)i * 3 * S * S)
             fail = 1;
-        image_color_jitter(&out, &r, 0.4f, 0.6f, 0.0f, 0.0f);
-        if (rng_uniform(&r) < 0.5f) image_hflip(&out);
-        if (rng_uniform(&r) < 0.5f) image_vflip(&out);
-        image_normalize(&out, o->in.mean, o->in.std);
         y[i] = o->data.label[id];
     }
     return fail ? er_fail(ER_RUNTIME, "finetune: augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
@@ -136,13 +120,14 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
 
 
 /* accuracy of the current weights on n rows (x, y), per-class sensitivity appended to buf at *k */
-static int score(finetune_objective *o, const labelled_rows *set, const char *name, char *buf, size_t cap, int *k,
+static int score(finetune_objective *o, const labelled_rows *set, const char *name, char *buf, size_t cap, size_t *k,
                  double *acc_out) {
     const float *x = set->x;
     const int *y = set->y, n = set->n;
     int S = o->S, C = o->C, bs = 64, rc = ER_OK, right = 0;
     int *pred = xmalloc((size_t)n * sizeof(int));
     float *lg = xmalloc((size_t)bs * C * sizeof(float));
+    int64_t *conf = xmalloc((size_t)C * C * sizeof(int64_t));
     for (int b0 = 0; b0 < n && !rc; b0 += bs) {
         int B = n - b0 < bs ? n - b0 : bs;
         NO_GRAD {
@@ -159,34 +144,25 @@ static int score(finetune_objective *o, const labelled_rows *set, const char *na
         }
     }
     *acc_out = (double)right / n;
-    if (!rc && *k >= 0 && (size_t)*k < cap) {
-        *k += snprintf(buf + *k, cap - *k, "%s\"%saccuracy\": %.4f, \"%sn\": %d, \"%ssensitivity\": [", *k ? ", " : "", name,
-                       *acc_out, name, n, name);
-        for (int c = 0; c < C && *k > 0 && (size_t)*k < cap; c++) {
-            int tp = 0, cnt = 0;
-            for (int i = 0; i < n; i++) if (y[i] == c) cnt++, tp += pred[i] == c;
-            *k += snprintf(buf + *k, cap - *k, "%s%.4f", c ? ", " : "", cnt ? (double)tp / cnt : NAN);
-        }
-        if (*k > 0 && (size_t)*k < cap) *k += snprintf(buf + *k, cap - *k, "]");
-    }
-    free(pred); free(lg);
+    confusion_matrix(y, pred, n, C, conf);
+    if (!rc) buf_appendf(buf, cap, k, "%s\"%saccuracy\": %.4f, \"%sn\": %d, \"%ssensitivity\": [", *k ? ", " : "", name,
+                         *acc_out, name, n, name);
+    for (int c = 0; c < C && !rc; c++) buf_appendf(buf, cap, k, "%s%.4f", c ? ", " : "", sensitivity_from_confusion(conf, C, c));
+    if (!rc) buf_appendf(buf, cap, k, "]");
+    free(pred); free(lg); free(conf);
     return rc;
 }
 
 static int ft_eval(void *self, int64_t step, char *buf, size_t n) {
     finetune_objective *o = self;
-    int k = 0;
+    size_t k = 0;
     double acc, test;
     int rc = score(o, &o->eval, "", buf, n, &k, &acc);
     float before; /* model selection on the evaluation split, compared as stored (float) */
     if (!rc && objective_best_update(o->best, (float)acc, &before)) {
         if (o->test.n) rc = score(o, &o->test, "test_", buf, n, &k, &test);
-        if (!rc && o->run.rank == 0) {
-            char *path = path_join(o->run.keys->out, "best.safetensors");
-            rc = model_save(o->classifier, path, step);
-            free(path);
-        }
-        if (!rc && k > 0 && (size_t)k < n) snprintf(buf + k, n - k, ", \"best\": true");
+        if (!rc && o->run.rank == 0) rc = train_save_model(o->classifier, o->run.keys->out, "best.safetensors", step);
+        if (!rc) buf_appendf(buf, n, &k, ", \"best\": true");
     }
     (void)step;
     return rc;
@@ -225,34 +201,12 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     o->run = *run;
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
-    resnet_config rc_cfg;
-    model_input in = objective_input("wce", 280.0f / 336.0f);
-    if (c->init && c->init[0]) { /* the file's trunk: its shapes decide the config */
-        model *m;
-        if ((rc = model_load(c->init, NULL, NULL, 0, &m))) goto fail;
-        if (m->arch != &resnet_arch) {
-            rc = er_fail(ER_INPUT, "finetune.init: %s is a %s model, not a ResNet", c->init, m->arch->name);
-            model_free(m);
-            goto fail;
-        }
-        rc_cfg = ((resnet *)m->impl)->cfg;
-        if (m->has_input && !strcmp(c->norm, "auto")) in = m->input;
-        model_free(m);
-    } else if ((rc = resnet_config_preset(c->model.arch, &rc_cfg))) goto fail;
-    else if (c->model.width > 0) rc_cfg.width = c->model.width;
-    if (strcmp(c->norm, "auto")) in = objective_input(c->norm, in.crop);
+    /* norm auto: the init file's input rule, else WCE with a 280/336 crop */
+    model_input in = objective_input(strcmp(c->norm, "auto") ? c->norm : "wce", 280.0f / 336.0f), file_in = {0};
+    if ((rc = resnet_trunk_new(&c->model, c->init, "finetune.init", run->seed, &o->net, &file_in))) goto fail;
+    if (file_in.crop > 0 && !strcmp(c->norm, "auto")) in = file_in;
     if (c->crop > 0) in.crop = (float)c->crop;
     o->in = in;
-    rc_cfg.num_classes = 0; rc_cfg.proj_dim = 0; rc_cfg.jigsaw_tiles = 0;
-    rc_cfg.sync_bn = c->model.sync_bn; /* data parallel: the global batch's statistics */
-    if (!(o->net = resnet_new(&rc_cfg, run->seed))) { rc = ER_INPUT; goto fail; }
-    if (c->init && c->init[0]) {
-        st_file f;
-        if ((rc = st_open(c->init, &f))) goto fail;
-        rc = params_load_st(&o->net->params, &f, "", 1);
-        st_close(&f);
-        if (rc) goto fail;
-    }
     for (int i = 0; i < o->net->params.n; i++) {
         if (c->freeze) o->net->params.t[i]->flags &= ~T_REQUIRES_GRAD; /* the trunk stays as loaded */
         params_add(&o->all, o->net->params.t[i]);
@@ -272,9 +226,8 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
         layer_linear(&o->all, "head.0", c->hidden, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
         layer_linear(&o->all, "head.2", o->C, c->hidden, run->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
     } else layer_linear(&o->all, "fc", o->C, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
-    for (int i = 0; i < o->all.n && !rc; i++) rc = tensor_to_device(o->all.t[i], device);
-    if (rc) goto fail;
-    for (int i = 0; i < o->all.n; i++) params_add(&o->state, o->all.t[i]);
+    if ((rc = params_to_device(&o->all, device))) goto fail;
+    params_add_all(&o->state, &o->all);
     o->best = objective_best_new(&o->state, device, "finetune.best_accuracy");
     if (k->eval_every > 0 && /* eval.split '' = every row, like data.split */
         ((rc = labelled_rows_load(&o->eval, c->manifest, c->eval_split, o->S, &in)) ||
@@ -289,8 +242,7 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     if (o->eval.n) t.eval = ft_eval;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
     o->classifier->params = &o->all; /* trunk and head */
-    o->classifier->input = o->in;
-    o->classifier->has_input = 1;
+    model_set_input(o->classifier, o->in);
     t.export_model = o->classifier;
     t.export_name = "classifier.safetensors";
     t.describe = ft_describe;

@@ -19,7 +19,6 @@
 #include "nn/models/mae.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
@@ -45,10 +44,7 @@ void image_cfg_defaults(image_cfg *c) {
 }
 
 void image_loop_defaults(loop_keys *k) {
-    k->epochs = 100; k->batch = 32; k->accum = 1; k->seed = 0;
-    k->lr = 1.25e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
-    k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
-    cfg_set_str(&k->out, "out/train_image");
+    k->lr = 1.25e-4; k->beta2 = 0.95; k->warmup_epochs = 5;
 }
 
 const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
@@ -211,7 +207,7 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     if (rc) { free(o); return rc; }
     o->enc = vit_model_vit(o->model);
     o->vc = o->enc->cfg;
-    for (int i = 0; i < o->enc->params.n; i++) params_add(&o->all, o->enc->params.t[i]);
+    params_add_all(&o->all, &o->enc->params);
     o->use_mae = c->w_mae > 0;
     o->use_con = c->w_con > 0;
     o->guided = !strcmp(c->masking, "guided");

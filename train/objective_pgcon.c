@@ -13,17 +13,16 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
-#include "nn/base/process_group.h"
 #include "nn/base/rng.h"
+#include "nn/losses/memory_bank.h"
 #include "nn/losses/pgcon_loss.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
 
 /* ---------------------------------------------------------------- config */
 
-/* The paper's settings; its optimisation (spec 1.8): SGD 0.9, wd 1e-4, lr 0.012, cosine with warm
- * restarts (T_0 50 epochs, T_mult 2, floor 1.2e-4) stepped per iteration, batch 128, no warm-up. */
+/* The paper's settings; its optimisation (spec 1.8, loop_keys_sgd_restarts) with lr 0.012 over 700
+ * epochs, the restarts stepped per iteration. */
 static void pgcon_defaults(void *cfg, loop_keys *k) {
     pgcon_cfg *c = cfg;
     memset(c, 0, sizeof *c);
@@ -39,20 +38,13 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
     cfg_set_str(&c->eval_split, "val");
     cfg_set_str(&c->eval_bank_split, "train");
     c->knn_k = 290; c->knn_tau = 0.1;
-    k->epochs = 700; k->batch = 128; k->accum = 1; k->seed = 0;
-    cfg_set_str(&k->optimizer, "sgd");
-    k->momentum = 0.9; k->lr = 0.012; k->min_lr = 1.2e-4; k->weight_decay = 1e-4;
-    k->warmup_epochs = 0; k->warmup_steps = -1; k->clip = 0;
-    cfg_set_str(&k->schedule, "restarts");
-    k->restart_epochs = 50; k->restart_mult = 2;
-    cfg_set_str(&k->out, "out/train_pgcon");
+    loop_keys_sgd_restarts(k);
+    k->epochs = 700; k->lr = 0.012;
 }
 
 static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    int nm;
-    const cfg_spec *m = resnet_arch.keys(&c->model, &nm); /* the model's keys first */
-    key_table_add(t, m, nm);
+    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
     OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
     OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
@@ -82,15 +74,15 @@ typedef struct {
     pgcon_cfg cfg;
     model *model;          /* the ResNet + heads behind the model interface (export, eval) */
     resnet *net;
-    tensor *mem;           /* memory_bank [N, D]: a buffer of the training state */
-    float *M;              /* its host copy (the tensor's own data on the CPU) */
-    int mem_ready;         /* M holds the bank (filled, or read back after --resume) */
+    memory_bank mem;       /* memory_bank [N, D]: a buffer of the training state, with its host copy */
+    int mem_ready;         /* mem.M holds the bank (filled, or read back after --resume) */
     param_list all;        /* the network's parameters and buffers + the bank */
     int wincon, D, k;
     train_run run;           /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;
+    pgcon_geometry geom;   /* the configured view sizes (0 = the reference's by image size) */
     pgcon_views *views;
-    uint8_t **seen;        /* per thread: N bytes for the negative sampler */
+    uint8_t *seen;         /* N bytes a thread for the negative sampler (thread t at t N) */
     /* a host slot (train/host_batch.h): this rank's prior views, tiles, WIN views, the global batch's
      * instances [B] and this rank's negatives' indices [b, 2, k]: pure functions of (seed, g) */
     host_batch *hb;
@@ -101,29 +93,15 @@ typedef struct {
     labelled_rows bank, query;
 } pgcon_objective;
 
-static pgcon_geometry geometry(const pgcon_objective *o, int h, int w) {
-    const pgcon_cfg *c = &o->cfg;
-    pgcon_geometry g = pgcon_geometry_for(h, w);
-    if (c->side > 0) g.side = c->side;
-    if (c->box > 0) g.half = c->box / 2;
-    if (c->jigsaw > 0) g.jigsaw = c->jigsaw;
-    g.prior_out = c->prior_out, g.tile_out = c->tile_out, g.win_out = c->win_out;
-    return g;
-}
-
 static void pgcon_free(void *self) {
     pgcon_objective *o = self;
     if (!o) return;
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
     model_free(o->model); /* owns the network's tensors; the bank is ours */
-    tensor_free(o->mem);
+    memory_bank_free(&o->mem);
     free(o->all.t);
-    if (o->run.device != DEV_CPU) free(o->M);
     image_cache_free(&o->data);
-    for (int t = 0; t < o->run.threads; t++) {
-        if (o->views) pgcon_views_free(&o->views[t]);
-        if (o->seen) free(o->seen[t]);
-    }
+    for (int t = 0; o->views && t < o->run.threads; t++) pgcon_views_free(&o->views[t]);
     free(o->views); free(o->seen);
     free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
     labelled_rows_free(&o->bank); labelled_rows_free(&o->query);
@@ -137,7 +115,7 @@ static void pgcon_free(void *self) {
 static int make_views(pgcon_objective *o, const fill_scratch *sc, int t, int id, rng_t *r, int slot, int prior_only, float *xp, float *xt, float *xw) {
     const pgcon_cfg *c = &o->cfg;
     image_cache_get(&o->data.imgs[id], &sc->src[t]);
-    pgcon_geometry g = geometry(o, sc->src[t].h, sc->src[t].w);
+    pgcon_geometry g = pgcon_geometry_with(sc->src[t].h, sc->src[t].w, &o->geom);
     pgcon_views *v = &o->views[t];
     unsigned views = prior_only ? PGCON_PRIOR : PGCON_PRIOR | PGCON_TILES | (o->wincon ? PGCON_WIN : 0);
     int rc = pgcon_make_views(r, &sc->src[t], &g, views, &sc->ws[t], v);
@@ -151,21 +129,12 @@ static int make_views(pgcon_objective *o, const fill_scratch *sc, int t, int id,
     return ER_OK;
 }
 
-/* Writes rows of the host bank back to the device tensor (a no-op on the CPU: M is its data). */
-static void bank_upload_rows(pgcon_objective *o, const int *idx, int n) {
-    if (o->run.device == DEV_CPU) return;
-    const er_backend *be = backend_get(o->run.device);
-    for (int j = 0; j < n; j++)
-        be->upload(o->mem->data + (size_t)idx[j] * o->D, o->M + (size_t)idx[j] * o->D, (size_t)o->D * sizeof(float));
-}
-
 /* The bank before training (spec 1.6): the untrained network's prior-view embeddings of every
  * training row, in chunks of the batch (this rank's share of each chunk, gathered). Runs once: a
  * resumed run reads the bank from its checkpoint. */
 static int bank_fill(pgcon_objective *o) {
     const pgcon_cfg *c = &o->cfg;
     int N = o->data.n, B = o->run.batch, D = o->D, S = c->prior_out, fail = 0, rc = ER_OK;
-    int *rows = xmalloc((size_t)B * sizeof(int));
     float *z = xmalloc((size_t)o->run.local_batch * D * sizeof(float));
     for (int c0 = 0; c0 < N && !rc; c0 += B) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->run.threads)
@@ -183,16 +152,9 @@ static int bank_fill(pgcon_objective *o) {
             else tensor_to_host(e, z);
         }
         nn_step_end();
-        if (!rc && o->run.world_size > 1) rc = pg_allgather(z, (int64_t)o->run.local_batch * D, o->z_all);
-        else if (!rc) memcpy(o->z_all, z, (size_t)B * D * sizeof(float));
-        int n = N - c0 < B ? N - c0 : B;
-        for (int j = 0; j < n && !rc; j++) {
-            rows[j] = c0 + j;
-            memcpy(o->M + (size_t)(c0 + j) * D, o->z_all + (size_t)j * D, (size_t)D * sizeof(float));
-        }
-        if (!rc) bank_upload_rows(o, rows, n);
+        if (!rc) rc = train_run_allgather(&o->run, z, (int64_t)o->run.local_batch * D, o->z_all);
+        if (!rc) memory_bank_set(&o->mem, c0, N - c0 < B ? N - c0 : B, o->z_all);
     }
-    free(rows);
     free(z);
     return rc;
 }
@@ -200,10 +162,7 @@ static int bank_fill(pgcon_objective *o) {
 /* At the first step of this process: the bank from the checkpoint (--resume), or filled now. */
 static int bank_ready(pgcon_objective *o) {
     if (o->mem_ready) return ER_OK;
-    if (o->run.device != DEV_CPU) tensor_to_host(o->mem, o->M);
-    double s = 0;
-    for (int d = 0; d < o->D; d++) s += (double)o->M[d] * o->M[d];
-    int rc = s > 0 ? ER_OK : bank_fill(o); /* unit rows: an all-zero row 0 means never filled */
+    int rc = memory_bank_pull(&o->mem) ? ER_OK : bank_fill(o);
     o->mem_ready = rc == ER_OK;
     return rc;
 }
@@ -226,7 +185,7 @@ static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc)
         if (make_views(o, sc, t, i, &r, j, 0, (float *)sl, (float *)(sl + o->xt_off), (float *)(sl + o->xw_off))) fail = 1;
         for (int term = 0; term < 2; term++) { /* independent draws per term (spec 1.7) */
             rng_t rn = rng_make(o->run.seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 2u * (uint32_t)(o->run.first + j) + (uint32_t)term));
-            pgcon_sample_negatives(&rn, N, i, k, o->seen[t], negi + ((size_t)j * 2 + term) * k);
+            pgcon_sample_negatives(&rn, N, i, k, o->seen + (size_t)t * N, negi + ((size_t)j * 2 + term) * k);
         }
     }
     return fail ? er_fail(ER_RUNTIME, "pgcon: views failed at micro-batch %lld", (long long)g) : ER_OK;
@@ -245,8 +204,8 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     const int32_t *negi = (const int32_t *)(sl + o->negi_off);
     for (int j = 0; j < b; j++) {
         for (int term = 0; term < 2; term++)
-            pgcon_memory_rows(o->M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
-        memcpy(o->pos_mem + (size_t)j * D, o->M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
+            pgcon_memory_rows(o->mem.M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
+        memcpy(o->pos_mem + (size_t)j * D, o->mem.M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
     }
     nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
@@ -273,11 +232,10 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     loss_terms_set(terms, "pos_mem", pos_mem);
     tensor *loss = op_add(op_mul_scalar(l1, (float)c->w_jig), op_mul_scalar(l2, (float)c->w_mem));
     /* the bank takes this micro-batch's prior embeddings (every rank the whole batch's, in order) */
-    float *z = o->z_all + (size_t)o->run.first * D;
-    tensor_to_host(zp, o->run.world_size > 1 ? o->xp : z); /* xp is free now: the forward has its copy */
-    if (o->run.world_size > 1 && pg_allgather(o->xp, (int64_t)b * D, o->z_all)) return NULL;
-    pgcon_memory_update(o->M, D, inst, o->z_all, B, (float)c->momentum);
-    bank_upload_rows(o, inst, B);
+    tensor_to_host(zp, o->xp); /* xp is free now: the forward has its copy */
+    if (train_run_allgather(&o->run, o->xp, (int64_t)b * D, o->z_all)) return NULL;
+    pgcon_memory_update(o->mem.M, D, inst, o->z_all, B, (float)c->momentum);
+    memory_bank_push_rows(&o->mem, inst, B);
     return loss;
 }
 
@@ -290,12 +248,11 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     float *eb = xmalloc((size_t)o->bank.n * D * sizeof(float)), *eq = xmalloc((size_t)o->query.n * D * sizeof(float));
     int rc = objective_embed(o->model, o->bank.x, o->bank.n, 64, eb);
     if (!rc) rc = objective_embed(o->model, o->query.x, o->query.n, 64, eq);
-    int *pred = xmalloc((size_t)o->query.n * sizeof(int)), correct = 0;
-    if (!rc) rc = knn_split(eb, o->bank.y, o->bank.n, eq, o->query.n, D, o->bank.nclass, o->cfg.knn_k, 1, o->cfg.knn_tau, pred);
-    for (int i = 0; i < o->query.n && !rc; i++) correct += pred[i] == o->query.y[i];
-    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", (double)correct / o->query.n,
-                      o->query.n, o->bank.n, o->cfg.knn_k);
-    free(eb); free(eq); free(pred);
+    double acc;
+    if (!rc) rc = knn_split_accuracy(eb, o->bank.y, o->bank.n, eq, o->query.y, o->query.n, D, o->bank.nclass, o->cfg.knn_k, 1,
+                                     o->cfg.knn_tau, &acc);
+    if (!rc) snprintf(buf, n, "\"knn_acc\": %.4f, \"queries\": %d, \"bank\": %d, \"k\": %d", acc, o->query.n, o->bank.n, o->cfg.knn_k);
+    free(eb); free(eq);
     (void)step;
     return rc;
 }
@@ -318,10 +275,8 @@ static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
  * their host buffers. The bank and image cache (known after the manifest is read) are not counted.
  * CPU runs only, as the image objective. */
 static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
-    resnet_config rc;
-    if (resnet_config_preset(c->model.arch, &rc) || run->device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
-    if (c->model.width > 0) rc.width = c->model.width;
-    rc.num_classes = 0, rc.proj_dim = c->model.proj, rc.jigsaw_tiles = c->model.jigsaw;
+    resnet_config rc; /* the network resnet_arch.create builds */
+    if (resnet_args_config(&c->model, &rc) || run->device != DEV_CPU) return ER_OK; /* a bad arch fails later, named */
     double b = run->local_batch, params = resnet_param_count(&rc);
     mem_estimate m = loop_keys_mem_state(run->keys, params, params);
     m.activations = resnet_train_bytes(&rc, b, c->prior_out, c->prior_out) + resnet_train_bytes(&rc, 9 * b, c->tile_out, c->tile_out);
@@ -342,13 +297,13 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     pgcon_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c;
     o->wincon = !strcmp(c->variant, "wincon");
+    o->geom = (pgcon_geometry){c->side, c->box / 2, c->jigsaw, c->prior_out, c->tile_out, c->win_out};
     o->run = *run;
     if ((rc = resnet_arch.create(&c->model, run->seed, &o->model))) { free(o); return rc; }
     o->net = o->model->impl;
     o->D = c->model.proj;
     model_input in = objective_input("wce", (float)c->eval_crop);
-    o->model->input = in;
-    o->model->has_input = 1;
+    model_set_input(o->model, in);
     if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) goto fail;
     int N = o->data.n;
     if (c->negatives > N - 1) {
@@ -357,20 +312,16 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
         goto fail;
     }
     o->k = c->negatives;
-    for (int i = 0; i < o->net->params.n; i++) params_add(&o->all, o->net->params.t[i]);
-    o->mem = tensor_new(2, SHAPE(N, o->D)); /* zeros: filled at the first step */
-    o->mem->name = xstrdup("memory_bank");
-    params_add(&o->all, o->mem);
-    if ((rc = model_to_device(o->model, device)) || (rc = tensor_to_device(o->mem, device))) goto fail;
-    o->M = device == DEV_CPU ? o->mem->data : xcalloc((size_t)N * o->D, sizeof(float));
+    params_add_all(&o->all, &o->net->params);
+    if ((rc = model_to_device(o->model, device)) || (rc = memory_bank_new(&o->mem, "memory_bank", N, o->D, device))) goto fail;
+    params_add(&o->all, o->mem.t); /* zeros: filled at the first step */
     if (c->eval_manifest && c->eval_manifest[0] &&
         ((rc = labelled_rows_load(&o->bank, c->eval_manifest, c->eval_bank_split, o->model->img, &in)) ||
          (rc = labelled_rows_load(&o->query, c->eval_manifest, c->eval_split, o->model->img, &in))))
         goto fail;
     int B = k->batch, b = o->run.local_batch, k2 = o->k, D = o->D;
     o->views = xcalloc(o->run.threads, sizeof(pgcon_views));
-    o->seen = xcalloc(o->run.threads, sizeof(uint8_t *));
-    for (int t = 0; t < o->run.threads; t++) o->seen[t] = xcalloc((size_t)N, 1);
+    o->seen = xcalloc((size_t)o->run.threads * N, 1);
     size_t prior = (size_t)3 * c->prior_out * c->prior_out, bytes = 0;
     o->xp = xmalloc((size_t)(b > 1 ? b : 1) * (prior > (size_t)D ? prior : (size_t)D) * sizeof(float));
     host_batch_reserve(&bytes, (size_t)b * prior * sizeof(float));

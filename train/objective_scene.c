@@ -8,8 +8,7 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
-#include "infer/eval/reid_views.h"
-#include "infer/retrieval/embeddings.h"
+#include "infer/eval/scene_reid.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
@@ -18,8 +17,8 @@
 #include "nn/losses/sscd.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "train/host_batch.h"
+#include "train/objective_image.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -35,17 +34,13 @@ static void scene_defaults(void *cfg, loop_keys *k) {
     c->w_mse = 0.5; c->w_con = 1.0; c->tau = 0.05; c->entropy_weight = 5;
     cfg_set_str(&c->split, "train");
     cfg_set_str(&c->eval_split, "");
-    k->epochs = 200; k->batch = 128; k->accum = 1; k->seed = 0;
-    k->lr = 1e-4; k->min_lr = 0; k->weight_decay = 0.05; k->beta1 = 0.9; k->beta2 = 0.95;
-    k->warmup_epochs = 5; k->warmup_steps = -1; k->clip = 0;
-    cfg_set_str(&k->out, "out/train_scene");
+    image_loop_defaults(k); /* EndoFinder's AdamW (beta2 0.95, 5 warm-up epochs), then the scene's */
+    k->epochs = 200; k->batch = 128; k->lr = 1e-4;
 }
 
 static void scene_specs(void *cfg, key_table *t) {
     scene_cfg *c = cfg;
-    int nm;
-    const cfg_spec *m = scene_args_keys(&c->model, &nm); /* the model's keys first */
-    key_table_add(t, m, nm);
+    key_table_add_model(t, &scene_arch, &c->model); /* the model's keys first */
     OBJ_KEY("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
     OBJ_KEY("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
     OBJ_KEY("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
@@ -100,7 +95,7 @@ typedef struct {
  * encoder's size: frozen encoder weights, trainable scene encoder + decoder with gradients and AdamW
  * state, the chunked encoder forward (no tape: its activations die after each chunk, counted as
  * the training-time activations of one chunk, an upper bound), the kept latents and targets, and
- * the decoder's activations. */
+ * the scene encoder's and decoder's activations (scene_train_bytes). */
 static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     const vit_config *v = &o->enc->cfg;
     const scene_config *c = &o->net->cfg;
@@ -108,12 +103,10 @@ static int scene_memory_check(const scene_objective *o, const loop_keys *k) {
     double trainable = scene_encoder_param_count(c) + (o->use_mse ? scene_decoder_param_count(c) : 0);
     mem_estimate m = loop_keys_mem_state(k, vit_param_count(v) + trainable, trainable); /* the ViT frozen */
     double chunk = vit_blocks_train_bytes(v->dim, v->depth, v->heads, v->mlp_ratio, o->cfg.encode_batch, 1 + v->registers + L);
-    double pd = 3.0 * v->patch * v->patch, dd = c->dec_dim;
-    double dec = o->use_mse ? 4 * nrec * L * (c->dec_depth * (8 * dd + 3.0 * c->dec_heads * c->dec_head_dim + 2.0 * c->dec_mlp) + 3 * dd + 2 * pd) : 0;
-    double enc = 4 * N * (o->V + 1) * (8.0 * v->dim + 3.0 * c->heads * c->head_dim + 2.0 * c->mlp);
-    m.activations = chunk > dec + enc ? chunk : dec + enc;
+    double step = scene_train_bytes(c, N, o->V, o->use_mse ? nrec : 0, o->L); /* nn/models/scene.h */
+    m.activations = chunk > step ? chunk : step;
     /* the host batch: every input and target image of the micro-batch, twice with prefetch */
-    double ninputs = o->cfg.share_views ? N : N * (o->V - 1), nslots = o->run.prefetch ? 2 : 1;
+    double pd = 3.0 * v->patch * v->patch, ninputs = o->cfg.share_views ? N : N * (o->V - 1), nslots = o->run.prefetch ? 2 : 1;
     m.data = 4 * (nslots * (ninputs + (o->use_mse ? nrec : 0)) * 3.0 * o->S * o->S + N * o->V * v->dim * 2 + nrec * (T * v->dim + L * pd) + N * L * 4);
     return mem_check(&m, "train scene", "train.batch, scene.views or scene.encode_batch");
 }
@@ -132,25 +125,12 @@ static void scene_free(void *self) {
     free(o);
 }
 
-/* The training scenes: those with at least V views (image_cache_scenes), renumbered 0..nscenes-1;
- * scenes with fewer are counted in nskipped. */
+/* The training scenes: those with at least V views (image_cache_scenes_min); scenes with fewer are
+ * counted in nskipped. */
 static int group_scenes(scene_objective *o) {
-    int *first, *count, ns;
-    image_cache_scenes(&o->data, &first, &count, &o->scene_rows, &ns);
-    if (ns == 0) {
-        free(first); free(count);
+    if (!image_cache_scenes_min(&o->data, o->V, &o->scene_first, &o->scene_count, &o->scene_rows, &o->nscenes, &o->nskipped))
         return er_fail(ER_INPUT, "%s: no scene column (the scene objective needs scene and view ids; "
                                  "see `endoret data import --layout scenes`)", o->cfg.manifest);
-    }
-    o->scene_first = xmalloc((size_t)ns * sizeof(int));
-    o->scene_count = xmalloc((size_t)ns * sizeof(int));
-    for (int s = 0; s < ns; s++) {
-        if (count[s] == 0) continue;
-        if (count[s] < o->V) { o->nskipped++; continue; }
-        o->scene_first[o->nscenes] = first[s];
-        o->scene_count[o->nscenes++] = count[s];
-    }
-    free(first); free(count);
     if (o->nscenes < 2)
         return er_fail(ER_INPUT, "%s: %d scene(s) with at least scene.views = %d views in split '%s': the contrastive "
                                  "loss needs two", o->cfg.manifest, o->nscenes, o->V, o->cfg.split ? o->cfg.split : "");
@@ -341,53 +321,17 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
 /* ---------------------------------------------------------------- export, eval, interface */
 
 
-/* Held-out scene re-ID: each eval scene with views 0-3 gives a query descriptor from views 0+1 and
- * a reference descriptor from views 2+3 (the scene encoder on each pair); queries are matched to
- * references by cosine, k = 10, ISC2021 uAP / Acc@1 / Recall@P90 (infer/eval/reid_views.h). */
+/* Held-out scene re-ID on pairs of views 0+1 against 2+3 (infer/eval/scene_reid.h). */
 static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
     scene_objective *o = self;
-    int D = o->D, S = o->S, rc = ER_OK;
-    size_t img = (size_t)3 * S * S;
-    int64_t maxs = -1;
-    for (int i = 0; i < o->eval.n; i++) if (o->eval.scene[i] > maxs) maxs = o->eval.scene[i];
-    int *at = xmalloc((size_t)(maxs + 1) * 4 * sizeof(int));
-    for (int64_t i = 0; i < (maxs + 1) * 4; i++) at[i] = -1;
-    for (int i = 0; i < o->eval.n; i++)
-        if (o->eval.scene[i] >= 0 && o->eval.view[i] >= 0 && o->eval.view[i] < 4) at[o->eval.scene[i] * 4 + o->eval.view[i]] = i;
-    emb_set e;
-    emb_alloc(&e, 2 * (int)(maxs + 1), D);
-    e.scene = xmalloc(e.n * sizeof(int64_t));
-    e.view = xmalloc(e.n * sizeof(int64_t));
-    float *x = xmalloc(2 * img * sizeof(float));
-    int rows = 0;
-    for (int64_t s = 0; s <= maxs && !rc; s++) {
-        const int *a = at + s * 4;
-        if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[3] < 0) continue;
-        for (int side = 0; side < 2 && !rc; side++) {
-            memcpy(x, o->eval.x + (size_t)a[2 * side] * img, img * sizeof(float));
-            memcpy(x + img, o->eval.x + (size_t)a[2 * side + 1] * img, img * sizeof(float));
-            rc = model_embed_scene(o->model, x, 2, e.x + (size_t)rows * D);
-            e.scene[rows] = s;
-            e.view[rows] = 2 * side; /* 0 = the query pair, 2 = the reference pair */
-            rows++;
-        }
-    }
-    free(x);
-    free(at);
-    e.n = rows;
-    if (!rc && rows < 4) rc = er_fail(ER_INPUT, "%s: fewer than 2 eval scenes with views 0-3", o->cfg.eval_manifest);
     reid_view_result r = {0};
-    int64_t ref = 2, qv = 0;
-    reid_views_cfg vc = {.qviews = &qv, .nqviews = 1, .rviews = &ref, .nrviews = 1, .k = REID_DEFAULT_K};
-    if (!rc) rc = reid_eval_views(&e, &vc, &r);
+    int rc = scene_pairs_reid(o->model, o->eval.x, o->eval.scene, o->eval.view, o->eval.n, o->cfg.eval_manifest, &r);
     if (!rc) snprintf(buf, n, "\"scene_reid_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",
                       r.r.uap, r.r.acc1, r.r.recall_p90, r.nqueries);
     reid_view_result_free(&r);
-    emb_free(&e);
     (void)step;
     return rc;
 }
-
 
 static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
     scene_objective *o = self;

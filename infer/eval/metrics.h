@@ -34,6 +34,8 @@ int hit_at_k(const uint8_t *rel, int n, int k);
 /* conf is nclass x nclass (row = truth, column = prediction); unknown truths (-1) are skipped. */
 void confusion_matrix(const int *truth, const int *pred, int n, int nclass, int64_t *conf);
 double accuracy_from_confusion(const int64_t *conf, int nclass);
+/* Sensitivity (recall) of class c: its correct rows over its rows (NaN when it has none). */
+double sensitivity_from_confusion(const int64_t *conf, int nclass, int c);
 /* F1 of class `pos` (binary F1 when pos >= 0) or the macro mean over classes (pos < 0). */
 double f1_from_confusion(const int64_t *conf, int nclass, int pos);
 /* ROC AUC of scores for a binary truth (1 = positive): Mann-Whitney U with mid-ranks for ties

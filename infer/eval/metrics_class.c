@@ -37,6 +37,12 @@ double accuracy_from_confusion(const int64_t *conf, int nclass) {
     return all ? (double)ok / (double)all : NAN;
 }
 
+double sensitivity_from_confusion(const int64_t *conf, int nclass, int c) {
+    int64_t n = 0;
+    for (int b = 0; b < nclass; b++) n += conf[(size_t)c * nclass + b];
+    return n ? (double)conf[(size_t)c * nclass + c] / n : NAN;
+}
+
 static double f1_class(const int64_t *conf, int nclass, int c) {
     int64_t tp = conf[c * nclass + c], fp = 0, fn = 0;
     for (int i = 0; i < nclass; i++)

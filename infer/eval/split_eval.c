@@ -41,6 +41,16 @@ int knn_split(const float *bank, const int *bank_label, int nb, const float *q, 
     return rc;
 }
 
+int knn_split_accuracy(const float *bank, const int *bank_label, int nb, const float *q, const int *q_label, int nq,
+                       int dim, int nclass, int k, int weighted, double tau, double *acc) {
+    int *pred = xmalloc((size_t)(nq > 0 ? nq : 1) * sizeof(int)), right = 0;
+    int rc = knn_split(bank, bank_label, nb, q, nq, dim, nclass, k, weighted, tau, pred);
+    for (int i = 0; i < nq && !rc; i++) right += pred[i] == q_label[i];
+    *acc = (double)right / nq;
+    free(pred);
+    return rc;
+}
+
 int label_subset(const int *label, int n, double percent, uint64_t seed, uint8_t *keep) {
     memset(keep, 0, (size_t)n);
     int C = 0, kept = 0;

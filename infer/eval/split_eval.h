@@ -18,6 +18,9 @@
  * majority (ties as knn.h). */
 int knn_split(const float *bank, const int *bank_label, int nb, const float *q, int nq, int dim, int nclass, int k,
               int weighted, double tau, int *pred);
+/* knn_split's share of the nq queries (labels q_label) whose vote is their label, into *acc. */
+int knn_split_accuracy(const float *bank, const int *bank_label, int nb, const float *q, const int *q_label, int nq,
+                       int dim, int nclass, int k, int weighted, double tau, double *acc);
 /* The probe's train / test form is probe_split in probe_cv.h. */
 /* keep[i] = 1 for a seeded share `percent` (0, 100] of each class's rows of label (at least one per
  * class present); rows with label < 0 are never kept. Returns the number kept. */

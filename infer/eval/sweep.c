@@ -139,19 +139,32 @@ static void fmt(char *buf, size_t n, double v) {
     else snprintf(buf, n, "-");
 }
 
+const char *const SWEEP_COLUMNS[SWEEP_NCOLS] = {
+    "uAP", "acc1", "recall_p90", "knn_accuracy", "knn_auc", "knn_f1", "ms_per_query",
+    "uAP_lo", "uAP_hi", "acc1_lo", "acc1_hi", "knn_accuracy_lo", "knn_accuracy_hi",
+};
+
+void sweep_row_values(const sweep_row *r, double v[SWEEP_NCOLS]) {
+    const double x[SWEEP_NCOLS] = {r->uap, r->acc1, r->recall_p90, r->knn_acc, r->knn_auc, r->knn_f1, r->ms_per_query,
+                                   r->uap_lo, r->uap_hi, r->acc1_lo, r->acc1_hi, r->knn_acc_lo, r->knn_acc_hi};
+    memcpy(v, x, sizeof x);
+}
+
 int sweep_write_csv(const char *path, const sweep_row *rows, int nrows) {
     atomic_file af;
     int rc = atomic_open(&af, path);
     if (rc) return rc;
-    fprintf(af.f, "bits,k,uAP,acc1,recall_p90,knn_accuracy,knn_auc,knn_f1,ms_per_query,uAP_lo,uAP_hi,acc1_lo,acc1_hi,"
-                  "knn_accuracy_lo,knn_accuracy_hi\n");
+    fprintf(af.f, "bits,k");
+    for (int c = 0; c < SWEEP_NCOLS; c++) fprintf(af.f, ",%s", SWEEP_COLUMNS[c]);
+    fprintf(af.f, "\n");
     for (int i = 0; i < nrows; i++) {
         const sweep_row *r = &rows[i];
-        char b[16];
-        if (r->bits) snprintf(b, sizeof b, "%d", r->bits); else snprintf(b, sizeof b, "float");
-        fprintf(af.f, "%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", b, r->k, r->uap, r->acc1,
-                r->recall_p90, r->knn_acc, r->knn_auc, r->knn_f1, r->ms_per_query, r->uap_lo, r->uap_hi, r->acc1_lo,
-                r->acc1_hi, r->knn_acc_lo, r->knn_acc_hi);
+        double v[SWEEP_NCOLS];
+        sweep_row_values(r, v);
+        if (r->bits) fprintf(af.f, "%d,%d", r->bits, r->k);
+        else fprintf(af.f, "float,%d", r->k);
+        for (int c = 0; c < SWEEP_NCOLS; c++) fprintf(af.f, ",%.6f", v[c]);
+        fprintf(af.f, "\n");
     }
     if (ferror(af.f)) { atomic_abort(&af); return er_fail(ER_RUNTIME, "%s: write failed", path); }
     return atomic_commit(&af);

@@ -27,6 +27,11 @@ typedef struct {
 /* gt: ngt (query id, database id) pairs or NULL. rows: (nbits + 1) * nk, float first. */
 int sweep_run(const emb_set *db, const emb_set *q, const reid_gt *gt, int64_t ngt, const int *bits, int nbits,
               const int *ks, int nk, hash_kind hk, index_kind kind, uint64_t seed, int bootstrap, sweep_row *rows);
+/* A row's measurements in the order of its CSV and JSON columns (after bits and k): their names,
+ * declared once for both. */
+enum { SWEEP_NCOLS = 13 };
+extern const char *const SWEEP_COLUMNS[SWEEP_NCOLS];
+void sweep_row_values(const sweep_row *r, double v[SWEEP_NCOLS]);
 int sweep_write_csv(const char *path, const sweep_row *rows, int nrows);
 void sweep_print_table(const sweep_row *rows, int nrows, int markdown);
 int sweep_write_svg(const char *path, const sweep_row *rows, int nrows, const int *ks, int nk, const char *title);

@@ -292,6 +292,15 @@ char *path_dirname(const char *path) {
     return out;
 }
 
+void buf_appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+    if (*len >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len += (size_t)n;
+}
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

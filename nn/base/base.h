@@ -69,6 +69,10 @@ char *path_join(const char *dir, const char *rel);
 /* Directory part of a path ("." when none). Caller frees. */
 char *path_dirname(const char *path);
 
+/* printf-appends to buf (capacity cap) at *len and advances *len by what snprintf reports; once the
+ * text no longer fits, later calls write nothing (buf keeps its terminated prefix). */
+void buf_appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* Monotonic wall clock in seconds. */
 double now_seconds(void);
 

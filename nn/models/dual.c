@@ -82,7 +82,7 @@ dual_net *dual_new(const dual_config *cfg, vit *v[DUAL_NBRANCH], uint64_t seed) 
         d->has_head = 1;
         fusion_head_init(&d->head, "fusion", in, cfg->embed_dim, seed + 101, own);
     }
-    for (int i = 0; i < own->n; i++) params_add(&d->params, own->t[i]);
+    params_add_all(&d->params, own);
     return d;
 }
 

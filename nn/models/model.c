@@ -123,6 +123,11 @@ static int parse3(const char *s, float v[3]) {
     return *end == 0;
 }
 
+void model_set_input(model *m, model_input in) {
+    m->input = in;
+    m->has_input = 1;
+}
+
 /* endoret.input.* metadata (model_input): all three or none. */
 static int input_from_meta(const st_file *f, model *m) {
     const char *mean = st_meta(f, "endoret.input.mean"), *std = st_meta(f, "endoret.input.std"),
@@ -136,8 +141,7 @@ static int input_from_meta(const st_file *f, model *m) {
         return er_fail(ER_INPUT, "%s: endoret.input.mean / std / crop metadata: need three numbers each for mean and "
                        "std (std > 0) and a crop in (0, 1], got '%s' / '%s' / '%s'", f->path, mean ? mean : "(none)",
                        std ? std : "(none)", crop ? crop : "(none)");
-    m->input = in;
-    m->has_input = 1;
+    model_set_input(m, in);
     return ER_OK;
 }
 

@@ -84,6 +84,8 @@ struct model {
 
 /* m's input rule (the defaults when unset). */
 model_input model_input_of(const model *m);
+/* Gives m its own input rule (saved with it as endoret.input.*). */
+void model_set_input(model *m, model_input in);
 
 /* How many families are registered. */
 int model_arch_count(void);

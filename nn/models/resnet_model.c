@@ -59,15 +59,48 @@ static int accepts(const char *arch) {
     return 0;
 }
 
+int resnet_args_config(const resnet_args *a, resnet_config *c) {
+    if (resnet_config_preset(a->arch, c)) return ER_INPUT;
+    if (a->width > 0) c->width = a->width;
+    c->num_classes = a->classes;
+    c->proj_dim = a->proj;
+    c->jigsaw_tiles = a->jigsaw;
+    c->sync_bn = a->sync_bn;
+    return ER_OK;
+}
+
+int resnet_trunk_new(const resnet_args *a, const char *init, const char *what, uint64_t seed, resnet **out,
+                     model_input *in) {
+    resnet_config c;
+    int rc;
+    *out = NULL;
+    if (init && init[0]) { /* the file's trunk: its shapes decide the config */
+        model *m;
+        if ((rc = model_load(init, NULL, NULL, 0, &m))) return rc;
+        if (m->arch != &resnet_arch) {
+            rc = er_fail(ER_INPUT, "%s: %s is a %s model, not a ResNet", what, init, m->arch->name);
+            model_free(m);
+            return rc;
+        }
+        c = ((resnet *)m->impl)->cfg;
+        if (m->has_input) *in = m->input;
+        model_free(m);
+    } else if ((rc = resnet_args_config(a, &c))) return rc;
+    c.num_classes = 0; c.proj_dim = 0; c.jigsaw_tiles = 0;
+    c.sync_bn = a->sync_bn; /* data parallel: the global batch's statistics */
+    if (!(*out = resnet_new(&c, seed))) return ER_INPUT;
+    if (!init || !init[0]) return ER_OK;
+    st_file f;
+    if ((rc = st_open(init, &f))) return rc;
+    rc = params_load_st(&(*out)->params, &f, "", 1);
+    st_close(&f);
+    return rc;
+}
+
 static int create(const void *v, uint64_t seed, model **out) {
     const resnet_args *a = v;
     resnet_config c;
-    if (resnet_config_preset(a->arch, &c)) return ER_INPUT;
-    if (a->width > 0) c.width = a->width;
-    c.num_classes = a->classes;
-    c.proj_dim = a->proj;
-    c.jigsaw_tiles = a->jigsaw;
-    c.sync_bn = a->sync_bn;
+    if (resnet_args_config(a, &c)) return ER_INPUT;
     resnet *r = resnet_new(&c, seed);
     if (!r) return ER_INPUT;
     *out = resnet_model_wrap(r, a->img);

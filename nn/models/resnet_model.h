@@ -23,6 +23,16 @@ typedef struct {
     int sync_bn;  /* data-parallel training: batch norm over the global batch (default on) */
 } resnet_args;
 
+/* The network config the keys describe (the preset of model.arch with the width, heads and batch-norm
+ * mode of the args): ER_INPUT for an unknown arch. */
+int resnet_args_config(const resnet_args *a, resnet_config *c);
+/* The trunk (no fc, no PGCon heads) a classifier is fine-tuned from: with `init` ('' or NULL: none)
+ * the ResNet of that weight file (a torchvision file or a PGCon encoder.safetensors), its shapes
+ * from the file and its weights loaded, *in its input rule when the file has one (else left
+ * alone); else a random network of the args. sync_bn from the args either way. ER_INPUT naming
+ * `what` (the init key) when the file is not a ResNet. */
+int resnet_trunk_new(const resnet_args *a, const char *init, const char *what, uint64_t seed, resnet **out,
+                     model_input *in);
 /* A model that owns r (freed by model_free). */
 model *resnet_model_wrap(resnet *r, int img);
 

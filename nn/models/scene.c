@@ -41,6 +41,13 @@ double scene_encoder_param_count(const scene_config *c) {
     return c->dim + prenorm_layer_param_count(c->dim, c->heads, c->head_dim, c->mlp, 0);
 }
 
+double scene_train_bytes(const scene_config *c, double N, int V, double nrec, int L) {
+    double pd = 3.0 * c->patch * c->patch, dd = c->dec_dim;
+    double dec = 4 * nrec * L * (c->dec_depth * (8 * dd + 3.0 * c->dec_heads * c->dec_head_dim + 2.0 * c->dec_mlp) + 3 * dd + 2 * pd);
+    double enc = 4 * N * (V + 1) * (8.0 * c->dim + 3.0 * c->heads * c->head_dim + 2.0 * c->mlp);
+    return dec + enc;
+}
+
 double scene_decoder_param_count(const scene_config *c) {
     double pd = (double)c->patch * c->patch * c->in_chans, dd = c->dec_dim;
     return dd * c->dim + dd + dd + c->dec_depth * prenorm_layer_param_count(c->dec_dim, c->dec_heads, c->dec_head_dim,

@@ -65,5 +65,9 @@ tensor *scene_net_decode(const scene_net *s, const nn_ctx *ctx, tensor *z, tenso
 /* Parameter counts (memory estimates): encoder, decoder (trainable part: without the fixed positions). */
 double scene_encoder_param_count(const scene_config *c);
 double scene_decoder_param_count(const scene_config *c);
+/* Bytes a training step keeps (forward activations and their gradients, fp32) for N scene
+ * descriptors, each from V - 1 views, and, when nrec > 0, the decoder's reconstruction of nrec
+ * targets of L patches. */
+double scene_train_bytes(const scene_config *c, double N, int V, double nrec, int L);
 
 #endif

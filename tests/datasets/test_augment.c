@@ -312,3 +312,13 @@ Test(datasets_augment, pgcon_views_on_kvasir) {
     aug_workspace_free(&ws);
     image_free(&src), image_free(&crop), image_free(&lab);
 }
+
+Test(augment, pgcon_geometry_with_takes_the_given_sizes_else_the_reference) {
+    pgcon_geometry ref = pgcon_geometry_for(600, 640), none = {0};
+    pgcon_geometry g = pgcon_geometry_with(600, 640, &none);
+    cr_expect_eq(memcmp(&g, &ref, sizeof g), 0, "nothing set: the reference geometry by size");
+    pgcon_geometry set = {.side = 300, .jigsaw = 240, .win_out = 64};
+    g = pgcon_geometry_with(600, 640, &set);
+    cr_expect(g.side == 300 && g.jigsaw == 240 && g.win_out == 64, "set sizes win");
+    cr_expect(g.half == ref.half && g.prior_out == ref.prior_out && g.tile_out == ref.tile_out, "the others stay");
+}

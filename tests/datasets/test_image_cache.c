@@ -61,3 +61,21 @@ Test(image_cache, split_short_side_masks_and_roundtrip) {
     manifest_free(&m);
     free(man);
 }
+
+Test(image_cache, scenes_min_keeps_scenes_with_enough_views) {
+    /* rows of scenes 0 (3 rows), 1 (1 row), 2 (none), 3 (2 rows); one row without a scene */
+    int scene[] = {0, 3, 0, 1, -1, 3, 0};
+    image_cache c = {.n = 7, .scene = scene};
+    int *first, *count, *rows, ns, fewer;
+    cr_assert_eq(image_cache_scenes_min(&c, 2, &first, &count, &rows, &ns, &fewer), 4, "scene ids in the cache");
+    cr_assert_eq(ns, 2);
+    cr_expect_eq(fewer, 1, "scene 1 has one row; scene 2 none is not counted");
+    cr_expect(count[0] == 3 && count[1] == 2);
+    cr_expect(rows[first[0]] == 0 && rows[first[0] + 1] == 2 && rows[first[0] + 2] == 6, "scene 0's rows in order");
+    cr_expect(rows[first[1]] == 1 && rows[first[1] + 1] == 5, "scene 3's rows in order");
+    free(first); free(count); free(rows);
+    int none[] = {-1, -1};
+    image_cache d = {.n = 2, .scene = none};
+    cr_expect_eq(image_cache_scenes_min(&d, 2, &first, &count, &rows, &ns, &fewer), 0, "no scene column");
+    free(first); free(count); free(rows);
+}

@@ -198,3 +198,13 @@ Test(infer_metrics, grouped_folds_keep_groups_together) {
     }
     for (int f = 0; f < 5; f++) cr_expect(tot[f] >= 30 && tot[f] <= 50, "fold %d has %d items", f, tot[f]);
 }
+
+Test(infer_metrics, sensitivity_from_confusion_by_hand) {
+    int truth[] = {0, 0, 0, 1, 1, 2}, pred[] = {0, 1, 0, 1, 1, 0};
+    int64_t conf[16];
+    confusion_matrix(truth, pred, 6, 4, conf); /* class 3 has no row */
+    cr_expect_float_eq(sensitivity_from_confusion(conf, 4, 0), 2.0 / 3, 1e-12);
+    cr_expect_float_eq(sensitivity_from_confusion(conf, 4, 1), 1.0, 1e-12);
+    cr_expect_float_eq(sensitivity_from_confusion(conf, 4, 2), 0.0, 1e-12);
+    cr_expect(isnan(sensitivity_from_confusion(conf, 4, 3)), "a class without rows has no sensitivity");
+}

@@ -144,3 +144,20 @@ Test(split_eval, cli_split_align_and_bad_input) {
     }
     free(tr); free(te); free(odd);
 }
+
+Test(split_eval, knn_split_accuracy_counts_the_votes_that_hit) {
+    enum { NB = 40, NQ = 17, D = 4, C = 3, K = 5 };
+    float bank[NB * D], q[NQ * D];
+    int lab[NB], ql[NQ], pred[NQ], hits = 0;
+    rng_t r = rng_make(5, 2);
+    for (int i = 0; i < NB * D; i++) bank[i] = rng_normal(&r);
+    for (int i = 0; i < NQ * D; i++) q[i] = rng_normal(&r);
+    for (int i = 0; i < NB; i++) lab[i] = (int)rng_below(&r, C);
+    for (int i = 0; i < NQ; i++) ql[i] = (int)rng_below(&r, C);
+    cr_assert_eq(knn_split(bank, lab, NB, q, NQ, D, C, K, 1, 0.1, pred), 0);
+    for (int i = 0; i < NQ; i++) hits += pred[i] == ql[i];
+    double acc = -1;
+    cr_assert_eq(knn_split_accuracy(bank, lab, NB, q, ql, NQ, D, C, K, 1, 0.1, &acc), 0);
+    cr_expect_float_eq(acc, (double)hits / NQ, 1e-12, "%g, by hand %d / %d", acc, hits, NQ);
+    cr_expect_neq(knn_split_accuracy(bank, lab, NB, q, ql, NQ, D, C, 0, 1, 0.1, &acc), 0, "k = 0 is refused");
+}

@@ -140,3 +140,17 @@ Test(base, a_message_may_quote_the_previous_one) {
     cr_expect_eq(er_fail(ER_INPUT, "%s: %s", "emb.safetensors", er_msg()), ER_INPUT);
     cr_expect_str_eq(er_msg(), "emb.safetensors: 2-vs-2 protocol: no sequence has 4 frames (2 too short)");
 }
+
+Test(base, buf_appendf_appends_and_stops_when_full) {
+    char buf[12];
+    size_t n = 0;
+    buf_appendf(buf, sizeof buf, &n, "%s", "abc");
+    buf_appendf(buf, sizeof buf, &n, ", %d", 42);
+    cr_expect_str_eq(buf, "abc, 42");
+    cr_expect_eq(n, 7);
+    buf_appendf(buf, sizeof buf, &n, " and more text"); /* does not fit: truncated, n past the end */
+    cr_expect_str_eq(buf, "abc, 42 and");
+    cr_expect_gt(n, sizeof buf);
+    buf_appendf(buf, sizeof buf, &n, "x"); /* full: nothing written */
+    cr_expect_str_eq(buf, "abc, 42 and");
+}
