@@ -50,7 +50,7 @@ static void desc_free(desc_files *d) {
     memset(d, 0, sizeof *d);
 }
 
-static int desc_load(const char *list, const char *folds, const char *what, desc_files *d) {
+static int desc_load(const char *list, const char *folds, int only, const char *what, desc_files *d) {
     memset(d, 0, sizeof *d);
     char *copy = xstrdup(list), *save = NULL;
     int rc = ER_OK, cap = 1;
@@ -60,6 +60,7 @@ static int desc_load(const char *list, const char *folds, const char *what, desc
     free(copy);
     if (!rc && d->nf > 1 && !folds)
         rc = er_fail(ER_INPUT, "%s '%s': a list of %d files is one file per fold: give --folds (data split --by scene --folds K)", what, list, d->nf);
+    if (!rc && only >= 0 && !folds) rc = er_fail(ER_INPUT, "--fold %d needs --folds (the manifest of the folds)", only);
     if (!rc && folds) {
         manifest m;
         int K = 0;
@@ -69,16 +70,34 @@ static int desc_load(const char *list, const char *folds, const char *what, desc
             if (rc) rc = er_fail(rc, "--folds %s: %s", folds, er_msg());
             manifest_free(&m);
         }
-        if (!rc && d->nf > 1 && d->nf != K)
+        if (!rc && only >= K) rc = er_fail(ER_INPUT, "--fold %d: %s has folds 0..%d", only, folds, K - 1);
+        else if (!rc && only >= 0 && d->nf > 1)
+            rc = er_fail(ER_INPUT, "%s '%s': with --fold %d give one file (the encoder that held out fold %d)", what, list, only, only);
+        else if (!rc && d->nf > 1 && d->nf != K)
             rc = er_fail(ER_INPUT, "%s '%s': %d files for the %d folds of %s (one per fold, fold 0 first)", what, list, d->nf, K, folds);
     }
     if (rc) desc_free(d);
     return rc;
 }
 
+/* the sequence protocol and the 2-vs-2 row(s) of a descriptor, only fold `only`'s queries when >= 0 */
+static int score_desc(const desc_files *d, int only, const seq_gap *g, int k, int no2, seq_result *r, mv_row rows[9],
+                      reid_view_result keep[9], int *n4, int *nshort) {
+    int rc = seq_eval_files(d->es, d->nf, d->fold, g, r);
+    if (!rc && only >= 0) {
+        uint8_t *mask = xmalloc((size_t)r->nframes);
+        for (int i = 0; i < r->nframes; i++) mask[i] = d->fold[i] == only;
+        rc = seq_keep_queries(r, mask);
+        free(mask);
+        if (rc) seq_result_free(r);
+    }
+    if (!rc && !no2 && (rc = seq_two_vs_two_files(d->es, d->nf, d->fold, only, k, rows, keep, n4, nshort))) seq_result_free(r);
+    return rc;
+}
+
 int cmd_eval_sequence(int argc, char **argv) {
     const char *ep = NULL, *folds = NULL;
-    int gap = 0, k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, no2 = 0;
+    int gap = 0, k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, no2 = 0, only = -1;
     double frac = SEQ_DEFAULT_GAP_FRAC;
     arg_spec specs[] = {
         OPT_EMB(&ep, "embeddings of every frame, scene = sequence, view = frame position (data import --layout sequences --views 0)",
@@ -90,6 +109,8 @@ int cmd_eval_sequence(int argc, char **argv) {
         {"no-2v2", ARG_FLAG, &no2, "skip EndoFinder's 2-vs-2 view protocol"},
         {"folds", ARG_STR, &folds, "leave-sequences-out folds (data split --by scene --folds K); --emb may then list K files, "
                                    "file k scoring the queries of fold k (infer/eval/seq_folds.h)"},
+        {"fold", ARG_INT, &only, "with --folds: only the queries of this fold (all frames stay in the gallery); --emb one file",
+         "[-1, 1000]", .def = "-1 = every fold"},
         OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
@@ -98,17 +119,16 @@ int cmd_eval_sequence(int argc, char **argv) {
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     desc_files d;
-    if ((rc = desc_load(ep, folds, "--emb", &d))) return rc;
+    if ((rc = desc_load(ep, folds, only, "--emb", &d))) return rc;
     const emb_set *e0 = &d.es[0];
     seq_result r;
     seq_gap g = {gap, frac};
-    if ((rc = seq_eval_files(d.es, d.nf, d.fold, &g, &r))) { rc = prefixed(rc, ep); desc_free(&d); return rc; }
-    seq_interval ci;
-    seq_bootstrap(&r, B, BOOTSTRAP_SEED, &ci);
     mv_row rows[9];
     reid_view_result keep[9];
     int n4 = 0, nshort = 0;
-    if (!no2 && (rc = seq_two_vs_two_files(d.es, d.nf, d.fold, k, rows, keep, &n4, &nshort))) rc = prefixed(rc, ep);
+    if ((rc = score_desc(&d, only, &g, k, no2, &r, rows, keep, &n4, &nshort))) { rc = prefixed(rc, ep); desc_free(&d); return rc; }
+    seq_interval ci;
+    seq_bootstrap(&r, B, BOOTSTRAP_SEED, &ci);
     emb_distance dist = DIST_COSINE;
     emb_distance_of(e0, "--emb", &dist);
     if (!rc && json) {
@@ -149,6 +169,7 @@ int cmd_eval_sequence(int argc, char **argv) {
                "%d queries, %d skipped (no positive left)\n",
                r.nframes, r.nseq, emb_distance_name(dist), gap_text(gap, frac, gt, sizeof gt), r.nqueries, r.nskipped);
         if (d.nf > 1) printf("  each query and its gallery scored by file k of the %d, k = the query's fold in %s\n", d.nf, folds);
+        if (only >= 0) printf("  queries: the frames of fold %d of %s only (every frame stays in the gallery)\n", only, folds);
         printf("  mAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", r.map, r.acc1, r.recall_p90);
         if (B)
             printf("  95%% interval (bootstrap over %d sequences, %d replicates): mAP [%.4f, %.4f]   Acc@1 [%.4f, %.4f]   Recall@P90 [%.4f, %.4f]\n",
@@ -175,14 +196,14 @@ int cmd_eval_sequence(int argc, char **argv) {
     return rc;
 }
 
-static int eval_file(const char *path, const char *folds, const seq_gap *g, int k, seq_result *r, reid_view_result *two) {
+static int eval_file(const char *path, const char *folds, int only, const seq_gap *g, int k, seq_result *r, reid_view_result *two) {
     desc_files d;
-    int rc = desc_load(path, folds, "eval compare", &d);
+    int rc = desc_load(path, folds, only, "eval compare", &d);
     if (rc) return rc;
     mv_row rows[9];
     reid_view_result keep[9];
     int n4, nshort;
-    if (!(rc = seq_eval_files(d.es, d.nf, d.fold, g, r)) && !(rc = seq_two_vs_two_files(d.es, d.nf, d.fold, k, rows, keep, &n4, &nshort))) {
+    if (!(rc = score_desc(&d, only, g, k, 0, r, rows, keep, &n4, &nshort))) {
         *two = keep[SETTING_2V2];
         for (int o = 0; o < 9; o++) if (o != SETTING_2V2) reid_view_result_free(&keep[o]);
     }
@@ -191,12 +212,12 @@ static int eval_file(const char *path, const char *folds, const seq_gap *g, int 
     return rc;
 }
 
-int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json, const char *folds) {
+int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json, const char *folds, int only) {
     int rc = ER_OK;
     seq_gap g = {gap, frac};
     seq_result *r = xcalloc((size_t)nfiles, sizeof *r);
     reid_view_result *two = xcalloc((size_t)nfiles, sizeof *two);
-    for (int i = 0; i < nfiles && !rc; i++) rc = eval_file(files[i], folds, &g, k, &r[i], &two[i]);
+    for (int i = 0; i < nfiles && !rc; i++) rc = eval_file(files[i], folds, only, &g, k, &r[i], &two[i]);
     if (!rc && !json) {
         char gt[128];
         printf("paired comparison, sequence protocol (same-sequence frames ignored: %s): %d queries in %d sequences; "

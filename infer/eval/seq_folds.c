@@ -83,8 +83,9 @@ static int fold_of_query(const emb_set *e, const int *fold, int64_t q, int by_sc
     return -1;
 }
 
-int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int k, mv_row rows[9], reid_view_result keep[9], int *nseq,
-                         int *nshort) {
+int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int only, int k, mv_row rows[9], reid_view_result keep[9],
+                         int *nseq, int *nshort) {
+    const int pool = nf > 1 || only >= 0; /* else file 0 as it scores every query */
     memset(keep, 0, sizeof *keep * 9);
     int rc = check_same_frames(es, nf);
     for (int f = 0; f < nf && !rc; f++) {
@@ -94,9 +95,10 @@ int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int k, mv_r
         if ((rc = seq_pick_four(&es[f], &four, nshort))) break;
         *nseq = four.n / 4;
         int *fold4 = xmalloc(sizeof *fold4 * (size_t)four.n); /* the folds of the 4 frames per sequence kept */
-        for (int t = 0; t < four.n && nf > 1; t++) fold4[t] = fold_of_query(&es[f], fold, four.ids[t], 0);
+        for (int t = 0; t < four.n && pool; t++) fold4[t] = fold_of_query(&es[f], fold, four.ids[t], 0);
+        const int mine = nf > 1 ? f : only; /* the fold whose queries this file scores */
         rc = multiview_eval_keep(&four, k, 0, 0, r, kf);
-        if (!rc && nf == 1) {
+        if (!rc && !pool) {
             memcpy(rows, r, sizeof r), memcpy(keep, kf, sizeof kf);
         } else if (!rc) {
             for (int o = 0; o < 9; o++) {
@@ -109,9 +111,9 @@ int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int k, mv_r
                     d->gt = xmalloc(sizeof *d->gt * (size_t)(kf[o].ngt ? kf[o].ngt : 1) * nf);
                 }
                 for (int64_t t = 0; t < kf[o].ngt; t++)
-                    if (fold_of_query(&four, fold4, kf[o].gt[t].q, by_scene) == f) d->gt[d->ngt++] = kf[o].gt[t];
+                    if (fold_of_query(&four, fold4, kf[o].gt[t].q, by_scene) == mine) d->gt[d->ngt++] = kf[o].gt[t];
                 for (int64_t t = 0; t < kf[o].npred; t++)
-                    if (fold_of_query(&four, fold4, kf[o].pred[t].q, by_scene) == f)
+                    if (fold_of_query(&four, fold4, kf[o].pred[t].q, by_scene) == mine)
                         d->pred[d->npred++] = kf[o].pred[t];
                 reid_view_result_free(&kf[o]);
             }
@@ -119,7 +121,7 @@ int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int k, mv_r
         free(fold4);
         emb_free(&four);
     }
-    if (!rc && nf > 1)
+    if (!rc && pool)
         for (int o = 0; o < 9 && !rc; o++) {
             keep[o].nqueries = (int)keep[o].ngt;
             rc = reid_metrics(keep[o].pred, keep[o].npred, keep[o].gt, keep[o].ngt, &keep[o].r);

@@ -22,9 +22,10 @@ int seq_fold_of_rows(const emb_set *e, const manifest *m, int *fold, int *nfolds
 /* nf files of the same frames (n, ids, scene, view, distance equal; else ER_INPUT naming file f):
  * seq_eval_folded with set fold[i] for query i (nf = 1: every query in file 0). */
 int seq_eval_files(const emb_set *es, int nf, const int *fold, const seq_gap *g, seq_result *out);
-/* The 9 settings of the 2-vs-2 protocol, query q of fold k scored in file k (nf = 1: file 0);
- * rows[o].r recomputed on the pooled predictions; keep[9] owned by the caller. */
-int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int k, mv_row rows[9], reid_view_result keep[9], int *nseq,
-                         int *nshort);
+/* The 9 settings of the 2-vs-2 protocol, query q of fold k scored in file k (nf = 1: file 0; with
+ * only >= 0 just the queries of fold `only`, in file 0); rows[o].r recomputed on the pooled
+ * predictions; keep[9] owned by the caller. */
+int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int only, int k, mv_row rows[9], reid_view_result keep[9],
+                         int *nseq, int *nshort);
 
 #endif

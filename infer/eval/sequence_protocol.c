@@ -197,6 +197,32 @@ int seq_eval_emb(const emb_set *e, const seq_gap *g, seq_result *out) {
     return rc ? rc : seq_eval(e->x, e->n, e->dim, d, e->scene, e->view, g, out);
 }
 
+int seq_keep_queries(seq_result *r, const uint8_t *keep) {
+    int nq = 0, ns = 0;
+    double sap = 0, sacc = 0;
+    for (int i = 0; i < r->nframes; i++) {
+        if (!keep[i]) { r->ap[i] = NAN, r->top1[i] = 0; continue; }
+        if (isnan(r->ap[i])) { ns++; continue; }
+        nq++, sap += r->ap[i], sacc += r->top1[i];
+    }
+    if (!nq) return er_fail(ER_INPUT, "sequence protocol: none of the kept frames is a query with a positive");
+    r->nqueries = nq, r->nskipped = ns, r->map = sap / nq, r->acc1 = sacc / nq;
+    uint8_t *has = xcalloc((size_t)r->nseq, 1);
+    for (int i = 0; i < r->nframes; i++) if (!isnan(r->ap[i])) has[r->seq[i]] = 1;
+    r->nqseq = 0;
+    for (int s = 0; s < r->nseq; s++) r->nqseq += has[s];
+    free(has);
+    int64_t p = 0; /* the pooled pairs of the kept queries, in the same order */
+    for (int64_t t = 0; t < r->npairs; t++)
+        if (keep[r->pair_q[t]]) r->pair_q[p] = r->pair_q[t], r->pair_pos[p++] = r->pair_pos[t];
+    r->npairs = p;
+    double *w = xmalloc(sizeof *w * (size_t)r->nseq);
+    for (int s = 0; s < r->nseq; s++) w[s] = 1;
+    r->recall_p90 = recall_p90_weighted(r, w);
+    free(w);
+    return ER_OK;
+}
+
 void seq_result_free(seq_result *r) {
     free(r->seq), free(r->pos), free(r->ap), free(r->top1), free(r->pair_q), free(r->pair_pos);
     memset(r, 0, sizeof *r);

@@ -64,11 +64,11 @@ Test(eval_seq_folds, each_query_scored_in_its_folds_file) {
     mv_row rb[9], r1[9];
     reid_view_result kb[9], k1[9];
     int ns, nsh;
-    cr_assert_eq(seq_two_vs_two_files(es, 2, fold, 10, rb, kb, &ns, &nsh), ER_OK, "%s", er_msg());
-    cr_assert_eq(seq_two_vs_two_files(es, 1, fold, 10, r1, k1, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(es, 2, fold, -1, 10, rb, kb, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(es, 1, fold, -1, 10, r1, k1, &ns, &nsh), ER_OK, "%s", er_msg());
     mv_row r2[9];
     reid_view_result k2[9];
-    cr_assert_eq(seq_two_vs_two_files(es + 1, 1, fold, 10, r2, k2, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(es + 1, 1, fold, -1, 10, r2, k2, &ns, &nsh), ER_OK, "%s", er_msg());
     for (int o = 0; o < 9; o++) {
         cr_assert_eq(kb[o].ngt, k1[o].ngt, "setting %d", o);
         cr_assert_eq(kb[o].npred, k1[o].npred, "setting %d", o);
@@ -91,8 +91,8 @@ Test(eval_seq_folds, each_query_scored_in_its_folds_file) {
     cr_assert_eq(seq_eval_files(same, 2, fold, &g, &a), ER_OK);
     cr_assert_eq(seq_eval_files(same, 1, fold, &g, &b), ER_OK);
     cr_assert(a.map == b.map && a.acc1 == b.acc1 && a.recall_p90 == b.recall_p90);
-    cr_assert_eq(seq_two_vs_two_files(same, 2, fold, 10, rb, kb, &ns, &nsh), ER_OK, "%s", er_msg());
-    cr_assert_eq(seq_two_vs_two_files(same, 1, fold, 10, r1, k1, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(same, 2, fold, -1, 10, rb, kb, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(same, 1, fold, -1, 10, r1, k1, &ns, &nsh), ER_OK, "%s", er_msg());
     for (int o = 0; o < 9; o++) {
         cr_assert(fabs(rb[o].r.uap - r1[o].r.uap) < 1e-12 && rb[o].r.acc1 == r1[o].r.acc1, "setting %d: %g vs %g", o, rb[o].r.uap,
                   r1[o].r.uap);
@@ -104,6 +104,52 @@ Test(eval_seq_folds, each_query_scored_in_its_folds_file) {
     es[1].view[3] = 9;
     cr_assert_eq(seq_eval_files(es, 2, fold, &g, &a), ER_INPUT);
     cr_assert(strstr(er_msg(), "file 1"), "%s", er_msg());
+    emb_free(&es[0]), emb_free(&es[1]);
+    manifest_free(&m);
+}
+
+/* --fold k: one file, only fold k's queries; the gallery stays every frame */
+Test(eval_seq_folds, one_folds_queries) {
+    emb_set es[2];
+    manifest m;
+    make(&es[0], 1, &m);
+    make(&es[1], 2, NULL);
+    int fold[N], K;
+    cr_assert_eq(seq_fold_of_rows(&es[0], &m, fold, &K), ER_OK, "%s", er_msg());
+    seq_gap g = {0, 0.25};
+    seq_result all, part;
+    cr_assert_eq(seq_eval_files(es + 1, 1, fold, &g, &all), ER_OK);
+    cr_assert_eq(seq_eval_files(es + 1, 1, fold, &g, &part), ER_OK);
+    uint8_t keep[N];
+    for (int i = 0; i < N; i++) keep[i] = fold[i] == 1;
+    cr_assert_eq(seq_keep_queries(&part, keep), ER_OK, "%s", er_msg());
+    double sap = 0, sacc = 0;
+    int nq = 0;
+    int64_t pairs = 0;
+    for (int i = 0; i < N; i++) {
+        if (!keep[i]) { cr_assert(isnan(part.ap[i])); continue; }
+        cr_assert_eq(part.ap[i], all.ap[i], "a kept query keeps its AP (the same gallery)");
+        sap += all.ap[i], sacc += all.top1[i], nq++;
+    }
+    for (int64_t t = 0; t < all.npairs; t++) pairs += keep[all.pair_q[t]];
+    cr_assert_eq(part.nqueries, nq);
+    cr_assert_eq(part.nqseq, NSEQ / 2);
+    cr_assert_eq(part.npairs, pairs);
+    cr_assert(fabs(part.map - sap / nq) < 1e-12 && fabs(part.acc1 - sacc / nq) < 1e-12);
+    /* the pooled two-file 2-vs-2 is fold 0 in file 0 plus fold 1 in file 1 */
+    mv_row rb[9], r0[9], r1[9];
+    reid_view_result kb[9], k0[9], k1[9];
+    int ns, nsh;
+    cr_assert_eq(seq_two_vs_two_files(es, 2, fold, -1, 10, rb, kb, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(es, 1, fold, 0, 10, r0, k0, &ns, &nsh), ER_OK, "%s", er_msg());
+    cr_assert_eq(seq_two_vs_two_files(es + 1, 1, fold, 1, 10, r1, k1, &ns, &nsh), ER_OK, "%s", er_msg());
+    for (int o = 0; o < 9; o++) {
+        cr_assert_eq(kb[o].npred, k0[o].npred + k1[o].npred, "setting %d", o);
+        cr_assert(!memcmp(kb[o].pred, k0[o].pred, sizeof *kb[o].pred * (size_t)k0[o].npred), "setting %d: fold 0 first", o);
+        cr_assert(!memcmp(kb[o].pred + k0[o].npred, k1[o].pred, sizeof *kb[o].pred * (size_t)k1[o].npred), "setting %d", o);
+        reid_view_result_free(&kb[o]), reid_view_result_free(&k0[o]), reid_view_result_free(&k1[o]);
+    }
+    seq_result_free(&all), seq_result_free(&part);
     emb_free(&es[0]), emb_free(&es[1]);
     manifest_free(&m);
 }
@@ -151,6 +197,17 @@ Test(eval_seq_folds, commands) {
     char *wrongk[] = {"eval", "sequence", "--emb", three, "--folds", pm, NULL};
     cr_assert_eq(cmd_eval(6, wrongk), ER_INPUT);
     cr_assert(strstr(er_msg(), "3 files for the 2 folds"), "%s", er_msg());
+    char *one[] = {"eval", "compare", p0, p1, "--sequence", "--folds", pm, "--fold", "1", "--bootstrap", "10", NULL};
+    cr_assert_eq(cmd_eval(11, one), ER_OK, "%s", er_msg());
+    char *onelist[] = {"eval", "sequence", "--emb", list, "--folds", pm, "--fold", "1", NULL};
+    cr_assert_eq(cmd_eval(8, onelist), ER_INPUT);
+    cr_assert(strstr(er_msg(), "give one file"), "%s", er_msg());
+    char *nomanifest[] = {"eval", "sequence", "--emb", p0, "--fold", "1", NULL};
+    cr_assert_eq(cmd_eval(6, nomanifest), ER_INPUT);
+    cr_assert(strstr(er_msg(), "--fold 1 needs --folds"), "%s", er_msg());
+    char *nofold[] = {"eval", "sequence", "--emb", p0, "--folds", pm, "--fold", "2", NULL};
+    cr_assert_eq(cmd_eval(8, nofold), ER_INPUT);
+    cr_assert(strstr(er_msg(), "folds 0..1"), "%s", er_msg());
     char *noseq[] = {"eval", "compare", p0, p1, "--ref-view", "2", "--folds", pm, NULL};
     cr_assert_eq(cmd_eval(8, noseq), ER_INPUT);
     cr_assert(strstr(er_msg(), "--folds needs --sequence"), "%s", er_msg());
