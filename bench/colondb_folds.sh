@@ -6,6 +6,8 @@
 # the encoder that never saw the query's sequence. Rows: the recipe, the hybrid with the colour
 # histogram at a weight fixed a priori (0.5), and the no-learning baselines on the same protocol.
 # Usage: sh bench/colondb_folds.sh [build/endoret] [out folder] [folds] [steps]
+# then:  sh bench/colondb_folds_eval.sh [build/endoret] [out folder] [folds]   (the tables)
+# A fold already trained (<out>/fold<k>/encoder.safetensors) is not trained again.
 # Needs ../shared/data/{cvc_colondb,kvasir_seg} (never copied into the repository).
 set -eu
 E=${1:-build/endoret}
