@@ -17,6 +17,7 @@
 #include "datasets/augment.h"
 #include "datasets/image.h"
 #include "datasets/manifest.h"
+#include "cli/embed_hybrid.h"
 #include "cli/embed_scene.h"
 #include "infer/retrieval/baseline_desc.h"
 #include "infer/retrieval/embeddings.h"
@@ -80,6 +81,7 @@ static int embed_baseline(const char *name, const char *man_path, const char *sp
 }
 
 int cmd_embed(int argc, char **argv) {
+    if (embed_wants_hybrid(argc, argv)) return embed_hybrid(argc, argv); /* a file from two files: no model, no images */
     char **rest, **sets, *set_help = NULL;
     int nrest, nsets, rc = cli_split_sets(argc, argv, &rest, &nrest, &sets, &nsets); /* --set may repeat */
     const char *model_path = NULL, *arch = NULL, *config = NULL, *man_path = NULL, *out = NULL, *split = "", *device_s = "cpu",
@@ -117,7 +119,8 @@ int cmd_embed(int argc, char **argv) {
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
                     "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)\n"
                     "       endoret embed --model M --scene [--fusion transformer|mean] [--groups \"0,1;2,3\"] --manifest M --out E\n"
-                    "       endoret embed --baseline colorhist|thumbnail --manifest M --out E   (no learning)", NULL, NULL);
+                    "       endoret embed --baseline colorhist|thumbnail --manifest M --out E   (no learning)\n"
+                    "       endoret embed --hybrid A --hist H --hist-weight W --out E   (learned + colour histogram, cli/embed_hybrid.h)", NULL, NULL);
     if (rc == ARGS_HELP) { rc = ER_OK; goto done; }
     if (rc) goto done;
     progress_quiet(json);

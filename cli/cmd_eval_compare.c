@@ -31,11 +31,11 @@ static int evaluate_file(const char *path, const char *ref_s, const char *query_
     return rc;
 }
 
-int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json); /* cmd_eval_sequence.c */
+int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json, const char *folds, int only); /* cmd_eval_sequence.c */
 
 int cmd_eval_compare(int argc, char **argv) {
-    const char *ref_s = NULL, *query_s = NULL;
-    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, seq = 0, gap = 0;
+    const char *ref_s = NULL, *query_s = NULL, *folds = NULL;
+    int k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, seq = 0, gap = 0, only = -1;
     double gap_frac = SEQ_DEFAULT_GAP_FRAC;
     arg_spec specs[] = {
         {"ref-view", ARG_STR, &ref_s, "reference view(s) of every file, e.g. 2 or 2,3 (required without --sequence)"},
@@ -46,17 +46,20 @@ int cmd_eval_compare(int argc, char **argv) {
         {"sequence", ARG_FLAG, &seq, "the sequence protocol (eval sequence) instead of views: paired over sequences"},
         OPT_GAP(&gap),
         OPT_GAP_FRAC(&gap_frac),
+        {"folds", ARG_STR, &folds, "with --sequence: leave-sequences-out folds; a file may be a list E0,..,E{K-1}, file k scoring fold k's queries"},
+        {"fold", ARG_INT, &only, "with --folds: only the queries of this fold; each descriptor one file", "[-1, 1000]", .def = "-1 = every fold"},
     };
     char **files = NULL;
     int nfiles = 0;
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] | --sequence [--gap N] [--gap-frac F] [--json]", &files, &nfiles);
+                        "endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V[,V] [--query-view V[,V]] | --sequence [--gap N] [--gap-frac F] [--folds FOLDS.csv] [--json]", &files, &nfiles);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     if (nfiles < 2) rc = er_fail(ER_INPUT, "eval compare: give at least two embedding files (the first is compared with each other)");
     else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
     else if (seq && (ref_s || query_s)) rc = er_fail(ER_INPUT, "eval compare: --sequence takes no --ref-view / --query-view");
-    else if (seq) { rc = eval_compare_sequence(files, nfiles, gap, gap_frac, k, B, json); free(files); return rc; }
+    else if (folds && !seq) rc = er_fail(ER_INPUT, "eval compare: --folds needs --sequence");
+    else if (seq) { rc = eval_compare_sequence(files, nfiles, gap, gap_frac, k, B, json, folds, only); free(files); return rc; }
     else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required (or --sequence)");
     reid_view_result *res = xcalloc((size_t)(nfiles > 0 ? nfiles : 1), sizeof *res);
     for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], ref_s, query_s, k, &res[i]);

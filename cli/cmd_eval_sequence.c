@@ -7,6 +7,7 @@
 #include "infer/eval/multiview.h"
 #include "infer/eval/paired.h"
 #include "infer/eval/reid_views.h"
+#include "infer/eval/seq_folds.h"
 #include "infer/eval/sequence_protocol.h"
 #include "nn/base/args.h"
 #include "nn/base/base.h"
@@ -39,21 +40,64 @@ static void views_name(int mask, const char *a, const char *b, char *buf) {
     snprintf(buf, 8, "%s%s", mask & 1 ? a : "", mask & 2 ? b : "");
 }
 
-/* the 9 settings of the 2-vs-2 protocol on 4 frames per sequence; keep[9] owned by the caller */
-static int two_vs_two(const emb_set *e, int k, mv_row rows[9], reid_view_result keep[9], int *nseq, int *nshort) {
-    emb_set four;
-    memset(keep, 0, sizeof *keep * 9);
-    int rc = seq_pick_four(e, &four, nshort);
-    if (rc) return rc;
-    *nseq = four.n / 4;
-    rc = multiview_eval_keep(&four, k, 0, 0, rows, keep);
-    emb_free(&four);
+/* A descriptor: one file, or with --folds a comma-separated list of K files, file k embedding every
+ * frame with the encoder that did not see fold k (infer/eval/seq_folds.h). */
+typedef struct { emb_set *es; int nf, *fold; } desc_files;
+
+static void desc_free(desc_files *d) {
+    for (int f = 0; f < d->nf; f++) emb_free(&d->es[f]);
+    free(d->es), free(d->fold);
+    memset(d, 0, sizeof *d);
+}
+
+static int desc_load(const char *list, const char *folds, int only, const char *what, desc_files *d) {
+    memset(d, 0, sizeof *d);
+    char *copy = xstrdup(list), *save = NULL;
+    int rc = ER_OK, cap = 1;
+    for (const char *c = list; *c; c++) cap += *c == ',';
+    d->es = xcalloc((size_t)cap, sizeof *d->es);
+    for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) rc = emb_load_arg(t, what, &d->es[d->nf++]);
+    free(copy);
+    if (!rc && d->nf > 1 && !folds)
+        rc = er_fail(ER_INPUT, "%s '%s': a list of %d files is one file per fold: give --folds (data split --by scene --folds K)", what, list, d->nf);
+    if (!rc && only >= 0 && !folds) rc = er_fail(ER_INPUT, "--fold %d needs --folds (the manifest of the folds)", only);
+    if (!rc && folds) {
+        manifest m;
+        int K = 0;
+        if (!(rc = manifest_load(folds, &m))) {
+            d->fold = xmalloc(sizeof *d->fold * (size_t)(d->es[0].n ? d->es[0].n : 1));
+            rc = seq_fold_of_rows(&d->es[0], &m, d->fold, &K);
+            if (rc) rc = er_fail(rc, "--folds %s: %s", folds, er_msg());
+            manifest_free(&m);
+        }
+        if (!rc && only >= K) rc = er_fail(ER_INPUT, "--fold %d: %s has folds 0..%d", only, folds, K - 1);
+        else if (!rc && only >= 0 && d->nf > 1)
+            rc = er_fail(ER_INPUT, "%s '%s': with --fold %d give one file (the encoder that held out fold %d)", what, list, only, only);
+        else if (!rc && d->nf > 1 && d->nf != K)
+            rc = er_fail(ER_INPUT, "%s '%s': %d files for the %d folds of %s (one per fold, fold 0 first)", what, list, d->nf, K, folds);
+    }
+    if (rc) desc_free(d);
+    return rc;
+}
+
+/* the sequence protocol and the 2-vs-2 row(s) of a descriptor, only fold `only`'s queries when >= 0 */
+static int score_desc(const desc_files *d, int only, const seq_gap *g, int k, int no2, seq_result *r, mv_row rows[9],
+                      reid_view_result keep[9], int *n4, int *nshort) {
+    int rc = seq_eval_files(d->es, d->nf, d->fold, g, r);
+    if (!rc && only >= 0) {
+        uint8_t *mask = xmalloc((size_t)r->nframes);
+        for (int i = 0; i < r->nframes; i++) mask[i] = d->fold[i] == only;
+        rc = seq_keep_queries(r, mask);
+        free(mask);
+        if (rc) seq_result_free(r);
+    }
+    if (!rc && !no2 && (rc = seq_two_vs_two_files(d->es, d->nf, d->fold, only, k, rows, keep, n4, nshort))) seq_result_free(r);
     return rc;
 }
 
 int cmd_eval_sequence(int argc, char **argv) {
-    const char *ep = NULL;
-    int gap = 0, k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, no2 = 0;
+    const char *ep = NULL, *folds = NULL;
+    int gap = 0, k = REID_DEFAULT_K, B = BOOTSTRAP_DEFAULT_N, json = 0, no2 = 0, only = -1;
     double frac = SEQ_DEFAULT_GAP_FRAC;
     arg_spec specs[] = {
         OPT_EMB(&ep, "embeddings of every frame, scene = sequence, view = frame position (data import --layout sequences --views 0)",
@@ -63,25 +107,30 @@ int cmd_eval_sequence(int argc, char **argv) {
         OPT_K(&k),
         OPT_BOOTSTRAP(&B),
         {"no-2v2", ARG_FLAG, &no2, "skip EndoFinder's 2-vs-2 view protocol"},
+        {"folds", ARG_STR, &folds, "leave-sequences-out folds (data split --by scene --folds K); --emb may then list K files, "
+                                   "file k scoring the queries of fold k (infer/eval/seq_folds.h)"},
+        {"fold", ARG_INT, &only, "with --folds: only the queries of this fold (all frames stay in the gallery); --emb one file",
+         "[-1, 1000]", .def = "-1 = every fold"},
         OPT_JSON(&json),
     };
     int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
-                        "endoret eval sequence --emb E [--gap N] [--gap-frac F] [--bootstrap N] [--json]", NULL, NULL);
+                        "endoret eval sequence --emb E [--gap N] [--gap-frac F] [--bootstrap N] [--json]\n"
+                        "       endoret eval sequence --emb E0,E1,..,E{K-1} --folds FOLDS.csv [...]   (file k: the encoder that held out fold k)", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    emb_set e;
-    if ((rc = emb_load_arg(ep, "--emb", &e))) return rc;
+    desc_files d;
+    if ((rc = desc_load(ep, folds, only, "--emb", &d))) return rc;
+    const emb_set *e0 = &d.es[0];
     seq_result r;
     seq_gap g = {gap, frac};
-    if ((rc = seq_eval_emb(&e, &g, &r))) { rc = prefixed(rc, ep); emb_free(&e); return rc; }
-    seq_interval ci;
-    seq_bootstrap(&r, B, BOOTSTRAP_SEED, &ci);
     mv_row rows[9];
     reid_view_result keep[9];
     int n4 = 0, nshort = 0;
-    if (!no2 && (rc = two_vs_two(&e, k, rows, keep, &n4, &nshort))) rc = prefixed(rc, ep);
+    if ((rc = score_desc(&d, only, &g, k, no2, &r, rows, keep, &n4, &nshort))) { rc = prefixed(rc, ep); desc_free(&d); return rc; }
+    seq_interval ci;
+    seq_bootstrap(&r, B, BOOTSTRAP_SEED, &ci);
     emb_distance dist = DIST_COSINE;
-    emb_distance_of(&e, "--emb", &dist);
+    emb_distance_of(e0, "--emb", &dist);
     if (!rc && json) {
         printf("{\"frames\": %d, \"sequences\": %d, \"queries\": %d, \"skipped\": %d, \"gap\": %d, \"gap_frac\": ", r.nframes, r.nseq,
                r.nqueries, r.nskipped, gap);
@@ -119,6 +168,8 @@ int cmd_eval_sequence(int argc, char **argv) {
         printf("sequence protocol: %d frames in %d sequences by %s; every frame a query, same-sequence frames ignored: %s; "
                "%d queries, %d skipped (no positive left)\n",
                r.nframes, r.nseq, emb_distance_name(dist), gap_text(gap, frac, gt, sizeof gt), r.nqueries, r.nskipped);
+        if (d.nf > 1) printf("  each query and its gallery scored by file k of the %d, k = the query's fold in %s\n", d.nf, folds);
+        if (only >= 0) printf("  queries: the frames of fold %d of %s only (every frame stays in the gallery)\n", only, folds);
         printf("  mAP %.4f   Acc@1 %.4f   Recall@P90 %.4f\n", r.map, r.acc1, r.recall_p90);
         if (B)
             printf("  95%% interval (bootstrap over %d sequences, %d replicates): mAP [%.4f, %.4f]   Acc@1 [%.4f, %.4f]   Recall@P90 [%.4f, %.4f]\n",
@@ -141,32 +192,32 @@ int cmd_eval_sequence(int argc, char **argv) {
     }
     if (!no2) for (int o = 0; o < 9; o++) reid_view_result_free(&keep[o]);
     seq_result_free(&r);
-    emb_free(&e);
+    desc_free(&d);
     return rc;
 }
 
-static int eval_file(const char *path, const seq_gap *g, int k, seq_result *r, reid_view_result *two) {
-    emb_set e;
-    int rc = emb_load_arg(path, "eval compare", &e);
+static int eval_file(const char *path, const char *folds, int only, const seq_gap *g, int k, seq_result *r, reid_view_result *two) {
+    desc_files d;
+    int rc = desc_load(path, folds, only, "eval compare", &d);
     if (rc) return rc;
     mv_row rows[9];
     reid_view_result keep[9];
     int n4, nshort;
-    if (!(rc = seq_eval_emb(&e, g, r)) && !(rc = two_vs_two(&e, k, rows, keep, &n4, &nshort))) {
+    if (!(rc = score_desc(&d, only, g, k, 0, r, rows, keep, &n4, &nshort))) {
         *two = keep[SETTING_2V2];
         for (int o = 0; o < 9; o++) if (o != SETTING_2V2) reid_view_result_free(&keep[o]);
     }
     if (rc) rc = prefixed(rc, path);
-    emb_free(&e);
+    desc_free(&d);
     return rc;
 }
 
-int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json) {
+int eval_compare_sequence(char **files, int nfiles, int gap, double frac, int k, int B, int json, const char *folds, int only) {
     int rc = ER_OK;
     seq_gap g = {gap, frac};
     seq_result *r = xcalloc((size_t)nfiles, sizeof *r);
     reid_view_result *two = xcalloc((size_t)nfiles, sizeof *two);
-    for (int i = 0; i < nfiles && !rc; i++) rc = eval_file(files[i], &g, k, &r[i], &two[i]);
+    for (int i = 0; i < nfiles && !rc; i++) rc = eval_file(files[i], folds, only, &g, k, &r[i], &two[i]);
     if (!rc && !json) {
         char gt[128];
         printf("paired comparison, sequence protocol (same-sequence frames ignored: %s): %d queries in %d sequences; "

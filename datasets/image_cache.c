@@ -40,6 +40,11 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     c->scene = xcalloc(m.n ? m.n : 1, sizeof(int));
     c->view = xcalloc(m.n ? m.n : 1, sizeof(int));
     c->label = xcalloc(m.n ? m.n : 1, sizeof(int));
+    c->pos = xcalloc(m.n ? m.n : 1, sizeof(int64_t));
+    int64_t *vval;
+    char **vvn;
+    int nvv;
+    manifest_field_values(&m, MF_VIEW, &vval, &vvn, &nvv);
     int *sid, *vid, *lid, ns, nv, nl;
     char **sn, **vn, **ln;
     manifest_label_ids(&m, &lid, &ln, &nl);
@@ -55,6 +60,7 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
         if (!in_split(&m, i, split)) continue;
         c->scene[k] = sid[i];
         c->view[k] = vid[i];
+        c->pos[k] = vval[i];
         c->label[k] = lid[i];
         char *p = manifest_image_path(&m, i);
         rc = image_load(p, 3, &im);
@@ -83,6 +89,8 @@ int image_cache_load(image_cache *c, const char *path, const char *split, int si
     manifest_free_labels(sid, sn, ns);
     manifest_free_labels(vid, vn, nv);
     manifest_free_labels(lid, ln, nl);
+    manifest_free_labels(NULL, vvn, nvv);
+    free(vval);
     manifest_free(&m);
     c->n = k;
     if (!rc && k == 0) rc = er_fail(ER_INPUT, "%s: no rows with split '%s'", path, split ? split : "");
@@ -130,6 +138,7 @@ void image_cache_free(image_cache *c) {
     free(c->masks);
     free(c->scene);
     free(c->view);
+    free(c->pos);
     free(c->label);
     memset(c, 0, sizeof *c);
 }

@@ -30,6 +30,8 @@ typedef struct {
     int n;
     u8_image *imgs, *masks;
     int *scene, *view;   /* per row: dense ids of the manifest's scene / view values (sorted order), -1 = none */
+    int64_t *pos;        /* per row: the view value itself when every view is a non-negative integer (a frame's
+                          * position in its sequence), else its rank in sorted order; -1 = none (manifest_field_values) */
     int *label;          /* per row: dense label id over the whole manifest (sorted order), -1 = none */
     int nlabels;         /* label names in the manifest */
 } image_cache;

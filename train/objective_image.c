@@ -10,6 +10,7 @@
 #include "datasets/image.h"
 #include "datasets/image_cache.h"
 #include "datasets/manifest.h"
+#include "datasets/seq_positive.h"
 #include "infer/retrieval/embeddings.h"
 #include "infer/eval/multiview.h"
 #include "kernels/profile.h"
@@ -77,6 +78,10 @@ const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     K("aug.blur_max", CFG_DOUBLE, view.blur_max, "[0.1, 20]", "views: largest blur sigma (output pixels)");
     K("aug.jpeg_prob", CFG_DOUBLE, view.jpeg_prob, "[0, 1]", "views: JPEG re-encoding probability (quality 30-95)");
     K("data.positives", CFG_STR, positives, "crops|views", "crops (SSCD: two augmentations of one image) | views (another view of its scene)");
+    K("data.positive_gap", CFG_INT, positive_gap, "[0, 1000000]",
+      "views: the positive is >= this many positions (view values) from the image in its scene (eval sequence --gap)");
+    K("data.positive_gap_frac", CFG_DOUBLE, positive_gap_frac, "[0, 1]",
+      "views: ... and >= this share of the scene's training rows away (eval sequence --gap-frac); none left: a crop view");
     K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
     K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
     K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
@@ -106,6 +111,7 @@ struct image_objective {
     int use_mae, use_con, K, guided, advanced, views;
     aug_view_params view_aug; /* aug.preset = views */
     int *scene_first, *scene_count, *scene_rows; /* positives = views: the rows of each scene (image_cache_scenes) */
+    int gap_rows, gap_alone; /* data.positive_gap*: scene rows, and those with no view beyond the gap (a crop view) */
     int device;           /* where parameters, activations and optimizer state live */
     train_run run;        /* batch, shard, threads, seed (train/loop.h) */
     image_cache data;     /* the training split (data.manifest, data.split) */
@@ -167,6 +173,19 @@ static int group_views(image_objective *o) {
     if (!multi)
         return er_fail(ER_INPUT, "data.positives = views: no scene of %s split '%s' has two views", o->cfg.manifest,
                        o->cfg.split ? o->cfg.split : "");
+    if (o->cfg.positive_gap > 0 || o->cfg.positive_gap_frac > 0) /* positions are the view values */
+        for (int i = 0; i < o->data.n; i++)
+            if (o->data.scene[i] >= 0 && o->data.pos[i] < 0)
+                return er_fail(ER_INPUT, "data.positive_gap: row %d of %s split '%s' has a scene but no view (its position)", i,
+                               o->cfg.manifest, o->cfg.split ? o->cfg.split : "");
+    if (o->cfg.positive_gap > 0 || o->cfg.positive_gap_frac > 0)
+        for (int i = 0; i < o->data.n; i++) {
+            int sc = o->data.scene[i];
+            if (sc < 0) continue;
+            o->gap_rows++;
+            o->gap_alone += !seq_positive_count(o->scene_rows + o->scene_first[sc], o->scene_count[sc], o->data.pos, i,
+                                                o->cfg.positive_gap, o->cfg.positive_gap_frac);
+        }
     return ER_OK;
 }
 
@@ -195,6 +214,9 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
         }
         image_cfg_free(&d);
     }
+    if ((c->positive_gap > 0 || c->positive_gap_frac > 0) && !(c->positives && !strcmp(c->positives, "views")))
+        return er_fail(ER_INPUT, "data.positive_gap / data.positive_gap_frac are set but data.positives = %s: they apply to views",
+                       c->positives ? c->positives : "crops");
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     if (c->w_mae > 0 && c->mask_ratio <= 0) return er_fail(ER_INPUT, "MAE needs mae.mask_ratio > 0");
     if ((rc0 = image_memory_check(c, run))) return rc0; /* before anything is allocated */
@@ -330,7 +352,12 @@ static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs)
         int t = omp_get_thread_num();
         int id = inst[s];
         int sc = o->scene_rows && s >= B ? o->data.scene[id] : -1;
-        if (sc >= 0 && o->scene_count[sc] > 1) { /* another view of the scene, uniformly */
+        const int gapped = o->cfg.positive_gap > 0 || o->cfg.positive_gap_frac > 0;
+        if (sc >= 0 && o->scene_count[sc] > 1 && gapped) { /* a view beyond the gap, uniformly; none: itself */
+            rng_t rv = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x40000000u + (uint32_t)s));
+            id = seq_positive_pick(o->scene_rows + o->scene_first[sc], o->scene_count[sc], o->data.pos, id,
+                                   o->cfg.positive_gap, o->cfg.positive_gap_frac, &rv);
+        } else if (sc >= 0 && o->scene_count[sc] > 1) { /* another view of the scene, uniformly */
             rng_t rv = rng_make(seed, rng_stream(RNG_SAMPLING, (uint32_t)g, 0x40000000u + (uint32_t)s));
             int cnt = o->scene_count[sc], k = (int)rng_below(&rv, (uint32_t)(cnt - 1));
             const int *rows = o->scene_rows + o->scene_first[sc];
@@ -467,6 +494,10 @@ static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
     fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, lr %.3g -> %s\n",
             c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
             (long long)params_numel(&o->all), o->data.n, o->run.batch, 2, o->run.keys->accum, lc->lr, o->run.keys->out);
+    if (o->gap_rows)
+        fprintf(f, "positives: another frame of the scene >= %d positions and >= %g of it away; %d of %d scene rows have none "
+                   "(a crop view, as the %d rows without a scene)\n", c->positive_gap, c->positive_gap_frac, o->gap_alone,
+                o->gap_rows, o->data.n - o->gap_rows);
 }
 
 train_objective image_objective_iface(image_objective *o) {

@@ -35,6 +35,9 @@ typedef struct {
     } view;
     char *positives;               /* "crops" (SSCD: two augmentations of one image) | "views" (the second is
                                       another view of the image's scene, when it has one) */
+    int positive_gap;              /* views: the positive is at least this many positions away in its sequence */
+    double positive_gap_frac;      /* views: ... and at least this share of the sequence's training frames
+                                      (the sequence protocol's --gap / --gap-frac; 0 and 0: any other view) */
     int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
     char *prefetch;                /* "auto" (on with a GPU) | "on" | "off": augment the next micro-batch
                                       on a worker thread while the device runs this one */

@@ -56,7 +56,16 @@ static double recall_p90_weighted(const seq_result *r, const double *w) {
 
 int seq_eval(const float *E, int n, int D, emb_distance dist, const int64_t *scene, const int64_t *view,
              const seq_gap *g, seq_result *out) {
+    return seq_eval_folded(&E, 1, NULL, n, D, dist, scene, view, g, out);
+}
+
+int seq_eval_folded(const float *const *E, int nE, const int *which, int n, int D, emb_distance dist, const int64_t *scene,
+                    const int64_t *view, const seq_gap *g, seq_result *out) {
     memset(out, 0, sizeof *out);
+    if (nE < 1) return er_fail(ER_INPUT, "sequence protocol: no descriptor set");
+    for (int i = 0; which && i < n; i++)
+        if (which[i] < 0 || which[i] >= nE)
+            return er_fail(ER_INPUT, "sequence protocol: row %d is scored by set %d of %d", i, which[i], nE);
     if (g->gap_frames < 0) return er_fail(ER_INPUT, "sequence protocol: gap %d frames: must be >= 0", g->gap_frames);
     if (!(g->gap_frac >= 0 && g->gap_frac <= 1)) return er_fail(ER_INPUT, "sequence protocol: gap fraction %g: must be in [0, 1]", g->gap_frac);
     if (n < 2 || D < 1) return er_fail(ER_INPUT, "sequence protocol: %d frames of %d values: nothing to rank", n, D);
@@ -93,10 +102,12 @@ int seq_eval(const float *E, int n, int D, emb_distance dist, const int64_t *sce
     memcpy(out->pos, view, sizeof *out->pos * (size_t)n);
     out->ap = xmalloc(sizeof *out->ap * (size_t)n);
     out->top1 = xcalloc((size_t)n, 1);
-    /* rows in the distance's unit */
-    float *X = xmalloc(sizeof *X * (size_t)n * D);
-    memcpy(X, E, sizeof *X * (size_t)n * D);
-    for (int i = 0; i < n; i++) dist_normalise(dist, X + (size_t)i * D, D);
+    /* rows in the distance's unit, each set of descriptors */
+    float *X = xmalloc(sizeof *X * (size_t)n * D * nE);
+    for (int f = 0; f < nE; f++) {
+        memcpy(X + (size_t)f * n * D, E[f], sizeof *X * (size_t)n * D);
+        for (int i = 0; i < n; i++) dist_normalise(dist, X + ((size_t)f * n + i) * D, D);
+    }
     ranked *all = xmalloc(sizeof *all * (size_t)n * (n - 1)); /* each query's gallery, in its slot */
     int *cnt = xcalloc((size_t)n, sizeof *cnt);
 #pragma omp parallel for schedule(dynamic, 8)
@@ -112,7 +123,8 @@ int seq_eval(const float *E, int n, int D, emb_distance dist, const int64_t *sce
                 int64_t d = llabs(view[i] - view[j]);
                 if (d < g->gap_frames || (double)d < cut) continue; /* a near-duplicate: neither side */
             }
-            const float *x = X + (size_t)i * D, *y = X + (size_t)j * D;
+            const float *Xi = X + (size_t)(which ? which[i] : 0) * n * D; /* the query's set scores its whole gallery */
+            const float *x = Xi + (size_t)i * D, *y = Xi + (size_t)j * D;
             double s;
             if (dist == DIST_CHI2) s = -chi2_dist(x, y, D);
             else {
@@ -183,6 +195,32 @@ int seq_eval_emb(const emb_set *e, const seq_gap *g, seq_result *out) {
     emb_distance d;
     int rc = emb_distance_of(e, "sequence protocol", &d);
     return rc ? rc : seq_eval(e->x, e->n, e->dim, d, e->scene, e->view, g, out);
+}
+
+int seq_keep_queries(seq_result *r, const uint8_t *keep) {
+    int nq = 0, ns = 0;
+    double sap = 0, sacc = 0;
+    for (int i = 0; i < r->nframes; i++) {
+        if (!keep[i]) { r->ap[i] = NAN, r->top1[i] = 0; continue; }
+        if (isnan(r->ap[i])) { ns++; continue; }
+        nq++, sap += r->ap[i], sacc += r->top1[i];
+    }
+    if (!nq) return er_fail(ER_INPUT, "sequence protocol: none of the kept frames is a query with a positive");
+    r->nqueries = nq, r->nskipped = ns, r->map = sap / nq, r->acc1 = sacc / nq;
+    uint8_t *has = xcalloc((size_t)r->nseq, 1);
+    for (int i = 0; i < r->nframes; i++) if (!isnan(r->ap[i])) has[r->seq[i]] = 1;
+    r->nqseq = 0;
+    for (int s = 0; s < r->nseq; s++) r->nqseq += has[s];
+    free(has);
+    int64_t p = 0; /* the pooled pairs of the kept queries, in the same order */
+    for (int64_t t = 0; t < r->npairs; t++)
+        if (keep[r->pair_q[t]]) r->pair_q[p] = r->pair_q[t], r->pair_pos[p++] = r->pair_pos[t];
+    r->npairs = p;
+    double *w = xmalloc(sizeof *w * (size_t)r->nseq);
+    for (int s = 0; s < r->nseq; s++) w[s] = 1;
+    r->recall_p90 = recall_p90_weighted(r, w);
+    free(w);
+    return ER_OK;
 }
 
 void seq_result_free(seq_result *r) {

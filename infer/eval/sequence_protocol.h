@@ -62,8 +62,17 @@ typedef struct {
  * gap, no query with a positive, too many pairs. */
 int seq_eval(const float *E, int n, int D, emb_distance dist, const int64_t *scene, const int64_t *view,
              const seq_gap *g, seq_result *out);
+/* The same with nE sets of descriptors of the same frames (E[f] [n, D]): query i and its whole gallery
+ * are scored in set which[i] (which NULL: set 0), e.g. the encoder of the leave-sequences-out fold
+ * that held out query i's sequence (infer/eval/seq_folds.h). */
+int seq_eval_folded(const float *const *E, int nE, const int *which, int n, int D, emb_distance dist, const int64_t *scene,
+                    const int64_t *view, const seq_gap *g, seq_result *out);
 /* The same on an embedding file (scene and view required, the file's distance). */
 int seq_eval_emb(const emb_set *e, const seq_gap *g, seq_result *out);
+/* Only frames with keep[i] stay queries (the others stay in every gallery): mAP, Acc@1, Recall@P90
+ * and the counts recomputed on them, e.g. the queries of one leave-sequences-out fold. ER_INPUT when
+ * none of them has a positive. */
+int seq_keep_queries(seq_result *r, const uint8_t *keep);
 void seq_result_free(seq_result *r);
 
 typedef struct {
