@@ -29,13 +29,16 @@ static int state_tensors(const optimizer *o, const optim_param *q, char names[2]
     return 1;
 }
 
-/* Host-side packed data of t: t->data itself when on the CPU and packed, else a copy in *owned. */
-static const float *host_data(const tensor *t, float **owned) {
-    if (t->device == DEV_CPU && tensor_is_contiguous(t)) return t->data;
-    *owned = xmalloc(sizeof(float) * (size_t)(tensor_numel(t) ? tensor_numel(t) : 1));
-    tensor_to_host(t, *owned);
+/* Host-side packed bytes of t (its own dtype): t->raw itself when on the CPU and packed, else a
+ * copy in *owned. */
+static const void *host_data(const tensor *t, void **owned) {
+    if (t->device == DEV_CPU && tensor_is_contiguous(t)) return t->raw;
+    *owned = xmalloc(tensor_elsize(t) * (size_t)(tensor_numel(t) ? tensor_numel(t) : 1));
+    tensor_to_host_raw(t, *owned);
     return *owned;
 }
+
+static st_dtype st_type_of(const tensor *t) { return t->dtype == DT_BF16 ? ST_BF16 : ST_F32; }
 
 int ckpt_save(const char *path, const ckpt_state *s) {
     const param_list *pl = s->params;
@@ -47,14 +50,14 @@ int ckpt_save(const char *path, const ckpt_state *s) {
             return er_fail(ER_INPUT, "%s: parameter name '%s' collides with the training-state names (optim.*, train.*)",
                            path, pl->t[i]->name);
     int cap = pl->n + (o ? 2 * o->n : 0) + 2, nown = 0;
-    float **owned = xcalloc((size_t)cap, sizeof *owned);
+    void **owned = xcalloc((size_t)cap, sizeof *owned);
     char (*names)[NAME_MAX_LEN] = xcalloc(o ? 2 * (size_t)o->n + 1 : 1, sizeof *names);
     st_writer *w = st_writer_new();
     for (int i = 0; i < pl->n; i++) {
         tensor *p = pl->t[i];
-        const float *d = host_data(p, &owned[nown]);
+        const void *d = host_data(p, &owned[nown]);
         if (owned[nown]) nown++;
-        st_add(w, p->name, ST_F32, p->ndim, p->shape, d);
+        st_add(w, p->name, st_type_of(p), p->ndim, p->shape, d);
     }
     int64_t opt_step = o ? o->step : 0, train_step = s->step;
     const int64_t one[1] = {1};
@@ -63,9 +66,9 @@ int ckpt_save(const char *path, const ckpt_state *s) {
             tensor *ts[2];
             int k = state_tensors(o, &o->ps[i], &names[2 * i], ts);
             for (int j = 0; j < k; j++) {
-                const float *d = host_data(ts[j], &owned[nown]);
+                const void *d = host_data(ts[j], &owned[nown]);
                 if (owned[nown]) nown++;
-                st_add(w, names[2 * i + j], ST_F32, ts[j]->ndim, ts[j]->shape, d);
+                st_add(w, names[2 * i + j], st_type_of(ts[j]), ts[j]->ndim, ts[j]->shape, d);
             }
         }
         st_add(w, "optim.step", ST_I64, 1, one, &opt_step);
@@ -239,8 +242,12 @@ int ckpt_load(const char *path, ckpt_state *s, int flags, char **config_out) {
             rc = er_fail(ER_INPUT, "%s: tensor '%s' holds NaN or Inf values", path, lp.names[i]);
     }
     for (int i = 0; !rc && i < lp.n; i++) {
+        const st_tensor *st = st_find(&f, lp.names[i]);
         rc = st_read_f32(&f, lp.names[i], host, tensor_numel(lp.ts[i]));
-        if (!rc) tensor_copy_from_host(lp.ts[i], host);
+        if (!rc && lp.ts[i]->dtype == DT_BF16 && st && st->dtype == ST_BF16)
+            tensor_copy_from_host_raw(lp.ts[i], f.data + st->offset); /* the bits, as saved */
+        else if (!rc)
+            tensor_copy_from_host(lp.ts[i], host); /* converted to the tensor's dtype */
     }
     if (!rc && full && s->opt) s->opt->step = opt_step;
     free(lp.names);

@@ -42,7 +42,8 @@ int params_load_st(const param_list *pl, const st_file *f, const char *prefix, i
             if (bad >= 0)
                 rc = er_fail(ER_INPUT, "%s: tensor '%s' holds a non-finite value (%g at element %lld)", f->path, name,
                              buf[bad], (long long)bad);
-            if (!rc) tensor_copy_from_host(t, buf);
+            if (!rc && t->dtype == DT_BF16 && s->dtype == ST_BF16) tensor_copy_from_host_raw(t, f->data + s->offset); /* the bits */
+            else if (!rc) tensor_copy_from_host(t, buf); /* converted to t's dtype (kernels/dtype.h) */
             free(buf);
             if (rc) return rc;
         }
@@ -56,22 +57,23 @@ int params_load_st(const param_list *pl, const st_file *f, const char *prefix, i
     return ER_OK;
 }
 
-float *params_add_st(const param_list *pl, st_writer *w, const char *prefix) {
-    int64_t off_dev = 0;
+void *params_add_st(const param_list *pl, st_writer *w, const char *prefix) {
+    size_t off_dev = 0;
     for (int i = 0; i < pl->n; i++)
-        if (pl->t[i]->device != DEV_CPU || !tensor_is_contiguous(pl->t[i])) off_dev += tensor_numel(pl->t[i]);
-    float *host = off_dev ? xmalloc((size_t)off_dev * sizeof(float)) : NULL, *h = host;
+        if (pl->t[i]->device != DEV_CPU || !tensor_is_contiguous(pl->t[i]))
+            off_dev += (size_t)tensor_numel(pl->t[i]) * tensor_elsize(pl->t[i]);
+    char *host = off_dev ? xmalloc(off_dev) : NULL, *h = host;
     for (int i = 0; i < pl->n; i++) {
         tensor *t = pl->t[i];
         char name[512];
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        const float *data = t->data;
+        const void *data = t->raw;
         if (t->device != DEV_CPU || !tensor_is_contiguous(t)) { /* download through the backend */
-            tensor_to_host(t, h);
+            tensor_to_host_raw(t, h);
             data = h;
-            h += tensor_numel(t);
+            h += (size_t)tensor_numel(t) * tensor_elsize(t);
         }
-        st_add(w, name, ST_F32, t->ndim, t->shape, data);
+        st_add(w, name, t->dtype == DT_BF16 ? ST_BF16 : ST_F32, t->ndim, t->shape, data);
     }
     return host;
 }

@@ -10,9 +10,11 @@
  * of pl missing in f is an error; otherwise it keeps its value. A NaN or Inf value is ER_INPUT naming the
  * file and the tensor (every loader of weights comes through here). */
 int params_load_st(const param_list *pl, const st_file *f, const char *prefix, int strict);
-/* Add every tensor of pl (float32) to a writer. Tensors on a device (or strided) are downloaded
- * into one malloc'd block that is returned: free() it after st_write. NULL when every tensor is a
- * packed CPU tensor (their own data is referenced). */
-float *params_add_st(const param_list *pl, st_writer *w, const char *prefix);
+/* Add every tensor of pl to a writer in its own dtype (fp32 as F32, bf16 as BF16: the stored bits).
+ * Tensors on a device (or strided) are downloaded into one malloc'd block that is returned: free()
+ * it after st_write. NULL when every tensor is a packed CPU tensor (their own data is referenced).
+ * params_load_st converts a file's float dtype to each tensor's; BF16 into a bf16 tensor is a copy
+ * of the bits. */
+void *params_add_st(const param_list *pl, st_writer *w, const char *prefix);
 
 #endif

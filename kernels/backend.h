@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "kernels/conv_args.h"
+#include "kernels/dtype.h"
 #include "kernels/gemm_ex_args.h"
 #include "kernels/optim_args.h"
 

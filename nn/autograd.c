@@ -22,11 +22,12 @@ static void pool_put(tensor *g) {
     if (g_npool < GRAD_POOL_MAX) g_pool[g_npool++] = g;
 }
 
-/* the smallest pooled buffer on `device` holding at least n floats, removed from the pool; NULL if none */
-static tensor *pool_take(int device, int64_t n) {
+/* the smallest pooled buffer on `device` of `dtype` holding at least n elements, removed from the
+ * pool; NULL if none */
+static tensor *pool_take(int device, int dtype, int64_t n) {
     int best = -1;
     for (int i = 0; i < g_npool; i++)
-        if (g_pool[i]->device == device && tensor_numel(g_pool[i]) >= n &&
+        if (g_pool[i]->device == device && g_pool[i]->dtype == dtype && tensor_numel(g_pool[i]) >= n &&
             (best < 0 || tensor_numel(g_pool[i]) < tensor_numel(g_pool[best])))
             best = i;
     if (best < 0) return NULL;
@@ -89,15 +90,16 @@ tensor *grad_buf_fresh(tensor *x, int *fresh) {
     }
     if (!x->grad) {
         if (x->flags & T_LONG_LIVED) {
-            x->grad = tensor_new_on(x->device, x->ndim, x->shape); /* long-lived, zeroed */
+            x->grad = tensor_new_dt(x->device, x->dtype, x->ndim, x->shape); /* long-lived, zeroed */
         } else {
             int64_t st[T_MAX_DIMS], acc = 1;
             for (int i = x->ndim - 1; i >= 0; i--) {
                 st[i] = acc;
                 acc *= x->shape[i];
             }
-            tensor *reuse = pool_take(x->device, acc);
-            x->grad = reuse ? tensor_view(reuse, x->ndim, x->shape, st, 0) : tensor_empty(x->device, x->ndim, x->shape);
+            tensor *reuse = pool_take(x->device, x->dtype, acc);
+            x->grad = reuse ? tensor_view(reuse, x->ndim, x->shape, st, 0)
+                            : tensor_empty_dt(x->device, x->dtype, x->ndim, x->shape);
             *fresh = 1;
         }
     }
@@ -172,6 +174,7 @@ static int backward_impl(tensor *loss) {
                        tensor_shape_str(loss, b, sizeof b));
     }
     if (!(loss->flags & T_REQUIRES_GRAD)) return er_fail(ER_INPUT, "backward: loss does not require grad (no_grad mode or no trainable input)");
+    if (tensor_need_f32("backward (the loss)", loss)) return ER_INPUT;
     if (!loss->node && !(loss->flags & T_LONG_LIVED))
         return er_fail(ER_INPUT, "backward: the loss has no recorded graph (backward already ran on it: the tape is consumed)");
     tensor *g = grad_buf(loss);
@@ -185,12 +188,14 @@ static int backward_impl(tensor *loss) {
 
 static int backward_with_impl(tensor *out, const tensor *grad_out) {
     if (!out || !grad_out) return er_fail(ER_INPUT, "backward_with: NULL tensor (%s)", er_msg());
-    if (!tensor_same_shape(out, grad_out))
-        return er_fail(ER_INPUT, "backward_with: gradient shape differs from output shape");
+    if (!tensor_same_shape(out, grad_out) || out->dtype != grad_out->dtype)
+        return er_fail(ER_INPUT, "backward_with: gradient shape or dtype differs from the output's");
     if (!(out->flags & T_REQUIRES_GRAD)) return er_fail(ER_INPUT, "backward_with: output does not require grad");
     tensor *g = grad_buf(out);
-    tensor_backend(g)->copy_strided(g->ndim, g->shape, grad_out->data, grad_out->stride, g->data,
-                                    g->stride, 1);
+    if (g->dtype == DT_BF16)
+        tensor_backend(g)->copy_strided_bf16(g->ndim, g->shape, grad_out->raw, grad_out->stride, g->raw, g->stride, 1);
+    else
+        tensor_backend(g)->copy_strided(g->ndim, g->shape, grad_out->data, grad_out->stride, g->data, g->stride, 1);
     return run_backward(out);
 }
 

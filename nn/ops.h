@@ -64,7 +64,14 @@ tensor *op_max(tensor *x, int axis, int keepdim);        /* gradient to the firs
 tensor *op_sum_all(tensor *x);                           /* scalar (ndim 0) */
 tensor *op_mean_all(tensor *x);
 
-/* ---- shape (ops_shape.c) ---- */
+/* ---- storage type (ops_cast.c) ----
+ * A packed copy of x in `dtype` (DT_F32 / DT_BF16): fp32 -> bf16 rounds to nearest even (NaN stays
+ * NaN, subnormals kept), bf16 -> fp32 is exact; x itself when already of that dtype. Gradient: the
+ * output's gradient cast back to x's dtype and added to x's. The ops that take bf16 are cast and
+ * the shape ops below except expand (docs/dtypes.md); every other op refuses a bf16 input. */
+tensor *op_cast(tensor *x, int dtype);
+
+/* ---- shape (ops_shape.c) ---- fp32 or bf16, except expand (fp32) */
 tensor *op_reshape(tensor *x, int ndim, const int64_t *shape); /* one -1 allowed; view if possible */
 tensor *op_permute(tensor *x, const int *perm);                /* view */
 tensor *op_transpose(tensor *x, int a0, int a1);               /* view */

@@ -133,6 +133,7 @@ static void attention_backward(tape_node *n) {
 static tensor *unit_last(tensor *t) { return t && t->stride[3] != 1 && t->shape[3] > 1 ? op_clone(t) : t; }
 
 tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale) {
+    OPS_F32("attention", q, k, v, mask);
     if (!q || !k || !v) return NULL;
     char s0[96], s1[96], s2[96];
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || k->shape[0] != q->shape[0] ||

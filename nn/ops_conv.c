@@ -26,6 +26,7 @@ static void conv2d_backward(tape_node *n) {
 
 tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], const int pad[2],
                      const int dilation[2], int groups) {
+    OPS_F32("conv2d", x, w, bias);
     if (!x || !w) return NULL;
     char s0[96], s1[96], s2[96] = "none";
     if (!need_4d("conv2d", x)) return NULL;
@@ -114,6 +115,7 @@ static int bn_vec_ok(const tensor *t, int64_t C, int device) {
 
 static tensor *batchnorm(tensor *x, tensor *w, tensor *b, tensor *rm, tensor *rv, int training,
                          float momentum, float eps, int relu) {
+    OPS_F32("batchnorm2d", x, w, b, rm, rv);
     if (!x) return NULL;
     const char *op = relu ? "batchnorm2d_relu" : "batchnorm2d";
     char s0[96];
@@ -198,6 +200,7 @@ static void maxpool_backward(tape_node *n) {
 }
 
 tensor *op_maxpool2d(tensor *x, int kernel, int stride, int pad) {
+    OPS_F32("maxpool2d", x);
     if (!x || !need_4d("maxpool2d", x)) return NULL;
     char s0[96];
     if (stride == 0) stride = kernel;
@@ -241,6 +244,7 @@ static void avgpool_backward(tape_node *n) {
 }
 
 tensor *op_adaptive_avgpool2d(tensor *x, int out_h, int out_w) {
+    OPS_F32("adaptive_avgpool2d", x);
     if (!x || !need_4d("adaptive_avgpool2d", x)) return NULL;
     char s0[96];
     if (out_h < 1 || out_w < 1 || x->shape[2] < 1 || x->shape[3] < 1 || x->shape[2] > INT32_MAX / 2 ||
@@ -262,6 +266,7 @@ tensor *op_adaptive_avgpool2d(tensor *x, int out_h, int out_w) {
 }
 
 tensor *op_global_avgpool(tensor *x) {
+    OPS_F32("global_avgpool", x);
     if (!x || !need_4d("global_avgpool", x)) return NULL;
     return op_reshape(op_adaptive_avgpool2d(x, 1, 1), 2, SHAPE(x->shape[0], x->shape[1]));
 }

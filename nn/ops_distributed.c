@@ -26,6 +26,7 @@ static void allgather_backward(tape_node *n) {
 }
 
 tensor *op_allgather_rows(tensor *x) {
+    OPS_F32("allgather_rows", x);
     if (!x || pg_size() == 1) return x;
     x = op_contiguous(x);
     int64_t local = tensor_numel(x), sh[T_MAX_DIMS];

@@ -62,6 +62,7 @@ static void binary_backward(tape_node *n) {
 }
 
 static tensor *binary(const char *name, int op, tensor *a, tensor *b) {
+    OPS_F32(name, a, b);
     if (!a || !b) return NULL;
     if (a->device != b->device) {
         er_fail(ER_INPUT, "%s: operands on different devices", name);
@@ -93,6 +94,7 @@ static void unary_backward(tape_node *n) {
 }
 
 static tensor *unary(const char *name, int op, tensor *x, float alpha, float beta) {
+    OPS_F32(name, x);
     x = op_contiguous(x);
     if (!x) return NULL;
     tensor *y = ops_new(x, x->ndim, x->shape);
@@ -137,6 +139,7 @@ static void bias_gelu_backward(tape_node *n) {
 }
 
 tensor *op_bias_gelu(tensor *x, tensor *b) {
+    OPS_F32("bias_gelu", x, b);
     if (!x || !b) return NULL;
     if (b->ndim != 1 || x->ndim < 1 || x->shape[x->ndim - 1] != b->shape[0]) {
         char s0[96], s1[96];
@@ -155,6 +158,7 @@ tensor *op_bias_gelu(tensor *x, tensor *b) {
 }
 
 tensor *op_clamp(tensor *x, float lo, float hi) {
+    OPS_F32("clamp", x);
     if (x && lo > hi) {
         er_fail(ER_INPUT, "clamp: lo %g > hi %g", lo, hi);
         return NULL;
@@ -172,6 +176,7 @@ static void dropout_backward(tape_node *n) {
 }
 
 tensor *op_dropout(tensor *x, float p, uint64_t seed, uint64_t stream, int training) {
+    OPS_F32("dropout", x);
     if (!x) return NULL;
     if (!(p >= 0.0f && p <= 1.0f)) {
         er_fail(ER_INPUT, "dropout: p = %g outside [0, 1]", p);

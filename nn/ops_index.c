@@ -20,6 +20,7 @@ static void gather_backward(tape_node *n) {
 
 static tensor *gather_impl(const char *name, tensor *x, int axis, const int32_t *idx, int64_t K,
                            int per_outer) {
+    OPS_F32(name, x);
     if (!x) return NULL;
     int a = ops_axis(name, x, axis);
     if (a < 0) return NULL;
@@ -67,6 +68,7 @@ static void scatter_backward(tape_node *n) {
 }
 
 tensor *op_scatter(tensor *x, int axis, const int32_t *idx, int64_t L) {
+    OPS_F32("scatter", x);
     if (!x) return NULL;
     int a = ops_axis("scatter", x, axis);
     if (a < 0) return NULL;

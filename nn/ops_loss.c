@@ -17,6 +17,7 @@ static void ce_backward(tape_node *n) {
 }
 
 tensor *op_cross_entropy(tensor *logits, const int32_t *labels) {
+    OPS_F32("cross_entropy", logits);
     if (!logits) return NULL;
     if (logits->ndim != 2) {
         char s[96];

@@ -131,6 +131,7 @@ static void matmul_backward(tape_node *n) {
 }
 
 tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
+    OPS_F32("matmul", a, b);
     if (!a || !b) return NULL;
     char s0[96], s1[96];
     if (a->ndim < 2 || b->ndim < 2 || (b->ndim != 2 && b->ndim != a->ndim)) {
@@ -282,6 +283,7 @@ static int linear_shapes_ok(const char *op, const tensor *x, const tensor *w, co
 }
 
 tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
+    OPS_F32("linear", x, w, bias);
     if (!x || !w) return NULL;
     if (!linear_shapes_ok("linear", x, w, bias, NULL)) return NULL;
     if (x->ndim == 1) return op_squeeze(linear_fused(op_unsqueeze(op_contiguous(x), 0), w, bias, NULL), 0);
@@ -289,6 +291,7 @@ tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
 }
 
 tensor *op_linear_add(tensor *x, tensor *w, tensor *bias, tensor *res) {
+    OPS_F32("linear_add", x, w, bias, res);
     if (!x || !w || !res) return NULL;
     if (!linear_shapes_ok("linear_add", x, w, bias, res)) return NULL;
     return linear_fused(op_contiguous(x), w, bias, op_contiguous(res));

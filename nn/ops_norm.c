@@ -17,6 +17,7 @@ static void layernorm_backward(tape_node *n) {
 }
 
 tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
+    OPS_F32("layernorm", x, w, b);
     if (!x) return NULL;
     int64_t C = x->ndim ? x->shape[x->ndim - 1] : 0;
     if (x->ndim < 1 || (w && (w->ndim != 1 || w->shape[0] != C)) || (b && (b->ndim != 1 || b->shape[0] != C))) {
@@ -47,6 +48,7 @@ static void softmax_backward(tape_node *n) {
 }
 
 static tensor *softmax(tensor *x, int axis, int log) {
+    OPS_F32(log ? "log_softmax" : "softmax", x);
     if (!x) return NULL;
     int a = ops_axis(log ? "log_softmax" : "softmax", x, axis);
     if (a < 0) return NULL;
@@ -74,6 +76,7 @@ static void l2_backward(tape_node *n) {
 }
 
 tensor *op_l2_normalize(tensor *x, int axis, float eps) {
+    OPS_F32("l2_normalize", x);
     if (!x) return NULL;
     int a = ops_axis("l2_normalize", x, axis);
     if (a < 0) return NULL;

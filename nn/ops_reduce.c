@@ -9,6 +9,7 @@ static void reduce_backward(tape_node *n) {
 }
 
 static tensor *reduce(const char *name, int op, tensor *x, int axis, int keepdim) {
+    OPS_F32(name, x);
     if (!x) return NULL;
     int a = ops_axis(name, x, axis);
     if (a < 0) return NULL;
@@ -44,6 +45,7 @@ tensor *op_mean(tensor *x, int axis, int keepdim) { return reduce("mean", RED_ME
 tensor *op_max(tensor *x, int axis, int keepdim) { return reduce("max", RED_MAX, x, axis, keepdim); }
 
 static tensor *reduce_all(const char *name, int op, tensor *x) {
+    OPS_F32(name, x);
     if (!x) return NULL;
     tensor *flat = op_reshape(x, 1, SHAPE(tensor_numel(x)));
     return reduce(name, op, flat, 0, 0);

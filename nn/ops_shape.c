@@ -1,7 +1,9 @@
 /* ops_shape.c — reshape, permute/transpose, slice, (un)squeeze as views; contiguous, clone,
  * concat, split. Gradients are packed in the tensor's shape: a permute/slice backward adds into
  * the matching region of the input's gradient (the same view applied to the gradient buffer);
- * ops that keep the packed order (reshape, squeeze, clone) share the input's gradient buffer. */
+ * ops that keep the packed order (reshape, squeeze, clone) share the input's gradient buffer.
+ * Every op here except expand takes fp32 and bf16 tensors alike (they only move elements; a bf16
+ * tensor's gradient is bf16, accumulated in fp32 and rounded once per add: copy_strided_bf16). */
 #include <string.h>
 
 #include "nn/ops_util.h"
@@ -13,8 +15,8 @@
 
 tensor *op_clone(tensor *x) {
     if (!x) return NULL;
-    tensor *y = ops_new(x, x->ndim, x->shape);
-    BE(x)->copy_strided(x->ndim, x->shape, x->data, x->stride, y->data, y->stride, 0);
+    tensor *y = ops_new_dt(x, x->ndim, x->shape);
+    ops_copy_strided(x, x->ndim, x->shape, x->raw, x->stride, y->raw, y->stride, 0);
     tape_record("clone", copy_backward, y, 1, &x);
     return y;
 }
@@ -117,7 +119,7 @@ static void permute_backward(tape_node *n) {
     if (!gx) return;
     int64_t st[T_MAX_DIMS];
     for (int i = 0; i < y->ndim; i++) st[i] = gx->stride[n->i[i]];
-    BE(x)->copy_strided(y->ndim, y->shape, y->grad->data, y->grad->stride, gx->data, st, !fresh);
+    ops_copy_strided(x, y->ndim, y->shape, y->grad->raw, y->grad->stride, gx->raw, st, !fresh);
 }
 
 tensor *op_permute(tensor *x, const int *perm) {
@@ -168,6 +170,7 @@ static void expand_backward(tape_node *n) {
 }
 
 tensor *op_expand(tensor *x, int ndim, const int64_t *shape) {
+    OPS_F32("expand", x); /* its backward is a sum_to, fp32 only */
     if (!x) return NULL;
     if (ndim < x->ndim || ndim > T_MAX_DIMS) {
         er_fail(ER_INPUT, "expand: %d dims for a %d-dim tensor", ndim, x->ndim);
@@ -197,8 +200,8 @@ static void slice_backward(tape_node *n) {
     tensor *x = n->in[0], *gx = grad_buf(x), *y = n->out;
     if (!gx) return;
     int axis = (int)n->i[0];
-    BE(x)->copy_strided(y->ndim, y->shape, y->grad->data, y->grad->stride,
-                        gx->data + n->i[1] * gx->stride[axis], gx->stride, 1);
+    ops_copy_strided(x, y->ndim, y->shape, y->grad->raw, y->grad->stride, ops_at(gx, n->i[1] * gx->stride[axis]),
+                     gx->stride, 1);
 }
 
 tensor *op_slice(tensor *x, int axis, int64_t start, int64_t end) {
@@ -253,8 +256,8 @@ static void concat_backward(tape_node *nd) {
     for (int i = 0; i < c->n; i++) {
         tensor *x = c->xs[i], *gx = grad_buf(x);
         if (!gx) continue;
-        BE(x)->copy_strided(x->ndim, x->shape, gy->data + c->starts[i] * gy->stride[c->axis],
-                            gy->stride, gx->data, gx->stride, 1);
+        ops_copy_strided(x, x->ndim, x->shape, ops_at(gy, c->starts[i] * gy->stride[c->axis]), gy->stride, gx->raw,
+                         gx->stride, 1);
     }
 }
 
@@ -272,18 +275,18 @@ tensor *op_concat(int n, tensor *const *xs, int axis) {
     sh[a] = 0;
     for (int i = 0; i < n; i++) {
         const tensor *x = xs[i];
-        int ok = x->ndim == xs[0]->ndim && x->device == xs[0]->device;
+        int ok = x->ndim == xs[0]->ndim && x->device == xs[0]->device && x->dtype == xs[0]->dtype;
         for (int d = 0; ok && d < x->ndim; d++)
             if (d != a && x->shape[d] != xs[0]->shape[d]) ok = 0;
         if (!ok) {
             char b0[96], b1[96];
-            er_fail(ER_INPUT, "concat: tensor %d has shape %s, incompatible with %s along axis %d", i,
-                    ops_shape(x, b1), ops_shape(xs[0], b0), a);
+            er_fail(ER_INPUT, "concat: tensor %d (%s %s) is incompatible with tensor 0 (%s %s) along axis %d", i,
+                    er_dtype_name(x->dtype), ops_shape(x, b1), er_dtype_name(xs[0]->dtype), ops_shape(xs[0], b0), a);
             return NULL;
         }
         sh[a] += x->shape[a];
     }
-    tensor *y = ops_new(xs[0], xs[0]->ndim, sh);
+    tensor *y = ops_new_dt(xs[0], xs[0]->ndim, sh);
     arena *ar = arena_default(y->device);
     concat_ctx *c = arena_alloc_host(ar, sizeof *c);
     c->n = n;
@@ -295,8 +298,7 @@ tensor *op_concat(int n, tensor *const *xs, int axis) {
         const tensor *x = xs[i];
         c->xs[i] = xs[i];
         c->starts[i] = s;
-        BE(x)->copy_strided(x->ndim, x->shape, x->data, x->stride, y->data + s * y->stride[a],
-                            y->stride, 0);
+        ops_copy_strided(x, x->ndim, x->shape, x->raw, x->stride, ops_at(y, s * y->stride[a]), y->stride, 0);
         s += x->shape[a];
     }
     tape_node *nd = tape_record("concat", concat_backward, y, n, xs);

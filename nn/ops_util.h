@@ -14,6 +14,38 @@
  * caller must write every element (e.g. a gemm with beta = 0) instead of adding. autograd.c. */
 tensor *grad_buf_fresh(tensor *x, int *fresh);
 
+/* Ops that compute on fp32 only refuse any other dtype among their tensor arguments (NULL ones
+ * skipped) with one error naming the op, before touching data (docs/dtypes.md lists the ops that
+ * take bf16). OPS_F32(op, tensors...) returns NULL from the calling op on refusal. */
+static inline int ops_need_f32(const char *op, int n, tensor *const *xs) {
+    for (int i = 0; i < n; i++)
+        if (tensor_need_f32(op, xs[i])) return ER_INPUT;
+    return ER_OK;
+}
+#define OPS_F32(op, ...)                                                          \
+    do {                                                                          \
+        tensor *const ops_f32_args_[] = {__VA_ARGS__};                            \
+        if (ops_need_f32(op, (int)(sizeof ops_f32_args_ / sizeof *ops_f32_args_), \
+                         ops_f32_args_))                                          \
+            return NULL;                                                          \
+    } while (0)
+
+/* A packed arena result of `like`'s dtype on its device (the shape ops, which take any dtype). */
+static inline tensor *ops_new_dt(const tensor *like, int ndim, const int64_t *shape) {
+    return tensor_empty_dt(like->device, like->dtype, ndim, shape);
+}
+
+/* Address of element `off` (in elements) from t's first one, any dtype. */
+static inline void *ops_at(const tensor *t, int64_t off) { return (char *)t->raw + off * (int64_t)tensor_elsize(t); }
+
+/* copy_strided of t's dtype (t gives the dtype and the device; shape has t->ndim dims unless ndim
+ * says otherwise) */
+static inline void ops_copy_strided(const tensor *t, int ndim, const int64_t *shape, const void *x, const int64_t *xs,
+                                    void *y, const int64_t *ys, int accumulate) {
+    if (t->dtype == DT_BF16) BE(t)->copy_strided_bf16(ndim, shape, x, xs, y, ys, accumulate);
+    else BE(t)->copy_strided(ndim, shape, x, xs, y, ys, accumulate);
+}
+
 /* Normalises a possibly negative axis; -1 (after er_fail) when out of range. */
 static inline int ops_axis(const char *op, const tensor *x, int axis) {
     int a = axis < 0 ? axis + x->ndim : axis;

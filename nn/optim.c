@@ -86,6 +86,11 @@ optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
             er_fail(ER_RUNTIME, "optimizer: parameter '%s' is on device %d, which has no backend in this build",
                     pl->t[i]->name ? pl->t[i]->name : "?", pl->t[i]->device);
             return NULL;
+        } else if ((pl->t[i]->flags & T_REQUIRES_GRAD) && pl->t[i]->dtype != DT_F32) {
+            /* trainable weights and their moments stay fp32 (master weights, docs/dtypes.md) */
+            er_fail(ER_INPUT, "optimizer: trainable parameter '%s' is %s; parameters stay fp32",
+                    pl->t[i]->name ? pl->t[i]->name : "?", er_dtype_name(pl->t[i]->dtype));
+            return NULL;
         }
     optimizer *o = xcalloc(1, sizeof *o);
     o->cfg = cfg;

@@ -36,8 +36,21 @@ const er_backend *tensor_backend(const tensor *t) { return backend_get(t->device
 
 /* ---------------- long-lived ---------------- */
 
-tensor *tensor_new_on(int device, int ndim, const int64_t *shape) {
-    if (check_shape(ndim, shape)) return NULL;
+static int check_dtype(int dtype) {
+    if (dtype != DT_F32 && dtype != DT_BF16) return er_fail(ER_INPUT, "tensor: unknown dtype %d", dtype);
+    return ER_OK;
+}
+
+/* data / raw of t pointing at `p` (element 0) */
+static void set_ptr(tensor *t, void *p) {
+    t->raw = p;
+    t->data = t->dtype == DT_F32 ? (float *)p : NULL;
+}
+
+tensor *tensor_new_on(int device, int ndim, const int64_t *shape) { return tensor_new_dt(device, DT_F32, ndim, shape); }
+
+tensor *tensor_new_dt(int device, int dtype, int ndim, const int64_t *shape) {
+    if (check_shape(ndim, shape) || check_dtype(dtype)) return NULL;
     const er_backend *be = backend_get(device);
     if (!be) {
         er_fail(ER_INPUT, "tensor: device %d not compiled in", device);
@@ -46,22 +59,23 @@ tensor *tensor_new_on(int device, int ndim, const int64_t *shape) {
     tensor *t = xcalloc(1, sizeof *t);
     set_packed(t, ndim, shape);
     t->device = device;
+    t->dtype = dtype;
     t->flags = T_LONG_LIVED;
     int64_t n = shape_numel(ndim, shape);
     er_storage *st = xcalloc(1, sizeof *st);
     st->numel = (size_t)n;
     st->device = device;
     st->refcount = 1;
-    st->data = be->alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    be->fill(st->data, n, 0.0f);
+    st->data = be->alloc((size_t)(n > 0 ? n : 1) * tensor_elsize(t));
     t->storage = st;
-    t->data = st->data;
+    set_ptr(t, st->data);
+    tensor_fill(t, 0.0f);
     return t;
 }
 
 tensor *tensor_new(int ndim, const int64_t *shape) { return tensor_new_on(DEV_CPU, ndim, shape); }
 
-tensor *tensor_from_host_new(int ndim, const int64_t *shape, const float *host) {
+tensor *tensor_from_host_new(int ndim, const int64_t *shape, const float *host) { /* fp32 */
     tensor *t = tensor_new(ndim, shape);
     if (t && host) memcpy(t->data, host, (size_t)tensor_numel(t) * sizeof(float));
     return t;
@@ -85,6 +99,7 @@ int tensor_prepack(tensor *t) {
     if (!t || !(t->flags & T_LONG_LIVED) || t->ndim != 2 || t->stride[1] != 1 || t->stride[0] < t->shape[1])
         return er_fail(ER_INPUT, "tensor_prepack: '%s' is not a long-lived 2-D weight with unit column stride",
                        t && t->name ? t->name : "?");
+    if (tensor_need_f32("tensor_prepack", t)) return ER_INPUT;
     tensor_drop_packed(t);
     tensor_backend(t)->gemm_prepack(er_gemm_compute(), 1, (int)t->shape[1], (int)t->shape[0], t->data, (int)t->stride[0], &t->packed);
     return ER_OK;
@@ -116,22 +131,22 @@ static int move_storage(tensor *t, int device) {
         !tensor_is_contiguous(t) || (int64_t)t->storage->numel != tensor_numel(t))
         return er_fail(ER_INPUT, "tensor '%s': only a packed long-lived tensor with its own storage can move", t->name ? t->name : "?");
     const er_backend *from = backend_get(t->device);
-    size_t n = t->storage->numel, bytes = n * sizeof(float);
-    float *dst = to->alloc(bytes > 0 ? bytes : sizeof(float));
+    size_t n = t->storage->numel, bytes = n * tensor_elsize(t);
+    void *dst = to->alloc(bytes > 0 ? bytes : sizeof(float));
     if (t->device == DEV_CPU) {
-        to->upload(dst, t->data, bytes);
+        to->upload(dst, t->raw, bytes);
     } else if (device == DEV_CPU) {
-        from->download(dst, t->data, bytes);
+        from->download(dst, t->raw, bytes);
     } else { /* device to another device: through the host */
-        float *tmp = xmalloc(bytes > 0 ? bytes : sizeof(float));
-        from->download(tmp, t->data, bytes);
+        void *tmp = xmalloc(bytes > 0 ? bytes : sizeof(float));
+        from->download(tmp, t->raw, bytes);
         to->upload(dst, tmp, bytes);
         free(tmp);
     }
     from->free(t->storage->data);
     t->storage->data = dst;
     t->storage->device = device;
-    t->data = dst;
+    set_ptr(t, dst);
     t->device = device;
     return ER_OK;
 }
@@ -154,8 +169,10 @@ int params_to_device(const param_list *pl, int device) {
 
 /* ---------------- per-step ---------------- */
 
-tensor *tensor_empty(int device, int ndim, const int64_t *shape) {
-    if (check_shape(ndim, shape)) return NULL;
+tensor *tensor_empty(int device, int ndim, const int64_t *shape) { return tensor_empty_dt(device, DT_F32, ndim, shape); }
+
+tensor *tensor_empty_dt(int device, int dtype, int ndim, const int64_t *shape) {
+    if (check_shape(ndim, shape) || check_dtype(dtype)) return NULL;
     arena *a = arena_default(device);
     if (!a) {
         er_fail(ER_INPUT, "tensor: device %d not compiled in", device);
@@ -164,13 +181,20 @@ tensor *tensor_empty(int device, int ndim, const int64_t *shape) {
     tensor *t = arena_alloc_host(a, sizeof *t);
     set_packed(t, ndim, shape);
     t->device = device;
-    t->data = arena_alloc(a, (size_t)shape_numel(ndim, shape) * sizeof(float));
+    t->dtype = dtype;
+    set_ptr(t, arena_alloc(a, (size_t)shape_numel(ndim, shape) * tensor_elsize(t)));
     return t;
 }
 
 tensor *tensor_zeros(int device, int ndim, const int64_t *shape) {
     tensor *t = tensor_empty(device, ndim, shape);
     if (t) backend_get(device)->fill(t->data, tensor_numel(t), 0.0f);
+    return t;
+}
+
+tensor *tensor_zeros_dt(int device, int dtype, int ndim, const int64_t *shape) {
+    tensor *t = tensor_empty_dt(device, dtype, ndim, shape);
+    if (t) tensor_fill(t, 0.0f);
     return t;
 }
 
@@ -198,7 +222,7 @@ tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64
     v->device = t->device;
     v->dtype = t->dtype;
     v->flags = t->flags & T_REQUIRES_GRAD;
-    v->data = t->data + offset_elems;
+    set_ptr(v, (char *)t->raw + offset_elems * (int64_t)tensor_elsize(t));
     v->offset = t->offset + offset_elems;
     v->packed = NULL; /* a view never owns a packed form */
     return v;
@@ -207,6 +231,14 @@ tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64
 /* ---------------- queries ---------------- */
 
 int64_t tensor_numel(const tensor *t) { return shape_numel(t->ndim, t->shape); }
+
+size_t tensor_elsize(const tensor *t) { return er_dtype_size(t->dtype); }
+
+int tensor_need_f32(const char *what, const tensor *t) {
+    if (!t || t->dtype == DT_F32) return ER_OK;
+    return er_fail(ER_INPUT, "%s: takes fp32 tensors only, got a %s tensor (cast it with op_cast; docs/dtypes.md "
+                   "lists the ops that take bf16)", what, er_dtype_name(t->dtype));
+}
 
 int tensor_is_contiguous(const tensor *t) {
     int64_t s = 1;
@@ -242,78 +274,121 @@ static void packed_strides(const tensor *t, int64_t *s) {
     }
 }
 
-void tensor_to_host(const tensor *t, float *host) {
+/* strided copy of t's dtype on t's backend */
+static void copy_strided_dt(const tensor *t, const int64_t *shape, const void *x, const int64_t *xs, void *y,
+                            const int64_t *ys, int acc) {
+    const er_backend *be = tensor_backend(t);
+    if (t->dtype == DT_BF16) be->copy_strided_bf16(t->ndim, shape, x, xs, y, ys, acc);
+    else be->copy_strided(t->ndim, shape, x, xs, y, ys, acc);
+}
+
+void tensor_to_host_raw(const tensor *t, void *host) {
     const er_backend *be = tensor_backend(t);
     int64_t n = tensor_numel(t);
+    size_t bytes = (size_t)n * tensor_elsize(t);
     if (tensor_is_contiguous(t)) {
-        be->download(host, t->data, (size_t)n * sizeof(float));
+        be->download(host, t->raw, bytes);
         return;
     }
     int64_t ps[T_MAX_DIMS];
     packed_strides(t, ps);
     if (t->device == DEV_CPU) {
-        be->copy_strided(t->ndim, t->shape, t->data, t->stride, host, ps, 0);
+        copy_strided_dt(t, t->shape, t->raw, t->stride, host, ps, 0);
         return;
     }
-    float *tmp = be->alloc((size_t)n * sizeof(float));
-    be->copy_strided(t->ndim, t->shape, t->data, t->stride, tmp, ps, 0);
-    be->download(host, tmp, (size_t)n * sizeof(float));
+    void *tmp = be->alloc(bytes ? bytes : 4);
+    copy_strided_dt(t, t->shape, t->raw, t->stride, tmp, ps, 0);
+    be->download(host, tmp, bytes);
     be->free(tmp);
 }
 
-void tensor_copy_from_host(tensor *t, const float *host) {
+void tensor_copy_from_host_raw(tensor *t, const void *host) {
     const er_backend *be = tensor_backend(t);
     tensor_drop_packed(t);
     int64_t n = tensor_numel(t);
+    size_t bytes = (size_t)n * tensor_elsize(t);
     if (tensor_is_contiguous(t)) {
-        be->upload(t->data, host, (size_t)n * sizeof(float));
+        be->upload(t->raw, host, bytes);
         return;
     }
     int64_t ps[T_MAX_DIMS];
     packed_strides(t, ps);
     if (t->device == DEV_CPU) {
-        be->copy_strided(t->ndim, t->shape, host, ps, t->data, t->stride, 0);
+        copy_strided_dt(t, t->shape, host, ps, t->raw, t->stride, 0);
         return;
     }
-    float *tmp = be->alloc((size_t)n * sizeof(float));
-    be->upload(tmp, host, (size_t)n * sizeof(float));
-    be->copy_strided(t->ndim, t->shape, tmp, ps, t->data, t->stride, 0);
+    void *tmp = be->alloc(bytes ? bytes : 4);
+    be->upload(tmp, host, bytes);
+    copy_strided_dt(t, t->shape, tmp, ps, t->raw, t->stride, 0);
     be->free(tmp);
 }
 
+/* fp32 at the host boundary: the stored bytes, converted on the host (exact widening; rounding to
+ * nearest even when narrowing: the same function as the backends' cast) */
+void tensor_to_host(const tensor *t, float *host) {
+    if (t->dtype == DT_F32) {
+        tensor_to_host_raw(t, host);
+        return;
+    }
+    int64_t n = tensor_numel(t);
+    uint16_t *h = xmalloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+    tensor_to_host_raw(t, h);
+    backend_cpu.cast(n, DT_BF16, h, DT_F32, host, 0);
+    free(h);
+}
+
+void tensor_copy_from_host(tensor *t, const float *host) {
+    if (t->dtype == DT_F32) {
+        tensor_copy_from_host_raw(t, host);
+        return;
+    }
+    int64_t n = tensor_numel(t);
+    uint16_t *h = xmalloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+    backend_cpu.cast(n, DT_F32, host, DT_BF16, h, 0);
+    tensor_copy_from_host_raw(t, h);
+    free(h);
+}
+
 int tensor_copy(tensor *dst, const tensor *src) {
-    if (!tensor_same_shape(dst, src) || dst->device != src->device) {
+    if (!tensor_same_shape(dst, src) || dst->device != src->device || dst->dtype != src->dtype) {
         char a[96], b[96];
-        return er_fail(ER_INPUT, "tensor_copy: shapes %s and %s differ (or devices)",
-                       tensor_shape_str(dst, a, sizeof a), tensor_shape_str(src, b, sizeof b));
+        return er_fail(ER_INPUT, "tensor_copy: %s %s and %s %s differ in shape, dtype or device (op_cast converts dtypes)",
+                       er_dtype_name(dst->dtype), tensor_shape_str(dst, a, sizeof a), er_dtype_name(src->dtype),
+                       tensor_shape_str(src, b, sizeof b));
     }
     tensor_drop_packed(dst);
-    tensor_backend(dst)->copy_strided(dst->ndim, dst->shape, src->data, src->stride, dst->data,
-                                      dst->stride, 0);
+    copy_strided_dt(dst, dst->shape, src->raw, src->stride, dst->raw, dst->stride, 0);
     return ER_OK;
 }
 
 void tensor_fill(tensor *t, float v) {
     const er_backend *be = tensor_backend(t);
     tensor_drop_packed(t);
-    if (tensor_is_contiguous(t)) {
+    if (t->dtype == DT_F32 && tensor_is_contiguous(t)) {
         be->fill(t->data, tensor_numel(t), v);
         return;
     }
+    /* v in device memory, broadcast by zero strides */
     int64_t zs[T_MAX_DIMS] = {0};
-    float *dv = arena_alloc(arena_default(t->device), sizeof(float)); /* v in device memory */
-    be->upload(dv, &v, sizeof v);
-    be->copy_strided(t->ndim, t->shape, dv, zs, t->data, t->stride, 0);
+    uint16_t hb = er_f32_to_bf16(v);
+    void *dv = arena_alloc(arena_default(t->device), sizeof(float));
+    be->upload(dv, t->dtype == DT_BF16 ? (const void *)&hb : (const void *)&v, tensor_elsize(t));
+    copy_strided_dt(t, t->shape, dv, zs, t->raw, t->stride, 0);
 }
 
 float tensor_item(const tensor *t) {
     float v;
+    if (t->dtype == DT_BF16) {
+        uint16_t h;
+        tensor_backend(t)->download(&h, t->raw, sizeof h);
+        return er_bf16_to_f32(h);
+    }
     tensor_backend(t)->download(&v, t->data, sizeof v);
     return v;
 }
 
 tensor *tensor_clone_new(const tensor *t) {
-    tensor *c = tensor_new_on(t->device, t->ndim, t->shape);
+    tensor *c = tensor_new_dt(t->device, t->dtype, t->ndim, t->shape);
     if (c) tensor_copy(c, t);
     return c;
 }

@@ -10,7 +10,16 @@
  *     long-lived storage outlives the step); the reverse (a long-lived view of arena data) is not.
  *   - `data` points at element [0,...,0] (storage base + offset), in device memory.
  * All ops (nn/ops.h) accept any strides; kernels get contiguous data where they need it.
- * Error handling: constructors given bad shapes return NULL after er_fail (nn/base/base.h). */
+ * Error handling: constructors given bad shapes return NULL after er_fail (nn/base/base.h).
+ *
+ * Storage types (docs/dtypes.md): DT_F32 (every tensor unless asked otherwise) and DT_BF16
+ * (uint16_t elements, kernels/dtype.h). Strides and offsets stay in elements; `raw` points at
+ * element 0 whatever the dtype, and `data` is that same address typed float* for an fp32 tensor
+ * and NULL for any other. Why two fields rather than `void *data`: some thousand lines (ops,
+ * models, losses, tests) read `t->data` as float*; they keep compiling and stay correct for
+ * fp32, and a bf16 tensor reaching one of them faults on NULL at once instead of being read as
+ * garbage floats. Code that handles every dtype uses `raw` and tensor_elsize. The ops that take
+ * bf16 are listed in docs/dtypes.md; every other op refuses a bf16 input with an error naming it. */
 #ifndef ENDORET_TENSOR_H
 #define ENDORET_TENSOR_H
 
@@ -21,7 +30,7 @@
 
 #define T_MAX_DIMS ER_MAX_DIMS
 
-enum { DT_F32 = 0 };
+enum { DT_F32 = ER_F32, DT_BF16 = ER_BF16 }; /* kernels/dtype.h */
 
 /* tensor flags */
 enum {
@@ -33,7 +42,7 @@ enum {
 };
 
 typedef struct er_storage {
-    float *data;    /* device memory */
+    void *data;     /* device memory, numel elements of the tensor's dtype */
     size_t numel;
     int device;
     int refcount;   /* long-lived views holding it */
@@ -42,12 +51,13 @@ typedef struct er_storage {
 struct tape_node;
 
 typedef struct tensor {
-    float *data;                 /* first element = storage base + offset */
+    float *data;                 /* first element = storage base + offset, fp32 only (NULL for bf16) */
+    void *raw;                   /* first element, any dtype (== data for fp32) */
     int64_t shape[T_MAX_DIMS];
     int64_t stride[T_MAX_DIMS];  /* in elements */
     int64_t offset;              /* in elements, from the storage base */
     int ndim;                    /* 0 = scalar (numel 1) */
-    int dtype;                   /* DT_F32 */
+    int dtype;                   /* DT_F32 or DT_BF16 */
     int device;                  /* DEV_CPU / DEV_CUDA */
     uint32_t flags;
     er_storage *storage;         /* long-lived storage, NULL for arena data */
@@ -60,6 +70,7 @@ typedef struct tensor {
 /* ---- long-lived ---- */
 tensor *tensor_new(int ndim, const int64_t *shape);               /* zeros, CPU */
 tensor *tensor_new_on(int device, int ndim, const int64_t *shape);/* zeros */
+tensor *tensor_new_dt(int device, int dtype, int ndim, const int64_t *shape); /* zeros of dtype */
 tensor *tensor_from_host_new(int ndim, const int64_t *shape, const float *host); /* CPU copy */
 /* A trainable parameter named `name` (copied): zeros, T_PARAM | T_REQUIRES_GRAD, zero grad. */
 tensor *tensor_param(const char *name, int ndim, const int64_t *shape);
@@ -77,6 +88,8 @@ int tensor_to_device(tensor *t, int device);
 /* ---- per-step (arena) ---- */
 tensor *tensor_empty(int device, int ndim, const int64_t *shape); /* uninitialised */
 tensor *tensor_zeros(int device, int ndim, const int64_t *shape);
+tensor *tensor_empty_dt(int device, int dtype, int ndim, const int64_t *shape);
+tensor *tensor_zeros_dt(int device, int dtype, int ndim, const int64_t *shape);
 tensor *tensor_from_host(int ndim, const int64_t *shape, const float *host); /* CPU, copied */
 /* A per-step tensor on `device` holding a copy of the packed host array (one upload). */
 tensor *tensor_upload(int device, int ndim, const int64_t *shape, const float *host);
@@ -87,22 +100,31 @@ tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64
 
 /* ---- queries ---- */
 int64_t tensor_numel(const tensor *t);
+size_t tensor_elsize(const tensor *t); /* bytes per element: 4 fp32, 2 bf16 */
+/* ER_OK for an fp32 tensor (or NULL); for any other dtype ER_INPUT naming `what` (an op or a
+ * function that computes on fp32 only). */
+int tensor_need_f32(const char *what, const tensor *t);
 int tensor_is_contiguous(const tensor *t);
 int tensor_same_shape(const tensor *a, const tensor *b);
 const er_backend *tensor_backend(const tensor *t);
 /* "[2, 3, 4]" into buf. */
 const char *tensor_shape_str(const tensor *t, char *buf, size_t n);
 
-/* ---- data ---- */
+/* ---- data ----
+ * The host side of these is fp32 whatever t's dtype: a bf16 tensor is widened on the way out
+ * (exact) and rounded to nearest even on the way in (kernels/dtype.h), so callers written for
+ * fp32 work on any tensor. The _raw forms move the stored bytes unchanged (numel * elsize). */
 /* Copies (any strides) to a packed host array of numel floats. */
 void tensor_to_host(const tensor *t, float *host);
 /* Writes a packed host array into t (any strides). */
 void tensor_copy_from_host(tensor *t, const float *host);
-/* dst <- src (same shape, any strides, same device); not recorded by autograd. */
+void tensor_to_host_raw(const tensor *t, void *host);
+void tensor_copy_from_host_raw(tensor *t, const void *host);
+/* dst <- src (same shape, dtype and device, any strides); not recorded by autograd. */
 int tensor_copy(tensor *dst, const tensor *src);
-void tensor_fill(tensor *t, float v);
-float tensor_item(const tensor *t); /* element 0 (scalars, losses) */
-/* Long-lived packed copy (no autograd link). */
+void tensor_fill(tensor *t, float v); /* v rounded to t's dtype */
+float tensor_item(const tensor *t); /* element 0 (scalars, losses), widened to fp32 */
+/* Long-lived packed copy of the same dtype (no autograd link). */
 tensor *tensor_clone_new(const tensor *t);
 
 /* ---- frozen weights (inference) ----
@@ -114,7 +136,7 @@ tensor *tensor_clone_new(const tensor *t);
  * (tensor_copy_from_host, tensor_copy into it, tensor_fill, tensor_to_device, an optimizer step)
  * and tensor_free drop it, and a product made after a precision change reads w itself. Code
  * writing w->data directly must call tensor_drop_packed. ER_INPUT for a tensor that is not a
- * long-lived 2-D one. */
+ * long-lived 2-D fp32 one. */
 int tensor_prepack(tensor *t);
 void tensor_drop_packed(tensor *t);
 /* Marks/unmarks a leaf as needing gradients (long-lived leaves get a long-lived grad). */

@@ -209,7 +209,7 @@ int model_create(const char *arch, const char *config, char **sets, int nsets, m
 
 int model_save(const model *m, const char *path, int64_t step) {
     st_writer *w = st_writer_new();
-    float *host = params_add_st(m->params, w, ""); /* device tensors: downloaded copies */
+    void *host = params_add_st(m->params, w, ""); /* device tensors: downloaded copies */
     m->arch->add_meta(m, w);
     if (m->has_input) {
         char mean[96], std[96], crop[32];

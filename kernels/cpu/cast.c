@@ -1,0 +1,115 @@
+/* cast.c — fp32 <-> bf16 conversion (`cast`) and the strided copy of bf16 buffers
+ * (`copy_strided_bf16`). The scalar loops are the reference (kernels/dtype.h's er_f32_to_bf16 /
+ * er_bf16_to_f32); the AVX-512F path does the same integer arithmetic 16 lanes at a time (not
+ * vcvtneps2bf16, which flushes subnormals), so both give the same bits; tests/kernels/test_cast.c
+ * compares them. kernels/cuda/cast.cu mirrors this file. */
+#include <string.h>
+#include <omp.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw")
+#include <immintrin.h>
+#define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+
+/* er_f32_to_bf16 on 16 lanes: NaN lanes -> (u >> 16) | 0x40, others (u + 0x7FFF + lsb) >> 16 */
+AVX512_TARGET static __m256i narrow16(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r); /* truncating pack: every lane is < 2^16 */
+}
+
+AVX512_TARGET static __m512 widen16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* elements [i0, i1): returns the first index the vector loop did not cover */
+AVX512_TARGET static int64_t cast_avx512(int64_t i0, int64_t i1, int from, const void *x, int to, void *y, int acc) {
+    int64_t i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        __m512 v = from == ER_BF16 ? widen16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)))
+                                   : _mm512_loadu_ps((const float *)x + i);
+        if (to == ER_BF16) {
+            uint16_t *yp = (uint16_t *)y + i;
+            if (acc) v = _mm512_add_ps(v, widen16(_mm256_loadu_si256((const __m256i *)yp)));
+            _mm256_storeu_si256((__m256i *)yp, narrow16(v));
+        } else {
+            float *yp = (float *)y + i;
+            if (acc) v = _mm512_add_ps(_mm512_loadu_ps(yp), v);
+            _mm512_storeu_ps(yp, v);
+        }
+    }
+    return i;
+}
+#pragma GCC pop_options
+#define HAVE_CAST_AVX512 1
+#endif
+
+static inline float load_as_f32(int dtype, const void *x, int64_t i) {
+    return dtype == ER_BF16 ? er_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+/* The reference: one element at a time, through kernels/dtype.h. */
+static void cast_scalar(int64_t i0, int64_t i1, int from, const void *x, int to, void *y, int acc) {
+    for (int64_t i = i0; i < i1; i++) {
+        float v = load_as_f32(from, x, i);
+        if (acc) v = load_as_f32(to, y, i) + v;
+        if (to == ER_BF16) ((uint16_t *)y)[i] = er_f32_to_bf16(v);
+        else ((float *)y)[i] = v;
+    }
+}
+
+void cpu_cast(int64_t n, int from, const void *x, int to, void *y, int accumulate) {
+    if (n <= 0) return;
+#ifdef HAVE_CAST_AVX512
+    const int simd = cpu_simd();
+#else
+    const int simd = 0;
+#endif
+    #pragma omp parallel if (n > CPU_PAR_MIN)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt, i = i0;
+#ifdef HAVE_CAST_AVX512
+        if (simd) i = cast_avx512(i0, i1, from, x, to, y, accumulate);
+#endif
+        (void)simd;
+        cast_scalar(i, i1, from, x, to, y, accumulate);
+    }
+}
+
+void cpu_copy_strided_bf16(int ndim, const int64_t *shape0, const uint16_t *x, const int64_t *xs0, uint16_t *y,
+                           const int64_t *ys0, int accumulate) {
+    int64_t shape[ER_MAX_DIMS + 1], xs[ER_MAX_DIMS + 1], ys[ER_MAX_DIMS + 1];
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = shape0[i];
+        xs[i] = xs0[i];
+        ys[i] = ys0[i];
+    }
+    int64_t *st[2] = {xs, ys};
+    int nd = cpu_coalesce(ndim, shape, st, 2);
+    int64_t inner = shape[nd - 1], sx = xs[nd - 1], sy = ys[nd - 1], outer = 1;
+    for (int i = 0; i < nd - 1; i++) outer *= shape[i];
+    #pragma omp parallel for if (outer * inner > CPU_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t xo = 0, yo = 0, r = o;
+        for (int d = nd - 2; d >= 0; d--) {
+            xo += (r % shape[d]) * xs[d];
+            yo += (r % shape[d]) * ys[d];
+            r /= shape[d];
+        }
+        const uint16_t *xp = x + xo;
+        uint16_t *yp = y + yo;
+        if (!accumulate && sx == 1 && sy == 1) memcpy(yp, xp, (size_t)inner * sizeof(uint16_t));
+        else if (!accumulate)
+            for (int64_t i = 0; i < inner; i++) yp[i * sy] = xp[i * sx];
+        else
+            for (int64_t i = 0; i < inner; i++)
+                yp[i * sy] = er_f32_to_bf16(er_bf16_to_f32(yp[i * sy]) + er_bf16_to_f32(xp[i * sx]));
+    }
+}
