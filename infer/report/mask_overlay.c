@@ -81,13 +81,11 @@ int mask_overlay_png(const char *path, int max_side, uint8_t **png, size_t *len)
 char *mask_overlay_uri(const char *path, int max_side) {
     uint8_t *png;
     size_t len;
-    if (mask_overlay_png(path, max_side, &png, &len)) return NULL;
-    char *b64 = base64_encode(png, len);
+    if (mask_overlay_png(path, max_side, &png, &len)) {
+        er_clear(); /* a page without that outline, not an error of the page */
+        return NULL;
+    }
+    char *uri = data_uri("image/png", png, len);
     free(png);
-    size_t bn = strlen(b64);
-    char *uri = xmalloc(bn + 32);
-    memcpy(uri, "data:image/png;base64,", 22);
-    memcpy(uri + 22, b64, bn + 1);
-    free(b64);
     return uri;
 }

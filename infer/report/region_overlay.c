@@ -73,12 +73,7 @@ char *region_overlay_uri(const float *map, int gh, int gw) {
     size_t len;
     char *uri = NULL;
     if (!png_encode_rgba(px, gw, gh, &png, &len)) {
-        char *b64 = base64_encode(png, len);
-        size_t bn = strlen(b64);
-        uri = xmalloc(bn + 32);
-        memcpy(uri, "data:image/png;base64,", 22);
-        memcpy(uri + 22, b64, bn + 1);
-        free(b64);
+        uri = data_uri("image/png", png, len);
         free(png);
     }
     free(px);

@@ -26,6 +26,18 @@ char *base64_encode(const uint8_t *d, size_t len) {
     return s;
 }
 
+char *data_uri(const char *mime, const uint8_t *d, size_t len) {
+    char *b64 = base64_encode(d, len);
+    size_t m = strlen(mime), n = strlen(b64);
+    char *uri = xmalloc(m + n + 14);
+    memcpy(uri, "data:", 5);
+    memcpy(uri + 5, mime, m);
+    memcpy(uri + 5 + m, ";base64,", 8);
+    memcpy(uri + 13 + m, b64, n + 1);
+    free(b64);
+    return uri;
+}
+
 int thumbnail_data_uri_image(const image *im, int side, int quality, char **uri) {
     *uri = NULL;
     image small = {0};
@@ -41,14 +53,8 @@ int thumbnail_data_uri_image(const image *im, int side, int quality, char **uri)
     int rc = image_encode_jpeg(src, quality, &jpg, &len);
     image_free(&small);
     if (rc) return rc;
-    char *b64 = base64_encode(jpg, len);
+    *uri = data_uri("image/jpeg", jpg, len);
     free(jpg);
-    static const char prefix[] = "data:image/jpeg;base64,";
-    size_t n = strlen(b64);
-    *uri = xmalloc(sizeof prefix + n);
-    memcpy(*uri, prefix, sizeof prefix - 1);
-    memcpy(*uri + sizeof prefix - 1, b64, n + 1);
-    free(b64);
     return ER_OK;
 }
 

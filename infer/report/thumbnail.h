@@ -10,6 +10,8 @@
 
 /* Standard base64 (RFC 4648, with padding); returns a malloc'ed NUL-terminated string. */
 char *base64_encode(const uint8_t *data, size_t len);
+/* "data:<mime>;base64,<data>", malloc'ed. */
+char *data_uri(const char *mime, const uint8_t *data, size_t len);
 /* Load an image file, shrink it (antialiased bilinear, aspect kept) so its longer side is at most
  * `side` pixels (never enlarged), and return "data:image/jpeg;base64,...". ER_INPUT naming the
  * file when it cannot be read or decoded. */
