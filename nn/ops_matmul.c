@@ -222,7 +222,7 @@ static void linear_backward(tape_node *n) {
     tensor *gbias = bias ? grad_buf(bias) : NULL;
     const int ride = gbias && (w->flags & T_REQUIRES_GRAD) && n->i[0] > 0 && n->i[1] > 0;
     grad_bias gb = {ride ? gbias->data : NULL, NULL};
-    if (bias && !ride) bias_grads(bias, y);
+    if (gbias && !ride) bias_grads(bias, y);
     matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3], ride ? &gb : NULL);
     int fresh;
     tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;

@@ -145,15 +145,21 @@ static int under_a_root(const char *real, char *const *roots) {
     return 0;
 }
 
+uint8_t *http_read_allowed(const char *path, char *const *roots, size_t *len) {
+    struct stat st;
+    *len = 0;
+    int fd = http_open_allowed(path, roots, &st);
+    if (fd < 0) return NULL;
+    uint8_t *data = (size_t)st.st_size <= HTTP_MAX_IMAGE_BYTES ? http_read_fd(fd, (size_t)st.st_size, len) : NULL;
+    close(fd);
+    return data;
+}
+
 enum MHD_Result http_reply_image_file(struct MHD_Connection *c, const char *path, char *const *roots) {
     if (!path || !*path) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no image for this item\n");
-    struct stat st;
-    int fd = http_open_allowed(path, roots, &st);
-    if (fd < 0) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no readable image file under the folders this server may read\n");
     size_t len = 0;
-    char *data = (size_t)st.st_size <= HTTP_MAX_IMAGE_BYTES ? (char *)http_read_fd(fd, (size_t)st.st_size, &len) : NULL;
-    close(fd);
-    if (!data) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "image file not readable\n");
+    char *data = (char *)http_read_allowed(path, roots, &len);
+    if (!data) return http_reply_text(c, MHD_HTTP_NOT_FOUND, "no readable image file under the folders this server may read\n");
     const char *type = image_mime_type((const uint8_t *)data, len);
     image im = {0};
     int decodes = type && image_decode((const uint8_t *)data, len, path, 3, &im) == ER_OK;

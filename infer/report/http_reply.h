@@ -66,6 +66,9 @@ char *http_path_allowed(const char *path, char *const *roots);
 int http_open_allowed(const char *path, char *const *roots, struct stat *st);
 /* Exactly `size` bytes from fd into a new buffer (*len = size), or NULL when fewer could be read. */
 uint8_t *http_read_fd(int fd, size_t size, size_t *len);
+/* The whole file at path, opened as http_open_allowed decides and at most HTTP_MAX_IMAGE_BYTES, in a
+ * new buffer (*len bytes); NULL when it may not or cannot be read. What the image routes read. */
+uint8_t *http_read_allowed(const char *path, char *const *roots, size_t *len);
 /* The real path of folder dir as a root for http_reply_image_file, or NULL (ER_INPUT naming it). */
 char *http_image_root(const char *dir);
 

@@ -8,28 +8,23 @@
 #include "infer/report/thumbnail.h"
 #include "nn/base/base.h"
 
-/* in[i] = 1 for lesion; out = in eroded by a (2r+1)^2 square (separable: rows, then columns), pixels
- * beyond the border counting as lesion */
+/* One pass of the separable erosion: out[l, i] = min of in[l, i-r .. i+r] along lines of len
+ * elements (element step es, line step ls); positions past either end count as lesion (1). */
+static void erode_1d(const uint8_t *in, uint8_t *out, int lines, int len, size_t ls, size_t es, int r) {
+    for (int l = 0; l < lines; l++)
+        for (int i = 0; i < len; i++) {
+            uint8_t v = 1;
+            for (int d = -r; d <= r && v; d++)
+                if (i + d >= 0 && i + d < len) v = in[l * ls + (size_t)(i + d) * es];
+            out[l * ls + (size_t)i * es] = v;
+        }
+}
+
+/* in[i] = 1 for lesion; out = in eroded by a (2r+1)^2 square: rows, then columns */
 static void erode(const uint8_t *in, int w, int h, int r, uint8_t *out) {
     uint8_t *tmp = xmalloc((size_t)w * h);
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++) {
-            uint8_t v = 1;
-            for (int d = -r; d <= r && v; d++) {
-                int xx = x + d;
-                if (xx >= 0 && xx < w) v = in[(size_t)y * w + xx];
-            }
-            tmp[(size_t)y * w + x] = v;
-        }
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++) {
-            uint8_t v = 1;
-            for (int d = -r; d <= r && v; d++) {
-                int yy = y + d;
-                if (yy >= 0 && yy < h) v = tmp[(size_t)yy * w + x];
-            }
-            out[(size_t)y * w + x] = v;
-        }
+    erode_1d(in, tmp, h, w, (size_t)w, 1, r);
+    erode_1d(tmp, out, w, h, 1, (size_t)w, r);
     free(tmp);
 }
 

@@ -386,6 +386,7 @@ typedef struct {
     char *images, *masks;   /* view lists (owned), NULL when none */
     int64_t view;
     int query;              /* a query row, not a case id */
+    int64_t n;              /* the row or the id */
     char base[48];          /* "query/<row>" or "case/<id>": the item's routes without the view */
 } item_ref;
 
@@ -396,6 +397,7 @@ static unsigned find_item(retrieval_server *s, const char *rest, item_ref *it, c
     if (!it->query && strncmp(rest, "case/", 5)) return *msg = "not found\n", MHD_HTTP_NOT_FOUND;
     if (!parse_index_view(rest + (it->query ? 6 : 5), &v, &it->view))
         return *msg = it->query ? "expected query/<row number>[/<view>]\n" : "expected case/<case id>[/<view>]\n", MHD_HTTP_BAD_REQUEST;
+    it->n = v;
     snprintf(it->base, sizeof it->base, "%s/%lld", it->query ? "query" : "case", (long long)v);
     if (it->query) {
         if (v >= s->rep.nq) return *msg = "no such query\n", MHD_HTTP_NOT_FOUND;
@@ -423,12 +425,9 @@ static void item_free(item_ref *it) { free(it->images); free(it->masks); }
 static enum MHD_Result reply_mask(struct MHD_Connection *c, const char *masks, int64_t view) {
     int n;
     char **mv = view_list_split(masks, &n);
-    struct stat st;
-    int fd = view < n ? http_open_allowed(mv[view], NULL, &st) : -1;
     const char *why = view < n ? "the lesion mask of this view cannot be read\n" : "no lesion outline is recorded for this view\n";
     size_t len = 0;
-    uint8_t *data = fd >= 0 && (size_t)st.st_size <= HTTP_MAX_IMAGE_BYTES ? http_read_fd(fd, (size_t)st.st_size, &len) : NULL;
-    if (fd >= 0) close(fd);
+    uint8_t *data = view < n ? http_read_allowed(mv[view], NULL, &len) : NULL;
     image m = {0};
     uint8_t *png = NULL;
     size_t plen = 0;
@@ -457,7 +456,7 @@ static enum MHD_Result route_item(retrieval_server *s, struct MHD_Connection *c,
         if (it.view >= n) r = http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such view\n");
         else {
             char title[64];
-            if (it.query) snprintf(title, sizeof title, "Query %lld", (long long)strtoll(it.base + 6, NULL, 10) + 1);
+            if (it.query) snprintf(title, sizeof title, "Query %lld", (long long)it.n + 1);
             else snprintf(title, sizeof title, "Past case");
             image_page p = {title, it.base, views[it.view], (int)it.view, n, nm == n && it.view < nm};
             html_buf b = {0};

@@ -85,16 +85,11 @@ void cpu_cast(int64_t n, int from, const void *x, int to, void *y, int accumulat
 
 void cpu_copy_strided_bf16(int ndim, const int64_t *shape0, const uint16_t *x, const int64_t *xs0, uint16_t *y,
                            const int64_t *ys0, int accumulate) {
-    int64_t shape[ER_MAX_DIMS + 1], xs[ER_MAX_DIMS + 1], ys[ER_MAX_DIMS + 1];
-    for (int i = 0; i < ndim; i++) {
-        shape[i] = shape0[i];
-        xs[i] = xs0[i];
-        ys[i] = ys0[i];
-    }
-    int64_t *st[2] = {xs, ys};
-    int nd = cpu_coalesce(ndim, shape, st, 2);
-    int64_t inner = shape[nd - 1], sx = xs[nd - 1], sy = ys[nd - 1], outer = 1;
-    for (int i = 0; i < nd - 1; i++) outer *= shape[i];
+    cpu_copy_plan p;
+    cpu_copy_plan_make(&p, ndim, shape0, xs0, ys0);
+    const int64_t *shape = p.shape, *xs = p.xs, *ys = p.ys;
+    const int nd = p.nd;
+    const int64_t inner = p.inner, sx = p.sx, sy = p.sy, outer = p.outer;
     #pragma omp parallel for if (outer * inner > CPU_PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         int64_t xo = 0, yo = 0, r = o;

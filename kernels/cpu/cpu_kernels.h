@@ -102,6 +102,26 @@ static inline float gelu_d(float x) {
 /* Drops size-1 dims and merges dims that are contiguous in all `nstr` stride arrays (in place).
  * Returns the new ndim (>= 1). */
 int cpu_coalesce(int ndim, int64_t *shape, int64_t *const *strides, int nstr);
+/* A strided copy's loop nest: x's and y's views over shape0, coalesced (cpu_coalesce) into `outer`
+ * rows of `inner` elements with inner strides sx, sy; shape / xs / ys keep the coalesced outer dims
+ * (nd of them with the inner one) for the row offsets. Shared by the fp32 and bf16 copies. */
+typedef struct {
+    int64_t shape[ER_MAX_DIMS + 1], xs[ER_MAX_DIMS + 1], ys[ER_MAX_DIMS + 1];
+    int nd;
+    int64_t inner, sx, sy, outer;
+} cpu_copy_plan;
+static inline void cpu_copy_plan_make(cpu_copy_plan *p, int ndim, const int64_t *shape0, const int64_t *xs0,
+                                      const int64_t *ys0) {
+    for (int i = 0; i < ndim; i++) {
+        p->shape[i] = shape0[i];
+        p->xs[i] = xs0[i];
+        p->ys[i] = ys0[i];
+    }
+    int64_t *st[2] = {p->xs, p->ys};
+    p->nd = cpu_coalesce(ndim, p->shape, st, 2);
+    p->inner = p->shape[p->nd - 1], p->sx = p->xs[p->nd - 1], p->sy = p->ys[p->nd - 1], p->outer = 1;
+    for (int i = 0; i < p->nd - 1; i++) p->outer *= p->shape[i];
+}
 
 /* AVX-512 versions (simd_avx512.c), used when cpu_simd() says the CPU has AVX-512 F/VL/DQ/BW and
  * ENDORET_NO_SIMD is unset. Each has a scalar reference next to its caller; tests compare the two. */

@@ -192,16 +192,22 @@ Test(mask_overlay, index_build_keeps_each_cases_mask_and_old_databases_open) {
     casedb_close(&db);
 }
 
+/* A read-only server on the fixture's database (leave-one-out queries, k 3); its port. */
+static int serve_fixture(const mfx *f, retrieval_server **sv) {
+    retrieval_server_cfg cfg = {f->db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
+    int port;
+    cr_assert_eq(retrieval_server_start(&cfg, sv, &port), ER_OK, "%s", er_msg());
+    return port;
+}
+
 static int has(const char *body, size_t len, const char *s) { return memmem(body, len, s, strlen(s)) != NULL; }
 
 Test(mask_overlay, serve_draws_the_outline_on_click_and_report_html_has_the_toggle) {
     mfx f;
     make_mfx(&f);
     build(f.emb, f.man, f.db);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *sv;
-    int port;
-    cr_assert_eq(retrieval_server_start(&cfg, &sv, &port), ER_OK, "%s", er_msg());
+    int port = serve_fixture(&f, &sv);
     const char *body;
     size_t len;
     /* case ids are the embedding rows 0..5 */
@@ -251,10 +257,8 @@ Test(mask_overlay, screenshot_of_the_full_size_page_shows_the_outline) {
     mfx f;
     make_mfx(&f);
     build(f.emb, f.man, f.db);
-    retrieval_server_cfg cfg = {f.db, NULL, NULL, "127.0.0.1", 0, {3, 0, 0.1, 0, 0}, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
     retrieval_server *sv;
-    int port;
-    cr_assert_eq(retrieval_server_start(&cfg, &sv, &port), ER_OK, "%s", er_msg());
+    int port = serve_fixture(&f, &sv);
     int cyan[2];
     for (int k = 0; k < 2; k++) {
         char cmd[1024], png[700];
