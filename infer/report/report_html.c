@@ -121,7 +121,15 @@ static thumb_entry *cache_slot(thumb_cache *c, const char *path) {
 }
 
 /* data: URI of a path's thumbnail, or NULL when it cannot be read (remembered as "") */
-static const char *cache_get(thumb_cache *c, const char *path, int side) {
+/* The data: URI of the image at path (mask 0) or of its lesion-outline overlay (mask 1), made once. */
+static const char *cache_get(thumb_cache *c, const char *path, int side, int mask) {
+    char *key = NULL;
+    if (mask) { /* a key no image path can equal: the same file may be shown as an image elsewhere */
+        key = xmalloc(strlen(path) + 7);
+        memcpy(key, "\001mask\001", 6);
+        strcpy(key + 6, path);
+        path = key;
+    }
     thumb_entry *e = cache_slot(c, path);
     if (!e->path) {
         if (2 * (c->n + 1) > c->cap) { /* grow, then find the slot again */
@@ -133,11 +141,13 @@ static const char *cache_get(thumb_cache *c, const char *path, int side) {
             e = cache_slot(c, path);
         }
         char *uri = NULL;
-        if (thumbnail_data_uri(path, side, 82, &uri)) uri = xstrdup("");
+        if (mask) uri = mask_overlay_uri(path + 6, side);
+        else if (thumbnail_data_uri(path, side, 82, &uri)) uri = NULL;
         e->path = xstrdup(path);
-        e->uri = uri;
+        e->uri = uri ? uri : xstrdup("");
         c->n++;
     }
+    free(key);
     return e->uri[0] ? e->uri : NULL;
 }
 
@@ -365,29 +375,27 @@ static void draw_img1(html_buf *b, void *arg) {
     const img_args *a = arg;
     const report_html_opts *o = a->o;
     const char *src = NULL;
-    if (o->embed) src = a->path && o->cache ? cache_get(o->cache, a->path, o->thumb) : NULL;
+    if (o->embed) src = a->path && o->cache ? cache_get(o->cache, a->path, o->thumb, 0) : NULL;
     else src = a->path ? a->url : NULL;
     char view[128]; /* a click opens the full-size page: "/image/<rest>" -> "/view/<rest>" */
     snprintf(view, sizeof view, "/view/%s", a->url + 7);
     img_src(b, a->cls, src, a->path, a->alt, !o->embed || o->link ? view : NULL);
 }
 
-/* The overlay of one view's mask: the server's route, or a data: URI of the thumbnail's size (embedded
- * pages); NULL when the view has no mask. Caller frees. */
-static char *mask_src(const char *mask_path, const char *url, const report_html_opts *o) {
+/* The overlay of one view's mask: the server's route (written into buf), or a data: URI of the
+ * thumbnail's size (embedded pages, made once per file); NULL when the view has no mask. */
+static const char *mask_src(const char *mask_path, const char *url, const report_html_opts *o, char *buf, size_t n) {
     if (!mask_path) return NULL;
-    if (o->embed) return mask_overlay_uri(mask_path, o->thumb);
-    char u[128];
-    snprintf(u, sizeof u, "/mask/%s", url + 7); /* "/image/<rest>" -> "/mask/<rest>" */
-    return xstrdup(u);
+    if (o->embed) return o->cache ? cache_get(o->cache, mask_path, o->thumb, 1) : NULL;
+    snprintf(buf, n, "/mask/%s", url + 7); /* "/image/<rest>" -> "/mask/<rest>" */
+    return buf;
 }
 
 static void image_tag1(html_buf *b, const char *cls, const char *path, const char *mask, const char *url, const char *alt,
                        const report_html_opts *o, const ev_maps *e, int v) {
     img_args a = {cls, path, url, alt, o};
-    char *m = mask_src(mask, url, o);
-    with_overlay(b, e, v, m, draw_img1, &a);
-    free(m);
+    char buf[128];
+    with_overlay(b, e, v, mask_src(mask, url, o, buf, sizeof buf), draw_img1, &a);
 }
 
 /* A case's views: `paths` is a view list (datasets/view_list.h: one path, or several of a scene
