@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/profile.h"
 #include "nn/base/base.h"
+#include "nn/optim_flat.h"
 #include "nn/schedule.h"
 
 /* Does the last dotted component of `name` equal `word`, or end with "_" + word? */
@@ -103,6 +104,12 @@ optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
         q->p = p;
         q->wd = optim_no_weight_decay(p) ? 0.0f : (float)cfg.weight_decay;
         q->lr_scale = use_layer_decay ? (float)layer_decay_scale(p->name ? p->name : "", cfg.depth, cfg.layer_decay) : 1.0f;
+    }
+    optim_flat_build(o); /* state of the flat parameters: views of its buffers */
+    for (int i = 0; i < o->n; i++) {
+        optim_param *q = &o->ps[i];
+        const tensor *p = q->p;
+        if (q->flat) continue;
         if (cfg.kind == OPTIM_ADAMW) {
             q->m = tensor_new_on(p->device, p->ndim, p->shape);
             q->v = tensor_new_on(p->device, p->ndim, p->shape);
@@ -110,7 +117,7 @@ optimizer *optim_new(const optim_config *cfg_in, const param_list *pl) {
             q->m = tensor_new_on(p->device, p->ndim, p->shape);
         }
     }
-    o->arrays = arrays_new(o->n);
+    o->arrays = arrays_new(o->n + 1); /* a device's entries: its spans and loose tensors, or one buffer and the loose grads */
     return o;
 }
 
@@ -121,6 +128,7 @@ void optim_free(optimizer *o) {
         tensor_free(o->ps[i].v);
     }
     arrays_free(o->arrays);
+    optim_flat_free(o->flat);
     free(o->ps);
     free(o);
 }
@@ -142,28 +150,31 @@ static int check_packed(const optim_param *q) {
     return ER_OK;
 }
 
-/* Entry c of the arrays for parameter q: pointers, size and this parameter's own args (its lr
- * scale and weight decay), for step t. */
-static void add_entry(const optimizer *o, const optim_param *q, int64_t t, int c) {
+/* Entry c of the arrays: n elements at p/g/m/v updated with lr multiplier `lr_scale` and weight
+ * decay `wd`, for step t. */
+static void add_entry(const optimizer *o, int c, float *p, const float *g, float *m, float *v, int64_t n,
+                      float lr_scale, float wd, int64_t t) {
     struct optim_arrays *A = o->arrays;
-    tensor *p = q->p;
-    const float lr = (float)(o->lr * q->lr_scale);
-    A->p[c] = p->data;
-    A->g[c] = p->grad->data;
-    A->m[c] = q->m ? q->m->data : NULL;
-    A->v[c] = q->v ? q->v->data : NULL;
-    A->n[c] = tensor_numel(p);
+    const float lr = (float)(o->lr * lr_scale);
+    A->p[c] = p;
+    A->g[c] = g;
+    A->m[c] = m;
+    A->v[c] = v;
+    A->n[c] = n;
     if (o->cfg.kind == OPTIM_ADAMW) {
         A->adamw[c] = (adamw_args){.lr = lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
-                                   .eps = (float)o->cfg.eps, .weight_decay = q->wd, .gscale = 1.0f};
+                                   .eps = (float)o->cfg.eps, .weight_decay = wd, .gscale = 1.0f};
         adamw_scalars(&A->adamw[c], t);
     } else {
-        A->sgd[c] = (sgd_args){.lr = lr, .momentum = (float)o->cfg.momentum, .weight_decay = q->wd, .gscale = 1.0f,
+        A->sgd[c] = (sgd_args){.lr = lr, .momentum = (float)o->cfg.momentum, .weight_decay = wd, .gscale = 1.0f,
                                .nesterov = o->cfg.nesterov, .first = o->step == 0};
     }
 }
 
-/* Every parameter is checked before any is written, so a refused step changes nothing. */
+static float *at(er_storage *st, int64_t off) { return st ? (float *)st->data + off : NULL; }
+
+/* Every parameter is checked before any is written, so a refused step changes nothing. Per
+ * device: the flat buffer's spans, then each parameter outside it. */
 static int step_impl(optimizer *o) {
     const int64_t t = o->step + 1;
     for (int i = 0; i < o->n; i++) {
@@ -173,12 +184,21 @@ static int step_impl(optimizer *o) {
     struct optim_arrays *A = o->arrays;
     for (int dev = 0; dev < DEV_COUNT; dev++) {
         int c = 0;
+        optim_flat_group *G = optim_flat_group_of(o, dev);
+        const int nspans = G ? optim_flat_spans(o, G) : 0;
+        for (int s = 0; s < nspans; s++) {
+            const optim_span *sp = &G->spans[s];
+            add_entry(o, c++, at(G->p, sp->off), at(G->g, sp->off), at(G->m, sp->off), at(G->v, sp->off), sp->n,
+                      sp->lr_scale, sp->wd, t);
+        }
         for (int i = 0; i < o->n; i++) {
             optim_param *q = &o->ps[i];
             /* no gradient buffer yet: nothing to apply (as PyTorch's grad None) */
             if (!q->p->grad || q->p->device != dev) continue;
             tensor_drop_packed(q->p); /* the step writes p: a packed copy of it (inference) is stale */
-            add_entry(o, q, t, c++);
+            if (!q->flat)
+                add_entry(o, c++, q->p->data, q->p->grad->data, q->m ? q->m->data : NULL, q->v ? q->v->data : NULL,
+                          tensor_numel(q->p), q->lr_scale, q->wd, t);
         }
         if (!c) continue;
         const er_backend *k = backend_get(dev);
@@ -189,20 +209,47 @@ static int step_impl(optimizer *o) {
     return ER_OK;
 }
 
-/* Contiguous gradients of each device in one fill_many; a strided one (not made by autograd) on
- * its own through tensor_fill. */
+int optim_grad_buffers_max(const optimizer *o) { return o->n + DEV_COUNT; }
+
+int optim_grad_buffers(const optimizer *o, float **g, int64_t *n) {
+    int c = 0;
+    for (int dev = 0; dev < DEV_COUNT; dev++) {
+        const optim_flat_group *G = optim_flat_group_of(o, dev);
+        if (G) {
+            g[c] = G->g->data;
+            n[c++] = G->numel;
+        }
+    }
+    for (int i = 0; i < o->n; i++) {
+        tensor *gr = o->ps[i].p->grad;
+        if (gr && !o->ps[i].flat) {
+            g[c] = gr->data;
+            n[c++] = tensor_numel(gr);
+        }
+    }
+    return c;
+}
+
+/* Each device's flat gradient buffer and its other contiguous gradients in one fill_many; a
+ * strided one (not made by autograd) on its own through tensor_fill. */
 static void zero_grad_impl(optimizer *o) {
     struct optim_arrays *A = o->arrays;
     for (int dev = 0; dev < DEV_COUNT; dev++) {
         int c = 0;
+        const optim_flat_group *G = optim_flat_group_of(o, dev);
+        if (G) {
+            A->p[c] = G->g->data;
+            A->n[c++] = G->numel;
+        }
         for (int i = 0; i < o->n; i++) {
             tensor *g = o->ps[i].p->grad;
             if (!g || g->device != dev) continue;
+            tensor_drop_packed(g);
+            if (o->ps[i].flat) continue;
             if (!tensor_is_contiguous(g)) {
                 tensor_fill(g, 0.0f);
                 continue;
             }
-            tensor_drop_packed(g);
             A->p[c] = g->data;
             A->n[c++] = tensor_numel(g);
         }

@@ -12,7 +12,13 @@
  *
  * A step: optim_set_lr(o, lr_at(&sched, step)); [optim_clip_grad_norm]; optim_step(o);
  * optim_zero_grad(o). Parameters without T_REQUIRES_GRAD (frozen) are skipped and get no state.
- * State (AdamW m/v, SGD momentum) is long-lived, on the parameter's device, fp32. */
+ * State (AdamW m/v, SGD momentum) is long-lived, on the parameter's device, fp32.
+ *
+ * Flat buffers (nn/optim_flat.c): optim_new moves the trainable parameters and their gradients
+ * into one allocation per device each, and allocates the moments the same way; the tensors become
+ * views there (the structs, names and flags stay). So zero_grad is one fill, the update a few
+ * multi-tensor spans and the data-parallel all-reduce one buffer (optim_grad_buffers). Afterwards
+ * those parameters cannot move between devices: move the model first, then make the optimizer. */
 #ifndef ENDORET_OPTIM_H
 #define ENDORET_OPTIM_H
 
@@ -38,6 +44,7 @@ typedef struct {
     tensor *m, *v;    /* AdamW moments; SGD: m is the momentum buffer (NULL without momentum) */
     float lr_scale;   /* multiplies the optimizer lr */
     float wd;         /* this parameter's weight decay */
+    int flat;         /* p, its grad, m and v live in the optimizer's flat buffers */
 } optim_param;
 
 typedef struct optimizer {
@@ -47,6 +54,7 @@ typedef struct optimizer {
     int64_t step;  /* updates done so far (AdamW bias correction uses step + 1) */
     double lr;     /* current base lr */
     struct optim_arrays *arrays; /* private (nn/optim.c): host arrays for the multi-tensor ops */
+    struct optim_flat *flat;     /* private (nn/optim_flat.c): the flat buffers, NULL when none */
 } optimizer;
 
 /* The timm weight-decay exemption rule described above. */
@@ -65,6 +73,11 @@ void optim_zero_grad(optimizer *o);
  * Returns the norm before clipping; a non-finite norm is returned as is and nothing is scaled
  * (the caller decides whether to skip the step). */
 double optim_clip_grad_norm(optimizer *o, double max_norm);
+/* The gradient memory of the trainable parameters, for the data-parallel all-reduce: each device's
+ * flat gradient buffer whole (padding included, which stays zero), then every gradient outside
+ * one. Fills g/n (room for optim_grad_buffers_max(o) entries) and returns the count. */
+int optim_grad_buffers_max(const optimizer *o);
+int optim_grad_buffers(const optimizer *o, float **g, int64_t *n);
 /* Index of the parameter named `name`, or -1. */
 int optim_find(const optimizer *o, const char *name);
 

@@ -114,10 +114,7 @@ void tensor_drop_packed(tensor *t) {
 void tensor_free(tensor *t) {
     if (!t || !(t->flags & T_LONG_LIVED)) return;
     tensor_drop_packed(t);
-    if (t->storage && --t->storage->refcount == 0) {
-        backend_get(t->storage->device)->free(t->storage->data);
-        free(t->storage);
-    }
+    storage_release(t->storage);
     if (t->grad) tensor_free(t->grad);
     free(t->name);
     free(t);
@@ -127,8 +124,7 @@ static int move_storage(tensor *t, int device) {
     if (t->device == device) return ER_OK;
     const er_backend *to = backend_get(device);
     if (!to) return er_fail(ER_INPUT, "tensor '%s': device %d is not usable (%s)", t->name ? t->name : "?", device, er_msg());
-    if (!(t->flags & T_LONG_LIVED) || !t->storage || t->storage->refcount != 1 || t->offset != 0 ||
-        !tensor_is_contiguous(t) || (int64_t)t->storage->numel != tensor_numel(t))
+    if (!tensor_owns_storage(t))
         return er_fail(ER_INPUT, "tensor '%s': only a packed long-lived tensor with its own storage can move", t->name ? t->name : "?");
     const er_backend *from = backend_get(t->device);
     size_t n = t->storage->numel, bytes = n * tensor_elsize(t);
@@ -148,6 +144,72 @@ static int move_storage(tensor *t, int device) {
     t->storage->device = device;
     set_ptr(t, dst);
     t->device = device;
+    return ER_OK;
+}
+
+/* ---------------- shared storage (flat buffers, nn/optim_flat.c) ---------------- */
+
+er_storage *storage_new(int device, int dtype, int64_t numel) {
+    const er_backend *be = backend_get(device);
+    if (!be || check_dtype(dtype) || numel < 0) {
+        er_fail(ER_INPUT, "storage: device %d / dtype %d / %lld elements not possible", device, dtype, (long long)numel);
+        return NULL;
+    }
+    size_t bytes = (size_t)numel * er_dtype_size(dtype);
+    size_t words = (bytes + sizeof(float) - 1) / sizeof(float); /* zeroed as fp32 words: all bits 0 */
+    er_storage *st = xcalloc(1, sizeof *st);
+    st->numel = (size_t)numel;
+    st->device = device;
+    st->refcount = 1;
+    st->data = be->alloc(words ? words * sizeof(float) : sizeof(float));
+    if (words) be->fill(st->data, (int64_t)words, 0.0f);
+    return st;
+}
+
+void storage_release(er_storage *st) {
+    if (st && --st->refcount == 0) {
+        backend_get(st->device)->free(st->data);
+        free(st);
+    }
+}
+
+tensor *tensor_in_storage(er_storage *st, int dtype, int64_t offset, int ndim, const int64_t *shape) {
+    if (check_shape(ndim, shape) || check_dtype(dtype)) return NULL;
+    if (offset < 0 || offset + shape_numel(ndim, shape) > (int64_t)st->numel) {
+        er_fail(ER_INPUT, "tensor_in_storage: elements [%lld, %lld) outside a storage of %zu", (long long)offset,
+                (long long)(offset + shape_numel(ndim, shape)), st->numel);
+        return NULL;
+    }
+    tensor *t = xcalloc(1, sizeof *t);
+    set_packed(t, ndim, shape);
+    t->device = st->device;
+    t->dtype = dtype;
+    t->flags = T_LONG_LIVED;
+    t->storage = st;
+    t->offset = offset;
+    st->refcount++;
+    set_ptr(t, (char *)st->data + (size_t)offset * tensor_elsize(t));
+    return t;
+}
+
+int tensor_owns_storage(const tensor *t) {
+    return t && (t->flags & T_LONG_LIVED) && t->storage && t->storage->refcount == 1 && t->offset == 0 &&
+           tensor_is_contiguous(t) && (int64_t)t->storage->numel == tensor_numel(t);
+}
+
+int tensor_rehome(tensor *t, er_storage *st, int64_t offset) {
+    if (!tensor_owns_storage(t) || st->device != t->device || offset < 0 || offset + tensor_numel(t) > (int64_t)st->numel)
+        return er_fail(ER_INPUT, "tensor '%s': only a packed long-lived tensor with its own storage moves into a shared one that holds it",
+                       t && t->name ? t->name : "?");
+    const er_backend *be = backend_get(t->device);
+    void *dst = (char *)st->data + (size_t)offset * tensor_elsize(t);
+    tensor_drop_packed(t);
+    be->copy(dst, t->raw, (size_t)tensor_numel(t) * tensor_elsize(t));
+    storage_release(t->storage);
+    st->refcount++;
+    t->storage = st;
+    t->offset = offset;
+    set_ptr(t, dst);
     return ER_OK;
 }
 

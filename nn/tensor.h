@@ -84,6 +84,18 @@ void tensor_free(tensor *t);
  * every device) and moved: CPU and CUDA runs start bit-identical. */
 int tensor_to_device(tensor *t, int device);
 
+/* Shared long-lived storage: the optimizer's flat buffers (nn/optim_flat.c) hold many tensors as
+ * views of one allocation. storage_new: zeroed, refcount 1 (the caller's reference);
+ * storage_release drops one reference (the memory goes with the last). tensor_in_storage: a new
+ * long-lived packed tensor viewing st at element `offset` (takes a reference; tensor_free drops
+ * it). tensor_rehome: copies a tensor that owns its storage (tensor_owns_storage) into st at
+ * `offset` and makes it a view there, releasing its old storage; struct, name, flags and grad
+ * stay, so pointers into a model remain valid. A rehomed tensor no longer moves between devices. */
+er_storage *storage_new(int device, int dtype, int64_t numel);
+void storage_release(er_storage *st);
+tensor *tensor_in_storage(er_storage *st, int dtype, int64_t offset, int ndim, const int64_t *shape);
+int tensor_owns_storage(const tensor *t); /* packed, long-lived, offset 0, sole holder of its storage */
+int tensor_rehome(tensor *t, er_storage *st, int64_t offset);
 
 /* ---- per-step (arena) ---- */
 tensor *tensor_empty(int device, int ndim, const int64_t *shape); /* uninitialised */

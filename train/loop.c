@@ -134,19 +134,13 @@ static int reload_log(const char *path, int64_t step, history *h) {
 
 /* ---------------------------------------------------------------- the loop */
 
-/* The gradients of the trainable parameters (the optimizer's list: buffers have none) through the
- * data-parallel hook. */
+/* The gradients of the trainable parameters (the optimizer's flat buffers and any gradient outside
+ * them; buffers have none) through the data-parallel hook. */
 static int allreduce_grads(const train_loop_config *c, const optimizer *opt) {
-    float **g = xmalloc((opt->n ? (size_t)opt->n : 1) * sizeof *g);
-    int64_t *n = xmalloc((opt->n ? (size_t)opt->n : 1) * sizeof *n);
-    int k = 0;
-    for (int i = 0; i < opt->n; i++) {
-        const tensor *gr = opt->ps[i].p->grad;
-        if (!gr) continue;
-        g[k] = gr->data;
-        n[k++] = tensor_numel(gr);
-    }
-    int rc = c->allreduce(c->allreduce_ctx, g, n, k);
+    const int cap = optim_grad_buffers_max(opt);
+    float **g = xmalloc((size_t)cap * sizeof *g);
+    int64_t *n = xmalloc((size_t)cap * sizeof *n);
+    int rc = c->allreduce(c->allreduce_ctx, g, n, optim_grad_buffers(opt, g, n));
     free(g);
     free(n);
     return rc;

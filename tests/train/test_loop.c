@@ -239,7 +239,19 @@ static int average_with_copy(void *ctx, float *const *grads, const int64_t *n, i
         free(copy);
     }
     if (!nonzero) h->zero++;
-    return count == 2 ? ER_OK : er_fail(ER_RUNTIME, "hook got %d gradients, want 2 (w, bias; not the buffer)", count);
+    /* what it was handed: the memory of w's and bias's gradients (one flat buffer, nn/optim_flat.c),
+     * and nothing of the buffer's */
+    int64_t covered = 0;
+    for (int k = 0; k < count; k++) {
+        for (const tensor *g = h->t->w->grad; g; g = g == h->t->w->grad ? h->t->bias->grad : NULL)
+            if (g->data >= grads[k] && g->data + REF_OPT_N <= grads[k] + n[k]) covered += REF_OPT_N;
+        if (h->t->buf && h->t->buf->data >= grads[k] && h->t->buf->data < grads[k] + n[k])
+            return er_fail(ER_RUNTIME, "hook was handed the buffer's memory");
+    }
+    return count == 1 && covered == 2 * REF_OPT_N
+               ? ER_OK
+               : er_fail(ER_RUNTIME, "hook got %d arrays covering %lld gradient elements, want one covering w and bias (%d)",
+                         count, (long long)covered, 2 * REF_OPT_N);
 }
 
 static train_loop_config adamw_cfg(const char *out) {
