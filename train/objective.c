@@ -102,9 +102,11 @@ int objective_create(const objective_config *oc, train_objective *out) {
     return rc;
 }
 
-train_objective objective_iface(const char *name, void *self, param_list *params, const train_run *run,
-                                int64_t samples, int views) {
-    train_objective t = {.name = name, .self = self, .params = params, .run = *run};
+train_objective objective_iface(const train_objective *hooks, void *self, param_list *params, const train_run *run,
+                                int64_t samples, int views, int has_eval) {
+    train_objective t = *hooks;
+    t.self = self, t.params = params, t.run = *run;
+    if (!has_eval) t.eval = NULL;
     int64_t per = samples / ((int64_t)run->batch * run->keys->accum);
     t.steps_per_epoch = per > 0 ? per : 1;
     t.images_per_step = views * run->batch * run->keys->accum;
@@ -169,8 +171,7 @@ void objective_describe(const train_objective *obj, const train_loop_config *lc,
 
 void objective_config_free(objective_config *oc) {
     if (!oc->def) return;
-    if (oc->def->free_cfg) oc->def->free_cfg(oc->cfg);
-    else cfg_free_strings(oc->specs, oc->nobjective);
+    cfg_free_strings(oc->specs, oc->nobjective);
     loop_keys_free(&oc->loop);
     free(oc->cfg);
     free(oc->specs);

@@ -224,6 +224,12 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
 
 /* ---------------------------------------------------------------- create, registry entry */
 
+/* The loop's hooks (objective_iface adds the run's): the merged weights and LoRA adapters are written
+ * on each checkpoint, not by a plain model_save. */
+static const train_objective dual_hooks = {.name = "dual", .step = dual_step, .eval = dual_eval,
+                                           .on_checkpoint = dual_on_checkpoint, .describe = dual_describe,
+                                           .free = dual_objective_free, .exports = "dual.safetensors"};
+
 static int dual_create(const void *cfg, const train_run *run, train_objective *out) {
     const dual_cfg *c = cfg;
     const loop_keys *k = run->keys;
@@ -266,25 +272,12 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     host_batch_reserve(&bytes, sizeof(float) * (size_t)o->run.local_batch * 3 * S * S);
     o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
     if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    *out = objective_iface("dual", o, &o->all, run, o->data.n, 1);
-    out->step = dual_step;
-    if (o->val.n > 0) out->eval = dual_eval;
-    out->on_checkpoint = dual_on_checkpoint; /* merged weights and LoRA adapters: not a plain model_save */
-    out->describe = dual_describe;
-    out->exports = "dual.safetensors";
-    out->free = dual_objective_free;
+    *out = objective_iface(&dual_hooks, o, &o->all, run, o->data.n, 1, o->val.n > 0);
     return ER_OK;
 fail:
     dual_objective_free(o);
     return rc;
 }
 
-const objective_def objective_dual = {
-    .name = "dual",
-    .help = "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
-    .usage = "configs/dual_backbone.cfg, configs/demo_dual.cfg",
-    .cfg_size = sizeof(dual_cfg),
-    .defaults = dual_defaults,
-    .specs = dual_specs,
-    .create = dual_create,
-};
+OBJECTIVE_DEF(dual, dual_cfg, "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
+              "configs/dual_backbone.cfg, configs/demo_dual.cfg");

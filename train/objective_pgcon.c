@@ -285,6 +285,12 @@ static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
     return mem_check(&m, "train pgcon", "train.batch (with train.accum for the same effective batch), the view sizes or the model");
 }
 
+/* The loop's hooks (objective_iface adds the run's); the export is the ResNet with its heads and the
+ * WCE input rule. */
+static const train_objective pgcon_hooks = {.name = "pgcon", .step = pgcon_step, .eval = pgcon_eval,
+                                            .describe = pgcon_describe, .free = pgcon_free,
+                                            .export_name = "encoder.safetensors", .exports = "encoder.safetensors"};
+
 static int pgcon_create(const void *cfgv, const train_run *run, train_objective *out) {
     const pgcon_cfg *c = cfgv;
     const loop_keys *k = run->keys;
@@ -334,28 +340,13 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
-    *out = objective_iface("pgcon", o, &o->all, run, N, 1);
-    out->step = pgcon_step;
-    if (o->query.n > 0) out->eval = pgcon_eval;
-    out->export_model = o->model; /* the ResNet with its heads and the WCE input rule */
-    out->exports = out->export_name = "encoder.safetensors";
-    out->describe = pgcon_describe;
-    out->free = pgcon_free;
+    *out = objective_iface(&pgcon_hooks, o, &o->all, run, N, 1, o->query.n > 0);
+    out->export_model = o->model;
     return ER_OK;
 fail:
     pgcon_free(o);
     return rc;
 }
 
-/* ---------------------------------------------------------------- registry entry */
-
-
-const objective_def objective_pgcon = {
-    .name = "pgcon",
-    .help = "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
-    .usage = "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg",
-    .cfg_size = sizeof(pgcon_cfg),
-    .defaults = pgcon_defaults,
-    .specs = pgcon_specs,
-    .create = pgcon_create,
-};
+OBJECTIVE_DEF(pgcon, pgcon_cfg, "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
+              "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg");

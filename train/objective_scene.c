@@ -344,6 +344,13 @@ static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
             o->run.keys->out);
 }
 
+/* The loop's hooks (objective_iface adds the run's); the export is the inference model (frozen ViT +
+ * scene encoder, no decoder): what `embed --scene` and `serve` load. */
+static const train_objective scene_hooks = {.name = "scene", .rate_unit = "scenes", /* progress in scenes/s */
+                                            .step = scene_step, .eval = scene_eval, .describe = scene_describe,
+                                            .free = scene_free, .export_name = "scene_encoder.safetensors",
+                                            .exports = "scene_encoder.safetensors"};
+
 static int scene_create(const void *cfg, const train_run *run, train_objective *out) {
     const scene_cfg *c = cfg;
     const loop_keys *k = run->keys;
@@ -401,27 +408,13 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     o->ids = xmalloc(N * sizeof(int));
     for (int i = 0; i < N; i++) o->ids[i] = i / V;
     sscd_match_from_ids(o->ids, N, o->match);
-    *out = objective_iface("scene", o, scene_model_all_params(o->model), run, o->nscenes, 1);
-    out->rate_unit = "scenes"; /* the progress line's rate is scenes/s */
-    out->step = scene_step;
-    /* the inference model (frozen ViT + scene encoder, no decoder): what `embed --scene` and `serve` load */
+    *out = objective_iface(&scene_hooks, o, scene_model_all_params(o->model), run, o->nscenes, 1, o->eval.n > 0);
     out->export_model = o->model;
-    out->exports = out->export_name = "scene_encoder.safetensors";
-    if (o->eval.n > 0) out->eval = scene_eval;
-    out->describe = scene_describe;
-    out->free = scene_free;
     return ER_OK;
 fail:
     scene_free(o);
     return rc;
 }
 
-const objective_def objective_scene = {
-    .name = "scene",
-    .help = "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
-    .usage = "configs/endofinder_scene.cfg, configs/demo_scene.cfg",
-    .cfg_size = sizeof(scene_cfg),
-    .defaults = scene_defaults,
-    .specs = scene_specs,
-    .create = scene_create,
-};
+OBJECTIVE_DEF(scene, scene_cfg, "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
+              "configs/endofinder_scene.cfg, configs/demo_scene.cfg");
