@@ -54,8 +54,15 @@ void objective_config_init(objective_config *oc, const objective_def *def) {
     oc->def = def;
     oc->cfg = xcalloc(1, def->cfg_size);
     loop_keys_defaults(&oc->loop, def->name);
+    void *model_args = (char *)oc->cfg + def->model_offset;
+    if (def->arch) def->arch->args_defaults(model_args);
     def->defaults(oc->cfg, &oc->loop);
     key_table t = {0};
+    if (def->arch) { /* the model's keys first */
+        int n;
+        const cfg_spec *s = def->arch->keys(model_args, &n);
+        key_table_add(&t, s, n);
+    }
     def->specs(oc->cfg, &t);
     oc->nobjective = t.n;
     int nl;
@@ -72,12 +79,6 @@ void key_table_add(key_table *t, const cfg_spec *s, int n) {
     }
     memcpy(t->s + t->n, s, (size_t)n * sizeof *s);
     t->n += n;
-}
-
-void key_table_add_model(key_table *t, const model_arch *arch, void *args) {
-    int n;
-    const cfg_spec *s = arch->keys(args, &n);
-    key_table_add(t, s, n);
 }
 
 int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets) {

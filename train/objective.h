@@ -24,8 +24,6 @@ typedef struct key_table {
 } key_table;
 /* Appends n keys. */
 void key_table_add(key_table *t, const cfg_spec *s, int n);
-/* Appends the model.* keys of `arch` bound to its args struct (every objective's keys start with them). */
-void key_table_add_model(key_table *t, const model_arch *arch, void *args);
 /* One key bound to field `field` of the config `c`, appended to the table `t` (the names every
  * objective's specs hook uses). */
 #define OBJ_KEY(key, type, field, range, help) key_table_add(t, &(cfg_spec){key, type, &c->field, help, range}, 1)
@@ -35,8 +33,13 @@ typedef struct objective_def {
     const char *help;       /* one line for `endoret train --help` */
     const char *usage;      /* config files to start from, for `--help` of the objective */
     size_t cfg_size;        /* sizeof the objective's config struct */
-    /* Fills the objective's config with its defaults and may change the shared ones (k already holds
-     * loop_keys_defaults). */
+    /* The model family whose args are the config's `model` field (at model_offset): objective_config_init
+     * sets their defaults before `defaults` and puts their model.* keys first in the key table. NULL:
+     * the objective does both itself (image: image_cfg_defaults/_specs also serve alone). */
+    const model_arch *arch;
+    size_t model_offset;
+    /* Fills the objective's config (zeroed, with the model's defaults) with its defaults and may change
+     * the shared ones (k already holds loop_keys_defaults). */
     void (*defaults)(void *cfg, loop_keys *k);
     /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY); objective_config_free frees
      * the strings of that table. */
@@ -48,11 +51,13 @@ typedef struct objective_def {
 } objective_def;
 
 /* Defines objective_<id>, the registry entry of `endoret train <id>`, from the hooks its file names
- * <id>_defaults, <id>_specs and <id>_create and its config struct cfg_type. */
-#define OBJECTIVE_DEF(id, cfg_type, help_line, usage_line)                                              \
+ * <id>_defaults, <id>_specs and <id>_create, its config struct cfg_type and model family arch. */
+#define OBJECTIVE_DEF(id, cfg_type, model_arch, help_line, usage_line)                                  \
     const objective_def objective_##id = {.name = #id, .help = help_line, .usage = usage_line,          \
-                                          .cfg_size = sizeof(cfg_type), .defaults = id##_defaults,    \
-                                          .specs = id##_specs, .create = id##_create}
+                                          .cfg_size = sizeof(cfg_type), .arch = model_arch,           \
+                                          .model_offset = offsetof(cfg_type, model),                   \
+                                          .defaults = id##_defaults, .specs = id##_specs,               \
+                                          .create = id##_create}
 
 /* The registered objectives, in `--help` order. */
 /* The one message for a training run without data (every objective): the papers' configs name none. */

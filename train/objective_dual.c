@@ -24,8 +24,6 @@
 /* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
 static void dual_defaults(void *cfg, loop_keys *k) {
     dual_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    dual_args_defaults(&c->model);
     cfg_set_str(&c->miner, "semihard");
     c->miner_margin = 0.3;
     c->margin = 0.6;
@@ -40,7 +38,6 @@ static void dual_defaults(void *cfg, loop_keys *k) {
 
 static void dual_specs(void *cfg, key_table *t) {
     dual_cfg *c = cfg;
-    key_table_add_model(t, &dual_arch, &c->model); /* the model's keys first */
     OBJ_KEY("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
     OBJ_KEY("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
     OBJ_KEY("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
@@ -279,5 +276,6 @@ fail:
     return rc;
 }
 
-OBJECTIVE_DEF(dual, dual_cfg, "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
+OBJECTIVE_DEF(dual, dual_cfg, &dual_arch,
+              "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
               "configs/dual_backbone.cfg, configs/demo_dual.cfg");

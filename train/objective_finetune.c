@@ -21,8 +21,6 @@
  * 0.01 here (the released linear script's lr 10 belongs to its frozen head: configs/pgcon_linear.cfg). */
 static void finetune_defaults(void *cfg, loop_keys *k) {
     finetune_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    resnet_arch.args_defaults(&c->model);
     cfg_set_str(&c->init, "");
     cfg_set_str(&c->head, "linear");
     c->hidden = 512;
@@ -37,7 +35,6 @@ static void finetune_defaults(void *cfg, loop_keys *k) {
 
 static void finetune_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
     OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
     OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
@@ -255,5 +252,6 @@ fail:
     return rc;
 }
 
-OBJECTIVE_DEF(finetune, finetune_cfg, "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
+OBJECTIVE_DEF(finetune, finetune_cfg, &resnet_arch,
+              "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
               "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg");

@@ -531,5 +531,5 @@ static int image_create(const void *cfg, const train_run *run, train_objective *
     return rc;
 }
 
-OBJECTIVE_DEF(image, image_cfg, "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
+OBJECTIVE_DEF(image, image_cfg, NULL, "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
               "configs/endofinder_image.cfg, configs/demo_image.cfg");

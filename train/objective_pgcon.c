@@ -25,8 +25,6 @@
  * epochs, the restarts stepped per iteration. */
 static void pgcon_defaults(void *cfg, loop_keys *k) {
     pgcon_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    resnet_arch.args_defaults(&c->model);
     c->model.proj = 128;
     c->model.jigsaw = 9;
     cfg_set_str(&c->variant, "pgcon");
@@ -44,7 +42,6 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
 
 static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
     OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
     OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
@@ -348,5 +345,6 @@ fail:
     return rc;
 }
 
-OBJECTIVE_DEF(pgcon, pgcon_cfg, "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
+OBJECTIVE_DEF(pgcon, pgcon_cfg, &resnet_arch,
+              "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
               "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg");

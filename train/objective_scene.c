@@ -24,8 +24,6 @@
 
 static void scene_defaults(void *cfg, loop_keys *k) {
     scene_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    scene_args_defaults(&c->model);
     c->views = 4;
     c->mask_ratio = 0.5;
     cfg_set_str(&c->recon, "all");
@@ -40,7 +38,6 @@ static void scene_defaults(void *cfg, loop_keys *k) {
 
 static void scene_specs(void *cfg, key_table *t) {
     scene_cfg *c = cfg;
-    key_table_add_model(t, &scene_arch, &c->model); /* the model's keys first */
     OBJ_KEY("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
     OBJ_KEY("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
     OBJ_KEY("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
@@ -416,5 +413,6 @@ fail:
     return rc;
 }
 
-OBJECTIVE_DEF(scene, scene_cfg, "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
+OBJECTIVE_DEF(scene, scene_cfg, &scene_arch,
+              "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
               "configs/endofinder_scene.cfg, configs/demo_scene.cfg");
