@@ -54,8 +54,15 @@ void objective_config_init(objective_config *oc, const objective_def *def) {
     oc->def = def;
     oc->cfg = xcalloc(1, def->cfg_size);
     loop_keys_defaults(&oc->loop, def->name);
+    void *model_args = (char *)oc->cfg + def->model_offset;
+    if (def->arch) def->arch->args_defaults(model_args);
     def->defaults(oc->cfg, &oc->loop);
     key_table t = {0};
+    if (def->arch) { /* the model's keys first */
+        int n;
+        const cfg_spec *s = def->arch->keys(model_args, &n);
+        key_table_add(&t, s, n);
+    }
     def->specs(oc->cfg, &t);
     oc->nobjective = t.n;
     int nl;
@@ -72,12 +79,6 @@ void key_table_add(key_table *t, const cfg_spec *s, int n) {
     }
     memcpy(t->s + t->n, s, (size_t)n * sizeof *s);
     t->n += n;
-}
-
-void key_table_add_model(key_table *t, const model_arch *arch, void *args) {
-    int n;
-    const cfg_spec *s = arch->keys(args, &n);
-    key_table_add(t, s, n);
 }
 
 int objective_config_load(objective_config *oc, const char *path, char **sets, int nsets) {
@@ -102,9 +103,11 @@ int objective_create(const objective_config *oc, train_objective *out) {
     return rc;
 }
 
-train_objective objective_iface(const char *name, void *self, param_list *params, const train_run *run,
-                                int64_t samples, int views) {
-    train_objective t = {.name = name, .self = self, .params = params, .run = *run};
+train_objective objective_iface(const train_objective *hooks, void *self, param_list *params, const train_run *run,
+                                int64_t samples, int views, int has_eval) {
+    train_objective t = *hooks;
+    t.self = self, t.params = params, t.run = *run;
+    if (!has_eval) t.eval = NULL;
     int64_t per = samples / ((int64_t)run->batch * run->keys->accum);
     t.steps_per_epoch = per > 0 ? per : 1;
     t.images_per_step = views * run->batch * run->keys->accum;
@@ -169,8 +172,7 @@ void objective_describe(const train_objective *obj, const train_loop_config *lc,
 
 void objective_config_free(objective_config *oc) {
     if (!oc->def) return;
-    if (oc->def->free_cfg) oc->def->free_cfg(oc->cfg);
-    else cfg_free_strings(oc->specs, oc->nobjective);
+    cfg_free_strings(oc->specs, oc->nobjective);
     loop_keys_free(&oc->loop);
     free(oc->cfg);
     free(oc->specs);

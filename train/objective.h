@@ -24,8 +24,6 @@ typedef struct key_table {
 } key_table;
 /* Appends n keys. */
 void key_table_add(key_table *t, const cfg_spec *s, int n);
-/* Appends the model.* keys of `arch` bound to its args struct (every objective's keys start with them). */
-void key_table_add_model(key_table *t, const model_arch *arch, void *args);
 /* One key bound to field `field` of the config `c`, appended to the table `t` (the names every
  * objective's specs hook uses). */
 #define OBJ_KEY(key, type, field, range, help) key_table_add(t, &(cfg_spec){key, type, &c->field, help, range}, 1)
@@ -35,18 +33,31 @@ typedef struct objective_def {
     const char *help;       /* one line for `endoret train --help` */
     const char *usage;      /* config files to start from, for `--help` of the objective */
     size_t cfg_size;        /* sizeof the objective's config struct */
-    /* Fills the objective's config with its defaults and may change the shared ones (k already holds
-     * loop_keys_defaults). */
+    /* The model family whose args are the config's `model` field (at model_offset): objective_config_init
+     * sets their defaults before `defaults` and puts their model.* keys first in the key table. NULL:
+     * the objective does both itself (image: image_cfg_defaults/_specs also serve alone). */
+    const model_arch *arch;
+    size_t model_offset;
+    /* Fills the objective's config (zeroed, with the model's defaults) with its defaults and may change
+     * the shared ones (k already holds loop_keys_defaults). */
     void (*defaults)(void *cfg, loop_keys *k);
-    /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY). */
+    /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY); objective_config_free frees
+     * the strings of that table. */
     void (*specs)(void *cfg, struct key_table *t);
-    /* Optional: frees the config (NULL: the strings of its key table). */
-    void (*free_cfg)(void *cfg);
     /* Builds the model(s) through the registry on run->device and loads the data; fills *out (its
      * `free` releases everything). The run (device, threads, rank, the batch shard) is decided by
      * objective_create. ER_INPUT with one message for a bad config. */
     int (*create)(const void *cfg, const train_run *run, train_objective *out);
 } objective_def;
+
+/* Defines objective_<id>, the registry entry of `endoret train <id>`, from the hooks its file names
+ * <id>_defaults, <id>_specs and <id>_create, its config struct cfg_type and model family arch. */
+#define OBJECTIVE_DEF(id, cfg_type, model_arch, help_line, usage_line)                                  \
+    const objective_def objective_##id = {.name = #id, .help = help_line, .usage = usage_line,          \
+                                          .cfg_size = sizeof(cfg_type), .arch = model_arch,           \
+                                          .model_offset = offsetof(cfg_type, model),                   \
+                                          .defaults = id##_defaults, .specs = id##_specs,               \
+                                          .create = id##_create}
 
 /* The registered objectives, in `--help` order. */
 /* The one message for a training run without data (every objective): the papers' configs name none. */
@@ -69,10 +80,13 @@ typedef struct {
  * the op-layer precision (train.precision: nn/precision.h), once for every objective, then builds
  * the objective (def->create). Every command that trains calls this. */
 int objective_create(const objective_config *oc, train_objective *out);
-/* The interface of an objective `self` for the run, hooks left to the caller: steps_per_epoch from
- * `samples` training items (at least 1), images_per_step = views x batch x accum (the progress rate). */
-train_objective objective_iface(const char *name, void *self, param_list *params, const train_run *run,
-                                int64_t samples, int views);
+/* The interface of an objective `self` for the run: its fixed part `hooks` (a static table of the
+ * objective's file: name, step, eval, describe, free, export_name, exports ...; eval kept only when
+ * has_eval, i.e. an evaluation set is loaded) with params, steps_per_epoch from `samples` training
+ * items (at least 1) and images_per_step = views x batch x accum (the progress rate). The caller sets
+ * export_model and what else depends on the run. */
+train_objective objective_iface(const train_objective *hooks, void *self, param_list *params, const train_run *run,
+                                int64_t samples, int views, int has_eval);
 /* Embeds n images of x (model_embed) in chunks of `chunk` into out [n, m->dim]: the eval hooks' batching. */
 int objective_embed(struct model *m, const float *x, int n, int chunk, float *out);
 /* A labelled evaluation set: images [n, 3, side, side] under a model's input rule, label ids

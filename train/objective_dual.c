@@ -24,8 +24,6 @@
 /* The reference's settings (spec section 2.8): AdamW 1e-4, wd 1e-4, 30 epochs, batch 32, clip 2, seed 43. */
 static void dual_defaults(void *cfg, loop_keys *k) {
     dual_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    dual_args_defaults(&c->model);
     cfg_set_str(&c->miner, "semihard");
     c->miner_margin = 0.3;
     c->margin = 0.6;
@@ -40,7 +38,6 @@ static void dual_defaults(void *cfg, loop_keys *k) {
 
 static void dual_specs(void *cfg, key_table *t) {
     dual_cfg *c = cfg;
-    key_table_add_model(t, &dual_arch, &c->model); /* the model's keys first */
     OBJ_KEY("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
     OBJ_KEY("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
     OBJ_KEY("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
@@ -224,6 +221,12 @@ static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
 
 /* ---------------------------------------------------------------- create, registry entry */
 
+/* The loop's hooks (objective_iface adds the run's): the merged weights and LoRA adapters are written
+ * on each checkpoint, not by a plain model_save. */
+static const train_objective dual_hooks = {.name = "dual", .step = dual_step, .eval = dual_eval,
+                                           .on_checkpoint = dual_on_checkpoint, .describe = dual_describe,
+                                           .free = dual_objective_free, .exports = "dual.safetensors"};
+
 static int dual_create(const void *cfg, const train_run *run, train_objective *out) {
     const dual_cfg *c = cfg;
     const loop_keys *k = run->keys;
@@ -266,25 +269,13 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     host_batch_reserve(&bytes, sizeof(float) * (size_t)o->run.local_batch * 3 * S * S);
     o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
     if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    *out = objective_iface("dual", o, &o->all, run, o->data.n, 1);
-    out->step = dual_step;
-    if (o->val.n > 0) out->eval = dual_eval;
-    out->on_checkpoint = dual_on_checkpoint; /* merged weights and LoRA adapters: not a plain model_save */
-    out->describe = dual_describe;
-    out->exports = "dual.safetensors";
-    out->free = dual_objective_free;
+    *out = objective_iface(&dual_hooks, o, &o->all, run, o->data.n, 1, o->val.n > 0);
     return ER_OK;
 fail:
     dual_objective_free(o);
     return rc;
 }
 
-const objective_def objective_dual = {
-    .name = "dual",
-    .help = "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
-    .usage = "configs/dual_backbone.cfg, configs/demo_dual.cfg",
-    .cfg_size = sizeof(dual_cfg),
-    .defaults = dual_defaults,
-    .specs = dual_specs,
-    .create = dual_create,
-};
+OBJECTIVE_DEF(dual, dual_cfg, &dual_arch,
+              "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
+              "configs/dual_backbone.cfg, configs/demo_dual.cfg");

@@ -19,10 +19,8 @@
 
 /* spec 1.10: PGCon's optimisation (loop_keys_sgd_restarts) with warm restarts of T_0 3 epochs; lr
  * 0.01 here (the released linear script's lr 10 belongs to its frozen head: configs/pgcon_linear.cfg). */
-static void ft_defaults(void *cfg, loop_keys *k) {
+static void finetune_defaults(void *cfg, loop_keys *k) {
     finetune_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    resnet_arch.args_defaults(&c->model);
     cfg_set_str(&c->init, "");
     cfg_set_str(&c->head, "linear");
     c->hidden = 512;
@@ -35,9 +33,8 @@ static void ft_defaults(void *cfg, loop_keys *k) {
     k->lr = 0.01; k->restart_epochs = 3; /* 100 epochs: the loop's default */
 }
 
-static void ft_specs(void *cfg, key_table *t) {
+static void finetune_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
     OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
     OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
@@ -192,7 +189,13 @@ static void ft_describe(void *self, const train_loop_config *lc, FILE *f) {
             o->run.batch, lc->lr, o->run.keys->out);
 }
 
-static int ft_create(const void *cfgv, const train_run *run, train_objective *out) {
+/* The loop's hooks (objective_iface adds the run's); the export is the classifier (trunk + head, with
+ * its input rule). */
+static const train_objective finetune_hooks = {.name = "finetune", .step = ft_step, .eval = ft_eval,
+                                               .describe = ft_describe, .free = ft_free,
+                                               .export_name = "classifier.safetensors", .exports = "classifier.safetensors"};
+
+static int finetune_create(const void *cfgv, const train_run *run, train_objective *out) {
     const finetune_cfg *c = cfgv;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
@@ -237,31 +240,18 @@ static int ft_create(const void *cfgv, const train_run *run, train_objective *ou
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    train_objective t = objective_iface("finetune", o, &o->state, run, o->nrows, 1);
-    t.step = ft_step;
-    if (o->eval.n) t.eval = ft_eval;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
     o->classifier->params = &o->all; /* trunk and head */
     model_set_input(o->classifier, o->in);
-    t.export_model = o->classifier;
-    t.export_name = "classifier.safetensors";
-    t.describe = ft_describe;
-    t.exports = o->eval.n ? "classifier.safetensors, best.safetensors" : "classifier.safetensors";
-    t.free = ft_free;
-    *out = t;
+    *out = objective_iface(&finetune_hooks, o, &o->state, run, o->nrows, 1, o->eval.n > 0);
+    out->export_model = o->classifier;
+    if (o->eval.n) out->exports = "classifier.safetensors, best.safetensors"; /* ft_eval keeps the best model */
     return ER_OK;
 fail:
     ft_free(o);
     return rc;
 }
 
-
-const objective_def objective_finetune = {
-    .name = "finetune",
-    .help = "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
-    .usage = "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg",
-    .cfg_size = sizeof(finetune_cfg),
-    .defaults = ft_defaults,
-    .specs = ft_specs,
-    .create = ft_create,
-};
+OBJECTIVE_DEF(finetune, finetune_cfg, &resnet_arch,
+              "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
+              "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg");

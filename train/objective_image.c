@@ -486,7 +486,6 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
 
 static void image_free_self(void *self) { image_objective_free(self); }
 
-
 /* The start line of `endoret train image` (unless --quiet). */
 static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
     image_objective *o = self;
@@ -500,32 +499,30 @@ static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
                 o->gap_rows, o->data.n - o->gap_rows);
 }
 
+/* The loop's hooks (objective_iface adds the run's); the export is the encoder alone, timm names +
+ * our config metadata: what `embed --model` and timm users load. */
+static const train_objective image_hooks = {.name = "image", .step = image_step, .eval = image_eval,
+                                            .describe = image_describe, .free = image_free_self,
+                                            .export_name = "encoder.safetensors", .exports = "encoder.safetensors"};
+
 train_objective image_objective_iface(image_objective *o) {
-    train_objective t = objective_iface("image", o, &o->all, &o->run, o->data.n, 2);
-    t.step = image_step;
-    /* the encoder alone, timm names + our config metadata: what `embed --model` and timm users load */
+    train_objective t = objective_iface(&image_hooks, o, &o->all, &o->run, o->data.n, 2, o->eval.n > 0);
     t.export_model = o->model;
-    t.export_name = "encoder.safetensors";
-    if (o->eval.n > 0) t.eval = image_eval;
-    t.describe = image_describe;
-    t.exports = "encoder.safetensors";
-    t.free = image_free_self;
     return t;
 }
 
 /* ---------------------------------------------------------------- registry entry */
 
-static void image_defaults_any(void *cfg, loop_keys *k) {
+static void image_defaults(void *cfg, loop_keys *k) {
     image_cfg_defaults(cfg);
     image_loop_defaults(k);
 }
 
-static void image_specs_any(void *cfg, key_table *t) {
+static void image_specs(void *cfg, key_table *t) {
     int n;
     const cfg_spec *s = image_cfg_specs(cfg, &n);
     key_table_add(t, s, n);
 }
-static void image_cfg_free_any(void *cfg) { image_cfg_free(cfg); }
 
 static int image_create(const void *cfg, const train_run *run, train_objective *out) {
     image_objective *o;
@@ -534,13 +531,5 @@ static int image_create(const void *cfg, const train_run *run, train_objective *
     return rc;
 }
 
-const objective_def objective_image = {
-    .name = "image",
-    .help = "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
-    .usage = "configs/endofinder_image.cfg, configs/demo_image.cfg",
-    .cfg_size = sizeof(image_cfg),
-    .defaults = image_defaults_any,
-    .specs = image_specs_any,
-    .free_cfg = image_cfg_free_any,
-    .create = image_create,
-};
+OBJECTIVE_DEF(image, image_cfg, NULL, "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
+              "configs/endofinder_image.cfg, configs/demo_image.cfg");

@@ -39,8 +39,6 @@ typedef struct {
     double positive_gap_frac;      /* views: ... and at least this share of the sequence's training frames
                                       (the sequence protocol's --gap / --gap-frac; 0 and 0: any other view) */
     int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
-    char *prefetch;                /* "auto" (on with a GPU) | "on" | "off": augment the next micro-batch
-                                      on a worker thread while the device runs this one */
     char *eval_manifest, *eval_split;
 } image_cfg;
 

@@ -25,8 +25,6 @@
  * epochs, the restarts stepped per iteration. */
 static void pgcon_defaults(void *cfg, loop_keys *k) {
     pgcon_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    resnet_arch.args_defaults(&c->model);
     c->model.proj = 128;
     c->model.jigsaw = 9;
     cfg_set_str(&c->variant, "pgcon");
@@ -44,7 +42,6 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
 
 static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    key_table_add_model(t, &resnet_arch, &c->model); /* the model's keys first */
     OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
     OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
     OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
@@ -285,6 +282,12 @@ static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
     return mem_check(&m, "train pgcon", "train.batch (with train.accum for the same effective batch), the view sizes or the model");
 }
 
+/* The loop's hooks (objective_iface adds the run's); the export is the ResNet with its heads and the
+ * WCE input rule. */
+static const train_objective pgcon_hooks = {.name = "pgcon", .step = pgcon_step, .eval = pgcon_eval,
+                                            .describe = pgcon_describe, .free = pgcon_free,
+                                            .export_name = "encoder.safetensors", .exports = "encoder.safetensors"};
+
 static int pgcon_create(const void *cfgv, const train_run *run, train_objective *out) {
     const pgcon_cfg *c = cfgv;
     const loop_keys *k = run->keys;
@@ -334,28 +337,14 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
-    *out = objective_iface("pgcon", o, &o->all, run, N, 1);
-    out->step = pgcon_step;
-    if (o->query.n > 0) out->eval = pgcon_eval;
-    out->export_model = o->model; /* the ResNet with its heads and the WCE input rule */
-    out->exports = out->export_name = "encoder.safetensors";
-    out->describe = pgcon_describe;
-    out->free = pgcon_free;
+    *out = objective_iface(&pgcon_hooks, o, &o->all, run, N, 1, o->query.n > 0);
+    out->export_model = o->model;
     return ER_OK;
 fail:
     pgcon_free(o);
     return rc;
 }
 
-/* ---------------------------------------------------------------- registry entry */
-
-
-const objective_def objective_pgcon = {
-    .name = "pgcon",
-    .help = "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
-    .usage = "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg",
-    .cfg_size = sizeof(pgcon_cfg),
-    .defaults = pgcon_defaults,
-    .specs = pgcon_specs,
-    .create = pgcon_create,
-};
+OBJECTIVE_DEF(pgcon, pgcon_cfg, &resnet_arch,
+              "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
+              "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg");

@@ -24,8 +24,6 @@
 
 static void scene_defaults(void *cfg, loop_keys *k) {
     scene_cfg *c = cfg;
-    memset(c, 0, sizeof *c);
-    scene_args_defaults(&c->model);
     c->views = 4;
     c->mask_ratio = 0.5;
     cfg_set_str(&c->recon, "all");
@@ -40,7 +38,6 @@ static void scene_defaults(void *cfg, loop_keys *k) {
 
 static void scene_specs(void *cfg, key_table *t) {
     scene_cfg *c = cfg;
-    key_table_add_model(t, &scene_arch, &c->model); /* the model's keys first */
     OBJ_KEY("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
     OBJ_KEY("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
     OBJ_KEY("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
@@ -344,6 +341,13 @@ static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
             o->run.keys->out);
 }
 
+/* The loop's hooks (objective_iface adds the run's); the export is the inference model (frozen ViT +
+ * scene encoder, no decoder): what `embed --scene` and `serve` load. */
+static const train_objective scene_hooks = {.name = "scene", .rate_unit = "scenes", /* progress in scenes/s */
+                                            .step = scene_step, .eval = scene_eval, .describe = scene_describe,
+                                            .free = scene_free, .export_name = "scene_encoder.safetensors",
+                                            .exports = "scene_encoder.safetensors"};
+
 static int scene_create(const void *cfg, const train_run *run, train_objective *out) {
     const scene_cfg *c = cfg;
     const loop_keys *k = run->keys;
@@ -401,27 +405,14 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     o->ids = xmalloc(N * sizeof(int));
     for (int i = 0; i < N; i++) o->ids[i] = i / V;
     sscd_match_from_ids(o->ids, N, o->match);
-    *out = objective_iface("scene", o, scene_model_all_params(o->model), run, o->nscenes, 1);
-    out->rate_unit = "scenes"; /* the progress line's rate is scenes/s */
-    out->step = scene_step;
-    /* the inference model (frozen ViT + scene encoder, no decoder): what `embed --scene` and `serve` load */
+    *out = objective_iface(&scene_hooks, o, scene_model_all_params(o->model), run, o->nscenes, 1, o->eval.n > 0);
     out->export_model = o->model;
-    out->exports = out->export_name = "scene_encoder.safetensors";
-    if (o->eval.n > 0) out->eval = scene_eval;
-    out->describe = scene_describe;
-    out->free = scene_free;
     return ER_OK;
 fail:
     scene_free(o);
     return rc;
 }
 
-const objective_def objective_scene = {
-    .name = "scene",
-    .help = "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
-    .usage = "configs/endofinder_scene.cfg, configs/demo_scene.cfg",
-    .cfg_size = sizeof(scene_cfg),
-    .defaults = scene_defaults,
-    .specs = scene_specs,
-    .create = scene_create,
-};
+OBJECTIVE_DEF(scene, scene_cfg, &scene_arch,
+              "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
+              "configs/endofinder_scene.cfg, configs/demo_scene.cfg");

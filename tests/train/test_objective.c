@@ -1,7 +1,7 @@
 /* The objective registry and `endoret train`: the image objective is registered; an unknown
  * objective, a bad optimizer name and momentum out of range are exit 2 with one message naming what
  * is wrong; the effective config is the objective's keys then the loop's shared keys, in the order
- * the checkpoints store. */
+ * the checkpoints store; objective_iface keeps an objective's hooks and drops eval without a set. */
 #include <string.h>
 
 #include "nn/base/base.h"
@@ -111,4 +111,39 @@ Test(train_objective, config_text_is_objective_then_loop_keys) {
     cr_assert_eq(lc.lr, 1e-3 * 64 * 2 / 256.0);
     free(text);
     objective_config_free(&oc);
+}
+
+/* objective_iface finishes every objective's create: the objective's static hooks kept as they are,
+ * except eval, dropped when no evaluation set was loaded (the loop then logs no eval line); the run's
+ * part filled in: steps per epoch = items / (batch x accum), at least 1, and the progress rate. */
+static tensor *no_step(void *self, int64_t step, int micro, loss_terms *terms) {
+    (void)self, (void)step, (void)micro, (void)terms;
+    return NULL;
+}
+static int no_eval(void *self, int64_t step, char *buf, size_t n) {
+    (void)self, (void)step, (void)buf, (void)n;
+    return 0;
+}
+static void no_free(void *self) { (void)self; }
+
+Test(train_objective, iface_keeps_the_hooks_and_drops_eval_without_a_set) {
+    static const train_objective hooks = {.name = "t", .rate_unit = "scenes", .step = no_step, .eval = no_eval,
+                                          .free = no_free, .export_name = "e.safetensors", .exports = "e.safetensors"};
+    loop_keys k;
+    loop_keys_defaults(&k, "t");
+    k.accum = 2;
+    train_run run = {.keys = &k, .batch = 4, .world_size = 1};
+    param_list params = {0};
+    int self;
+    train_objective t = objective_iface(&hooks, &self, &params, &run, 20, 2, 1);
+    cr_assert(t.eval == no_eval && t.step == no_step && t.free == no_free && !strcmp(t.name, "t"));
+    cr_assert(!strcmp(t.rate_unit, "scenes") && !strcmp(t.export_name, "e.safetensors") && !strcmp(t.exports, "e.safetensors"));
+    cr_assert(t.self == &self && t.params == &params && t.run.keys == &k);
+    cr_assert_eq(t.steps_per_epoch, 2, "20 items / (batch 4 x accum 2)");
+    cr_assert_eq(t.images_per_step, 16, "2 views x batch 4 x accum 2");
+    t = objective_iface(&hooks, &self, &params, &run, 3, 1, 0);
+    cr_assert_null(t.eval, "no evaluation set: no eval hook");
+    cr_assert(t.step == no_step && t.free == no_free);
+    cr_assert_eq(t.steps_per_epoch, 1, "fewer items than a step: still one step per epoch");
+    loop_keys_free(&k);
 }
