@@ -2,11 +2,8 @@
  * the op layer + CPU kernels + sgemm together, as a training step uses them.
  * Standalone program (not part of the endoret binary); build and run from the repo root:
  *   cc -std=c11 -D_GNU_SOURCE -O3 -march=native -fopenmp -I. -o build/core_block_step \
- *      bench/core_block_step.c nn/tensor.c nn/arena.c nn/autograd.c nn/ops_*.c nn/base/base.c \
- *      nn/base/rng.c kernels/cpu/backend_cpu.c kernels/profile.c kernels/cpu/elementwise.c kernels/cpu/bias_gelu.c \
- *      kernels/cpu/reduce.c \
- *      kernels/cpu/norm.c kernels/cpu/index.c kernels/cpu/attention.c kernels/cpu/gemm*.c \
- *      kernels/cpu/cpu_info.c kernels/cpu/optim_kernels.c -lm
+ *      bench/core_block_step.c nn/tensor.c nn/arena.c nn/autograd.c nn/ops_*.c nn/precision.c \
+ *      nn/base/base.c nn/base/rng.c nn/base/process_group.c kernels/cpu/*.c kernels/profile.c -lm
  *   build/core_block_step [batch] [iters]      (ViT-S block: 197 tokens, width 384, 6 heads)
  *   build/core_block_step kernels [batch] [iters]   (each non-GEMM CPU kernel alone, ViT-S shapes)
  * Prints the median forward / backward milliseconds, the GFLOP/s of the block's matrix
@@ -89,8 +86,21 @@ static int kernels_main(int B, int iters) {
     printf("{\"mode\": \"kernels\", \"batch\": %d, \"threads\": %d}\n", B, omp_get_max_threads());
     TIME_KERNEL("gelu forward [R,1536]", 1, be->unary(UN_GELU, R * HID, x, y, 0, 0));
     TIME_KERNEL("gelu backward [R,1536]", 1, be->unary_backward(UN_GELU, R * HID, x, y, g, gx, 0, 0));
-    TIME_KERNEL("layernorm forward [R,384]", 2, be->layernorm(R, C, x, w, bb, 1e-6f, y, stats, stats + R));
-    TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, x, w, stats, stats + R, g, gx, w, bb, lnwork));
+    TIME_KERNEL("layernorm forward [R,384]", 2, be->layernorm(R, C, ER_F32, x, w, bb, 1e-6f, ER_F32, y, stats, stats + R));
+    TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, ER_F32, x, w, stats, stats + R, ER_F32, g, gx, w, bb, lnwork));
+    /* bf16 storage (issue #27): the residual stream's layernorm writing bf16 and taking a bf16
+     * gradient, bias+GELU reading and writing bf16 (the buffers above hold either type). Counted 0
+     * times per step: alternatives to rows above, not in the total. */
+    TIME_KERNEL("layernorm forward fp32->bf16 [R,384]", 0,
+                be->layernorm(R, C, ER_F32, x, w, bb, 1e-6f, ER_BF16, y, stats, stats + R));
+    TIME_KERNEL("layernorm backward bf16 gy [R,384]", 0,
+                be->layernorm_backward(R, C, ER_F32, x, w, stats, stats + R, ER_BF16, g, gx, w, bb, lnwork));
+    float *bgwork = xmalloc_aligned((be->bias_gelu_backward_workspace(R, HID) + 1) * sizeof(float));
+    TIME_KERNEL("bias_gelu forward fp32 [R,1536]", 0, be->bias_gelu(R, HID, ER_F32, x, bb, y));
+    TIME_KERNEL("bias_gelu forward bf16 [R,1536]", 0, be->bias_gelu(R, HID, ER_BF16, x, bb, y));
+    TIME_KERNEL("bias_gelu backward fp32 [R,1536]", 0, be->bias_gelu_backward(R, HID, ER_F32, x, bb, g, gx, w, 0, bgwork));
+    TIME_KERNEL("bias_gelu backward bf16 [R,1536]", 0, be->bias_gelu_backward(R, HID, ER_BF16, x, bb, g, gx, w, 0, bgwork));
+    free(bgwork);
     int64_t qs[3] = {T * 3 * C, D, 3 * C}, os[3] = {T * C, D, C};
     TIME_KERNEL("attention forward (softmax+gemm)", 1,
                 be->attention(GEMM_COMPUTE_FP32, B, H, T, T, (int)D, 0.125f, qkv, qs, qkv + C, qs, qkv + 2 * C, qs, MASK_NONE, NULL,

@@ -53,6 +53,10 @@ enum {
 /* Reductions over one axis of a (outer, len, inner) contiguous block. */
 enum { RED_SUM = 0, RED_MEAN, RED_MAX, RED_COUNT };
 
+/* The longest row (cols) layernorm takes when x or y is bf16: the CPU widens such a row into
+ * buffers on the thread's stack. Longer rows are refused by the op layer. */
+#define ER_LAYERNORM_BF16_MAX_COLS 4096
+
 /* Attention mask kinds. */
 enum { MASK_NONE = 0, MASK_ADD = 1 /* scores += mask */, MASK_BOOL = 2 /* mask == 0 => -inf */ };
 

@@ -49,7 +49,7 @@ tensor *op_gelu(tensor *x);                              /* erf form */
 /* gelu(x + b), b [N] over x [..., N]: op_gelu(op_add(x, b)) in one pass (and one backward pass
  * that also sums b's gradient); with op_linear(x, w, NULL) it is op_gelu(op_linear(x, w, b)) bit
  * for bit */
-tensor *op_bias_gelu(tensor *x, tensor *b);
+tensor *op_bias_gelu(tensor *x, tensor *b); /* x fp32 or bf16 (y the same), b fp32 */
 tensor *op_relu(tensor *x);
 tensor *op_sigmoid(tensor *x);
 tensor *op_tanh(tensor *x);
@@ -97,7 +97,11 @@ tensor *op_gather(tensor *x, int axis, const int32_t *idx, int K);
 tensor *op_scatter(tensor *x, int axis, const int32_t *idx, int64_t L);
 
 /* ---- normalisation and activations over the last axis (ops_norm.c) ---- */
-tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps); /* w, b [C] or NULL */
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps); /* w, b [C] or NULL; y of x's dtype */
+/* The same with the output's storage type chosen (DT_F32 / DT_BF16; docs/dtypes.md): x fp32 or bf16,
+ * statistics in fp32/double either way, a bf16 y rounded once. The residual stream's form: fp32 x,
+ * bf16 y for the next product; y's gradient then arrives in bf16 and x's is fp32. */
+tensor *op_layernorm_to(tensor *x, tensor *w, tensor *b, float eps, int dtype);
 tensor *op_softmax(tensor *x, int axis);
 tensor *op_log_softmax(tensor *x, int axis);
 tensor *op_l2_normalize(tensor *x, int axis, float eps);           /* x / max(||x||, eps) */

@@ -132,14 +132,15 @@ static void bias_gelu_backward(tape_node *n) {
     int64_t cols = b->shape[0], rows = tensor_numel(x) / cols;
     arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->bias_gelu_backward_workspace(rows, cols));
-    float *gxd = gx ? gx->data : ops_scratch(x->device, rows * cols); /* frozen x: the bias's sums only */
-    BE(x)->bias_gelu_backward(rows, cols, x->data, b->data, y->grad->data, gxd, gb ? gb->data : NULL,
+    void *gxd = gx ? gx->raw : ops_scratch(x->device, rows * cols); /* frozen x: the bias's sums only (a float
+                                                                       * buffer holds bf16 too) */
+    BE(x)->bias_gelu_backward(rows, cols, x->dtype, x->raw, b->data, y->grad->raw, gxd, gb ? gb->data : NULL,
                               gx && !fresh, work);
     ops_release(x->device, m);
 }
 
 tensor *op_bias_gelu(tensor *x, tensor *b) {
-    OPS_F32("bias_gelu", x, b);
+    OPS_F32("bias_gelu", b); /* x (and y) fp32 or bf16, the bias fp32 */
     if (!x || !b) return NULL;
     if (b->ndim != 1 || x->ndim < 1 || x->shape[x->ndim - 1] != b->shape[0]) {
         char s0[96], s1[96];
@@ -149,9 +150,9 @@ tensor *op_bias_gelu(tensor *x, tensor *b) {
     x = op_contiguous(x);
     b = op_contiguous(b);
     if (!x || !b) return NULL;
-    tensor *y = ops_new(x, x->ndim, x->shape);
+    tensor *y = ops_new_dt(x, x->ndim, x->shape);
     int64_t cols = b->shape[0], rows = cols ? tensor_numel(x) / cols : 0;
-    BE(x)->bias_gelu(rows, cols, x->data, b->data, y->data);
+    BE(x)->bias_gelu(rows, cols, x->dtype, x->raw, b->data, y->raw);
     tensor *in[2] = {x, b};
     tape_record("bias_gelu", bias_gelu_backward, y, 2, in);
     return y;

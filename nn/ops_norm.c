@@ -11,13 +11,13 @@ static void layernorm_backward(tape_node *n) {
     float *mean = n->ctx, *rstd = mean + R;
     arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->layernorm_backward_workspace(R, C));
-    BE(x)->layernorm_backward(R, C, x->data, w ? w->data : NULL, mean, rstd, y->grad->data,
-                              gx ? gx->data : NULL, gw ? gw->data : NULL, gb ? gb->data : NULL, work);
+    BE(x)->layernorm_backward(R, C, x->dtype, x->raw, w ? w->data : NULL, mean, rstd, y->dtype, y->grad->raw,
+                              gx ? gx->raw : NULL, gw ? gw->data : NULL, gb ? gb->data : NULL, work);
     ops_release(x->device, m);
 }
 
-tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
-    OPS_F32("layernorm", x, w, b);
+tensor *op_layernorm_to(tensor *x, tensor *w, tensor *b, float eps, int dtype) {
+    OPS_F32("layernorm", w, b);
     if (!x) return NULL;
     int64_t C = x->ndim ? x->shape[x->ndim - 1] : 0;
     if (x->ndim < 1 || (w && (w->ndim != 1 || w->shape[0] != C)) || (b && (b->ndim != 1 || b->shape[0] != C))) {
@@ -25,18 +25,30 @@ tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) {
         er_fail(ER_INPUT, "layernorm: input %s needs weight/bias of shape [%lld]", ops_shape(x, s), (long long)C);
         return NULL;
     }
+    if (dtype != DT_F32 && dtype != DT_BF16) {
+        er_fail(ER_INPUT, "layernorm: output dtype %d is not fp32 or bf16", dtype);
+        return NULL;
+    }
+    if ((x->dtype != DT_F32 || dtype != DT_F32) && C > ER_LAYERNORM_BF16_MAX_COLS) {
+        er_fail(ER_INPUT, "layernorm: rows of %lld with a bf16 input or output (at most %d)", (long long)C,
+                ER_LAYERNORM_BF16_MAX_COLS);
+        return NULL;
+    }
     x = op_contiguous(x);
     if (w) w = op_contiguous(w);
     if (b) b = op_contiguous(b);
     int64_t R = C ? tensor_numel(x) / C : 0;
-    tensor *y = ops_new(x, x->ndim, x->shape);
+    tensor *y = tensor_empty_dt(x->device, dtype, x->ndim, x->shape);
     float *stats = ops_scratch(x->device, 2 * R);
-    BE(x)->layernorm(R, C, x->data, w ? w->data : NULL, b ? b->data : NULL, eps, y->data, stats, stats + R);
+    BE(x)->layernorm(R, C, x->dtype, x->raw, w ? w->data : NULL, b ? b->data : NULL, eps, dtype, y->raw, stats,
+                     stats + R);
     tensor *in[3] = {x, w, b};
     tape_node *n = tape_record("layernorm", layernorm_backward, y, 3, in);
     if (n) n->ctx = stats;
     return y;
 }
+
+tensor *op_layernorm(tensor *x, tensor *w, tensor *b, float eps) { return op_layernorm_to(x, w, b, eps, x ? x->dtype : DT_F32); }
 
 /* ---- softmax ---- */
 

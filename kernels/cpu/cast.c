@@ -64,22 +64,25 @@ static void cast_scalar(int64_t i0, int64_t i1, int from, const void *x, int to,
     }
 }
 
+/* elements [i0, i1) on the calling thread */
+static void cast_range(int64_t i0, int64_t i1, int from, const void *x, int to, void *y, int accumulate) {
+    int64_t i = i0;
+#ifdef HAVE_CAST_AVX512
+    if (cpu_simd()) i = cast_avx512(i0, i1, from, x, to, y, accumulate);
+#endif
+    cast_scalar(i, i1, from, x, to, y, accumulate);
+}
+
+void cpu_cast_span(int64_t n, int from, const void *x, int to, void *y, int accumulate) {
+    if (n > 0) cast_range(0, n, from, x, to, y, accumulate);
+}
+
 void cpu_cast(int64_t n, int from, const void *x, int to, void *y, int accumulate) {
     if (n <= 0) return;
-#ifdef HAVE_CAST_AVX512
-    const int simd = cpu_simd();
-#else
-    const int simd = 0;
-#endif
     #pragma omp parallel if (n > CPU_PAR_MIN)
     {
         int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt, i = i0;
-#ifdef HAVE_CAST_AVX512
-        if (simd) i = cast_avx512(i0, i1, from, x, to, y, accumulate);
-#endif
-        (void)simd;
-        cast_scalar(i, i1, from, x, to, y, accumulate);
+        cast_range(n * t / nt, n * (t + 1) / nt, from, x, to, y, accumulate);
     }
 }
 

@@ -196,6 +196,10 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
                              float *work);
 
 /* The kernels of backend_cpu: cpu_<name> for every entry of kernels/ops.def. */
+/* cpu_cast on the calling thread only (no parallel region): for kernels converting a row or a
+ * span of their own inside their own parallel loop. Same bits as cpu_cast. */
+void cpu_cast_span(int64_t n, int from, const void *x, int to, void *y, int accumulate);
+
 #define ER_OP(ret, name, params, args) ret cpu_##name params;
 #include "kernels/ops.def"
 #undef ER_OP

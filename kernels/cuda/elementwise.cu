@@ -303,42 +303,45 @@ void cu_unary_backward(int op, int64_t n, const float *x, const float *y, const 
     CUDA_LAUNCHED("unary_backward");
 }
 
-/* ---- bias + GELU (cpu_bias_gelu / cpu_bias_gelu_backward, kernels/cpu/bias_gelu.c) ---- */
-__global__ void k_bias_gelu(int64_t n, int64_t cols, const float *x, const float *b, float *y) {
-    GRID_STRIDE(i, n) y[i] = un_apply(UN_GELU, x[i] + b[i % cols], 0.0f, 0.0f);
+/* ---- bias + GELU (cpu_bias_gelu / cpu_bias_gelu_backward, kernels/cpu/bias_gelu.c) ----
+ * x, y, gy, gx of storage type dt (widened on load, rounded once on store); b, gb and t fp32 */
+__global__ void k_bias_gelu(int64_t n, int64_t cols, int dt, const void *x, const float *b, void *y) {
+    GRID_STRIDE(i, n) cu_store_f32(dt, y, i, un_apply(UN_GELU, cu_load_f32(dt, x, i) + b[i % cols], 0.0f, 0.0f));
 }
 
 /* t = gelu'(x + b) gy into gx (written or added) and, when t is given, into t for the bias sums */
-__global__ void k_bias_gelu_backward(int64_t n, int64_t cols, const float *x, const float *b,
-                                     const float *gy, float *gx, float *t, int accumulate) {
+__global__ void k_bias_gelu_backward(int64_t n, int64_t cols, int dt, const void *x, const float *b,
+                                     const void *gy, void *gx, float *t, int accumulate) {
     GRID_STRIDE(i, n) {
-        float g = un_grad(UN_GELU, x[i] + b[i % cols], 0.0f, gy[i], 0.0f, 0.0f);
+        float g = un_grad(UN_GELU, cu_load_f32(dt, x, i) + b[i % cols], 0.0f, cu_load_f32(dt, gy, i), 0.0f, 0.0f);
         if (t) t[i] = g;
-        gx[i] = accumulate ? gx[i] + g : g;
+        if (accumulate) cu_add_f32(dt, gx, i, g);
+        else cu_store_f32(dt, gx, i, g);
     }
 }
 
-void cu_bias_gelu(int64_t rows, int64_t cols, const float *x, const float *b, float *y) {
+void cu_bias_gelu(int64_t rows, int64_t cols, int dt, const void *x, const float *b, void *y) {
     int64_t n = rows * cols;
     if (n <= 0) return;
-    k_bias_gelu<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(n, cols, x, b, y);
+    k_bias_gelu<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(n, cols, dt, x, b, y);
     CUDA_LAUNCHED("bias_gelu");
 }
 
-/* the GELU term of every element when gx accumulates (the bias sums must not see gx's old value) */
+/* the GELU term of every element when gx accumulates or is bf16 (the bias sums must see neither
+ * gx's old value nor its rounding) */
 size_t cu_bias_gelu_backward_workspace(int64_t rows, int64_t cols) { return (size_t)(rows * cols); }
 
-void cu_bias_gelu_backward(int64_t rows, int64_t cols, const float *x, const float *b, const float *gy,
-                           float *gx, float *gb, int accumulate, float *work) {
+void cu_bias_gelu_backward(int64_t rows, int64_t cols, int dt, const void *x, const float *b, const void *gy,
+                           void *gx, float *gb, int accumulate, float *work) {
     int64_t n = rows * cols;
     if (n <= 0) return;
-    float *t = gb && accumulate ? work : NULL;
-    k_bias_gelu_backward<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(n, cols, x, b, gy, gx,
+    float *t = gb && (accumulate || dt != ER_F32) ? work : NULL;
+    k_bias_gelu_backward<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(n, cols, dt, x, b, gy, gx,
                                                                                         t, accumulate);
     CUDA_LAUNCHED("bias_gelu_backward");
     if (gb) {
         const int64_t xs[2] = {rows, cols}, ys[2] = {1, cols};
-        cu_sum_to(2, xs, t ? t : gx, ys, gb, 1, NULL);
+        cu_sum_to(2, xs, t ? t : (const float *)gx, ys, gb, 1, NULL);
     }
 }
 

@@ -19,27 +19,27 @@ static inline bool rows_ok(int64_t rows, const char *what) {
     return rows > 0;
 }
 
-/* ---- layernorm ---- */
-__global__ void k_layernorm(int64_t cols, const float *x, const float *w, const float *b, float eps,
-                            float *y, float *mean, float *rstd) {
-    int64_t r = blockIdx.x;
-    const float *xr = x + r * cols;
-    float *yr = y + r * cols;
+/* ---- layernorm ----
+ * x (and gx) of storage type xt, y (and gy) of type yt (kernels/ops.def); loads widen, stores round
+ * once (cuda_common.h), so a bf16 call is the fp32 computation on the widened values, rounded. */
+__global__ void k_layernorm(int64_t cols, int xt, const void *x, const float *w, const float *b, float eps,
+                            int yt, void *y, float *mean, float *rstd) {
+    int64_t r = blockIdx.x, o = r * cols;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += cu_load_f32(xt, x, o + j);
     float m = (float)(cu_block_sum_d(s) / (double)cols);
     double q = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        double d = xr[j] - m; /* float difference, as cpu_layernorm */
+        double d = cu_load_f32(xt, x, o + j) - m; /* float difference, as cpu_layernorm */
         q += d * d;
     }
     double var = cu_block_sum_d(q) / (double)cols;
     float rs = (float)(1.0 / sqrt(var + eps));
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float v = (xr[j] - m) * rs;
+        float v = (cu_load_f32(xt, x, o + j) - m) * rs;
         if (w) v *= w[j];
         if (b) v += b[j];
-        yr[j] = v;
+        cu_store_f32(yt, y, o + j, v);
     }
     if (threadIdx.x == 0) {
         if (mean) mean[r] = m;
@@ -47,33 +47,31 @@ __global__ void k_layernorm(int64_t cols, const float *x, const float *w, const 
     }
 }
 
-void cu_layernorm(int64_t rows, int64_t cols, const float *x, const float *w, const float *b,
-                  float eps, float *y, float *mean, float *rstd) {
+void cu_layernorm(int64_t rows, int64_t cols, int xt, const void *x, const float *w, const float *b,
+                  float eps, int yt, void *y, float *mean, float *rstd) {
     if (!rows_ok(rows, "layernorm: too many rows")) return;
-    k_layernorm<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, x, w, b, eps, y, mean, rstd);
+    k_layernorm<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, xt, x, w, b, eps, yt, y, mean, rstd);
     CUDA_LAUNCHED("layernorm");
 }
 
 /* gx += rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), xh = (x - mean) * rstd, dxh = gy * w */
-__global__ void k_layernorm_bwd_x(int64_t cols, const float *x, const float *w, const float *mean,
-                                  const float *rstd, const float *gy, float *gx) {
-    int64_t r = blockIdx.x;
-    const float *xr = x + r * cols, *gr = gy + r * cols;
+__global__ void k_layernorm_bwd_x(int64_t cols, int xt, const void *x, const float *w, const float *mean,
+                                  const float *rstd, int gt, const void *gy, void *gx) {
+    int64_t r = blockIdx.x, o = r * cols;
     float m = mean[r], rs = rstd[r];
     double s1 = 0.0, s2 = 0.0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float xh = (xr[j] - m) * rs;
-        float d = w ? gr[j] * w[j] : gr[j];
+        float xh = (cu_load_f32(xt, x, o + j) - m) * rs, g = cu_load_f32(gt, gy, o + j);
+        float d = w ? g * w[j] : g;
         s1 += d;
         s2 += (double)d * xh;
     }
     float a = (float)(cu_block_sum_d(s1) / (double)cols);
     float c = (float)(cu_block_sum_d(s2) / (double)cols);
-    float *gxr = gx + r * cols;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float xh = (xr[j] - m) * rs;
-        float d = w ? gr[j] * w[j] : gr[j];
-        gxr[j] += rs * (d - a - xh * c);
+        float xh = (cu_load_f32(xt, x, o + j) - m) * rs, g = cu_load_f32(gt, gy, o + j);
+        float d = w ? g * w[j] : g;
+        cu_add_f32(xt, gx, o + j, rs * (d - a - xh * c));
     }
 }
 
@@ -89,16 +87,16 @@ static int lnw_chunks(int64_t rows) {
     int64_t c = (rows + 4 * LNW_ROWS - 1) / (4 * LNW_ROWS); /* >= 4 rows per thread row */
     return (int)(c < 1 ? 1 : c > LNW_CHUNKS ? LNW_CHUNKS : c);
 }
-__global__ void k_layernorm_bwd_wb_part(int64_t rows, int64_t cols, const float *x, const float *mean,
-                                        const float *rstd, const float *gy, double *part) {
+__global__ void k_layernorm_bwd_wb_part(int64_t rows, int64_t cols, int xt, const void *x, const float *mean,
+                                        const float *rstd, int gt, const void *gy, double *part) {
     __shared__ double sw[LNW_ROWS][LNW_COLS], sb[LNW_ROWS][LNW_COLS];
     int64_t j = (int64_t)blockIdx.x * LNW_COLS + threadIdx.x;
     int64_t per = (rows + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * per, r1 = r0 + per < rows ? r0 + per : rows;
     double aw = 0.0, ab = 0.0;
     if (j < cols) {
         for (int64_t r = r0 + threadIdx.y; r < r1; r += LNW_ROWS) {
-            float g = gy[r * cols + j];
-            aw += (double)g * ((x[r * cols + j] - mean[r]) * rstd[r]);
+            float g = cu_load_f32(gt, gy, r * cols + j);
+            aw += (double)g * ((cu_load_f32(xt, x, r * cols + j) - mean[r]) * rstd[r]);
             ab += g;
         }
     }
@@ -129,15 +127,16 @@ __global__ void k_layernorm_bwd_wb_sum(int64_t cols, int chunks, const double *p
 /* the chunks' partial sums: 2 doubles per column and chunk (4 floats) */
 size_t cu_layernorm_backward_workspace(int64_t rows, int64_t cols) { return (size_t)4 * lnw_chunks(rows) * cols; }
 
-void cu_layernorm_backward(int64_t rows, int64_t cols, const float *x, const float *w,
-                           const float *mean, const float *rstd, const float *gy, float *gx,
+void cu_layernorm_backward(int64_t rows, int64_t cols, int xt, const void *x, const float *w,
+                           const float *mean, const float *rstd, int gt, const void *gy, void *gx,
                            float *gw, float *gb, float *work) {
     if (!rows_ok(rows, "layernorm_backward: too many rows")) return;
-    if (gx) k_layernorm_bwd_x<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, x, w, mean, rstd, gy, gx);
+    if (gx)
+        k_layernorm_bwd_x<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, xt, x, w, mean, rstd, gt, gy, gx);
     if (gw || gb) {
         int chunks = lnw_chunks(rows);
         dim3 th(LNW_COLS, LNW_ROWS), grid((unsigned)((cols + LNW_COLS - 1) / LNW_COLS), (unsigned)chunks);
-        k_layernorm_bwd_wb_part<<<grid, th, 0, cuda_stream()>>>(rows, cols, x, mean, rstd, gy, (double *)work);
+        k_layernorm_bwd_wb_part<<<grid, th, 0, cuda_stream()>>>(rows, cols, xt, x, mean, rstd, gt, gy, (double *)work);
         k_layernorm_bwd_wb_sum<<<cuda_blocks(cols, 256), 256, 0, cuda_stream()>>>(cols, chunks, (const double *)work, gw, gb);
     }
     CUDA_LAUNCHED("layernorm_backward");

@@ -147,15 +147,15 @@ Test(cuda, bias_gelu_forward_backward) {
         float *x = rnd(n, -4, 4, 300 + s), *b = rnd(C, -1, 1, 310 + s), *gy = rnd(n, -1, 1, 320 + s);
         float *dx = devf(x, n), *db = devf(b, C), *dgy = devf(gy, n), *y = malloc(n * sizeof(float));
         float *dy = GPU->alloc(n * sizeof(float));
-        CPU->bias_gelu(R, C, x, b, y);
-        GPU->bias_gelu(R, C, dx, db, dy);
+        CPU->bias_gelu(R, C, ER_F32, x, b, y);
+        GPU->bias_gelu(R, C, ER_F32, dx, db, dy);
         expect_close("bias_gelu", y, dy, n, 1e-6);
         for (int acc = 0; acc <= 1; acc++) {
             float *gx = rnd(n, -1, 1, 330 + s), *gb = rnd(C, -1, 1, 340 + s), *dgx = devf(gx, n), *dgb = devf(gb, C);
             float *cw = work_of(CPU, CPU->bias_gelu_backward_workspace(R, C));
             float *gw = work_of(GPU, GPU->bias_gelu_backward_workspace(R, C));
-            CPU->bias_gelu_backward(R, C, x, b, gy, gx, gb, acc, cw);
-            GPU->bias_gelu_backward(R, C, dx, db, dgy, dgx, dgb, acc, gw);
+            CPU->bias_gelu_backward(R, C, ER_F32, x, b, gy, gx, gb, acc, cw);
+            GPU->bias_gelu_backward(R, C, ER_F32, dx, db, dgy, dgx, dgb, acc, gw);
             expect_close(acc ? "bias_gelu_backward gx (+=)" : "bias_gelu_backward gx", gx, dgx, n, 1e-5);
             expect_close("bias_gelu_backward gb", gb, dgb, C, 1e-4);
             CPU->free(cw); GPU->free(gw); GPU->free(dgx); GPU->free(dgb);
@@ -290,8 +290,8 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     float *dx = devf(x, n), *dw = devf(w, C), *db = devf(b, C), *dgy = devf(gy, n);
     float *y = malloc(n * sizeof(float)), *mean = malloc(R * sizeof(float)), *rstd = malloc(R * sizeof(float));
     float *dy = GPU->alloc(n * sizeof(float)), *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4);
-    CPU->layernorm(R, C, x, w, b, 1e-6f, y, mean, rstd);
-    GPU->layernorm(R, C, dx, dw, db, 1e-6f, dy, dmean, drstd);
+    CPU->layernorm(R, C, ER_F32, x, w, b, 1e-6f, ER_F32, y, mean, rstd);
+    GPU->layernorm(R, C, ER_F32, dx, dw, db, 1e-6f, ER_F32, dy, dmean, drstd);
     expect_close("layernorm y", y, dy, n, 1e-5);
     expect_close("layernorm mean", mean, dmean, R, 1e-5);
     expect_close("layernorm rstd", rstd, drstd, R, 1e-5);
@@ -299,8 +299,8 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
     float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
     float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
-    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb, wc);
-    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb, wg);
+    CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx, gw, gb, wc);
+    GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, dgx, dgw, dgb, wg);
     CPU->free(wc);
     GPU->free(wg);
     expect_close("layernorm gx", gx, dgx, n, 1e-5);
@@ -357,17 +357,17 @@ Test(cuda, layernorm_backward_many_rows) {
     float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
     float *y = malloc(n * 4), *mean = malloc(R * 4), *rstd = malloc(R * 4);
     float *dy = GPU->alloc(n * 4), *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4);
-    CPU->layernorm(R, C, x, w, b, 1e-6f, y, mean, rstd);
-    GPU->layernorm(R, C, dx, dw, db, 1e-6f, dy, dmean, drstd);
+    CPU->layernorm(R, C, ER_F32, x, w, b, 1e-6f, ER_F32, y, mean, rstd);
+    GPU->layernorm(R, C, ER_F32, dx, dw, db, 1e-6f, ER_F32, dy, dmean, drstd);
     float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
     float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
-    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, gx, gw, gb, wc);
-    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, dgx, dgw, dgb, wg);
+    CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx, gw, gb, wc);
+    GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, dgx, dgw, dgb, wg);
     expect_close("layernorm gx", gx, dgx, n, 1e-5);
     expect_close("layernorm gw", gw, dgw, C, 1e-5);
     expect_close("layernorm gb", gb, dgb, C, 1e-5);
-    GPU->layernorm_backward(R, C, dx, dw, dmean, drstd, dgy, NULL, NULL, dgb, wg); /* gb alone */
-    CPU->layernorm_backward(R, C, x, w, mean, rstd, gy, NULL, NULL, gb, wc);
+    GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, NULL, NULL, dgb, wg); /* gb alone */
+    CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, NULL, NULL, gb, wc);
     expect_close("layernorm gb alone", gb, dgb, C, 1e-5);
     gpu_ok("layernorm_backward many rows");
     CPU->free(wc); GPU->free(wg);

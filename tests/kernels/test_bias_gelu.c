@@ -30,8 +30,8 @@ Test(kernels_bias_gelu, matches_a_double_reference) {
         float *x = rnd(n, -5, 5, 1 + s), *b = rnd(C, -1, 1, 30 + s), *gy = rnd(n, -1, 1, 60 + s);
         float *y = malloc(n * sizeof(float)), *gx = malloc(n * sizeof(float)), *gb = calloc(C, sizeof(float));
         float *work = work_for(cpu_bias_gelu_backward_workspace(R, C));
-        cpu_bias_gelu(R, C, x, b, y);
-        cpu_bias_gelu_backward(R, C, x, b, gy, gx, gb, 0, work);
+        cpu_bias_gelu(R, C, ER_F32, x, b, y);
+        cpu_bias_gelu_backward(R, C, ER_F32, x, b, gy, gx, gb, 0, work);
         double *sum = calloc(C, sizeof(double));
         for (int64_t i = 0; i < n; i++) {
             double z = (double)x[i] + b[i % C], t = gy[i] * gelu_d_ref(z);
@@ -73,8 +73,8 @@ Test(kernels_bias_gelu, bit_identical_to_the_unfused_kernels_on_1_and_2_threads)
             omp_set_num_threads(threads);
             float *y = malloc(n * sizeof(float)), *gx = rnd(n, -9, 9, 5), *gb = rnd(C, -1, 1, 190 + s);
             float *work = work_for(cpu_bias_gelu_backward_workspace(R, C));
-            cpu_bias_gelu(R, C, x, b, y);
-            cpu_bias_gelu_backward(R, C, x, b, gy, gx, gb, 0, work); /* gx's old contents must not matter */
+            cpu_bias_gelu(R, C, ER_F32, x, b, y);
+            cpu_bias_gelu_backward(R, C, ER_F32, x, b, gy, gx, gb, 0, work); /* gx's old contents must not matter */
             cr_expect(!memcmp(y, y0, n * sizeof(float)), "%lldx%lld, %d threads: forward differs", (long long)R, (long long)C, threads);
             cr_expect(!memcmp(gx, gx0, n * sizeof(float)), "%lldx%lld, %d threads: gx differs", (long long)R, (long long)C, threads);
             cr_expect(!memcmp(gb, gb0, C * sizeof(float)), "%lldx%lld, %d threads: gb differs", (long long)R, (long long)C, threads);
@@ -91,10 +91,10 @@ Test(kernels_bias_gelu, accumulate_adds_and_the_bias_sums_only_the_new_term) {
     float *gx = malloc(n * sizeof(float)), *fresh = malloc(n * sizeof(float));
     float *gb = calloc(C, sizeof(float)), *gb_fresh = calloc(C, sizeof(float)), *work = work_for(cpu_bias_gelu_backward_workspace(R, C));
     memcpy(gx, old, n * sizeof(float));
-    cpu_bias_gelu_backward(R, C, x, b, gy, gx, gb, 1, work);
-    cpu_bias_gelu_backward(R, C, x, b, gy, fresh, gb_fresh, 0, work);
+    cpu_bias_gelu_backward(R, C, ER_F32, x, b, gy, gx, gb, 1, work);
+    cpu_bias_gelu_backward(R, C, ER_F32, x, b, gy, fresh, gb_fresh, 0, work);
     for (int64_t i = 0; i < n; i++) cr_assert_eq(gx[i], old[i] + fresh[i], "gx[%lld]", (long long)i);
     cr_expect(!memcmp(gb, gb_fresh, C * sizeof(float)), "the bias sums see the GELU term, not gx's old value");
-    cpu_bias_gelu_backward(R, C, x, b, gy, fresh, NULL, 0, work); /* no bias gradient wanted */
+    cpu_bias_gelu_backward(R, C, ER_F32, x, b, gy, fresh, NULL, 0, work); /* no bias gradient wanted */
     free(x); free(b); free(gy); free(old); free(gx); free(fresh); free(gb); free(gb_fresh); free(work);
 }

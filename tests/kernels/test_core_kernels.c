@@ -51,7 +51,7 @@ Test(kernels_core, layernorm_backward_matches_naive_and_threads) {
             int64_t R = shapes[s][0], C = shapes[s][1];
             float *x = rnd(R * C, 1), *gy = rnd(R * C, 2), *w = affine ? rnd(C, 3) : NULL, *b = rnd(C, 4);
             float *y = rnd(R * C, 5), *mean = rnd(R, 6), *rstd = rnd(R, 7);
-            cpu_layernorm(R, C, x, w, affine ? b : NULL, 1e-5f, y, mean, rstd);
+            cpu_layernorm(R, C, ER_F32, x, w, affine ? b : NULL, 1e-5f, ER_F32, y, mean, rstd);
             float *gx0 = rnd(R * C, 8), *gw0 = rnd(C, 9), *gb0 = rnd(C, 10); /* accumulate onto these */
             float *gx1 = dup(gx0, R * C), *gw1 = dup(gw0, C), *gb1 = dup(gb0, C);
             float *gx2 = dup(gx0, R * C), *gw2 = dup(gw0, C), *gb2 = dup(gb0, C);
@@ -61,9 +61,9 @@ Test(kernels_core, layernorm_backward_matches_naive_and_threads) {
             float *work = xmalloc_aligned(sizeof(float) * (cpu_layernorm_backward_workspace(R, C) + 1));
             int nt = omp_get_max_threads();
             omp_set_num_threads(1);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx1, affine ? gw1 : NULL, gb1, work);
+            cpu_layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx1, affine ? gw1 : NULL, gb1, work);
             omp_set_num_threads(2);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx2, affine ? gw2 : NULL, gb2, work);
+            cpu_layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx2, affine ? gw2 : NULL, gb2, work);
             omp_set_num_threads(nt);
             cr_assert_eq(memcmp(gx1, gx2, sizeof(float) * R * C), 0, "gx differs between 1 and 2 threads");
             cr_assert_eq(memcmp(gw1, gw2, sizeof(float) * C), 0);
@@ -83,9 +83,9 @@ Test(kernels_core, layernorm_backward_matches_naive_and_threads) {
             }
             /* gx only, and weight/bias gradients only */
             float *gx3 = dup(gx0, R * C), *gb3 = dup(gb0, C);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, gx3, NULL, NULL, work);
+            cpu_layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx3, NULL, NULL, work);
             cr_assert_eq(memcmp(gx3, gx1, sizeof(float) * R * C), 0);
-            cpu_layernorm_backward(R, C, x, w, mean, rstd, gy, NULL, NULL, gb3, work);
+            cpu_layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, NULL, NULL, gb3, work);
             cr_assert_eq(memcmp(gb3, gb1, sizeof(float) * C), 0);
             free(x), free(gy), free(w), free(b), free(y), free(mean), free(rstd);
             free(gx0), free(gw0), free(gb0), free(gx1), free(gw1), free(gb1), free(gx2), free(gw2), free(gb2);

@@ -155,7 +155,10 @@ Test(nn_dtype, fp32_only_ops_refuse_bf16_naming_the_op) {
     expect_refused(op_exp(b), "exp");
     expect_refused(op_matmul(b, w, 0, 0), "matmul");
     expect_refused(op_linear(x, op_cast(w, DT_BF16), NULL), "linear");
-    expect_refused(op_layernorm(b, NULL, NULL, 1e-5f), "layernorm");
+    /* layernorm and bias_gelu take bf16 activations (test_ops_bf16.c) but fp32 weights only */
+    tensor *w1 = gc_rand(1, SHAPE(6), 33, -1, 1);
+    expect_refused(op_layernorm(b, op_cast(w1, DT_BF16), NULL, 1e-5f), "layernorm");
+    expect_refused(op_bias_gelu(b, op_cast(w1, DT_BF16)), "bias_gelu");
     expect_refused(op_softmax(b, -1), "softmax");
     expect_refused(op_sum(b, 0, 0), "sum");
     expect_refused(op_mean_all(b), "mean_all");
@@ -182,6 +185,7 @@ Test(nn_dtype, fp32_only_ops_refuse_bf16_naming_the_op) {
     tensor_free(dst);
     tensor_free(x);
     tensor_free(w);
+    tensor_free(w1);
     nn_step_end();
 }
 

@@ -1,0 +1,112 @@
+/* test_cuda_parity_norm_bf16.c — layernorm and bias+GELU with bf16 storage on the GPU against the
+ * CPU table. Both compute in fp32 from the same widened inputs and round once, but their fp32
+ * results differ by summation order (~1e-6 relative, as the fp32 parity tests allow), so a bf16
+ * output may round the other way: at most one bf16 step apart (2^-8 relative), and the fp32
+ * outputs (statistics, weight and bias gradients, an fp32 gx) within the fp32 tolerances. */
+#include <math.h>
+
+#include "tests/cuda/parity_util.h"
+
+static void *dev_bytes(const void *h, size_t bytes) {
+    void *d = GPU->alloc(bytes ? bytes : 4);
+    if (bytes) GPU->upload(d, h, bytes);
+    return d;
+}
+
+static uint16_t *bf16_of(const float *x, int64_t n) {
+    uint16_t *h = malloc((size_t)(n ? n : 1) * 2);
+    for (int64_t i = 0; i < n; i++) h[i] = er_f32_to_bf16(x[i]);
+    return h;
+}
+
+/* GPU bf16 buffer d against the CPU's ref: within one bf16 step of each other (|a - b| <= 2^-7 max(|a|, |b|),
+ * plus 1e-6 of the tensor's scale for values near 0) */
+static void expect_bf16_close(const char *what, const uint16_t *ref, const void *d, int64_t n) {
+    gpu_ok(what);
+    uint16_t *h = malloc((size_t)(n ? n : 1) * 2);
+    GPU->download(h, d, (size_t)n * 2);
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(er_bf16_to_f32(ref[i])));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = er_bf16_to_f32(ref[i]), b = er_bf16_to_f32(h[i]);
+        differ += h[i] != ref[i];
+        cr_assert(fabs(a - b) <= fmax(fabs(a), fabs(b)) / 128 + scale * 1e-6, "%s[%lld]: GPU %.6g, CPU %.6g", what,
+                  (long long)i, b, a);
+    }
+    cr_log_info("%s: %lld of %lld bf16 values differ by one step", what, (long long)differ, (long long)n);
+    free(h);
+}
+
+Test(cuda, layernorm_bf16_storage) {
+    require_gpu();
+    const int64_t sizes[3][2] = {{1, 5}, {67, 384}, {9, 1030}};
+    for (int s = 0; s < 3; s++) {
+        const int64_t R = sizes[s][0], C = sizes[s][1], n = R * C;
+        float *xf = rnd(n, -3, 3, 500 + s), *gyf = rnd(n, -1, 1, 510 + s), *gx0f = rnd(n, -1, 1, 520 + s);
+        float *w = rnd(C, 0.5f, 1.5f, 530 + s), *b = rnd(C, -0.5f, 0.5f, 540 + s);
+        uint16_t *x = bf16_of(xf, n), *gy = bf16_of(gyf, n), *gx0 = bf16_of(gx0f, n);
+        float *dw = devf(w, C), *db = devf(b, C);
+        for (int xt = 0; xt < 2; xt++) {
+            /* xt bf16: x, gx bf16; the residual stream's form xt fp32: x, gx fp32; y and gy bf16 both times */
+            const void *xin = xt == ER_BF16 ? (const void *)x : (const void *)xf;
+            size_t xbytes = (size_t)n * er_dtype_size(xt);
+            void *dx = dev_bytes(xin, xbytes), *dgy = dev_bytes(gy, (size_t)n * 2);
+            uint16_t *y = malloc(n * 2);
+            float *mean = malloc(R * 4), *rstd = malloc(R * 4), *gw = calloc(C, 4), *gb = calloc(C, 4);
+            void *gx = malloc(xbytes);
+            memcpy(gx, xt == ER_BF16 ? (const void *)gx0 : (const void *)gx0f, xbytes);
+            void *dy = GPU->alloc(n * 2), *dgx = dev_bytes(gx, xbytes);
+            float *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4), *dgw = devf(gw, C), *dgb = devf(gb, C);
+            CPU->layernorm(R, C, xt, xin, w, b, 1e-6f, ER_BF16, y, mean, rstd);
+            GPU->layernorm(R, C, xt, dx, dw, db, 1e-6f, ER_BF16, dy, dmean, drstd);
+            expect_bf16_close("layernorm y (bf16)", y, dy, n);
+            expect_close("layernorm mean", mean, dmean, R, 1e-6);
+            expect_close("layernorm rstd", rstd, drstd, R, 1e-5);
+            float *cw = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
+            float *gw_ = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
+            CPU->layernorm_backward(R, C, xt, xin, w, mean, rstd, ER_BF16, gy, gx, gw, gb, cw);
+            GPU->layernorm_backward(R, C, xt, dx, dw, dmean, drstd, ER_BF16, dgy, dgx, dgw, dgb, gw_);
+            if (xt == ER_BF16) expect_bf16_close("layernorm gx (bf16, +=)", gx, dgx, n);
+            else expect_close("layernorm gx (fp32 from a bf16 gy, +=)", gx, dgx, n, 1e-5);
+            expect_close("layernorm gw", gw, dgw, C, 1e-4);
+            expect_close("layernorm gb", gb, dgb, C, 1e-4);
+            CPU->free(cw); GPU->free(gw_); GPU->free(dx); GPU->free(dgy); GPU->free(dy); GPU->free(dgx);
+            GPU->free(dmean); GPU->free(drstd); GPU->free(dgw); GPU->free(dgb);
+            free(y); free(mean); free(rstd); free(gw); free(gb); free(gx);
+        }
+        GPU->free(dw); GPU->free(db);
+        free(xf); free(gyf); free(gx0f); free(w); free(b); free(x); free(gy); free(gx0);
+    }
+}
+
+Test(cuda, bias_gelu_bf16_storage) {
+    require_gpu();
+    const int64_t sizes[3][2] = {{1, 5}, {67, 33}, {130, 1030}};
+    for (int s = 0; s < 3; s++) {
+        const int64_t R = sizes[s][0], C = sizes[s][1], n = R * C;
+        float *xf = rnd(n, -4, 4, 600 + s), *gyf = rnd(n, -1, 1, 610 + s), *gx0f = rnd(n, -1, 1, 620 + s);
+        float *b = rnd(C, -1, 1, 630 + s);
+        uint16_t *x = bf16_of(xf, n), *gy = bf16_of(gyf, n), *y = malloc(n * 2);
+        void *dx = dev_bytes(x, n * 2), *dgy = dev_bytes(gy, n * 2), *dy = GPU->alloc(n * 2);
+        float *db = devf(b, C);
+        CPU->bias_gelu(R, C, ER_BF16, x, b, y);
+        GPU->bias_gelu(R, C, ER_BF16, dx, db, dy);
+        expect_bf16_close("bias_gelu y (bf16)", y, dy, n);
+        for (int acc = 0; acc <= 1; acc++) {
+            uint16_t *gx = bf16_of(gx0f, n);
+            float *gb = rnd(C, -1, 1, 640 + s), *dgb = devf(gb, C);
+            void *dgx = dev_bytes(gx, n * 2);
+            float *cw = work_of(CPU, CPU->bias_gelu_backward_workspace(R, C));
+            float *gw = work_of(GPU, GPU->bias_gelu_backward_workspace(R, C));
+            CPU->bias_gelu_backward(R, C, ER_BF16, x, b, gy, gx, gb, acc, cw);
+            GPU->bias_gelu_backward(R, C, ER_BF16, dx, db, dgy, dgx, dgb, acc, gw);
+            expect_bf16_close(acc ? "bias_gelu_backward gx (bf16, +=)" : "bias_gelu_backward gx (bf16)", gx, dgx, n);
+            expect_close("bias_gelu_backward gb (from fp32 terms)", gb, dgb, C, 1e-4);
+            CPU->free(cw); GPU->free(gw); GPU->free(dgx); GPU->free(dgb);
+            free(gx); free(gb);
+        }
+        GPU->free(dx); GPU->free(dgy); GPU->free(dy); GPU->free(db);
+        free(xf); free(gyf); free(gx0f); free(b); free(x); free(gy); free(y);
+    }
+}
