@@ -11,15 +11,6 @@
 #define GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-__device__ inline float cu_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-__device__ inline uint16_t cu_f32_to_bf16(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 __device__ inline float cu_load_f32(int dtype, const void *x, int64_t i) {
     return dtype == ER_BF16 ? cu_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }

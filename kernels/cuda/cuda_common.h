@@ -51,6 +51,16 @@ void cuda_record_msg(const char *msg, const char *file, int line);
 #define ER_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #endif
 
+/* fp32 <-> bf16 on the device, the bits of kernels/dtype.h's er_bf16_to_f32 / er_f32_to_bf16 (round
+ * to nearest even on the bit pattern, NaN kept quiet, subnormals kept; not __float2bfloat16_rn). */
+__device__ inline float cu_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ inline uint16_t cu_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
 #define CUDA_CHECK(call) cuda_record((call), #call, __FILE__, __LINE__)
 /* After a kernel launch: catches bad launch configurations (not asynchronous faults). */
 #define CUDA_LAUNCHED(name) cuda_record(cudaGetLastError(), name, __FILE__, __LINE__)
