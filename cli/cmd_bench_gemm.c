@@ -3,13 +3,15 @@
  * same run with the same thread count (interleaved rep by rep, so both see the same machine load).
  * `--precision bf16` measures ours in SGEMM_BF16 and SGEMM_FP32 side by side (and OpenBLAS's
  * bf16 cblas_sbgemm when the library exports it). OpenBLAS is only a yardstick: it is dlopen()ed
- * here, never linked into endoret. */
+ * here, never linked into endoret. `--storage` times gemm_ex (a linear layer: bf16 compute, fp32
+ * bias) on fp32-stored operands against bf16-stored ones (issue #27), interleaved. */
 #include <dlfcn.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/gemm.h"
 #include "cli/common_opts.h"
 #include "nn/base/memory.h"
@@ -169,9 +171,70 @@ bad:
     return er_fail(ER_INPUT, "--shapes: cannot parse '%s' (expected e.g. 1024x1024x1024,197x2304x768:nt,12@197x197x64:nt)", text);
 }
 
+/* `--storage`: per shape (batch 1), gemm_ex with GEMM_COMPUTE_BF16 and a bias as a linear layer
+ * runs it, on (0) fp32 A, B and D (today's layers), (1) bf16 A and B, fp32 D, (2) bf16 A, B and D;
+ * every rep times each in turn after an untimed call. Same values in every storage (bf16-exact). */
+static void bench_storage(const shape *shapes, int nshapes, int threads, int reps, int json) {
+    const er_backend *cpu = backend_get(DEV_CPU);
+    static const char *names[3] = {"fp32 A/B/D", "bf16 A/B, fp32 D", "bf16 A/B/D"};
+    if (!json)
+        printf("gemm_ex, bf16 compute + fp32 bias, %d threads, %d reps (each after an untimed call), median GFLOP/s "
+               "(slowest-fastest); kernel %s\n%-16s %-2s %17s %17s %17s %8s %8s\n", threads, reps,
+               sgemm_kernel_name(SGEMM_BF16), "m x n x k", "op", names[0], names[1], names[2], "1/0", "2/0");
+    double *t[3];
+    for (int c = 0; c < 3; c++) t[c] = xmalloc(sizeof(double) * reps);
+    for (int si = 0; si < nshapes; si++) {
+        const shape *s = &shapes[si];
+        if (s->batch != 1) continue;
+        long na = (long)s->m * s->k, nb = (long)s->k * s->n, nd = (long)s->m * s->n;
+        float *A = xmalloc_aligned(4 * na), *B = xmalloc_aligned(4 * nb), *D = xmalloc_aligned(4 * nd);
+        float *bias = xmalloc(4 * s->n), *work = xmalloc_aligned(4 * nd);
+        uint16_t *Ah, *Bh, *Dh = xmalloc_aligned(2 * nd);
+        rng_t r = rng_make(1234, rng_stream(7, (uint32_t)si, 0));
+        for (long i = 0; i < na; i++) A[i] = 2.0f * rng_uniform(&r) - 1.0f;
+        for (long i = 0; i < nb; i++) B[i] = 2.0f * rng_uniform(&r) - 1.0f;
+        for (int j = 0; j < s->n; j++) bias[j] = 0.01f * j;
+        gemm_round_bf16(A, na), gemm_round_bf16(B, nb); /* the same values in both storages */
+        Ah = to_bf16(A, na), Bh = to_bf16(B, nb);
+        for (int rep = 0; rep < reps; rep++)
+            for (int c = 0; c < 3; c++)
+                for (int timed = 0; timed <= 1; timed++) {
+                    gemm_ex_args a = {.transA = s->tA, .transB = s->tB, .m = s->m, .n = s->n, .k = s->k, .alpha = 1.0f,
+                                      .A = c ? (const void *)Ah : A, .lda = s->tA ? s->m : s->k,
+                                      .B = c ? (const void *)Bh : B, .ldb = s->tB ? s->k : s->n,
+                                      .D = c == 2 ? (void *)Dh : D, .ldd = s->n, .bias = bias,
+                                      .a_type = c ? GEMM_BF16 : GEMM_F32, .b_type = c ? GEMM_BF16 : GEMM_F32,
+                                      .d_type = c == 2 ? GEMM_BF16 : GEMM_F32, .compute = GEMM_COMPUTE_BF16,
+                                      .work = work};
+                    double t0 = now_seconds();
+                    cpu->gemm_ex(&a);
+                    if (timed) t[c][rep] = now_seconds() - t0;
+                }
+        double flops = 2.0 * s->m * s->n * s->k, g[3], gb[3], gw[3];
+        for (int c = 0; c < 3; c++) {
+            qsort(t[c], reps, sizeof(double), cmp_double);
+            g[c] = flops / t[c][reps / 2] * 1e-9, gb[c] = flops / t[c][0] * 1e-9, gw[c] = flops / t[c][reps - 1] * 1e-9;
+        }
+        char op[3] = {s->tA ? 't' : 'n', s->tB ? 't' : 'n', 0}, dims[48], col[3][32];
+        snprintf(dims, sizeof dims, "%dx%dx%d", s->m, s->n, s->k);
+        if (json) {
+            printf("{\"bench\":\"gemm_ex_storage\",\"m\":%d,\"n\":%d,\"k\":%d,\"transA\":%d,\"transB\":%d,"
+                   "\"threads\":%d,\"reps\":%d,\"fp32_gflops\":%.2f,\"bf16_ab_gflops\":%.2f,\"bf16_abd_gflops\":%.2f}\n",
+                   s->m, s->n, s->k, s->tA, s->tB, threads, reps, g[0], g[1], g[2]);
+        } else {
+            for (int c = 0; c < 3; c++) snprintf(col[c], sizeof col[c], "%5.0f (%3.0f-%3.0f)", g[c], gw[c], gb[c]);
+            printf("%-16s %-2s %17s %17s %17s %7.2fx %7.2fx  %s\n", dims, op, col[0], col[1], col[2], g[1] / g[0],
+                   g[2] / g[0], s->what);
+        }
+        fflush(stdout);
+        free(A), free(B), free(D), free(bias), free(work), free(Ah), free(Bh), free(Dh);
+    }
+    for (int c = 0; c < 3; c++) free(t[c]);
+}
+
 int cmd_bench_gemm(int argc, char **argv) {
     int threads = omp_get_max_threads(), reps = 7, json = 0, mc = 0, kc = 0, nc = 0, no_ref = 0,
-        ukernels = 0;
+        ukernels = 0, storage = 0;
     const char *kernel_name = NULL, *shapes_text = NULL, *precision_text = NULL;
     arg_spec specs[] = {
         OPT_THREADS(&threads, .def = "OpenMP's count"),
@@ -185,6 +248,8 @@ int cmd_bench_gemm(int argc, char **argv) {
         {"nc", ARG_INT, &nc, "override columns of B per block (tuning)"},
         {"no-openblas", ARG_FLAG, &no_ref, "do not look for OpenBLAS"},
         {"ukernels", ARG_FLAG, &ukernels, "only measure each micro-kernel with its data in L1"},
+        {"storage", ARG_FLAG, &storage, "only gemm_ex as a linear layer (bf16 compute, bias) on fp32- vs bf16-stored "
+                                        "operands and output"},
         {"precision", ARG_STR, &precision_text, "fp32, or bf16 (ours in bf16 and fp32, OpenBLAS sgemm and sbgemm, "
                                                 "interleaved)", "fp32|bf16", .def = "fp32"},
     };
@@ -208,6 +273,11 @@ int cmd_bench_gemm(int argc, char **argv) {
     }
 
     omp_set_num_threads(threads);
+    if (storage) {
+        bench_storage(shapes, nshapes, threads, reps, json);
+        free(custom);
+        return ER_OK;
+    }
     openblas ob;
     int have_ob = !no_ref && openblas_load(&ob);
     if (have_ob && ob.set_threads) ob.set_threads(threads);

@@ -10,9 +10,17 @@
  * the bias is added, then beta C (so a linear layer followed by a residual add gives the same bits
  * as the three separate passes it replaces). cuBLASLt adds them in its own order (within fp32
  * rounding of that).
- * Types: every operand is stored as fp32 today (GEMM_F32); the fields name the storage so bf16
- * tensors (issue #27) only flip them. `compute` is the product's arithmetic, given by the caller:
- * GEMM_COMPUTE_FP32 (true fp32) or GEMM_COMPUTE_BF16 (inputs rounded to bf16, fp32 accumulation).
+ * Storage types (issue #27): A and B are GEMM_F32 or GEMM_BF16 each (a_type, b_type), C and D
+ * likewise (c_type, d_type); the pointers are untyped and read as those types say. bias is fp32.
+ * `compute` is the product's arithmetic, given by the caller: GEMM_COMPUTE_FP32 (true fp32) or
+ * GEMM_COMPUTE_BF16 (inputs rounded to bf16, fp32 accumulation). A bf16 A or B requires
+ * GEMM_COMPUTE_BF16 (its values are bf16 already: the rounding is exact, so a bf16-stored operand
+ * gives the bits of its fp32-stored copy). Accumulation is fp32 always; a bf16 C is widened
+ * (exactly); a bf16 D is the fp32 result above (after bias and beta C, in that order) rounded
+ * once to nearest even (kernels/dtype.h's er_f32_to_bf16).
+ * `work`: a bf16 D that is not C needs m * n floats of the caller's scratch for the fp32 result
+ * before its one rounding (gemm_ex_work_floats; the CPU always, CUDA when its split path runs; a
+ * bf16 D equal to C needs it as well). CUDA: A and B of one type (a mixed pair is refused).
  * `packed_b` (may be NULL): B's prepacked copy from gemm_prepack (CPU inference; CUDA ignores it).
  *
  * The bias-gradient epilogue (a weight-gradient product dW = dY^T X of a linear layer, whose bias
@@ -20,7 +28,8 @@
  * rows, exactly sum_to of the stored A [k, m] -> [1, m] with accumulate (so the CPU gives the bits
  * of the separate sum_to it replaces; cuBLASLt's BGRADB epilogue on CUDA, which reads dY while the
  * product does instead of once more). Only with transA = 1, A packed (lda == m), alpha 1 and no
- * bias; `work`: sum_to_workspace({k, m}, {1, m}) floats of the caller's scratch (may be NULL when 0). */
+ * bias, and every operand fp32; `work`: sum_to_workspace({k, m}, {1, m}) floats of the caller's
+ * scratch (may be NULL when 0). */
 #ifndef ENDORET_GEMM_EX_ARGS_H
 #define ENDORET_GEMM_EX_ARGS_H
 
@@ -34,21 +43,27 @@ enum { GEMM_COMPUTE_FP32 = 0, GEMM_COMPUTE_BF16 = 1 };
 typedef struct {
     int transA, transB, m, n, k;
     float alpha, beta;
-    const float *A;
+    const void *A; /* a_type */
     int lda;
-    const float *B;
+    const void *B; /* b_type */
     int ldb;
-    const float *C; /* NULL: no C term */
+    const void *C; /* c_type; NULL: no C term */
     int ldc;
-    float *D;
+    void *D; /* d_type */
     int ldd;
     const float *bias; /* [n] or NULL */
-    int a_type, b_type, c_type, d_type; /* GEMM_F32 (the only storage today) */
+    int a_type, b_type, c_type, d_type; /* GEMM_F32 or GEMM_BF16 (0 = fp32: existing callers) */
     int compute;                        /* GEMM_COMPUTE_* */
     const void *packed_b;               /* NULL, or gemm_prepack's copy of B (CPU only) */
     float *bias_grad;                   /* [m] or NULL: the bias-gradient epilogue (above) */
-    float *work;                        /* its scratch */
+    float *work;                        /* its scratch, or a bf16 D's fp32 result (above) */
 } gemm_ex_args;
+
+/* Floats of `work` a call needs for a bf16 D (0 otherwise); the bias-gradient epilogue's own need
+ * is sum_to_workspace's (it is fp32 only). */
+static inline long gemm_ex_work_floats(const gemm_ex_args *a) {
+    return a->d_type == GEMM_BF16 && a->m > 0 && a->n > 0 ? (long)a->m * a->n : 0;
+}
 
 #ifdef __cplusplus
 }

@@ -214,7 +214,8 @@ typedef struct {
     const gemm_kernel *K;
     int tA, tB, m, n, k;
     float alpha, beta;
-    const float *A, *B;
+    const char *A, *B;         /* fp32, or bf16 bits when a_bf16 / b_bf16 (gemm_ex's storage) */
+    int a_bf16, b_bf16;
     long lda, ldb, ldc;
     float *C;
     int mc, kcb, ncb, mchunk;  /* blocking actually used */
@@ -257,13 +258,23 @@ static inline long line_bytes(int native_bf16, int kc) {
 
 /* Pack lines [l0, l1) of a block into its panels at P (fp32 or bf16 per the job). */
 static void pack_block(const gemm_job *J, int is_a, int l0, int len, int p0, int kc, int w, char *P) {
+    const void *X = is_a ? (const void *)J->A : (const void *)J->B;
+    const int t = is_a ? J->tA : J->tB, h = is_a ? J->a_bf16 : J->b_bf16;
+    const long ld = is_a ? J->lda : J->ldb;
     if (J->native_bf16) {
-        if (is_a) gemm_pack_a_bf16(J->tA, J->A, J->lda, l0, len, p0, kc, w, (uint16_t *)P);
-        else gemm_pack_b_bf16(J->tB, J->B, J->ldb, p0, kc, l0, len, w, (uint16_t *)P);
+        if (is_a && h) gemm_pack_a_bf16_stored(t, X, ld, l0, len, p0, kc, w, (uint16_t *)P);
+        else if (is_a) gemm_pack_a_bf16(t, X, ld, l0, len, p0, kc, w, (uint16_t *)P);
+        else if (h) gemm_pack_b_bf16_stored(t, X, ld, p0, kc, l0, len, w, (uint16_t *)P);
+        else gemm_pack_b_bf16(t, X, ld, p0, kc, l0, len, w, (uint16_t *)P);
         return;
     }
-    if (is_a) gemm_pack_a(J->tA, J->A, J->lda, l0, len, p0, kc, w, (float *)P);
-    else gemm_pack_b(J->tB, J->B, J->ldb, p0, kc, l0, len, w, (float *)P);
+    if (h) { /* bf16 storage: widened exactly, so rounding it again would change nothing */
+        if (is_a) gemm_pack_a_widened(t, X, ld, l0, len, p0, kc, w, (float *)P);
+        else gemm_pack_b_widened(t, X, ld, p0, kc, l0, len, w, (float *)P);
+        return;
+    }
+    if (is_a) gemm_pack_a(t, X, ld, l0, len, p0, kc, w, (float *)P);
+    else gemm_pack_b(t, X, ld, p0, kc, l0, len, w, (float *)P);
     if (J->round_bf16) gemm_round_bf16((float *)P, (long)round_up(len, w) * kc);
 }
 
@@ -366,8 +377,9 @@ static void run_grid(const gemm_job *J0, int nt) {
         if (r1 > r0 && c1 > c0) {
             gemm_job S = *J0;
             S.m = r1 - r0, S.n = c1 - c0;
-            S.A = J0->tA ? J0->A + r0 : J0->A + (long)r0 * J0->lda;
-            S.B = J0->tB ? J0->B + (long)c0 * J0->ldb : J0->B + c0;
+            const long ea = J0->a_bf16 ? 2 : 4, eb = J0->b_bf16 ? 2 : 4; /* bytes per element */
+            S.A = J0->A + (J0->tA ? r0 : (long)r0 * J0->lda) * ea;
+            S.B = J0->B + (J0->tB ? (long)c0 * J0->ldb : c0) * eb;
             if (J0->Bpre) S.Bpre = J0->Bpre + (long)(c0 / NR) * J0->pre_panel;
             S.C = J0->C + (long)r0 * J0->ldc + c0;
             S.mchunk = imin(S.mchunk, S.m);
@@ -400,14 +412,16 @@ static int depth_block(const gemm_kernel *K, int k) {
     return K->fn_bf16 ? round_up(kcb, 2) : kcb;
 }
 
-static void sgemm_threads(int precision, int tA, int tB, int m, int n, int k, float alpha, const float *A,
-                          int lda, const float *B, int ldb, float beta, float *C, int ldc, int nt,
-                          const sgemm_packed_b *pb) {
+/* A and B: fp32, or bf16 bits when ab_bf16's bit 0 (A) / bit 1 (B) is set (sgemm_typed). */
+static void sgemm_threads(int precision, int tA, int tB, int m, int n, int k, float alpha, const void *A,
+                          int lda, const void *B, int ldb, float beta, float *C, int ldc, int nt,
+                          const sgemm_packed_b *pb, int ab_bf16) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0 || alpha == 0.0f) { scale_c(m, n, beta, C, ldc); return; }
 
     gemm_job J = {.K = pb ? pb->K : pick_kernel(precision, tA, m, n), .tA = tA, .tB = tB, .m = m, .n = n, .k = k,
-                  .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+                  .alpha = alpha, .beta = beta, .A = A, .B = B, .a_bf16 = ab_bf16 & 1, .b_bf16 = ab_bf16 >> 1 & 1,
+                  .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     const gemm_kernel *K = J.K;
     int MC = g_mc ? g_mc : K->mc, NC = g_nc ? g_nc : K->nc;
     MC = round_up(MC, K->mr);
@@ -465,7 +479,7 @@ sgemm_packed_b *sgemm_pack_b(int precision, int transB, int k, int n, const floa
     sgemm_packed_b *p = xcalloc(1, sizeof *p);
     *p = (sgemm_packed_b){.K = K, .set = ch->set, .precision = precision, .kcb = depth_block(K, k),
                           .tB = transB, .k = k, .n = n, .ldb = ldb, .src = B};
-    gemm_job J = {.K = K, .tB = transB, .k = k, .n = n, .B = B, .ldb = ldb, .kcb = p->kcb,
+    gemm_job J = {.K = K, .tB = transB, .k = k, .n = n, .B = (const char *)B, .ldb = ldb, .kcb = p->kcb,
                   .native_bf16 = K->fn_bf16 != NULL};
     J.round_bf16 = !J.native_bf16 && precision == SGEMM_BF16;
     const int NR = K->nr, npan = ceil_div(n, NR);
@@ -498,12 +512,20 @@ void sgemm_with_packed_b(int precision, int transA, int transB, int m, int n, in
                          float beta, float *C, int ldc) {
     if (p && B != p->src) p = NULL;
     if (!sgemm_packed_b_usable(p, precision, transB, k, n, ldb)) p = NULL;
-    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), p);
+    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), p, 0);
+}
+
+void sgemm_typed(int precision, int transA, int transB, int m, int n, int k, float alpha, const void *A, int a_type,
+                 int lda, const void *B, int b_type, int ldb, const sgemm_packed_b *pb, float beta, float *C, int ldc) {
+    /* a prepacked B is fp32 B's panels: only an fp32 B can use it */
+    if (pb && (b_type != GEMM_F32 || B != pb->src || !sgemm_packed_b_usable(pb, precision, transB, k, n, ldb))) pb = NULL;
+    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), pb,
+                  (a_type == GEMM_BF16) | (b_type == GEMM_BF16) << 1);
 }
 
 void sgemm(int precision, int transA, int transB, int m, int n, int k, float alpha, const float *A,
            int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), NULL);
+    sgemm_threads(precision, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, team_size(), NULL, 0);
 }
 
 void sgemm_strided_batched(int precision, int transA, int transB, int m, int n, int k, float alpha,
@@ -516,12 +538,12 @@ void sgemm_strided_batched(int precision, int transA, int transB, int m, int n, 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
         for (int b = 0; b < batch; b++)
             sgemm_threads(precision, transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB,
-                          ldb, beta, C + b * strideC, ldc, 1, NULL);
+                          ldb, beta, C + b * strideC, ldc, 1, NULL, 0);
         return;
     }
     for (int b = 0; b < batch; b++)
         sgemm_threads(precision, transA, transB, m, n, k, alpha, A + b * strideA, lda, B + b * strideB, ldb,
-                      beta, C + b * strideC, ldc, nt, NULL);
+                      beta, C + b * strideC, ldc, nt, NULL, 0);
 }
 
 /* backend_cpu's gemm_batched (the table names every CPU op cpu_<name>, kernels/ops.def). */

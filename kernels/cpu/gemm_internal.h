@@ -58,6 +58,23 @@ void gemm_pack_a_bf16(int transA, const float *A, long lda, int i0, int mc, int 
                       uint16_t *Ap);
 void gemm_pack_b_bf16(int transB, const float *B, long ldb, int p0, int kc, int j0, int nc, int nr,
                       uint16_t *Bp);
+/* The same blocks from a source stored as bf16 (uint16 bits; gemm_ex's GEMM_BF16 operands):
+ * *_bf16_stored into bf16 panels with no conversion (AVX512_BF16 CPUs only), *_widened into fp32
+ * panels, widened exactly (any CPU). */
+void gemm_pack_a_bf16_stored(int transA, const uint16_t *A, long lda, int i0, int mc, int p0, int kc, int mr,
+                             uint16_t *Ap);
+void gemm_pack_b_bf16_stored(int transB, const uint16_t *B, long ldb, int p0, int kc, int j0, int nc, int nr,
+                             uint16_t *Bp);
+void gemm_pack_a_widened(int transA, const uint16_t *A, long lda, int i0, int mc, int p0, int kc, int mr, float *Ap);
+void gemm_pack_b_widened(int transB, const uint16_t *B, long ldb, int p0, int kc, int j0, int nc, int nr, float *Bp);
+
+/* sgemm (kernels/gemm.h) over A and B stored as fp32 or bf16 (a_type, b_type: GEMM_F32 /
+ * GEMM_BF16), C fp32; the driver of gemm_ex. A bf16 operand's packing reads its bits (above), so
+ * the result equals sgemm's on its widened fp32 copy with the same precision, bit for bit. `pb`:
+ * sgemm_with_packed_b's prepacked B (used only when B is fp32 and the pack is usable), or NULL. */
+void sgemm_typed(int precision, int transA, int transB, int m, int n, int k, float alpha, const void *A, int a_type,
+                 int lda, const void *B, int b_type, int ldb, const sgemm_packed_b *pb, float beta, float *C, int ldc);
+
 /* n floats -> bf16 with the hardware conversion (vcvtne2ps2bf16); AVX512_BF16 CPUs only. */
 void gemm_cvt_bf16(const float *x, uint16_t *y, long n);
 

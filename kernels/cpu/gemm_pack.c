@@ -93,6 +93,48 @@ void gemm_pack_b(int transB, const float *B, long ldb, int p0, int kc, int j0, i
     else pack_rows_by_depth(B, ldb, p0, kc, j0, nc, nr, Bp);         /* B stored k x n */
 }
 
+/* ---- bf16-stored sources widened into fp32 panels (gemm_ex with bf16 A or B on a CPU without
+ * AVX512_BF16, or with an fp32 kernel set forced): widening is exact, so the product is the fp32
+ * path's on the widened values. Plain loops: this is the fallback, not the fast path. */
+static inline float widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void widen_by_depth(const uint16_t *X, long ldx, int p0, int kc, int c0, int len, int w, float *P) {
+    int npan = (len + w - 1) / w;
+    for (int p = 0; p < kc; p++) {
+        const uint16_t *s = X + (long)(p0 + p) * ldx + c0;
+        for (int q = 0; q < npan; q++) {
+            int cnt = len - q * w < w ? len - q * w : w, j = 0;
+            float *d = P + (long)q * w * kc + (long)p * w;
+            for (; j < cnt; j++) d[j] = widen(s[q * w + j]);
+            for (; j < w; j++) d[j] = 0.0f;
+        }
+    }
+}
+
+static void widen_by_line(const uint16_t *X, long ldx, int p0, int kc, int r0, int len, int w, float *P) {
+    for (int q = 0; q * w < len; q++, P += (long)w * kc) {
+        int cnt = len - q * w < w ? len - q * w : w;
+        const uint16_t *src = X + (long)(r0 + q * w) * ldx + p0;
+        for (int r = 0; r < w; r++)
+            for (int p = 0; p < kc; p++) P[(long)p * w + r] = r < cnt ? widen(src[(long)r * ldx + p]) : 0.0f;
+    }
+}
+
+void gemm_pack_a_widened(int transA, const uint16_t *A, long lda, int i0, int mc, int p0, int kc, int mr, float *Ap) {
+    if (transA) widen_by_depth(A, lda, p0, kc, i0, mc, mr, Ap);
+    else widen_by_line(A, lda, p0, kc, i0, mc, mr, Ap);
+}
+
+void gemm_pack_b_widened(int transB, const uint16_t *B, long ldb, int p0, int kc, int j0, int nc, int nr, float *Bp) {
+    if (transB) widen_by_line(B, ldb, p0, kc, j0, nc, nr, Bp);
+    else widen_by_depth(B, ldb, p0, kc, j0, nc, nr, Bp);
+}
+
 void gemm_round_bf16(float *P, long n) {
     for (long i = 0; i < n; i++) {
         uint32_t u;

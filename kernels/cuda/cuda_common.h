@@ -51,6 +51,16 @@ void cuda_record_msg(const char *msg, const char *file, int line);
 #define ER_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #endif
 
+/* fp32 <-> bf16 on the device, the bits of kernels/dtype.h's er_bf16_to_f32 / er_f32_to_bf16 (round
+ * to nearest even on the bit pattern, NaN kept quiet, subnormals kept; not __float2bfloat16_rn). */
+__device__ inline float cu_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ inline uint16_t cu_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
 #define CUDA_CHECK(call) cuda_record((call), #call, __FILE__, __LINE__)
 /* After a kernel launch: catches bad launch configurations (not asynchronous faults). */
 #define CUDA_LAUNCHED(name) cuda_record(cudaGetLastError(), name, __FILE__, __LINE__)
@@ -162,19 +172,9 @@ __device__ __forceinline__ float cu_block_max(float v) {
     return cu_warp_max(t);
 }
 
-/* Storage types (kernels/dtype.h): bf16 widened exactly, fp32 rounded to nearest even with the
- * same integer arithmetic as er_f32_to_bf16 (not __float2bfloat16_rn), so both backends give the
- * same bits. cu_load_f32 / cu_store_f32 read and write element i of a buffer of either type;
- * cu_add_f32 adds v to it (a bf16 element: round(widen + v), the CPU kernels' rule). */
-__device__ inline float cu_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-__device__ inline uint16_t cu_f32_to_bf16(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
+/* Element i of a buffer of either storage type (cu_bf16_to_f32 / cu_f32_to_bf16 above):
+ * cu_load_f32 widens, cu_store_f32 rounds once, cu_add_f32 adds v to it (a bf16 element:
+ * round(widen + v), the CPU kernels' rule). */
 __device__ inline float cu_load_f32(int dtype, const void *x, int64_t i) {
     return dtype == ER_BF16 ? cu_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }

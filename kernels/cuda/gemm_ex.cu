@@ -18,7 +18,16 @@
  * cuBLASLt's op(B), and our m its columns of D, so it is CUBLASLT_EPILOGUE_BGRADB (BGRADA would sum
  * our B, x, over the wrong side). cuBLASLt writes the gradient; ours accumulates, so it lands in a
  * cached device vector and one small kernel adds it. The split path is the plain product and
- * sum_to's column sums, as cpu_gemm_ex. */
+ * sum_to's column sums, as cpu_gemm_ex.
+ *
+ * Storage types (issue #27): bf16 A and B are CUDA_R_16BF operands of a CUBLAS_COMPUTE_32F product
+ * (their values are bf16 already, so this is GEMM_COMPUTE_BF16's arithmetic without the fast-path
+ * rounding); a bf16 C and D are CUDA_R_16BF layouts (cuBLASLt rounds D once, after its epilogue);
+ * the bias stays fp32. cuBLASLt wants C and D of one type: a C of the other type, or a case its
+ * heuristic refuses (a bias type it does not pair with a bf16 D, say), runs the split path, whose
+ * product goes to the caller's `work` when D is bf16 and whose epilogue kernel rounds D once, as
+ * cpu_gemm_ex does. A and B of different types are refused (cuBLAS has no such product). The plan
+ * cache is keyed on the four types too. */
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +44,7 @@
 
 struct lt_key {
     int ta, tb, m, n, k, lda, ldb, ldc, ldd, has_c, has_bias, has_bgrad, compute, align;
+    int a_type, b_type, c_type, d_type;
     bool operator==(const lt_key &o) const { return !memcmp(this, &o, sizeof o); }
 };
 struct lt_key_hash {
@@ -85,7 +95,9 @@ static lt_plan *lt_plan_for(const gemm_ex_args *a, const lt_key &key) {
         if (CUDA_CHECK(cudaMalloc(&g_lt_ws, LT_WORKSPACE))) return NULL;
     }
     lt_plan p = {};
-    cublasComputeType_t ct = a->compute == GEMM_COMPUTE_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    const bool ab16 = a->a_type == GEMM_BF16; /* B's type is A's (checked by cu_gemm_ex) */
+    cublasComputeType_t ct = !ab16 && a->compute == GEMM_COMPUTE_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    cudaDataType_t tab = ab16 ? CUDA_R_16BF : CUDA_R_32F, tcd = a->d_type == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasOperation_t opa = a->transB ? CUBLAS_OP_T : CUBLAS_OP_N, opb = a->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = a->bias_grad ? CUBLASLT_EPILOGUE_BGRADB : a->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     cudaDataType_t f32 = CUDA_R_32F;
@@ -99,10 +111,10 @@ static lt_plan *lt_plan_for(const gemm_ex_args *a, const lt_key &key) {
              lt_status(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "BIAS_POINTER", a);
     }
     /* column-major: cuBLASLt's A is our B (n x k after op), its B our A (k x m), C and D n x m */
-    ok = ok && lt_status(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, a->transB ? a->k : a->n, a->transB ? a->n : a->k, a->ldb), "layout A", a) &&
-         lt_status(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, a->transA ? a->m : a->k, a->transA ? a->k : a->m, a->lda), "layout B", a) &&
-         lt_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, a->n, a->m, a->C ? a->ldc : a->ldd), "layout C", a) &&
-         lt_status(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, a->n, a->m, a->ldd), "layout D", a);
+    ok = ok && lt_status(cublasLtMatrixLayoutCreate(&p.a, tab, a->transB ? a->k : a->n, a->transB ? a->n : a->k, a->ldb), "layout A", a) &&
+         lt_status(cublasLtMatrixLayoutCreate(&p.b, tab, a->transA ? a->m : a->k, a->transA ? a->k : a->m, a->lda), "layout B", a) &&
+         lt_status(cublasLtMatrixLayoutCreate(&p.c, tcd, a->n, a->m, a->C ? a->ldc : a->ldd), "layout C", a) &&
+         lt_status(cublasLtMatrixLayoutCreate(&p.d, tcd, a->n, a->m, a->ldd), "layout D", a);
     if (ok) {
         cublasLtMatmulPreference_t pref = NULL;
         size_t ws = LT_WORKSPACE;
@@ -121,19 +133,30 @@ static lt_plan *lt_plan_for(const gemm_ex_args *a, const lt_key &key) {
     return &(g_lt_plans[key] = p);
 }
 
-/* D = (D + bias) + beta C, row by row: the split path's epilogue, in cpu_gemm_ex's order (a block per
- * row, no index division: it measured 0.2 ms on a 6304 x 3072 output with one) */
-__global__ void k_gemm_epilogue(int m, int n, float *D, int ldd, const float *bias, const float *C, int ldc, float beta) {
+/* D = (R + bias) + beta C, row by row: the split path's epilogue, in cpu_gemm_ex's order (a block per
+ * row, no index division: it measured 0.2 ms on a 6304 x 3072 output with one). R is the fp32
+ * product (D itself when D is fp32); C and D are fp32 or bf16 (c16, d16), a bf16 D rounded once. */
+__global__ void k_gemm_epilogue(int m, int n, const float *R, int ldr, const float *bias, const void *C, int c16, int ldc,
+                                float beta, void *D, int d16, int ldd) {
     for (int64_t i = blockIdx.x; i < m; i += gridDim.x) {
-        float *d = D + i * ldd;
-        const float *c = C ? C + i * ldc : NULL;
+        const float *r = R + i * ldr;
         for (int j = threadIdx.x; j < n; j += blockDim.x) {
-            float v = d[j];
+            float v = r[j];
             if (bias) v = v + bias[j];
-            if (c) v = beta == 1.0f ? c[j] + v : beta * c[j] + v;
-            d[j] = v;
+            if (C) {
+                float c = c16 ? cu_bf16_to_f32(((const uint16_t *)C)[i * ldc + j]) : ((const float *)C)[i * ldc + j];
+                v = beta == 1.0f ? c + v : beta * c + v;
+            }
+            if (d16) ((uint16_t *)D)[i * ldd + j] = cu_f32_to_bf16(v);
+            else ((float *)D)[i * ldd + j] = v;
         }
     }
+}
+
+/* dst[i, j] = widen(src[i, j]): a bf16 D that is also C, into the fp32 result it accumulates into */
+__global__ void k_widen_rows(int m, int n, const uint16_t *src, int lds, float *dst, int ldd) {
+    for (int64_t i = blockIdx.x; i < m; i += gridDim.x)
+        for (int j = threadIdx.x; j < n; j += blockDim.x) dst[i * ldd + j] = cu_bf16_to_f32(src[i * lds + j]);
 }
 
 /* g[i] += v[i]: the BGRADB output into the caller's (accumulated) bias gradient */
@@ -141,18 +164,48 @@ __global__ void k_add_vec(int64_t n, const float *v, float *g) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) g[i] = g[i] + v[i];
 }
 
+/* R = alpha op(A) op(B) + beta R with bf16 A and B (cu_gemm_batched's mapping, 16BF operands, 32F compute) */
+static void product_bf16(const gemm_ex_args *a, float beta, float *R, int ldr) {
+    cublasHandle_t h = cuda_cublas();
+    if (!h) {
+        cuda_record_msg("gemm_ex: no cuBLAS handle (no CUDA device)", __FILE__, __LINE__);
+        return;
+    }
+    cublasStatus_t st = cublasGemmStridedBatchedEx(h, a->transB ? CUBLAS_OP_T : CUBLAS_OP_N, a->transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                   a->n, a->m, a->k, &a->alpha, a->B, CUDA_R_16BF, a->ldb, 0, a->A, CUDA_R_16BF,
+                                                   a->lda, 0, &beta, R, CUDA_R_32F, ldr, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "gemm_ex: cublasGemmStridedBatchedEx bf16 (m=%d n=%d k=%d): %s", a->m, a->n, a->k,
+                 cublasGetStatusString(st));
+        cuda_record_msg(msg, __FILE__, __LINE__);
+    }
+}
+
 static void gemm_ex_split(const gemm_ex_args *a) {
     if (a->bias_grad) { /* the column sums of the stored A [k, m], as cpu_gemm_ex */
         int64_t xs[2] = {a->k, a->m}, ys[2] = {1, a->m};
-        cu_sum_to(2, xs, a->A, ys, a->bias_grad, 1, a->work);
+        cu_sum_to(2, xs, (const float *)a->A, ys, a->bias_grad, 1, a->work);
     }
-    bool alias = a->C && a->C == a->D;
-    cu_gemm_batched(a->compute, a->transA, a->transB, a->m, a->n, a->k, a->alpha, a->A, a->lda, 0, a->B, a->ldb, 0,
-                    alias ? a->beta : 0.0f, a->D, a->ldd, 0, 1);
-    const float *C = alias ? NULL : a->C;
-    if (!a->bias && !C) return;
+    const bool d16 = a->d_type == GEMM_BF16, alias = a->C && a->C == a->D;
+    /* the fp32 result: D, or the caller's work (m x n) before a bf16 D's one rounding */
+    float *R = d16 ? a->work : (float *)a->D;
+    const int ldr = d16 ? a->n : a->ldd;
     unsigned rows = a->m < 65535 * 8 ? (unsigned)a->m : 65535u * 8;
-    k_gemm_epilogue<<<rows, 256, 0, cuda_stream()>>>(a->m, a->n, a->D, a->ldd, a->bias, C, a->ldc, a->beta);
+    if (alias && d16 && a->beta != 0.0f) { /* C is D: accumulate into its widened copy, as the CPU */
+        k_widen_rows<<<rows, 256, 0, cuda_stream()>>>(a->m, a->n, (const uint16_t *)a->D, a->ldd, R, ldr);
+        CUDA_LAUNCHED("gemm_ex widen C");
+    }
+    const float beta0 = alias ? a->beta : 0.0f;
+    if (a->a_type == GEMM_BF16)
+        product_bf16(a, beta0, R, ldr);
+    else
+        cu_gemm_batched(a->compute, a->transA, a->transB, a->m, a->n, a->k, a->alpha, (const float *)a->A, a->lda, 0,
+                        (const float *)a->B, a->ldb, 0, beta0, R, ldr, 0, 1);
+    const void *C = alias ? NULL : a->C;
+    if (!a->bias && !C && !d16) return;
+    k_gemm_epilogue<<<rows, 256, 0, cuda_stream()>>>(a->m, a->n, R, ldr, a->bias, C, a->c_type == GEMM_BF16, a->ldc, a->beta,
+                                                     a->D, d16, a->ldd);
     CUDA_LAUNCHED("gemm_ex epilogue");
 }
 
@@ -161,7 +214,8 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 static lt_key lt_key_of(const gemm_ex_args *a) {
     return lt_key{a->transA, a->transB, a->m, a->n, a->k, a->lda, a->ldb, a->C ? a->ldc : 0, a->ldd, a->C != NULL,
                   a->bias != NULL, a->bias_grad != NULL, a->compute,
-                  aligned16(a->A) | aligned16(a->B) << 1 | aligned16(a->C) << 2 | aligned16(a->D) << 3 | aligned16(a->bias) << 4};
+                  aligned16(a->A) | aligned16(a->B) << 1 | aligned16(a->C) << 2 | aligned16(a->D) << 3 | aligned16(a->bias) << 4,
+                  a->a_type, a->b_type, a->c_type, a->d_type};
 }
 
 int cu_gemm_ex_has_algo(const gemm_ex_args *a) {
@@ -170,18 +224,39 @@ int cu_gemm_ex_has_algo(const gemm_ex_args *a) {
     return p ? p->ok : -1;
 }
 
+/* NULL when the arguments are a valid call, else what is wrong (cpu_gemm_ex's rules, plus one type for A and B) */
+static const char *gemm_ex_invalid(const gemm_ex_args *a) {
+    auto ok = [](int t) { return t == GEMM_F32 || t == GEMM_BF16; };
+    if (!ok(a->a_type) || !ok(a->b_type) || !ok(a->c_type) || !ok(a->d_type)) return "operand types must be GEMM_F32 or GEMM_BF16";
+    if (a->compute != GEMM_COMPUTE_FP32 && a->compute != GEMM_COMPUTE_BF16) return "compute must be fp32 or bf16";
+    if ((a->a_type == GEMM_BF16 || a->b_type == GEMM_BF16) && a->compute != GEMM_COMPUTE_BF16)
+        return "a bf16 A or B needs GEMM_COMPUTE_BF16";
+    if (a->a_type != a->b_type) return "A and B of different types (no cuBLAS product takes them)";
+    if (a->bias_grad && !(a->transA && a->lda == a->m && a->alpha == 1.0f && !a->bias))
+        return "the bias-gradient epilogue needs transA, a packed A, alpha 1 and no bias";
+    if (a->bias_grad && (a->a_type | a->b_type | a->c_type | a->d_type) != GEMM_F32)
+        return "the bias-gradient epilogue takes fp32 operands only";
+    if (a->C && a->C == a->D && a->c_type != a->d_type) return "C is D but their types differ";
+    return NULL;
+}
+
 void cu_gemm_ex(const gemm_ex_args *a) {
-    if (a->a_type != GEMM_F32 || a->b_type != GEMM_F32 || a->c_type != GEMM_F32 || a->d_type != GEMM_F32) {
-        cuda_record_msg("gemm_ex: only fp32 operands are stored today", __FILE__, __LINE__);
-        return;
-    }
-    if (a->bias_grad && !(a->transA && a->lda == a->m && a->alpha == 1.0f && !a->bias)) {
-        cuda_record_msg("gemm_ex: the bias-gradient epilogue needs transA, a packed A, alpha 1 and no bias", __FILE__, __LINE__);
+    if (const char *bad = gemm_ex_invalid(a)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "gemm_ex: %s (types A %d B %d C %d D %d, compute %d)", bad, a->a_type, a->b_type, a->c_type,
+                 a->d_type, a->compute);
+        cuda_record_msg(msg, __FILE__, __LINE__);
         return;
     }
     if (a->m <= 0 || (a->n <= 0 && !a->bias_grad)) return;
-    /* cuBLASLt works in place only with C's layout equal to D's */
-    if (!lt_wanted() || a->k <= 0 || a->n <= 0 || (a->C && a->C == a->D && a->ldc != a->ldd)) {
+    /* cuBLASLt works in place only with C's layout equal to D's, and with C and D of one type; the
+     * split path needs `work` for a bf16 D */
+    const bool lt_types = !a->C || a->c_type == a->d_type;
+    if (!lt_wanted() || a->k <= 0 || a->n <= 0 || (a->C && a->C == a->D && a->ldc != a->ldd) || !lt_types) {
+        if (gemm_ex_work_floats(a) && !a->work) {
+            cuda_record_msg("gemm_ex: a bf16 D on the split path needs work (gemm_ex_work_floats)", __FILE__, __LINE__);
+            return;
+        }
         gemm_ex_split(a);
         return;
     }
@@ -195,6 +270,10 @@ void cu_gemm_ex(const gemm_ex_args *a) {
     lt_plan *p = lt_plan_for(a, lt_key_of(a));
     if (!p) return;
     if (!p->ok) {
+        if (gemm_ex_work_floats(a) && !a->work) {
+            cuda_record_msg("gemm_ex: a bf16 D on the split path needs work (gemm_ex_work_floats)", __FILE__, __LINE__);
+            return;
+        }
         gemm_ex_split(a);
         return;
     }
@@ -202,7 +281,7 @@ void cu_gemm_ex(const gemm_ex_args *a) {
     if (bp && !lt_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "BIAS_POINTER", a))
         return;
     const float beta = a->C ? a->beta : 0.0f;
-    const float *C = a->C ? a->C : a->D;
+    const void *C = a->C ? a->C : a->D;
     if (!lt_status(cublasLtMatmul(g_lt, p->desc, &a->alpha, a->B, p->a, a->A, p->b, &beta, C, p->c, a->D, p->d, &p->algo,
                                   g_lt_ws, LT_WORKSPACE, cuda_stream()),
                    "cublasLtMatmul", a))

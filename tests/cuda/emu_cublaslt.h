@@ -7,7 +7,9 @@
  * that refuses (CUBLAS_STATUS_INVALID_VALUE) layouts whose sizes do not chain: a row-major ->
  * column-major mapping with m and n swapped, or a transpose flag that disagrees with its layout,
  * fails the call instead of computing something. bf16 compute rounds the inputs as the cuBLAS
- * stand-in does. */
+ * stand-in does. Layouts keep their type: CUDA_R_16BF operands are read as bf16 bits, a CUDA_R_16BF
+ * D is written rounded to nearest even once (after the epilogue, as cuBLASLt); the heuristic offers
+ * nothing, as cuBLASLt, for A and B of different types or C and D of different types. */
 #ifndef ENDORET_EMU_CUBLASLT_H
 #define ENDORET_EMU_CUBLASLT_H
 
@@ -34,7 +36,7 @@ struct emu_lt_desc {
     int epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     const float *bias = nullptr;
 };
-struct emu_lt_layout { uint64_t rows, cols; int64_t ld; };
+struct emu_lt_layout { uint64_t rows, cols; int64_t ld; cudaDataType_t type; };
 struct emu_lt_pref { size_t ws = 0; };
 typedef emu_lt_handle *cublasLtHandle_t;
 typedef emu_lt_desc *cublasLtMatmulDesc_t;
@@ -71,10 +73,10 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
     }
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t, uint64_t rows,
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows,
                                                         uint64_t cols, int64_t ld) {
     if (ld < (int64_t)rows) return CUBLAS_STATUS_INVALID_VALUE; /* column-major: ld >= rows */
-    *l = new emu_lt_layout{rows, cols, ld};
+    *l = new emu_lt_layout{rows, cols, ld, t};
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
@@ -91,12 +93,12 @@ static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPrefe
     delete p;
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
-                                                            cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                                                            cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int n,
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t la,
+                                                            cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+                                                            cublasLtMatrixLayout_t ld, cublasLtMatmulPreference_t, int n,
                                                             cublasLtMatmulHeuristicResult_t *res, int *found) {
     memset(res, 0, sizeof *res);
-    *found = n > 0;
+    *found = n > 0 && la->type == lb->type && lc->type == ld->type;
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
@@ -107,15 +109,16 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
     uint64_t m = d->ta == CUBLAS_OP_N ? la->rows : la->cols, k = d->ta == CUBLAS_OP_N ? la->cols : la->rows;
     uint64_t kb = d->tb == CUBLAS_OP_N ? lb->rows : lb->cols, n = d->tb == CUBLAS_OP_N ? lb->cols : lb->rows;
     if (k != kb || lc->rows != m || lc->cols != n || ld->rows != m || ld->cols != n) return CUBLAS_STATUS_INVALID_VALUE;
-    const float *a = (const float *)A, *b = (const float *)B, *c = (const float *)C;
-    float *dd = (float *)D, al = *(const float *)alpha, be = *(const float *)beta;
+    if (la->type != lb->type || lc->type != ld->type) return CUBLAS_STATUS_INVALID_VALUE;
+    const cudaDataType_t tab = la->type, tcd = ld->type;
+    float al = *(const float *)alpha, be = *(const float *)beta;
     std::vector<float> out(m * n);
     for (uint64_t j = 0; j < n; j++)
         for (uint64_t i = 0; i < m; i++) {
             double s = 0;
             for (uint64_t l = 0; l < k; l++) {
-                float x = d->ta == CUBLAS_OP_N ? a[i + l * la->ld] : a[l + i * la->ld];
-                float y = d->tb == CUBLAS_OP_N ? b[l + j * lb->ld] : b[j + l * lb->ld];
+                float x = emu_load(tab, A, d->ta == CUBLAS_OP_N ? i + l * la->ld : l + i * la->ld);
+                float y = emu_load(tab, B, d->tb == CUBLAS_OP_N ? l + j * lb->ld : j + l * lb->ld);
                 if (d->compute == CUBLAS_COMPUTE_32F_FAST_16BF) {
                     x = emu_bf16(x);
                     y = emu_bf16(y);
@@ -123,7 +126,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
                 s += (double)x * y;
             }
             float v = (float)(al * s);
-            if (be != 0.0f) v += be * c[i + j * lc->ld];
+            if (be != 0.0f) v += be * emu_load(tcd, C, i + j * lc->ld);
             if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += d->bias[i];
             out[i + j * m] = v;
         }
@@ -133,13 +136,23 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
         for (uint64_t r = 0; r < (ga ? m : n); r++) {
             double s = 0;
             for (uint64_t l = 0; l < k; l++)
-                s += ga ? (d->ta == CUBLAS_OP_N ? a[r + l * la->ld] : a[l + r * la->ld])
-                        : (d->tb == CUBLAS_OP_N ? b[l + r * lb->ld] : b[r + l * lb->ld]);
+                s += ga ? emu_load(tab, A, d->ta == CUBLAS_OP_N ? r + l * la->ld : l + r * la->ld)
+                        : emu_load(tab, B, d->tb == CUBLAS_OP_N ? l + r * lb->ld : r + l * lb->ld);
             g[r] = (float)s;
         }
     }
     for (uint64_t j = 0; j < n; j++) /* written after reading: C may be D */
-        for (uint64_t i = 0; i < m; i++) dd[i + j * ld->ld] = out[i + j * m];
+        for (uint64_t i = 0; i < m; i++) {
+            float v = out[i + j * m];
+            if (tcd == CUDA_R_16BF) { /* round to nearest even once, NaN kept quiet (kernels/dtype.h) */
+                uint32_t u;
+                memcpy(&u, &v, 4);
+                u = (u & 0x7FFFFFFFu) > 0x7F800000u ? (u | 0x400000u) : u + 0x7FFFu + ((u >> 16) & 1u);
+                ((uint16_t *)D)[i + j * ld->ld] = (uint16_t)(u >> 16);
+            } else {
+                ((float *)D)[i + j * ld->ld] = v;
+            }
+        }
     return CUBLAS_STATUS_SUCCESS;
 }
 

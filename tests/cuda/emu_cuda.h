@@ -225,7 +225,7 @@ typedef int cublasStatus_t;
 enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF } cublasComputeType_t;
-typedef enum { CUDA_R_32F } cudaDataType;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
 typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
 typedef enum { MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL } libraryPropertyType;
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
@@ -247,25 +247,38 @@ static inline float emu_bf16(float x) { /* round to nearest even, keep 8 mantiss
     memcpy(&x, &u, 4);
     return x;
 }
-/* Column-major: C = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n. */
+/* element i of an operand of type t (CUDA_R_16BF: bf16 bits, widened exactly) */
+static inline float emu_load(cudaDataType t, const void *p, long i) {
+    if (t == CUDA_R_16BF) {
+        uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    return ((const float *)p)[i];
+}
+/* Column-major: C = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n; A and B fp32, or both
+ * bf16 (then only with CUBLAS_COMPUTE_32F, as cuBLAS's table of supported types), C fp32. */
 static inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb,
                                                         int m, int n, int k, const void *alpha, const void *A,
-                                                        cudaDataType, int lda, long long sA, const void *B,
-                                                        cudaDataType, int ldb, long long sB, const void *beta, void *C,
-                                                        cudaDataType, int ldc, long long sC, int batch,
+                                                        cudaDataType at, int lda, long long sA, const void *B,
+                                                        cudaDataType bt, int ldb, long long sB, const void *beta, void *C,
+                                                        cudaDataType ctp, int ldc, long long sC, int batch,
                                                         cublasComputeType_t ct, cublasGemmAlgo_t) {
     if ((ta == CUBLAS_OP_N ? lda < m : lda < k) || (tb == CUBLAS_OP_N ? ldb < k : ldb < n) || ldc < m)
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (at != bt || ctp != CUDA_R_32F || (at == CUDA_R_16BF && ct != CUBLAS_COMPUTE_32F)) return CUBLAS_STATUS_INVALID_VALUE;
+    const long es = at == CUDA_R_16BF ? 2 : 4;
     float al = *(const float *)alpha, be = *(const float *)beta;
     for (int b = 0; b < batch; b++) {
-        const float *a = (const float *)A + b * sA, *bb = (const float *)B + b * sB;
+        const char *a = (const char *)A + b * sA * es, *bb = (const char *)B + b * sB * es;
         float *c = (float *)C + b * sC;
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 double s = 0;
                 for (int l = 0; l < k; l++) {
-                    float x = ta == CUBLAS_OP_N ? a[i + (long)l * lda] : a[l + (long)i * lda];
-                    float y = tb == CUBLAS_OP_N ? bb[l + (long)j * ldb] : bb[j + (long)l * ldb];
+                    float x = emu_load(at, a, ta == CUBLAS_OP_N ? i + (long)l * lda : l + (long)i * lda);
+                    float y = emu_load(bt, bb, tb == CUBLAS_OP_N ? l + (long)j * ldb : j + (long)l * ldb);
                     if (ct == CUBLAS_COMPUTE_32F_FAST_16BF) {
                         x = emu_bf16(x);
                         y = emu_bf16(y);
