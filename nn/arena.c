@@ -7,6 +7,20 @@
 #include "kernels/backend.h"
 #include "nn/base/base.h"
 
+/* Under AddressSanitizer (make asan) the arena's host memory that is not handed out — a fresh
+ * chunk, what a reset or an arena_release gives back — is poisoned, so a kernel or op reading a
+ * buffer after its scratch was released is reported where it happens instead of reading whatever
+ * the next allocation wrote (a linear layer's gradient once did exactly that). Device memory is
+ * not the sanitizer's. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define ARENA_POISON(r, p, n) do { if ((r)->host_visible && (n)) ASAN_POISON_MEMORY_REGION((p), (n)); } while (0)
+#define ARENA_UNPOISON(r, p, n) do { if ((r)->host_visible && (n)) ASAN_UNPOISON_MEMORY_REGION((p), (n)); } while (0)
+#else
+#define ARENA_POISON(r, p, n) ((void)(r), (void)(p), (void)(n))
+#define ARENA_UNPOISON(r, p, n) ((void)(r), (void)(p), (void)(n))
+#endif
+
 typedef struct chunk {
     char *mem;
     size_t size, used;
@@ -19,6 +33,7 @@ typedef struct region {
     size_t peak;        /* the most total_used has been since reset */
     size_t align;
     int on_device;
+    int host_visible;   /* host memory (the CPU's device region, every host region): the sanitizer's */
 } region;
 
 struct arena {
@@ -34,7 +49,8 @@ static void *region_sys_alloc(arena *a, region *r, size_t n) {
     return xmalloc_aligned(n);
 }
 
-static void region_sys_free(arena *a, region *r, void *p) {
+static void region_sys_free(arena *a, region *r, void *p, size_t size) {
+    ARENA_UNPOISON(r, p, size);
     if (r->on_device) a->be->free(p);
     else free(p);
 }
@@ -43,6 +59,7 @@ static chunk *chunk_new(arena *a, region *r, size_t size) {
     chunk *c = xcalloc(1, sizeof *c);
     c->mem = region_sys_alloc(a, r, size);
     c->size = size;
+    ARENA_POISON(r, c->mem, size);
     return c;
 }
 
@@ -58,6 +75,7 @@ static void *region_alloc(arena *a, region *r, size_t bytes) {
         r->head = c = nc;
     }
     void *p = c->mem + c->used;
+    ARENA_UNPOISON(r, p, n);
     c->used += n;
     r->total_used += n;
     if (r->total_used > r->peak) r->peak = r->total_used;
@@ -71,12 +89,13 @@ static void region_reset(arena *a, region *r) {
         total = (total + (1u << 20) - 1) / (1u << 20) * (1u << 20);
         while (c) {
             chunk *nx = c->next;
-            region_sys_free(a, r, c->mem);
+            region_sys_free(a, r, c->mem, c->size);
             free(c);
             c = nx;
         }
         r->head = chunk_new(a, r, total);
     } else if (c) {
+        ARENA_POISON(r, c->mem, c->used);
         c->used = 0;
     }
     r->total_used = 0;
@@ -86,7 +105,7 @@ static void region_reset(arena *a, region *r) {
 static void region_free(arena *a, region *r) {
     for (chunk *c = r->head; c;) {
         chunk *nx = c->next;
-        region_sys_free(a, r, c->mem);
+        region_sys_free(a, r, c->mem, c->size);
         free(c);
         c = nx;
     }
@@ -101,7 +120,9 @@ arena *arena_new(int device, size_t initial_bytes) {
     a->be = be;
     a->dev.align = 64;
     a->dev.on_device = 1;
+    a->dev.host_visible = device == DEV_CPU;
     a->host.align = 16;
+    a->host.host_visible = 1;
     if (initial_bytes) a->dev.head = chunk_new(a, &a->dev, initial_bytes);
     return a;
 }
@@ -140,8 +161,15 @@ arena_mark arena_get_mark(const arena *a) {
 
 void arena_release(arena *a, arena_mark m) {
     region *r = &a->dev;
-    for (chunk *c = r->head; c && c != m.chunk; c = c->next) c->used = 0; /* chunks chained after the mark */
-    if (m.chunk) ((chunk *)m.chunk)->used = m.used;
+    for (chunk *c = r->head; c && c != m.chunk; c = c->next) { /* chunks chained after the mark */
+        ARENA_POISON(r, c->mem, c->used);
+        c->used = 0;
+    }
+    if (m.chunk) {
+        chunk *c = m.chunk;
+        ARENA_POISON(r, c->mem + m.used, c->used - m.used);
+        c->used = m.used;
+    }
     r->total_used = m.total;
 }
 

@@ -25,6 +25,8 @@
  * Batch dims must be equal, or b may be 2-D (shared weight). Result [..., M, N]. */
 tensor *op_matmul(tensor *a, tensor *b, int transA, int transB);
 /* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL): torch.nn.Linear. */
+/* x fp32 or bf16: a bf16 x multiplies a bf16 copy of the fp32 weight W (fp32 accumulation) into a
+ * bf16 y; W's and the bias's gradients are fp32, x's bf16 (nn/ops_linear_bf16.c). */
 tensor *op_linear(tensor *x, tensor *w, tensor *bias);
 /* res + linear(x, w, bias) (res [..., out], as the output) in one product: the residual stream's add
  * rides in the GEMM epilogue (gemm_ex); the same bits as op_add(res, op_linear(x, w, bias)) on the CPU. */

@@ -1,6 +1,7 @@
 /* ops_matmul.c — batched matrix products (either operand transposed) and linear layers.
  * Operands are used in place whenever their last two dims have a unit stride (a transposed view
  * is just the other gemm transpose flag) and their batch dims collapse to one stride. */
+#include "nn/ops_linear_bf16.h"
 #include "nn/ops_util.h"
 #include "nn/precision.h"
 
@@ -238,14 +239,15 @@ static tensor *linear_fused(tensor *x, tensor *w, tensor *bias, tensor *res) {
     int nd = x->ndim;
     int64_t K = x->shape[nd - 1], N = w->shape[0], M = tensor_numel(x) / (K > 0 ? K : 1);
     tensor *x2 = op_reshape(x, 2, SHAPE(M, K)); /* x is contiguous: a view whose gradient is x's */
+    int64_t sh[T_MAX_DIMS];
+    for (int i = 0; i < nd - 1; i++) sh[i] = x->shape[i];
+    sh[nd - 1] = N;
+    if (x2 && x->dtype == DT_BF16) return linear_bf16(x2, w, bias, res, nd, sh); /* bf16 activations */
     matdesc dw;
     if (!x2 || !describe(w, 1, &dw)) {
         if (x2) w = op_clone(w);
         if (!x2 || !w || !describe(w, 1, &dw)) return NULL;
     }
-    int64_t sh[T_MAX_DIMS];
-    for (int i = 0; i < nd - 1; i++) sh[i] = x->shape[i];
-    sh[nd - 1] = N;
     tensor *y = ops_new(x, nd, sh);
     const int compute = er_gemm_compute();
     if (M > 0 && N > 0) {
@@ -283,7 +285,7 @@ static int linear_shapes_ok(const char *op, const tensor *x, const tensor *w, co
 }
 
 tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
-    OPS_F32("linear", x, w, bias);
+    OPS_F32("linear", w, bias); /* x fp32 or bf16 (ops_linear_bf16.c) */
     if (!x || !w) return NULL;
     if (!linear_shapes_ok("linear", x, w, bias, NULL)) return NULL;
     if (x->ndim == 1) return op_squeeze(linear_fused(op_unsqueeze(op_contiguous(x), 0), w, bias, NULL), 0);
@@ -291,7 +293,7 @@ tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
 }
 
 tensor *op_linear_add(tensor *x, tensor *w, tensor *bias, tensor *res) {
-    OPS_F32("linear_add", x, w, bias, res);
+    OPS_F32("linear_add", w, bias, res); /* x fp32 or bf16; the residual stream fp32 */
     if (!x || !w || !res) return NULL;
     if (!linear_shapes_ok("linear_add", x, w, bias, res)) return NULL;
     return linear_fused(op_contiguous(x), w, bias, op_contiguous(res));

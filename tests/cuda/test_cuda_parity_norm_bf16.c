@@ -2,9 +2,13 @@
  * CPU table. Both compute in fp32 from the same widened inputs and round once, but their fp32
  * results differ by summation order (~1e-6 relative, as the fp32 parity tests allow), so a bf16
  * output may round the other way: at most one bf16 step apart (2^-8 relative), and the fp32
- * outputs (statistics, weight and bias gradients, an fp32 gx) within the fp32 tolerances. */
+ * outputs (statistics, weight and bias gradients, an fp32 gx) within the fp32 tolerances. Then a
+ * pre-norm MLP on bf16 activations through the op layer (layernorm to bf16, linear, bias+GELU,
+ * linear_add onto the fp32 residual), forward and backward, on the device against the CPU. */
 #include <math.h>
 
+#include "nn/autograd.h"
+#include "nn/ops.h"
 #include "tests/cuda/parity_util.h"
 
 static void *dev_bytes(const void *h, size_t bytes) {
@@ -109,4 +113,55 @@ Test(cuda, bias_gelu_bf16_storage) {
         GPU->free(dx); GPU->free(dgy); GPU->free(dy); GPU->free(db);
         free(xf); free(gyf); free(gx0f); free(b); free(x); free(gy); free(y);
     }
+}
+
+/* y = x + fc2(bias_gelu(fc1(layernorm_to_bf16(x)))) on `dev` from the same host values; returns y,
+ * and dL/dx, dL/dW1, dL/dW2, dL/db1 (L = sum(y * r)) in out[0..3] (host, malloc'd). */
+enum { MT = 6, MC = 32, MH = 64 };
+static float *mlp_bf16(int dev, const float *xh, const float *w1h, const float *w2h, const float *b1h, const float *rh,
+                       float *out[4]) {
+    tensor *x = tensor_new_on(dev, 2, SHAPE(MT, MC)), *w1 = tensor_param_on(dev, "w1", 2, SHAPE(MH, MC));
+    tensor *w2 = tensor_param_on(dev, "w2", 2, SHAPE(MC, MH)), *b1 = tensor_param_on(dev, "b1", 1, SHAPE(MH));
+    tensor *r = tensor_new_on(dev, 2, SHAPE(MT, MC));
+    tensor_copy_from_host(x, xh), tensor_copy_from_host(w1, w1h), tensor_copy_from_host(w2, w2h);
+    tensor_copy_from_host(b1, b1h), tensor_copy_from_host(r, rh);
+    tensor_set_requires_grad(x, 1);
+    tensor *h = op_layernorm_to(x, NULL, NULL, 1e-6f, DT_BF16);
+    tensor *y = op_linear_add(op_bias_gelu(op_linear(h, w1, NULL), b1), w2, NULL, x);
+    cr_assert_not_null(y, "%s", er_msg());
+    cr_assert_eq(y->dtype, DT_F32, "the residual stream stays fp32");
+    float *yh = malloc(sizeof(float) * MT * MC);
+    tensor_to_host(y, yh);
+    cr_assert_eq(backward(op_sum_all(op_mul(y, r))), ER_OK, "%s", er_msg());
+    tensor *g[4] = {x->grad, w1->grad, w2->grad, b1->grad};
+    for (int i = 0; i < 4; i++) {
+        out[i] = malloc(sizeof(float) * tensor_numel(g[i]));
+        tensor_to_host(g[i], out[i]);
+    }
+    tensor_free(x), tensor_free(w1), tensor_free(w2), tensor_free(b1), tensor_free(r);
+    nn_step_end();
+    return yh;
+}
+
+Test(cuda, mlp_on_bf16_activations_matches_cpu) {
+    require_gpu();
+    float *x = rnd(MT * MC, -2, 2, 700), *w1 = rnd(MH * MC, -0.3f, 0.3f, 701), *w2 = rnd(MC * MH, -0.3f, 0.3f, 702);
+    float *b1 = rnd(MH, -0.5f, 0.5f, 703), *r = rnd(MT * MC, -1, 1, 704), *gc[4], *gg[4];
+    float *yc = mlp_bf16(DEV_CPU, x, w1, w2, b1, r, gc), *yg = mlp_bf16(GPU_DEV, x, w1, w2, b1, r, gg);
+    gpu_ok("bf16 MLP");
+    /* y is fp32 (the residual plus a product of bf16 values): a bf16 rounding flip upstream moves it
+     * by at most a bf16 step of h (2^-7) times |W| sums; as the bf16 GEMM parity, 2e-2 of the scale */
+    float *dy = devf(yc, MT * MC), *dgs[4];
+    GPU->upload(dy, yg, sizeof(float) * MT * MC);
+    expect_close("bf16 MLP y", yc, dy, MT * MC, 2e-2);
+    const int64_t n[4] = {MT * MC, MH * MC, MC * MH, MH};
+    const char *what[4] = {"bf16 MLP dL/dx", "bf16 MLP dL/dW1", "bf16 MLP dL/dW2", "bf16 MLP dL/db1"};
+    for (int i = 0; i < 4; i++) {
+        dgs[i] = devf(gg[i], n[i]);
+        expect_close(what[i], gc[i], dgs[i], n[i], 2e-2);
+        GPU->free(dgs[i]);
+        free(gc[i]), free(gg[i]);
+    }
+    GPU->free(dy);
+    free(x), free(w1), free(w2), free(b1), free(r), free(yc), free(yg);
 }

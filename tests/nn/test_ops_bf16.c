@@ -10,6 +10,7 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/ops.h"
+#include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
 
@@ -122,4 +123,122 @@ Test(nn_ops_bf16, refusals_name_the_op) {
     cr_expect(strstr(er_msg(), "dtype"), "%s", er_msg());
     tensor_free(x);
     nn_step_end();
+}
+
+/* ---- the linear layer on bf16 activations (nn/ops_linear_bf16.c) ----
+ * Exact against the fp32 layer in bf16 compute (which rounds its inputs to bf16): with x, W-rounded
+ * and the incoming gradient bf16-representable, both paths multiply the same bf16 values with fp32
+ * accumulation, so the bf16 layer's outputs are the fp32 layer's rounded once (y, dX) or equal
+ * (dW, dbias, an fp32 y with a residual, dres). */
+static tensor *bf16_exact(int ndim, const int64_t *shape, uint64_t seed, float lo, float hi) {
+    tensor *t = gc_rand(ndim, shape, seed, lo, hi);
+    for (int64_t i = 0; i < tensor_numel(t); i++) t->data[i] = er_bf16_to_f32(er_f32_to_bf16(t->data[i]));
+    return t;
+}
+
+static void expect_bits_rounded(const tensor *got16, const float *ref, const char *what) {
+    cr_assert_eq(got16->dtype, DT_BF16, "%s is not bf16", what);
+    uint16_t *h = malloc((size_t)tensor_numel(got16) * 2);
+    tensor_to_host_raw(got16, h);
+    for (int64_t i = 0; i < tensor_numel(got16); i++)
+        cr_assert_eq(h[i], er_f32_to_bf16(ref[i]), "%s[%lld]: 0x%04x, the fp32 path's %.9g rounds to 0x%04x", what,
+                     (long long)i, h[i], ref[i], er_f32_to_bf16(ref[i]));
+    free(h);
+}
+
+static void linear_case(int with_res) {
+    const int64_t B = 3, T = 5, K = 40, N = 24;
+    tensor *x = bf16_exact(3, SHAPE(B, T, K), 41, -2, 2), *w = gc_rand(2, SHAPE(N, K), 42, -0.5f, 0.5f);
+    tensor *bias = gc_rand(1, SHAPE(N), 43, -0.5f, 0.5f), *res = gc_rand(3, SHAPE(B, T, N), 44, -1, 1);
+    tensor *r = bf16_exact(3, SHAPE(B, T, N), 45, -1, 1);
+    /* the fp32 layer, bf16 compute */
+    cr_assert_eq(er_set_precision("bf16"), ER_OK);
+    tensor *y = with_res ? op_linear_add(x, w, bias, res) : op_linear(x, w, bias);
+    float *yref = host(y);
+    cr_assert_eq(backward(op_sum_all(op_mul(y, r))), ER_OK, "%s", er_msg());
+    tensor *ps[4] = {x, w, bias, res};
+    float *gref[4] = {NULL, NULL, NULL, NULL};
+    const int np = with_res ? 4 : 3; /* without a residual, res gets no gradient */
+    for (int i = 0; i < np; i++) {
+        gref[i] = host(ps[i]->grad);
+        tensor_fill(ps[i]->grad, 0.0f);
+    }
+    cr_assert_eq(er_set_precision("fp32"), ER_OK);
+    nn_step_end();
+    /* the bf16 layer: x stored bf16 (and only x: W stays the fp32 master) */
+    tensor *xb = op_cast(x, DT_BF16);
+    tensor *yb = with_res ? op_linear_add(xb, w, bias, res) : op_linear(xb, w, bias);
+    cr_assert_not_null(yb, "%s", er_msg());
+    if (with_res) {
+        cr_assert_eq(yb->dtype, DT_F32, "with an fp32 residual the output stays fp32");
+        float *h = host(yb);
+        cr_expect_eq(memcmp(h, yref, (size_t)tensor_numel(yb) * 4), 0, "linear_add output differs");
+        free(h);
+        cr_assert_eq(backward(op_sum_all(op_mul(yb, r))), ER_OK, "%s", er_msg());
+    } else {
+        expect_bits_rounded(yb, yref, "linear y");
+        cr_assert_eq(backward(op_sum_all(op_mul(op_cast(yb, DT_F32), r))), ER_OK, "%s", er_msg());
+    }
+    /* dX: the bf16 layer rounded it once (xb's gradient) and the cast widened it into x's fp32 one */
+    cr_expect_eq(x->grad->dtype, DT_F32, "x's gradient arrives through the cast");
+    float *gx = host(x->grad);
+    for (int64_t i = 0; i < tensor_numel(x); i++)
+        cr_assert_eq(gx[i], er_bf16_to_f32(er_f32_to_bf16(gref[0][i])), "dL/dx[%lld]: %.9g, the fp32 layer's %.9g rounded is %.9g",
+                     (long long)i, gx[i], gref[0][i], er_bf16_to_f32(er_f32_to_bf16(gref[0][i])));
+    free(gx);
+    for (int i = 1; i < np; i++) {
+        float *g = host(ps[i]->grad);
+        cr_expect_eq(memcmp(g, gref[i], (size_t)tensor_numel(ps[i]) * 4), 0, "%s's gradient differs from the fp32 layer's",
+                     i == 1 ? "W" : i == 2 ? "bias" : "residual");
+        free(g);
+    }
+    for (int i = 0; i < 4; i++) {
+        free(gref[i]);
+        tensor_free(ps[i]);
+    }
+    free(yref);
+    tensor_free(r);
+    nn_step_end();
+}
+
+Test(nn_ops_bf16, linear_on_bf16_is_the_fp32_layer_rounded) { linear_case(0); }
+Test(nn_ops_bf16, linear_add_on_bf16_keeps_the_fp32_residual_stream) { linear_case(1); }
+
+/* A pre-norm MLP on bf16 activations (layernorm to bf16, linear, bias+GELU, linear_add onto the fp32
+ * residual) against the same MLP in fp32: outputs and every gradient within thr + 2^-8 |ref|, thr =
+ * 8 roundings of 2^-9 of the tensor's largest magnitude (h, fc1's output, GELU's output and the
+ * weight copies forward; dL/dg, dL/df, dL/dh backward), i.e. 2^-6 of the scale. Under make asan
+ * the arena's poisoning (nn/arena.c) also makes this test fail on a gradient buffer released while
+ * still in use, the bug an earlier version had (seen as 1e35 garbage in the emulated GPU run). */
+static float *mlp(int bf16, tensor *x, tensor *w1, tensor *b1, tensor *w2, tensor *r, float *g[4]) {
+    tensor *h = bf16 ? op_layernorm_to(x, NULL, NULL, 1e-6f, DT_BF16) : op_layernorm(x, NULL, NULL, 1e-6f);
+    tensor *y = op_linear_add(op_bias_gelu(op_linear(h, w1, NULL), b1), w2, NULL, x);
+    cr_assert_not_null(y, "%s", er_msg());
+    float *yh = host(y);
+    cr_assert_eq(backward(op_sum_all(op_mul(y, r))), ER_OK, "%s", er_msg());
+    tensor *ps[4] = {x, w1, b1, w2};
+    for (int i = 0; i < 4; i++) {
+        g[i] = host(ps[i]->grad);
+        tensor_fill(ps[i]->grad, 0.0f);
+    }
+    nn_step_end();
+    return yh;
+}
+
+Test(nn_ops_bf16, mlp_on_bf16_activations_tracks_fp32) {
+    const int64_t T = 9, C = 48, H = 96;
+    tensor *x = gc_rand(2, SHAPE(T, C), 51, -2, 2), *w1 = gc_rand(2, SHAPE(H, C), 52, -0.3f, 0.3f);
+    tensor *b1 = gc_rand(1, SHAPE(H), 53, -0.5f, 0.5f), *w2 = gc_rand(2, SHAPE(C, H), 54, -0.3f, 0.3f);
+    tensor *r = gc_rand(2, SHAPE(T, C), 55, -1, 1);
+    float *gref[4], *gbf[4];
+    float *yref = mlp(0, x, w1, b1, w2, r, gref), *ybf = mlp(1, x, w1, b1, w2, r, gbf);
+    expect_close(ybf, yref, T * C, max_abs(yref, T * C) / 64, "bf16 MLP y");
+    const int64_t n[4] = {T * C, H * C, H, C * H};
+    const char *what[4] = {"bf16 MLP dL/dx", "bf16 MLP dL/dW1", "bf16 MLP dL/db1", "bf16 MLP dL/dW2"};
+    for (int i = 0; i < 4; i++) {
+        expect_close(gbf[i], gref[i], n[i], max_abs(gref[i], n[i]) / 64, what[i]);
+        free(gref[i]), free(gbf[i]);
+    }
+    free(yref), free(ybf);
+    tensor_free(x), tensor_free(w1), tensor_free(b1), tensor_free(w2), tensor_free(r);
 }

@@ -1,0 +1,116 @@
+/* ops_linear_bf16.c — the linear layer on bf16 activations (issue #27): x bf16 [M, K], the fp32
+ * master weight W [N, K] read through a bf16 copy made once per call (and kept for the backward),
+ * y = x W^T (+ bias) (+ residual) with fp32 accumulation, one gemm_ex. y is bf16, except with a
+ * residual: the residual stream stays fp32, so y = res + x W^T + bias is fp32 (or the residual's
+ * type). The bias and W's gradient are fp32; x's gradient is bf16 (x's type).
+ *
+ * The backward, with gy = dL/dy:
+ *   gy bf16 as is, or an fp32 gy (the residual case) rounded to bf16 once into scratch: every
+ *   product reads bf16 operands, which is what bf16 compute does to fp32 operands anyway (same
+ *   bits on the CPU), and cuBLASLt takes A and B of one type only;
+ *   dX (+)= gy W         (bf16 x bf16 -> bf16, accumulated as round(dX + product))
+ *   dW  += gy^T x        (bf16 x bf16 -> fp32, into W's fp32 gradient)
+ *   dbias += column sums of gy (fp32: sum_to of gy widened)
+ *   dres += gy           (as the fp32 linear_add)
+ * The bias-gradient epilogue is fp32-only (kernels/gemm_ex_args.h), so the bias sum is its own pass. */
+#include "nn/ops_linear_bf16.h"
+
+#include "nn/ops_util.h"
+
+/* bf16 copy of the packed fp32 tensor t, in arena memory */
+static tensor *bf16_copy(tensor *t) {
+    tensor *c = tensor_empty_dt(t->device, DT_BF16, t->ndim, t->shape);
+    if (c && tensor_numel(t) > 0) BE(t)->cast(tensor_numel(t), ER_F32, t->data, ER_BF16, c->raw, 0);
+    return c;
+}
+
+/* D (+)= op(A) op(B) with bf16 A and B; D of type d_type, accumulated when beta is 1 */
+static void product(const er_backend *be, int tA, int tB, int m, int n, int k, const void *A, int lda,
+                    const void *B, int ldb, float beta, int d_type, void *D, int ldd, int device) {
+    gemm_ex_args g = {.transA = tA, .transB = tB, .m = m, .n = n, .k = k, .alpha = 1.0f, .beta = beta,
+                      .A = A, .lda = lda, .B = B, .ldb = ldb, .C = beta != 0.0f ? D : NULL, .ldc = ldd,
+                      .D = D, .ldd = ldd, .a_type = GEMM_BF16, .b_type = GEMM_BF16,
+                      .c_type = d_type == DT_BF16 ? GEMM_BF16 : GEMM_F32,
+                      .d_type = d_type == DT_BF16 ? GEMM_BF16 : GEMM_F32, .compute = GEMM_COMPUTE_BF16};
+    arena_mark mk = ops_mark(device);
+    long w = gemm_ex_work_floats(&g);
+    if (w) g.work = ops_scratch(device, w);
+    be->gemm_ex(&g);
+    ops_release(device, mk);
+}
+
+static void linear_bf16_backward(tape_node *n) {
+    tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2], *res = n->in[3], *y = n->out, *wb = n->ctx;
+    const int M = (int)n->i[0], N = (int)n->i[1], K = (int)n->i[2];
+    const er_backend *be = BE(y);
+    /* the gradient buffers first: the scratch below is released at the end, with everything the
+     * arena gave after the mark */
+    int fresh;
+    tensor *gbias = bias ? grad_buf(bias) : NULL, *gw = grad_buf(w), *gx = grad_buf_fresh(x, &fresh);
+    arena_mark mk = ops_mark(y->device);
+    const void *gy = y->grad->raw;
+    if (y->dtype != DT_BF16) { /* an fp32 gy: rounded once (what bf16 compute does to it) */
+        uint16_t *g16 = (uint16_t *)ops_scratch(y->device, ((int64_t)M * N + 1) / 2);
+        be->cast((int64_t)M * N, y->dtype, gy, ER_BF16, g16, 0);
+        gy = g16;
+    }
+    if (gbias) { /* column sums of gy, from the fp32 values when gy is fp32 */
+        const float *gf = y->dtype == DT_F32 ? y->grad->data : NULL;
+        if (!gf) {
+            float *t = ops_scratch(y->device, (int64_t)M * N);
+            be->cast((int64_t)M * N, ER_BF16, gy, ER_F32, t, 0);
+            gf = t;
+        }
+        int64_t xs[2] = {M, N}, ys[2] = {1, N};
+        float *work = ops_scratch(y->device, (int64_t)be->sum_to_workspace(2, xs, ys));
+        be->sum_to(2, xs, gf, ys, gbias->data, 1, work);
+    }
+    if (M > 0 && N > 0 && K > 0) {
+        if (gw) /* dW[N,K] += gy^T x */
+            product(be, 1, 0, N, K, M, gy, N, x->raw, K, 1.0f, DT_F32, gw->data, K, y->device);
+        if (gx) /* dX[M,K] (+)= gy W */
+            product(be, 0, 0, M, K, N, gy, N, wb->raw, K, fresh ? 0.0f : 1.0f, x->dtype, gx->raw, K, y->device);
+    } else if (gx && fresh) {
+        tensor_fill(gx, 0.0f); /* K > 0 with M or N 0: a fresh buffer must still be written */
+    }
+    ops_release(y->device, mk);
+    tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;
+    if (gr) {
+        int64_t len[1] = {tensor_numel(y)}, one[1] = {1};
+        BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
+    }
+}
+
+tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, const int64_t *yshape) {
+    if (res && res->dtype != DT_F32) {
+        er_fail(ER_INPUT, "linear_add: a bf16 input takes an fp32 residual stream (got %s)", er_dtype_name(res->dtype));
+        return NULL;
+    }
+    w = op_contiguous(w);
+    if (!w) return NULL;
+    const int64_t M = x2->shape[0], K = x2->shape[1], N = w->shape[0];
+    tensor *wb = bf16_copy(w);
+    tensor *y = tensor_empty_dt(x2->device, res ? DT_F32 : DT_BF16, nd, yshape);
+    if (!wb || !y) return NULL;
+    if (M > 0 && N > 0) {
+        gemm_ex_args a = {.transA = 0, .transB = 1, .m = (int)M, .n = (int)N, .k = (int)K, .alpha = 1.0f, .beta = 1.0f,
+                          .A = x2->raw, .lda = (int)K, .B = wb->raw, .ldb = (int)K, .C = res ? res->data : NULL,
+                          .ldc = (int)N, .D = y->raw, .ldd = (int)N, .bias = bias ? bias->data : NULL,
+                          .a_type = GEMM_BF16, .b_type = GEMM_BF16, .c_type = GEMM_F32,
+                          .d_type = res ? GEMM_F32 : GEMM_BF16, .compute = GEMM_COMPUTE_BF16};
+        arena_mark mk = ops_mark(x2->device);
+        long wf = gemm_ex_work_floats(&a);
+        if (wf) a.work = ops_scratch(x2->device, wf);
+        BE(x2)->gemm_ex(&a);
+        ops_release(x2->device, mk);
+    }
+    tensor *in[4] = {x2, w, bias, res};
+    tape_node *n = tape_record(res ? "linear_add" : "linear", linear_bf16_backward, y, 4, in);
+    if (n) {
+        n->i[0] = M;
+        n->i[1] = N;
+        n->i[2] = K;
+        n->ctx = wb; /* arena memory: lives until the step ends, as the tape does */
+    }
+    return y;
+}

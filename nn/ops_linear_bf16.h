@@ -1,0 +1,14 @@
+/* ops_linear_bf16.h — the bf16-activation form of op_linear / op_linear_add (nn/ops_linear_bf16.c),
+ * called by them when x is bf16. Internal to the op layer. */
+#ifndef ENDORET_OPS_LINEAR_BF16_H
+#define ENDORET_OPS_LINEAR_BF16_H
+
+#include <stdint.h>
+
+#include "nn/tensor.h"
+
+/* x2: x as a packed [M, K] bf16 matrix; w [N, K] fp32; bias [N] fp32 or NULL; res fp32 with y's
+ * shape, or NULL. y has shape yshape (nd dims): bf16 without a residual, fp32 with one. */
+tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, const int64_t *yshape);
+
+#endif
