@@ -15,6 +15,7 @@
 #include "nn/base/rng.h"
 #include "nn/losses/mae_loss.h"
 #include "nn/losses/sscd.h"
+#include "nn/models/scene_frozen.h"
 #include "nn/models/vit_memory.h"
 #include "nn/ops.h"
 #include "train/host_batch.h"
@@ -77,10 +78,7 @@ typedef struct {
     host_batch *hb;         /* a slot: this rank's input then target images, then rec (train/host_batch.h) */
     size_t rec_off;
     void *what;             /* the fill's scratch: which image is which (scene_images) */
-    float *cls;             /* [n_inputs, D] input [CLS] vectors */
-    float *views;           /* [N, V-1, D] the scene encoder's input */
-    float *latent;          /* [nrec, T, D] masked target latents */
-    float *target;          /* [nrec, L, p*p*3] reconstruction targets */
+    scene_frozen fz;        /* the frozen encoder's [CLS], latents and targets, on the model's device */
     float *mask;            /* [N, L] 1 = removed */
     int32_t *shuffle, *restore, *keep, *rec_restore;
     uint8_t *match;
@@ -112,10 +110,11 @@ static void scene_free(void *self) {
     scene_objective *o = self;
     if (!o) return;
     host_batch_free(o->hb); /* first: waits for a fill still reading the data on the worker */
+    scene_frozen_free(&o->fz);
     model_free(o->model);
     image_cache_free(&o->data);
     free(o->scene_first); free(o->scene_count); free(o->scene_rows);
-    free(o->rows); free(o->what); free(o->cls); free(o->views); free(o->latent); free(o->target);
+    free(o->rows); free(o->what);
     free(o->mask); free(o->shuffle); free(o->restore); free(o->keep); free(o->rec_restore);
     free(o->match); free(o->ids);
     view_rows_free(&o->eval);
@@ -214,28 +213,25 @@ static int scene_fill(void *self, int64_t g, void *slotp, const fill_scratch *sc
     return fail ? er_fail(ER_RUNTIME, "augmentation failed at micro-batch %lld", (long long)g) : ER_OK;
 }
 
-/* Frozen-encoder pass over the n images x, chunk by chunk; masked: the target forward (keep
- * indices of combination rec[q]), storing the latent and the reconstruction target; else the
- * [CLS] into o->cls row q. */
-static int encode(scene_objective *o, const float *x, int n, const int32_t *rec, int masked) {
-    int S = o->S, D = o->D, L = o->L, K = o->K, p = o->enc->cfg.patch, cb = o->cfg.encode_batch;
-    size_t img = (size_t)3 * S * S;
+/* Frozen-encoder pass over the n images at byte `off` of the slot, chunk by chunk, into o->fz on the
+ * model's device (nn/models/scene_frozen.h); masked: the target forward (keep indices of
+ * combination rec[q]) and the reconstruction targets, into rows q; else the [CLS] into row q. Each
+ * chunk is uploaded from the slot (page-locked on a GPU: asynchronous, no wait) and its
+ * activations die at the chunk's nn_step_end. */
+static int encode(scene_objective *o, const void *slot, size_t off, int n, const int32_t *rec, int masked) {
+    int S = o->S, L = o->L, K = o->K, cb = o->cfg.encode_batch;
+    size_t img = (size_t)3 * S * S * sizeof(float);
     nn_ctx ctx = NN_EVAL; /* the frozen encoder: eval mode, no tape */
     for (int q0 = 0; q0 < n; q0 += cb) {
         int nb = n - q0 < cb ? n - q0 : cb, rc = ER_OK;
-        const float *chunk = x + q0 * img;
+        tensor *chunk = host_batch_upload(o->hb, slot, off + (size_t)q0 * img, 4, SHAPE(nb, 3, S, S));
         NO_GRAD {
             if (masked) {
                 for (int q = 0; q < nb; q++)
                     memcpy(o->keep + (size_t)q * K, o->shuffle + (size_t)rec[q0 + q] * L, K * sizeof(int32_t));
-                tensor *lat = vit_forward(o->enc, &ctx, chunk, nb, o->keep, K);
-                if (!lat) rc = ER_RUNTIME;
-                else tensor_to_host(lat, o->latent + (size_t)q0 * o->T * D);
-                mae_target(chunk, nb, 3, S, S, p, 0, o->target + (size_t)q0 * img);
+                rc = scene_frozen_masked(&o->fz, o->enc, &ctx, chunk, o->keep, K, q0);
             } else {
-                tensor *cls = vit_cls(o->enc, &ctx, chunk, nb);
-                if (!cls) rc = ER_RUNTIME;
-                else tensor_to_host(cls, o->cls + (size_t)q0 * D);
+                rc = scene_frozen_cls(&o->fz, o->enc, &ctx, chunk, q0);
             }
         }
         nn_step_end(); /* the chunk's activations die here: nothing of this step is live yet */
@@ -249,34 +245,21 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     const scene_cfg *c = &o->cfg;
     /* global: B scenes, N = B V combinations (i = j V + t); this rank: scenes j0 .. j0 + b - 1, i.e.
      * combinations V j0 .. V (j0 + b) - 1, in the same order (local il = i - V j0) */
-    int V = o->V, N = o->N, L = o->L, D = o->D, b = o->run.local_batch, j0 = o->run.first, Nl = b * V, i0 = j0 * V;
+    int V = o->V, N = o->N, L = o->L, b = o->run.local_batch, j0 = o->run.first, Nl = b * V, i0 = j0 * V;
     int64_t g = step * o->run.keys->accum + micro;
     char *sl = host_batch_get(o->hb, g);
     if (!sl) return NULL;
-    const float *x = (const float *)sl;
     const int32_t *rec = (const int32_t *)(sl + o->rec_off);
     /* every combination's mask (pure functions of the seed, g, i: the same on every rank) */
     mae_masking(N, L, o->K, NULL, NULL, o->run.seed, (uint64_t)g, o->shuffle, o->restore, o->mask);
     int nrec = o->recon_all ? Nl : b; /* this rank's reconstructed combinations (global indices in rec) */
     int ninputs = c->share_views ? b * V : Nl * (V - 1);
-    int rc = encode(o, x, ninputs, NULL, 0);
-    if (!rc) { /* the scene encoder's input [Nl, V-1, D] */
-        for (int il = 0; il < Nl; il++) {
-            int jl = il / V, t = il % V, w = 0;
-            for (int u = 0; u < V; u++) {
-                if (u == t) continue;
-                const float *src = c->share_views ? o->cls + (size_t)(jl * V + u) * D
-                                                  : o->cls + ((size_t)il * (V - 1) + w) * D;
-                memcpy(o->views + ((size_t)il * (V - 1) + w) * D, src, D * sizeof(float));
-                w++;
-            }
-        }
-    }
-    if (!rc && o->use_mse) rc = encode(o, x + (size_t)ninputs * 3 * o->S * o->S, nrec, rec, 1);
+    int rc = encode(o, sl, 0, ninputs, NULL, 0);
+    if (!rc && o->use_mse) rc = encode(o, sl, (size_t)ninputs * 3 * o->S * o->S * sizeof(float), nrec, rec, 1);
     if (rc) return NULL;
     /* the trainable part */
     nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
-    tensor *vt = tensor_upload(o->model->device, 3, SHAPE(Nl, V - 1, D), o->views);
+    tensor *vt = scene_frozen_views(&o->fz, b, V, c->share_views);      /* [Nl, V-1, D] on the device */
     tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [Nl, D] */
     if (!z) return NULL;
     tensor *loss = NULL;
@@ -303,9 +286,8 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
         }
         tensor *zr = nrec == Nl ? z : op_index_select(z, 0, loc, nrec);
         free(loc);
-        tensor *lat = tensor_upload(o->model->device, 3, SHAPE(nrec, o->T, D), o->latent);
-        tensor *pred = scene_net_decode(o->net, &ctx, zr, lat, o->enc->cfg.registers, o->rec_restore);
-        tensor *lm = mae_loss(pred, o->target, mk); /* targets in MAE's patch order (dy, dx, c), as the reference */
+        tensor *pred = scene_net_decode(o->net, &ctx, zr, o->fz.latent, o->enc->cfg.registers, o->rec_restore);
+        tensor *lm = mae_loss_t(pred, o->fz.target, mk); /* targets in MAE's patch order (dy, dx, c), as the reference */
         free(mk);
         if (!lm) return NULL;
         loss_terms_set(terms, "mse", tensor_item(lm));
@@ -381,7 +363,7 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = view_rows_load(&o->eval, c->eval_manifest, c->eval_split, o->S)))
         goto fail;
-    int B = k->batch, V = o->V, N = o->N, L = o->L, D = o->D, Nl = o->run.local_batch * V, nrec = o->recon_all ? Nl : o->run.local_batch;
+    int B = k->batch, V = o->V, N = o->N, L = o->L, Nl = o->run.local_batch * V, nrec = o->recon_all ? Nl : o->run.local_batch;
     int ninputs = c->share_views ? o->run.local_batch * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
     o->rows = xmalloc((size_t)B * V * sizeof(int));
@@ -390,12 +372,7 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
     o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    o->cls = xmalloc((size_t)ninputs * D * sizeof(float));
-    o->views = xmalloc((size_t)Nl * (V - 1) * D * sizeof(float));
-    if (o->use_mse) {
-        o->latent = xmalloc((size_t)nrec * o->T * D * sizeof(float));
-        o->target = xmalloc((size_t)nrec * img * sizeof(float));
-    }
+    if ((rc = scene_frozen_new(&o->fz, o->enc, ninputs, o->use_mse ? nrec : 0, o->K))) goto fail;
     o->mask = xmalloc((size_t)N * L * sizeof(float));
     o->shuffle = xmalloc((size_t)N * L * sizeof(int32_t));
     o->restore = xmalloc((size_t)N * L * sizeof(int32_t));
