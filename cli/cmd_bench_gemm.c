@@ -4,7 +4,8 @@
  * `--precision bf16` measures ours in SGEMM_BF16 and SGEMM_FP32 side by side (and OpenBLAS's
  * bf16 cblas_sbgemm when the library exports it). OpenBLAS is only a yardstick: it is dlopen()ed
  * here, never linked into endoret. `--storage` times gemm_ex (a linear layer: bf16 compute, fp32
- * bias) on fp32-stored operands against bf16-stored ones (issue #27), interleaved. */
+ * bias) on fp32-stored operands against bf16-stored ones (issue #27), interleaved, and the bf16
+ * packing alone from each storage (sgemm_time_pack_bf16). */
 #include <dlfcn.h>
 #include <omp.h>
 #include <stdio.h>
@@ -225,6 +226,16 @@ static void bench_storage(const shape *shapes, int nshapes, int threads, int rep
             for (int c = 0; c < 3; c++) snprintf(col[c], sizeof col[c], "%5.0f (%3.0f-%3.0f)", g[c], gw[c], gb[c]);
             printf("%-16s %-2s %17s %17s %17s %7.2fx %7.2fx  %s\n", dims, op, col[0], col[1], col[2], g[1] / g[0],
                    g[2] / g[0], s->what);
+        }
+        double us[4];
+        if (sgemm_time_pack_bf16(s->tA, s->tB, s->m, s->n, s->k, us)) {
+            if (json)
+                printf("{\"bench\":\"gemm_pack_bf16\",\"m\":%d,\"n\":%d,\"k\":%d,\"transA\":%d,\"transB\":%d,"
+                       "\"a_from_fp32_us\":%.1f,\"a_from_bf16_us\":%.1f,\"b_from_fp32_us\":%.1f,\"b_from_bf16_us\":%.1f}\n",
+                       s->m, s->n, s->k, s->tA, s->tB, us[0], us[1], us[2], us[3]);
+            else
+                printf("%-16s    packing alone (1 thread, best of 200): A from fp32 %.1f us, from bf16 %.1f us; "
+                       "B from fp32 %.1f us, from bf16 %.1f us\n", dims, us[0], us[1], us[2], us[3]);
         }
         fflush(stdout);
         free(A), free(B), free(D), free(bias), free(work), free(Ah), free(Bh), free(Dh);

@@ -88,4 +88,11 @@ typedef struct {
 } sgemm_ukernel_speed;
 int sgemm_time_ukernel(int i, sgemm_ukernel_speed *out);
 
+/* `bench gemm --storage`: best of 200 single-thread calls, in microseconds, of packing one whole
+ * depth block of op(A) (m x k, 8-row panels) and op(B) (k x n, 48-column panels) into the bf16
+ * panels of the AVX512_BF16 kernels: us[0] A from fp32, us[1] A from bf16 storage, us[2] B from
+ * fp32, us[3] B from bf16 storage (gemm_ex's bf16 operands). Returns 0 (nothing measured) on a CPU
+ * without AVX512_BF16. */
+int sgemm_time_pack_bf16(int transA, int transB, int m, int n, int k, double us[4]);
+
 #endif

@@ -18,10 +18,11 @@
  * gives the bits of its fp32-stored copy). Accumulation is fp32 always; a bf16 C is widened
  * (exactly); a bf16 D is the fp32 result above (after bias and beta C, in that order) rounded
  * once to nearest even (kernels/dtype.h's er_f32_to_bf16).
- * `work`: a bf16 D that is not C needs m * n floats of the caller's scratch for the fp32 result
- * before its one rounding (gemm_ex_work_floats; the CPU always, CUDA when its split path runs; a
- * bf16 D equal to C needs it as well). CUDA: A and B of one type (a mixed pair is refused).
- * `packed_b` (may be NULL): B's prepacked copy from gemm_prepack (CPU inference; CUDA ignores it).
+ * `work`: a bf16 D (C = D included) needs m * n floats of the caller's scratch (row stride n) for
+ * the fp32 result before its one rounding (gemm_ex_work_floats; the CPU always, CUDA when its split
+ * path runs). CUDA: A and B of one type (a mixed pair is refused).
+ * `packed_b` (may be NULL): B's prepacked copy from gemm_prepack (CPU inference, fp32 B only: a
+ * bf16 B is packed per call; CUDA ignores it).
  *
  * The bias-gradient epilogue (a weight-gradient product dW = dY^T X of a linear layer, whose bias
  * gradient is the column sums of dY = op(A)^T): `bias_grad` [m] (+)= the sums over k of op(A)'s

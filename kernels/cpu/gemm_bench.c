@@ -1,10 +1,12 @@
 /* gemm_bench.c — sgemm_time_ukernel (kernels/gemm.h): one micro-kernel in isolation, for
- * `bench gemm --ukernels`. A measurement, not a kernel: it owns (allocates) its panels. */
+ * `bench gemm --ukernels`; sgemm_time_pack_bf16: the bf16 packing from fp32 and from bf16 storage,
+ * for `bench gemm --storage`. Measurements, not kernels: they own (allocate) their buffers. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
+#include "kernels/dtype.h"
 #include "nn/base/base.h"
 
 /* The i-th compiled kernel this CPU supports, bf16 set first, or NULL. */
@@ -54,5 +56,31 @@ int sgemm_time_ukernel(int i, sgemm_ukernel_speed *out) {
     }
     free(Ap), free(Bp), free(C);
     *out = (sgemm_ukernel_speed){K->name, K->mr, K->nr, kc, 2.0 * K->mr * K->nr * kc * calls / best * 1e-9};
+    return 1;
+}
+
+int sgemm_time_pack_bf16(int tA, int tB, int m, int n, int k, double us[4]) {
+    if (!cpu_has_avx512_bf16() || m < 1 || n < 1 || k < 1) return 0;
+    long na = (long)m * k, nb = (long)k * n;
+    float *A = xmalloc_aligned(4 * na), *B = xmalloc_aligned(4 * nb);
+    uint16_t *Ah = xmalloc_aligned(2 * na), *Bh = xmalloc_aligned(2 * nb);
+    uint16_t *P = xmalloc_aligned(2 * (size_t)((m > n ? m : n) + 64) * (k + 1));
+    for (long i = 0; i < na; i++) Ah[i] = er_f32_to_bf16((float)(i % 97) / 50 - 1), A[i] = er_bf16_to_f32(Ah[i]);
+    for (long i = 0; i < nb; i++) Bh[i] = er_f32_to_bf16((float)(i % 89) / 50 - 1), B[i] = er_bf16_to_f32(Bh[i]);
+    const long lda = tA ? m : k, ldb = tB ? k : n;
+    for (int c = 0; c < 4; c++) {
+        double best = 1e30;
+        for (int r = 0; r < 200; r++) {
+            double t0 = now_seconds();
+            if (c == 0) gemm_pack_a_bf16(tA, A, lda, 0, m, 0, k, 8, P);
+            if (c == 1) gemm_pack_a_bf16_stored(tA, Ah, lda, 0, m, 0, k, 8, P);
+            if (c == 2) gemm_pack_b_bf16(tB, B, ldb, 0, k, 0, n, 48, P);
+            if (c == 3) gemm_pack_b_bf16_stored(tB, Bh, ldb, 0, k, 0, n, 48, P);
+            double t = now_seconds() - t0;
+            if (t < best) best = t;
+        }
+        us[c] = best * 1e6;
+    }
+    free(A), free(B), free(Ah), free(Bh), free(P);
     return 1;
 }
