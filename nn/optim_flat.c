@@ -15,8 +15,10 @@
  * Which tensors: fp32 parameters that own packed storage and have a packed gradient that does too
  * (every tensor_param). A view of another tensor, a parameter listed twice, or one without a
  * gradient buffer yet keeps its storage and is updated as its own entry (optim.c).
- * Memory: the buffers replace the tensors' own allocations; while they are built both exist, one
- * tensor at a time (peak: the buffers plus one tensor). */
+ * Memory: the buffers replace the tensors' own allocations. While they are built, the weights
+ * (then the gradients) exist twice: the weight buffer is made, every weight moves in and frees its
+ * old storage, then the same for the gradients; the moments are made last (as per-tensor moments
+ * were). Transient peak: one extra copy of the weights. */
 #include "nn/optim_flat.h"
 
 #include <stdlib.h>
@@ -67,20 +69,22 @@ static void build_group(optimizer *o, optim_flat_group *G, const int *order, int
     const int dev = o->ps[order[0]].p->device, adamw = o->cfg.kind == OPTIM_ADAMW;
     G->device = dev;
     G->numel = align_up(total);
-    G->p = storage_new(dev, DT_F32, G->numel);
-    G->g = storage_new(dev, DT_F32, G->numel);
-    G->m = adamw || o->cfg.momentum > 0 ? storage_new(dev, DT_F32, G->numel) : NULL;
-    G->v = adamw ? storage_new(dev, DT_F32, G->numel) : NULL;
     G->count = cnt;
     G->index = xmalloc((size_t)cnt * sizeof *G->index);
     G->off = off;
     G->spans = xcalloc((size_t)cnt, sizeof *G->spans);
+    /* weights, then gradients: each buffer is filled (and the storage it replaces freed) before the
+     * next is made, so the transient is one buffer, not two. Rehoming cannot fail: eligible()
+     * checked ownership, and the buffers are on the tensors' device. */
+    G->p = storage_new(dev, DT_F32, G->numel);
+    for (int k = 0; k < cnt; k++) tensor_rehome(o->ps[order[k]].p, G->p, off[k]);
+    G->g = storage_new(dev, DT_F32, G->numel);
+    for (int k = 0; k < cnt; k++) tensor_rehome(o->ps[order[k]].p->grad, G->g, off[k]);
+    G->m = adamw || o->cfg.momentum > 0 ? storage_new(dev, DT_F32, G->numel) : NULL;
+    G->v = adamw ? storage_new(dev, DT_F32, G->numel) : NULL;
     for (int k = 0; k < cnt; k++) {
         optim_param *q = &o->ps[order[k]];
         G->index[k] = order[k];
-        /* cannot fail: eligible() checked ownership, the buffers are on the tensor's device */
-        tensor_rehome(q->p, G->p, off[k]);
-        tensor_rehome(q->p->grad, G->g, off[k]);
         q->m = state_view(G->m, q->p, off[k]);
         q->v = state_view(G->v, q->p, off[k]);
         q->flat = 1;
