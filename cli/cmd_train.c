@@ -128,7 +128,7 @@ out:
  * they all made (--stop-after, SIGINT/SIGTERM: the loop sets train_interrupted) leaves the group
  * normally, said once; any other failure is this rank's own while the others wait in a collective:
  * it names the rank and ends the whole job (rank 0's last checkpoint, written atomically, stays
- * intact). */
+ * intact). An agreed failure ends every rank here, after the speakers have said it (not in main). */
 static int finish_ranks(int rc) {
     int agreed = setup_agreed || (rc == ER_RUNTIME && train_interrupted);
     if (pg_size() > 1 && rc != ER_OK && !agreed) {
@@ -137,8 +137,20 @@ static int finish_ranks(int rc) {
         pg_abort(rc);
     }
     int silent = pg_size() > 1 && (setup_agreed ? silent_rank : pg_rank() != 0);
+    if (pg_size() > 1 && rc != ER_OK) {
+        /* The ranks that speak say why before any rank leaves: mpirun ends the whole job as soon as
+         * one rank exits non-zero, and could otherwise kill the speaker before its message (seen
+         * once in CI: a SIGTERM run ended with rank 0's "interrupted at step" never printed). */
+        if (!silent) {
+            fprintf(stderr, "endoret train: %s\n", er_msg()[0] ? er_msg() : "failed");
+            fflush(stderr);
+        }
+        int said = 1;
+        pg_allreduce_max(&said, 1); /* every rank waits here for the speakers */
+        pg_finalize();
+        exit(rc == ER_INPUT ? 2 : 1);
+    }
     pg_finalize();
-    if (rc != ER_OK && silent) exit(rc == ER_INPUT ? 2 : 1); /* another rank says why */
     return rc;
 }
 

@@ -186,15 +186,19 @@ Test(train_data_parallel, resume_with_any_rank_count_matches_the_uninterrupted_r
 }
 
 /* Starts an endless 2-rank run into <dir>/<out> (checkpoints every ckpt_every steps); once
- * <dir>/<out>/<wait_for> exists, sends `signal` to rank 1 and waits for the job. Returns its exit
- * status; *text receives what the job printed (malloc'd). */
+ * <dir>/<out>/<wait_for> is non-empty, sends `signal` to rank 1 and waits for the job. Returns its
+ * exit status; *text receives what the job printed (malloc'd). Non-empty, not just present:
+ * log.jsonl gets its first line after the first step's cross-rank average, so by then every rank is
+ * inside the loop with its handlers installed; the file exists earlier (rank 0 opens it), and on
+ * loaded cores rank 1 could still be setting up then: a signal there ended it before the ranks
+ * could agree on a stop (seen once in a CI run). */
 static int signal_rank_1(const char *out, int ckpt_every, const char *wait_for, const char *signal, char **text) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "cd %s && mkdir -p %s && (timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c "
              "'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec %s train image --config tiny.cfg --set out.dir=%s "
              "--set train.steps=1000000 --set out.ckpt_every=%d --quiet' > %s/out.txt 2>&1 & mp=$!; "
-             "for i in $(seq 600); do [ -f %s/%s ] && [ -f %s/pid.1 ] && break; sleep 0.1; done; "
+             "for i in $(seq 600); do [ -s %s/%s ] && [ -f %s/pid.1 ] && break; sleep 0.1; done; "
              "sleep 0.3; kill -%s $(cat %s/pid.1); wait $mp; echo $? > %s/rc)",
              dir, out, out, exe, out, ckpt_every, out, out, wait_for, out, signal, out, out);
     cr_assert_eq(system(cmd), 0);
