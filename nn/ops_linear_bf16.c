@@ -1,8 +1,7 @@
 /* ops_linear_bf16.c — the linear layer on bf16 activations (issue #27): x bf16 [M, K], the fp32
  * master weight W [N, K] read through a bf16 copy made once per call (and kept for the backward),
  * y = x W^T (+ bias) (+ residual) with fp32 accumulation, one gemm_ex. y is bf16, except with a
- * residual: the residual stream stays fp32, so y = res + x W^T + bias is fp32 (or the residual's
- * type). The bias and W's gradient are fp32; x's gradient is bf16 (x's type).
+ * residual: the residual stream stays fp32, so y = res + x W^T + bias is fp32. The bias and W's gradient are fp32; x's gradient is bf16 (x's type).
  *
  * The backward, with gy = dL/dy:
  *   gy bf16 as is, or an fp32 gy (the residual case) rounded to bf16 once into scratch: every
@@ -10,8 +9,8 @@
  *   bits on the CPU), and cuBLASLt takes A and B of one type only;
  *   dX (+)= gy W         (bf16 x bf16 -> bf16, accumulated as round(dX + product))
  *   dW  += gy^T x        (bf16 x bf16 -> fp32, into W's fp32 gradient)
- *   dbias += column sums of gy (fp32: sum_to of gy widened)
- *   dres += gy           (as the fp32 linear_add)
+ *   dbias += column sums of gy (fp32, widened)    as the fp32 layer: linear_bias_sums
+ *   dres += gy                                     as the fp32 layer: linear_residual_grad
  * The bias-gradient epilogue is fp32-only (kernels/gemm_ex_args.h), so the bias sum is its own pass. */
 #include "nn/ops_linear_bf16.h"
 
@@ -24,19 +23,24 @@ static tensor *bf16_copy(tensor *t) {
     return c;
 }
 
+/* One gemm_ex with the scratch a bf16 D needs, released after the call. */
+static void run_gemm_ex(const er_backend *be, gemm_ex_args *g, int device) {
+    arena_mark mk = ops_mark(device);
+    long w = gemm_ex_work_floats(g);
+    if (w) g->work = ops_scratch(device, w);
+    be->gemm_ex(g);
+    ops_release(device, mk);
+}
+
 /* D (+)= op(A) op(B) with bf16 A and B; D of type d_type, accumulated when beta is 1 */
 static void product(const er_backend *be, int tA, int tB, int m, int n, int k, const void *A, int lda,
                     const void *B, int ldb, float beta, int d_type, void *D, int ldd, int device) {
+    const int t = d_type == DT_BF16 ? GEMM_BF16 : GEMM_F32;
     gemm_ex_args g = {.transA = tA, .transB = tB, .m = m, .n = n, .k = k, .alpha = 1.0f, .beta = beta,
                       .A = A, .lda = lda, .B = B, .ldb = ldb, .C = beta != 0.0f ? D : NULL, .ldc = ldd,
-                      .D = D, .ldd = ldd, .a_type = GEMM_BF16, .b_type = GEMM_BF16,
-                      .c_type = d_type == DT_BF16 ? GEMM_BF16 : GEMM_F32,
-                      .d_type = d_type == DT_BF16 ? GEMM_BF16 : GEMM_F32, .compute = GEMM_COMPUTE_BF16};
-    arena_mark mk = ops_mark(device);
-    long w = gemm_ex_work_floats(&g);
-    if (w) g.work = ops_scratch(device, w);
-    be->gemm_ex(&g);
-    ops_release(device, mk);
+                      .D = D, .ldd = ldd, .a_type = GEMM_BF16, .b_type = GEMM_BF16, .c_type = t, .d_type = t,
+                      .compute = GEMM_COMPUTE_BF16};
+    run_gemm_ex(be, &g, device);
 }
 
 static void linear_bf16_backward(tape_node *n) {
@@ -61,9 +65,7 @@ static void linear_bf16_backward(tape_node *n) {
             be->cast((int64_t)M * N, ER_BF16, gy, ER_F32, t, 0);
             gf = t;
         }
-        int64_t xs[2] = {M, N}, ys[2] = {1, N};
-        float *work = ops_scratch(y->device, (int64_t)be->sum_to_workspace(2, xs, ys));
-        be->sum_to(2, xs, gf, ys, gbias->data, 1, work);
+        linear_bias_sums(gbias, y, gf);
     }
     if (M > 0 && N > 0 && K > 0) {
         if (gw) /* dW[N,K] += gy^T x */
@@ -74,11 +76,7 @@ static void linear_bf16_backward(tape_node *n) {
         tensor_fill(gx, 0.0f); /* K > 0 with M or N 0: a fresh buffer must still be written */
     }
     ops_release(y->device, mk);
-    tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;
-    if (gr) {
-        int64_t len[1] = {tensor_numel(y)}, one[1] = {1};
-        BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
-    }
+    linear_residual_grad(n, res, y);
 }
 
 tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, const int64_t *yshape) {
@@ -98,11 +96,7 @@ tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, co
                           .ldc = (int)N, .D = y->raw, .ldd = (int)N, .bias = bias ? bias->data : NULL,
                           .a_type = GEMM_BF16, .b_type = GEMM_BF16, .c_type = GEMM_F32,
                           .d_type = res ? GEMM_F32 : GEMM_BF16, .compute = GEMM_COMPUTE_BF16};
-        arena_mark mk = ops_mark(x2->device);
-        long wf = gemm_ex_work_floats(&a);
-        if (wf) a.work = ops_scratch(x2->device, wf);
-        BE(x2)->gemm_ex(&a);
-        ops_release(x2->device, mk);
+        run_gemm_ex(BE(x2), &a, x2->device);
     }
     tensor *in[4] = {x2, w, bias, res};
     tape_node *n = tape_record(res ? "linear_add" : "linear", linear_bf16_backward, y, 4, in);

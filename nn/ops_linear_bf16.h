@@ -11,4 +11,10 @@
  * shape, or NULL. y has shape yshape (nd dims): bf16 without a residual, fp32 with one. */
 tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, const int64_t *yshape);
 
+/* Shared by both linear backwards (nn/ops_matmul.c). gb += the column sums of g (y's shape, fp32).
+ * The residual's gradient += y's (fp32): it takes y's buffer when it has none yet (tape_give_grad),
+ * so it comes last. */
+void linear_bias_sums(tensor *gb, const tensor *y, const float *g);
+void linear_residual_grad(struct tape_node *n, tensor *res, const tensor *y);
+
 #endif

@@ -198,17 +198,23 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
     return y;
 }
 
-/* The bias gradient: the column sums of y's gradient [..., N]. */
-static void bias_grads(tensor *bias, const tensor *y) {
-    tensor *gb = grad_buf(bias);
-    if (!gb) return;
-    int64_t ones[T_MAX_DIMS], N = bias->shape[0];
+void linear_bias_sums(tensor *gb, const tensor *y, const float *g) {
+    int64_t ones[T_MAX_DIMS], N = gb->shape[0];
     for (int i = 0; i < y->ndim; i++) ones[i] = 1;
     ones[y->ndim - 1] = N;
     arena_mark m = ops_mark(y->device);
     float *work = ops_scratch(y->device, (int64_t)BE(y)->sum_to_workspace(y->ndim, y->shape, ones));
-    BE(y)->sum_to(y->ndim, y->shape, y->grad->data, ones, gb->data, 1, work);
+    BE(y)->sum_to(y->ndim, y->shape, g, ones, gb->data, 1, work);
     ops_release(y->device, m);
+}
+
+void linear_residual_grad(tape_node *n, tensor *res, const tensor *y) {
+    int fresh;
+    tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;
+    if (gr) {
+        int64_t len[1] = {tensor_numel(y)}, one[1] = {1};
+        BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
+    }
 }
 
 /* linear(_add)'s backward: bias += column sums, the product's gradients, then residual += gy. The
@@ -223,14 +229,9 @@ static void linear_backward(tape_node *n) {
     tensor *gbias = bias ? grad_buf(bias) : NULL;
     const int ride = gbias && (w->flags & T_REQUIRES_GRAD) && n->i[0] > 0 && n->i[1] > 0;
     grad_bias gb = {ride ? gbias->data : NULL, NULL};
-    if (gbias && !ride) bias_grads(bias, y);
+    if (gbias && !ride) linear_bias_sums(gbias, y, y->grad->data);
     matmul_grads(x, w, y, 0, 1, (int)n->i[0], (int)n->i[1], (int)n->i[2], 1, (int)n->i[3], ride ? &gb : NULL);
-    int fresh;
-    tensor *gr = res && !tape_give_grad(n, res) ? grad_buf_fresh(res, &fresh) : NULL;
-    if (gr) {
-        int64_t len[1] = {tensor_numel(y)}, one[1] = {1};
-        BE(y)->binary_grad(BIN_ADD, 0, 1, len, res->data, one, y->data, one, y->grad->data, gr->data, !fresh);
-    }
+    linear_residual_grad(n, res, y);
 }
 
 /* y = x W^T (+ bias) (+ residual), one gemm_ex: the bias and the residual add ride in the product's
