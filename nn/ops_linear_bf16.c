@@ -1,7 +1,8 @@
 /* ops_linear_bf16.c — the linear layer on bf16 activations (issue #27): x bf16 [M, K], the fp32
  * master weight W [N, K] read through a bf16 copy made once per call (and kept for the backward),
  * y = x W^T (+ bias) (+ residual) with fp32 accumulation, one gemm_ex. y is bf16, except with a
- * residual: the residual stream stays fp32, so y = res + x W^T + bias is fp32. The bias and W's gradient are fp32; x's gradient is bf16 (x's type).
+ * residual: the residual stream stays fp32, so y = res + x W^T + bias is fp32. The bias and W's
+ * gradients are fp32; x's gradient is bf16 (x's type).
  *
  * The backward, with gy = dL/dy:
  *   gy bf16 as is, or an fp32 gy (the residual case) rounded to bf16 once into scratch: every

@@ -34,10 +34,6 @@ static const char *gemm_ex_invalid(const gemm_ex_args *a) {
     return NULL;
 }
 
-static inline float load(const void *X, int bf16, size_t i) {
-    return bf16 ? er_bf16_to_f32(((const uint16_t *)X)[i]) : ((const float *)X)[i];
-}
-
 void cpu_gemm_ex(const gemm_ex_args *a) {
     const char *bad = gemm_ex_invalid(a);
     if (bad) {
@@ -59,9 +55,9 @@ void cpu_gemm_ex(const gemm_ex_args *a) {
      * is widened into R first, so it accumulates as its fp32 copy would. */
     const int alias = a->C && a->C == a->D;
     const float beta0 = alias ? a->beta : 0.0f;
-    if (alias && d16 && a->beta != 0.0f)
+    if (alias && d16 && a->beta != 0.0f) /* C is D */
         for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) R[(size_t)i * ldr + j] = load(a->C, 1, (size_t)i * a->ldd + j); /* C is D */
+            cpu_cast_span(n, ER_BF16, (const uint16_t *)a->C + (size_t)i * a->ldd, ER_F32, R + (size_t)i * ldr, 0);
     sgemm_typed(prec, a->transA, a->transB, m, n, a->k, a->alpha, a->A, a->a_type, a->lda, a->B, a->b_type, a->ldb,
                 a->packed_b, beta0, R, (int)ldr);
     const float *bias = a->bias;
@@ -82,13 +78,10 @@ void cpu_gemm_ex(const gemm_ex_args *a) {
         } else if (C) {
             const uint16_t *c = (const uint16_t *)C + (size_t)i * a->ldc;
             if (beta == 1.0f)
-                for (int j = 0; j < n; j++) r[j] = er_bf16_to_f32(c[j]) + r[j];
+                cpu_cast_span(n, ER_BF16, c, ER_F32, r, 1); /* r + c: the same sum */
             else
                 for (int j = 0; j < n; j++) r[j] = beta * er_bf16_to_f32(c[j]) + r[j];
         }
-        if (d16) {
-            uint16_t *d = (uint16_t *)a->D + (size_t)i * a->ldd;
-            for (int j = 0; j < n; j++) d[j] = er_f32_to_bf16(r[j]);
-        }
+        if (d16) cpu_cast_span(n, ER_F32, r, ER_BF16, (uint16_t *)a->D + (size_t)i * a->ldd, 0); /* one rounding */
     }
 }
