@@ -42,9 +42,9 @@
 #pragma weak cuda_probe_run
 #pragma weak cuda_gemm_peak_bf16
 
-/* Best GFLOP/s of a square n^3 product through the device's GEMM in the op layer's precision. */
-static double gemm_ceiling(int device, int reps) {
-    const int compute = er_gemm_compute();
+/* Best GFLOP/s of a square n^3 product through the device's GEMM in the given precision. */
+static double gemm_ceiling(int device, int prec, int reps) {
+    const int compute = er_gemm_compute_of(prec);
     /* on a GPU in bf16 mode: cuBLAS on bf16 operands, the rate PyTorch's bf16 matmul reaches */
     if (device != DEV_CPU && compute == GEMM_COMPUTE_BF16 && cuda_gemm_peak_bf16) return 1e3 * cuda_gemm_peak_bf16(reps);
     const er_backend *be = backend_get(device);
@@ -98,8 +98,8 @@ static int bench_train(int argc, char **argv) {
                         "                    [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae] [--profile]", NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
-    int device;
-    if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) return rc; /* before any work */
+    int device, prec;
+    if ((rc = er_device_parse(device_s, &device)) || (rc = er_precision_parse(precision, &prec))) return rc; /* before any work */
     int mae = !strcmp(objective, "mae");
     if (!strcmp(objective, "scene")) {
         if (batch < 2) return er_fail(ER_INPUT, "bench train: --objective scene needs --batch >= 2 scenes");
@@ -122,7 +122,7 @@ static int bench_train(int argc, char **argv) {
         e.grads = 4 * np;
         e.optimizer = 8 * np;
         e.activations = vit_blocks_train_bytes(v->cfg.dim, v->cfg.depth, v->cfg.heads, v->cfg.mlp_ratio, batch, T) +
-                        4.0 * (double)backend_get(DEV_CPU)->attention_workspace(er_gemm_compute(), batch, v->cfg.heads, (int)T, (int)T,
+                        4.0 * (double)backend_get(DEV_CPU)->attention_workspace(er_gemm_compute_of(prec), batch, v->cfg.heads, (int)T, (int)T,
                                                                                  v->cfg.dim / v->cfg.heads);
         e.data = 4.0 * batch * 3 * img * (double)img;
         if ((rc = mem_check(&e, "bench train", "--batch, --img or --model"))) { model_free(m); return rc; }
@@ -151,7 +151,7 @@ static int bench_train(int argc, char **argv) {
     for (int s = 0; s < steps + warm && !rc; s++) {
         if (profile && s == warm) prof_start(); /* the timed steps only */
         double t0 = now_seconds();
-        nn_ctx ctx = nn_ctx_train(1, s, 0);
+        nn_ctx ctx = nn_ctx_train(1, s, 0, prec);
         tensor *loss;
         if (mae) { /* masking is host work of the step, as in a real run */
             mae_masking(batch, L, K, NULL, NULL, 1, (uint64_t)s, shuffle, restore, mask);
@@ -174,6 +174,7 @@ static int bench_train(int argc, char **argv) {
     prof_stop();
     double t_inf = 0;
     /* inference as embed and serve run it: the trained weights packed once (model_prepack) */
+    model_set_precision(m, prec);
     if (!rc) rc = model_prepack(m);
     for (int s = 0; s <= steps && !rc; s++) {
         double t0 = now_seconds();
@@ -191,10 +192,10 @@ static int bench_train(int argc, char **argv) {
     }
     double train_ips = steps * batch / t_train, inf_ips = steps * batch / t_inf;
     double gflops = 3 * fwd * steps / t_train / 1e9, inf_gflops = fwd_full * steps / t_inf / 1e9;
-    double ceiling = rc ? 0 : gemm_ceiling(device, 10); /* best of 10: one preempted rep must not set it */
+    double ceiling = rc ? 0 : gemm_ceiling(device, prec, 10); /* best of 10: one preempted rep must not set it */
     if (!rc) rc = er_device_check(device, "bench train");
     int nthreads = omp_get_max_threads();
-    const char *kernel = device == DEV_CPU ? sgemm_kernel_name(er_get_precision() == ER_PREC_BF16 ? SGEMM_BF16 : SGEMM_FP32)
+    const char *kernel = device == DEV_CPU ? sgemm_kernel_name(prec == ER_PREC_BF16 ? SGEMM_BF16 : SGEMM_FP32)
                                            : "cublas";
     if (!rc) {
         if (json)

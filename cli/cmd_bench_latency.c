@@ -86,7 +86,8 @@ int cmd_bench_latency(int argc, char **argv) {
         snprintf(msg, sizeof msg, "%s", er_msg());
         return er_fail(ER_INPUT, "--model: %s", msg);
     }
-    if ((rc = er_set_precision(precision))) return rc;
+    int prec;
+    if ((rc = er_precision_parse(precision, &prec))) return rc;
     if (threads > 0) omp_set_num_threads(threads);
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -102,6 +103,7 @@ int cmd_bench_latency(int argc, char **argv) {
     }
     if (!rc && m->img != img) rc = model_set_img(m, img);
     if (!rc) rc = model_forward_check(m, 1, "bench latency", "--img or the model");
+    if (!rc) model_set_precision(m, prec);
     if (!rc && !no_prepack) rc = model_prepack(m);
     const char *prepack = no_prepack ? "off" : "on";
     if (rc) { free(buf); model_free(m); return rc; }

@@ -35,7 +35,10 @@ int bench_train_scene(const char *arch, int img, int patch, int batch, int steps
     if (!rc) rc = model_save(m, enc, -1);
     int dev = DEV_CPU;
     if (!rc) rc = er_device_parse(device, &dev);
+    int prec = ER_PREC_FP32;
+    if (!rc) rc = er_precision_parse(precision, &prec);
     if (!rc) rc = model_to_device(m, dev); /* the encoder-alone reference runs where the step runs */
+    if (m) model_set_precision(m, prec);   /* ... and computes as the step does */
     objective_config oc;
     objective_config_init(&oc, objective_find("scene"));
     char s[8][512]; /* the objective sets the device and precision from its own keys */

@@ -109,7 +109,7 @@ int cmd_embed(int argc, char **argv) {
         {"max-views", ARG_INT, &max_views, "with --scene: most views a case may have", "[1, 65536]"},
         {"no-prepack", ARG_FLAG, &no_prepack, "read the weights as they are (less memory) instead of packing them once for the products (CPU: faster, +50 % of the weights' memory in bf16, +100 % in fp32; same descriptors)"},
     };
-    int device = DEV_CPU;
+    int device = DEV_CPU, prec = ER_PREC_FP32;
     model *net = NULL;
     manifest m = {0};
     emb_set e = {0};
@@ -124,7 +124,7 @@ int cmd_embed(int argc, char **argv) {
     if (rc == ARGS_HELP) { rc = ER_OK; goto done; }
     if (rc) goto done;
     progress_quiet(json);
-    if ((rc = er_device_parse(device_s, &device)) || (rc = er_set_precision(precision))) goto done; /* before any work */
+    if ((rc = er_device_parse(device_s, &device)) || (rc = er_precision_parse(precision, &prec))) goto done; /* before any work */
     if (baseline) {
         rc = model_path || config ? er_fail(ER_INPUT, "embed: --baseline replaces --model / --config; give one of them")
                                   : embed_baseline(baseline, man_path, split, out, json);
@@ -145,6 +145,7 @@ int cmd_embed(int argc, char **argv) {
     /* before the weights are packed and any image read: --scene checks its own batch (the views) */
     if (!scene && (rc = model_forward_check(net, batch, "embed", "--batch or --img"))) goto done;
     if ((rc = model_to_device(net, device))) goto done; /* loaded on the host, moved once */
+    model_set_precision(net, prec);
     if (!no_prepack && (rc = model_prepack(net))) goto done; /* inference only: packed once */
     int S = net->img, D = net->dim;
     if ((rc = manifest_load(man_path, &m))) goto done;

@@ -18,13 +18,21 @@ typedef struct nn_ctx {
     uint64_t seed;   /* run seed (train.seed) */
     int64_t step;    /* optimizer step */
     int micro;       /* micro-batch within the step (gradient accumulation) */
+    int precision;   /* ER_PREC_FP32 | ER_PREC_BF16 (nn/precision.h): the autocast scope of the
+                      * forward (nn/layers/autocast.h); ops themselves follow their operands' dtype */
 } nn_ctx;
 
-/* The eval context: no randomness, running statistics. */
-static const nn_ctx NN_EVAL = {0, 0, 0, 0};
+/* The eval context: no randomness, running statistics, fp32. */
+static const nn_ctx NN_EVAL = {0, 0, 0, 0, 0};
 
-static inline nn_ctx nn_ctx_train(uint64_t seed, int64_t step, int micro) {
-    nn_ctx c = {1, seed, step, micro};
+static inline nn_ctx nn_ctx_train(uint64_t seed, int64_t step, int micro, int precision) {
+    nn_ctx c = {1, seed, step, micro, precision};
+    return c;
+}
+
+/* An eval context in the given precision (embed, serve, benchmarks). */
+static inline nn_ctx nn_ctx_eval(int precision) {
+    nn_ctx c = {0, 0, 0, 0, precision};
     return c;
 }
 

@@ -28,6 +28,9 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB);
 /* x fp32 or bf16: a bf16 x multiplies a bf16 copy of the fp32 weight W (fp32 accumulation) into a
  * bf16 y; W's and the bias's gradients are fp32, x's bf16 (nn/ops_linear_bf16.c). */
 tensor *op_linear(tensor *x, tensor *w, tensor *bias);
+/* op_linear with the output's dtype: x's own, or fp32 from a bf16 x (a head feeding an fp32 loss;
+ * the product is the same, only the store differs). */
+tensor *op_linear_to(tensor *x, tensor *w, tensor *bias, int dtype);
 /* res + linear(x, w, bias) (res [..., out], as the output) in one product: the residual stream's add
  * rides in the GEMM epilogue (gemm_ex); the same bits as op_add(res, op_linear(x, w, bias)) on the CPU. */
 tensor *op_linear_add(tensor *x, tensor *w, tensor *bias, tensor *res);

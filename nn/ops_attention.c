@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "nn/ops_util.h"
-#include "nn/precision.h"
 
 typedef struct {
     tensor *mask;
@@ -176,7 +175,7 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     c->mask_kind = mask_kind;
     for (int i = 0; i < 4; i++) c->ms[i] = ms[i];
     c->lse = ops_scratch(q->device, (int64_t)B * H * Tq);
-    c->compute = er_gemm_compute();
+    c->compute = q->dtype == DT_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; /* its operands decide */
     arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
     int64_t qs[3], ks[3], vs[3], os[3];

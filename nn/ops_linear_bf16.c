@@ -1,7 +1,8 @@
 /* ops_linear_bf16.c — the linear layer on bf16 activations (issue #27): x bf16 [M, K], the fp32
  * master weight W [N, K] read through a bf16 copy made once per call (and kept for the backward),
- * y = x W^T (+ bias) (+ residual) with fp32 accumulation, one gemm_ex. y is bf16, except with a
- * residual: the residual stream stays fp32, so y = res + x W^T + bias is fp32. The bias and W's
+ * y = x W^T (+ bias) (+ residual) with fp32 accumulation, one gemm_ex. y is bf16 or fp32 as asked
+ * (op_linear_to: fp32 for a head that feeds a loss), and fp32 with a residual: the residual stream
+ * stays fp32, so y = res + x W^T + bias is fp32. The bias and W's
  * gradients are fp32; x's gradient is bf16 (x's type).
  *
  * The backward, with gy = dL/dy:
@@ -80,7 +81,7 @@ static void linear_bf16_backward(tape_node *n) {
     linear_residual_grad(n, res, y);
 }
 
-tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, const int64_t *yshape) {
+tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int y_dtype, int nd, const int64_t *yshape) {
     if (res && res->dtype != DT_F32) {
         er_fail(ER_INPUT, "linear_add: a bf16 input takes an fp32 residual stream (got %s)", er_dtype_name(res->dtype));
         return NULL;
@@ -88,15 +89,21 @@ tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, co
     w = op_contiguous(w);
     if (!w) return NULL;
     const int64_t M = x2->shape[0], K = x2->shape[1], N = w->shape[0];
-    tensor *wb = bf16_copy(w);
-    tensor *y = tensor_empty_dt(x2->device, res ? DT_F32 : DT_BF16, nd, yshape);
-    if (!wb || !y) return NULL;
+    /* inference with a prepacked weight (model_prepack, CPU only): the fp32 W's bf16 panels are read
+     * as they are; the bf16 copy of W is made only when a backward may need it */
+    const int packed = w->packed && !grad_enabled();
+    tensor *wb = packed ? NULL : bf16_copy(w);
+    if (res) y_dtype = DT_F32;
+    tensor *y = tensor_empty_dt(x2->device, y_dtype, nd, yshape);
+    if ((!packed && !wb) || !y) return NULL;
     if (M > 0 && N > 0) {
         gemm_ex_args a = {.transA = 0, .transB = 1, .m = (int)M, .n = (int)N, .k = (int)K, .alpha = 1.0f, .beta = 1.0f,
-                          .A = x2->raw, .lda = (int)K, .B = wb->raw, .ldb = (int)K, .C = res ? res->data : NULL,
-                          .ldc = (int)N, .D = y->raw, .ldd = (int)N, .bias = bias ? bias->data : NULL,
-                          .a_type = GEMM_BF16, .b_type = GEMM_BF16, .c_type = GEMM_F32,
-                          .d_type = res ? GEMM_F32 : GEMM_BF16, .compute = GEMM_COMPUTE_BF16};
+                          .A = x2->raw, .lda = (int)K, .B = packed ? w->data : wb->raw, .ldb = (int)K,
+                          .C = res ? res->data : NULL, .ldc = (int)N, .D = y->raw, .ldd = (int)N,
+                          .bias = bias ? bias->data : NULL, .a_type = GEMM_BF16,
+                          .b_type = packed ? GEMM_F32 : GEMM_BF16, .c_type = GEMM_F32,
+                          .d_type = y_dtype == DT_F32 ? GEMM_F32 : GEMM_BF16, .compute = GEMM_COMPUTE_BF16,
+                          .packed_b = packed ? w->packed : NULL};
         run_gemm_ex(BE(x2), &a, x2->device);
     }
     tensor *in[4] = {x2, w, bias, res};

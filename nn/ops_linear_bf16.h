@@ -8,8 +8,9 @@
 #include "nn/tensor.h"
 
 /* x2: x as a packed [M, K] bf16 matrix; w [N, K] fp32; bias [N] fp32 or NULL; res fp32 with y's
- * shape, or NULL. y has shape yshape (nd dims): bf16 without a residual, fp32 with one. */
-tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int nd, const int64_t *yshape);
+ * shape, or NULL. y has shape yshape (nd dims) and type y_dtype (DT_BF16 | DT_F32); fp32 with a
+ * residual whatever y_dtype says. */
+tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int y_dtype, int nd, const int64_t *yshape);
 
 /* Shared by both linear backwards (nn/ops_matmul.c). gb += the column sums of g (y's shape, fp32).
  * The residual's gradient += y's (fp32): it takes y's buffer when it has none yet (tape_give_grad),

@@ -176,7 +176,7 @@ tensor *op_matmul(tensor *a, tensor *b, int transA, int transB) {
     sh[nd - 2] = M;
     sh[nd - 1] = N;
     tensor *y = ops_new(a, nd, sh);
-    const int compute = er_gemm_compute();
+    const int compute = GEMM_COMPUTE_FP32; /* fp32 operands (ops follow their operands' dtype) */
     if (M > 0 && N > 0 && b->packed && batch == 1) /* a frozen weight (tensor_prepack) */
         BE(a)->gemm_prepacked(compute, da.trans ^ transA, db.trans ^ transB, (int)M, (int)N, (int)K, 1.0f,
                               a->data, da.ld, b->data, db.ld, b->packed, 0.0f, y->data, (int)N);
@@ -236,21 +236,21 @@ static void linear_backward(tape_node *n) {
 
 /* y = x W^T (+ bias) (+ residual), one gemm_ex: the bias and the residual add ride in the product's
  * epilogue (cuBLASLt on CUDA; on the CPU the same passes as before, in the same order). */
-static tensor *linear_fused(tensor *x, tensor *w, tensor *bias, tensor *res) {
+static tensor *linear_fused(tensor *x, tensor *w, tensor *bias, tensor *res, int y_dtype) {
     int nd = x->ndim;
     int64_t K = x->shape[nd - 1], N = w->shape[0], M = tensor_numel(x) / (K > 0 ? K : 1);
     tensor *x2 = op_reshape(x, 2, SHAPE(M, K)); /* x is contiguous: a view whose gradient is x's */
     int64_t sh[T_MAX_DIMS];
     for (int i = 0; i < nd - 1; i++) sh[i] = x->shape[i];
     sh[nd - 1] = N;
-    if (x2 && x->dtype == DT_BF16) return linear_bf16(x2, w, bias, res, nd, sh); /* bf16 activations */
+    if (x2 && x->dtype == DT_BF16) return linear_bf16(x2, w, bias, res, y_dtype, nd, sh); /* bf16 activations */
     matdesc dw;
     if (!x2 || !describe(w, 1, &dw)) {
         if (x2) w = op_clone(w);
         if (!x2 || !w || !describe(w, 1, &dw)) return NULL;
     }
     tensor *y = ops_new(x, nd, sh);
-    const int compute = er_gemm_compute();
+    const int compute = GEMM_COMPUTE_FP32; /* an fp32 x: fp32 products (autocast casts x to bf16) */
     if (M > 0 && N > 0) {
         gemm_ex_args a = {.transA = 0, .transB = dw.trans ^ 1, .m = (int)M, .n = (int)N, .k = (int)K, .alpha = 1.0f,
                           .beta = 1.0f, .A = x2->data, .lda = (int)K, .B = w->data, .ldb = dw.ld,
@@ -285,17 +285,24 @@ static int linear_shapes_ok(const char *op, const tensor *x, const tensor *w, co
     return 0;
 }
 
-tensor *op_linear(tensor *x, tensor *w, tensor *bias) {
+tensor *op_linear_to(tensor *x, tensor *w, tensor *bias, int dtype) {
     OPS_F32("linear", w, bias); /* x fp32 or bf16 (ops_linear_bf16.c) */
     if (!x || !w) return NULL;
+    if (dtype != x->dtype && !(x->dtype == DT_BF16 && dtype == DT_F32)) {
+        er_fail(ER_INPUT, "linear: a %s input gives a %s output, not %s", er_dtype_name(x->dtype),
+                er_dtype_name(x->dtype), er_dtype_name(dtype));
+        return NULL;
+    }
     if (!linear_shapes_ok("linear", x, w, bias, NULL)) return NULL;
-    if (x->ndim == 1) return op_squeeze(linear_fused(op_unsqueeze(op_contiguous(x), 0), w, bias, NULL), 0);
-    return linear_fused(op_contiguous(x), w, bias, NULL);
+    if (x->ndim == 1) return op_squeeze(linear_fused(op_unsqueeze(op_contiguous(x), 0), w, bias, NULL, dtype), 0);
+    return linear_fused(op_contiguous(x), w, bias, NULL, dtype);
 }
+
+tensor *op_linear(tensor *x, tensor *w, tensor *bias) { return op_linear_to(x, w, bias, x ? x->dtype : DT_F32); }
 
 tensor *op_linear_add(tensor *x, tensor *w, tensor *bias, tensor *res) {
     OPS_F32("linear_add", w, bias, res); /* x fp32 or bf16; the residual stream fp32 */
     if (!x || !w || !res) return NULL;
     if (!linear_shapes_ok("linear_add", x, w, bias, res)) return NULL;
-    return linear_fused(op_contiguous(x), w, bias, op_contiguous(res));
+    return linear_fused(op_contiguous(x), w, bias, op_contiguous(res), DT_F32);
 }

@@ -9,21 +9,14 @@
 #include "kernels/backend.h"
 #include "nn/base/base.h"
 
-static int g_precision = ER_PREC_FP32;
-
-/* The op layer's precision (precision.h): ops read it when recorded and pass it to their kernels. */
-int er_set_precision(const char *name) {
-    int p;
-    if (!name || !name[0] || !strcmp(name, "fp32")) p = ER_PREC_FP32;
-    else if (!strcmp(name, "bf16")) p = ER_PREC_BF16;
+int er_precision_parse(const char *name, int *precision) {
+    if (!name || !name[0] || !strcmp(name, "fp32")) *precision = ER_PREC_FP32;
+    else if (!strcmp(name, "bf16")) *precision = ER_PREC_BF16;
     else return er_fail(ER_INPUT, "--precision: '%s' is not fp32 or bf16", name);
-    g_precision = p;
     return ER_OK;
 }
 
-int er_get_precision(void) { return g_precision; }
-
-int er_gemm_compute(void) { return g_precision == ER_PREC_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; }
+int er_gemm_compute_of(int precision) { return precision == ER_PREC_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; }
 
 const char *er_precision_name(int precision) { return precision == ER_PREC_BF16 ? "bf16" : "fp32"; }
 

@@ -1,31 +1,29 @@
 /* precision.h — the two run-time choices of a command: where the model lives (--device
- * cpu|cuda, config key train.device) and how the op layer computes matrix products (--precision
- * fp32|bf16, config key train.precision).
+ * cpu|cuda, config key train.device) and how its forward computes (--precision fp32|bf16, config
+ * key train.precision).
  *
- *   fp32: fp32 inputs and accumulation everywhere (the default).
- *   bf16: mixed precision as torch.autocast for matmuls: GEMM inputs rounded to bf16, fp32
- *         accumulation and fp32 storage; weights, optimizer state, norms, softmax/attention
- *         statistics and losses stay fp32.
- * The precision is the op layer's autocast setting, not the kernels': the products of ops
- * (matmul, linear, attention, conv2d) read it when they are recorded, hand it to their kernel as an
- * argument (`compute`, kernels/gemm_ex_args.h) and keep it in their tape node, so the backward
- * computes in the precision its forward did. No kernel reads a process-wide precision, and code
- * outside the op layer (retrieval scoring, benchmarks) names its own precision on every call.
+ *   fp32: fp32 storage, inputs and accumulation everywhere (the default).
+ *   bf16: mixed precision as torch.autocast: the autocast policy (nn/layers/autocast.h) runs the
+ *         products and the activations around them on bf16 (fp32 accumulation); weights,
+ *         optimizer state, the residual stream, norms' statistics, softmax and losses stay fp32.
+ * There is no process-wide precision. A command parses its choice into a value that travels as an
+ * argument: the training loop puts it in the forward's context (nn_ctx.precision), inference in the
+ * model (model_set_precision). Ops follow the dtype of their operands (a product on a bf16
+ * activation computes in bf16), and hand kernels an explicit `compute` (kernels/gemm_ex_args.h),
+ * kept in the tape node so the backward computes as its forward did.
  *
- * Commands call er_device_parse + er_set_precision before any work, so a CPU-only build (or a
- * machine without a GPU) fails with one message and ER_INPUT (exit status 2) at once. */
+ * Commands parse --device and --precision before any work, so a CPU-only build (or a machine
+ * without a GPU) fails with one message and ER_INPUT (exit status 2) at once. */
 #ifndef ENDORET_PRECISION_H
 #define ENDORET_PRECISION_H
 
 enum { ER_PREC_FP32 = 0, ER_PREC_BF16 = 1 };
 
-/* "fp32" | "bf16" (NULL or "" = fp32): sets the CPU GEMM precision and, in CUDA builds, the cuBLAS
- * one. ER_INPUT naming the value otherwise. */
-int er_set_precision(const char *name);
-int er_get_precision(void);
-/* The op table's GEMM_COMPUTE_* value of the current precision (what ops pass their kernels). */
-int er_gemm_compute(void);
+/* "fp32" | "bf16" (NULL or "" = fp32) -> *precision; ER_INPUT naming the value otherwise. */
+int er_precision_parse(const char *name, int *precision);
 const char *er_precision_name(int precision);
+/* The kernels' GEMM_COMPUTE_* value of a precision. */
+int er_gemm_compute_of(int precision);
 
 /* "cpu" | "cuda" | "cuda:N" (NULL or "" = cpu) -> DEV_CPU / DEV_CUDA, checking that the device can
  * be used; cuda:N selects GPU N through the backend's set_device. A malformed value (cpu:1,

@@ -7,7 +7,6 @@
 
 #include "nn/arena.h"
 #include "nn/base/base.h"
-#include "nn/precision.h"
 
 static int check_shape(int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > T_MAX_DIMS) return er_fail(ER_INPUT, "tensor: %d dims (max %d)", ndim, T_MAX_DIMS);
@@ -95,13 +94,13 @@ tensor *tensor_param(const char *name, int ndim, const int64_t *shape) {
     return tensor_param_on(DEV_CPU, name, ndim, shape);
 }
 
-int tensor_prepack(tensor *t) {
+int tensor_prepack(tensor *t, int compute) {
     if (!t || !(t->flags & T_LONG_LIVED) || t->ndim != 2 || t->stride[1] != 1 || t->stride[0] < t->shape[1])
         return er_fail(ER_INPUT, "tensor_prepack: '%s' is not a long-lived 2-D weight with unit column stride",
                        t && t->name ? t->name : "?");
     if (tensor_need_f32("tensor_prepack", t)) return ER_INPUT;
     tensor_drop_packed(t);
-    tensor_backend(t)->gemm_prepack(er_gemm_compute(), 1, (int)t->shape[1], (int)t->shape[0], t->data, (int)t->stride[0], &t->packed);
+    tensor_backend(t)->gemm_prepack(compute, 1, (int)t->shape[1], (int)t->shape[0], t->data, (int)t->stride[0], &t->packed);
     return ER_OK;
 }
 

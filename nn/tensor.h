@@ -144,12 +144,13 @@ tensor *tensor_clone_new(const tensor *t);
  * backend's packed layout as the B operand of x @ w^T, so forward products stop repacking it on
  * every call (ops.def gemm_prepack; CUDA keeps none and this is a no-op there). It costs about
  * half of w's bytes again in bf16, all of them in fp32 (docs/gemm.md, "Frozen weights"). The
- * packed form is a copy made for the op layer's current precision (nn/precision.h): every write through this API
- * (tensor_copy_from_host, tensor_copy into it, tensor_fill, tensor_to_device, an optimizer step)
- * and tensor_free drop it, and a product made after a precision change reads w itself. Code
+ * packed form is a copy made for one `compute` (GEMM_COMPUTE_*: the products that will read it,
+ * fp32 ones on an fp32 x, bf16 ones on a bf16 x); a product of another compute reads w itself. Every
+ * write through this API (tensor_copy_from_host, tensor_copy into it, tensor_fill,
+ * tensor_to_device, an optimizer step) and tensor_free drop it. Code
  * writing w->data directly must call tensor_drop_packed. ER_INPUT for a tensor that is not a
  * long-lived 2-D fp32 one. */
-int tensor_prepack(tensor *t);
+int tensor_prepack(tensor *t, int compute);
 void tensor_drop_packed(tensor *t);
 /* Marks/unmarks a leaf as needing gradients (long-lived leaves get a long-lived grad). */
 void tensor_set_requires_grad(tensor *t, int on);

@@ -53,6 +53,7 @@ struct loop_keys;
 typedef struct train_run {
     const struct loop_keys *keys;  /* batch, accum, seed, out.dir ... as configured */
     int device;                    /* train.device, parsed */
+    int precision;                 /* train.precision, parsed (ER_PREC_*): the forwards' autocast scope */
     int threads;                   /* OpenMP threads: train.threads, else OMP_NUM_THREADS, else the cores */
     int rank, world_size;          /* data parallel (one process: 0, 1) */
     uint64_t seed;                 /* train.seed */

@@ -59,7 +59,7 @@ const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     K("train.seed", CFG_INT, seed, "[0, inf)", "seed of init, data order, augmentation and masking");
     K("train.threads", CFG_INT, threads, ARGS_THREADS_RANGE, "OpenMP threads (0 = default)");
     K("train.device", CFG_STR, device, "cpu|cuda|cuda:N", "cpu | cuda (--device)");
-    K("train.precision", CFG_STR, precision, "fp32|bf16", "fp32 | bf16: matmul inputs in bf16, fp32 accumulation and state (--precision)");
+    K("train.precision", CFG_STR, precision, "fp32|bf16", "fp32 | bf16: mixed precision (bf16 products and activations, fp32 weights, state, residual stream and losses) (--precision)");
     K("train.schedule", CFG_STR, schedule, "cosine|restarts", "cosine (one decay to min_lr) | restarts (cosine with warm restarts: PGCon)");
     K("train.restart_epochs", CFG_DOUBLE, restart_epochs, "(0, inf)", "restarts: length of the first cycle T_0 (epochs)");
     K("train.restart_mult", CFG_DOUBLE, restart_mult, "[1, inf)", "restarts: each cycle is this many times the previous (T_mult)");
@@ -113,6 +113,7 @@ int loop_keys_run(const loop_keys *k, train_run *run) {
     run->keys = k;
     run->seed = (uint64_t)k->seed;
     int rc = er_device_parse(k->device, &run->device);
+    if (!rc) rc = er_precision_parse(k->precision, &run->precision);
     if (rc) return rc;
     /* train.threads = 0: OpenMP's own default, i.e. OMP_NUM_THREADS, else the cores */
     if (k->threads > 0) omp_set_num_threads(k->threads);

@@ -10,7 +10,6 @@
 #include "nn/base/base.h"
 #include "nn/base/suggest.h"
 #include "nn/models/model.h"
-#include "nn/precision.h"
 #include "train/objective_dual.h"
 #include "train/objective_finetune.h"
 #include "train/objective_image.h"
@@ -92,7 +91,6 @@ char *objective_config_text(const objective_config *oc) { return cfg_to_string(o
 int objective_create(const objective_config *oc, train_objective *out) {
     train_run run;
     int rc = loop_keys_run(&oc->loop, &run);
-    if (!rc) rc = er_set_precision(oc->loop.precision);
     for (int i = 0; i < oc->nobjective && !rc; i++) { /* every objective trains from data.manifest */
         if (strcmp(oc->specs[i].key, "data.manifest")) continue;
         const char *m = *(char **)oc->specs[i].dst; /* a CFG_STR key: only its dst is a char * */
@@ -114,9 +112,10 @@ train_objective objective_iface(const train_objective *hooks, void *self, param_
     return t;
 }
 
-int objective_embed(model *m, const float *x, int n, int chunk, float *out) {
+int objective_embed(model *m, int precision, const float *x, int n, int chunk, float *out) {
     size_t img = (size_t)3 * m->img * m->img;
     int rc = ER_OK;
+    model_set_precision(m, precision);
     for (int b0 = 0; b0 < n && !rc; b0 += chunk)
         rc = model_embed(m, x + b0 * img, n - b0 < chunk ? n - b0 : chunk, out + (size_t)b0 * m->dim);
     return rc;

@@ -87,8 +87,9 @@ int objective_create(const objective_config *oc, train_objective *out);
  * export_model and what else depends on the run. */
 train_objective objective_iface(const train_objective *hooks, void *self, param_list *params, const train_run *run,
                                 int64_t samples, int views, int has_eval);
-/* Embeds n images of x (model_embed) in chunks of `chunk` into out [n, m->dim]: the eval hooks' batching. */
-int objective_embed(struct model *m, const float *x, int n, int chunk, float *out);
+/* Embeds n images of x (model_embed, in the run's precision) in chunks of `chunk` into out [n, m->dim]:
+ * the eval hooks' batching. */
+int objective_embed(struct model *m, int precision, const float *x, int n, int chunk, float *out);
 /* A labelled evaluation set: images [n, 3, side, side] under a model's input rule, label ids
  * (nclass of them over the whole manifest: datasets/image_cache.h labelled_set_load). */
 typedef struct {

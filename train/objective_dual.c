@@ -158,7 +158,7 @@ static tensor *dual_step(void *self, int64_t step, int micro, loss_terms *terms)
     tensor *xt;
     char *slot = host_batch_step(o->hb, step, micro, &xt, 4, SHAPE(o->run.local_batch, 3, S, S));
     if (!slot) return NULL;
-    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro, o->run.precision);
     /* the miner sees every rank's embeddings (gradient back to their owner): the global batch's triplets */
     tensor *e = op_allgather_rows(dual_forward(o->net, &ctx, xt));
     triplet_stats st;
@@ -180,7 +180,7 @@ static int dual_eval(void *self, int64_t step, char *buf, size_t n) {
     dual_objective *o = self;
     int D = o->model->dim;
     float *E = xmalloc(sizeof(float) * (size_t)o->val.n * D);
-    int rc = objective_embed(o->model, o->val.x, o->val.n, 32, E);
+    int rc = objective_embed(o->model, o->run.precision, o->val.x, o->val.n, 32, E);
     retrieval_scores sc;
     if (!rc) rc = retrieval_loo(E, o->val_label, o->val.n, D, &sc, 0, NULL);
     free(E);

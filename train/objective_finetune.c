@@ -13,6 +13,7 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 #include "train/host_batch.h"
@@ -75,8 +76,8 @@ static tensor *logits(finetune_objective *o, const nn_ctx *ctx, tensor *x) {
     nn_ctx trunk = *ctx;
     if (o->cfg.freeze) trunk.training = 0;
     tensor *f = resnet_features(o->net, &trunk, x);
-    if (!o->mlp) return op_linear(f, o->w[0], o->b[0]);
-    return op_linear(op_relu(op_linear(f, o->w[0], o->b[0])), o->w[1], o->b[1]);
+    if (!o->mlp) return ac_linear(ctx, f, o->w[0], o->b[0]);
+    return ac_linear(ctx, op_relu(ac_linear(ctx, f, o->w[0], o->b[0])), o->w[1], o->b[1]);
 }
 
 /* Micro-batch g into a host slot: this rank's shard of the global batch (rows first .. first + b,
@@ -109,7 +110,7 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     void *slot = host_batch_step(o->hb, step, micro, &x, 4, SHAPE(b, 3, S, S));
     if (!slot) return NULL;
     /* this rank's mean; the loop averages the ranks' gradients: the global batch's mean */
-    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro, o->run.precision);
     tensor *l = op_cross_entropy(logits(o, &ctx, x), (const int32_t *)((char *)slot + o->y_off));
     if (l) loss_terms_set(terms, "ce", tensor_item(l));
     return l;
@@ -125,10 +126,11 @@ static int score(finetune_objective *o, const labelled_rows *set, const char *na
     int *pred = xmalloc((size_t)n * sizeof(int));
     float *lg = xmalloc((size_t)bs * C * sizeof(float));
     int64_t *conf = xmalloc((size_t)C * C * sizeof(int64_t));
+    const nn_ctx ev = nn_ctx_eval(o->run.precision);
     for (int b0 = 0; b0 < n && !rc; b0 += bs) {
         int B = n - b0 < bs ? n - b0 : bs;
         NO_GRAD {
-            tensor *z = logits(o, &NN_EVAL, tensor_upload(o->run.device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
+            tensor *z = logits(o, &ev, tensor_upload(o->run.device, 4, SHAPE(B, 3, S, S), x + (size_t)b0 * 3 * S * S));
             if (!z) rc = ER_RUNTIME;
             else tensor_to_host(z, lg);
         }

@@ -426,7 +426,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
     /* the 2B views go to the device once; patchify, the MAE target and both losses run there.
      * Host-side per step: augmentation, masking indices (gathered on the device by op_gather) and
      * the B*L patch mask / N*N match masks (tiny). */
-    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro, o->run.precision);
     tensor *xt = host_batch_upload(o->hb, slot, 0, 4, SHAPE(Ml, 3, S, S));
     prof_phase(phase);
     tensor *latent = vit_forward_t(o->enc, &ctx, xt, keep, K);
@@ -474,7 +474,7 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
     e.view = xmalloc(o->eval.n * sizeof(int64_t));
     memcpy(e.scene, o->eval.scene, o->eval.n * sizeof(int64_t));
     memcpy(e.view, o->eval.view, o->eval.n * sizeof(int64_t));
-    int rc = objective_embed(o->model, o->eval.x, o->eval.n, 64, e.x);
+    int rc = objective_embed(o->model, o->run.precision, o->eval.x, o->eval.n, 64, e.x);
     mv_row rows[9];
     if (!rc) rc = multiview_eval(&e, 10, 0, 0, rows);
     if (!rc) snprintf(buf, n, "\"reid_Q1_R1_uAP\": %.4f, \"acc1\": %.4f, \"recall_p90\": %.4f, \"scenes\": %d",

@@ -141,7 +141,7 @@ static int bank_fill(pgcon_objective *o) {
             if (make_views(o, host_batch_scratch(o->hb), omp_get_thread_num(), i, &r, j, 1, o->xp, NULL, NULL)) fail = 1;
         }
         if (fail) { rc = er_fail(ER_RUNTIME, "pgcon: prior view of a training image failed while filling the memory bank"); break; }
-        nn_ctx ctx = nn_ctx_train(o->run.seed, -1, 0);
+        nn_ctx ctx = nn_ctx_train(o->run.seed, -1, 0, o->run.precision);
         NO_GRAD {
             tensor *x = tensor_upload(o->run.device, 4, SHAPE(o->run.local_batch, 3, S, S), o->xp);
             tensor *e = op_l2_normalize(resnet_project(o->net, &ctx, x), -1, 1e-12f);
@@ -204,7 +204,7 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
             pgcon_memory_rows(o->mem.M, D, negi + ((size_t)j * 2 + term) * k, k, (term ? o->neg2 : o->neg1) + (size_t)j * k * D);
         memcpy(o->pos_mem + (size_t)j * D, o->mem.M + (size_t)inst[o->run.first + j] * D, (size_t)D * sizeof(float));
     }
-    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro, o->run.precision);
     int P = c->prior_out, T = c->tile_out, W = c->win_out;
     tensor *xp = host_batch_upload(o->hb, sl, 0, 4, SHAPE(b, 3, P, P));
     tensor *xt = host_batch_upload(o->hb, sl, o->xt_off, 4, SHAPE(9 * b, 3, T, T));
@@ -243,8 +243,8 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     pgcon_objective *o = self;
     int D = o->model->dim;
     float *eb = xmalloc((size_t)o->bank.n * D * sizeof(float)), *eq = xmalloc((size_t)o->query.n * D * sizeof(float));
-    int rc = objective_embed(o->model, o->bank.x, o->bank.n, 64, eb);
-    if (!rc) rc = objective_embed(o->model, o->query.x, o->query.n, 64, eq);
+    int rc = objective_embed(o->model, o->run.precision, o->bank.x, o->bank.n, 64, eb);
+    if (!rc) rc = objective_embed(o->model, o->run.precision, o->query.x, o->query.n, 64, eq);
     double acc;
     if (!rc) rc = knn_split_accuracy(eb, o->bank.y, o->bank.n, eq, o->query.y, o->query.n, D, o->bank.nclass, o->cfg.knn_k, 1,
                                      o->cfg.knn_tau, &acc);

@@ -221,7 +221,7 @@ static int scene_fill(void *self, int64_t g, void *slotp, const fill_scratch *sc
 static int encode(scene_objective *o, const void *slot, size_t off, int n, const int32_t *rec, int masked) {
     int S = o->S, L = o->L, K = o->K, cb = o->cfg.encode_batch;
     size_t img = (size_t)3 * S * S * sizeof(float);
-    nn_ctx ctx = NN_EVAL; /* the frozen encoder: eval mode, no tape */
+    nn_ctx ctx = nn_ctx_eval(o->run.precision); /* the frozen encoder: eval mode, no tape */
     for (int q0 = 0; q0 < n; q0 += cb) {
         int nb = n - q0 < cb ? n - q0 : cb, rc = ER_OK;
         tensor *chunk = host_batch_upload(o->hb, slot, off + (size_t)q0 * img, 4, SHAPE(nb, 3, S, S));
@@ -258,7 +258,7 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     if (!rc && o->use_mse) rc = encode(o, sl, (size_t)ninputs * 3 * o->S * o->S * sizeof(float), nrec, rec, 1);
     if (rc) return NULL;
     /* the trainable part */
-    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro);
+    nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro, o->run.precision);
     tensor *vt = scene_frozen_views(&o->fz, b, V, c->share_views);      /* [Nl, V-1, D] on the device */
     tensor *z = scene_net_encode(o->net, &ctx, vt);                     /* [Nl, D] */
     if (!z) return NULL;

@@ -6,6 +6,7 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/layers/sync_batchnorm.h"
 #include "nn/ops.h"
@@ -49,7 +50,7 @@ tensor *fusion_head_forward(const fusion_head *h, const nn_ctx *ctx, tensor *con
         return NULL;
     }
     int training = ctx && ctx->training;
-    x = op_linear(x, h->w, h->b);
+    x = ac_linear(ctx, x, h->w, h->b);
     /* BatchNorm1d; under mpirun its batch statistics are the global batch's (sync_batchnorm.h) */
     int64_t N = x ? x->shape[0] : 0, C = x ? x->shape[1] : 0;
     x = sync_batchnorm2d(op_reshape(x, 4, SHAPE(N, C, 1, 1)), h->bn_w, h->bn_b, h->bn_mean, h->bn_var, training, 0.1f,

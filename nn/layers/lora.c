@@ -7,6 +7,7 @@
 
 #include "nn/base/rng.h"
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 
@@ -40,12 +41,12 @@ tensor *lora_delta(const lora *l, const nn_ctx *ctx, tensor *x) {
     }
     tensor *A = l->A->ndim == 2 ? l->A : op_reshape(l->A, 2, SHAPE(l->r, l->in));
     tensor *B = l->B->ndim == 2 ? l->B : op_reshape(l->B, 2, SHAPE(l->out, l->r));
-    return op_mul_scalar(op_linear(op_linear(h, A, NULL), B, NULL), l->scale);
+    return op_mul_scalar(ac_linear(ctx, ac_linear_act(ctx, h, A, NULL), B, NULL), l->scale);
 }
 
 tensor *lora_linear(const lora *l, const nn_ctx *ctx, tensor *x, tensor *w, tensor *b) {
-    tensor *y = op_linear(x, w, b);
-    return l ? op_add(y, lora_delta(l, ctx, x)) : y;
+    tensor *y = ac_linear(ctx, x, w, b);
+    return l ? op_add(y, lora_delta(l, ctx, ac_f32(x))) : y;
 }
 
 void lora_merge_host(float *W, const float *A, const float *B, int64_t out, int64_t in, int r, double s) {

@@ -45,11 +45,13 @@ typedef struct lora {
 void lora_init(lora *l, const char *base, int64_t in, int64_t out, int conv_c, int conv_k, const lora_config *c,
                uint32_t id, uint64_t seed, param_list *pl);
 
-/* x [.., in] -> s * B (A dropout(x)) [.., out]. Dropout draws: Philox (ctx->seed, stream of
- * (ctx->step, ctx->micro, id)), so a resumed run draws the same masks. */
+/* x [.., in] (fp32) -> s * B (A dropout(x)) [.., out], fp32 (its products under ctx's autocast).
+ * Dropout draws: Philox (ctx->seed, stream of (ctx->step, ctx->micro, id)), so a resumed run draws
+ * the same masks. */
 tensor *lora_delta(const lora *l, const nn_ctx *ctx, tensor *x);
 
-/* W x + b, plus the adapter when l is not NULL: the one call a layer makes per adaptable linear. */
+/* W x + b, plus the adapter when l is not NULL: the one call a layer makes per adaptable linear.
+ * x fp32 or bf16; the result fp32 (autocast.h's ac_linear). */
 tensor *lora_linear(const lora *l, const nn_ctx *ctx, tensor *x, tensor *w, tensor *b);
 
 /* W [out, in] += s * B [out, r] A [r, in] on host arrays, each element summed in double (the merge

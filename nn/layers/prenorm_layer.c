@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 
@@ -74,22 +75,22 @@ static void split_heads(tensor *t, int n, int H, int Dh, tensor **out) {
 }
 
 tensor *prenorm_layer_forward(const prenorm_layer *l, const nn_ctx *ctx, tensor *x, tensor *z) {
-    (void)ctx; /* dropout 0 in the reference: nothing depends on the mode */
+    /* ctx: the autocast scope (nn/layers/autocast.h); dropout 0 in the reference */
     if (!x || (l->kv_dim > 0 && !z)) return NULL;
     int64_t B = x->shape[0], T = x->shape[1];
     int H = l->heads, Dh = l->dim_head;
-    tensor *h = op_layernorm(x, l->n1_w, l->n1_b, l->eps);
+    tensor *h = ac_layernorm(ctx, x, l->n1_w, l->n1_b, l->eps);
     tensor *qkv[3];
     if (l->kv_dim > 0) {
-        split_heads(op_linear(h, l->q_w, NULL), 1, H, Dh, &qkv[0]);
-        split_heads(op_linear(z, l->kv_w, NULL), 2, H, Dh, &qkv[1]);
+        split_heads(ac_linear_act(ctx, h, l->q_w, NULL), 1, H, Dh, &qkv[0]);
+        split_heads(ac_linear_act(ctx, z, l->kv_w, NULL), 2, H, Dh, &qkv[1]);
     } else {
-        split_heads(op_linear(h, l->qkv_w, NULL), 3, H, Dh, qkv);
+        split_heads(ac_linear_act(ctx, h, l->qkv_w, NULL), 3, H, Dh, qkv);
     }
-    tensor *a = op_attention(qkv[0], qkv[1], qkv[2], NULL, MASK_NONE, 0.0f); /* scale Dh^-0.5 */
+    tensor *a = ac_attention(ctx, qkv[0], qkv[1], qkv[2]); /* scale Dh^-0.5 */
     a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, (int64_t)H * Dh));
-    x = op_linear_add(a, l->out_w, l->out_b, x);
-    h = op_layernorm(x, l->n2_w, l->n2_b, l->eps);
-    h = l->fc1_b ? op_bias_gelu(op_linear(h, l->fc1_w, NULL), l->fc1_b) : op_gelu(op_linear(h, l->fc1_w, NULL));
-    return op_linear_add(h, l->fc2_w, l->fc2_b, x);
+    x = ac_linear_add(ctx, a, l->out_w, l->out_b, x);
+    h = ac_layernorm(ctx, x, l->n2_w, l->n2_b, l->eps);
+    h = l->fc1_b ? op_bias_gelu(ac_linear_act(ctx, h, l->fc1_w, NULL), l->fc1_b) : op_gelu(ac_linear(ctx, h, l->fc1_w, NULL));
+    return ac_linear_add(ctx, h, l->fc2_w, l->fc2_b, x);
 }

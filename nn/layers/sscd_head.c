@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 
@@ -25,7 +26,7 @@ int sscd_head_init_on(int device, sscd_head *h, int in, int out, uint64_t seed, 
 }
 
 tensor *sscd_descriptor(const sscd_head *h, const nn_ctx *ctx, tensor *cls) {
-    (void)ctx; /* a linear layer: the same in training and eval */
-    if (h && h->out > 0) cls = op_linear(cls, h->w, h->b);
+    /* ctx: the autocast scope only (a linear layer: the same in training and eval) */
+    if (h && h->out > 0) cls = ac_linear(ctx, cls, h->w, h->b);
     return op_l2_normalize(cls, -1, 1e-12f);
 }

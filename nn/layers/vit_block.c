@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/layers/lora.h"
 #include "nn/layers/swiglu.h"
@@ -65,33 +66,36 @@ void vit_block_init_mlp(vit_block *b, const char *prefix, int dim, int64_t hid, 
 }
 
 tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int heads, float eps) {
-    /* ctx: only the optional LoRA adapters' dropout uses it (no dropout / drop-path in the block) */
+    /* ctx: the autocast scope (nn/layers/autocast.h: under bf16, everything between the two
+     * layernorms and the residual adds is bf16, the residual stream x fp32) and the optional LoRA
+     * adapters' dropout (no dropout / drop-path in the block) */
     if (!x) return NULL;
     int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2], Dh = D / heads;
-    tensor *h = op_layernorm(x, b->norm1_w, b->norm1_b, eps);
-    tensor *qkv = lora_linear(b->lora[VIT_LORA_QKV], ctx, h, b->qkv_w, b->qkv_b); /* [B,T,3D] */
+    tensor *h = ac_layernorm(ctx, x, b->norm1_w, b->norm1_b, eps);
+    tensor *qkv = b->lora[VIT_LORA_QKV] ? ac_act(ctx, lora_linear(b->lora[VIT_LORA_QKV], ctx, h, b->qkv_w, b->qkv_b))
+                                        : ac_linear_act(ctx, h, b->qkv_w, b->qkv_b); /* [B,T,3D] */
     qkv = op_reshape(qkv, 5, SHAPE(B, T, 3, heads, Dh));
     qkv = op_permute(qkv, (const int[]){2, 0, 3, 1, 4});                /* [3,B,H,T,Dh] */
     tensor *q = op_squeeze(op_slice(qkv, 0, 0, 1), 0);
     tensor *k = op_squeeze(op_slice(qkv, 0, 1, 2), 0);
     tensor *v = op_squeeze(op_slice(qkv, 0, 2, 3), 0);
-    tensor *a = op_attention(q, k, v, NULL, MASK_NONE, 0.0f);           /* [B,H,T,Dh] */
+    tensor *a = ac_attention(ctx, q, k, v);                             /* [B,H,T,Dh] */
     a = op_reshape(op_permute(a, (const int[]){0, 2, 1, 3}), 3, SHAPE(B, T, D));
     if (!b->lora[VIT_LORA_PROJ] && !b->ls1) { /* the residual add rides in the product's epilogue */
-        x = op_linear_add(a, b->proj_w, b->proj_b, x);
+        x = ac_linear_add(ctx, a, b->proj_w, b->proj_b, x);
     } else {
-        a = lora_linear(b->lora[VIT_LORA_PROJ], ctx, a, b->proj_w, b->proj_b);
+        a = lora_linear(b->lora[VIT_LORA_PROJ], ctx, a, b->proj_w, b->proj_b); /* fp32 (lora.h) */
         if (b->ls1) a = op_mul(a, b->ls1);
         x = op_add(x, a);
     }
-    h = op_layernorm(x, b->norm2_w, b->norm2_b, eps);
+    h = ac_layernorm(ctx, x, b->norm2_w, b->norm2_b, eps);
     if (!b->swiglu && !b->lora[VIT_LORA_FC1] && b->fc1_b) { /* bias and GELU in one pass, same bits */
-        h = op_bias_gelu(op_linear(h, b->fc1_w, NULL), b->fc1_b);
+        h = op_bias_gelu(ac_linear_act(ctx, h, b->fc1_w, NULL), b->fc1_b);
     } else {
         h = lora_linear(b->lora[VIT_LORA_FC1], ctx, h, b->fc1_w, b->fc1_b);
         h = b->swiglu ? swiglu_gate(h) : op_gelu(h);
     }
-    if (!b->lora[VIT_LORA_FC2] && !b->ls2) return op_linear_add(h, b->fc2_w, b->fc2_b, x);
+    if (!b->lora[VIT_LORA_FC2] && !b->ls2) return ac_linear_add(ctx, h, b->fc2_w, b->fc2_b, x);
     h = lora_linear(b->lora[VIT_LORA_FC2], ctx, h, b->fc2_w, b->fc2_b);
     if (b->ls2) h = op_mul(h, b->ls2);
     return op_add(x, h);

@@ -6,6 +6,7 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 
@@ -61,7 +62,7 @@ void mae_decoder_free(mae_decoder *d) {
 tensor *mae_decoder_forward(const mae_decoder *d, const nn_ctx *ctx, tensor *latent, int registers, const int32_t *ids_restore) {
     if (!latent) return NULL;
     int64_t B = latent->shape[0], T = latent->shape[1], K = T - 1 - registers, L = d->L, D = d->dim;
-    tensor *x = op_linear(latent, d->embed_w, d->embed_b);               /* [B,T,Dd] */
+    tensor *x = ac_linear(ctx, latent, d->embed_w, d->embed_b);               /* [B,T,Dd] */
     tensor *cls = op_slice(x, 1, 0, 1);
     tensor *vis = op_slice(x, 1, 1 + registers, T);                      /* [B,K,Dd] */
     tensor *parts[2] = {vis, NULL};
@@ -74,6 +75,6 @@ tensor *mae_decoder_forward(const mae_decoder *d, const nn_ctx *ctx, tensor *lat
     x = op_add(x, d->pos_embed);
     for (int i = 0; i < d->depth; i++) x = vit_block_forward(&d->blocks[i], ctx, x, d->heads, d->eps);
     x = op_layernorm(x, d->norm_w, d->norm_b, d->eps);
-    x = op_linear(x, d->pred_w, d->pred_b);
+    x = ac_linear(ctx, x, d->pred_w, d->pred_b);
     return op_slice(x, 1, 1, 1 + L);
 }

@@ -9,6 +9,7 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/base/memory.h"
+#include "nn/precision.h"
 #include "kernels/backend.h"
 #include "nn/models/resnet_model.h"
 #include "nn/models/dual_model.h"
@@ -236,8 +237,9 @@ int model_save(const model *m, const char *path, int64_t step) {
 
 int model_embed(model *m, const float *images, int B, float *out) {
     int rc = ER_OK;
+    const nn_ctx ctx = nn_ctx_eval(m->precision);
     NO_GRAD {
-        tensor *d = m->arch->descriptor(m, &NN_EVAL, images, B);
+        tensor *d = m->arch->descriptor(m, &ctx, images, B);
         if (!d) rc = ER_RUNTIME;
         else tensor_to_host(d, out);
     }
@@ -251,8 +253,9 @@ int model_embed_scene(model *m, const float *images, int V, float *out) {
                        m->arch->name);
     if (V < 1) return er_fail(ER_INPUT, "a case needs at least one view");
     int rc = ER_OK;
+    const nn_ctx ctx = nn_ctx_eval(m->precision);
     NO_GRAD {
-        tensor *d = m->arch->scene_descriptor(m, &NN_EVAL, images, V);
+        tensor *d = m->arch->scene_descriptor(m, &ctx, images, V);
         if (!d) rc = ER_RUNTIME;
         else tensor_to_host(d, out);
     }
@@ -280,11 +283,17 @@ int model_to_device(model *m, int device) {
     return rc;
 }
 
+void model_set_precision(model *m, int precision) {
+    if (m->precision == precision) return;
+    m->precision = precision;
+    for (int i = 0; i < m->params->n; i++) tensor_drop_packed(m->params->t[i]); /* packed for the other one */
+}
+
 int model_prepack(model *m) {
     for (int i = 0; i < m->params->n; i++) {
         tensor *t = m->params->t[i];
         if (t->ndim != 2 || t->stride[1] != 1) continue;
-        int rc = tensor_prepack(t);
+        int rc = tensor_prepack(t, er_gemm_compute_of(m->precision));
         if (rc) return rc;
     }
     return ER_OK;

@@ -78,6 +78,7 @@ struct model {
     int dim;               /* descriptor width */
     int img;               /* input side: images are [B, 3, img, img] */
     int device;            /* DEV_CPU / DEV_CUDA */
+    int precision;         /* ER_PREC_*: how its inference forwards compute (model_set_precision) */
     int has_input;         /* input below is set */
     model_input input;
 };
@@ -114,6 +115,9 @@ int model_embed_scene(model *m, const float *images, int V, float *out);
  * baseline; cosine retrieval ignores the scale): any family. */
 int model_embed_mean(model *m, const float *images, int V, float *out);
 int model_to_device(model *m, int device);
+/* ER_PREC_FP32 (the default) | ER_PREC_BF16: the autocast scope of model_embed*'s forwards
+ * (nn/layers/autocast.h); call it before model_prepack, which packs for it. */
+void model_set_precision(model *m, int precision);
 /* Inference only from here on: every 2-D weight also kept packed as a product operand
  * (tensor_prepack), so each forward skips repacking it; on the CPU about +50 % of those weights'
  * bytes in bf16, +100 % in fp32 (docs/gemm.md, "Frozen weights"); nothing on CUDA. Call it after

@@ -8,6 +8,7 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/layers/sync_batchnorm.h"
 #include "nn/ops.h"
@@ -144,10 +145,10 @@ static tensor *block_forward(const resnet *r, const nn_ctx *ctx, const resnet_bl
         int k3 = b->conv[k]->shape[2] == 3;
         /* the stride sits on the 3x3 conv (v1.5): conv2 of a bottleneck, conv1 of a basic block */
         int stride = k3 && (b->bottleneck ? k == 1 : k == 0) ? b->stride : 1;
-        h = op_conv2d(h, b->conv[k], NULL, stride, k3 ? 1 : 0, 1, 1);
+        h = ac_conv2d(ctx, h, b->conv[k], NULL, stride, k3 ? 1 : 0, 1, 1);
         h = bn(r, ctx, h, &b->bn[k], k < n - 1);
     }
-    tensor *sc = b->down ? bn(r, ctx, op_conv2d(x, b->down, NULL, b->stride, 0, 1, 1), &b->down_bn, 0) : x;
+    tensor *sc = b->down ? bn(r, ctx, ac_conv2d(ctx, x, b->down, NULL, b->stride, 0, 1, 1), &b->down_bn, 0) : x;
     return op_relu(op_add(h, sc));
 }
 
@@ -158,7 +159,7 @@ tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
         er_fail(ER_INPUT, "resnet: input %s: need [N, 3, H, W]", tensor_shape_str(x, s, sizeof s));
         return NULL;
     }
-    tensor *h = op_conv2d(x, r->conv1, NULL, 2, 3, 1, 1);
+    tensor *h = ac_conv2d(ctx, x, r->conv1, NULL, 2, 3, 1, 1);
     h = op_maxpool2d(bn(r, ctx, h, &r->bn1, 1), 3, 2, 1);
     for (int i = 0; i < r->nblocks; i++) h = block_forward(r, ctx, &r->blocks[i], h);
     return h;
@@ -168,7 +169,7 @@ tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) { return op_glo
 
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x) {
     tensor *f = resnet_features(r, ctx, x);
-    return r->cfg.num_classes > 0 ? op_linear(f, r->fc_w, r->fc_b) : f;
+    return r->cfg.num_classes > 0 ? ac_linear(ctx, f, r->fc_w, r->fc_b) : f;
 }
 
 tensor *resnet_project(resnet *r, const nn_ctx *ctx, tensor *x) {
@@ -176,7 +177,7 @@ tensor *resnet_project(resnet *r, const nn_ctx *ctx, tensor *x) {
         er_fail(ER_INPUT, "resnet: no projection head (proj_dim = 0)");
         return NULL;
     }
-    return op_linear(resnet_features(r, ctx, x), r->proj_w, r->proj_b);
+    return ac_linear(ctx, resnet_features(r, ctx, x), r->proj_w, r->proj_b);
 }
 
 tensor *resnet_jigsaw(resnet *r, const nn_ctx *ctx, tensor *tiles) {
@@ -192,7 +193,7 @@ tensor *resnet_jigsaw(resnet *r, const nn_ctx *ctx, tensor *tiles) {
     tensor *u = resnet_project(r, ctx, tiles); /* [N * T, P], item-major */
     if (!u) return NULL;
     u = op_reshape(u, 2, SHAPE(u->shape[0] / T, T * r->cfg.proj_dim));
-    return op_linear(u, r->jig_w, r->jig_b);
+    return ac_linear(ctx, u, r->jig_w, r->jig_b);
 }
 
 static int conv_out(int in, int k, int st, int pad) { return (in + 2 * pad - k) / st + 1; }

@@ -7,6 +7,7 @@
 
 #include "nn/base/base.h"
 #include "nn/init.h"
+#include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/ops.h"
 
@@ -124,7 +125,7 @@ tensor *scene_net_decode(const scene_net *s, const nn_ctx *ctx, tensor *z, tenso
     if (!z || !latent) return NULL;
     if (!s->has_decoder) { er_fail(ER_INPUT, "scene model built without its decoder"); return NULL; }
     int64_t N = latent->shape[0], T = latent->shape[1], K = T - 1 - registers, L = s->L, D = s->cfg.dec_dim;
-    tensor *y = op_linear(latent, s->embed_w, s->embed_b);              /* [N, T, Dd] */
+    tensor *y = ac_linear(ctx, latent, s->embed_w, s->embed_b);              /* [N, T, Dd] */
     tensor *vis = op_slice(y, 1, 1 + registers, T);                       /* kept patches, shuffle order */
     tensor *full = vis;
     if (L > K) {
@@ -135,5 +136,5 @@ tensor *scene_net_decode(const scene_net *s, const nn_ctx *ctx, tensor *z, tenso
     full = op_add(full, op_slice(s->pos_embed, 1, 1, 1 + L));            /* [CLS] row dropped */
     tensor *kv = op_unsqueeze(z, 1);                                     /* [N, 1, dim] */
     for (int i = 0; i < s->cfg.dec_depth; i++) full = prenorm_layer_forward(&s->dec[i], ctx, full, kv);
-    return op_linear(full, s->pred_w, s->pred_b);
+    return ac_linear(ctx, full, s->pred_w, s->pred_b);
 }

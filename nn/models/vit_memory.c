@@ -49,6 +49,8 @@ double vit_forward_bytes(const vit_config *c, int B, int T, int img) {
      * with ~0.2 GB of packed weights, vs 1.05 GB from this count plus the inputs. */
     double blocks = 4.0 * B * (double)T * c->depth * (5 * D + hid);
     int heads = c->heads > 0 ? c->heads : 1;
-    double work = 4.0 * (double)backend_get(DEV_CPU)->attention_workspace(er_gemm_compute(), B, heads, T, T, c->dim / heads);
+    /* (the CPU attention's workspace has one layout for every compute: fp32 names it; and the
+     * count stays fp32's, an upper bound for a bf16 forward) */
+    double work = 4.0 * (double)backend_get(DEV_CPU)->attention_workspace(GEMM_COMPUTE_FP32, B, heads, T, T, c->dim / heads);
     return blocks + work + 4.0 * B * 3.0 * img * (double)img;
 }

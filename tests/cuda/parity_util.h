@@ -31,7 +31,6 @@ static inline void require_gpu(void) {
     GPU = backend_get(DEV_CUDA);
     /* backend_get says why in er_msg(): built without CUDA, no driver, or no GPU */
     if (!GPU) cr_skip_test("no CUDA device: %s; parity test needs a GPU run", er_msg());
-    er_set_precision("fp32"); /* the op layer's precision: a test that changes it sets it back */
 }
 
 static inline void gpu_ok(const char *what) {

@@ -594,14 +594,14 @@ static void model_free(model_on *m) {
 }
 
 /* One training step as train/objective_image.c does it; returns the loss and the grad norm. */
-static float model_step(model_on *m, int64_t step, const float *x, double *gnorm) {
+static float model_step(model_on *m, int64_t step, const float *x, double *gnorm, int prec) {
     const int L = (MIMG / MP) * (MIMG / MP), K = L / 2;
     int32_t shuffle[MB * 16], restore[MB * 16], keep[MB * 16];
     float mask[MB * 16];
     mae_masking(MB, L, K, NULL, NULL, 5, (uint64_t)step, shuffle, restore, mask);
     for (int b = 0; b < MB; b++) memcpy(keep + b * K, shuffle + b * L, K * sizeof(int32_t));
     int dev = m->enc->patch_w->device;
-    nn_ctx ctx = nn_ctx_train(5, step, 0);
+    nn_ctx ctx = nn_ctx_train(5, step, 0, prec);
     tensor *xt = tensor_upload(dev, 4, SHAPE(MB, 3, MIMG, MIMG), x);
     tensor *latent = vit_forward_t(m->enc, &ctx, xt, keep, K);
     tensor *pred = mae_decoder_forward(&m->dec, &ctx, latent, 0, restore);
@@ -647,8 +647,8 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
     float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 230);
     for (int step = 0; step < 3; step++) {
         double gc, gg;
-        float lc = model_step(&mc, step, x, &gc);
-        float lg = model_step(&mg, step, x, &gg);
+        float lc = model_step(&mc, step, x, &gc, ER_PREC_FP32);
+        float lg = model_step(&mg, step, x, &gg, ER_PREC_FP32);
         gpu_ok("vit/mae/sscd step");
         double tol = step == 0 ? 1e-5 : 1e-3;
         cr_assert(fabsf(lc - lg) <= tol * fabsf(lc), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
@@ -681,7 +681,7 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
     }
     /* and the CPU copy continues like the device model */
     double gr, gg;
-    float lr_ = model_step(&mr, 3, x, &gr), lg = model_step(&mg, 3, x, &gg);
+    float lr_ = model_step(&mr, 3, x, &gr, ER_PREC_FP32), lg = model_step(&mg, 3, x, &gg, ER_PREC_FP32);
     gpu_ok("step after reload");
     cr_assert(fabsf(lr_ - lg) <= 1e-5f * fabsf(lg), "after reload: cpu %.7g cuda %.7g", lr_, lg);
     free(path);
@@ -701,15 +701,14 @@ Test(cuda, vit_mae_sscd_training_on_device_matches_cpu) {
  * 2.1e-3 / 4.7e-3 / 1.8e-3 of scale, gradient norm 1.2e-3 / 1.5e-2 / 1.1e-2. */
 Test(cuda, vit_mae_sscd_training_bf16_tracks_cpu) {
     require_gpu();
-    er_set_precision("bf16");
     model_on mc, mg;
     model_build(&mc, DEV_CPU);
     model_build(&mg, GPU_DEV);
     float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 231), l0 = 0.0f;
     for (int step = 0; step < 3; step++) {
         double gc, gg;
-        float lc = model_step(&mc, step, x, &gc);
-        float lg = model_step(&mg, step, x, &gg);
+        float lc = model_step(&mc, step, x, &gc, ER_PREC_BF16);
+        float lg = model_step(&mg, step, x, &gg, ER_PREC_BF16);
         gpu_ok("bf16 vit/mae/sscd step");
         cr_log_info("bf16 vit+mae+sscd step %d: loss cpu %.7g cuda %.7g, grad norm cpu %.6g cuda %.6g (rel %.2e)", step, lc,
                     lg, gc, gg, fabs(gc - gg) / gc);
@@ -717,7 +716,6 @@ Test(cuda, vit_mae_sscd_training_bf16_tracks_cpu) {
         cr_assert(fabsf(lc - lg) <= 1e-2 * fmaxf(l0, fabsf(lc)), "step %d: cpu loss %.7g, cuda loss %.7g", step, lc, lg);
         cr_assert(fabs(gc - gg) <= 3e-2 * gc, "step %d: grad norm cpu %.7g cuda %.7g", step, gc, gg);
     }
-    er_set_precision("fp32");
     free(x);
     model_free(&mc);
     model_free(&mg);

@@ -113,7 +113,7 @@ static float side_step(scene_side *m, int64_t step, const float *x, double *gnor
             cr_assert_eq(rc, ER_OK, "frozen pass %d chunk %d: %s", pass, q0, er_msg());
         }
     }
-    nn_ctx ctx = nn_ctx_train(5, step, 0);
+    nn_ctx ctx = nn_ctx_train(5, step, 0, 0);
     tensor *vt = scene_frozen_views(&m->fz, SB, SV, m->shared);
     cr_assert_not_null(vt, "%s", er_msg());
     check_views(m, vt);

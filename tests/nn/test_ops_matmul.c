@@ -109,10 +109,10 @@ Test(nn_matmul, frozen_weight_trainable_bias) {
 
 /* A prepacked weight (tensor_prepack) under autograd: the forward reads the packed panels, the
  * backward reads the weight; output and every gradient equal those of the same unpacked layer,
- * bit for bit, in fp32 and bf16 (odd sizes, a 3-D input folded into one product). */
+ * bit for bit (odd sizes, a 3-D input folded into one product). In bf16 (a bf16 x, inference: the
+ * bf16 layer reads the packed panels only without a tape) the output equals the unpacked one's. */
 Test(nn_matmul, prepacked_weight_same_output_and_gradients) {
     for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
-        er_set_precision(prec == SGEMM_BF16 ? "bf16" : "fp32");
         tensor *x[2], *w[2], *b[2], *y[2];
         for (int v = 0; v < 2; v++) {
             x[v] = tensor_param("x", 3, SHAPE(2, 13, 37));
@@ -122,8 +122,18 @@ Test(nn_matmul, prepacked_weight_same_output_and_gradients) {
             for (int i = 0; i < 29 * 37; i++) w[v]->data[i] = cosf(0.11f * i) * 0.3f;
             for (int i = 0; i < 29; i++) b[v]->data[i] = 0.01f * i;
         }
-        cr_assert_eq(tensor_prepack(w[1]), ER_OK, "%s", er_msg());
+        cr_assert_eq(tensor_prepack(w[1], prec == SGEMM_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32), ER_OK, "%s", er_msg());
         cr_assert_not_null(w[1]->packed);
+        if (prec == SGEMM_BF16) {
+            float yh[2][2 * 13 * 29];
+            NO_GRAD {
+                for (int v = 0; v < 2; v++) tensor_to_host(op_linear_to(op_cast(x[v], DT_BF16), w[v], b[v], DT_F32), yh[v]);
+            }
+            cr_assert(memcmp(yh[0], yh[1], sizeof yh[0]) == 0, "bf16: packed and unpacked outputs differ");
+            nn_step_end();
+            for (int v = 0; v < 2; v++) tensor_free(x[v]), tensor_free(w[v]), tensor_free(b[v]);
+            continue;
+        }
         float g[2 * 13 * 29];
         for (int i = 0; i < 2 * 13 * 29; i++) g[i] = sinf(0.05f * i + 1.0f);
         for (int v = 0; v < 2; v++) {
@@ -137,19 +147,18 @@ Test(nn_matmul, prepacked_weight_same_output_and_gradients) {
         nn_step_end();
         for (int v = 0; v < 2; v++) tensor_free(x[v]), tensor_free(w[v]), tensor_free(b[v]);
     }
-    er_set_precision("fp32");
 }
 
 /* op_linear_add: res + x W^T + b in one product (the residual in gemm_ex's epilogue). The same bits
- * as the separate matmul, bias add and residual add it replaces (forward and every gradient, fp32 and
- * bf16; the residual's gradient also receiving another path's contribution), and its gradients
+ * as the separate matmul, bias add and residual add it replaces (forward and every gradient in fp32;
+ * the residual's gradient also receiving another path's contribution; bf16: tests/nn/test_ops_bf16.c), and its gradients
  * against finite differences, with and without bias. */
 static tensor *f_linear_add(tensor **in, void *c) { return op_linear_add(in[0], in[1], in[2], in[3]); }
 static tensor *f_linear_add_nobias(tensor **in, void *c) { return op_linear_add(in[0], in[1], NULL, in[2]); }
 
 Test(nn_matmul, linear_add_equals_separate_ops_bit_for_bit) {
-    for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
-        er_set_precision(prec == SGEMM_BF16 ? "bf16" : "fp32");
+    { /* fp32 (prec names the runs in the messages) */
+        const int prec = SGEMM_FP32;
         tensor *x[2], *w[2], *b[2], *r[2], *out[2];
         for (int v = 0; v < 2; v++) {
             x[v] = tensor_param("x", 3, SHAPE(2, 11, 37));
@@ -179,7 +188,6 @@ Test(nn_matmul, linear_add_equals_separate_ops_bit_for_bit) {
         nn_step_end();
         for (int v = 0; v < 2; v++) tensor_free(x[v]), tensor_free(w[v]), tensor_free(b[v]), tensor_free(r[v]);
     }
-    er_set_precision("fp32");
 }
 
 Test(nn_matmul, linear_add_gradients_and_shape_errors) {
@@ -203,29 +211,3 @@ Test(nn_matmul, linear_add_gradients_and_shape_errors) {
     gc_free(4, in);
 }
 
-/* A product's backward runs in the precision its forward was recorded in (the tape node keeps it),
- * not in the op layer's setting when the tape is walked: a bf16 forward walked back under fp32 gives
- * the gradients of a run that stayed in bf16, and those differ from fp32's (so the check can fail). */
-Test(nn_matmul, backward_uses_the_forward_precision) {
-    float dx[3][2 * 7 * 19], dw[3][11 * 19];
-    const char *fwd[3] = {"bf16", "bf16", "fp32"}, *bwd[3] = {"bf16", "fp32", "fp32"};
-    for (int r = 0; r < 3; r++) {
-        er_set_precision(fwd[r]);
-        tensor *x = tensor_param("x", 3, SHAPE(2, 7, 19)), *w = tensor_param("w", 2, SHAPE(11, 19));
-        for (int i = 0; i < 2 * 7 * 19; i++) x->data[i] = sinf(0.37f * i) * (1.0f + 0x1p-9f);
-        for (int i = 0; i < 11 * 19; i++) w->data[i] = cosf(0.11f * i) * 0.3f;
-        tensor *y = op_matmul(x, w, 0, 1);
-        float g[2 * 7 * 11];
-        for (int i = 0; i < 2 * 7 * 11; i++) g[i] = sinf(0.05f * i + 1.0f) * (1.0f + 0x1p-10f);
-        er_set_precision(bwd[r]);
-        cr_assert_eq(backward_with(y, tensor_from_host(3, SHAPE(2, 7, 11), g)), ER_OK, "%s", er_msg());
-        memcpy(dx[r], x->grad->data, sizeof dx[r]);
-        memcpy(dw[r], w->grad->data, sizeof dw[r]);
-        nn_step_end();
-        tensor_free(x), tensor_free(w);
-    }
-    er_set_precision("fp32");
-    cr_assert(memcmp(dx[0], dx[1], sizeof dx[0]) == 0, "dx: bf16 forward walked back under fp32 != all-bf16 run");
-    cr_assert(memcmp(dw[0], dw[1], sizeof dw[0]) == 0, "dw: bf16 forward walked back under fp32 != all-bf16 run");
-    cr_assert(memcmp(dx[0], dx[2], sizeof dx[0]) != 0, "bf16 and fp32 gradients are equal: the check cannot fail");
-}

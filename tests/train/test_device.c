@@ -164,10 +164,8 @@ static double *run(const char *manifest, const char *out, const char *precision,
     loop_keys keys;
     tiny_cfg(&c, &keys, manifest, out, precision);
     image_objective *o;
-    /* the run's op-layer precision, set once from train.precision (objective_create in `train`) */
-    cr_assert_eq(er_set_precision(keys.precision), ER_OK, "%s", er_msg());
+    /* the run's precision, parsed once from train.precision into the run (the forwards' context) */
     cr_assert_eq(image_objective_new(&c, &keys, &o), 0, "%s", er_msg());
-    cr_assert_eq(er_get_precision(), strcmp(precision, "bf16") ? ER_PREC_FP32 : ER_PREC_BF16);
     train_objective t = image_objective_iface(o);
     train_loop_config lc = {.steps = steps, .warmup_steps = 1, .lr = 2e-3, .min_lr = 2e-3, .weight_decay = 0.05,
                             .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .clip = 1, .accum = 1, .log_every = 1,
@@ -204,7 +202,6 @@ Test(endofinder_device, bf16_training_tracks_fp32_and_lowers_the_loss, .timeout 
     const int steps = 16;
     double *l32 = run(man, o32, "fp32", steps);
     double *l16 = run(man, o16, "bf16", steps);
-    er_set_precision("fp32");
     /* the same weights and batches: only the rounding of matmul inputs differs. Step 1 sees it
      * directly; later steps also carry the drift of the weights (batch of 4 on a tiny model, so
      * single steps are noisy), hence a looser bound there and on the mean over the run */

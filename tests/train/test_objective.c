@@ -28,25 +28,27 @@ Test(train_objective, registry_lists_and_finds) {
     cr_assert(strstr(er_msg(), "did you mean 'pgcon'?"), "a misspelt objective names the near one: %s", er_msg());
 }
 
-/* train.precision is the run's setting, applied once for every objective before it is built
- * (objective_create), not by each objective: here every objective is created with bf16 and no data,
- * which it refuses, and the op layer's precision is bf16 all the same. */
+/* train.precision is the run's setting, parsed once by the loop's keys for every objective into the
+ * run (train_run.precision, the forwards' autocast scope): no objective parses it, and nothing is
+ * process-wide. An unknown value is refused when the config is read, naming the key. */
 Test(train_objective, precision_is_set_once_for_every_objective) {
     int n;
     const objective_def *const *all = objective_list(&n);
     for (int i = 0; i < n; i++) {
-        cr_assert_eq(er_set_precision("fp32"), ER_OK);
         objective_config oc;
         objective_config_init(&oc, all[i]);
         char set[] = "train.precision=bf16", *sets[1] = {set};
         cr_assert_eq(objective_config_load(&oc, NULL, sets, 1), ER_OK, "%s: %s", all[i]->name, er_msg());
-        train_objective obj;
-        int rc = objective_create(&oc, &obj);
-        if (rc == ER_OK) obj.free(obj.self);
-        cr_assert_eq(er_get_precision(), ER_PREC_BF16, "%s: train.precision = bf16 not applied", all[i]->name);
+        train_run run;
+        cr_assert_eq(loop_keys_run(&oc.loop, &run), ER_OK, "%s: %s", all[i]->name, er_msg());
+        cr_assert_eq(run.precision, ER_PREC_BF16, "%s: train.precision = bf16 not applied", all[i]->name);
+        objective_config_free(&oc);
+        objective_config_init(&oc, all[i]);
+        char bad[] = "train.precision=fp16", *bsets[1] = {bad};
+        cr_assert_eq(objective_config_load(&oc, NULL, bsets, 1), ER_INPUT, "%s: fp16 accepted", all[i]->name);
+        cr_assert(strstr(er_msg(), "train.precision") && strstr(er_msg(), "fp16"), "%s", er_msg());
         objective_config_free(&oc);
     }
-    er_set_precision("fp32");
 }
 
 static int run_train(const char *set1, const char *set2) {

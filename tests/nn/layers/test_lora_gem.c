@@ -111,7 +111,7 @@ Test(lora, dropout_is_training_only_and_deterministic) {
     for (int i = 0; i < 32; i++) c.l.B->data[i] = 0.1f * (i % 7) - 0.3f;
     tensor *x = gc_rand(2, SHAPE(4, 16), 8, -1, 1);
     float e[32], t1[32], t2[32], t3[32];
-    nn_ctx tr = nn_ctx_train(1, 5, 0), tr2 = nn_ctx_train(1, 6, 0);
+    nn_ctx tr = nn_ctx_train(1, 5, 0, 0), tr2 = nn_ctx_train(1, 6, 0, 0);
     NO_GRAD {
         tensor_to_host(lora_delta(&c.l, &NN_EVAL, x), e);
         tensor_to_host(lora_delta(&c.l, &tr, x), t1);
@@ -198,7 +198,7 @@ Test(fusion_head, gradcheck_train_mode) {
     param_list pl = {0};
     head_case c;
     fusion_head_init(&c.h, "fusion", 6, 4, 3, &pl);
-    c.ctx = nn_ctx_train(1, 0, 0);
+    c.ctx = nn_ctx_train(1, 0, 0, 0);
     tensor *a = gc_rand(2, SHAPE(5, 3), 21, -1, 1), *b = gc_rand(2, SHAPE(5, 3), 22, -1, 1),
            *w = gc_rand(2, SHAPE(4, 6), 23, -1, 1);
     tensor *in[3] = {a, b, w};

@@ -51,7 +51,8 @@ Test(models_prepack, descriptors_bit_identical_fp32_bf16_and_after_a_precision_c
     model *plain = tiny(11), *frozen = tiny(11);
     float *x = images(B, plain->img);
     for (int prec = SGEMM_FP32; prec <= SGEMM_BF16; prec++) {
-        er_set_precision(prec == SGEMM_BF16 ? "bf16" : "fp32");
+        model_set_precision(plain, prec == SGEMM_BF16 ? ER_PREC_BF16 : ER_PREC_FP32);
+        model_set_precision(frozen, prec == SGEMM_BF16 ? ER_PREC_BF16 : ER_PREC_FP32);
         cr_assert_eq(model_prepack(frozen), 0, "%s", er_msg());
         /* every 2-D weight (qkv, proj, fc1, fc2 of 2 blocks; the patch embedding is 4-D) */
         cr_assert_geq(packed_count(frozen), 8, "only %d weights packed", packed_count(frozen));
@@ -60,18 +61,21 @@ Test(models_prepack, descriptors_bit_identical_fp32_bf16_and_after_a_precision_c
         expect_same_embedding(plain, frozen, x, B, prec ? "bf16" : "fp32");
         expect_same_embedding(plain, frozen, x, 1, prec ? "bf16 batch 1" : "fp32 batch 1");
     }
-    er_set_precision("fp32"); /* packed in bf16 above: now read from the weights */
+    /* packed for bf16 above; an fp32 forward (the field set directly, so the copies stay) must not
+     * read them: the packed form is keyed on its compute */
+    model_set_precision(plain, ER_PREC_FP32);
+    frozen->precision = ER_PREC_FP32;
+    cr_assert_geq(packed_count(frozen), 8);
     expect_same_embedding(plain, frozen, x, B, "fp32 after a bf16 pack");
     for (int i = 0; i < frozen->params->n; i++) /* a bias, a norm, the 4-D patch weight: refused */
-        if (frozen->params->t[i]->ndim != 2) cr_assert_eq(tensor_prepack(frozen->params->t[i]), ER_INPUT);
-    cr_assert_eq(tensor_prepack(NULL), ER_INPUT);
+        if (frozen->params->t[i]->ndim != 2) cr_assert_eq(tensor_prepack(frozen->params->t[i], GEMM_COMPUTE_FP32), ER_INPUT);
+    cr_assert_eq(tensor_prepack(NULL, GEMM_COMPUTE_FP32), ER_INPUT);
     free(x);
     model_free(plain), model_free(frozen);
 }
 
 Test(models_prepack, writes_and_optimizer_steps_drop_the_packed_copies) {
     const int B = 2;
-    er_set_precision("fp32");
     model *plain = tiny(12), *frozen = tiny(12);
     float *x = images(B, plain->img);
     cr_assert_eq(model_prepack(frozen), 0, "%s", er_msg());
@@ -89,7 +93,7 @@ Test(models_prepack, writes_and_optimizer_steps_drop_the_packed_copies) {
     cr_assert_null(w->packed);
     cr_assert_eq(packed_count(frozen), n0 - 1);
     expect_same_embedding(plain, frozen, x, B, "after tensor_copy_from_host");
-    tensor_fill(wp, 0.25f), tensor_prepack(w), tensor_fill(w, 0.25f);
+    tensor_fill(wp, 0.25f), tensor_prepack(w, GEMM_COMPUTE_FP32), tensor_fill(w, 0.25f);
     cr_assert_null(w->packed);
     expect_same_embedding(plain, frozen, x, B, "after tensor_fill");
     /* an optimizer step writes every parameter with a gradient: all copies go */

@@ -54,7 +54,7 @@ static void run_case(const char *prefix, int depth, const int blocks[4], int64_t
     expect_ref(&f, name, y, 10, 1e-4);
     nn_step_end();
     /* train: batch statistics, running-stat updates, gradients */
-    nn_ctx tr = nn_ctx_train(1, 0, 0);
+    nn_ctx tr = nn_ctx_train(1, 0, 0, 0);
     xt = tensor_from_host(4, xs, x);
     tensor *yt = resnet_forward(r, &tr, xt);
     tensor_to_host(yt, y);

@@ -60,7 +60,7 @@ Test(scene, forward_losses_and_gradients_match_torch) {
     float *pr = read(&f, "out.pred", N * L * PD), *lr = read(&f, "out.losses", 4);
     int32_t restore[N * L];
     for (int i = 0; i < N * L; i++) restore[i] = (int32_t)restf[i];
-    nn_ctx ctx = nn_ctx_train(0, 0, 0);
+    nn_ctx ctx = nn_ctx_train(0, 0, 0, 0);
     tensor *z = scene_net_encode(&s, &ctx, tensor_from_host(3, SHAPE(N, V - 1, D), views));
     tensor *pred = scene_net_decode(&s, &ctx, z, tensor_from_host(3, SHAPE(N, 1 + K, D), lat), 0, restore);
     cr_assert(z && pred, "%s", er_msg());
