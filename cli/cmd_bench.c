@@ -141,7 +141,8 @@ static int bench_train(int argc, char **argv) {
     int32_t *shuffle = xmalloc((size_t)batch * L * sizeof(int32_t)), *restore = xmalloc((size_t)batch * L * sizeof(int32_t));
     int32_t *keep = xmalloc((size_t)batch * L * sizeof(int32_t));
     float *mask = xmalloc((size_t)batch * L * sizeof(float)), *desc = xmalloc((size_t)batch * m->dim * sizeof(float));
-    optim_config oc = {.kind = OPTIM_ADAMW, .lr = 1e-4, .weight_decay = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    optim_config oc = {.kind = OPTIM_ADAMW, .lr = 1e-4, .weight_decay = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                       .bf16_weights = prec == ER_PREC_BF16};
     optimizer *opt = optim_new(&oc, &all);
     if (!opt) { rc = ER_INPUT; goto out; }
     double t_train = 0;

@@ -1,5 +1,6 @@
 /* ops_linear_bf16.c — the linear layer on bf16 activations (issue #27): x bf16 [M, K], the fp32
- * master weight W [N, K] read through a bf16 copy made once per call (and kept for the backward),
+ * master weight W [N, K] read through a bf16 copy (the one the optimizer's last step wrote, or one
+ * made for this call; kept for the backward),
  * y = x W^T (+ bias) (+ residual) with fp32 accumulation, one gemm_ex. y is bf16 or fp32 as asked
  * (op_linear_to: fp32 for a head that feeds a loss), and fp32 with a residual: the residual stream
  * stays fp32, so y = res + x W^T + bias is fp32. The bias and W's
@@ -92,7 +93,9 @@ tensor *linear_bf16(tensor *x2, tensor *w, tensor *bias, tensor *res, int y_dtyp
     /* inference with a prepacked weight (model_prepack, CPU only): the fp32 W's bf16 panels are read
      * as they are; the bf16 copy of W is made only when a backward may need it */
     const int packed = w->packed && !grad_enabled();
-    tensor *wb = packed ? NULL : bf16_copy(w);
+    /* training: the bf16 copy the optimizer's last step wrote (optim_config.bf16_weights), else one
+     * made now; either is W rounded to nearest even, so the products have the same bits */
+    tensor *wb = packed ? NULL : (w->bf16 && (w->flags & T_BF16_FRESH)) ? w->bf16 : bf16_copy(w);
     if (res) y_dtype = DT_F32;
     tensor *y = tensor_empty_dt(x2->device, y_dtype, nd, yshape);
     if ((!packed && !wb) || !y) return NULL;

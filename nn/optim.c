@@ -38,6 +38,7 @@ int optim_no_weight_decay(const tensor *p) {
  * optimizer and refilled per device and step. */
 struct optim_arrays {
     float **p, **m, **v;
+    uint16_t **p16;
     const float **g;
     int64_t *n;
     adamw_args *adamw;
@@ -48,6 +49,7 @@ static struct optim_arrays *arrays_new(int n) {
     size_t c = n ? (size_t)n : 1;
     struct optim_arrays *a = xcalloc(1, sizeof *a);
     a->p = xcalloc(c, sizeof *a->p);
+    a->p16 = xcalloc(c, sizeof *a->p16);
     a->m = xcalloc(c, sizeof *a->m);
     a->v = xcalloc(c, sizeof *a->v);
     a->g = xcalloc(c, sizeof *a->g);
@@ -59,7 +61,7 @@ static struct optim_arrays *arrays_new(int n) {
 
 static void arrays_free(struct optim_arrays *a) {
     if (!a) return;
-    free(a->p); free(a->m); free(a->v); free(a->g); free(a->n); free(a->adamw); free(a->sgd);
+    free(a->p); free(a->p16); free(a->m); free(a->v); free(a->g); free(a->n); free(a->adamw); free(a->sgd);
     free(a);
 }
 
@@ -152,11 +154,12 @@ static int check_packed(const optim_param *q) {
 
 /* Entry c of the arrays: n elements at p/g/m/v updated with lr multiplier `lr_scale` and weight
  * decay `wd`, for step t. */
-static void add_entry(const optimizer *o, int c, float *p, const float *g, float *m, float *v, int64_t n,
-                      float lr_scale, float wd, int64_t t) {
+static void add_entry(const optimizer *o, int c, float *p, uint16_t *p16, const float *g, float *m, float *v,
+                      int64_t n, float lr_scale, float wd, int64_t t) {
     struct optim_arrays *A = o->arrays;
     const float lr = (float)(o->lr * lr_scale);
     A->p[c] = p;
+    A->p16[c] = p16;
     A->g[c] = g;
     A->m[c] = m;
     A->v[c] = v;
@@ -188,8 +191,8 @@ static int step_impl(optimizer *o) {
         const int nspans = G ? optim_flat_spans(o, G) : 0;
         for (int s = 0; s < nspans; s++) {
             const optim_span *sp = &G->spans[s];
-            add_entry(o, c++, at(G->p, sp->off), at(G->g, sp->off), at(G->m, sp->off), at(G->v, sp->off), sp->n,
-                      sp->lr_scale, sp->wd, t);
+            add_entry(o, c++, at(G->p, sp->off), G->p16 ? (uint16_t *)G->p16->data + sp->off : NULL, at(G->g, sp->off),
+                      at(G->m, sp->off), at(G->v, sp->off), sp->n, sp->lr_scale, sp->wd, t);
         }
         for (int i = 0; i < o->n; i++) {
             optim_param *q = &o->ps[i];
@@ -197,13 +200,17 @@ static int step_impl(optimizer *o) {
             if (!q->p->grad || q->p->device != dev) continue;
             tensor_drop_packed(q->p); /* the step writes p: a packed copy of it (inference) is stale */
             if (!q->flat)
-                add_entry(o, c++, q->p->data, q->p->grad->data, q->m ? q->m->data : NULL, q->v ? q->v->data : NULL,
+                add_entry(o, c++, q->p->data, NULL, q->p->grad->data, q->m ? q->m->data : NULL, q->v ? q->v->data : NULL,
                           tensor_numel(q->p), q->lr_scale, q->wd, t);
         }
         if (!c) continue;
         const er_backend *k = backend_get(dev);
-        if (o->cfg.kind == OPTIM_ADAMW) k->adamw_many(c, A->p, A->g, A->m, A->v, A->n, A->adamw);
-        else k->sgd_many(c, A->p, A->g, A->m, A->n, A->sgd);
+        if (o->cfg.kind == OPTIM_ADAMW) k->adamw_many(c, A->p, A->g, A->m, A->v, A->n, A->adamw, A->p16);
+        else k->sgd_many(c, A->p, A->g, A->m, A->n, A->sgd, A->p16);
+        for (int i = 0; G && G->p16 && i < G->count; i++) { /* written in that pass (the whole spans) */
+            optim_param *q = &o->ps[G->index[i]];
+            if (q->p->grad) q->p->flags |= T_BF16_FRESH;
+        }
     }
     o->step = t;
     return ER_OK;

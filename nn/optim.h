@@ -37,6 +37,9 @@ typedef struct {
     int nesterov;          /* SGD */
     double layer_decay;    /* layer-wise lr decay factor; 0 or 1 = off */
     int depth;             /* number of ViT blocks, for layer_decay */
+    int bf16_weights;      /* mixed precision: every step also writes each flat parameter's bf16
+                            * copy (tensor.bf16) in the same pass, the operand bf16 products read
+                            * instead of rounding the weight per call (2 bytes per parameter) */
 } optim_config;
 
 typedef struct {

@@ -82,11 +82,18 @@ static void build_group(optimizer *o, optim_flat_group *G, const int *order, int
     for (int k = 0; k < cnt; k++) tensor_rehome(o->ps[order[k]].p->grad, G->g, off[k]);
     G->m = adamw || o->cfg.momentum > 0 ? storage_new(dev, DT_F32, G->numel) : NULL;
     G->v = adamw ? storage_new(dev, DT_F32, G->numel) : NULL;
+    /* the bf16 copies: written (and marked fresh) by each step, so none is read before the first */
+    G->p16 = o->cfg.bf16_weights ? storage_new(dev, DT_BF16, G->numel) : NULL;
     for (int k = 0; k < cnt; k++) {
         optim_param *q = &o->ps[order[k]];
         G->index[k] = order[k];
         q->m = state_view(G->m, q->p, off[k]);
         q->v = state_view(G->v, q->p, off[k]);
+        if (G->p16) { /* the parameter's (tensor_free frees it; the storage outlives whichever goes first) */
+            tensor_free(q->p->bf16);
+            q->p->flags &= ~T_BF16_FRESH;
+            q->p->bf16 = tensor_in_storage(G->p16, DT_BF16, off[k], q->p->ndim, q->p->shape);
+        }
         q->flat = 1;
     }
 }
@@ -128,6 +135,7 @@ void optim_flat_free(struct optim_flat *f) {
     if (!f) return;
     for (int i = 0; i < f->ngroups; i++) {
         optim_flat_group *G = &f->group[i];
+        storage_release(G->p16);
         storage_release(G->p);
         storage_release(G->g);
         storage_release(G->m);

@@ -18,6 +18,7 @@ typedef struct {
     int device;
     int64_t numel;           /* elements, alignment padding included */
     er_storage *p, *g, *m, *v;
+    er_storage *p16;         /* the parameters rounded to bf16 (optim_config.bf16_weights), or NULL */
     int count;               /* tensors in the buffers */
     int *index;              /* their o->ps indices, in layout order */
     int64_t *off;            /* their offsets */

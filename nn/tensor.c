@@ -105,6 +105,7 @@ int tensor_prepack(tensor *t, int compute) {
 }
 
 void tensor_drop_packed(tensor *t) {
+    if (t) t->flags &= ~T_BF16_FRESH; /* written: the optimizer's bf16 copy is stale too */
     if (!t || !t->packed) return;
     tensor_backend(t)->gemm_prepack_free(t->packed);
     t->packed = NULL;
@@ -113,6 +114,7 @@ void tensor_drop_packed(tensor *t) {
 void tensor_free(tensor *t) {
     if (!t || !(t->flags & T_LONG_LIVED)) return;
     tensor_drop_packed(t);
+    tensor_free(t->bf16);
     storage_release(t->storage);
     if (t->grad) tensor_free(t->grad);
     free(t->name);

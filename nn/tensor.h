@@ -39,6 +39,7 @@ enum {
     T_LONG_LIVED = 1u << 2,    /* struct is malloc'd (tensor_free), not arena-owned */
     T_NO_DECAY = 1u << 3,      /* hint for optimizers: exempt from weight decay (norms, biases,
                                   pos-embed, tokens); set by tensor_param for ndim <= 1 */
+    T_BF16_FRESH = 1u << 4,    /* `bf16` below holds this tensor's current values rounded */
 };
 
 typedef struct er_storage {
@@ -65,6 +66,11 @@ typedef struct tensor {
     char *name;                  /* parameters: timm name ("blocks.0.attn.qkv.weight") */
     struct tape_node *node;      /* op that produced it in the current tape, NULL for leaves */
     void *packed;                /* tensor_prepack: the backend's packed form, or NULL */
+    struct tensor *bf16;         /* an fp32 parameter's bf16 copy, written by each optimizer step of a
+                                  * bf16 run (optim_config.bf16_weights), in the optimizer's buffer
+                                  * (refcounted: it outlives the optimizer; tensor_free frees it);
+                                  * bf16 products read it while T_BF16_FRESH, which every write
+                                  * through this API clears (as it drops `packed`) */
 } tensor;
 
 /* ---- long-lived ---- */

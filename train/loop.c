@@ -189,6 +189,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     oc.kind = c->optimizer;
     oc.lr = c->lr;
     oc.weight_decay = c->weight_decay;
+    oc.bf16_weights = obj->run.precision == ER_PREC_BF16; /* the products' bf16 weights, written by each step */
     if (c->optimizer == OPTIM_ADAMW) {
         oc.beta1 = c->beta1;
         oc.beta2 = c->beta2;

@@ -124,6 +124,7 @@ static void many_run(int count, const int64_t *n, many_chunk_fn fn, const void *
 
 typedef struct {
     float *const *p, *const *m, *const *v, *const *buf;
+    uint16_t *const *p16;
     const float *const *g;
     const adamw_args *adamw;
     const sgd_args *sgd;
@@ -134,11 +135,13 @@ typedef struct {
 static void adamw_piece(const void *ctx, int t, int64_t off, int64_t len) {
     const many_ctx *c = ctx;
     adamw_chunk(c->p[t] + off, c->g[t] + off, c->m[t] + off, c->v[t] + off, len, &c->adamw[t]);
+    if (c->p16 && c->p16[t]) cpu_cast_span(len, ER_F32, c->p[t] + off, ER_BF16, c->p16[t] + off, 0); /* chunk still in cache */
 }
 
 static void sgd_piece(const void *ctx, int t, int64_t off, int64_t len) {
     const many_ctx *c = ctx;
     sgd_chunk(c->p[t] + off, c->g[t] + off, c->buf[t] ? c->buf[t] + off : NULL, len, &c->sgd[t]);
+    if (c->p16 && c->p16[t]) cpu_cast_span(len, ER_F32, c->p[t] + off, ER_BF16, c->p16[t] + off, 0);
 }
 
 static void fill_piece(const void *ctx, int t, int64_t off, int64_t len) {
@@ -150,14 +153,14 @@ static void fill_piece(const void *ctx, int t, int64_t off, int64_t len) {
 }
 
 void cpu_adamw_many(int count, float *const *p, const float *const *g, float *const *m, float *const *v,
-                    const int64_t *n, const adamw_args *a) {
-    const many_ctx c = {.p = p, .g = g, .m = m, .v = v, .adamw = a};
+                    const int64_t *n, const adamw_args *a, uint16_t *const *p16) {
+    const many_ctx c = {.p = p, .g = g, .m = m, .v = v, .adamw = a, .p16 = p16};
     many_run(count, n, adamw_piece, &c);
 }
 
 void cpu_sgd_many(int count, float *const *p, const float *const *g, float *const *buf, const int64_t *n,
-                  const sgd_args *a) {
-    const many_ctx c = {.p = p, .g = g, .buf = buf, .sgd = a};
+                  const sgd_args *a, uint16_t *const *p16) {
+    const many_ctx c = {.p = p, .g = g, .buf = buf, .sgd = a, .p16 = p16};
     many_run(count, n, sgd_piece, &c);
 }
 

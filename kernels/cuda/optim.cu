@@ -60,7 +60,7 @@ static adamw_k adamw_k_of(const adamw_args *a) {
                    a->step_size, a->inv_sqrt_bc2, a->eps, a->gscale};
 }
 
-__device__ __forceinline__ void adamw_elem(float *p, const float *g, float *m, float *v, int64_t i,
+__device__ __forceinline__ void adamw_elem(float *p, const float *g, float *m, float *v, uint16_t *p16, int64_t i,
                                            const adamw_k &k) {
     float gi = mul_rn(g[i], k.gs);
     float mi = add_rn(mul_rn(k.b1, m[i]), mul_rn(k.c1, gi));
@@ -68,7 +68,9 @@ __device__ __forceinline__ void adamw_elem(float *p, const float *g, float *m, f
     m[i] = mi;
     v[i] = vi;
     float denom = add_rn(mul_rn(sqrt_rn(vi), k.ibc2), k.eps);
-    p[i] = sub_rn(mul_rn(p[i], k.decay), mul_rn(k.step, div_rn(mi, denom)));
+    const float pi = sub_rn(mul_rn(p[i], k.decay), mul_rn(k.step, div_rn(mi, denom)));
+    p[i] = pi;
+    if (p16) p16[i] = cu_f32_to_bf16(pi);
 }
 
 struct sgd_k {
@@ -81,9 +83,10 @@ static sgd_k sgd_k_of(const sgd_args *a) {
 }
 
 /* buf NULL: plain SGD (the multi-tensor kernel passes NULL when momentum == 0) */
-__device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, int64_t i, const sgd_k &k) {
+__device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, uint16_t *p16, int64_t i, const sgd_k &k) {
     if (!buf) {
         p[i] = sub_rn(p[i], mul_rn(k.lr, add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]))));
+        if (p16) p16[i] = cu_f32_to_bf16(p[i]);
         return;
     }
     float gi = add_rn(mul_rn(g[i], k.gs), mul_rn(k.wd, p[i]));
@@ -91,13 +94,14 @@ __device__ __forceinline__ void sgd_elem(float *p, const float *g, float *buf, i
     buf[i] = bi;
     float d = k.nesterov ? add_rn(gi, mul_rn(k.mu, bi)) : bi;
     p[i] = sub_rn(p[i], mul_rn(k.lr, d));
+    if (p16) p16[i] = cu_f32_to_bf16(p[i]);
 }
 
 /* ---- multi-tensor forms (cpu_adamw_many, cpu_sgd_many, cpu_fill_many) ----
  * Up to MT_GROUP tensors per launch, their pointers, sizes and scalars passed by value in the
  * kernel's parameters (no staging copy, no synchronisation). Tensor t owns the blocks
  * [start[t], start[t + 1]); each block covers MT_TILE consecutive elements of it. */
-#define MT_GROUP 48
+#define MT_GROUP 40 /* with the bf16 copies' pointers, what fits 4 KiB (flat buffers need a few) */
 #define MT_TILE (OPT_THREADS * 4)
 
 struct mt_blocks {
@@ -110,12 +114,14 @@ struct adamw_group {
     mt_blocks b;
     float *p[MT_GROUP], *m[MT_GROUP], *v[MT_GROUP];
     const float *g[MT_GROUP];
+    uint16_t *p16[MT_GROUP];
     adamw_k k[MT_GROUP];
 };
 struct sgd_group {
     mt_blocks b;
     float *p[MT_GROUP], *buf[MT_GROUP];
     const float *g[MT_GROUP];
+    uint16_t *p16[MT_GROUP];
     sgd_k k[MT_GROUP];
 };
 struct fill_group {
@@ -155,11 +161,11 @@ __device__ __forceinline__ mt_range mt_block_range(const mt_blocks &b) {
 __global__ void k_adamw_many(adamw_group G) {
     const mt_range r = mt_block_range(G.b);
     for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x)
-        adamw_elem(G.p[r.t], G.g[r.t], G.m[r.t], G.v[r.t], i, G.k[r.t]);
+        adamw_elem(G.p[r.t], G.g[r.t], G.m[r.t], G.v[r.t], G.p16[r.t], i, G.k[r.t]);
 }
 __global__ void k_sgd_many(sgd_group G) {
     const mt_range r = mt_block_range(G.b);
-    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x) sgd_elem(G.p[r.t], G.g[r.t], G.buf[r.t], i, G.k[r.t]);
+    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x) sgd_elem(G.p[r.t], G.g[r.t], G.buf[r.t], G.p16[r.t], i, G.k[r.t]);
 }
 __global__ void k_fill_many(fill_group G, float v) {
     const mt_range r = mt_block_range(G.b);
@@ -186,7 +192,7 @@ static void mt_flush(G &grp, L launch) {
 }
 
 void cu_adamw_many(int count, float *const *p, const float *const *g, float *const *m, float *const *v,
-                   const int64_t *n, const adamw_args *a) {
+                   const int64_t *n, const adamw_args *a, uint16_t *const *p16) {
     adamw_group G = {}; /* empty: count 0, start[0] = 0 */
     auto launch = [](const adamw_group &grp) {
         k_adamw_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp);
@@ -199,6 +205,7 @@ void cu_adamw_many(int count, float *const *p, const float *const *g, float *con
         G.g[s] = g[i];
         G.m[s] = m[i];
         G.v[s] = v[i];
+        G.p16[s] = p16 ? p16[i] : NULL;
         G.k[s] = adamw_k_of(&a[i]);
         if (mt_full(G.b)) mt_flush(G, launch);
     }
@@ -206,7 +213,7 @@ void cu_adamw_many(int count, float *const *p, const float *const *g, float *con
 }
 
 void cu_sgd_many(int count, float *const *p, const float *const *g, float *const *buf, const int64_t *n,
-                 const sgd_args *a) {
+                 const sgd_args *a, uint16_t *const *p16) {
     sgd_group G = {}; /* empty: count 0, start[0] = 0 */
     auto launch = [](const sgd_group &grp) {
         k_sgd_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp);
@@ -219,6 +226,7 @@ void cu_sgd_many(int count, float *const *p, const float *const *g, float *const
         G.p[s] = p[i];
         G.g[s] = g[i];
         G.buf[s] = a[i].momentum == 0.0f ? NULL : buf[i];
+        G.p16[s] = p16 ? p16[i] : NULL;
         G.k[s] = sgd_k_of(&a[i]);
         if (mt_full(G.b)) mt_flush(G, launch);
     }

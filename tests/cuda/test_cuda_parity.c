@@ -448,11 +448,21 @@ Test(cuda, fused_optimizer_steps) {
     float *v = rnd(n, 0, 0.01f, 143);
     float *dp = devf(p, n), *dg = devf(g, n), *dm = devf(m, n), *dv = devf(v, n);
     adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.05f, .gscale = 0.5f};
+    /* with the bf16 copy written in the same pass (optim_config.bf16_weights): equal bits */
+    uint16_t *p16 = calloc((size_t)n, 2), *dp16 = GPU->alloc((size_t)n * 2), *h16 = malloc((size_t)n * 2);
     for (int t = 1; t <= 3; t++) {
         adamw_scalars(&a, t);
-        CPU->adamw_many(1, &p, (const float *const *)&g, &m, &v, &n, &a);
-        GPU->adamw_many(1, &dp, (const float *const *)&dg, &dm, &dv, &n, &a);
+        CPU->adamw_many(1, &p, (const float *const *)&g, &m, &v, &n, &a, &p16);
+        GPU->adamw_many(1, &dp, (const float *const *)&dg, &dm, &dv, &n, &a, &dp16);
     }
+    GPU->download(h16, dp16, (size_t)n * 2);
+    gpu_ok("adamw_many with bf16 copies");
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(p16[i], er_f32_to_bf16(p[i]), "cpu p16[%lld] is not p rounded", (long long)i);
+        cr_assert_eq(h16[i], p16[i], "adamw p16[%lld]: cuda 0x%04x, cpu 0x%04x", (long long)i, h16[i], p16[i]);
+    }
+    free(p16), free(h16);
+    GPU->free(dp16);
     expect_close("adamw p", p, dp, n, 1e-6);
     expect_close("adamw m", m, dm, n, 1e-6);
     expect_close("adamw v", v, dv, n, 1e-6);
@@ -461,8 +471,8 @@ Test(cuda, fused_optimizer_steps) {
         sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .gscale = 1.0f, .nesterov = nesterov};
         for (int t = 0; t < 2; t++) {
             sa.first = t == 0;
-            CPU->sgd_many(1, &p, (const float *const *)&g, &buf, &n, &sa);
-            GPU->sgd_many(1, &dp, (const float *const *)&dg, &dbuf, &n, &sa);
+            CPU->sgd_many(1, &p, (const float *const *)&g, &buf, &n, &sa, NULL);
+            GPU->sgd_many(1, &dp, (const float *const *)&dg, &dbuf, &n, &sa, NULL);
         }
         expect_close("sgd p", p, dp, n, 1e-6);
         expect_close("sgd buf", buf, dbuf, n, 1e-6);

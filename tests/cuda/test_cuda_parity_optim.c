@@ -74,18 +74,35 @@ Test(cuda, optim_adamw_many_130_tensors) {
     mt_state *s = calloc(1, sizeof *s);
     mt_make(s);
     adamw_args args[MT_N];
+    /* the bf16 copies (optim_config.bf16_weights) of every tensor but each third (NULL entries):
+     * the groups of a launch then mix tensors with and without one */
+    uint16_t *c16[MT_N] = {0}, *g16[MT_N] = {0};
+    for (int t = 0; t < MT_N; t++)
+        if (t % 3 != 1 && s->n[t] > 0) c16[t] = calloc((size_t)s->n[t], 2), g16[t] = GPU->alloc((size_t)s->n[t] * 2);
     for (int step = 1; step <= 3; step++) {
         for (int t = 0; t < MT_N; t++) args[t] = adamw_of(t, step);
-        CPU->adamw_many(MT_N, s->cpu[P], (const float *const *)s->cpu[G], s->cpu[M], s->cpu[V], s->n, args);
-        GPU->adamw_many(MT_N, s->many[P], (const float *const *)s->many[G], s->many[M], s->many[V], s->n, args);
+        CPU->adamw_many(MT_N, s->cpu[P], (const float *const *)s->cpu[G], s->cpu[M], s->cpu[V], s->n, args, c16);
+        GPU->adamw_many(MT_N, s->many[P], (const float *const *)s->many[G], s->many[M], s->many[V], s->n, args, g16);
         for (int t = 0; t < MT_N; t++)
             GPU->adamw_many(1, &s->one[P][t], (const float *const *)&s->one[G][t], &s->one[M][t], &s->one[V][t],
-                            &s->n[t], &args[t]);
+                            &s->n[t], &args[t], NULL);
     }
     mt_expect("adamw_many p", s, P);
     mt_expect("adamw_many m", s, M);
     mt_expect("adamw_many v", s, V);
-    GPU->adamw_many(0, NULL, NULL, NULL, NULL, NULL, NULL); /* count 0: nothing to launch */
+    for (int t = 0; t < MT_N; t++) {
+        if (!c16[t]) continue;
+        uint16_t *h = malloc((size_t)s->n[t] * 2);
+        GPU->download(h, g16[t], (size_t)s->n[t] * 2);
+        gpu_ok("adamw_many bf16 copies");
+        for (int64_t i = 0; i < s->n[t]; i++) {
+            cr_assert_eq(c16[t][i], er_f32_to_bf16(s->cpu[P][t][i]), "tensor %d [%lld]: the cpu copy is not p rounded", t, (long long)i);
+            cr_assert_eq(h[i], c16[t][i], "tensor %d [%lld]: cuda copy 0x%04x, cpu 0x%04x", t, (long long)i, h[i], c16[t][i]);
+        }
+        free(h), free(c16[t]);
+        GPU->free(g16[t]);
+    }
+    GPU->adamw_many(0, NULL, NULL, NULL, NULL, NULL, NULL, NULL); /* count 0: nothing to launch */
     gpu_ok("adamw_many count 0");
     mt_free(s);
     free(s);
@@ -103,11 +120,11 @@ static void sgd_case(float momentum, int nesterov) {
             args[t] = (sgd_args){.lr = 0.05f / (1.0f + 0.1f * t), .momentum = momentum,
                                  .weight_decay = t % 3 ? 1e-4f : 0.0f, .gscale = t % 2 ? 1.0f : 0.5f,
                                  .nesterov = nesterov, .first = step == 0};
-        CPU->sgd_many(MT_N, s->cpu[P], (const float *const *)s->cpu[G], cbuf ? cbuf : none, s->n, args);
-        GPU->sgd_many(MT_N, s->many[P], (const float *const *)s->many[G], gbuf ? gbuf : none, s->n, args);
+        CPU->sgd_many(MT_N, s->cpu[P], (const float *const *)s->cpu[G], cbuf ? cbuf : none, s->n, args, NULL);
+        GPU->sgd_many(MT_N, s->many[P], (const float *const *)s->many[G], gbuf ? gbuf : none, s->n, args, NULL);
         for (int t = 0; t < MT_N; t++)
             GPU->sgd_many(1, &s->one[P][t], (const float *const *)&s->one[G][t], momentum ? &s->one[M][t] : &none[t],
-                          &s->n[t], &args[t]);
+                          &s->n[t], &args[t], NULL);
     }
     mt_expect(nesterov ? "sgd_many nesterov p" : momentum ? "sgd_many p" : "sgd_many plain p", s, P);
     if (momentum) mt_expect(nesterov ? "sgd_many nesterov buf" : "sgd_many buf", s, M);

@@ -10,6 +10,7 @@
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/ops.h"
+#include "nn/optim.h"
 #include "kernels/backend.h"
 #include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
@@ -256,4 +257,41 @@ Test(nn_ops_bf16, mlp_on_bf16_activations_tracks_fp32) {
     }
     free(yref), free(ybf);
     tensor_free(x), tensor_free(w1), tensor_free(b1), tensor_free(w2), tensor_free(r);
+}
+
+/* The bf16 layer reads the bf16 weight copy the optimizer's last step wrote (optim_config.
+ * bf16_weights) while it is fresh: the same bits as the copy it would make (both W rounded to
+ * nearest even); overwriting the copy shows it is the one read; a write to W through the API marks
+ * it stale, and the layer rounds W itself again. */
+Test(nn_ops_bf16, linear_reads_the_optimizers_bf16_weights) {
+    const int64_t M = 6, K = 32, N = 16;
+    tensor *w = tensor_param("w.weight", 2, SHAPE(N, K));
+    tensor *x = op_cast(gc_rand(2, SHAPE(M, K), 61, -1, 1), DT_BF16);
+    float *wh = xmalloc((size_t)N * K * 4), y0[6 * 16], y1[6 * 16], y2[6 * 16], y3[6 * 16];
+    for (int64_t i = 0; i < N * K; i++) wh[i] = sinf(0.3f * (float)i) * 0.4f;
+    tensor_copy_from_host(w, wh);
+    NO_GRAD { tensor_to_host(op_linear_to(x, w, NULL, DT_F32), y0); } /* W rounded by the layer */
+    param_list pl = {0};
+    params_add(&pl, w);
+    optim_config oc = {.kind = OPTIM_SGD, .lr = 0.0, .bf16_weights = 1}; /* lr 0: W unchanged, copy written */
+    optimizer *o = optim_new(&oc, &pl);
+    cr_assert_not_null(o, "%s", er_msg());
+    tensor_fill(w->grad, 1.0f);
+    cr_assert_eq(optim_step(o), ER_OK);
+    cr_assert(w->flags & T_BF16_FRESH);
+    NO_GRAD { tensor_to_host(op_linear_to(x, w, NULL, DT_F32), y1); }
+    cr_assert_eq(memcmp(y0, y1, sizeof y0), 0, "the optimizer's copy gives other bits than the layer's own");
+    tensor_fill(w->bf16, 0.0f); /* the copy is what the layer reads: zeros in, zeros out */
+    w->flags |= T_BF16_FRESH;
+    NO_GRAD { tensor_to_host(op_linear_to(x, w, NULL, DT_F32), y2); }
+    for (int i = 0; i < M * N; i++) cr_assert_eq(y2[i], 0.0f, "y[%d] = %g: the fresh copy was not read", i, y2[i]);
+    tensor_copy_from_host(w, wh); /* a write: the copy is stale, the layer rounds W again */
+    cr_assert_not(w->flags & T_BF16_FRESH);
+    NO_GRAD { tensor_to_host(op_linear_to(x, w, NULL, DT_F32), y3); }
+    cr_assert_eq(memcmp(y0, y3, sizeof y0), 0, "a stale copy was read");
+    optim_free(o);
+    free(pl.t);
+    free(wh);
+    tensor_free(w);
+    nn_step_end();
 }

@@ -181,3 +181,51 @@ Test(optim_flat, ineligible_tensors_stay_put) {
     optim_free(o);
     params_free(&pl);
 }
+
+/* optim_config.bf16_weights: each step writes every flat parameter's bf16 copy (tensor.bf16) in its
+ * update pass, the parameter rounded to nearest even, and marks it fresh; the fp32 update is the
+ * same bits as without copies; a write through the tensor API marks the copy stale; the copies
+ * outlive optim_free (params_free frees them; under ASan either order is checked). AdamW and SGD. */
+static void check_bf16_copies(optim_kind kind) {
+    param_list a = {0}, b = {0};
+    make_model(&a);
+    make_model(&b);
+    optim_config cfg = {.kind = kind, .lr = 1e-2, .weight_decay = 0.05, .momentum = kind == OPTIM_SGD ? 0.9 : 0};
+    optimizer *plain = optim_new(&cfg, &a);
+    cfg.bf16_weights = 1;
+    optimizer *o = optim_new(&cfg, &b);
+    cr_assert(plain && o, "%s", er_msg());
+    for (int k = 0; k < b.n; k++) {
+        cr_assert_not_null(b.t[k]->bf16, "%s has no bf16 copy", b.t[k]->name);
+        cr_assert_not(b.t[k]->flags & T_BF16_FRESH, "%s: a copy is fresh before any step wrote it", b.t[k]->name);
+        cr_assert_null(a.t[k]->bf16);
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int k = 0; k < b.n; k++) fill_grad(a.t[k], k, step), fill_grad(b.t[k], k, step);
+        cr_assert_eq(optim_step(plain), ER_OK);
+        cr_assert_eq(optim_step(o), ER_OK);
+        for (int k = 0; k < b.n; k++) {
+            const tensor *p = b.t[k];
+            cr_assert(p->flags & T_BF16_FRESH, "step %d: %s's copy not marked fresh", step, p->name);
+            cr_assert_eq(memcmp(p->data, a.t[k]->data, (size_t)tensor_numel(p) * 4), 0, "%s: the update changed", p->name);
+            const uint16_t *h = p->bf16->raw;
+            for (int64_t e = 0; e < tensor_numel(p); e++)
+                cr_assert_eq(h[e], er_f32_to_bf16(p->data[e]), "step %d: %s[%lld] copy 0x%04x, rounded 0x%04x", step,
+                             p->name, (long long)e, h[e], er_f32_to_bf16(p->data[e]));
+        }
+    }
+    tensor_fill(b.t[0], 0.5f);
+    cr_assert_not(b.t[0]->flags & T_BF16_FRESH, "a write through the API left the copy fresh");
+    cr_assert(b.t[1]->flags & T_BF16_FRESH);
+    optim_free(o); /* the copies stay with the parameters (the buffer is refcounted), still right */
+    for (int k = 1; k < b.n; k++)
+        cr_assert(b.t[k]->bf16 && ((uint16_t *)b.t[k]->bf16->raw)[0] == er_f32_to_bf16(b.t[k]->data[0]), "%s", b.t[k]->name);
+    optim_free(plain);
+    params_free(&a);
+    params_free(&b);
+}
+
+Test(optim_flat, bf16_copies_written_by_each_step) {
+    check_bf16_copies(OPTIM_ADAMW);
+    check_bf16_copies(OPTIM_SGD);
+}
