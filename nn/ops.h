@@ -142,7 +142,8 @@ tensor *op_global_avgpool(tensor *x);
  * of one packed qkv projection). mask: NULL, or [.., .., Tq, Tk] broadcastable to [B, H, Tq, Tk]
  * (kind MASK_ADD: added to the scores; MASK_BOOL: 0 = masked out). scale <= 0 => 1/sqrt(D).
  * Result [B, H, Tq, D], a view of [B, Tq, H, D] storage, so transpose(1, 2) + reshape to
- * [B, Tq, H * D] costs no copy. The mask gets no gradient. */
+ * [B, Tq, H * D] costs no copy. The mask gets no gradient. q, k, v are all fp32 or all bf16
+ * (docs/dtypes.md): bf16 computes in bf16 whatever the precision and gives a bf16 o. */
 tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale);
 
 /* ---- losses (ops_loss.c) ---- */

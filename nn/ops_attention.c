@@ -1,25 +1,12 @@
 /* ops_attention.c — multi-head scaled dot-product attention, softmax(Q K^T * scale + mask) V.
  * The kernel keeps one head's score block at a time and the backward recomputes it (see
- * kernels/cpu/attention.c); q/k/v may be strided views of one packed qkv projection. */
+ * kernels/cpu/attention.c); q/k/v may be strided views of one packed qkv projection. q, k, v
+ * are fp32, or all bf16 (ops_attention_bf16.c: o bf16, bf16 compute). */
 #include <math.h>
 #include <string.h>
 
+#include "nn/ops_attention_internal.h"
 #include "nn/ops_util.h"
-
-typedef struct {
-    tensor *mask;
-    int mask_kind;
-    int64_t ms[4];
-    float *lse;
-    int compute; /* GEMM_COMPUTE_* of the forward: the backward uses the same path */
-} attn_ctx;
-
-/* (b, h, t) strides; a size-1 token dim gets the packed stride so gemm's leading dim is valid. */
-static void strides3(const tensor *t, int64_t *s) {
-    s[0] = t->stride[0];
-    s[1] = t->stride[1];
-    s[2] = t->shape[2] == 1 ? t->shape[3] : t->stride[2];
-}
 
 /* Pure views (ops_shape.c): their output is x's storage seen with other strides, and their backward
  * only moves the gradient back into x's gradient at the same element positions. */
@@ -92,13 +79,13 @@ static float *grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirec
         x->data >= base->data && x->data < base->data + tensor_numel(base)) {
         tensor *gb = grad_buf(base);
         if (gb && tensor_is_contiguous(gb)) {
-            strides3(x, s);
+            attn_strides3(x, s);
             *went = 1;
             return gb->data + (x->data - base->data);
         }
     }
     tensor *g = grad_buf(x);
-    if (g) strides3(g, s);
+    if (g) attn_strides3(g, s);
     return g ? g->data : NULL;
 }
 
@@ -108,11 +95,11 @@ static void attention_backward(tape_node *n) {
     int B = (int)q->shape[0], H = (int)q->shape[1], Tq = (int)q->shape[2], Tk = (int)k->shape[2];
     int D = (int)q->shape[3];
     int64_t qs[3], ks[3], vs[3], os[3], gos[3], gqs[3], gks[3], gvs[3];
-    strides3(q, qs);
-    strides3(k, ks);
-    strides3(v, vs);
-    strides3(o, os);
-    strides3(o->grad, gos);
+    attn_strides3(q, qs);
+    attn_strides3(k, ks);
+    attn_strides3(v, vs);
+    attn_strides3(o, os);
+    attn_strides3(o->grad, gos);
     tensor *direct[2];
     int nd = 0, went;
     float *gq = grad_dest(q, gqs, direct, nd, &went);
@@ -132,8 +119,14 @@ static void attention_backward(tape_node *n) {
 static tensor *unit_last(tensor *t) { return t && t->stride[3] != 1 && t->shape[3] > 1 ? op_clone(t) : t; }
 
 tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kind, float scale) {
-    OPS_F32("attention", q, k, v, mask);
+    OPS_F32("attention", mask);
     if (!q || !k || !v) return NULL;
+    if (q->dtype != k->dtype || q->dtype != v->dtype) {
+        er_fail(ER_INPUT, "attention: q, k and v must have one dtype (fp32 or bf16), got q %s, k %s, v %s (cast with op_cast)",
+                er_dtype_name(q->dtype), er_dtype_name(k->dtype), er_dtype_name(v->dtype));
+        return NULL;
+    }
+    const int bf16 = q->dtype == DT_BF16;
     char s0[96], s1[96], s2[96];
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || k->shape[0] != q->shape[0] ||
         v->shape[0] != q->shape[0] || k->shape[1] != q->shape[1] || v->shape[1] != q->shape[1] ||
@@ -167,7 +160,7 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     v = unit_last(v);
     /* stored as [B, Tq, H, D] and returned as the [B, H, Tq, D] view: the usual
      * transpose(1, 2) + reshape to [B, Tq, H * D] that follows is then free */
-    tensor *ob = ops_new(q, 4, SHAPE(B, Tq, H, D));
+    tensor *ob = ops_new_dt(q, 4, SHAPE(B, Tq, H, D));
     tensor *o = tensor_view(ob, 4, SHAPE(B, H, Tq, D), SHAPE(ob->stride[0], ob->stride[2], ob->stride[1], 1), 0);
     const er_backend *be = BE(q);
     attn_ctx *c = arena_alloc_host(arena_default(q->device), sizeof *c);
@@ -175,19 +168,23 @@ tensor *op_attention(tensor *q, tensor *k, tensor *v, tensor *mask, int mask_kin
     c->mask_kind = mask_kind;
     for (int i = 0; i < 4; i++) c->ms[i] = ms[i];
     c->lse = ops_scratch(q->device, (int64_t)B * H * Tq);
-    c->compute = q->dtype == DT_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; /* its operands decide */
+    c->compute = bf16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; /* its operands decide */
     arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
-    int64_t qs[3], ks[3], vs[3], os[3];
-    strides3(q, qs);
-    strides3(k, ks);
-    strides3(v, vs);
-    strides3(o, os);
-    be->attention(c->compute, B, H, Tq, Tk, D, scale, q->data, qs, k->data, ks, v->data, vs, mask_kind,
-                  c->mask ? c->mask->data : NULL, ms, o->data, os, c->lse, work);
+    if (bf16) {
+        attention_bf16_forward(c, B, H, Tq, Tk, D, scale, q, k, v, o, work);
+    } else {
+        int64_t qs[3], ks[3], vs[3], os[3];
+        attn_strides3(q, qs);
+        attn_strides3(k, ks);
+        attn_strides3(v, vs);
+        attn_strides3(o, os);
+        be->attention(c->compute, B, H, Tq, Tk, D, scale, q->data, qs, k->data, ks, v->data, vs, mask_kind,
+                      c->mask ? c->mask->data : NULL, ms, o->data, os, c->lse, work);
+    }
     ops_release(q->device, m);
     tensor *in[3] = {q, k, v};
-    tape_node *n = tape_record("attention", attention_backward, o, 3, in);
+    tape_node *n = tape_record("attention", bf16 ? attention_bf16_backward : attention_backward, o, 3, in);
     if (n) {
         n->ctx = c;
         n->f[0] = scale;

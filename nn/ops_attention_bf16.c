@@ -1,0 +1,113 @@
+/* ops_attention_bf16.c — attention on bf16 q, k, v (issue #27): o bf16, lse fp32, bf16 compute
+ * (GEMM_COMPUTE_BF16, fp32 softmax and accumulation).
+ *
+ * For now the op widens q, k, v (exact) into fp32 arena scratch, runs the fp32-storage kernel in
+ * bf16 compute (which rounds q, k, v to bf16: the identity on these values) and rounds o once to
+ * nearest even. So o and lse are bit for bit the fp32 op's on the same values in bf16 compute, o
+ * rounded. The fp32 copies are temporaries: the tape keeps the bf16 q, k, v and o (half the bytes of
+ * fp32 ones) and the backward widens them again. A kernel reading bf16 directly is the next step
+ * (docs/dtypes.md).
+ *
+ * Backward: q, k, v, the saved bf16 o and the incoming bf16 gradient of o widened; dq, dk, dv
+ * computed into zeroed fp32 scratch by the fp32-storage backward, then each added into its bf16
+ * gradient once, round(old + new) (a fresh buffer: round(new)); a tensor given twice (q as the key
+ * too) sums its fp32 parts first. The kernel's row term delta_i = sum_d dO_id O_id reads the saved
+ * bf16 O (as flash-attention's backward reads its stored output), not the fp32 O it was rounded
+ * from. */
+#include "nn/ops_attention_internal.h"
+#include "nn/ops_util.h"
+
+/* Whether t's elements fill tensor_numel(t) consecutive slots from t->raw: packed, or packed in
+ * another dim order (o's [B, Tq, H, D] storage seen as [B, H, Tq, D]). */
+static int dense(const tensor *t) {
+    int64_t sh[T_MAX_DIMS], st[T_MAX_DIMS], want = 1;
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 1) continue;
+        if (t->stride[i] <= 0) return 0;
+        int j = n++; /* insertion by stride */
+        while (j > 0 && st[j - 1] > t->stride[i]) sh[j] = sh[j - 1], st[j] = st[j - 1], j--;
+        sh[j] = t->shape[i], st[j] = t->stride[i];
+    }
+    for (int i = 0; i < n; i++) {
+        if (st[i] != want) return 0;
+        want *= sh[i];
+    }
+    return 1;
+}
+
+/* fp32 copy of the bf16 [B, H, T, D] tensor t in arena scratch (exact); s gets its (b, h, t)
+ * strides. A dense t is widened in one cast and keeps its strides; another view (q, k, v sliced
+ * out of a packed qkv) is first packed with copy_strided_bf16. */
+static const float *widen(const tensor *t, int64_t *s) {
+    const er_backend *be = BE(t);
+    const int64_t n = tensor_numel(t);
+    float *y = ops_scratch(t->device, n);
+    if (n == 0 || dense(t)) {
+        if (n) be->cast(n, ER_BF16, t->raw, ER_F32, y, 0);
+        attn_strides3(t, s);
+        return y;
+    }
+    const int64_t ps[4] = {t->shape[1] * t->shape[2] * t->shape[3], t->shape[2] * t->shape[3], t->shape[3], 1};
+    uint16_t *p = (uint16_t *)ops_scratch(t->device, (n + 1) / 2);
+    be->copy_strided_bf16(4, t->shape, t->raw, t->stride, p, ps, 0);
+    be->cast(n, ER_BF16, p, ER_F32, y, 0);
+    s[0] = ps[0], s[1] = ps[1], s[2] = ps[2];
+    return y;
+}
+
+void attention_bf16_forward(const attn_ctx *c, int B, int H, int Tq, int Tk, int D, float scale, const tensor *q,
+                            const tensor *k, const tensor *v, tensor *o, float *work) {
+    const er_backend *be = BE(q);
+    int64_t qs[3], ks[3], vs[3], os[3];
+    const float *qf = widen(q, qs), *kf = widen(k, ks), *vf = widen(v, vs);
+    const int64_t no = tensor_numel(o);
+    float *of = ops_scratch(q->device, no); /* o's (dense) layout in fp32 */
+    attn_strides3(o, os);
+    be->attention(c->compute, B, H, Tq, Tk, D, scale, qf, qs, kf, ks, vf, vs, c->mask_kind,
+                  c->mask ? c->mask->data : NULL, c->ms, of, os, c->lse, work);
+    if (no) be->cast(no, ER_F32, of, ER_BF16, o->raw, 0);
+}
+
+void attention_bf16_backward(tape_node *n) {
+    tensor *in[3] = {n->in[0], n->in[1], n->in[2]}, *o = n->out;
+    const attn_ctx *c = n->ctx;
+    const int B = (int)o->shape[0], H = (int)o->shape[1], Tq = (int)o->shape[2], Tk = (int)in[1]->shape[2];
+    const int D = (int)o->shape[3];
+    /* the gradient buffers first (the scratch below is released at the end, with everything the
+     * arena gave after the mark); first[i]: where in[i] appeared first among q, k, v */
+    tensor *g[3] = {NULL, NULL, NULL};
+    int fresh[3] = {0, 0, 0}, first[3];
+    for (int i = 0; i < 3; i++) {
+        first[i] = i;
+        for (int j = i - 1; j >= 0; j--)
+            if (in[j] == in[i]) first[i] = j;
+        if (first[i] == i) g[i] = grad_buf_fresh(in[i], &fresh[i]);
+    }
+    const er_backend *be = BE(o);
+    arena_mark mk = ops_mark(o->device);
+    int64_t xs[3][3], gs[3][3], os[3], gos[3];
+    const float *x[3];
+    float *gf[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) x[i] = widen(in[i], xs[i]);
+    const float *of = widen(o, os), *gof = widen(o->grad, gos);
+    for (int i = 0; i < 3; i++) {
+        if (!g[first[i]]) continue;
+        const int64_t T = in[i]->shape[2], ne = tensor_numel(in[i]);
+        gf[i] = ops_scratch(o->device, ne);
+        if (ne) be->fill(gf[i], ne, 0.0f); /* the kernel adds */
+        gs[i][0] = H * T * D, gs[i][1] = T * D, gs[i][2] = D;
+    }
+    float *work = ops_scratch(o->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
+    be->attention_backward(c->compute, B, H, Tq, Tk, D, n->f[0], x[0], xs[0], x[1], xs[1], x[2], xs[2], c->mask_kind,
+                           c->mask ? c->mask->data : NULL, c->ms, of, os, gof, gos, c->lse, gf[0], gs[0], gf[1],
+                           gs[1], gf[2], gs[2], work);
+    for (int i = 0; i < 3; i++) { /* a repeated input: its fp32 parts summed before the one rounding */
+        const int64_t ne[1] = {tensor_numel(in[i])}, one[1] = {1};
+        if (gf[i] && first[i] != i && ne[0]) be->copy_strided(1, ne, gf[i], one, gf[first[i]], one, 1);
+    }
+    /* gradient buffers are packed in x's shape (autograd.c), as gf */
+    for (int i = 0; i < 3; i++)
+        if (g[i] && tensor_numel(in[i])) be->cast(tensor_numel(in[i]), ER_F32, gf[i], g[i]->dtype, g[i]->raw, !fresh[i]);
+    ops_release(o->device, mk);
+}

@@ -1,0 +1,129 @@
+/* test_cuda_parity_attention_bf16.c — op_attention on bf16 q, k, v (nn/ops_attention_bf16.c) on the
+ * device. Two checks per case:
+ *   - on the device itself, bit for bit: the bf16 op's o is the rounding of the device kernel's o in
+ *     bf16 compute on fp32 copies of the same values (the widening, copy_strided_bf16 and cast kernels on the
+ *     device change nothing but the one rounding);
+ *   - against the CPU table, forward and backward: both compute in bf16 but round P and sum in
+ *     other orders (test_cuda_parity_attention.c's tensor-core case), so 2e-2 of the scale, as the
+ *     other bf16 parity tests.
+ * q/k/v are sliced out of a permuted [B, T, 3, H, D] projection (the ViT block) or separate. */
+#include <math.h>
+
+#include "nn/autograd.h"
+#include "nn/ops.h"
+#include "tests/cuda/parity_util.h"
+
+typedef struct {
+    int B, H, Tq, Tk, D, packed, mask_kind;
+} acase;
+
+static int64_t leaf_numel(const acase *a, int i) {
+    if (a->packed) return (int64_t)a->B * a->Tq * 3 * a->H * a->D;
+    return (int64_t)a->B * a->H * (i == 0 ? a->Tq : a->Tk) * a->D;
+}
+
+/* o (host, widened, [B, H, Tq, D]) of the bf16 attention on `dev` from the host leaves (q, k, v
+ * cast to bf16), and the leaves' gradients of L = sum(o * r) into g. */
+static float *attn_on(int dev, const acase *a, float *const *xh, const float *maskh, const float *rh, float **g) {
+    const int nleaf = a->packed ? 1 : 3;
+    tensor *leaf[3], *qkv[3], *mask = NULL;
+    for (int i = 0; i < nleaf; i++) {
+        leaf[i] = a->packed ? tensor_new_on(dev, 5, SHAPE(a->B, a->Tq, 3, a->H, a->D))
+                            : tensor_new_on(dev, 4, SHAPE(a->B, a->H, i ? a->Tk : a->Tq, a->D));
+        tensor_copy_from_host(leaf[i], xh[i]);
+        tensor_set_requires_grad(leaf[i], 1);
+    }
+    if (a->mask_kind != MASK_NONE) {
+        mask = tensor_new_on(dev, 2, SHAPE(a->Tq, a->Tk));
+        tensor_copy_from_host(mask, maskh);
+    }
+    tensor *r = tensor_new_on(dev, 4, SHAPE(a->B, a->H, a->Tq, a->D));
+    tensor_copy_from_host(r, rh);
+    if (a->packed) {
+        int perm[5] = {2, 0, 3, 1, 4};
+        tensor *p = op_permute(op_cast(leaf[0], DT_BF16), perm);
+        for (int i = 0; i < 3; i++) qkv[i] = op_squeeze(op_slice(p, 0, i, i + 1), 0);
+    } else {
+        for (int i = 0; i < 3; i++) qkv[i] = op_cast(leaf[i], DT_BF16);
+    }
+    tensor *o = op_attention(qkv[0], qkv[1], qkv[2], mask, a->mask_kind, 0);
+    cr_assert_not_null(o, "%s", er_msg());
+    cr_assert_eq(o->dtype, DT_BF16);
+    float *oh = malloc(sizeof(float) * tensor_numel(o));
+    tensor_to_host(o, oh);
+    cr_assert_eq(backward(op_sum_all(op_mul(op_cast(o, DT_F32), r))), ER_OK, "%s", er_msg());
+    for (int i = 0; i < nleaf; i++) {
+        g[i] = malloc(sizeof(float) * tensor_numel(leaf[i]));
+        tensor_to_host(leaf[i]->grad, g[i]);
+    }
+    nn_step_end();
+    for (int i = 0; i < nleaf; i++) tensor_free(leaf[i]);
+    tensor_free(mask), tensor_free(r);
+    return oh;
+}
+
+/* o (host, [B, H, Tq, D]) of the device kernel in bf16 compute on packed fp32 copies of the same
+ * values: what the bf16 op must round to, bit for bit */
+static float *kernel_o(const acase *a, float *const *xh, const float *maskh) {
+    const int B = a->B, H = a->H, Tq = a->Tq, Tk = a->Tk, D = a->D, T[3] = {Tq, Tk, Tk};
+    float *dq[3];
+    for (int i = 0; i < 3; i++) {
+        float *h = malloc(sizeof(float) * (size_t)B * H * T[i] * D);
+        for (int b = 0; b < B; b++)
+            for (int hh = 0; hh < H; hh++)
+                for (int t = 0; t < T[i]; t++)
+                    for (int d = 0; d < D; d++) {
+                        const int64_t at = (((int64_t)b * H + hh) * T[i] + t) * D + d;
+                        h[at] = a->packed ? xh[0][((((int64_t)b * Tq + t) * 3 + i) * H + hh) * D + d] : xh[i][at];
+                    }
+        dq[i] = devf(h, (int64_t)B * H * T[i] * D);
+        free(h);
+    }
+    const int64_t qs[3] = {(int64_t)H * Tq * D, (int64_t)Tq * D, D}, ks[3] = {(int64_t)H * Tk * D, (int64_t)Tk * D, D};
+    const int64_t ms[4] = {0, 0, Tk, 1}, no = (int64_t)B * H * Tq * D;
+    float *dm = a->mask_kind != MASK_NONE ? devf(maskh, (int64_t)Tq * Tk) : NULL;
+    float *dout = GPU->alloc(sizeof(float) * no), *dlse = GPU->alloc(sizeof(float) * (size_t)B * H * Tq);
+    float *work = GPU->alloc(sizeof(float) * (GPU->attention_workspace(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D) + 1));
+    GPU->attention(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, 1.0f / sqrtf((float)D), dq[0], qs, dq[1], ks, dq[2], ks, a->mask_kind,
+                   dm, ms, dout, qs, dlse, work);
+    float *o = host_of(dout, no);
+    for (int i = 0; i < 3; i++) GPU->free(dq[i]);
+    GPU->free(dm), GPU->free(dout), GPU->free(dlse), GPU->free(work);
+    return o;
+}
+
+static void attention_bf16_case(const acase *a, uint32_t tag) {
+    const int nleaf = a->packed ? 1 : 3;
+    const int64_t no = (int64_t)a->B * a->H * a->Tq * a->D;
+    float *xh[3], *gc[3], *gg[3];
+    for (int i = 0; i < nleaf; i++) {
+        xh[i] = rnd(leaf_numel(a, i), -2, 2, tag + i);
+        for (int64_t j = 0; j < leaf_numel(a, i); j++) xh[i][j] = er_bf16_to_f32(er_f32_to_bf16(xh[i][j]));
+    }
+    float *maskh = rnd((int64_t)a->Tq * a->Tk, -1, 1, tag + 5), *rh = rnd(no, -1, 1, tag + 6);
+    for (int64_t j = 0; j < no; j++) rh[j] = er_bf16_to_f32(er_f32_to_bf16(rh[j]));
+    float *oc = attn_on(DEV_CPU, a, xh, maskh, rh, gc), *og = attn_on(GPU_DEV, a, xh, maskh, rh, gg);
+    float *of = kernel_o(a, xh, maskh);
+    gpu_ok("bf16 attention");
+    for (int64_t i = 0; i < no; i++)
+        cr_assert_eq(er_f32_to_bf16(og[i]), er_f32_to_bf16(of[i]),
+                     "D %d: device o[%lld] %.9g, the device kernel on fp32 copies gives %.9g", a->D, (long long)i, og[i], of[i]);
+    float *d = devf(og, no);
+    expect_close("bf16 attention o", oc, d, no, 2e-2);
+    GPU->free(d);
+    for (int i = 0; i < nleaf; i++) {
+        d = devf(gg[i], leaf_numel(a, i));
+        expect_close(i == 0 ? "bf16 attention dL/dq (or dL/dqkv)" : i == 1 ? "bf16 attention dL/dk" : "bf16 attention dL/dv",
+                     gc[i], d, leaf_numel(a, i), 2e-2);
+        GPU->free(d);
+        free(gc[i]), free(gg[i]), free(xh[i]);
+    }
+    free(oc), free(og), free(of), free(maskh), free(rh);
+}
+
+Test(cuda, attention_bf16_storage) {
+    require_gpu();
+    attention_bf16_case(&(acase){2, 3, 13, 13, 64, 1, MASK_NONE}, 800); /* ViT layout, head dim 64 */
+    attention_bf16_case(&(acase){1, 3, 9, 5, 24, 0, MASK_ADD}, 810);    /* Tq != Tk, D 24, additive mask */
+    attention_bf16_case(&(acase){2, 2, 20, 20, 32, 1, MASK_NONE}, 820);
+}
