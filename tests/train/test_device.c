@@ -202,15 +202,17 @@ Test(endofinder_device, bf16_training_tracks_fp32_and_lowers_the_loss, .timeout 
     const int steps = 16;
     double *l32 = run(man, o32, "fp32", steps);
     double *l16 = run(man, o16, "bf16", steps);
-    /* the same weights and batches: only the rounding of matmul inputs differs. Step 1 sees it
+    /* the same weights and batches: only the roundings differ (bf16 products, activations between
+     * the norms and the residual adds, their gradients; nn/layers/autocast.h). Step 1 sees them
      * directly; later steps also carry the drift of the weights (batch of 4 on a tiny model, so
-     * single steps are noisy), hence a looser bound there and on the mean over the run */
+     * single steps are noisy: seen 0.3-3.4 % on steps 2-4 with bf16 activations, up to 39 % on a
+     * single later step whose loss is near 0), hence a looser bound there and on the mean */
     double first = 0, last = 0, mean16 = 0, mean32 = 0, maxrel = 0;
     for (int s = 0; s < steps; s++) {
         double rel = fabs(l16[s] - l32[s]) / fabs(l32[s]);
         if (rel > maxrel) maxrel = rel;
         if (s == 0) cr_assert(rel < 0.01, "step 1: bf16 loss %.5f vs fp32 %.5f", l16[s], l32[s]);
-        if (s < 4) cr_assert(rel < 0.03, "step %d: bf16 loss %.5f vs fp32 %.5f", s + 1, l16[s], l32[s]);
+        if (s < 4) cr_assert(rel < 0.05, "step %d: bf16 loss %.5f vs fp32 %.5f", s + 1, l16[s], l32[s]);
         mean16 += l16[s] / steps;
         mean32 += l32[s] / steps;
     }
