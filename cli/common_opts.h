@@ -24,7 +24,7 @@
 #define OPT_THREADS(dst, ...) {"threads", ARG_THREADS, (dst), "OpenMP threads (0 = OMP_NUM_THREADS, else every core)", __VA_ARGS__}
 #define OPT_DEVICE(dst, ...) {"device", ARG_STR, (dst), "where the model runs", "cpu|cuda|cuda:N", __VA_ARGS__}
 #define OPT_PRECISION(dst, ...)                                                                              \
-    {"precision", ARG_STR, (dst), "matmul inputs: fp32, or rounded to bf16 with fp32 accumulation", "fp32|bf16", \
+    {"precision", ARG_STR, (dst), "fp32, or bf16 mixed precision (bf16 products and activations, fp32 weights, optimizer state, residual stream and losses)", "fp32|bf16", \
      __VA_ARGS__}
 /* neighbours per query: at least 1 (a command may then cap it at the number of cases) */
 #define OPT_K(dst, ...) {"k", ARG_INT, (dst), "neighbours per query", "[1, inf)", __VA_ARGS__}
