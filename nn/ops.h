@@ -114,10 +114,13 @@ tensor *op_l2_normalize(tensor *x, int axis, float eps);           /* x / max(||
 /* ---- NCHW image ops (ops_conv.c) ---- packed or not; results packed ----
  * conv2d: x [N, C, H, W], w [K, C / groups, R, S], bias [K] or NULL -> [N, K, P, Q] with
  * P = (H + 2 pad - dilation (R - 1) - 1) / stride + 1 (and Q alike): torch.nn.functional.conv2d.
- * The _ex form takes (height, width) pairs. */
+ * fp32 tensors. The _ex form takes (height, width) pairs and the products' arithmetic, `compute`
+ * (GEMM_COMPUTE_*; op_conv2d: fp32): the conv kernels round their own operands under bf16 compute
+ * (cuDNN: TF32 / bf16 tensor cores), so bf16 autocast needs no bf16 copy of x (nn/layers/autocast.h:
+ * one would add memory, since batch norm and ReLU keep the fp32 tensor anyway). */
 tensor *op_conv2d(tensor *x, tensor *w, tensor *bias, int stride, int pad, int dilation, int groups);
 tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], const int pad[2],
-                     const int dilation[2], int groups);
+                     const int dilation[2], int groups, int compute);
 /* Batch norm per channel of x [N, C, H, W] (or [N, C]), torch.nn.BatchNorm2d semantics: training
  * normalises with the batch statistics (biased variance) and updates running_mean / running_var in
  * place, running = (1 - momentum) running + momentum stat with the unbiased variance (torch's

@@ -12,35 +12,20 @@ static int need_4d(const char *op, const tensor *x) {
 
 /* ---- conv2d ---- */
 
-/* x as fp32 for the kernels: itself, or (a bf16 x) widened exactly into arena scratch. The conv
- * kernels read fp32 and round their operands to bf16 under bf16 compute, so a bf16 x gives the bits
- * its fp32 widening would; saving the bf16 x for the backward halves what the conv keeps. */
-static const float *conv_input(const tensor *x) {
-    if (x->dtype == DT_F32) return x->data;
-    float *f = ops_scratch(x->device, tensor_numel(x));
-    BE(x)->cast(tensor_numel(x), x->dtype, x->raw, ER_F32, f, 0);
-    return f;
-}
-
 static void conv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
-    int fresh = 0;
-    tensor *gx = x->dtype == DT_F32 ? grad_buf(x) : grad_buf_fresh(x, &fresh), *gw = grad_buf(w), *gb = grad_buf(b);
+    tensor *gx = grad_buf(x), *gw = grad_buf(w), *gb = grad_buf(b);
     const conv2d_args *a = n->ctx;
     arena_mark m = ops_mark(x->device);
-    const float *xf = conv_input(x);
-    float *gxf = gx && x->dtype != DT_F32 ? ops_scratch(x->device, tensor_numel(x)) : gx ? gx->data : NULL;
-    if (gxf && x->dtype != DT_F32) BE(x)->fill(gxf, tensor_numel(x), 0.0f); /* the kernel adds into gx */
     float *work = ops_scratch(x->device, (int64_t)BE(x)->conv2d_backward_workspace(a));
-    BE(x)->conv2d_backward(a, xf, w->data, y->grad->data, gxf, gw ? gw->data : NULL, gb ? gb->data : NULL, work);
-    if (gx && x->dtype != DT_F32) /* a bf16 gradient: round(old + new), or round(new) into a fresh one */
-        BE(x)->cast(tensor_numel(x), ER_F32, gxf, x->dtype, gx->raw, !fresh);
+    BE(x)->conv2d_backward(a, x->data, w->data, y->grad->data, gx ? gx->data : NULL,
+                           gw ? gw->data : NULL, gb ? gb->data : NULL, work);
     ops_release(x->device, m);
 }
 
 tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], const int pad[2],
-                     const int dilation[2], int groups) {
-    OPS_F32("conv2d", w, bias); /* x fp32 or bf16 (bf16 compute) */
+                     const int dilation[2], int groups, int compute) {
+    OPS_F32("conv2d", x, w, bias);
     if (!x || !w) return NULL;
     char s0[96], s1[96], s2[96] = "none";
     if (!need_4d("conv2d", x)) return NULL;
@@ -69,7 +54,7 @@ tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], co
                        .W = (int)x->shape[3], .K = (int)w->shape[0], .R = (int)w->shape[2],
                        .S = (int)w->shape[3], .sh = stride[0], .sw = stride[1], .ph = pad[0],
                        .pw = pad[1], .dh = dilation[0], .dw = dilation[1], .groups = groups,
-                       .compute = x->dtype == DT_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32}; /* read by the backward too */
+                       .compute = compute}; /* the backward reads the same args */
     conv2d_args_fill(a);
     if (a->P < 1 || a->Q < 1 || a->R < 1 || a->S < 1) {
         er_fail(ER_INPUT, "conv2d: a %dx%d kernel (dilation %dx%d) does not fit input %s padded by "
@@ -86,9 +71,8 @@ tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], co
     tensor *y = ops_new(x, 4, SHAPE(a->N, a->K, a->P, a->Q));
     if (a->N > 0 && a->K > 0) {
         arena_mark m = ops_mark(x->device);
-        const float *xf = conv_input(x);
         float *work = ops_scratch(x->device, (int64_t)BE(x)->conv2d_workspace(a));
-        BE(x)->conv2d(a, xf, w->data, bias ? bias->data : NULL, y->data, work);
+        BE(x)->conv2d(a, x->data, w->data, bias ? bias->data : NULL, y->data, work);
         ops_release(x->device, m);
     }
     tensor *in[3] = {x, w, bias};
@@ -99,7 +83,7 @@ tensor *op_conv2d_ex(tensor *x, tensor *w, tensor *bias, const int stride[2], co
 
 tensor *op_conv2d(tensor *x, tensor *w, tensor *bias, int stride, int pad, int dilation, int groups) {
     const int s[2] = {stride, stride}, p[2] = {pad, pad}, d[2] = {dilation, dilation};
-    return op_conv2d_ex(x, w, bias, s, p, d, groups);
+    return op_conv2d_ex(x, w, bias, s, p, d, groups, GEMM_COMPUTE_FP32);
 }
 
 /* ---- batch norm ---- */

@@ -28,5 +28,6 @@ tensor *ac_attention(const nn_ctx *c, tensor *q, tensor *k, tensor *v) {
 }
 
 tensor *ac_conv2d(const nn_ctx *c, tensor *x, tensor *w, tensor *b, int stride, int pad, int dilation, int groups) {
-    return op_conv2d(ac_act(c, x), w, b, stride, pad, dilation, groups);
+    const int s[2] = {stride, stride}, p[2] = {pad, pad}, d[2] = {dilation, dilation};
+    return op_conv2d_ex(ac_f32(x), w, b, s, p, d, groups, er_gemm_compute_of(c ? c->precision : ER_PREC_FP32));
 }

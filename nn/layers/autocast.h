@@ -4,7 +4,8 @@
  * for inference, by the model). Ops follow their operands' dtype: a product on a bf16 activation
  * computes in bf16 with fp32 accumulation, on an fp32 one in fp32. These helpers are the policy,
  * torch.autocast's rules made explicit: under bf16
- *   - products (linear, attention, conv2d) read bf16 activations: ac_act casts an fp32 one once;
+ *   - products (linear, attention) read bf16 activations: ac_act casts an fp32 one once; conv2d
+ *     keeps fp32 storage and computes in bf16 (ac_conv2d);
  *   - layernorm's output, qkv, attention's output and the MLP hidden stay bf16 between products
  *     (ac_layernorm, ac_linear_act, ac_attention): half the bytes saved for the backward;
  *   - the residual stream, norms' statistics, softmax statistics, reductions and whatever feeds a
@@ -33,7 +34,8 @@ tensor *ac_linear_add(const nn_ctx *c, tensor *x, tensor *w, tensor *b, tensor *
 tensor *ac_layernorm(const nn_ctx *c, tensor *x, tensor *w, tensor *b, float eps);
 /* attention on ac_act(q, k, v); the output in the activation dtype. */
 tensor *ac_attention(const nn_ctx *c, tensor *q, tensor *k, tensor *v);
-/* conv2d on ac_act(x) (fp32 weights), stored fp32 (batch norm follows). */
+/* conv2d of fp32 x in the context's compute (its kernels round their own operands: no bf16 copy of
+ * x, which batch norm and ReLU keep in fp32 anyway), stored fp32 (batch norm follows). */
 tensor *ac_conv2d(const nn_ctx *c, tensor *x, tensor *w, tensor *b, int stride, int pad, int dilation, int groups);
 
 #endif

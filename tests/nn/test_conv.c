@@ -16,7 +16,7 @@ typedef struct {
 static tensor *f_conv(tensor **in, void *cv) {
     const cv_case *c = cv;
     const int st[2] = {c->sh, c->sw}, pd[2] = {c->ph, c->pw}, dl[2] = {c->dh, c->dw};
-    return op_conv2d_ex(in[0], in[1], c->bias ? in[2] : NULL, st, pd, dl, c->groups);
+    return op_conv2d_ex(in[0], in[1], c->bias ? in[2] : NULL, st, pd, dl, c->groups, GEMM_COMPUTE_FP32);
 }
 
 /* y[n,k,p,q] = b[k] + sum_{c in group, r, s} x[n,c,ih,iw] w[k,c',r,s], straight from the definition */
