@@ -38,7 +38,7 @@ static int dense(const tensor *t) {
 
 /* fp32 copy of the bf16 [B, H, T, D] tensor t in arena scratch (exact); s gets its (b, h, t)
  * strides. A dense t is widened in one cast and keeps its strides; another view (q, k, v sliced
- * out of a packed qkv) is first packed with copy_strided_bf16. */
+ * out of a packed qkv) is widened into a packed copy in one pass (cast_strided). */
 static const float *widen(const tensor *t, int64_t *s) {
     const er_backend *be = BE(t);
     const int64_t n = tensor_numel(t);
@@ -49,9 +49,7 @@ static const float *widen(const tensor *t, int64_t *s) {
         return y;
     }
     const int64_t ps[4] = {t->shape[1] * t->shape[2] * t->shape[3], t->shape[2] * t->shape[3], t->shape[3], 1};
-    uint16_t *p = (uint16_t *)ops_scratch(t->device, (n + 1) / 2);
-    be->copy_strided_bf16(4, t->shape, t->raw, t->stride, p, ps, 0);
-    be->cast(n, ER_BF16, p, ER_F32, y, 0);
+    be->cast_strided(4, t->shape, ER_BF16, t->raw, t->stride, ER_F32, y, ps, 0);
     s[0] = ps[0], s[1] = ps[1], s[2] = ps[2];
     return y;
 }

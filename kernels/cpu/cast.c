@@ -86,6 +86,38 @@ void cpu_cast(int64_t n, int from, const void *x, int to, void *y, int accumulat
     }
 }
 
+/* Rows of the coalesced views: a unit-stride row through cast_range (vectorised), others one element
+ * at a time through the same arithmetic (cast_scalar's). */
+void cpu_cast_strided(int ndim, const int64_t *shape0, int from, const void *x, const int64_t *xs0, int to, void *y,
+                      const int64_t *ys0, int accumulate) {
+    for (int i = 0; i < ndim; i++)
+        if (shape0[i] <= 0) return;
+    cpu_copy_plan p;
+    cpu_copy_plan_make(&p, ndim, shape0, xs0, ys0);
+    const size_t ex = from == ER_BF16 ? 2 : 4, ey = to == ER_BF16 ? 2 : 4;
+    #pragma omp parallel for if (p.outer * p.inner > CPU_PAR_MIN)
+    for (int64_t o = 0; o < p.outer; o++) {
+        int64_t xo = 0, yo = 0, r = o;
+        for (int d = p.nd - 2; d >= 0; d--) {
+            xo += (r % p.shape[d]) * p.xs[d];
+            yo += (r % p.shape[d]) * p.ys[d];
+            r /= p.shape[d];
+        }
+        const char *xp = (const char *)x + xo * (int64_t)ex;
+        char *yp = (char *)y + yo * (int64_t)ey;
+        if (p.sx == 1 && p.sy == 1) {
+            cast_range(0, p.inner, from, xp, to, yp, accumulate);
+            continue;
+        }
+        for (int64_t i = 0; i < p.inner; i++) {
+            float v = load_as_f32(from, xp, i * p.sx);
+            if (accumulate) v = load_as_f32(to, yp, i * p.sy) + v;
+            if (to == ER_BF16) ((uint16_t *)yp)[i * p.sy] = er_f32_to_bf16(v);
+            else ((float *)yp)[i * p.sy] = v;
+        }
+    }
+}
+
 void cpu_copy_strided_bf16(int ndim, const int64_t *shape0, const uint16_t *x, const int64_t *xs0, uint16_t *y,
                            const int64_t *ys0, int accumulate) {
     cpu_copy_plan p;

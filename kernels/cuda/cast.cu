@@ -26,6 +26,26 @@ void cu_cast(int64_t n, int from, const void *x, int to, void *y, int accumulate
     CUDA_LAUNCHED("cast");
 }
 
+__global__ void k_cast_strided(cu_index ix, int64_t n, int from, const void *x, int to, void *y, int accumulate) {
+    GRID_STRIDE(e, n) {
+        int64_t off[2];
+        cu_offsets<2>(ix, e, off);
+        float v = cu_load_f32(from, x, off[0]);
+        if (accumulate) v = cu_load_f32(to, y, off[1]) + v;
+        cu_store_f32(to, y, off[1], v);
+    }
+}
+
+void cu_cast_strided(int ndim, const int64_t *shape, int from, const void *x, const int64_t *xs, int to, void *y,
+                     const int64_t *ys, int accumulate) {
+    int64_t n = cu_numel(ndim, shape);
+    if (n <= 0) return;
+    const int64_t *st[2] = {xs, ys};
+    cu_index ix = cu_index_make(ndim, shape, st, 2);
+    k_cast_strided<<<cuda_blocks(n, CAST_THREADS), CAST_THREADS, 0, cuda_stream()>>>(ix, n, from, x, to, y, accumulate);
+    CUDA_LAUNCHED("cast_strided");
+}
+
 __global__ void k_copy_strided_bf16(cu_index ix, int64_t n, const uint16_t *x, uint16_t *y, int accumulate) {
     GRID_STRIDE(e, n) {
         int64_t off[2];

@@ -89,6 +89,42 @@ Test(cuda, copy_strided_bf16_bits) {
     free(x); free(y);
 }
 
+/* cast_strided: a permuted view converted into a packed one and back (both directions, with and
+ * without accumulate), GPU against CPU bit for bit, on random bit patterns (NaNs and ties included). */
+PARITY_COVERS(cast_strided);
+Test(cuda, cast_strided_bits) {
+    require_gpu();
+    int64_t vshape[4] = {3, 7, 5, 33}, vs[4] = {33, 3 * 33, 3 * 7 * 33, 1}, ps[4], n = 3 * 7 * 5 * 33;
+    contig(4, vshape, ps);
+    uint32_t *xf = malloc(4 * n), *yf = malloc(4 * n);
+    uint16_t *xb = malloc(2 * n), *yb = malloc(2 * n);
+    rng_t r = rng_make(7, 0);
+    for (int64_t i = 0; i < n; i++) {
+        xf[i] = rng_u32(&r);
+        if (i % 3 == 0) xf[i] = (xf[i] & 0xFFFF0000u) | 0x8000u;
+        yf[i] = rng_u32(&r) & 0xBFFFFFFFu;
+        xb[i] = (uint16_t)rng_u32(&r);
+        yb[i] = (uint16_t)(rng_u32(&r) & 0xBFFF);
+    }
+    for (int acc = 0; acc <= 1; acc++) {
+        uint32_t *cf = malloc(4 * n); /* bf16 view -> packed fp32 (attention's widening) */
+        memcpy(cf, yf, 4 * n);
+        void *dx = dev_bytes(xb, 2 * n), *dy = dev_bytes(yf, 4 * n);
+        CPU->cast_strided(4, vshape, ER_BF16, xb, vs, ER_F32, cf, ps, acc);
+        GPU->cast_strided(4, vshape, ER_BF16, dx, vs, ER_F32, dy, ps, acc);
+        expect_bits(acc ? "cast_strided bf16 -> fp32 (+=)" : "cast_strided bf16 -> fp32", cf, dy, 4 * n);
+        GPU->free(dx), GPU->free(dy), free(cf);
+        uint16_t *cb = malloc(2 * n); /* packed fp32 -> bf16 view */
+        memcpy(cb, yb, 2 * n);
+        dx = dev_bytes(xf, 4 * n), dy = dev_bytes(yb, 2 * n);
+        CPU->cast_strided(4, vshape, ER_F32, xf, ps, ER_BF16, cb, vs, acc);
+        GPU->cast_strided(4, vshape, ER_F32, dx, ps, ER_BF16, dy, vs, acc);
+        expect_bits(acc ? "cast_strided fp32 -> bf16 (+=)" : "cast_strided fp32 -> bf16", cb, dy, 2 * n);
+        GPU->free(dx), GPU->free(dy), free(cb);
+    }
+    free(xf), free(yf), free(xb), free(yb);
+}
+
 /* The tensor layer on the device: a bf16 tensor made by op_cast, moved by the shape ops, filled,
  * read back strided, moved between devices, and cast's backward, against the same on the CPU. */
 /* x [4, 5, 6] on dev -> bf16 -> permute/slice/concat -> [4, 4, 11]; backward with a fixed bf16 seed.

@@ -159,3 +159,45 @@ Test(kernels_cast, copy_strided_bf16_moves_bits_and_accumulates_in_fp32) {
     }
     free(x); free(y); free(y0);
 }
+
+/* cast_strided is copy_strided_bf16 + cast (or cast + copy into the view) in one pass: the same bits,
+ * both directions, with and without accumulate, on a permuted 4-D view (a unit inner stride on one
+ * side only, and on both after a transpose that keeps the last dim). */
+Test(kernels_cast, cast_strided_equals_pack_then_cast) {
+    const int64_t shape[4] = {3, 4, 5, 19}, n = 3 * 4 * 5 * 19;
+    const int64_t packed[4] = {4 * 5 * 19, 5 * 19, 19, 1};
+    const int64_t views[2][4] = {{19, 3 * 19, 3 * 4 * 19, 1} /* [5, 4, 3, 19] permuted */,
+                                 {1, 3, 3 * 4, 3 * 4 * 5} /* fully transposed: inner stride 60 */};
+    uint16_t *xb = xmalloc(2 * n), *tmp = xmalloc(2 * n), *yb = xmalloc(2 * n), *want16 = xmalloc(2 * n), *got16 = xmalloc(2 * n);
+    float *xf = xmalloc(4 * n), *yf = xmalloc(4 * n), *want = xmalloc(4 * n), *got = xmalloc(4 * n), *tf = xmalloc(4 * n);
+    rng_t r = rng_make(9, 0);
+    for (int64_t i = 0; i < n; i++) {
+        xb[i] = (uint16_t)(rng_u32(&r) & 0xBFFF);
+        xf[i] = float_of(rng_u32(&r) & 0xBFFFFFFFu);
+        yf[i] = 2 * rng_uniform(&r) - 1;
+        yb[i] = er_f32_to_bf16(2 * rng_uniform(&r) - 1);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int acc = 0; acc <= 1; acc++) {
+            /* bf16 view -> packed fp32 */
+            cpu_copy_strided_bf16(4, shape, xb, views[v], tmp, packed, 0);
+            memcpy(want, yf, 4 * n), memcpy(got, yf, 4 * n);
+            cpu_cast(n, ER_BF16, tmp, ER_F32, want, acc);
+            cpu_cast_strided(4, shape, ER_BF16, xb, views[v], ER_F32, got, packed, acc);
+            cr_assert_eq(memcmp(want, got, 4 * n), 0, "view %d acc %d: bf16 view -> fp32 differs", v, acc);
+            /* packed fp32 -> bf16 view: cast to a packed bf16, then copy (or add) into the view */
+            memcpy(want16, yb, 2 * n), memcpy(got16, yb, 2 * n);
+            if (!acc) {
+                cpu_cast(n, ER_F32, xf, ER_BF16, tmp, 0);
+                cpu_copy_strided_bf16(4, shape, tmp, packed, want16, views[v], 0);
+            } else { /* one rounding of old + new: widen the view, add, round back */
+                cpu_cast_strided(4, shape, ER_BF16, yb, views[v], ER_F32, tf, packed, 0);
+                for (int64_t i = 0; i < n; i++) tf[i] += xf[i];
+                cpu_cast(n, ER_F32, tf, ER_BF16, tmp, 0);
+                cpu_copy_strided_bf16(4, shape, tmp, packed, want16, views[v], 0);
+            }
+            cpu_cast_strided(4, shape, ER_F32, xf, packed, ER_BF16, got16, views[v], acc);
+            cr_assert_eq(memcmp(want16, got16, 2 * n), 0, "view %d acc %d: fp32 -> bf16 view differs", v, acc);
+        }
+    free(xb), free(tmp), free(yb), free(want16), free(got16), free(xf), free(yf), free(want), free(got), free(tf);
+}
