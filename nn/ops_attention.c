@@ -58,35 +58,37 @@ static int views_overlap(const tensor *a, const tensor *b) {
         same = st[i] > span; /* nested */
         span += (sh[i] - 1) * st[i];
     }
-    if (same) return reachable(b->data - a->data, sh, st, n);
-    const float *ae = a->data, *be = b->data;
-    for (int i = 0; i < a->ndim; i++) ae += (a->shape[i] - 1) * a->stride[i];
-    for (int i = 0; i < b->ndim; i++) be += (b->shape[i] - 1) * b->stride[i];
-    return a->data <= be && b->data <= ae;
+    const int64_t es = (int64_t)tensor_elsize(a);
+    if (same && a->dtype == b->dtype) return reachable(((const char *)b->raw - (const char *)a->raw) / es, sh, st, n);
+    const char *ae = a->raw, *be = b->raw;
+    for (int i = 0; i < a->ndim; i++) ae += (a->shape[i] - 1) * a->stride[i] * es;
+    for (int i = 0; i < b->ndim; i++) be += (b->shape[i] - 1) * b->stride[i] * (int64_t)tensor_elsize(b);
+    return (const char *)a->raw <= be && (const char *)b->raw <= ae;
 }
 
 /* `direct` lists the operands whose gradients already go straight into a base: x may not share
  * memory with them (q given as key too would make gq and gk alias, against the kernels' contract
  * of disjoint views), so it takes its own buffer then. *went says which way x went. */
-static float *grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went) {
+void *attn_grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went) {
     *went = 0;
     if (!(x->flags & T_REQUIRES_GRAD)) return NULL;
     tensor *base = x;
     while (base->node && is_view_node(base->node) && !base->grad) base = base->node->in[0];
     int clash = 0;
     for (int i = 0; i < ndirect; i++) clash |= views_overlap(x, direct[i]);
-    if (base != x && !clash && tensor_is_contiguous(base) && (base->flags & T_REQUIRES_GRAD) &&
-        x->data >= base->data && x->data < base->data + tensor_numel(base)) {
+    const int64_t es = (int64_t)tensor_elsize(x), at = ((const char *)x->raw - (const char *)base->raw) / es;
+    if (base != x && !clash && base->dtype == x->dtype && tensor_is_contiguous(base) &&
+        (base->flags & T_REQUIRES_GRAD) && at >= 0 && at < tensor_numel(base)) {
         tensor *gb = grad_buf(base);
-        if (gb && tensor_is_contiguous(gb)) {
+        if (gb && tensor_is_contiguous(gb) && gb->dtype == x->dtype) {
             attn_strides3(x, s);
             *went = 1;
-            return gb->data + (x->data - base->data);
+            return (char *)gb->raw + at * es;
         }
     }
     tensor *g = grad_buf(x);
     if (g) attn_strides3(g, s);
-    return g ? g->data : NULL;
+    return g ? g->raw : NULL;
 }
 
 static void attention_backward(tape_node *n) {
@@ -102,11 +104,11 @@ static void attention_backward(tape_node *n) {
     attn_strides3(o->grad, gos);
     tensor *direct[2];
     int nd = 0, went;
-    float *gq = grad_dest(q, gqs, direct, nd, &went);
+    float *gq = attn_grad_dest(q, gqs, direct, nd, &went);
     if (went) direct[nd++] = q;
-    float *gk = grad_dest(k, gks, direct, nd, &went);
+    float *gk = attn_grad_dest(k, gks, direct, nd, &went);
     if (went) direct[nd++] = k;
-    float *gv = grad_dest(v, gvs, direct, nd, &went);
+    float *gv = attn_grad_dest(v, gvs, direct, nd, &went);
     const er_backend *be = BE(q);
     arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));

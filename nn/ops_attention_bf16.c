@@ -73,14 +73,20 @@ void attention_bf16_backward(tape_node *n) {
     const int B = (int)o->shape[0], H = (int)o->shape[1], Tq = (int)o->shape[2], Tk = (int)in[1]->shape[2];
     const int D = (int)o->shape[3];
     /* the gradient buffers first (the scratch below is released at the end, with everything the
-     * arena gave after the mark); first[i]: where in[i] appeared first among q, k, v */
-    tensor *g[3] = {NULL, NULL, NULL};
-    int fresh[3] = {0, 0, 0}, first[3];
+     * arena gave after the mark); first[i]: where in[i] appeared first among q, k, v. As the fp32
+     * op, a view of a packed qkv sends its gradient straight into the base's (attn_grad_dest), so
+     * the views' backward copies are skipped; otherwise its own packed buffer. */
+    void *g[3] = {NULL, NULL, NULL};
+    int went[3] = {0, 0, 0}, first[3], nd = 0;
+    int64_t ds[3][3];
+    tensor *direct[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
         first[i] = i;
         for (int j = i - 1; j >= 0; j--)
             if (in[j] == in[i]) first[i] = j;
-        if (first[i] == i) g[i] = grad_buf_fresh(in[i], &fresh[i]);
+        if (first[i] != i) continue;
+        g[i] = attn_grad_dest(in[i], ds[i], direct, nd, &went[i]);
+        if (went[i]) direct[nd++] = in[i];
     }
     const er_backend *be = BE(o);
     arena_mark mk = ops_mark(o->device);
@@ -104,8 +110,16 @@ void attention_bf16_backward(tape_node *n) {
         const int64_t ne[1] = {tensor_numel(in[i])}, one[1] = {1};
         if (gf[i] && first[i] != i && ne[0]) be->copy_strided(1, ne, gf[i], one, gf[first[i]], one, 1);
     }
-    /* gradient buffers are packed in x's shape (autograd.c), as gf */
-    for (int i = 0; i < 3; i++)
-        if (g[i] && tensor_numel(in[i])) be->cast(tensor_numel(in[i]), ER_F32, gf[i], g[i]->dtype, g[i]->raw, !fresh[i]);
+    /* each added once, round(old + new): into the base at x's strides, or x's own packed buffer */
+    for (int i = 0; i < 3; i++) {
+        const int64_t ne = tensor_numel(in[i]);
+        if (!g[i] || !ne) continue;
+        if (went[i]) {
+            const int64_t ps[4] = {gs[i][0], gs[i][1], gs[i][2], 1};
+            be->cast_strided(4, in[i]->shape, ER_F32, gf[i], ps, in[i]->dtype, g[i], in[i]->stride, 1);
+        } else {
+            be->cast(ne, ER_F32, gf[i], in[i]->dtype, g[i], 1);
+        }
+    }
     ops_release(o->device, mk);
 }
