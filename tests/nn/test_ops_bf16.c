@@ -266,7 +266,7 @@ Test(nn_ops_bf16, mlp_on_bf16_activations_tracks_fp32) {
 Test(nn_ops_bf16, linear_reads_the_optimizers_bf16_weights) {
     const int64_t M = 6, K = 32, N = 16;
     tensor *w = tensor_param("w.weight", 2, SHAPE(N, K));
-    tensor *x = op_cast(gc_rand(2, SHAPE(M, K), 61, -1, 1), DT_BF16);
+    tensor *xf = gc_rand(2, SHAPE(M, K), 61, -1, 1), *x = op_cast(xf, DT_BF16);
     float *wh = xmalloc((size_t)N * K * 4), y0[6 * 16], y1[6 * 16], y2[6 * 16], y3[6 * 16];
     for (int64_t i = 0; i < N * K; i++) wh[i] = sinf(0.3f * (float)i) * 0.4f;
     tensor_copy_from_host(w, wh);
@@ -292,6 +292,6 @@ Test(nn_ops_bf16, linear_reads_the_optimizers_bf16_weights) {
     optim_free(o);
     free(pl.t);
     free(wh);
-    tensor_free(w);
+    tensor_free(w), tensor_free(xf);
     nn_step_end();
 }
