@@ -3,7 +3,6 @@
  * is just the other gemm transpose flag) and their batch dims collapse to one stride. */
 #include "nn/ops_linear_bf16.h"
 #include "nn/ops_util.h"
-#include "nn/precision.h"
 
 /* How a [..., R, C] operand is handed to gemm. */
 typedef struct {

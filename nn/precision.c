@@ -18,8 +18,6 @@ int er_precision_parse(const char *name, int *precision) {
 
 int er_gemm_compute_of(int precision) { return precision == ER_PREC_BF16 ? GEMM_COMPUTE_BF16 : GEMM_COMPUTE_FP32; }
 
-const char *er_precision_name(int precision) { return precision == ER_PREC_BF16 ? "bf16" : "fp32"; }
-
 const char *er_device_name(int device) { return device == DEV_CUDA ? "cuda" : "cpu"; }
 
 /* "cpu", "cuda" or "cuda:N" -> kind and index (-1 = the backend's default); 0 if malformed. */

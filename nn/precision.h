@@ -21,7 +21,6 @@ enum { ER_PREC_FP32 = 0, ER_PREC_BF16 = 1 };
 
 /* "fp32" | "bf16" (NULL or "" = fp32) -> *precision; ER_INPUT naming the value otherwise. */
 int er_precision_parse(const char *name, int *precision);
-const char *er_precision_name(int precision);
 /* The kernels' GEMM_COMPUTE_* value of a precision. */
 int er_gemm_compute_of(int precision);
 

@@ -35,9 +35,9 @@ void lora_init(lora *l, const char *base, int64_t in, int64_t out, int conv_c, i
 tensor *lora_delta(const lora *l, const nn_ctx *ctx, tensor *x) {
     if (!x) return NULL;
     tensor *h = x;
-    if (ctx && ctx->training && l->dropout > 0) {
+    if (ctx && ctx->training && l->dropout > 0) { /* dropout is fp32-only; the product casts back */
         uint64_t stream = rng_stream(RNG_DROPOUT, (uint32_t)ctx->step, ((uint32_t)ctx->micro << 16) ^ (0x8000u + l->id));
-        h = op_dropout(x, l->dropout, ctx->seed, stream, 1);
+        h = op_dropout(ac_f32(x), l->dropout, ctx->seed, stream, 1);
     }
     tensor *A = l->A->ndim == 2 ? l->A : op_reshape(l->A, 2, SHAPE(l->r, l->in));
     tensor *B = l->B->ndim == 2 ? l->B : op_reshape(l->B, 2, SHAPE(l->out, l->r));
@@ -46,7 +46,7 @@ tensor *lora_delta(const lora *l, const nn_ctx *ctx, tensor *x) {
 
 tensor *lora_linear(const lora *l, const nn_ctx *ctx, tensor *x, tensor *w, tensor *b) {
     tensor *y = ac_linear(ctx, x, w, b);
-    return l ? op_add(y, lora_delta(l, ctx, ac_f32(x))) : y;
+    return l ? op_add(y, lora_delta(l, ctx, x)) : y;
 }
 
 void lora_merge_host(float *W, const float *A, const float *B, int64_t out, int64_t in, int r, double s) {

@@ -45,7 +45,7 @@ typedef struct lora {
 void lora_init(lora *l, const char *base, int64_t in, int64_t out, int conv_c, int conv_k, const lora_config *c,
                uint32_t id, uint64_t seed, param_list *pl);
 
-/* x [.., in] (fp32) -> s * B (A dropout(x)) [.., out], fp32 (its products under ctx's autocast).
+/* x [.., in] (fp32 or bf16) -> s * B (A dropout(x)) [.., out], fp32 (its products under ctx's autocast).
  * Dropout draws: Philox (ctx->seed, stream of (ctx->step, ctx->micro, id)), so a resumed run draws
  * the same masks. */
 tensor *lora_delta(const lora *l, const nn_ctx *ctx, tensor *x);

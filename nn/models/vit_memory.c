@@ -6,7 +6,6 @@
 #include "nn/models/vit_memory.h"
 
 #include "kernels/backend.h"
-#include "nn/precision.h"
 
 double vit_block_param_count(int dim, double mlp_ratio, int qkv_bias, int layerscale) {
     double D = dim, hid = (double)(int64_t)(dim * mlp_ratio);

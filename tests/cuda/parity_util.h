@@ -12,7 +12,6 @@
 #include "kernels/gemm.h"
 #include "nn/base/base.h"
 #include "nn/base/rng.h"
-#include "nn/precision.h"
 #include "tests/test_util.h"
 
 static const er_backend *CPU, *GPU;

@@ -23,6 +23,7 @@
 #include "nn/models/mae.h"
 #include "nn/ops.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "nn/base/rng.h"
 #include "nn/losses/sscd.h"
 #include "nn/models/vit.h"

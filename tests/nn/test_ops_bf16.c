@@ -12,7 +12,6 @@
 #include "nn/ops.h"
 #include "nn/optim.h"
 #include "kernels/backend.h"
-#include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
 

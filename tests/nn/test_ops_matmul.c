@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
-#include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
 

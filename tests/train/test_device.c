@@ -13,7 +13,6 @@
 #include "nn/base/json.h"
 #include "nn/models/mae.h"
 #include "nn/ops.h"
-#include "nn/precision.h"
 #include "nn/losses/sscd.h"
 #include "nn/models/vit.h"
 #include "tests/nn/losses/sscd_refs.h"

@@ -12,7 +12,6 @@
 #include "checkpoints/safetensors.h"
 #include "datasets/synth.h"
 #include "nn/base/base.h"
-#include "nn/precision.h"
 #include "tests/test_util.h"
 #include "train/loop.h"
 #include "train/loop_keys.h"

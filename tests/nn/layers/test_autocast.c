@@ -10,6 +10,7 @@
 #include "nn/autograd.h"
 #include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
+#include "nn/layers/lora.h"
 #include "nn/layers/vit_block.h"
 #include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
@@ -84,11 +85,25 @@ static void expect_tracks(const float *got, const float *ref, int64_t n, const c
 }
 
 /* A ViT block (dim 64, 4 heads: head width 16, the fused attention path) in bf16 against fp32:
- * output and the gradients of x and of every weight. */
-Test(nn_autocast, vit_block_bf16_tracks_fp32) {
+ * output and the gradients of x and of every weight. with_lora: adapters on qkv and fc1 (B set
+ * nonzero, dropout on: its fp32-only op sees a bf16 input under bf16), the LoRA fine-tuning path. */
+static void block_case(int with_lora) {
     param_list pl = {0};
     vit_block blk;
     vit_block_init(&blk, "blk", 64, 4.0, 1, 0.0, 7, &pl);
+    lora ad[2];
+    if (with_lora) {
+        const lora_config lc = {4, 8.0, 0.1};
+        lora_init(&ad[0], "blk.attn.qkv", 64, 192, 0, 0, &lc, 0, 7, &pl);
+        lora_init(&ad[1], "blk.mlp.fc1", 64, 256, 0, 0, &lc, 1, 7, &pl);
+        for (int i = 0; i < 2; i++) {
+            float *h = host(ad[i].B);
+            for (int64_t j = 0; j < tensor_numel(ad[i].B); j++) h[j] = 0.05f * cosf((float)(3 * j + i));
+            tensor_copy_from_host(ad[i].B, h);
+            free(h);
+        }
+        blk.lora[VIT_LORA_QKV] = &ad[0], blk.lora[VIT_LORA_FC1] = &ad[1];
+    }
     for (int i = 0; i < pl.n; i++) /* nonzero biases and norm weights: every term counts */
         if (pl.t[i]->ndim == 1) {
             float *h = host(pl.t[i]);
@@ -124,3 +139,6 @@ Test(nn_autocast, vit_block_bf16_tracks_fp32) {
     tensor_free(x), tensor_free(r);
     params_free(&pl);
 }
+
+Test(nn_autocast, vit_block_bf16_tracks_fp32) { block_case(0); }
+Test(nn_autocast, vit_block_with_lora_bf16_tracks_fp32) { block_case(1); }
