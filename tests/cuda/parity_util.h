@@ -11,7 +11,9 @@
 #include "kernels/backend.h"
 #include "kernels/gemm.h"
 #include "nn/base/base.h"
+#include "nn/autograd.h"
 #include "nn/base/rng.h"
+#include "nn/optim.h"
 #include "tests/test_util.h"
 
 static const er_backend *CPU, *GPU;
@@ -110,6 +112,20 @@ static inline void contig(int nd, const int64_t *shape, int64_t *st) {
         st[i] = acc;
         acc *= shape[i];
     }
+}
+
+/* A parity training step after its loss: the loss's value, backward, the activations released,
+ * gradients clipped to max_norm (the norm into *gnorm), the update, gradients zeroed. `what` names
+ * the step in a failure. */
+static inline float parity_train_step(tensor *loss, optimizer *opt, double max_norm, double *gnorm, const char *what) {
+    cr_assert_not_null(loss, "%s: %s", what, er_msg());
+    float lv = tensor_item(loss);
+    cr_assert_eq(backward(loss), ER_OK, "%s: %s", what, er_msg());
+    nn_step_end();
+    *gnorm = optim_clip_grad_norm(opt, max_norm);
+    cr_assert_eq(optim_step(opt), ER_OK, "%s: %s", what, er_msg());
+    optim_zero_grad(opt);
+    return lv;
 }
 
 #endif

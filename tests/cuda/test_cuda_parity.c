@@ -624,14 +624,8 @@ static float model_step(model_on *m, int64_t step, const float *x, double *gnorm
     sscd_stats st;
     tensor *lc = sscd_loss(sscd_descriptor(&m->head, &ctx, cls), match, 0.05, 5, 0, &st);
     tensor *loss = op_add(op_mul_scalar(lm, 0.5f), lc);
-    cr_assert_not_null(loss, "model forward on %s: %s", dev ? "cuda" : "cpu", er_msg());
-    float lv = tensor_item(loss);
-    cr_assert_eq(backward(loss), ER_OK, "%s", er_msg());
-    nn_step_end();
-    *gnorm = optim_clip_grad_norm(m->opt, 0.5); /* small: clipping is active */
-    cr_assert_eq(optim_step(m->opt), ER_OK, "%s", er_msg());
-    optim_zero_grad(m->opt);
-    return lv;
+    /* max norm 0.5, small: clipping is active */
+    return parity_train_step(loss, m->opt, 0.5, gnorm, dev ? "model step on cuda" : "model step on cpu");
 }
 
 static float *params_host(const param_list *pl, int64_t *n) {

@@ -127,14 +127,7 @@ static float side_step(scene_side *m, int64_t step, const float *x, double *gnor
     tensor *pred = scene_net_decode(&m->net, &ctx, z, m->fz.latent, m->enc->cfg.registers, restore);
     tensor *lm = mae_loss_t(pred, m->fz.target, mask);
     tensor *loss = op_add(lc, op_mul_scalar(lm, 0.5f));
-    cr_assert_not_null(loss, "scene step on %s: %s", m->dev ? "cuda" : "cpu", er_msg());
-    float lv = tensor_item(loss);
-    cr_assert_eq(backward(loss), ER_OK, "%s", er_msg());
-    nn_step_end();
-    *gnorm = optim_clip_grad_norm(m->opt, 0.5);
-    cr_assert_eq(optim_step(m->opt), ER_OK, "%s", er_msg());
-    optim_zero_grad(m->opt);
-    return lv;
+    return parity_train_step(loss, m->opt, 0.5, gnorm, m->dev ? "scene step on cuda" : "scene step on cpu");
 }
 
 static void scene_steps_match(int shared) {
