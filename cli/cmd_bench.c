@@ -26,6 +26,7 @@
 #include "cli/common_opts.h"
 #include "nn/models/vit_memory.h"
 #include "nn/base/memory.h"
+#include "nn/arena.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/models/mae.h"
@@ -41,6 +42,8 @@
 #pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
 #pragma weak cuda_probe_run
 #pragma weak cuda_gemm_peak_bf16
+#pragma weak cuda_peak_allocated_bytes
+#pragma weak cuda_cached_bytes
 
 /* Best GFLOP/s of a square n^3 product through the device's GEMM in the given precision. */
 static double gemm_ceiling(int device, int prec, int reps) {
@@ -146,6 +149,7 @@ static int bench_train(int argc, char **argv) {
     optimizer *opt = optim_new(&oc, &all);
     if (!opt) { rc = ER_INPUT; goto out; }
     double t_train = 0;
+    size_t arena_fwd = 0, arena_step = 0;
     /* two untimed steps: the first sizes the activation arena (chunks chained, then merged into one),
      * the second touches the merged chunk's fresh pages; the timed steps are the steady state */
     const int warm = 2;
@@ -165,7 +169,13 @@ static int bench_train(int argc, char **argv) {
             loss = op_mean_all(m->arch->descriptor(m, &ctx, x, batch));
         }
         if (!loss) { rc = ER_RUNTIME; break; }
+        size_t fwd_used = arena_used(arena_default(device));
         rc = backward(loss);
+        size_t step_used = arena_used(arena_default(device));
+        if (s >= warm) { /* the step's activation memory: the arena's bump high-water (arena.h) */
+            arena_fwd = fwd_used > arena_fwd ? fwd_used : arena_fwd;
+            arena_step = step_used > arena_step ? step_used : arena_step;
+        }
         nn_step_end();
         if (!rc) rc = optim_step(opt);
         optim_zero_grad(opt);
@@ -173,6 +183,11 @@ static int bench_train(int argc, char **argv) {
         if (s >= warm) t_train += now_seconds() - t0;
     }
     prof_stop();
+    /* device memory after training (before inference adds its own): the arena's chunks, and on a
+     * GPU the caching allocator's most-ever handed out and what it holds free */
+    size_t arena_reserved = arena_capacity(arena_default(device));
+    size_t dev_peak = device != DEV_CPU && cuda_peak_allocated_bytes ? cuda_peak_allocated_bytes() : 0;
+    size_t dev_cached = device != DEV_CPU && cuda_cached_bytes ? cuda_cached_bytes() : 0;
     double t_inf = 0;
     /* inference as embed and serve run it: the trained weights packed once (model_prepack) */
     model_set_precision(m, prec);
@@ -204,10 +219,13 @@ static int bench_train(int argc, char **argv) {
                    "\"img\": %d, \"patch\": %d, \"batch\": %d, \"threads\": %d, "
                    "\"params\": %lld, \"train_img_per_s\": %.3f, \"infer_img_per_s\": %.3f, \"gflops\": %.2f, "
                    "\"infer_gflops\": %.2f, \"gemm_peak_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"mfu\": %.4f, \"mfu_vs_sgemm\": %.4f, "
-                   "\"infer_mfu_vs_sgemm\": %.4f, \"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\"}\n",
+                   "\"infer_mfu_vs_sgemm\": %.4f, \"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\", "
+                   "\"arena_forward_mib\": %.1f, \"arena_step_mib\": %.1f, \"arena_reserved_mib\": %.1f, "
+                   "\"device_peak_mib\": %.1f, \"device_cached_mib\": %.1f}\n",
                    arch, objective, device_s, precision, img, v ? v->cfg.patch : 0, batch, nthreads, (long long)params_numel(&all), train_ips,
                    inf_ips, gflops, inf_gflops, ceiling, ceiling, gflops / ceiling, gflops / ceiling, inf_gflops / ceiling,
-                   fwd / batch / 1e9, kernel);
+                   fwd / batch / 1e9, kernel, arena_fwd / 1048576.0, arena_step / 1048576.0,
+                   arena_reserved / 1048576.0, dev_peak / 1048576.0, dev_cached / 1048576.0);
         else
             printf("bench train: %s %dx%d patch %d, objective %s%s, batch %d, %s/%s, %d threads, %lld parameters\n"
                    "  train (fwd+bwd+AdamW): %.2f img/s  %.1f GFLOP/s (MFU %.0f%% of a %s %d^3 GEMM at %.1f GFLOP/s)\n"

@@ -1,15 +1,17 @@
 /* ops_attention_bf16.c — attention on bf16 q, k, v (issue #27): o bf16, lse fp32, bf16 compute
  * (GEMM_COMPUTE_BF16, fp32 softmax and accumulation).
  *
- * For now the op widens q, k, v (exact) into fp32 arena scratch, runs the fp32-storage kernel in
- * bf16 compute (which rounds q, k, v to bf16: the identity on these values) and rounds o once to
- * nearest even. So o and lse are bit for bit the fp32 op's on the same values in bf16 compute, o
+ * The backend's attention_bf16 / attention_bf16_backward (kernels/ops.def) run on the bf16 tensors
+ * where they have a kernel for the call (CUDA's tensor-core path: no mask, the short heads of the MAE
+ * encoder and decoder). Otherwise (the CPU, masks, other CUDA paths, an input given twice) the op
+ * widens q, k, v (exact) into fp32 arena scratch, runs the fp32-storage kernel in bf16 compute
+ * (which rounds q, k, v to bf16: the identity on these values) and rounds o once to nearest even.
+ * Both give the same bits: o and lse are the fp32 op's on the same values in bf16 compute, o
  * rounded. The fp32 copies are temporaries: the tape keeps the bf16 q, k, v and o (half the bytes of
- * fp32 ones) and the backward widens them again. A kernel reading bf16 directly is the next step
- * (docs/dtypes.md).
+ * fp32 ones) and the backward widens them again.
  *
- * Backward: q, k, v, the saved bf16 o and the incoming bf16 gradient of o widened; dq, dk, dv
- * computed into zeroed fp32 scratch by the fp32-storage backward, then each added into its bf16
+ * Backward, widening: q, k, v, the saved bf16 o and the incoming bf16 gradient of o widened; dq, dk,
+ * dv computed into zeroed fp32 scratch by the fp32-storage backward, then each added into its bf16
  * gradient once, round(old + new) (a fresh buffer: round(new)); a tensor given twice (q as the key
  * too) sums its fp32 parts first. The kernel's row term delta_i = sum_d dO_id O_id reads the saved
  * bf16 O (as flash-attention's backward reads its stored output), not the fp32 O it was rounded
@@ -58,6 +60,10 @@ void attention_bf16_forward(const attn_ctx *c, int B, int H, int Tq, int Tk, int
                             const tensor *k, const tensor *v, tensor *o, float *work) {
     const er_backend *be = BE(q);
     int64_t qs[3], ks[3], vs[3], os[3];
+    if (c->mask_kind == MASK_NONE) { /* the backend's kernel on the bf16 tensors themselves, where it has one */
+        attn_strides3(q, qs), attn_strides3(k, ks), attn_strides3(v, vs), attn_strides3(o, os);
+        if (be->attention_bf16(B, H, Tq, Tk, D, scale, q->raw, qs, k->raw, ks, v->raw, vs, o->raw, os, c->lse, work)) return;
+    }
     const float *qf = widen(q, qs), *kf = widen(k, ks), *vf = widen(v, vs);
     const int64_t no = tensor_numel(o);
     float *of = ops_scratch(q->device, no); /* o's (dense) layout in fp32 */
@@ -78,7 +84,7 @@ void attention_bf16_backward(tape_node *n) {
      * the views' backward copies are skipped; otherwise its own packed buffer. */
     void *g[3] = {NULL, NULL, NULL};
     int went[3] = {0, 0, 0}, first[3], nd = 0;
-    int64_t ds[3][3];
+    int64_t ds[3][3] = {{0}};
     tensor *direct[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
         first[i] = i;
@@ -91,6 +97,17 @@ void attention_bf16_backward(tape_node *n) {
     const er_backend *be = BE(o);
     arena_mark mk = ops_mark(o->device);
     int64_t xs[3][3], gs[3][3], os[3], gos[3];
+    if (c->mask_kind == MASK_NONE && first[1] == 1 && first[2] == 2) { /* three tensors: the direct kernel, if any */
+        for (int i = 0; i < 3; i++) attn_strides3(in[i], xs[i]);
+        attn_strides3(o, os), attn_strides3(o->grad, gos);
+        float *work = ops_scratch(o->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
+        if (be->attention_bf16_backward(B, H, Tq, Tk, D, n->f[0], in[0]->raw, xs[0], in[1]->raw, xs[1], in[2]->raw, xs[2],
+                                        o->raw, os, o->grad->raw, gos, c->lse, g[0], ds[0], g[1], ds[1], g[2], ds[2], work)) {
+            ops_release(o->device, mk);
+            return;
+        }
+        ops_release(o->device, mk);
+    }
     const float *x[3];
     float *gf[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) x[i] = widen(in[i], xs[i]);

@@ -282,3 +282,25 @@ void cpu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, fl
                           ms, o, os, go, gos, lse, gq, gqs, gk, gks, gv, gvs, work);
     }
 }
+
+/* Attention on bf16 storage (ops.def attention_bf16): the CPU has no kernel reading bf16 directly yet,
+ * so it declines every call and the op layer widens into fp32 scratch for cpu_attention in bf16
+ * compute (nn/ops_attention_bf16.c), which gives the bits this op is defined by. */
+int cpu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                       const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
+                       const int64_t *os, float *lse, float *work) {
+    (void)B, (void)H, (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)qs, (void)k, (void)ks, (void)v, (void)vs;
+    (void)o, (void)os, (void)lse, (void)work;
+    return 0;
+}
+
+int cpu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
+                                const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
+                                const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
+                                uint16_t *gv, const int64_t *gvs, float *work) {
+    (void)B, (void)H, (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)qs, (void)k, (void)ks, (void)v, (void)vs;
+    (void)o, (void)os, (void)go, (void)gos, (void)lse, (void)gq, (void)gqs, (void)gk, (void)gks, (void)gv, (void)gvs;
+    (void)work;
+    return 0;
+}

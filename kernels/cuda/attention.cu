@@ -406,3 +406,28 @@ void cu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, flo
 #undef BWD
     CUDA_LAUNCHED("attention_backward");
 }
+
+/* bf16 storage (ops.def attention_bf16): the tensor-core kernels read and write it directly where
+ * the chooser takes them (the MAE encoder's 50-token heads, its decoder's 197 x 32 heads); other
+ * paths (the cuBLAS path of 197 x 64 heads, masks) decline, and the op layer widens. */
+int cu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                      const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
+                      const int64_t *os, float *lse, float *work) {
+    (void)work;
+    if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return 0;
+    if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true) != PATH_MMA) return 0;
+    return cu_attention_mma_fwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse) ? 1 : 0;
+}
+
+int cu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                               const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
+                               const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
+                               const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
+                               uint16_t *gv, const int64_t *gvs, float *work) {
+    if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return 0;
+    if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true) != PATH_MMA) return 0;
+    return cu_attention_mma_bwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks,
+                                     gv, gvs, work)
+               ? 1
+               : 0;
+}

@@ -66,10 +66,27 @@ __host__ __device__ static inline size_t am_cols_smem(int Tq, int D) {
     return 2 * am_al((size_t)am_r16(Tq) * (D + 8) * 2) + AM_WARPS * am_al((size_t)16 * (D + 4) * 4);
 }
 
-/* rows [r0, r0 + nrows) of a (t, d)-strided fp32 head -> bf16 [nrows][D+8], zero past n_valid;
- * threads t of nt, float4 reads, four in flight per thread */
-template <int D>
-__device__ static inline void am_load(bf16 *dst, const float *src, int64_t ts, int r0, int nrows, int n_valid,
+/* Storage of q, k, v, o and their gradients: fp32, or bf16 bits (uint16_t, rounded as kernels/dtype.h).
+ * Four consecutive elements (one 16- or 8-byte access) as fp32, and back: a bf16 value widened and
+ * rounded again is itself, so the bf16 kernels compute exactly what the fp32 ones do on widened copies. */
+__device__ static inline float4 am_get4(const float *p) { return *(const float4 *)p; }
+__device__ static inline float4 am_get4(const uint16_t *p) {
+    const uint64_t w = *(const uint64_t *)p;
+    return make_float4(cu_bf16_to_f32((uint16_t)w), cu_bf16_to_f32((uint16_t)(w >> 16)), cu_bf16_to_f32((uint16_t)(w >> 32)),
+                       cu_bf16_to_f32((uint16_t)(w >> 48)));
+}
+__device__ static inline void am_put4(float *p, float4 y) { *(float4 *)p = y; }
+__device__ static inline void am_put4(uint16_t *p, float4 y) {
+    *(uint64_t *)p = (uint64_t)cu_f32_to_bf16(y.x) | (uint64_t)cu_f32_to_bf16(y.y) << 16 |
+                     (uint64_t)cu_f32_to_bf16(y.z) << 32 | (uint64_t)cu_f32_to_bf16(y.w) << 48;
+}
+__device__ static inline float am_get(const float *p) { return *p; }
+__device__ static inline float am_get(const uint16_t *p) { return cu_bf16_to_f32(*p); }
+
+/* rows [r0, r0 + nrows) of a (t, d)-strided head -> bf16 [nrows][D+8], zero past n_valid;
+ * threads t of nt, vector reads, four in flight per thread */
+template <int D, class T>
+__device__ static inline void am_load(bf16 *dst, const T *src, int64_t ts, int r0, int nrows, int n_valid,
                                       int t, int nt) {
     constexpr int V4 = D / 4;
     const int total = nrows * V4;
@@ -78,7 +95,7 @@ __device__ static inline void am_load(bf16 *dst, const float *src, int64_t ts, i
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int c = base + u * nt, r = c / V4;
-            x[u] = c < total && r0 + r < n_valid ? *(const float4 *)(src + (int64_t)(r0 + r) * ts + (c - r * V4) * 4)
+            x[u] = c < total && r0 + r < n_valid ? am_get4(src + (int64_t)(r0 + r) * ts + (c - r * V4) * 4)
                                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
@@ -94,22 +111,24 @@ __device__ static inline void am_load(bf16 *dst, const float *src, int64_t ts, i
     }
 }
 
-/* out rows [row0, row0 + 16) (those < n), float4 by lane: out (+)= scale * stage[16][D+4] */
-template <int D>
-__device__ static inline void am_store_rows(float *out, int64_t ts, int row0, int n, const float *stage, int lane,
+/* out rows [row0, row0 + 16) (those < n), four elements by lane: out (+)= stage[16][D+4], as
+ * old + (0 + new) in fp32 and one rounding for a bf16 out (what the fp32 kernel writing into zeroed
+ * scratch, then an accumulating cast, gives) */
+template <int D, class T>
+__device__ static inline void am_store_rows(T *out, int64_t ts, int row0, int n, const float *stage, int lane,
                                             bool accumulate) {
     constexpr int V4 = D / 4;
     for (int c = lane; c < 16 * V4; c += 32) {
         int r = c / V4, d = (c - r * V4) * 4;
         if (row0 + r >= n) continue;
         const float *sr = stage + (size_t)r * (D + 4) + d;
-        float4 *p = (float4 *)(out + (int64_t)(row0 + r) * ts + d);
-        float4 y = accumulate ? *p : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        y.x += sr[0];
-        y.y += sr[1];
-        y.z += sr[2];
-        y.w += sr[3];
-        *p = y;
+        T *p = out + (int64_t)(row0 + r) * ts + d;
+        float4 y = make_float4(0.0f + sr[0], 0.0f + sr[1], 0.0f + sr[2], 0.0f + sr[3]);
+        if (accumulate) { /* fp32: old + new, as this kernel always added (they differ only for -0 + -0) */
+            const float4 old = am_get4(p), a = sizeof(T) == 2 ? y : make_float4(sr[0], sr[1], sr[2], sr[3]);
+            y = make_float4(old.x + a.x, old.y + a.y, old.z + a.z, old.w + a.w);
+        }
+        am_put4(p, y);
     }
 }
 
@@ -143,20 +162,19 @@ __device__ static inline void am_rows_times(frag_acc *acc, const bf16 *R, int lr
 }
 
 /* a warp's 16 rows of a head -> D/16 row fragments, through its bf16 row buffer */
-template <int D>
-__device__ static inline void am_rows_to_frags(frag_a_row *a, bf16 *buf, const float *src, int64_t ts, int row0,
+template <int D, class T>
+__device__ static inline void am_rows_to_frags(frag_a_row *a, bf16 *buf, const T *src, int64_t ts, int row0,
                                                int n, int lane) {
-    am_load<D>(buf, src, ts, row0, 16, n, lane, 32);
+    am_load<D, T>(buf, src, ts, row0, 16, n, lane, 32);
     __syncwarp();
 #pragma unroll
     for (int c = 0; c < D / 16; c++) wmma::load_matrix_sync(a[c], buf + c * 16, D + 8);
     __syncwarp(); /* the buffer is rewritten next */
 }
 
-template <int D>
+template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
-k_am_fwd(int H, int Tq, int Tk, float scale, const float *q, const float *k, const float *v, am_strides s, float *o,
-         float *lse) {
+k_am_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, am_strides s, T *o, float *lse) {
     ER_DYNAMIC_SMEM(smem);
     const int TkP = am_r16(Tk), lr = am_pitch_rows(TkP, D);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -165,12 +183,12 @@ k_am_fwd(int H, int Tq, int Tk, float scale, const float *q, const float *k, con
     unsigned char *w = smem + 2 * am_al((size_t)TkP * (D + 8) * 2) + warp * am_warp_bytes(TkP, D);
     bf16 *P = (bf16 *)w;
     float *St = (float *)(w + am_al((size_t)16 * lr * 2));
-    am_load<D>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    am_load<D>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    am_load<D, T>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
     __syncthreads();
     if (row0 >= Tq) return; /* the whole warp; nothing below synchronises the block */
     frag_a_row qa[D / 16];
-    am_rows_to_frags<D>(qa, P, q + b * s.q[0] + h * s.q[1], s.q[2], row0, Tq, lane);
+    am_rows_to_frags<D, T>(qa, P, q + b * s.q[0] + h * s.q[1], s.q[2], row0, Tq, lane);
     /* lane: row r = lane % 16, columns half*8 .. +8 of each 16-key tile */
     const int r = lane & 15, half = lane >> 4;
     float m = -INFINITY, l = 0.0f;
@@ -214,14 +232,14 @@ k_am_fwd(int H, int Tq, int Tk, float scale, const float *q, const float *k, con
 #pragma unroll
     for (int c = 0; c < D / 16; c++) wmma::store_matrix_sync(St + c * 16, oa[c], D + 4, wmma::mem_row_major);
     __syncwarp();
-    am_store_rows<D>(o + b * s.o[0] + h * s.o[1], s.o[2], row0, Tq, St, lane, false);
+    am_store_rows<D, T>(o + b * s.o[0] + h * s.o[1], s.o[2], row0, Tq, St, lane, false);
     if (half == 0 && live) lse[(int64_t)bh * Tq + row0 + r] = ls;
 }
 
-template <int D>
+template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
-k_am_dq(int H, int Tq, int Tk, float scale, const float *q, const float *k, const float *v, const float *o,
-        const float *go, const float *lse, am_strides s, float *gq, bf16 *Pg, bf16 *dSg) {
+k_am_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o, const T *go,
+        const float *lse, am_strides s, T *gq, bf16 *Pg, bf16 *dSg) {
     ER_DYNAMIC_SMEM(smem);
     const int TkP = am_r16(Tk), TqP = am_r16(Tq), lr = am_pitch_rows(TkP, D);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -230,19 +248,19 @@ k_am_dq(int H, int Tq, int Tk, float scale, const float *q, const float *k, cons
     unsigned char *w = smem + 2 * am_al((size_t)TkP * (D + 8) * 2) + warp * am_warp_bytes(TkP, D);
     bf16 *dS = (bf16 *)w;
     float *St = (float *)(w + am_al((size_t)16 * lr * 2));
-    am_load<D>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    am_load<D>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    am_load<D, T>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
     __syncthreads();
     if (row0 >= Tq) return; /* rows up to Tq16 belong to the last active warp */
-    const float *gob = go + b * s.go[0] + h * s.go[1], *ob = o + b * s.o[0] + h * s.o[1];
+    const T *gob = go + b * s.go[0] + h * s.go[1], *ob = o + b * s.o[0] + h * s.o[1];
     frag_a_row qa[D / 16], ga[D / 16];
-    am_rows_to_frags<D>(qa, dS, q + b * s.q[0] + h * s.q[1], s.q[2], row0, Tq, lane);
-    am_rows_to_frags<D>(ga, dS, gob, s.go[2], row0, Tq, lane);
+    am_rows_to_frags<D, T>(qa, dS, q + b * s.q[0] + h * s.q[1], s.q[2], row0, Tq, lane);
+    am_rows_to_frags<D, T>(ga, dS, gob, s.go[2], row0, Tq, lane);
     const int r = lane & 15, half = lane >> 4, i = row0 + r;
     const bool live = i < Tq;
     float dl = 0.0f; /* delta_i = <dO_i, O_i> in fp32, each half of the lanes over half the dims */
     if (live)
-        for (int d = half * (D / 2); d < (half + 1) * (D / 2); d++) dl += gob[(int64_t)i * s.go[2] + d] * ob[(int64_t)i * s.o[2] + d];
+        for (int d = half * (D / 2); d < (half + 1) * (D / 2); d++) dl += am_get(gob + (int64_t)i * s.go[2] + d) * am_get(ob + (int64_t)i * s.o[2] + d);
     dl += __shfl_xor_sync(0xffffffffu, dl, 16);
     const float ls = live ? lse[(int64_t)bh * Tq + i] : 0.0f;
     const size_t grow = ((size_t)bh * TqP + i) * TkP; /* this lane's row in the workspace */
@@ -278,13 +296,13 @@ k_am_dq(int H, int Tq, int Tk, float scale, const float *q, const float *k, cons
 #pragma unroll
     for (int c = 0; c < D / 16; c++) wmma::store_matrix_sync(St + c * 16, qacc[c], D + 4, wmma::mem_row_major);
     __syncwarp();
-    am_store_rows<D>(gq + b * s.gq[0] + h * s.gq[1], s.gq[2], row0, Tq, St, lane, true);
+    am_store_rows<D, T>(gq + b * s.gq[0] + h * s.gq[1], s.gq[2], row0, Tq, St, lane, true);
 }
 
-template <int D>
+template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
-k_am_dkv(int H, int Tq, int Tk, const float *q, const float *go, am_strides s, const bf16 *Pg, const bf16 *dSg,
-         float *gk, float *gv) {
+k_am_dkv(int H, int Tq, int Tk, const T *q, const T *go, am_strides s, const bf16 *Pg, const bf16 *dSg, T *gk,
+         T *gv) {
     ER_DYNAMIC_SMEM(smem);
     const int TkP = am_r16(Tk), TqP = am_r16(Tq);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -292,8 +310,8 @@ k_am_dkv(int H, int Tq, int Tk, const float *q, const float *go, am_strides s, c
     const size_t qbytes = am_al((size_t)TqP * (D + 8) * 2);
     bf16 *Qs = (bf16 *)smem, *Gs = (bf16 *)(smem + qbytes);
     float *St = (float *)(smem + 2 * qbytes + warp * am_al((size_t)16 * (D + 4) * 4));
-    am_load<D>(Qs, q + b * s.q[0] + h * s.q[1], s.q[2], 0, TqP, Tq, threadIdx.x, blockDim.x);
-    am_load<D>(Gs, go + b * s.go[0] + h * s.go[1], s.go[2], 0, TqP, Tq, threadIdx.x, blockDim.x);
+    am_load<D, T>(Qs, q + b * s.q[0] + h * s.q[1], s.q[2], 0, TqP, Tq, threadIdx.x, blockDim.x);
+    am_load<D, T>(Gs, go + b * s.go[0] + h * s.go[1], s.go[2], 0, TqP, Tq, threadIdx.x, blockDim.x);
     __syncthreads();
     if (k0 >= Tk) return;
     const bf16 *Pb = Pg + (size_t)bh * TqP * TkP + k0, *dSb = dSg + (size_t)bh * TqP * TkP + k0;
@@ -317,13 +335,13 @@ k_am_dkv(int H, int Tq, int Tk, const float *q, const float *go, am_strides s, c
         }
     }
     for (int which = 0; which < 2; which++) {
-        float *g = which ? gk : gv;
+        T *g = which ? gk : gv;
         if (!g) continue;
 #pragma unroll
         for (int c = 0; c < D / 16; c++)
             wmma::store_matrix_sync(St + c * 16, which ? ka[c] : va[c], D + 4, wmma::mem_row_major);
         __syncwarp();
-        am_store_rows<D>(g + b * (which ? s.gk[0] : s.gv[0]) + h * (which ? s.gk[1] : s.gv[1]), which ? s.gk[2] : s.gv[2],
+        am_store_rows<D, T>(g + b * (which ? s.gk[0] : s.gv[0]) + h * (which ? s.gk[1] : s.gv[1]), which ? s.gk[2] : s.gv[2],
                          k0, Tk, St, lane, true);
         __syncwarp(); /* the staging is read before the next store overwrites it */
     }
@@ -345,9 +363,10 @@ size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk) {
     return (size_t)B * H * am_r16(Tq) * am_r16(Tk) + 64; /* two bf16 arrays, and 256 bytes to align them */
 }
 
-/* float4 access: a 16-byte aligned base and (b, h, t) strides that are multiples of 4 floats */
-static bool am_vec_ok(const float *p, const int64_t *st) {
-    return !p || ((uintptr_t)p % 16 == 0 && st[0] % 4 == 0 && st[1] % 4 == 0 && st[2] % 4 == 0);
+/* vector access (four elements): a base aligned to four elements' bytes and (b, h, t) strides that
+ * are multiples of 4 elements */
+template <class T> static bool am_vec_ok(const T *p, const int64_t *st) {
+    return !p || ((uintptr_t)p % (4 * sizeof(T)) == 0 && st[0] % 4 == 0 && st[1] % 4 == 0 && st[2] % 4 == 0);
 }
 
 /* Kernels above 48 KiB of dynamic shared memory must opt in, once per size they grow to. */
@@ -358,41 +377,40 @@ template <class K> static bool am_smem_optin(K kern, size_t bytes, size_t *done)
     return true;
 }
 
-template <int D>
-static void am_fwd(int B, int H, int Tq, int Tk, float scale, const float *q, const float *k, const float *v,
-                   const am_strides &s, float *o, float *lse) {
+template <int D, class T>
+static void am_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const am_strides &s,
+                   T *o, float *lse) {
     static size_t optin = 0;
     size_t smem = am_rows_smem(Tk, D);
-    if (!am_smem_optin(k_am_fwd<D>, smem, &optin)) return;
+    if (!am_smem_optin(k_am_fwd<D, T>, smem, &optin)) return;
     dim3 grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
-    k_am_fwd<D><<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
+    k_am_fwd<D, T><<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
     CUDA_LAUNCHED("attention (tensor cores)");
 }
 
-template <int D>
-static void am_bwd(int B, int H, int Tq, int Tk, float scale, const float *q, const float *k, const float *v,
-                   const float *o, const float *go, const float *lse, const am_strides &s, float *gq, float *gk,
-                   float *gv, bf16 *Pg, bf16 *dSg) {
+template <int D, class T>
+static void am_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o,
+                   const T *go, const float *lse, const am_strides &s, T *gq, T *gk, T *gv, bf16 *Pg, bf16 *dSg) {
     static size_t optin_dq = 0, optin_dkv = 0;
     bool kv = gk || gv;
     cudaStream_t st = cuda_stream();
     size_t smem = am_rows_smem(Tk, D);
-    if (!am_smem_optin(k_am_dq<D>, smem, &optin_dq)) return;
+    if (!am_smem_optin(k_am_dq<D, T>, smem, &optin_dq)) return;
     dim3 gq_grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
-    k_am_dq<D><<<gq_grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, kv ? Pg : NULL,
-                                                     kv ? dSg : NULL);
+    k_am_dq<D, T><<<gq_grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, kv ? Pg : NULL,
+                                                        kv ? dSg : NULL);
     CUDA_LAUNCHED("attention_backward dq (tensor cores)");
     if (!kv) return;
     size_t smem2 = am_cols_smem(Tq, D);
-    if (!am_smem_optin(k_am_dkv<D>, smem2, &optin_dkv)) return;
+    if (!am_smem_optin(k_am_dkv<D, T>, smem2, &optin_dkv)) return;
     dim3 gk_grid((Tk + AM_ROWS - 1) / AM_ROWS, B * H);
-    k_am_dkv<D><<<gk_grid, AM_WARPS * 32, smem2, st>>>(H, Tq, Tk, q, go, s, Pg, dSg, gk, gv);
+    k_am_dkv<D, T><<<gk_grid, AM_WARPS * 32, smem2, st>>>(H, Tq, Tk, q, go, s, Pg, dSg, gk, gv);
     CUDA_LAUNCHED("attention_backward dk/dv (tensor cores)");
 }
 
-bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
-                          const float *k, const int64_t *ks, const float *v, const int64_t *vs, float *o,
-                          const int64_t *os, float *lse) {
+template <class T>
+static bool am_fwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T *q, const int64_t *qs, const T *k,
+                       const int64_t *ks, const T *v, const int64_t *vs, T *o, const int64_t *os, float *lse) {
     if (!am_vec_ok(q, qs) || !am_vec_ok(k, ks) || !am_vec_ok(v, vs) || !am_vec_ok(o, os)) return false;
     am_strides s = {};
     cu_copy3(s.q, qs);
@@ -400,19 +418,19 @@ bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, cons
     cu_copy3(s.v, vs);
     cu_copy3(s.o, os);
     switch (D) {
-    case 16: am_fwd<16>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    case 32: am_fwd<32>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    case 48: am_fwd<48>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    default: am_fwd<64>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    case 48: am_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    default: am_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
     }
     return true;
 }
 
-bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
-                          const float *k, const int64_t *ks, const float *v, const int64_t *vs, const float *o,
-                          const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
-                          const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
-                          float *work) {
+template <class T>
+static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T *q, const int64_t *qs, const T *k,
+                       const int64_t *ks, const T *v, const int64_t *vs, const T *o, const int64_t *os, const T *go,
+                       const int64_t *gos, const float *lse, T *gq, const int64_t *gqs, T *gk, const int64_t *gks,
+                       T *gv, const int64_t *gvs, float *work) {
     if (!am_vec_ok(q, qs) || !am_vec_ok(k, ks) || !am_vec_ok(v, vs) || !am_vec_ok(o, os) || !am_vec_ok(go, gos) ||
         !am_vec_ok(gq, gqs) || !am_vec_ok(gk, gks) || !am_vec_ok(gv, gvs))
         return false;
@@ -429,10 +447,38 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
     bf16 *Pg = (bf16 *)(((uintptr_t)work + 255) & ~(uintptr_t)255);
     bf16 *dSg = Pg + (size_t)B * H * am_r16(Tq) * am_r16(Tk);
     switch (D) {
-    case 16: am_bwd<16>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
-    case 32: am_bwd<32>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
-    case 48: am_bwd<48>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
-    default: am_bwd<64>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
+    case 16: am_bwd<16, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
+    case 32: am_bwd<32, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
+    case 48: am_bwd<48, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
+    default: am_bwd<64, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
     }
     return true;
+}
+
+bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+                          const float *k, const int64_t *ks, const float *v, const int64_t *vs, float *o,
+                          const int64_t *os, float *lse) {
+    return am_fwd_any<float>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse);
+}
+bool cu_attention_mma_fwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                               const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
+                               const int64_t *os, float *lse) {
+    return am_fwd_any<uint16_t>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse);
+}
+
+bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
+                          const float *k, const int64_t *ks, const float *v, const int64_t *vs, const float *o,
+                          const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
+                          const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
+                          float *work) {
+    return am_bwd_any<float>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv, gvs,
+                             work);
+}
+bool cu_attention_mma_bwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                               const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
+                               const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
+                               const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
+                               uint16_t *gv, const int64_t *gvs, float *work) {
+    return am_bwd_any<uint16_t>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv,
+                                gvs, work);
 }

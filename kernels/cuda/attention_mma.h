@@ -21,6 +21,17 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
                           const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
                           const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
                           float *work);
+/* The same on bf16 storage (q, k, v, o, dO and the gradients as bf16 bits; rows 8-byte aligned, strides
+ * multiples of 4): bit for bit the fp32 kernels on widened copies, o rounded once, and each gradient
+ * added as round(old + new) (cu_attention_bf16 in attention.cu). */
+bool cu_attention_mma_fwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                               const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
+                               const int64_t *os, float *lse);
+bool cu_attention_mma_bwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
+                               const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
+                               const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
+                               const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
+                               uint16_t *gv, const int64_t *gvs, float *work);
 
 /* The path cu_attention takes for this call with aligned rows ("mma", "gemm" or "fused"), as its
  * chooser decides: for `bench cuda --probe`. attention.cu. */

@@ -1,7 +1,8 @@
 /* cast.cu — fp32 <-> bf16 conversion and the strided bf16 copy. Mirrors kernels/cpu/cast.c
  * (cpu_cast, cpu_copy_strided_bf16): the same integer rounding as kernels/dtype.h's
  * er_f32_to_bf16 (round to nearest even on the bit pattern, NaN kept quiet, subnormals kept), not
- * __float2bfloat16_rn, so both backends give the same bits by construction. Strided operands are
+ * __float2bfloat16_rn, so both backends give the same bits by construction, except the payload of a
+ * NaN that an accumulating add makes (the GPU's add returns its canonical NaN, x86 an operand's). Strided operands are
  * coalesced on the host like cu_copy_strided. */
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"

@@ -213,7 +213,7 @@ extern "C" const char *cuda_backend_describe(void) {
 static std::mutex g_mem_mu;
 static std::multimap<size_t, void *> g_cache;       /* rounded size -> free block */
 static std::unordered_map<void *, size_t> g_live;   /* block -> rounded size */
-static size_t g_cached = 0, g_live_bytes = 0;
+static size_t g_cached = 0, g_live_bytes = 0, g_live_peak = 0;
 
 /* 512-byte granularity below 1 MiB, 2 MiB above: few distinct sizes, little waste. */
 static size_t round_size(size_t b) {
@@ -245,6 +245,7 @@ static void *cu_alloc(size_t bytes) {
         g_cached -= have;
         g_live[p] = have;
         g_live_bytes += have;
+        if (g_live_bytes > g_live_peak) g_live_peak = g_live_bytes;
         return p;
     }
     void *p = NULL;
@@ -263,6 +264,7 @@ static void *cu_alloc(size_t bytes) {
     }
     g_live[p] = sz;
     g_live_bytes += sz;
+    if (g_live_bytes > g_live_peak) g_live_peak = g_live_bytes;
     return p;
 }
 
@@ -289,6 +291,10 @@ extern "C" size_t cuda_cached_bytes(void) {
 extern "C" size_t cuda_allocated_bytes(void) {
     std::lock_guard<std::mutex> lk(g_mem_mu);
     return g_live_bytes;
+}
+extern "C" size_t cuda_peak_allocated_bytes(void) {
+    std::lock_guard<std::mutex> lk(g_mem_mu);
+    return g_live_peak;
 }
 static void empty_cache_and_wait(void) {
     cudaStreamSynchronize(g_stream);

@@ -251,7 +251,9 @@ void cu_gemm_ex(const gemm_ex_args *a) {
     if (a->m <= 0 || (a->n <= 0 && !a->bias_grad)) return;
     /* cuBLASLt works in place only with C's layout equal to D's, and with C and D of one type; the
      * split path needs `work` for a bf16 D */
-    const bool lt_types = !a->C || a->c_type == a->d_type;
+    /* cuBLASLt takes a bf16 D only from bf16 A and B: with fp32 A/B and FAST_16BF compute its D must be
+     * fp32 (the H100 ran that case and left D unwritten, with no error and an algorithm from the heuristic) */
+    const bool lt_types = (!a->C || a->c_type == a->d_type) && (a->a_type == GEMM_BF16 || a->d_type == GEMM_F32);
     if (!lt_wanted() || a->k <= 0 || a->n <= 0 || (a->C && a->C == a->D && a->ldc != a->ldd) || !lt_types) {
         if (gemm_ex_work_floats(a) && !a->work) {
             cuda_record_msg("gemm_ex: a bf16 D on the split path needs work (gemm_ex_work_floats)", __FILE__, __LINE__);

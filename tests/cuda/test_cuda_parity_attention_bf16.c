@@ -1,8 +1,10 @@
 /* test_cuda_parity_attention_bf16.c — op_attention on bf16 q, k, v (nn/ops_attention_bf16.c) on the
- * device. Two checks per case:
- *   - on the device itself, bit for bit: the bf16 op's o is the rounding of the device kernel's o in
- *     bf16 compute on fp32 copies of the same values (the widening, copy_strided_bf16 and cast kernels on the
- *     device change nothing but the one rounding);
+ * device: the tensor-core kernels on bf16 storage (ops.def attention_bf16, unmasked cases) or the
+ * widening path (the masked case). Checks per case:
+ *   - on the device itself, bit for bit: the bf16 op's o is the rounding of the device's fp32-storage
+ *     kernel's o in bf16 compute on fp32 copies of the same values, and each leaf's gradient is the
+ *     rounding of that kernel's backward (given the rounded o, dO and its lse), as ops.def defines
+ *     attention_bf16 (a kernel reading bf16 that rounded or summed differently fails here);
  *   - against the CPU table, forward and backward: both compute in bf16 but round P and sum in
  *     other orders (test_cuda_parity_attention.c's tensor-core case), so 2e-2 of the scale, as the
  *     other bf16 parity tests.
@@ -62,52 +64,89 @@ static float *attn_on(int dev, const acase *a, float *const *xh, const float *ma
     return oh;
 }
 
-/* o (host, [B, H, Tq, D]) of the device kernel in bf16 compute on packed fp32 copies of the same
- * values: what the bf16 op must round to, bit for bit */
-static float *kernel_o(const acase *a, float *const *xh, const float *maskh) {
+/* [B, H, T, D] packed copy of leaf operand i (0 q, 1 k, 2 v) from the host leaves, and back (a
+ * packed [B, H, T, D] gradient into the leaf's layout) */
+static int64_t leaf_at(const acase *a, int i, int b, int hh, int t, int d) {
+    const int T = i ? a->Tk : a->Tq;
+    return a->packed ? ((((int64_t)b * a->Tq + t) * 3 + i) * a->H + hh) * a->D + d : (((int64_t)b * a->H + hh) * T + t) * a->D + d;
+}
+static float *bhtd_of(const acase *a, float *const *xh, int i) {
+    const int T = i ? a->Tk : a->Tq;
+    float *h = malloc(sizeof(float) * (size_t)a->B * a->H * T * a->D);
+    for (int b = 0; b < a->B; b++)
+        for (int hh = 0; hh < a->H; hh++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < a->D; d++)
+                    h[(((int64_t)b * a->H + hh) * T + t) * a->D + d] = xh[a->packed ? 0 : i][leaf_at(a, i, b, hh, t, d)];
+    return h;
+}
+
+static float round_bf16(float x) { return er_bf16_to_f32(er_f32_to_bf16(x)); }
+
+/* The device's fp32-storage kernels in bf16 compute on packed fp32 copies of the same values: o
+ * (host, [B, H, Tq, D], not rounded) and the leaves' gradients of sum(round(o) * r) as the bf16 op must
+ * give them, bit for bit: each rounded once (a fresh bf16 gradient), in the leaves' layout. */
+static float *kernel_ref(const acase *a, float *const *xh, const float *maskh, const float *rh, float **gref) {
     const int B = a->B, H = a->H, Tq = a->Tq, Tk = a->Tk, D = a->D, T[3] = {Tq, Tk, Tk};
-    float *dq[3];
+    float *dx[3], *dg[3];
     for (int i = 0; i < 3; i++) {
-        float *h = malloc(sizeof(float) * (size_t)B * H * T[i] * D);
-        for (int b = 0; b < B; b++)
-            for (int hh = 0; hh < H; hh++)
-                for (int t = 0; t < T[i]; t++)
-                    for (int d = 0; d < D; d++) {
-                        const int64_t at = (((int64_t)b * H + hh) * T[i] + t) * D + d;
-                        h[at] = a->packed ? xh[0][((((int64_t)b * Tq + t) * 3 + i) * H + hh) * D + d] : xh[i][at];
-                    }
-        dq[i] = devf(h, (int64_t)B * H * T[i] * D);
+        float *h = bhtd_of(a, xh, i);
+        const int64_t n = (int64_t)B * H * T[i] * D;
+        dx[i] = devf(h, n);
+        dg[i] = GPU->alloc(sizeof(float) * n);
+        GPU->fill(dg[i], n, 0.0f);
         free(h);
     }
     const int64_t qs[3] = {(int64_t)H * Tq * D, (int64_t)Tq * D, D}, ks[3] = {(int64_t)H * Tk * D, (int64_t)Tk * D, D};
     const int64_t ms[4] = {0, 0, Tk, 1}, no = (int64_t)B * H * Tq * D;
+    const float scale = 1.0f / sqrtf((float)D);
     float *dm = a->mask_kind != MASK_NONE ? devf(maskh, (int64_t)Tq * Tk) : NULL;
     float *dout = GPU->alloc(sizeof(float) * no), *dlse = GPU->alloc(sizeof(float) * (size_t)B * H * Tq);
     float *work = GPU->alloc(sizeof(float) * (GPU->attention_workspace(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D) + 1));
-    GPU->attention(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, 1.0f / sqrtf((float)D), dq[0], qs, dq[1], ks, dq[2], ks, a->mask_kind,
-                   dm, ms, dout, qs, dlse, work);
-    float *o = host_of(dout, no);
-    for (int i = 0; i < 3; i++) GPU->free(dq[i]);
-    GPU->free(dm), GPU->free(dout), GPU->free(dlse), GPU->free(work);
+    GPU->attention(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, scale, dx[0], qs, dx[1], ks, dx[2], ks, a->mask_kind, dm, ms, dout, qs,
+                   dlse, work);
+    float *o = host_of(dout, no), *orounded = malloc(sizeof(float) * no);
+    for (int64_t j = 0; j < no; j++) orounded[j] = round_bf16(o[j]); /* the saved bf16 o, widened */
+    float *dor = devf(orounded, no), *dr = devf(rh, no);             /* r is bf16-exact: dO */
+    GPU->attention_backward(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, scale, dx[0], qs, dx[1], ks, dx[2], ks, a->mask_kind, dm,
+                            ms, dor, qs, dr, qs, dlse, dg[0], qs, dg[1], ks, dg[2], ks, work);
+    const int nleaf = a->packed ? 1 : 3;
+    for (int i = 0; i < nleaf; i++) gref[i] = calloc((size_t)leaf_numel(a, i), sizeof(float));
+    for (int i = 0; i < 3; i++) {
+        float *g = host_of(dg[i], (int64_t)B * H * T[i] * D);
+        for (int b = 0; b < B; b++)
+            for (int hh = 0; hh < H; hh++)
+                for (int t = 0; t < T[i]; t++)
+                    for (int d = 0; d < D; d++)
+                        gref[a->packed ? 0 : i][leaf_at(a, i, b, hh, t, d)] = round_bf16(g[(((int64_t)b * H + hh) * T[i] + t) * D + d]);
+        free(g);
+        GPU->free(dx[i]), GPU->free(dg[i]);
+    }
+    free(orounded);
+    GPU->free(dm), GPU->free(dout), GPU->free(dlse), GPU->free(work), GPU->free(dor), GPU->free(dr);
     return o;
 }
 
 static void attention_bf16_case(const acase *a, uint32_t tag) {
     const int nleaf = a->packed ? 1 : 3;
     const int64_t no = (int64_t)a->B * a->H * a->Tq * a->D;
-    float *xh[3], *gc[3], *gg[3];
+    float *xh[3], *gc[3], *gg[3], *gref[3];
     for (int i = 0; i < nleaf; i++) {
         xh[i] = rnd(leaf_numel(a, i), -2, 2, tag + i);
-        for (int64_t j = 0; j < leaf_numel(a, i); j++) xh[i][j] = er_bf16_to_f32(er_f32_to_bf16(xh[i][j]));
+        for (int64_t j = 0; j < leaf_numel(a, i); j++) xh[i][j] = round_bf16(xh[i][j]);
     }
     float *maskh = rnd((int64_t)a->Tq * a->Tk, -1, 1, tag + 5), *rh = rnd(no, -1, 1, tag + 6);
-    for (int64_t j = 0; j < no; j++) rh[j] = er_bf16_to_f32(er_f32_to_bf16(rh[j]));
+    for (int64_t j = 0; j < no; j++) rh[j] = round_bf16(rh[j]);
     float *oc = attn_on(DEV_CPU, a, xh, maskh, rh, gc), *og = attn_on(GPU_DEV, a, xh, maskh, rh, gg);
-    float *of = kernel_o(a, xh, maskh);
+    float *of = kernel_ref(a, xh, maskh, rh, gref);
     gpu_ok("bf16 attention");
     for (int64_t i = 0; i < no; i++)
         cr_assert_eq(er_f32_to_bf16(og[i]), er_f32_to_bf16(of[i]),
                      "D %d: device o[%lld] %.9g, the device kernel on fp32 copies gives %.9g", a->D, (long long)i, og[i], of[i]);
+    for (int i = 0; i < nleaf; i++)
+        for (int64_t j = 0; j < leaf_numel(a, i); j++)
+            cr_assert(gg[i][j] == gref[i][j], "D %d: leaf %d gradient [%lld] %.9g, the device kernel on fp32 copies gives %.9g",
+                      a->D, i, (long long)j, gg[i][j], gref[i][j]);
     float *d = devf(og, no);
     expect_close("bf16 attention o", oc, d, no, 2e-2);
     GPU->free(d);
@@ -116,14 +155,17 @@ static void attention_bf16_case(const acase *a, uint32_t tag) {
         expect_close(i == 0 ? "bf16 attention dL/dq (or dL/dqkv)" : i == 1 ? "bf16 attention dL/dk" : "bf16 attention dL/dv",
                      gc[i], d, leaf_numel(a, i), 2e-2);
         GPU->free(d);
-        free(gc[i]), free(gg[i]), free(xh[i]);
+        free(gc[i]), free(gg[i]), free(xh[i]), free(gref[i]);
     }
     free(oc), free(og), free(of), free(maskh), free(rh);
 }
 
+PARITY_COVERS(attention_bf16);
+PARITY_COVERS(attention_bf16_backward);
 Test(cuda, attention_bf16_storage) {
     require_gpu();
     attention_bf16_case(&(acase){2, 3, 13, 13, 64, 1, MASK_NONE}, 800); /* ViT layout, head dim 64 */
     attention_bf16_case(&(acase){1, 3, 9, 5, 24, 0, MASK_ADD}, 810);    /* Tq != Tk, D 24, additive mask */
     attention_bf16_case(&(acase){2, 2, 20, 20, 32, 1, MASK_NONE}, 820);
+    attention_bf16_case(&(acase){2, 2, 7, 11, 48, 0, MASK_NONE}, 830); /* cross-attention, three tensors */
 }
