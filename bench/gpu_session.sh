@@ -9,12 +9,12 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env probe parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile scene_bench
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
-E=$BIN/endoret; T=$BIN/endoret_tests
+E=${EBIN:-$BIN/endoret}; T=$BIN/endoret_tests   # EBIN: another endoret (an earlier build) with BIN's libraries
 NT=$(nproc)
 
 # CUDA libraries: the toolkit's and the pip wheels' (cuDNN and NCCL are often only there); carried
@@ -76,6 +76,9 @@ for s in "$@"; do
     attn_ab) TAIL=12 stage attn_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in auto gemm; do
                export ENDORET_CUDA_ATTENTION=\$a; echo attention=\$a;
                train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16; done" ;;
+    gpumem) stage gpumem 300 bash -c "$(declare -f train); E=$E NT=$NT; for p in ${PRECS:-bf16 fp32}; do
+              nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > /tmp/gpumem.\$p & m=\$!;
+              train vit_large ${BL:-128} mae \$p; kill \$m; echo vit_large b${BL:-128} \$p device peak MiB \$(sort -n /tmp/gpumem.\$p | tail -1); done" ;;
     mae_bf16) stage mae_bf16 200 bash -c "$(declare -f train); E=$E NT=$NT;
                 train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16" ;;
     torch_ab) TAIL=12 stage torch_ab 300 bash -c "$(declare -f torch_vit); NT=$NT;

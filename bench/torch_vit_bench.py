@@ -222,6 +222,8 @@ def main():
            "attention": "sdpa" if SDPA else "matmul+softmax", "loss": round(float(loss), 5)}
     if dev.type == "cuda":
         rec["gpu"] = torch.cuda.get_device_name()
+        # peak of the caching allocator, to set against endoret's device peak in the same call
+        rec["gpu_peak_mib"] = round(torch.cuda.max_memory_reserved() / 2**20)
     print(json.dumps(rec))
 
 
