@@ -221,11 +221,12 @@ static int bench_train(int argc, char **argv) {
                    "\"infer_gflops\": %.2f, \"gemm_peak_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"mfu\": %.4f, \"mfu_vs_sgemm\": %.4f, "
                    "\"infer_mfu_vs_sgemm\": %.4f, \"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\", "
                    "\"arena_forward_mib\": %.1f, \"arena_step_mib\": %.1f, \"arena_reserved_mib\": %.1f, "
-                   "\"device_peak_mib\": %.1f, \"device_cached_mib\": %.1f}\n",
+                   "\"device_peak_mib\": %.1f, \"device_cached_mib\": %.1f, \"arena_reserved_after_infer_mib\": %.1f}\n",
                    arch, objective, device_s, precision, img, v ? v->cfg.patch : 0, batch, nthreads, (long long)params_numel(&all), train_ips,
                    inf_ips, gflops, inf_gflops, ceiling, ceiling, gflops / ceiling, gflops / ceiling, inf_gflops / ceiling,
                    fwd / batch / 1e9, kernel, arena_fwd / 1048576.0, arena_step / 1048576.0,
-                   arena_reserved / 1048576.0, dev_peak / 1048576.0, dev_cached / 1048576.0);
+                   arena_reserved / 1048576.0, dev_peak / 1048576.0, dev_cached / 1048576.0,
+                   arena_capacity(arena_default(device)) / 1048576.0);
         else
             printf("bench train: %s %dx%d patch %d, objective %s%s, batch %d, %s/%s, %d threads, %lld parameters\n"
                    "  train (fwd+bwd+AdamW): %.2f img/s  %.1f GFLOP/s (MFU %.0f%% of a %s %d^3 GEMM at %.1f GFLOP/s)\n"

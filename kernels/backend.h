@@ -83,6 +83,10 @@ typedef struct er_backend {
     void (*upload_async)(void *dst_dev, const void *src_pinned, size_t bytes);
     /* Wait for all queued work; 0, or 1 after recording an error. */
     int (*synchronize)(void);
+    /* Give memory the backend keeps for reuse but that nobody holds back to the system (the CUDA
+     * caching allocator's free blocks; nothing on the CPU, whose malloc returns large blocks itself).
+     * Waits for queued work. For the rare moment a big buffer was replaced (arena.c's chunk merge). */
+    void (*trim)(void);
     /* First failure since the last clear ("file:line: call: message"), or NULL. Table functions
      * return void, so callers check this once per step after `synchronize`. */
     const char *(*last_error)(void);

@@ -93,6 +93,9 @@ static void region_reset(arena *a, region *r) {
             free(c);
             c = nx;
         }
+        /* a caching device allocator would keep the old chunks (twice the step's peak, in sizes no
+         * later request fits) beside the merged one for the rest of the run: hand them back first */
+        if (r->on_device) a->be->trim();
         r->head = chunk_new(a, r, total);
     } else if (c) {
         ARENA_POISON(r, c->mem, c->used);

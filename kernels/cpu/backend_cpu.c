@@ -252,6 +252,7 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
 /* Device services of the host: memory is already host memory and work is synchronous. */
 static void cpu_upload_async(void *dst, const void *src, size_t n) { cpu_copy(dst, src, n); }
 static int cpu_synchronize(void) { return 0; }
+static void cpu_trim(void) {}
 static const char *cpu_last_error(void) { return NULL; }
 static void cpu_clear_error(void) {}
 static int cpu_device_count(void) { return 1; }
@@ -271,6 +272,7 @@ const er_backend backend_cpu = {
     .host_free = cpu_free,
     .upload_async = cpu_upload_async,
     .synchronize = cpu_synchronize,
+    .trim = cpu_trim,
     .last_error = cpu_last_error,
     .clear_error = cpu_clear_error,
     .device_count = cpu_device_count,

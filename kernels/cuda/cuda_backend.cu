@@ -373,6 +373,7 @@ static er_backend make_table(void) {
     t.host_free = cuda_host_free;
     t.upload_async = cuda_upload_async;
     t.synchronize = cuda_synchronize;
+    t.trim = cuda_empty_cache;
     t.last_error = cuda_backend_error;
     t.clear_error = cuda_backend_clear_error;
     t.device_count = cuda_device_count;

@@ -31,5 +31,8 @@ void vit_block_init_mlp(vit_block *b, const char *prefix, int dim, int64_t hidde
                         double ls_init, uint64_t seed, param_list *pl);
 /* x [B,T,D] -> [B,T,D]. */
 tensor *vit_block_forward(const vit_block *b, const nn_ctx *ctx, tensor *x, int heads, float eps);
+/* blocks[0 .. n) in turn. Without grad, each block's intermediates are released once its output is
+ * copied out, so an inference forward holds one block's activations, not all of them. */
+tensor *vit_blocks_forward(const vit_block *blocks, int n, const nn_ctx *ctx, tensor *x, int heads, float eps);
 
 #endif

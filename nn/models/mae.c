@@ -73,7 +73,7 @@ tensor *mae_decoder_forward(const mae_decoder *d, const nn_ctx *ctx, tensor *lat
     tensor *both[2] = {cls, full};
     x = op_concat(2, both, 1);
     x = op_add(x, d->pos_embed);
-    for (int i = 0; i < d->depth; i++) x = vit_block_forward(&d->blocks[i], ctx, x, d->heads, d->eps);
+    x = vit_blocks_forward(d->blocks, d->depth, ctx, x, d->heads, d->eps);
     x = op_layernorm(x, d->norm_w, d->norm_b, d->eps);
     x = ac_linear(ctx, x, d->pred_w, d->pred_b);
     return op_slice(x, 1, 1, 1 + L);

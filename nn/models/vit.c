@@ -178,7 +178,7 @@ static tensor *forward_patches(vit *v, const nn_ctx *ctx, tensor *patches, int B
     }
     parts[np++] = x;
     x = op_concat(np, parts, 1);
-    for (int i = 0; i < c->depth; i++) x = vit_block_forward(&v->blocks[i], ctx, x, c->heads, (float)c->eps);
+    x = vit_blocks_forward(v->blocks, c->depth, ctx, x, c->heads, (float)c->eps);
     return op_layernorm(x, v->norm_w, v->norm_b, (float)c->eps);
 }
 

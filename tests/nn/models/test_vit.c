@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/arena.h"
 #include "nn/autograd.h"
+#include "nn/context.h"
+#include "nn/precision.h"
 #include "nn/base/base.h"
 #include "nn/ops.h"
 #include "checkpoints/params_st.h"
@@ -149,6 +152,47 @@ Test(endofinder_vit, backward_reaches_every_trainable_parameter) {
     }
     nn_step_end();
     vit_free(v);
+}
+
+/* Without grad, each block's intermediates are released once its output is copied out
+ * (vit_blocks_forward): the arena after a 1-block and a 6-block forward holds the same bytes, where
+ * keeping them all grew by 5 blocks' worth; and the values equal a forward with the tape on (where
+ * everything is kept), bit for bit, in fp32 and in bf16. */
+static size_t no_grad_forward_bytes(int depth, int prec, float *out) {
+    vit_config c;
+    vit_config_preset("vit_tiny", &c);
+    c.img = 32; c.patch = 8; c.dim = 32; c.heads = 2; c.depth = depth;
+    vit *v = vit_new(&c, 5);
+    cr_assert(v);
+    float x[2 * 3 * 32 * 32];
+    for (int i = 0; i < 2 * 3 * 32 * 32; i++) x[i] = sinf(0.37f * i);
+    nn_step_end();
+    const nn_ctx ctx = nn_ctx_eval(prec);
+    size_t used;
+    float ref[2 * 17 * 32];
+    tensor *o = vit_forward(v, &ctx, x, 2, NULL, 0); /* the tape on: the blocks' activations kept */
+    cr_assert(o, "%s", er_msg());
+    tensor_to_host(o, ref);
+    nn_step_end();
+    NO_GRAD {
+        o = vit_forward(v, &ctx, x, 2, NULL, 0);
+        cr_assert(o, "%s", er_msg());
+        used = arena_used(arena_default(DEV_CPU));
+        tensor_to_host(o, out);
+    }
+    nn_step_end();
+    for (int i = 0; i < 2 * 17 * 32; i++)
+        cr_assert(out[i] == ref[i], "depth %d: no-grad output [%d] %.9g, with the tape %.9g", depth, i, out[i], ref[i]);
+    vit_free(v);
+    return used;
+}
+
+Test(endofinder_vit, no_grad_forward_holds_one_block) {
+    for (int prec = ER_PREC_FP32; prec <= ER_PREC_BF16; prec++) {
+        float o1[2 * 17 * 32], o6[2 * 17 * 32];
+        size_t one = no_grad_forward_bytes(1, prec, o1), six = no_grad_forward_bytes(6, prec, o6);
+        cr_assert_eq(six, one, "precision %d: arena after a 6-block no-grad forward %zu bytes, after 1 block %zu", prec, six, one);
+    }
 }
 
 /* `endoret embed` on the timm-layout file and on our own re-saved copy writes the same embeddings. */
