@@ -10,7 +10,7 @@
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
 # Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
-#         torch_resnet profile_large profile_resnet train_check train_speed (SPEED_BINS) train_profile scene_bench
+#         torch_resnet profile_large profile_resnet train_check bf16_track train_speed (SPEED_BINS) train_profile scene_bench
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -67,8 +67,8 @@ for s in "$@"; do
                 "$T" --filter 'cuda/*' --jobs 1 ;;
     probe) TAIL=80 stage probe 60 "$E" bench cuda --probe ;;
     benchcuda) TAIL=40 stage benchcuda 120 "$E" bench cuda ;;
-    attn_sanitize) stage attn_sanitize 300 bash -c "for t in memcheck racecheck; do compute-sanitizer --tool \$t --print-limit 20 \
-                     $T --filter 'cuda/attention_tensor*' --jobs 1 || exit 1; done;
+    attn_sanitize) stage attn_sanitize 300 bash -c "for t in memcheck racecheck; do for f in 'cuda/attention_tensor*' 'cuda/attention_bf16*'; do
+                     compute-sanitizer --tool \$t --print-limit 20 $T --filter \"\$f\" --jobs 1 || exit 1; done; done;
                      compute-sanitizer --tool memcheck --print-limit 20 $T --filter 'cuda/gemm_ex*' --jobs 1" ;;
     fuse_ab) TAIL=16 stage fuse_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in 'mma lt' 'gemm lt' 'mma split' 'gemm split'; do
                set -- \$a; export ENDORET_CUDA_ATTENTION=\$1 ENDORET_CUDA_GEMM_EX=\$2; echo attention=\$1 gemm_ex=\$2;
@@ -94,6 +94,7 @@ for s in "$@"; do
     profile_large) TAIL=60 stage profile_large 200 "$E" bench train --model vit_large --img 224 --batch "${BL:-64}" --objective mae \
                      --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
     train_check) TAIL=30 stage train_check 300 bash bench/gpu_train_check.sh "$E" 3 ;;
+    bf16_track) TAIL=4 stage bf16_track "${TRACK_S:-300}" bash bench/gpu_bf16_track.sh "$E" ;;
     scene_bench) stage scene_bench 300 bash -c "for d in 'cuda --precision bf16' 'cuda --precision fp32' 'cpu --precision fp32'; do
                    $E bench train --objective scene --model vit_small --img 224 --batch 16 --steps 3 --threads $NT --json --device \$d; done" ;;
     train_speed) TAIL=8 stage train_speed 400 bash bench/gpu_train_speed.sh "${SPEED_STEPS:-40}" $SPEED_BINS ;;
