@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/arena.h"
+#include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/init.h"
 #include "nn/layers/autocast.h"
@@ -161,7 +163,35 @@ tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
     }
     tensor *h = ac_conv2d(ctx, x, r->conv1, NULL, 2, 3, 1, 1);
     h = op_maxpool2d(bn(r, ctx, h, &r->bn1, 1), 3, 2, 1);
-    for (int i = 0; i < r->nblocks; i++) h = block_forward(r, ctx, &r->blocks[i], h);
+    if (!h || grad_enabled()) { /* the tape keeps every block's activations for the backward */
+        for (int i = 0; i < r->nblocks; i++) h = block_forward(r, ctx, &r->blocks[i], h);
+        return h;
+    }
+    /* Inference: the arena frees only at the step's end (nn/arena.h), so each block runs above a
+     * mark, its output is copied into one of two buffers taken first, and the arena is released back
+     * to the mark: a forward holds one block's activations (as vit_blocks_forward). A block's output
+     * is [N, conv[last] channels, (H - 1) / stride + 1, (W - 1) / stride + 1]; the buffers hold the
+     * largest. Same values either way. */
+    const int64_t N = h->shape[0];
+    int64_t most = 0, H = h->shape[2], W = h->shape[3];
+    for (int i = 0; i < r->nblocks; i++) {
+        const resnet_block *b = &r->blocks[i];
+        H = (H - 1) / b->stride + 1, W = (W - 1) / b->stride + 1;
+        const int64_t n = N * b->conv[b->bottleneck ? 2 : 1]->shape[0] * H * W;
+        if (n > most) most = n;
+    }
+    tensor *buf[2] = {tensor_empty_dt(h->device, h->dtype, 1, SHAPE(most)), tensor_empty_dt(h->device, h->dtype, 1, SHAPE(most))};
+    arena *a = arena_default(h->device);
+    for (int i = 0; i < r->nblocks; i++) {
+        arena_mark m = arena_get_mark(a);
+        tensor *y = block_forward(r, ctx, &r->blocks[i], h);
+        if (!y) return NULL;
+        tensor *o = tensor_view(buf[i & 1], 4, y->shape,
+                                SHAPE(y->shape[1] * y->shape[2] * y->shape[3], y->shape[2] * y->shape[3], y->shape[3], 1), 0);
+        if (!o || tensor_copy(o, y)) return NULL;
+        arena_release(a, m);
+        h = o;
+    }
     return h;
 }
 
