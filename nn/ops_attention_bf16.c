@@ -2,8 +2,9 @@
  * (GEMM_COMPUTE_BF16, fp32 softmax and accumulation).
  *
  * The backend's attention_bf16 / attention_bf16_backward (kernels/ops.def) run on the bf16 tensors
- * where they have a kernel for the call (CUDA's tensor-core path: no mask, the short heads of the MAE
- * encoder and decoder). Otherwise (the CPU, masks, other CUDA paths, an input given twice) the op
+ * where they have a kernel for the call: no mask, head dims the fused kernels take (the CPU's
+ * AVX512_BF16 kernels; CUDA's tensor-core path for the MAE encoder's and decoder's short heads).
+ * Otherwise (masks, a CPU without AVX512_BF16, CUDA's cuBLAS path, an input given twice) the op
  * widens q, k, v (exact) into fp32 arena scratch, runs the fp32-storage kernel in bf16 compute
  * (which rounds q, k, v to bf16: the identity on these values) and rounds o once to nearest even.
  * Both give the same bits: o and lse are the fp32 op's on the same values in bf16 compute, o

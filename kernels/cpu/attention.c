@@ -283,15 +283,28 @@ void cpu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, fl
     }
 }
 
-/* Attention on bf16 storage (ops.def attention_bf16): the CPU has no kernel reading bf16 directly yet,
- * so it declines every call and the op layer widens into fp32 scratch for cpu_attention in bf16
- * compute (nn/ops_attention_bf16.c), which gives the bits this op is defined by. */
+/* Attention on bf16 storage (ops.def attention_bf16): the fused bf16 kernels on the bf16 tensors
+ * themselves (attention_bf16.c's _stored forms), wherever cpu_attention in bf16 compute would run them
+ * (unmasked, D % 16 == 0 up to 64, an AVX512_BF16 CPU); elsewhere 0, and the op layer widens for the
+ * unfused path. Heads are split over threads as cpu_attention splits them; a head's result does not
+ * depend on the thread that runs it. */
+static int stored_ok(int D) { return cpu_simd() && cpu_has_avx512_bf16() && D > 0 && D % 16 == 0 && D <= 64; }
+
 int cpu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                        const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
                        const int64_t *os, float *lse, float *work) {
-    (void)B, (void)H, (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)qs, (void)k, (void)ks, (void)v, (void)vs;
-    (void)o, (void)os, (void)lse, (void)work;
-    return 0;
+    if (!stored_ok(D) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
+    const int nh = B * H, nt = omp_get_max_threads();
+    const size_t per = per_thread(Tq, Tk, D);
+    const int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    #pragma omp parallel for schedule(dynamic) if (par)
+    for (int bh = 0; bh < nh; bh++) {
+        const int64_t b = bh / H, h = bh % H;
+        attn_bf16_forward_stored(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2],
+                                 v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2], lse + (int64_t)bh * Tq,
+                                 work + per * omp_get_thread_num());
+    }
+    return 1;
 }
 
 int cpu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
@@ -299,8 +312,19 @@ int cpu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale
                                 const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
                                 const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
                                 uint16_t *gv, const int64_t *gvs, float *work) {
-    (void)B, (void)H, (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)qs, (void)k, (void)ks, (void)v, (void)vs;
-    (void)o, (void)os, (void)go, (void)gos, (void)lse, (void)gq, (void)gqs, (void)gk, (void)gks, (void)gv, (void)gvs;
-    (void)work;
-    return 0;
+    if (!stored_ok(D) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
+    const int nh = B * H, nt = omp_get_max_threads();
+    const size_t per = per_thread(Tq, Tk, D);
+    const int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    #pragma omp parallel for schedule(dynamic) if (par)
+    for (int bh = 0; bh < nh; bh++) {
+        const int64_t b = bh / H, h = bh % H;
+        attn_bf16_backward_stored(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2],
+                                  v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2],
+                                  go + b * gos[0] + h * gos[1], gos[2], lse + (int64_t)bh * Tq,
+                                  gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gq ? gqs[2] : 0,
+                                  gk ? gk + b * gks[0] + h * gks[1] : NULL, gk ? gks[2] : 0,
+                                  gv ? gv + b * gvs[0] + h * gvs[1] : NULL, gv ? gvs[2] : 0, work + per * omp_get_thread_num());
+    }
+    return 1;
 }

@@ -15,6 +15,7 @@
  * is the unfused path (tests/kernels/test_attention_fused.c). Results depend only on the head's
  * inputs, not on the thread count. */
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_internal.h"
@@ -29,13 +30,14 @@ static size_t panel_floats(size_t lines, size_t w, size_t depth) { return r64(up
 size_t attn_bf16_forward_floats(int Tq, int Tk, int D) {
     size_t ldt = up((size_t)Tk, 32);
     return 16 + panel_floats(Tk, 48, D) + panel_floats(D, 64, Tk) + panel_floats(FWD_MB, 8, D) +
-           r64(FWD_MB * ldt / 2) + r64(FWD_MB * ldt) + r64(2 * FWD_MB);
+           r64(FWD_MB * ldt / 2) + r64(FWD_MB * ldt) + r64(2 * FWD_MB) + r64((size_t)FWD_MB * D); /* + bf16 o's fp32 strip */
 }
 
 size_t attn_bf16_backward_floats(int Tq, int Tk, int D) {
     size_t ldt = up((size_t)Tk, 48), T = Tq > Tk ? Tq : Tk;
     return 16 + 2 * panel_floats(Tk, 48, D) + 2 * panel_floats(Tq, 8, D) + panel_floats(D, 64, T) +
-           3 * r64((size_t)(Tq + 1) / 2 * ldt) + 2 * r64(8 * ldt) + r64(Tq);
+           3 * r64((size_t)(Tq + 1) / 2 * ldt) + 2 * r64(8 * ldt) + r64(Tq) +
+           r64((size_t)(Tq + 2 * Tk) * D); /* + the bf16 gradients' fp32 accumulators */
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -44,7 +46,7 @@ size_t attn_bf16_backward_floats(int Tq, int Tk, int D) {
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/cpu/attention_fused_avx512.h"
+#include "kernels/cpu/attention_fused_avx512.h" /* and vec_avx512.h: bf16x16_narrow, bf16x16_widen */
 
 static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
@@ -115,9 +117,36 @@ static inline void store_pairs(void *p, __m512 lo, __m512 hi) {
     _mm512_storeu_si512(p, _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
-void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
-                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
-                       const attn_next *next) {
+/* The operands' storage: fp32 (packed to bf16 here, round to nearest even) or bf16 bits (packed as
+ * they are). Both give the same panels for values bf16 holds, so the kernels' arithmetic is the same. */
+static void pack_a16(int st16, int t, const void *A, long ld, int i0, int mc, int p0, int kc, int mr, uint16_t *P) {
+    if (st16) gemm_pack_a_bf16_stored(t, A, ld, i0, mc, p0, kc, mr, P);
+    else gemm_pack_a_bf16(t, A, ld, i0, mc, p0, kc, mr, P);
+}
+static void pack_b16(int st16, int t, const void *B, long ld, int p0, int kc, int j0, int nc, int nr, uint16_t *P) {
+    if (st16) gemm_pack_b_bf16_stored(t, B, ld, p0, kc, j0, nc, nr, P);
+    else gemm_pack_b_bf16(t, B, ld, p0, kc, j0, nc, nr, P);
+}
+/* 16 elements of row data at x + i as fp32 (bf16 widened: exact) */
+static inline __m512 load16(int st16, const void *x, int64_t i) {
+    if (!st16) return _mm512_loadu_ps((const float *)x + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i))), 16));
+}
+/* rows [0, n) x D of the fp32 strip F (row stride D) into bf16 Y (row stride ldy): Y = round(F), or with
+ * acc, round(Y + (0 + F)): what the fp32 kernel's output, written (acc 0) or added into zeroed scratch,
+ * followed by a cast (accumulating with acc) gives. D % 16 == 0. */
+static void round_rows(int n, int D, const float *F, uint16_t *Y, int64_t ldy, int acc) {
+    for (int r = 0; r < n; r++)
+        for (int d = 0; d < D; d += 16) {
+            __m256i *y = (__m256i *)(Y + r * ldy + d);
+            __m512 f = _mm512_loadu_ps(F + (int64_t)r * D + d);
+            if (acc) f = _mm512_add_ps(bf16x16_widen(_mm256_loadu_si256(y)), _mm512_add_ps(_mm512_setzero_ps(), f));
+            _mm256_storeu_si256(y, bf16x16_narrow(f));
+        }
+}
+
+static void fwd_any(int st16, int Tq, int Tk, int D, float scale, const void *q, int64_t ldq, const void *k, int64_t ldk,
+                    const void *v, int64_t ldv, void *o, int64_t ldo, float *lse, float *work, const attn_next *next) {
     load_ukr();
     int64_t ldt = (Tk + 31) / 32 * 32; /* row of S in floats; row of E in pairs: ldt / 2 */
     long kpd = (D + 1) / 2, kpt = (Tk + 1) / 2;
@@ -130,12 +159,12 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
     w += panel_floats(FWD_MB, 8, D);
     int32_t *E = (int32_t *)w;
     w += r64(FWD_MB * ldt / 2);
-    float *S = w, *inv = S + r64(FWD_MB * ldt);
-    gemm_pack_b_bf16(1, k, ldk, 0, D, 0, Tk, 48, Kp); /* op(B) = K^T: lines j, depth d */
-    gemm_pack_b_bf16(0, v, ldv, 0, Tk, 0, D, 64, Vp); /* op(B) = V: lines d, depth j */
+    float *S = w, *inv = S + r64(FWD_MB * ldt), *Ostrip = inv + r64(2 * FWD_MB); /* bf16 o: its fp32 rows */
+    pack_b16(st16, 1, k, ldk, 0, D, 0, Tk, 48, Kp); /* op(B) = K^T: lines j, depth d */
+    pack_b16(st16, 0, v, ldv, 0, Tk, 0, D, 64, Vp); /* op(B) = V: lines d, depth j */
     for (int i0 = 0; i0 < Tq; i0 += FWD_MB) {
         int mb = Tq - i0 < FWD_MB ? Tq - i0 : FWD_MB;
-        gemm_pack_a_bf16(0, q, ldq, i0, mb, 0, D, 8, Qp);
+        pack_a16(st16, 0, q, ldq, i0, mb, 0, D, 8, Qp);
         for (int i = 0; i < mb; i += 8)
             for (int j = 0; j < Tk; j += 48)
                 ukr_8x48(kpd, Qp + (size_t)i * 2 * kpd, Kp + (size_t)j * 2 * kpd, S + i * ldt + j, ldt, scale, 0.0f,
@@ -157,15 +186,33 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
             inv[r] = 1.0f / sum;
             lse[i0 + r] = m + logf(sum);
         }
-        ab16_rows(mb, D, kpt, inv, 1, E, ldt / 2, 1, Vp, o + i0 * ldo, ldo, 0);
+        if (st16) {
+            ab16_rows(mb, D, kpt, inv, 1, E, ldt / 2, 1, Vp, Ostrip, D, 0);
+            round_rows(mb, D, Ostrip, (uint16_t *)o + i0 * ldo, ldo, 0);
+        } else {
+            ab16_rows(mb, D, kpt, inv, 1, E, ldt / 2, 1, Vp, (float *)o + i0 * ldo, ldo, 0);
+        }
         prefetch_next(next, D, 0, i0 / FWD_MB, (Tq + FWD_MB - 1) / FWD_MB);
     }
 }
 
-void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
-                        int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
-                        int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
-                        int64_t ldgv, float *work, const attn_next *next) {
+void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                       int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, float *lse, float *work,
+                       const attn_next *next) {
+    fwd_any(0, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, lse, work, next);
+}
+void attn_bf16_forward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
+                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work) {
+    fwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, lse, work, NULL);
+}
+
+/* st16: every tensor is bf16 bits; each gradient's product is then written to an fp32 block and added
+ * into the bf16 one as round(old + (0 + product)), what the fp32 kernel adding into zeroed scratch
+ * followed by an accumulating cast gives */
+static void bwd_any(int st16, int Tq, int Tk, int D, float scale, const void *q, int64_t ldq, const void *k, int64_t ldk,
+                    const void *v, int64_t ldv, const void *o, int64_t ldo, const void *go, int64_t ldgo, const float *lse,
+                    void *gq, int64_t ldgq, void *gk, int64_t ldgk, void *gv, int64_t ldgv, float *work,
+                    const attn_next *next) {
     load_ukr();
     int64_t ldt = (Tk + 47) / 48 * 48; /* pairs per row of P^T / dS^T; floats per row of the tiles; 2x dS's */
     long kpd = (D + 1) / 2, kpq = (Tq + 1) / 2, kpt = (Tk + 1) / 2;
@@ -184,14 +231,14 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
     int32_t *PT = (int32_t *)w, *ST = PT + r64(kpq * ldt), *Sb = ST + r64(kpq * ldt); /* P^T, dS^T pairs; dS pairs */
     w += 3 * r64(kpq * ldt);
     float *Pt = w, *dPt = Pt + r64(8 * ldt), *Di = dPt + r64(8 * ldt); /* one 8-row strip of P and dP */
-    gemm_pack_b_bf16(1, k, ldk, 0, D, 0, Tk, 48, Kp); /* K^T and V^T: lines j, depth d */
-    gemm_pack_b_bf16(1, v, ldv, 0, D, 0, Tk, 48, Vp);
-    gemm_pack_a_bf16(0, q, ldq, 0, Tq, 0, D, 8, Qp);
-    gemm_pack_a_bf16(0, go, ldgo, 0, Tq, 0, D, 8, Gp);
+    float *Gq = Di + r64(Tq), *Gk = Gq + (size_t)Tq * D, *Gv = Gk + (size_t)Tk * D; /* st16: fp32 sums */
+    pack_b16(st16, 1, k, ldk, 0, D, 0, Tk, 48, Kp); /* K^T and V^T: lines j, depth d */
+    pack_b16(st16, 1, v, ldv, 0, D, 0, Tk, 48, Vp);
+    pack_a16(st16, 0, q, ldq, 0, Tq, 0, D, 8, Qp);
+    pack_a16(st16, 0, go, ldgo, 0, Tq, 0, D, 8, Gp);
     for (int i = 0; i < Tq; i++) { /* Di = dO_i . O_i in fp32 */
         __m512 s = _mm512_setzero_ps();
-        for (int d = 0; d < D; d += 16)
-            s = _mm512_fmadd_ps(_mm512_loadu_ps(go + i * ldgo + d), _mm512_loadu_ps(o + i * ldo + d), s);
+        for (int d = 0; d < D; d += 16) s = _mm512_fmadd_ps(load16(st16, go, i * ldgo + d), load16(st16, o, i * ldo + d), s);
         Di[i] = _mm512_reduce_add_ps(s);
     }
     for (int i = 0; i < Tq; i += 8) {
@@ -223,18 +270,35 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
     }
     const float one = 1.0f;
     if (gv) { /* dV += P^T dO */
-        gemm_pack_b_bf16(0, go, ldgo, 0, Tq, 0, D, 64, Bp);
-        ab16_rows(Tk, D, kpq, &one, 0, PT, 1, ldt, Bp, gv, ldgv, 1);
+        pack_b16(st16, 0, go, ldgo, 0, Tq, 0, D, 64, Bp);
+        ab16_rows(Tk, D, kpq, &one, 0, PT, 1, ldt, Bp, st16 ? Gv : gv, st16 ? D : ldgv, !st16);
+        if (st16) round_rows(Tk, D, Gv, gv, ldgv, 1);
     }
     if (gq) { /* dQ += scale dS K */
-        gemm_pack_b_bf16(0, k, ldk, 0, Tk, 0, D, 64, Bp);
-        ab16_rows(Tq, D, kpt, &scale, 0, Sb, ldt / 2, 1, Bp, gq, ldgq, 1);
+        pack_b16(st16, 0, k, ldk, 0, Tk, 0, D, 64, Bp);
+        ab16_rows(Tq, D, kpt, &scale, 0, Sb, ldt / 2, 1, Bp, st16 ? Gq : gq, st16 ? D : ldgq, !st16);
+        if (st16) round_rows(Tq, D, Gq, gq, ldgq, 1);
     }
     if (gk) { /* dK += scale dS^T Q */
-        gemm_pack_b_bf16(0, q, ldq, 0, Tq, 0, D, 64, Bp);
-        ab16_rows(Tk, D, kpq, &scale, 0, ST, 1, ldt, Bp, gk, ldgk, 1);
+        pack_b16(st16, 0, q, ldq, 0, Tq, 0, D, 64, Bp);
+        ab16_rows(Tk, D, kpq, &scale, 0, ST, 1, ldt, Bp, st16 ? Gk : gk, st16 ? D : ldgk, !st16);
+        if (st16) round_rows(Tk, D, Gk, gk, ldgk, 1);
     }
 }
+
+void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
+                        int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
+                        int64_t ldgv, float *work, const attn_next *next) {
+    bwd_any(0, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, go, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv, work, next);
+}
+void attn_bf16_backward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
+                               int64_t ldk, const uint16_t *v, int64_t ldv, const uint16_t *o, int64_t ldo,
+                               const uint16_t *go, int64_t ldgo, const float *lse, uint16_t *gq, int64_t ldgq, uint16_t *gk,
+                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work) {
+    bwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, go, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv, work, NULL);
+}
+
 
 #pragma GCC pop_options
 #else
@@ -244,6 +308,18 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
                        const attn_next *next) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
     (void)o, (void)ldo, (void)lse, (void)work, (void)next;
+}
+void attn_bf16_forward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
+                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work) {
+    (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
+    (void)o, (void)ldo, (void)lse, (void)work;
+}
+void attn_bf16_backward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
+                               int64_t ldk, const uint16_t *v, int64_t ldv, const uint16_t *o, int64_t ldo,
+                               const uint16_t *go, int64_t ldgo, const float *lse, uint16_t *gq, int64_t ldgq, uint16_t *gk,
+                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work) {
+    (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv, (void)o, (void)ldo;
+    (void)go, (void)ldgo, (void)lse, (void)gq, (void)ldgq, (void)gk, (void)ldgk, (void)gv, (void)ldgv, (void)work;
 }
 void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
                         int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,

@@ -14,30 +14,18 @@
 #include <immintrin.h>
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
 
-/* er_f32_to_bf16 on 16 lanes: NaN lanes -> (u >> 16) | 0x40, others (u + 0x7FFF + lsb) >> 16 */
-AVX512_TARGET static __m256i narrow16(__m512 v) {
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r); /* truncating pack: every lane is < 2^16 */
-}
-
-AVX512_TARGET static __m512 widen16(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+#include "kernels/cpu/vec_avx512.h" /* bf16x16_narrow, bf16x16_widen */
 
 /* elements [i0, i1): returns the first index the vector loop did not cover */
 AVX512_TARGET static int64_t cast_avx512(int64_t i0, int64_t i1, int from, const void *x, int to, void *y, int acc) {
     int64_t i = i0;
     for (; i + 16 <= i1; i += 16) {
-        __m512 v = from == ER_BF16 ? widen16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)))
+        __m512 v = from == ER_BF16 ? bf16x16_widen(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)))
                                    : _mm512_loadu_ps((const float *)x + i);
         if (to == ER_BF16) {
             uint16_t *yp = (uint16_t *)y + i;
-            if (acc) v = _mm512_add_ps(v, widen16(_mm256_loadu_si256((const __m256i *)yp)));
-            _mm256_storeu_si256((__m256i *)yp, narrow16(v));
+            if (acc) v = _mm512_add_ps(v, bf16x16_widen(_mm256_loadu_si256((const __m256i *)yp)));
+            _mm256_storeu_si256((__m256i *)yp, bf16x16_narrow(v));
         } else {
             float *yp = (float *)y + i;
             if (acc) v = _mm512_add_ps(_mm512_loadu_ps(yp), v);

@@ -30,6 +30,19 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
 }
 
+/* kernels/dtype.h's er_f32_to_bf16 on 16 lanes, with integer arithmetic (not vcvtneps2bf16, which
+ * flushes subnormals): NaN lanes -> (u >> 16) | 0x40, others (u + 0x7FFF + lsb) >> 16. And back
+ * (exact). cast.c's vector path and the bf16 attention's stores. Needs AVX512BW. */
+static inline __m256i bf16x16_narrow(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r); /* truncating pack: every lane is < 2^16 */
+}
+static inline __m512 bf16x16_widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
 /* The store of an MR x 16 NV register tile c[r * nv + v] (MR, NV compile-time constants at the
  * call: always inlined and unrolled): C[r][16 v ..] = al[r * als] c (+ C when acc). als = 0: one
  * scale for every row. Shared by the GEMM-like tiles of simd_avx512.c and the fused attention. */
