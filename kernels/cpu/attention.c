@@ -290,20 +290,62 @@ void cpu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, fl
  * depend on the thread that runs it. */
 static int stored_ok(int D) { return cpu_simd() && cpu_has_avx512_bf16() && D > 0 && D % 16 == 0 && D <= 64; }
 
+/* bf16 rows seen in attn_next's fp32 units, for the prefetch only: a row of ld bf16 starts ld / 2 floats
+ * on (ld even), and prefetching D floats covers its D bf16 and as many after */
+static const float *as_f32(const uint16_t *p) { return (const float *)(const void *)p; }
+
+/* fused_all's scheme on bf16 storage: threads claim heads from a shared counter and prefetch the next
+ * one's rows while running the current one; a head's result does not depend on its thread */
+static void stored_all(int backward, int par, int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q,
+                       const int64_t *qs, const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
+                       uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos, float *lse, uint16_t *gq,
+                       const int64_t *gqs, uint16_t *gk, const int64_t *gks, uint16_t *gv, const int64_t *gvs, float *work) {
+    const int nh = B * H;
+    const size_t per = per_thread(Tq, Tk, D);
+    int even = qs[2] % 2 == 0 && ks[2] % 2 == 0 && vs[2] % 2 == 0 && os[2] % 2 == 0;
+    if (backward) even = even && gos[2] % 2 == 0 && (!gq || gqs[2] % 2 == 0) && (!gk || gks[2] % 2 == 0) && (!gv || gvs[2] % 2 == 0);
+    int counter = 0;
+    #pragma omp parallel if (par)
+    {
+        float *w = work + per * omp_get_thread_num();
+        int cur, nxt;
+        #pragma omp atomic capture
+        cur = counter++;
+        while (cur < nh) {
+            #pragma omp atomic capture
+            nxt = counter++;
+            const int64_t b = cur / H, h = cur % H, nb = nxt / H, nhh = nxt % H;
+#define AT(p, st, bb, hh) ((p) ? (p) + (bb) * (st)[0] + (hh) * (st)[1] : NULL)
+            attn_next n = {0};
+            if (nxt < nh && even)
+                n = (attn_next){as_f32(AT(q, qs, nb, nhh)), as_f32(AT(k, ks, nb, nhh)), as_f32(AT(v, vs, nb, nhh)),
+                                as_f32(AT(o, os, nb, nhh)), backward ? as_f32(AT(go, gos, nb, nhh)) : NULL,
+                                backward ? as_f32(AT(gq, gqs, nb, nhh)) : NULL, backward ? as_f32(AT(gk, gks, nb, nhh)) : NULL,
+                                backward ? as_f32(AT(gv, gvs, nb, nhh)) : NULL, qs[2] / 2, ks[2] / 2, vs[2] / 2, os[2] / 2,
+                                backward ? gos[2] / 2 : 0, gq ? gqs[2] / 2 : 0, gk ? gks[2] / 2 : 0, gv ? gvs[2] / 2 : 0, Tq, Tk};
+            const attn_next *pn = nxt < nh && even ? &n : NULL;
+            if (!backward)
+                attn_bf16_forward_stored(Tq, Tk, D, scale, AT(q, qs, b, h), qs[2], AT(k, ks, b, h), ks[2], AT(v, vs, b, h), vs[2],
+                                         AT(o, os, b, h), os[2], lse + (int64_t)cur * Tq, w, pn);
+            else
+                attn_bf16_backward_stored(Tq, Tk, D, scale, AT(q, qs, b, h), qs[2], AT(k, ks, b, h), ks[2], AT(v, vs, b, h),
+                                          vs[2], AT(o, os, b, h), os[2], AT(go, gos, b, h), gos[2], lse + (int64_t)cur * Tq,
+                                          AT(gq, gqs, b, h), gq ? gqs[2] : 0, AT(gk, gks, b, h), gk ? gks[2] : 0,
+                                          AT(gv, gvs, b, h), gv ? gvs[2] : 0, w, pn);
+#undef AT
+            cur = nxt;
+        }
+    }
+}
+
 int cpu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                        const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
                        const int64_t *os, float *lse, float *work) {
     if (!stored_ok(D) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
     const int nh = B * H, nt = omp_get_max_threads();
-    const size_t per = per_thread(Tq, Tk, D);
     const int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    #pragma omp parallel for schedule(dynamic) if (par)
-    for (int bh = 0; bh < nh; bh++) {
-        const int64_t b = bh / H, h = bh % H;
-        attn_bf16_forward_stored(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2],
-                                 v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2], lse + (int64_t)bh * Tq,
-                                 work + per * omp_get_thread_num());
-    }
+    stored_all(0, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL, NULL, NULL, NULL,
+               NULL, work);
     return 1;
 }
 
@@ -314,17 +356,8 @@ int cpu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale
                                 uint16_t *gv, const int64_t *gvs, float *work) {
     if (!stored_ok(D) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
     const int nh = B * H, nt = omp_get_max_threads();
-    const size_t per = per_thread(Tq, Tk, D);
     const int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
-    #pragma omp parallel for schedule(dynamic) if (par)
-    for (int bh = 0; bh < nh; bh++) {
-        const int64_t b = bh / H, h = bh % H;
-        attn_bf16_backward_stored(Tq, Tk, D, scale, q + b * qs[0] + h * qs[1], qs[2], k + b * ks[0] + h * ks[1], ks[2],
-                                  v + b * vs[0] + h * vs[1], vs[2], o + b * os[0] + h * os[1], os[2],
-                                  go + b * gos[0] + h * gos[1], gos[2], lse + (int64_t)bh * Tq,
-                                  gq ? gq + b * gqs[0] + h * gqs[1] : NULL, gq ? gqs[2] : 0,
-                                  gk ? gk + b * gks[0] + h * gks[1] : NULL, gk ? gks[2] : 0,
-                                  gv ? gv + b * gvs[0] + h * gvs[1] : NULL, gv ? gvs[2] : 0, work + per * omp_get_thread_num());
-    }
+    stored_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (uint16_t *)o, os, go, gos, (float *)lse, gq, gqs, gk,
+               gks, gv, gvs, work);
     return 1;
 }

@@ -202,8 +202,9 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
     fwd_any(0, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, lse, work, next);
 }
 void attn_bf16_forward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
-                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work) {
-    fwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, lse, work, NULL);
+                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work,
+                              const attn_next *next) {
+    fwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, lse, work, next);
 }
 
 /* st16: every tensor is bf16 bits; each gradient's product is then written to an fp32 block and added
@@ -295,8 +296,8 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
 void attn_bf16_backward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
                                int64_t ldk, const uint16_t *v, int64_t ldv, const uint16_t *o, int64_t ldo,
                                const uint16_t *go, int64_t ldgo, const float *lse, uint16_t *gq, int64_t ldgq, uint16_t *gk,
-                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work) {
-    bwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, go, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv, work, NULL);
+                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work, const attn_next *next) {
+    bwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, go, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv, work, next);
 }
 
 
@@ -310,16 +311,17 @@ void attn_bf16_forward(int Tq, int Tk, int D, float scale, const float *q, int64
     (void)o, (void)ldo, (void)lse, (void)work, (void)next;
 }
 void attn_bf16_forward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
-                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work) {
+                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work,
+                              const attn_next *next) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv;
-    (void)o, (void)ldo, (void)lse, (void)work;
+    (void)o, (void)ldo, (void)lse, (void)work, (void)next;
 }
 void attn_bf16_backward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
                                int64_t ldk, const uint16_t *v, int64_t ldv, const uint16_t *o, int64_t ldo,
                                const uint16_t *go, int64_t ldgo, const float *lse, uint16_t *gq, int64_t ldgq, uint16_t *gk,
-                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work) {
+                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work, const attn_next *next) {
     (void)Tq, (void)Tk, (void)D, (void)scale, (void)q, (void)ldq, (void)k, (void)ldk, (void)v, (void)ldv, (void)o, (void)ldo;
-    (void)go, (void)ldgo, (void)lse, (void)gq, (void)ldgq, (void)gk, (void)ldgk, (void)gv, (void)ldgv, (void)work;
+    (void)go, (void)ldgo, (void)lse, (void)gq, (void)ldgq, (void)gk, (void)ldgk, (void)gv, (void)ldgv, (void)work, (void)next;
 }
 void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int64_t ldq, const float *k,
                         int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,

@@ -181,15 +181,17 @@ void attn_bf16_backward(int Tq, int Tk, int D, float scale, const float *q, int6
                         int64_t ldk, const float *v, int64_t ldv, const float *o, int64_t ldo, const float *go,
                         int64_t ldgo, const float *lse, float *gq, int64_t ldgq, float *gk, int64_t ldgk, float *gv,
                         int64_t ldgv, float *work, const attn_next *next);
-/* The same two on bf16 storage (every tensor as bf16 bits, lse fp32; no prefetch of the next head):
+/* The same two on bf16 storage (every tensor as bf16 bits, lse fp32; `next` in attn_next's fp32 units,
+ * see attention.c's stored_all):
  * bit for bit the fp32-storage kernels on widened copies, o rounded once, each gradient added as
  * round(old + (0 + sum)). The CPU's attention_bf16 / attention_bf16_backward (kernels/ops.def). */
 void attn_bf16_forward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
-                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work);
+                              int64_t ldk, const uint16_t *v, int64_t ldv, uint16_t *o, int64_t ldo, float *lse, float *work,
+                              const attn_next *next);
 void attn_bf16_backward_stored(int Tq, int Tk, int D, float scale, const uint16_t *q, int64_t ldq, const uint16_t *k,
                                int64_t ldk, const uint16_t *v, int64_t ldv, const uint16_t *o, int64_t ldo,
                                const uint16_t *go, int64_t ldgo, const float *lse, uint16_t *gq, int64_t ldgq, uint16_t *gk,
-                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work);
+                               int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work, const attn_next *next);
 
 /* Max pooling of one plane's outputs q in [qa, qb) of every row, windows inside the columns, column
  * stride 1 or 2 (pool_avx512.c; pool.c's scalar loop is the reference and does the rest). */
