@@ -120,7 +120,12 @@ tensor *vit_blocks_forward(const vit_block *blocks, int n, const nn_ctx *ctx, te
     for (int i = 0; i < n; i++) {
         arena_mark m = arena_get_mark(a);
         tensor *y = vit_block_forward(&blocks[i], ctx, x, heads, eps);
-        if (!y || tensor_copy(buf[i & 1], y)) return NULL;
+        if (!y) return NULL;
+        if (y->dtype != buf[i & 1]->dtype || !tensor_same_shape(y, buf[i & 1])) { /* not a [B,T,D] of x's dtype: kept */
+            x = y;
+            continue;
+        }
+        if (tensor_copy(buf[i & 1], y)) return NULL;
         arena_release(a, m);
         x = buf[i & 1];
     }

@@ -186,6 +186,10 @@ tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
         arena_mark m = arena_get_mark(a);
         tensor *y = block_forward(r, ctx, &r->blocks[i], h);
         if (!y) return NULL;
+        if (y->dtype != buf[i & 1]->dtype || tensor_numel(y) > most) { /* not what the buffers hold: kept */
+            h = y;
+            continue;
+        }
         tensor *o = tensor_view(buf[i & 1], 4, y->shape,
                                 SHAPE(y->shape[1] * y->shape[2] * y->shape[3], y->shape[2] * y->shape[3], y->shape[3], 1), 0);
         if (!o || tensor_copy(o, y)) return NULL;
