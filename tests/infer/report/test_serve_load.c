@@ -139,7 +139,10 @@ Test(serve_load, a_page_is_answered_while_a_case_is_embedded) {
 }
 
 /* F3: with room for one waiting case, four cases at once: one is embedded, one waits, the others
- * are told 503 with Retry-After (before, all four queued on the one thread). */
+ * are told 503 with Retry-After (before, all four queued on the one thread). The first case goes
+ * 0.5 s ahead so the worker has taken it off the queue: when all four arrive before it does, the
+ * queue of one holds the first and the other three are refused, which is right but not this case
+ * (seen once under AddressSanitizer on a loaded machine: 1 of 4 embedded). */
 Test(serve_load, a_full_queue_answers_503_with_retry_after) {
     online_fx f;
     make_online(&f);
@@ -155,6 +158,7 @@ Test(serve_load, a_full_queue_answers_503_with_retry_after) {
     for (int i = 0; i < N; i++) {
         j[i] = (post_job){port, body, len, 0, 0, "", 0};
         pthread_create(&th[i], NULL, post_case, &j[i]);
+        if (i == 0) usleep(500000);
     }
     int ok = 0, busy = 0;
     for (int i = 0; i < N; i++) {
