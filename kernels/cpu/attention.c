@@ -67,6 +67,14 @@ static attn_next head_rows(int bh, int H, int Tq, int Tk, const float *q, const 
     return r;
 }
 
+/* The next head for the calling thread: heads go to whichever thread asks first. */
+static int claim_head(int *counter) {
+    int h;
+    #pragma omp atomic capture
+    h = (*counter)++;
+    return h;
+}
+
 /* The fused kernels (bf16: attention_bf16.c) over all B H heads, in parallel when `par`: each
  * thread claims its next head (a shared counter) before running the current one, which then
  * prefetches the next one's rows. Which thread runs a head does not change its result. */
@@ -80,12 +88,8 @@ static void fused_all(int backward, int bf16, int par, int B, int H, int Tq, int
     #pragma omp parallel if (par)
     {
         float *w = work + per * omp_get_thread_num();
-        int cur, nxt;
-        #pragma omp atomic capture
-        cur = counter++;
-        while (cur < nh) {
-            #pragma omp atomic capture
-            nxt = counter++;
+        for (int cur = claim_head(&counter), nxt; cur < nh; cur = nxt) {
+            nxt = claim_head(&counter);
             attn_next c = head_rows(cur, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
             attn_next n = c;
             if (nxt < nh) n = head_rows(nxt, H, Tq, Tk, q, qs, k, ks, v, vs, o, os, go, gos, gq, gqs, gk, gks, gv, gvs);
@@ -99,7 +103,6 @@ static void fused_all(int backward, int bf16, int par, int B, int H, int Tq, int
                 (bf16 ? attn_bf16_backward : attn_fused_backward_avx512)(Tq, Tk, D, scale, c.q, c.ldq, c.k, c.ldk, c.v,
                                                                          c.ldv, c.o, c.ldo, c.go, c.ldgo, l, gqc, c.ldgq,
                                                                          gkc, c.ldgk, gvc, c.ldgv, w, pn);
-            cur = nxt;
         }
     }
 }
@@ -308,12 +311,8 @@ static void stored_all(int backward, int par, int B, int H, int Tq, int Tk, int 
     #pragma omp parallel if (par)
     {
         float *w = work + per * omp_get_thread_num();
-        int cur, nxt;
-        #pragma omp atomic capture
-        cur = counter++;
-        while (cur < nh) {
-            #pragma omp atomic capture
-            nxt = counter++;
+        for (int cur = claim_head(&counter), nxt; cur < nh; cur = nxt) {
+            nxt = claim_head(&counter);
             const int64_t b = cur / H, h = cur % H, nb = nxt / H, nhh = nxt % H;
 #define AT(p, st, bb, hh) ((p) ? (p) + (bb) * (st)[0] + (hh) * (st)[1] : NULL)
             attn_next n = {0};
@@ -333,7 +332,6 @@ static void stored_all(int backward, int par, int B, int H, int Tq, int Tk, int 
                                           AT(gq, gqs, b, h), gq ? gqs[2] : 0, AT(gk, gks, b, h), gk ? gks[2] : 0,
                                           AT(gv, gvs, b, h), gv ? gvs[2] : 0, w, pn);
 #undef AT
-            cur = nxt;
         }
     }
 }
