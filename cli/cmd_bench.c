@@ -42,8 +42,6 @@
 #pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
 #pragma weak cuda_probe_run
 #pragma weak cuda_gemm_peak_bf16
-#pragma weak cuda_peak_allocated_bytes
-#pragma weak cuda_cached_bytes
 
 /* Best GFLOP/s of a square n^3 product through the device's GEMM in the given precision. */
 static double gemm_ceiling(int device, int prec, int reps) {
@@ -186,8 +184,8 @@ static int bench_train(int argc, char **argv) {
     /* device memory after training (before inference adds its own): the arena's chunks, and on a
      * GPU the caching allocator's most-ever handed out and what it holds free */
     size_t arena_reserved = arena_capacity(arena_default(device));
-    size_t dev_peak = device != DEV_CPU && cuda_peak_allocated_bytes ? cuda_peak_allocated_bytes() : 0;
-    size_t dev_cached = device != DEV_CPU && cuda_cached_bytes ? cuda_cached_bytes() : 0;
+    size_t dev_peak, dev_cached;
+    be->memory_stats(&dev_peak, &dev_cached);
     double t_inf = 0;
     /* inference as embed and serve run it: the trained weights packed once (model_prepack) */
     model_set_precision(m, prec);

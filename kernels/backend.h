@@ -87,6 +87,9 @@ typedef struct er_backend {
      * caching allocator's free blocks; nothing on the CPU, whose malloc returns large blocks itself).
      * Waits for queued work. For the rare moment a big buffer was replaced (arena.c's chunk merge). */
     void (*trim)(void);
+    /* The allocator's bytes: the most handed out at once since the process started, and what it holds
+     * free for reuse now (both 0 on the CPU, whose malloc keeps no such count). `bench train` reports them. */
+    void (*memory_stats)(size_t *peak_in_use, size_t *cached);
     /* First failure since the last clear ("file:line: call: message"), or NULL. Table functions
      * return void, so callers check this once per step after `synchronize`. */
     const char *(*last_error)(void);

@@ -38,11 +38,6 @@ int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_bench_row *
  * against (what PyTorch's bf16 matmul reaches). 0 after recording an error. */
 double cuda_gemm_peak_bf16(int iters);
 
-/* The caching allocator's counters (kernels/cuda/cuda_backend.cu): bytes handed out at most at
- * once since start, and bytes held free in its cache now. For `bench train`'s memory figures. */
-size_t cuda_peak_allocated_bytes(void);
-size_t cuda_cached_bytes(void);
-
 #ifdef __cplusplus
 }
 #endif

@@ -284,17 +284,10 @@ static void cu_free(void *p) {
     g_live.erase(it);
 }
 
-extern "C" size_t cuda_cached_bytes(void) {
+static void cuda_memory_stats(size_t *peak_in_use, size_t *cached) {
     std::lock_guard<std::mutex> lk(g_mem_mu);
-    return g_cached;
-}
-extern "C" size_t cuda_allocated_bytes(void) {
-    std::lock_guard<std::mutex> lk(g_mem_mu);
-    return g_live_bytes;
-}
-extern "C" size_t cuda_peak_allocated_bytes(void) {
-    std::lock_guard<std::mutex> lk(g_mem_mu);
-    return g_live_peak;
+    *peak_in_use = g_live_peak;
+    *cached = g_cached;
 }
 static void empty_cache_and_wait(void) {
     cudaStreamSynchronize(g_stream);
@@ -374,6 +367,7 @@ static er_backend make_table(void) {
     t.upload_async = cuda_upload_async;
     t.synchronize = cuda_synchronize;
     t.trim = cuda_empty_cache;
+    t.memory_stats = cuda_memory_stats;
     t.last_error = cuda_backend_error;
     t.clear_error = cuda_backend_clear_error;
     t.device_count = cuda_device_count;

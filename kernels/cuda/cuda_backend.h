@@ -23,11 +23,8 @@ void cuda_backend_clear_error(void);
 /* Wait for all queued work; returns 0, or 1 after recording an error. */
 int cuda_synchronize(void);
 
-/* Caching allocator: bytes held in the free cache / handed out (and the most ever handed out at
- * once); give cached blocks back. */
-size_t cuda_cached_bytes(void);
-size_t cuda_allocated_bytes(void);
-size_t cuda_peak_allocated_bytes(void);
+/* Caching allocator: give cached blocks back (the table's trim; its counters are the table's
+ * memory_stats). */
 void cuda_empty_cache(void);
 
 /* Pinned (page-locked) host buffers for the loader, and an asynchronous upload from them on the

@@ -2,7 +2,6 @@
  * copy_strided_bf16 on the GPU against the CPU table, bit for bit (the same integer rounding on
  * both: kernels/cpu/cast.c, kernels/cuda/cast.cu), on random bit patterns (NaNs, infinities,
  * subnormals and ties included). */
-#include "nn/arena.h"
 #include "nn/autograd.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
@@ -200,22 +199,4 @@ Test(cuda, bf16_tensors_on_the_device) {
     tensor_free(t);
     nn_step_end();
     free(host); free(gc); free(gg); free(bc); free(bg); free(tc); free(tg);
-}
-
-/* The device arena's chunk merge (nn/arena.c) hands the chained chunks back through the backend's
- * trim instead of leaving them in the caching allocator's cache for the rest of the run: after a
- * step that chained chunks and the reset that merges them, nothing is cached. */
-#pragma weak cuda_cached_bytes
-size_t cuda_cached_bytes(void);
-Test(cuda, arena_merge_leaves_no_cached_chunks) {
-    require_gpu();
-    if (SELFTEST || !cuda_cached_bytes) cr_skip_test("needs the CUDA caching allocator (self-test runs the CPU table)");
-    arena *a = arena_new(GPU_DEV, 1 << 20);
-    for (int i = 0; i < 6; i++) arena_alloc(a, 3u << 20); /* chains 1 -> 4 -> 8 -> 16 MiB chunks */
-    arena_reset(a);                                       /* merged into one of the peak's size */
-    gpu_ok("arena merge");
-    cr_assert_eq(cuda_cached_bytes(), 0, "%zu bytes left in the cache after the merge", cuda_cached_bytes());
-    arena_alloc(a, 18u << 20); /* the merged chunk serves the same step again without growing */
-    cr_assert_eq(arena_capacity(a) >= (18u << 20), 1);
-    arena_free(a);
 }
