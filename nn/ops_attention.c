@@ -102,7 +102,7 @@ static void attention_backward(tape_node *n) {
     attn_strides3(v, vs);
     attn_strides3(o, os);
     attn_strides3(o->grad, gos);
-    tensor *direct[2];
+    tensor *direct[2] = {NULL, NULL};
     int nd = 0, went;
     float *gq = attn_grad_dest(q, gqs, direct, nd, &went);
     if (went) direct[nd++] = q;

@@ -41,6 +41,12 @@ static int fast_head(int prec, int D) {
     return D > 0 && D % 16 == 0 && D <= 64 && prec == SGEMM_FP32 && cpu_simd();
 }
 
+/* Heads run in parallel when there are at least as many as threads and enough work; otherwise in
+ * turn, each product using all threads. */
+static int heads_in_parallel(int nh, int nt, int Tq, int Tk, int D) {
+    return nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+}
+
 /* Unmasked heads of a width D % 16 == 0, D <= 64 run the fused kernels: attention_avx512.c in fp32
  * mode, attention_bf16.c in bf16 on an AVX512_BF16 CPU. Masked ones (and every head when
  * ENDORET_NO_SIMD / ENDORET_NO_AVX512 is set) this file's unfused path, the reference the fused
@@ -204,7 +210,7 @@ void cpu_attention(int compute, int B, int H, int Tq, int Tk, int D, float scale
                    const int64_t *os, float *lse, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
-    int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    int par = heads_in_parallel(nh, nt, Tq, Tk, D);
     const int prec = sgemm_precision_of(compute);
     int f = fused(prec, D, Tk, mask_kind, ks, vs);
     if (f) {
@@ -267,7 +273,7 @@ void cpu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, fl
                             const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     int nh = B * H, nt = omp_get_max_threads();
     size_t per = per_thread(Tq, Tk, D);
-    int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    int par = heads_in_parallel(nh, nt, Tq, Tk, D);
     const int prec = sgemm_precision_of(compute);
     int f = fused(prec, D, Tk, mask_kind, ks, vs);
     if (f) {
@@ -291,7 +297,9 @@ void cpu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, fl
  * (unmasked, D % 16 == 0 up to 64, an AVX512_BF16 CPU); elsewhere 0, and the op layer widens for the
  * unfused path. Heads are split over threads as cpu_attention splits them; a head's result does not
  * depend on the thread that runs it. */
-static int stored_ok(int D) { return cpu_simd() && cpu_has_avx512_bf16() && D > 0 && D % 16 == 0 && D <= 64; }
+static int stored_ok(int D, int Tk, const int64_t *ks, const int64_t *vs) {
+    return fused(SGEMM_BF16, D, Tk, MASK_NONE, ks, vs) == 2; /* where cpu_attention would run the bf16 kernels */
+}
 
 /* bf16 rows seen in attn_next's fp32 units, for the prefetch only: a row of ld bf16 starts ld / 2 floats
  * on (ld even), and prefetching D floats covers its D bf16 and as many after */
@@ -339,9 +347,8 @@ static void stored_all(int backward, int par, int B, int H, int Tq, int Tk, int 
 int cpu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                        const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
                        const int64_t *os, float *lse, float *work) {
-    if (!stored_ok(D) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
-    const int nh = B * H, nt = omp_get_max_threads();
-    const int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    if (!stored_ok(D, Tk, ks, vs) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
+    const int par = heads_in_parallel(B * H, omp_get_max_threads(), Tq, Tk, D);
     stored_all(0, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, NULL, NULL, lse, NULL, NULL, NULL, NULL, NULL,
                NULL, work);
     return 1;
@@ -352,9 +359,8 @@ int cpu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale
                                 const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
                                 const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
                                 uint16_t *gv, const int64_t *gvs, float *work) {
-    if (!stored_ok(D) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
-    const int nh = B * H, nt = omp_get_max_threads();
-    const int par = nh >= nt && nt > 1 && (double)nh * Tq * Tk * D > 4.0 * CPU_PAR_MIN;
+    if (!stored_ok(D, Tk, ks, vs) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
+    const int par = heads_in_parallel(B * H, omp_get_max_threads(), Tq, Tk, D);
     stored_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (uint16_t *)o, os, go, gos, (float *)lse, gq, gqs, gk,
                gks, gv, gvs, work);
     return 1;

@@ -15,7 +15,6 @@
  * is the unfused path (tests/kernels/test_attention_fused.c). Results depend only on the head's
  * inputs, not on the thread count. */
 #include <stdint.h>
-#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_internal.h"
@@ -37,7 +36,7 @@ size_t attn_bf16_backward_floats(int Tq, int Tk, int D) {
     size_t ldt = up((size_t)Tk, 48), T = Tq > Tk ? Tq : Tk;
     return 16 + 2 * panel_floats(Tk, 48, D) + 2 * panel_floats(Tq, 8, D) + panel_floats(D, 64, T) +
            3 * r64((size_t)(Tq + 1) / 2 * ldt) + 2 * r64(8 * ldt) + r64(Tq) +
-           r64((size_t)(Tq + 2 * Tk) * D); /* + the bf16 gradients' fp32 accumulators */
+           r64(T * D); /* + the fp32 block of a bf16 gradient's product (one at a time) */
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -129,8 +128,7 @@ static void pack_b16(int st16, int t, const void *B, long ld, int p0, int kc, in
 }
 /* 16 elements of row data at x + i as fp32 (bf16 widened: exact) */
 static inline __m512 load16(int st16, const void *x, int64_t i) {
-    if (!st16) return _mm512_loadu_ps((const float *)x + i);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i))), 16));
+    return st16 ? bf16x16_widen(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i))) : _mm512_loadu_ps((const float *)x + i);
 }
 /* rows [0, n) x D of the fp32 strip F (row stride D) into bf16 Y (row stride ldy): Y = round(F), or with
  * acc, round(Y + (0 + F)): what the fp32 kernel's output, written (acc 0) or added into zeroed scratch,
@@ -232,7 +230,7 @@ static void bwd_any(int st16, int Tq, int Tk, int D, float scale, const void *q,
     int32_t *PT = (int32_t *)w, *ST = PT + r64(kpq * ldt), *Sb = ST + r64(kpq * ldt); /* P^T, dS^T pairs; dS pairs */
     w += 3 * r64(kpq * ldt);
     float *Pt = w, *dPt = Pt + r64(8 * ldt), *Di = dPt + r64(8 * ldt); /* one 8-row strip of P and dP */
-    float *Gq = Di + r64(Tq), *Gk = Gq + (size_t)Tq * D, *Gv = Gk + (size_t)Tk * D; /* st16: fp32 sums */
+    float *G = Di + r64(Tq); /* st16: each gradient's product in fp32, before it is added into bf16 */
     pack_b16(st16, 1, k, ldk, 0, D, 0, Tk, 48, Kp); /* K^T and V^T: lines j, depth d */
     pack_b16(st16, 1, v, ldv, 0, D, 0, Tk, 48, Vp);
     pack_a16(st16, 0, q, ldq, 0, Tq, 0, D, 8, Qp);
@@ -272,18 +270,18 @@ static void bwd_any(int st16, int Tq, int Tk, int D, float scale, const void *q,
     const float one = 1.0f;
     if (gv) { /* dV += P^T dO */
         pack_b16(st16, 0, go, ldgo, 0, Tq, 0, D, 64, Bp);
-        ab16_rows(Tk, D, kpq, &one, 0, PT, 1, ldt, Bp, st16 ? Gv : gv, st16 ? D : ldgv, !st16);
-        if (st16) round_rows(Tk, D, Gv, gv, ldgv, 1);
+        ab16_rows(Tk, D, kpq, &one, 0, PT, 1, ldt, Bp, st16 ? G : gv, st16 ? D : ldgv, !st16);
+        if (st16) round_rows(Tk, D, G, gv, ldgv, 1);
     }
     if (gq) { /* dQ += scale dS K */
         pack_b16(st16, 0, k, ldk, 0, Tk, 0, D, 64, Bp);
-        ab16_rows(Tq, D, kpt, &scale, 0, Sb, ldt / 2, 1, Bp, st16 ? Gq : gq, st16 ? D : ldgq, !st16);
-        if (st16) round_rows(Tq, D, Gq, gq, ldgq, 1);
+        ab16_rows(Tq, D, kpt, &scale, 0, Sb, ldt / 2, 1, Bp, st16 ? G : gq, st16 ? D : ldgq, !st16);
+        if (st16) round_rows(Tq, D, G, gq, ldgq, 1);
     }
     if (gk) { /* dK += scale dS^T Q */
         pack_b16(st16, 0, q, ldq, 0, Tq, 0, D, 64, Bp);
-        ab16_rows(Tk, D, kpq, &scale, 0, ST, 1, ldt, Bp, st16 ? Gk : gk, st16 ? D : ldgk, !st16);
-        if (st16) round_rows(Tk, D, Gk, gk, ldgk, 1);
+        ab16_rows(Tk, D, kpq, &scale, 0, ST, 1, ldt, Bp, st16 ? G : gk, st16 ? D : ldgk, !st16);
+        if (st16) round_rows(Tk, D, G, gk, ldgk, 1);
     }
 }
 
@@ -299,7 +297,6 @@ void attn_bf16_backward_stored(int Tq, int Tk, int D, float scale, const uint16_
                                int64_t ldgk, uint16_t *gv, int64_t ldgv, float *work, const attn_next *next) {
     bwd_any(1, Tq, Tk, D, scale, q, ldq, k, ldk, v, ldv, o, ldo, go, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv, work, next);
 }
-
 
 #pragma GCC pop_options
 #else
