@@ -291,6 +291,19 @@ tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64
     return v;
 }
 
+tensor *tensor_keep_released(tensor *y, tensor *into, arena_mark m) {
+    if (!y || !into || y->dtype != into->dtype || y->device != into->device || tensor_numel(y) > tensor_numel(into)) return y;
+    int64_t st[T_MAX_DIMS], acc = 1;
+    for (int i = y->ndim - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= y->shape[i];
+    }
+    tensor *o = tensor_view(into, y->ndim, y->shape, st, 0);
+    if (!o || tensor_copy(o, y)) return NULL;
+    arena_release(arena_default(y->device), m);
+    return o;
+}
+
 /* ---------------- queries ---------------- */
 
 int64_t tensor_numel(const tensor *t) { return shape_numel(t->ndim, t->shape); }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "nn/arena.h"
 
 #define T_MAX_DIMS ER_MAX_DIMS
 
@@ -115,6 +116,11 @@ tensor *tensor_upload(int device, int ndim, const int64_t *shape, const float *h
  * not recorded by autograd (ops such as op_permute/op_slice record their views). */
 tensor *tensor_view(const tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
                     int64_t offset_elems);
+/* Inference without a tape: y copied into the packed buffer `into` (taken before the mark m; same
+ * dtype and device, at least y's elements) as a view of y's shape, and the device arena released
+ * back to m, so what y was computed from is freed. Returns the copy; y itself, nothing released,
+ * when it does not fit; NULL on error. The per-block release of vit_blocks_forward and ResNet. */
+tensor *tensor_keep_released(tensor *y, tensor *into, arena_mark m);
 
 /* ---- queries ---- */
 int64_t tensor_numel(const tensor *t);

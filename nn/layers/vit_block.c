@@ -117,17 +117,9 @@ tensor *vit_blocks_forward(const vit_block *blocks, int n, const nn_ctx *ctx, te
     arena *a = arena_default(x->device);
     tensor *buf[2] = {tensor_empty_dt(x->device, x->dtype, x->ndim, x->shape),
                       tensor_empty_dt(x->device, x->dtype, x->ndim, x->shape)};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && x; i++) {
         arena_mark m = arena_get_mark(a);
-        tensor *y = vit_block_forward(&blocks[i], ctx, x, heads, eps);
-        if (!y) return NULL;
-        if (y->dtype != buf[i & 1]->dtype || !tensor_same_shape(y, buf[i & 1])) { /* not a [B,T,D] of x's dtype: kept */
-            x = y;
-            continue;
-        }
-        if (tensor_copy(buf[i & 1], y)) return NULL;
-        arena_release(a, m);
-        x = buf[i & 1];
+        x = tensor_keep_released(vit_block_forward(&blocks[i], ctx, x, heads, eps), buf[i & 1], m);
     }
     return x;
 }

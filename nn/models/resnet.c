@@ -182,19 +182,9 @@ tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
     }
     tensor *buf[2] = {tensor_empty_dt(h->device, h->dtype, 1, SHAPE(most)), tensor_empty_dt(h->device, h->dtype, 1, SHAPE(most))};
     arena *a = arena_default(h->device);
-    for (int i = 0; i < r->nblocks; i++) {
+    for (int i = 0; i < r->nblocks && h; i++) {
         arena_mark m = arena_get_mark(a);
-        tensor *y = block_forward(r, ctx, &r->blocks[i], h);
-        if (!y) return NULL;
-        if (y->dtype != buf[i & 1]->dtype || tensor_numel(y) > most) { /* not what the buffers hold: kept */
-            h = y;
-            continue;
-        }
-        tensor *o = tensor_view(buf[i & 1], 4, y->shape,
-                                SHAPE(y->shape[1] * y->shape[2] * y->shape[3], y->shape[2] * y->shape[3], y->shape[3], 1), 0);
-        if (!o || tensor_copy(o, y)) return NULL;
-        arena_release(a, m);
-        h = o;
+        h = tensor_keep_released(block_forward(r, ctx, &r->blocks[i], h), buf[i & 1], m);
     }
     return h;
 }
