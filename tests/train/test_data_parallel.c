@@ -166,20 +166,26 @@ Test(train_data_parallel, four_ranks_and_accumulation_equal_one_rank) {
     expect_ranks_agree(2, "one_accum", "two_accum", "--set train.accum=2");
 }
 
+/* Trains into <dir>/<out> on `ranks` processes, stopped after 2 of 4 steps (exit 1, checkpoint
+ * written), then resumed from that checkpoint on `resume_ranks`; `extra` ("" or options ending in a
+ * space) goes to both runs. */
+static void stop_and_resume(int ranks, const char *out, int resume_ranks, const char *extra) {
+    char args[480];
+    snprintf(args, sizeof args, "%s--stop-after 2", extra);
+    cr_assert_eq(train(ranks, out, args), 1, "see %s/%s.txt", dir, out);
+    snprintf(args, sizeof args, "%s--resume %s/%s/checkpoint.safetensors", extra, dir, out);
+    cr_assert_eq(train(resume_ranks, out, args), 0, "see %s/%s.txt", dir, out);
+}
+
 Test(train_data_parallel, resume_with_any_rank_count_matches_the_uninterrupted_run) {
     setup();
     cr_assert_eq(train(2, "full", NULL), 0, "see %s/full.txt", dir);
     /* stopped after 2 of 4 steps (exit 1, checkpoint written), resumed on 2 ranks: bit-exact */
-    cr_assert_eq(train(2, "again", "--stop-after 2"), 1, "see %s/again.txt", dir);
-    char resume[400];
-    snprintf(resume, sizeof resume, "--resume %s/again/checkpoint.safetensors", dir);
-    cr_assert_eq(train(2, "again", resume), 0, "see %s/again.txt", dir);
+    stop_and_resume(2, "again", 2, "");
     cr_expect_eq(ckpt_max_diff("full", "again"), 0.0, "2-rank resume is not bit-exact");
     expect_losses_agree("full", "again", 0);
     /* the same 2-rank checkpoint resumed by one process: the same run to fp32 reduction order */
-    cr_assert_eq(train(2, "other", "--stop-after 2"), 1);
-    snprintf(resume, sizeof resume, "--resume %s/other/checkpoint.safetensors", dir);
-    cr_assert_eq(train(1, "other", resume), 0, "see %s/other.txt", dir);
+    stop_and_resume(2, "other", 1, "");
     double d = ckpt_max_diff("full", "other");
     cr_expect(d <= WEIGHT_TOL, "2 ranks -> 1 rank resume differs by %g (tolerance %g)", d, WEIGHT_TOL);
     expect_losses_agree("full", "other", LOSS_REL_TOL);
@@ -200,10 +206,7 @@ Test(train_data_parallel, bf16_two_ranks_track_one_rank_and_resume_is_bit_exact)
     const double split = ckpt_max_diff("one16", "two16"), prec = ckpt_max_diff("one16", "one32");
     cr_log_info("bf16: 2 ranks against 1 differ by %g of the weights' scale; bf16 against fp32 (1 rank) by %g", split, prec);
     cr_expect(split > 0 && split < prec / 2, "bf16: 2-rank weights differ from 1-rank by %g, bf16 from fp32 by %g", split, prec);
-    cr_assert_eq(train(2, "again16", "--precision bf16 --stop-after 2"), 1, "see %s/again16.txt", dir);
-    char resume[420];
-    snprintf(resume, sizeof resume, "--precision bf16 --resume %s/again16/checkpoint.safetensors", dir);
-    cr_assert_eq(train(2, "again16", resume), 0, "see %s/again16.txt", dir);
+    stop_and_resume(2, "again16", 2, "--precision bf16 ");
     cr_expect_eq(ckpt_max_diff("two16", "again16"), 0.0, "bf16 2-rank resume is not bit-exact");
     expect_losses_agree("two16", "again16", 0);
 }
