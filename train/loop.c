@@ -348,7 +348,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             rc = ckpt_save(ckpt_path, &s);
             if (rc) goto stop;
             last_good = ckpt_path;
-            if (obj->export_model && (rc = train_save_model(obj->export_model, c->out_dir, obj->export_name, step))) goto stop;
+            if (obj->model && obj->export_name && (rc = train_save_model(obj->model, c->out_dir, obj->export_name, step))) goto stop;
             if (obj->on_checkpoint && (rc = obj->on_checkpoint(obj->self, step, last))) goto stop;
             if (hist.n) svg_loss_curve(svg_path, "training loss", hist.n, hist.x, hist.nseries, hist.names,
                                        (const double *const *)hist.y);

@@ -80,14 +80,16 @@ typedef struct train_objective {
     tensor *(*step)(void *self, int64_t step, int micro, loss_terms *terms);
     /* Optional: evaluation at `step`; fills a JSON object body ("\"uAP\": 0.5, ...") into buf. */
     int (*eval)(void *self, int64_t step, char *buf, size_t n);
-    /* Optional: the model the loop saves as <out.dir>/<export_name> after each checkpoint (model_save:
-     * what `embed --model` loads), before on_checkpoint. */
-    struct model *export_model;
+    /* The model trained (the start line describes it). With export_name, the loop saves it as
+     * <out.dir>/<export_name> after each checkpoint (model_save: what `embed --model` loads), before
+     * on_checkpoint. */
+    struct model *model;
     const char *export_name;
     /* Optional: called after each checkpoint (other exports). */
     int (*on_checkpoint)(void *self, int64_t step, int final);
-    /* Optional: one line saying what is trained (printed before the run unless --quiet). */
-    void (*describe)(void *self, const struct train_loop_config *lc, FILE *f);
+    /* Optional: what is trained beyond the model, the middle of the start line "train <name>: <model
+     * description>; <this>, lr ... -> <out.dir>" (objective_describe; printed unless --quiet). */
+    void (*describe)(void *self, FILE *f);
     /* Files the objective writes into out.dir besides the loop's (e.g. "encoder.safetensors"), or NULL. */
     const char *exports;
     /* Frees self (the objective's model, data and buffers). */

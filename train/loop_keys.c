@@ -38,36 +38,9 @@ void loop_keys_sgd_restarts(loop_keys *k) {
 const cfg_spec *loop_keys_specs(loop_keys *k, int *n) {
     static __thread cfg_spec s[32];
     int i = 0;
-#define K(key, type, field, range, help) s[i++] = (cfg_spec){key, type, &k->field, help, range}
-    K("eval.every", CFG_INT, eval_every, "[0, inf)", "evaluate every N steps (0 = never)");
-    K("train.epochs", CFG_INT, epochs, "[1, 1000000]", "epochs (used when train.steps = 0)");
-    K("train.steps", CFG_INT, steps, "[0, inf)", "optimizer steps (0 = from epochs)");
-    K("train.batch", CFG_INT, batch, "[1, 65536]", "samples per micro-batch");
-    K("train.accum", CFG_INT, accum, "[1, 65536]", "micro-batches per update (effective batch = batch * accum)");
-    K("train.lr", CFG_DOUBLE, lr, "[0, inf)", "peak learning rate (used when train.blr = 0)");
-    K("train.blr", CFG_DOUBLE, blr, "[0, inf)", "base lr: lr = blr * effective batch / 256 (MAE rule)");
-    K("train.min_lr", CFG_DOUBLE, min_lr, "[0, inf)", "cosine floor");
-    K("train.weight_decay", CFG_DOUBLE, weight_decay, "[0, inf)", "weight decay (AdamW decoupled, SGD added to the gradient)");
-    K("train.beta1", CFG_DOUBLE, beta1, "[0, 1)", "AdamW beta1");
-    K("train.beta2", CFG_DOUBLE, beta2, "[0, 1)", "AdamW beta2");
-    K("train.optimizer", CFG_STR, optimizer, "adamw|sgd", "adamw | sgd (timm no-decay groups for both)");
-    K("train.momentum", CFG_DOUBLE, momentum, "[0, 1)", "SGD momentum in [0, 1)");
-    K("train.nesterov", CFG_BOOL, nesterov, NULL, "SGD Nesterov momentum (needs train.momentum > 0)");
-    K("train.warmup_epochs", CFG_DOUBLE, warmup_epochs, "[0, inf)", "linear warm-up (epochs)");
-    K("train.warmup_steps", CFG_INT, warmup_steps, "[-1, inf)", "linear warm-up (steps; -1 = from epochs)");
-    K("train.clip", CFG_DOUBLE, clip, "[0, inf)", "max global gradient norm (0 = off)");
-    K("train.seed", CFG_INT, seed, "[0, inf)", "seed of init, data order, augmentation and masking");
-    K("train.threads", CFG_INT, threads, ARGS_THREADS_RANGE, "OpenMP threads (0 = default)");
-    K("train.device", CFG_STR, device, "cpu|cuda|cuda:N", "cpu | cuda (--device)");
-    K("train.precision", CFG_STR, precision, "fp32|bf16", "fp32 | bf16: mixed precision (bf16 products and activations, fp32 weights, state, residual stream and losses) (--precision)");
-    K("train.schedule", CFG_STR, schedule, "cosine|restarts", "cosine (one decay to min_lr) | restarts (cosine with warm restarts: PGCon)");
-    K("train.restart_epochs", CFG_DOUBLE, restart_epochs, "(0, inf)", "restarts: length of the first cycle T_0 (epochs)");
-    K("train.restart_mult", CFG_DOUBLE, restart_mult, "[1, inf)", "restarts: each cycle is this many times the previous (T_mult)");
-    K("out.dir", CFG_STR, out, "path", "output folder (checkpoint, log, loss curve, the objective's exports)");
-    K("out.log_every", CFG_INT, log_every, "[1, inf)", "log/progress every N steps");
-    K("out.ckpt_every", CFG_INT, ckpt_every, "[1, inf)", "checkpoint every N steps (and at the end)");
-    K("data.prefetch", CFG_STR, prefetch, "auto|on|off", "fill the next micro-batch on a worker thread while the device runs this one (auto = on with a GPU; results are identical)");
-#undef K
+#define KEY(field, type, key, range, help) s[i++] = (cfg_spec){key, CFG_##type, &k->field, help, range};
+#include "train/loop_keys.def"
+#undef KEY
     *n = i;
     return s;
 }

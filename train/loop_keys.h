@@ -14,24 +14,11 @@
 #include "nn/base/memory.h"
 #include "train/loop.h"
 
+/* One field a key of train/loop_keys.def (eval_every, epochs, batch, lr, optimizer, device, out ...). */
 typedef struct loop_keys {
-    int eval_every;
-    int epochs, steps, batch, accum;
-    double lr, blr, min_lr, weight_decay, beta1, beta2;
-    char *optimizer;               /* "adamw" | "sgd" */
-    double momentum;               /* SGD */
-    int nesterov;                  /* SGD */
-    double warmup_epochs;
-    int warmup_steps;
-    double clip;
-    int seed, threads;
-    char *device;                  /* "cpu" | "cuda" (--device) */
-    char *precision;               /* "fp32" | "bf16" (--precision) */
-    char *schedule;                /* "cosine" | "restarts" (cosine with warm restarts, PGCon) */
-    double restart_epochs, restart_mult; /* T_0 (epochs) and T_mult of "restarts" */
-    char *out;
-    int log_every, ckpt_every;
-    char *prefetch;                /* data.prefetch: "auto" (on with a GPU) | "on" | "off" */
+#define KEY CFG_FIELD
+#include "train/loop_keys.def"
+#undef KEY
 } loop_keys;
 
 

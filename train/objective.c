@@ -96,20 +96,25 @@ int objective_create(const objective_config *oc, train_objective *out) {
         const char *m = *(char **)oc->specs[i].dst; /* a CFG_STR key: only its dst is a char * */
         if (!m || !m[0]) rc = er_fail(ER_INPUT, TRAIN_NO_MANIFEST);
     }
-    if (!rc) rc = oc->def->create(oc->cfg, &run, out);
-    if (!rc) out->run = run;
+    if (rc) return rc;
+    const objective_def *def = oc->def;
+    void *self = xcalloc(1, def->state_size);
+    *out = *def->hooks;
+    out->self = self, out->run = run;
+    if ((rc = def->create(oc->cfg, &run, self, out))) {
+        def->hooks->free(self);
+        memset(out, 0, sizeof *out);
+    }
     return rc;
 }
 
-train_objective objective_iface(const train_objective *hooks, void *self, param_list *params, const train_run *run,
-                                int64_t samples, int views, int has_eval) {
-    train_objective t = *hooks;
-    t.self = self, t.params = params, t.run = *run;
-    if (!has_eval) t.eval = NULL;
-    int64_t per = samples / ((int64_t)run->batch * run->keys->accum);
-    t.steps_per_epoch = per > 0 ? per : 1;
-    t.images_per_step = views * run->batch * run->keys->accum;
-    return t;
+int objective_ready(train_objective *t, model *m, param_list *params, int64_t samples, int views, int has_eval) {
+    t->model = m, t->params = params;
+    if (!has_eval) t->eval = NULL;
+    int64_t per = samples / ((int64_t)t->run.batch * t->run.keys->accum);
+    t->steps_per_epoch = per > 0 ? per : 1;
+    t->images_per_step = views * t->run.batch * t->run.keys->accum;
+    return ER_OK;
 }
 
 int objective_embed(model *m, int precision, const float *x, int n, int chunk, float *out) {
@@ -165,7 +170,11 @@ model_input objective_input(const char *stats, float crop) {
 }
 
 void objective_describe(const train_objective *obj, const train_loop_config *lc, FILE *f) {
-    if (obj->describe) obj->describe(obj->self, lc, f);
+    char d[512] = "";
+    if (obj->model) model_describe(obj->model, d, sizeof d);
+    fprintf(f, "train %s: %s", obj->name, d);
+    if (obj->describe) fputs("; ", f), obj->describe(obj->self, f);
+    fprintf(f, ", lr %.3g%s -> %s\n", lc->lr, lc->restart_epochs > 0 ? " (cosine with warm restarts)" : "", lc->out_dir);
     if (obj->run.keys) train_run_describe(&obj->run, f);
 }
 

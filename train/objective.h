@@ -27,6 +27,9 @@ void key_table_add(key_table *t, const cfg_spec *s, int n);
 /* One key bound to field `field` of the config `c`, appended to the table `t` (the names every
  * objective's specs hook uses). */
 #define OBJ_KEY(key, type, field, range, help) key_table_add(t, &(cfg_spec){key, type, &c->field, help, range}, 1)
+/* The same from a key list row (nn/base/config.h): an objective's <id>_keys.def, included in its
+ * config struct with KEY = CFG_FIELD and in its specs hook with KEY = OBJ_KEY_ROW. */
+#define OBJ_KEY_ROW(field, type, key, range, help) OBJ_KEY(key, CFG_##type, field, range, help);
 
 typedef struct objective_def {
     const char *name;       /* `endoret train <name>` */
@@ -44,19 +47,28 @@ typedef struct objective_def {
     /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY); objective_config_free frees
      * the strings of that table. */
     void (*specs)(void *cfg, struct key_table *t);
-    /* Builds the model(s) through the registry on run->device and loads the data; fills *out (its
-     * `free` releases everything). The run (device, threads, rank, the batch shard) is decided by
-     * objective_create. ER_INPUT with one message for a bad config. */
-    int (*create)(const void *cfg, const train_run *run, train_objective *out);
+    /* The objective's state: objective_create allocates state_size zeroed bytes (self) and starts
+     * the interface from hooks (a static table of the objective's file: name, step, eval, describe,
+     * free, export_name, exports ...) with self and the run. hooks->free releases self, also when
+     * create failed half-way (every pointer it frees is NULL or owned). */
+    size_t state_size;
+    const train_objective *hooks;
+    /* Builds the model(s) through the registry on run->device into self and loads the data, then
+     * finishes *out with objective_ready. The run (device, threads, rank, the batch shard) is decided
+     * by objective_create. ER_INPUT with one message for a bad config; objective_create then frees
+     * self, so create just returns. */
+    int (*create)(const void *cfg, const train_run *run, void *self, train_objective *out);
 } objective_def;
 
-/* Defines objective_<id>, the registry entry of `endoret train <id>`, from the hooks its file names
- * <id>_defaults, <id>_specs and <id>_create, its config struct cfg_type and model family arch. */
-#define OBJECTIVE_DEF(id, cfg_type, model_arch, help_line, usage_line)                                  \
+/* Defines objective_<id>, the registry entry of `endoret train <id>`, from what its file names
+ * <id>_defaults, <id>_specs, <id>_create and <id>_hooks, its config struct cfg_type, state struct
+ * state_type and model family arch. */
+#define OBJECTIVE_DEF(id, cfg_type, state_type, model_arch, help_line, usage_line)                      \
     const objective_def objective_##id = {.name = #id, .help = help_line, .usage = usage_line,          \
                                           .cfg_size = sizeof(cfg_type), .arch = model_arch,           \
                                           .model_offset = offsetof(cfg_type, model),                   \
                                           .defaults = id##_defaults, .specs = id##_specs,               \
+                                          .state_size = sizeof(state_type), .hooks = &id##_hooks,     \
                                           .create = id##_create}
 
 /* The registered objectives, in `--help` order. */
@@ -78,15 +90,14 @@ typedef struct {
 
 /* Decides the run from the loop keys (loop_keys_run: device, threads, rank, the batch shard), sets
  * the op-layer precision (train.precision: nn/precision.h), once for every objective, then builds
- * the objective (def->create). Every command that trains calls this. */
+ * the objective (def->create on a zeroed state; def->hooks->free on failure). Every command that
+ * trains calls this. */
 int objective_create(const objective_config *oc, train_objective *out);
-/* The interface of an objective `self` for the run: its fixed part `hooks` (a static table of the
- * objective's file: name, step, eval, describe, free, export_name, exports ...; eval kept only when
- * has_eval, i.e. an evaluation set is loaded) with params, steps_per_epoch from `samples` training
- * items (at least 1) and images_per_step = views x batch x accum (the progress rate). The caller sets
- * export_model and what else depends on the run. */
-train_objective objective_iface(const train_objective *hooks, void *self, param_list *params, const train_run *run,
-                                int64_t samples, int views, int has_eval);
+/* Finishes an interface t that holds the objective's hooks, self and run: the model m (the start
+ * line's description; the loop's export when hooks name export_name), params, steps_per_epoch from
+ * `samples` training items (at least 1), images_per_step = views x batch x accum (the progress rate),
+ * and eval dropped unless has_eval (an evaluation set is loaded). Returns ER_OK: a create's last line. */
+int objective_ready(train_objective *t, struct model *m, param_list *params, int64_t samples, int views, int has_eval);
 /* Embeds n images of x (model_embed, in the run's precision) in chunks of `chunk` into out [n, m->dim]:
  * the eval hooks' batching. */
 int objective_embed(struct model *m, int precision, const float *x, int n, int chunk, float *out);

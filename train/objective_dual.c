@@ -38,17 +38,9 @@ static void dual_defaults(void *cfg, loop_keys *k) {
 
 static void dual_specs(void *cfg, key_table *t) {
     dual_cfg *c = cfg;
-    OBJ_KEY("loss.miner", CFG_STR, miner, "semihard|hard|all", "triplet miner (TripletMarginMiner type_of_triplets)");
-    OBJ_KEY("loss.miner_margin", CFG_DOUBLE, miner_margin, "[0, 4]", "miner margin on s_ap - s_an (the reference's --triplet_margin 0.3)");
-    OBJ_KEY("loss.margin", CFG_DOUBLE, margin, "[0, 4]", "triplet loss margin (the reference hard-codes 0.6)");
-    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV with a label or scene column)");
-    OBJ_KEY("data.split", CFG_STR, split, "text", "training split ('' = all rows)");
-    OBJ_KEY("data.val_split", CFG_STR, val_split, "text", "validation split for Recall@1/5, mAP and model selection ('' = none)");
-    OBJ_KEY("data.label", CFG_STR, label, "label|scene", "the column that defines a class: label | scene (instance retrieval)");
-    OBJ_KEY("data.sampler", CFG_STR, sampler, "random|m_per_class", "random batches (the reference) | m_per_class (class-balanced)");
-    OBJ_KEY("data.m_per_class", CFG_INT, m_per_class, "[1, 1024]", "images per class in a batch (m_per_class sampler)");
-    OBJ_KEY("data.aug", CFG_STR, aug, "light|none", "light (crop, flip, rotation, jitter, blur) | none (resize only, the inference transform)");
-    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the image cache (0 = model.img * 8 / 7)");
+#define KEY OBJ_KEY_ROW
+#include "train/dual_keys.def"
+#undef KEY
 }
 
 /* ---------------------------------------------------------------- state */
@@ -208,15 +200,12 @@ static int dual_on_checkpoint(void *self, int64_t step, int final) {
     return rc;
 }
 
-static void dual_describe(void *self, const train_loop_config *lc, FILE *f) {
+static void dual_describe(void *self, FILE *f) {
     dual_objective *o = self;
-    char d[512];
-    model_describe(o->model, d, sizeof d);
-    fprintf(f, "train dual: %s\n  %lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
-               "miner %s %.2f, margin %.2f, lr %.3g -> %s\n",
-            d, (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
-            o->cfg.label, o->val.n, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin,
-            lc->lr, o->run.keys->out);
+    fprintf(f, "%lld trainable of %lld tensors' values; %d images (%d classes by %s), %d val; batch %d (%s), "
+               "miner %s %.2f, margin %.2f",
+            (long long)dual_trainable(o->net), (long long)params_numel(&o->net->params), o->data.n, o->present,
+            o->cfg.label, o->val.n, o->run.batch, o->cfg.sampler, o->cfg.miner, o->cfg.miner_margin, o->cfg.margin);
 }
 
 /* ---------------------------------------------------------------- create, registry entry */
@@ -227,13 +216,13 @@ static const train_objective dual_hooks = {.name = "dual", .step = dual_step, .e
                                            .on_checkpoint = dual_on_checkpoint, .describe = dual_describe,
                                            .free = dual_objective_free, .exports = "dual.safetensors"};
 
-static int dual_create(const void *cfg, const train_run *run, train_objective *out) {
+static int dual_create(const void *cfg, const train_run *run, void *self, train_objective *out) {
     const dual_cfg *c = cfg;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
     miner_kind mk;
     if ((rc = check_cfg(c, k, &mk))) return rc;
-    dual_objective *o = xcalloc(1, sizeof *o);
+    dual_objective *o = self;
     o->cfg = *c;
     o->miner = mk;
     o->aug_none = !strcmp(c->aug, "none");
@@ -241,41 +230,35 @@ static int dual_create(const void *cfg, const train_run *run, train_objective *o
     o->run = *run;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7, nl = 0;
     /* the manifest's labels first (cheap): a missing file or label fails before the model is built */
-    if ((rc = manifest_class_ids(c->manifest, c->split, c->label, "data.label", &o->label, &nl, &o->nclass))) { free(o); return rc; }
-    if ((rc = dual_arch.create(&c->model, run->seed, &o->model))) goto fail;
-    if ((rc = model_to_device(o->model, device))) goto fail;
+    if ((rc = manifest_class_ids(c->manifest, c->split, c->label, "data.label", &o->label, &nl, &o->nclass))) return rc;
+    if ((rc = dual_arch.create(&c->model, run->seed, &o->model))) return rc;
+    if ((rc = model_to_device(o->model, device))) return rc;
     o->net = dual_model_net(o->model);
     params_add_all(&o->all, &o->net->params);
     o->best_map = objective_best_new(&o->all, device, "dual.best_val_map");
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
-    if (nl != o->data.n) { rc = er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl); goto fail; }
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) return rc;
+    if (nl != o->data.n) return er_fail(ER_RUNTIME, "%s: %d cached rows, %d labels", c->manifest, o->data.n, nl);
     rows_group_by(o->label, o->data.n, o->nclass, &o->cfirst, &o->ccount, &o->crows);
     int classes = 0;
     for (int cl = 0; cl < o->nclass; cl++) classes += o->ccount[cl] > 0;
     o->present = classes;
-    if (classes < 2) {
-        rc = er_fail(ER_INPUT, "%s split '%s': %d class(es) by data.label = %s: triplets need two", c->manifest, c->split,
-                     classes, c->label);
-        goto fail;
-    }
+    if (classes < 2)
+        return er_fail(ER_INPUT, "%s split '%s': %d class(es) by data.label = %s: triplets need two", c->manifest, c->split,
+                       classes, c->label);
     if (c->val_split && c->val_split[0]) {
         int ncls;
-        if ((rc = view_rows_load(&o->val, c->manifest, c->val_split, c->model.img))) goto fail;
-        if ((rc = manifest_class_ids(c->manifest, c->val_split, c->label, "data.label", &o->val_label, &nl, &ncls))) goto fail;
+        if ((rc = view_rows_load(&o->val, c->manifest, c->val_split, c->model.img))) return rc;
+        if ((rc = manifest_class_ids(c->manifest, c->val_split, c->label, "data.label", &o->val_label, &nl, &ncls))) return rc;
     }
     int S = c->model.img;
     o->rows = xmalloc(sizeof(int) * (size_t)k->batch);
     size_t bytes = 0;
     host_batch_reserve(&bytes, sizeof(float) * (size_t)o->run.local_batch * 3 * S * S);
     o->lab_off = host_batch_reserve(&bytes, sizeof(int) * (size_t)k->batch);
-    if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    *out = objective_iface(&dual_hooks, o, &o->all, run, o->data.n, 1, o->val.n > 0);
-    return ER_OK;
-fail:
-    dual_objective_free(o);
-    return rc;
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, dual_fill, o))) return ER_RUNTIME;
+    return objective_ready(out, o->model, &o->all, o->data.n, 1, o->val.n > 0);
 }
 
-OBJECTIVE_DEF(dual, dual_cfg, &dual_arch,
+OBJECTIVE_DEF(dual, dual_cfg, dual_objective, &dual_arch,
               "dual-backbone retrieval (GastroNet + DINOv2, LoRA, fusion head, cosine triplet loss)",
               "configs/dual_backbone.cfg, configs/demo_dual.cfg");

@@ -19,15 +19,9 @@
 
 typedef struct {
     dual_args model;           /* model.arch, model.img, dual.* */
-    char *miner;               /* semihard | hard | all */
-    double miner_margin;       /* 0.3 */
-    double margin;             /* 0.6 (the reference's hard-coded loss margin) */
-    char *manifest, *split, *val_split;
-    char *label;               /* label | scene: the column that defines a class */
-    char *sampler;             /* random | m_per_class */
-    int m_per_class;
-    char *aug;                 /* light | none */
-    int cache_side;
+#define KEY CFG_FIELD
+#include "train/dual_keys.def" /* miner, miner_margin, margin, manifest, split, val_split, label, sampler ... */
+#undef KEY
 } dual_cfg;
 
 extern const objective_def objective_dual;

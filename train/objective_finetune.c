@@ -36,18 +36,9 @@ static void finetune_defaults(void *cfg, loop_keys *k) {
 
 static void finetune_specs(void *cfg, key_table *t) {
     finetune_cfg *c = cfg;
-    OBJ_KEY("finetune.init", CFG_STR, init, "path", "weights to start from: a PGCon encoder.safetensors or a torchvision ResNet ('' = random init)");
-    OBJ_KEY("finetune.freeze", CFG_BOOL, freeze, NULL, "true: linear evaluation (the trunk and its batch-norm statistics stay as loaded)");
-    OBJ_KEY("finetune.head", CFG_STR, head, "linear|mlp", "linear (fc: Linear(features, classes)) | mlp (the paper's 2-fc head)");
-    OBJ_KEY("finetune.hidden", CFG_INT, hidden, "[1, 65536]", "hidden width of the mlp head");
-    OBJ_KEY("finetune.norm", CFG_STR, norm, "auto|wce|imagenet", "input statistics: auto (the init file's rule, else WCE) | wce | imagenet");
-    OBJ_KEY("finetune.crop", CFG_DOUBLE, crop, "[0, 1]", "centre crop, share of the short side (0 = the init file's rule, else 280/336)");
-    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "labelled manifest (CSV)");
-    OBJ_KEY("data.split", CFG_STR, split, "text", "training rows ('' = all)");
-    OBJ_KEY("data.label_percent", CFG_DOUBLE, label_percent, "(0, 100]", "seeded share of each class's training labels (1, 10, 100 in the paper)");
-    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img * 8 / 7)");
-    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "rows of data.manifest the accuracy is measured on ('' = all; eval.every = 0: none)");
-    OBJ_KEY("eval.test_split", CFG_STR, test_split, "text", "rows scored each time eval.split improves (the selected model's test accuracy; '' = none)");
+#define KEY OBJ_KEY_ROW
+#include "train/finetune_keys.def"
+#undef KEY
 }
 
 typedef struct {
@@ -182,13 +173,12 @@ static void ft_free(void *self) {
     free(o);
 }
 
-static void ft_describe(void *self, const train_loop_config *lc, FILE *f) {
+static void ft_describe(void *self, FILE *f) {
     finetune_objective *o = self;
     const finetune_cfg *c = &o->cfg;
-    fprintf(f, "train finetune: %s %s (%s head, %d classes) from %s, %d of %d labelled rows (%g%%), %dx%d, batch %d, lr %.3g -> %s\n",
-            c->model.arch, c->freeze ? "frozen, linear evaluation" : "fully fine-tuned", c->head, o->C,
-            c->init && c->init[0] ? c->init : "random init", o->nrows, o->data.n, c->label_percent, o->S, o->S,
-            o->run.batch, lc->lr, o->run.keys->out);
+    fprintf(f, "%s (%s head, %d classes) from %s, %d of %d labelled rows (%g%%), batch %d",
+            c->freeze ? "frozen, linear evaluation" : "fully fine-tuned", c->head, o->C,
+            c->init && c->init[0] ? c->init : "random init", o->nrows, o->data.n, c->label_percent, o->run.batch);
 }
 
 /* The loop's hooks (objective_iface adds the run's); the export is the classifier (trunk + head, with
@@ -197,18 +187,18 @@ static const train_objective finetune_hooks = {.name = "finetune", .step = ft_st
                                                .describe = ft_describe, .free = ft_free,
                                                .export_name = "classifier.safetensors", .exports = "classifier.safetensors"};
 
-static int finetune_create(const void *cfgv, const train_run *run, train_objective *out) {
+static int finetune_create(const void *cfgv, const train_run *run, void *self, train_objective *out) {
     const finetune_cfg *c = cfgv;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
-    finetune_objective *o = xcalloc(1, sizeof *o);
+    finetune_objective *o = self;
     o->cfg = *c;
     o->run = *run;
     o->mlp = !strcmp(c->head, "mlp");
     o->S = c->model.img;
     /* norm auto: the init file's input rule, else WCE with a 280/336 crop */
     model_input in = objective_input(strcmp(c->norm, "auto") ? c->norm : "wce", 280.0f / 336.0f), file_in = {0};
-    if ((rc = resnet_trunk_new(&c->model, c->init, "finetune.init", run->seed, &o->net, &file_in))) goto fail;
+    if ((rc = resnet_trunk_new(&c->model, c->init, "finetune.init", run->seed, &o->net, &file_in))) return rc;
     if (file_in.crop > 0 && !strcmp(c->norm, "auto")) in = file_in;
     if (c->crop > 0) in.crop = (float)c->crop;
     o->in = in;
@@ -217,43 +207,38 @@ static int finetune_create(const void *cfgv, const train_run *run, train_objecti
         params_add(&o->all, o->net->params.t[i]);
     }
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7;
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) return rc;
     o->C = o->data.nlabels;
-    if (o->C < 2) { rc = er_fail(ER_INPUT, "%s: classification needs at least 2 labels", c->manifest); goto fail; }
+    if (o->C < 2) return er_fail(ER_INPUT, "%s: classification needs at least 2 labels", c->manifest);
     uint8_t *keep = xmalloc((size_t)o->data.n);
     label_subset(o->data.label, o->data.n, c->label_percent, run->seed, keep);
     o->rows = xmalloc((size_t)o->data.n * sizeof(int));
     for (int i = 0; i < o->data.n; i++) if (keep[i]) o->rows[o->nrows++] = i;
     free(keep);
-    if (o->nrows < 1) { rc = er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split); goto fail; }
+    if (o->nrows < 1) return er_fail(ER_INPUT, "%s split '%s': no labelled rows", c->manifest, c->split);
     int F = o->net->features;
     if (o->mlp) {
         layer_linear(&o->all, "head.0", c->hidden, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
         layer_linear(&o->all, "head.2", o->C, c->hidden, run->seed, HEAD_FAMILY, &o->w[1], &o->b[1]);
     } else layer_linear(&o->all, "fc", o->C, F, run->seed, HEAD_FAMILY, &o->w[0], &o->b[0]);
-    if ((rc = params_to_device(&o->all, device))) goto fail;
+    if ((rc = params_to_device(&o->all, device))) return rc;
     params_add_all(&o->state, &o->all);
     o->best = objective_best_new(&o->state, device, "finetune.best_accuracy");
     if (k->eval_every > 0 && /* eval.split '' = every row, like data.split */
         ((rc = labelled_rows_load(&o->eval, c->manifest, c->eval_split, o->S, &in)) ||
          (c->test_split && c->test_split[0] && (rc = labelled_rows_load(&o->test, c->manifest, c->test_split, o->S, &in)))))
-        goto fail;
+        return rc;
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)run->local_batch * 3 * o->S * o->S * sizeof(float));
     o->y_off = host_batch_reserve(&bytes, (size_t)run->local_batch * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, o->nrows, bytes, ft_fill, o))) return ER_RUNTIME;
     o->classifier = resnet_model_wrap(o->net, c->model.img);
     o->classifier->params = &o->all; /* trunk and head */
     model_set_input(o->classifier, o->in);
-    *out = objective_iface(&finetune_hooks, o, &o->state, run, o->nrows, 1, o->eval.n > 0);
-    out->export_model = o->classifier;
     if (o->eval.n) out->exports = "classifier.safetensors, best.safetensors"; /* ft_eval keeps the best model */
-    return ER_OK;
-fail:
-    ft_free(o);
-    return rc;
+    return objective_ready(out, o->classifier, &o->state, o->nrows, 1, o->eval.n > 0);
 }
 
-OBJECTIVE_DEF(finetune, finetune_cfg, &resnet_arch,
+OBJECTIVE_DEF(finetune, finetune_cfg, finetune_objective, &resnet_arch,
               "linear evaluation / fine-tuning of a pre-trained ResNet on labels (PGCon tables 3-4)",
               "configs/pgcon_linear.cfg, configs/pgcon_finetune.cfg");

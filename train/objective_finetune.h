@@ -23,16 +23,9 @@
 
 typedef struct {
     resnet_args model;         /* model.arch, model.img, model.width (the trunk; model.proj/jigsaw unused) */
-    char *init;                /* weights to start from ('' = random init) */
-    int freeze;                /* 1: linear evaluation (trunk frozen, eval-mode batch norm) */
-    char *head;                /* "linear" | "mlp" */
-    int hidden;                /* mlp hidden width */
-    char *norm;                /* "auto" (the init file's input rule, else WCE) | "wce" | "imagenet" */
-    double crop;               /* centre crop, share of the short side (0 = the init file's, else 280/336) */
-    char *manifest, *split;
-    double label_percent;      /* (0, 100] */
-    int cache_side;
-    char *eval_split, *test_split;
+#define KEY CFG_FIELD
+#include "train/finetune_keys.def" /* init, freeze, head, hidden, norm, crop, manifest, split, label_percent ... */
+#undef KEY
 } finetune_cfg;
 
 extern const objective_def objective_finetune;

@@ -51,43 +51,14 @@ void image_loop_defaults(loop_keys *k) {
 const cfg_spec *image_cfg_specs(image_cfg *c, int *n) {
     static __thread cfg_spec s[64];
     int k = 0;
-#define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &c->field, help, range}
     int nm;
     const cfg_spec *m = vit_args_keys(&c->model, &nm); /* the encoder's keys, first */
     for (int i = 0; i < nm; i++) s[k++] = m[i];
-    K("model.head_dim", CFG_INT, head_dim, "[0, 8192]", "SSCD projection width (0 = contrast the [CLS] itself)");
-    K("decoder.dim", CFG_INT, dec_dim, "[1, 8192]", "MAE decoder width");
-    K("decoder.depth", CFG_INT, dec_depth, "[0, 64]", "MAE decoder blocks");
-    K("decoder.heads", CFG_INT, dec_heads, "[1, 256]", "MAE decoder heads");
-    K("mae.mask_ratio", CFG_DOUBLE, mask_ratio, "[0, 1)", "share of patches removed (0 = no masking)");
-    K("mae.masking", CFG_STR, masking, "guided|random", "guided (lesion patches kept first) | random");
-    K("mae.norm_pix", CFG_BOOL, norm_pix, NULL, "per-patch normalised pixel target");
-    K("loss.mae_weight", CFG_DOUBLE, w_mae, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
-    K("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy (0 = no contrastive branch)");
-    K("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    K("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EF 5, SSCD 30)");
-    K("aug.mix_prob", CFG_DOUBLE, mix_prob, "[0, 1]", "MixUp/CutMix probability per view");
-    K("aug.preset", CFG_STR, aug, "advanced|mae|views", "advanced (SSCD) | mae (crop + flip) | views (the aug.* strengths below)");
-    K("aug.crop_min", CFG_DOUBLE, view.crop_min, "[0.01, 1]", "views: smallest crop, as a share of the image area");
-    K("aug.rotate", CFG_DOUBLE, view.rotate, "[0, 180]", "views: rotation U(-rotate, rotate) degrees");
-    K("aug.vflip", CFG_DOUBLE, view.vflip, "[0, 1]", "views: vertical flip probability (horizontal: 0.5)");
-    K("aug.jitter", CFG_DOUBLE, view.jitter, "[0, 1]", "views: colour jitter strength (brightness, contrast, saturation; hue = /4)");
-    K("aug.jitter_prob", CFG_DOUBLE, view.jitter_prob, "[0, 1]", "views: colour jitter probability");
-    K("aug.grey_prob", CFG_DOUBLE, view.grey_prob, "[0, 1]", "views: greyscale probability");
-    K("aug.blur_prob", CFG_DOUBLE, view.blur_prob, "[0, 1]", "views: Gaussian blur probability");
-    K("aug.blur_max", CFG_DOUBLE, view.blur_max, "[0.1, 20]", "views: largest blur sigma (output pixels)");
-    K("aug.jpeg_prob", CFG_DOUBLE, view.jpeg_prob, "[0, 1]", "views: JPEG re-encoding probability (quality 30-95)");
-    K("data.positives", CFG_STR, positives, "crops|views", "crops (SSCD: two augmentations of one image) | views (another view of its scene)");
-    K("data.positive_gap", CFG_INT, positive_gap, "[0, 1000000]",
-      "views: the positive is >= this many positions (view values) from the image in its scene (eval sequence --gap)");
-    K("data.positive_gap_frac", CFG_DOUBLE, positive_gap_frac, "[0, 1]",
-      "views: ... and >= this share of the scene's training rows away (eval sequence --gap-frac); none left: a crop view");
-    K("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
-    K("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    K("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
-    K("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest for periodic re-ID eval");
-    K("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
-#undef K
+#define KEY(field, type, key, range, help) s[k++] = (cfg_spec){key, CFG_##type, &c->field, help, range};
+#define VIEW_KEY(field, type, key, range, help) KEY(view.field, type, key, range, help)
+#include "train/image_keys.def"
+#undef KEY
+#undef VIEW_KEY
     *n = k;
     return s;
 }
@@ -192,8 +163,8 @@ static int group_views(image_objective *o) {
 static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs);
 
 /* The key table checks each value's range; here only what spans several keys. */
-static int image_new(const image_cfg *c, const train_run *run, image_objective **out) {
-    *out = NULL;
+/* Builds the objective into the zeroed o; on failure the caller frees o (image_objective_free). */
+static int image_build(image_objective *o, const image_cfg *c, const train_run *run) {
     const loop_keys *k = run->keys;
     int device = run->device, rc0;
     if (strcmp(c->aug, "views")) { /* the strengths belong to the views preset: refuse them, not ignore them */
@@ -220,13 +191,11 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
     if (c->w_mae <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
     if (c->w_mae > 0 && c->mask_ratio <= 0) return er_fail(ER_INPUT, "MAE needs mae.mask_ratio > 0");
     if ((rc0 = image_memory_check(c, run))) return rc0; /* before anything is allocated */
-    image_objective *o = xcalloc(1, sizeof *o);
     o->cfg = *c; /* strings stay owned by the caller's config */
     o->device = device;
     o->run = *run;
     int rc = vit_arch.create(&c->model, run->seed, &o->model); /* on the host, then moved */
-    if (!rc && (rc = model_to_device(o->model, device))) model_free(o->model);
-    if (rc) { free(o); return rc; }
+    if (rc || (rc = model_to_device(o->model, device))) return rc;
     o->enc = vit_model_vit(o->model);
     o->vc = o->enc->cfg;
     params_add_all(&o->all, &o->enc->params);
@@ -240,22 +209,22 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
                                     (float)c->view.blur_prob, (float)c->view.blur_max, (float)c->view.jpeg_prob};
     o->K = c->mask_ratio > 0 ? mae_len_keep(o->enc->L, c->mask_ratio) : o->enc->L;
     if (o->use_mae && (rc = mae_decoder_init_on(device, &o->dec, &o->vc, c->dec_dim, c->dec_depth, c->dec_heads,
-                                                run->seed + 1, &o->all))) goto fail;
+                                                run->seed + 1, &o->all))) return rc;
     if (o->use_con && (rc = sscd_head_init_on(device, &o->head, o->vc.dim, c->head_dim, run->seed + 2, &o->all)))
-        goto fail;
+        return rc;
     int side = c->cache_side > 0 ? c->cache_side : c->model.img * 8 / 7;
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) return rc;
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = view_rows_load(&o->eval, c->eval_manifest, c->eval_split, c->model.img)))
-        goto fail;
-    if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) goto fail;
+        return rc;
+    if (c->positives && !strcmp(c->positives, "views") && (rc = group_views(o))) return rc;
     int M = 2 * k->batch, L = o->enc->L, S = c->model.img;
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)M * 3 * S * S * sizeof(float));
     o->mx_off = host_batch_reserve(&bytes, (size_t)M * S * S * sizeof(float));
     o->inst_off = host_batch_reserve(&bytes, (size_t)M * sizeof(int));
     o->has_mask_off = host_batch_reserve(&bytes, (size_t)M);
-    if (!(o->hb = host_batch_new(run, o->data.n, bytes, image_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, o->data.n, bytes, image_fill, o))) return ER_RUNTIME;
     o->scores = xmalloc((size_t)M * L * sizeof(float));
     o->mask = xmalloc((size_t)M * L * sizeof(float));
     o->lam = xmalloc(M * sizeof(float));
@@ -276,17 +245,16 @@ static int image_new(const image_cfg *c, const train_run *run, image_objective *
         }
         o->match_gathered = xmalloc((size_t)M * M);
     }
-    *out = o;
     return ER_OK;
-fail:
-    image_objective_free(o);
-    return rc;
 }
 
 int image_objective_new(const image_cfg *c, const loop_keys *k, image_objective **out) {
     train_run run;
     int rc = loop_keys_run(k, &run);
-    return rc ? rc : image_new(c, &run, out);
+    image_objective *o = rc ? NULL : xcalloc(1, sizeof *o);
+    if (o && (rc = image_build(o, c, &run))) image_objective_free(o), o = NULL;
+    *out = o;
+    return rc;
 }
 
 void image_objective_free(image_objective *o) {
@@ -487,16 +455,15 @@ static int image_eval(void *self, int64_t step, char *buf, size_t n) {
 static void image_free_self(void *self) { image_objective_free(self); }
 
 /* The start line of `endoret train image` (unless --quiet). */
-static void image_describe(void *self, const train_loop_config *lc, FILE *f) {
+static void image_describe(void *self, FILE *f) {
     image_objective *o = self;
     const image_cfg *c = &o->cfg;
-    fprintf(f, "train image: %s %dx%d (dim %d, depth %d, heads %d, %lld parameters), %d images, batch %d x %d views x accum %d, lr %.3g -> %s\n",
-            c->model.arch, c->model.img, c->model.img, o->enc->cfg.dim, o->enc->cfg.depth, o->enc->cfg.heads,
-            (long long)params_numel(&o->all), o->data.n, o->run.batch, 2, o->run.keys->accum, lc->lr, o->run.keys->out);
+    fprintf(f, "%s, %d heads, %lld parameters, %d images, batch %d x %d views x accum %d", c->model.arch,
+            o->enc->cfg.heads, (long long)params_numel(&o->all), o->data.n, o->run.batch, 2, o->run.keys->accum);
     if (o->gap_rows)
-        fprintf(f, "positives: another frame of the scene >= %d positions and >= %g of it away; %d of %d scene rows have none "
-                   "(a crop view, as the %d rows without a scene)\n", c->positive_gap, c->positive_gap_frac, o->gap_alone,
-                o->gap_rows, o->data.n - o->gap_rows);
+        fprintf(f, "; positives: another frame of the scene >= %d positions and >= %g of it away, %d of %d scene rows have "
+                   "none (a crop view, as the %d rows without a scene)", c->positive_gap, c->positive_gap_frac,
+                o->gap_alone, o->gap_rows, o->data.n - o->gap_rows);
 }
 
 /* The loop's hooks (objective_iface adds the run's); the export is the encoder alone, timm names +
@@ -506,8 +473,9 @@ static const train_objective image_hooks = {.name = "image", .step = image_step,
                                             .export_name = "encoder.safetensors", .exports = "encoder.safetensors"};
 
 train_objective image_objective_iface(image_objective *o) {
-    train_objective t = objective_iface(&image_hooks, o, &o->all, &o->run, o->data.n, 2, o->eval.n > 0);
-    t.export_model = o->model;
+    train_objective t = image_hooks;
+    t.self = o, t.run = o->run;
+    objective_ready(&t, o->model, &o->all, o->data.n, 2, o->eval.n > 0);
     return t;
 }
 
@@ -524,12 +492,11 @@ static void image_specs(void *cfg, key_table *t) {
     key_table_add(t, s, n);
 }
 
-static int image_create(const void *cfg, const train_run *run, train_objective *out) {
-    image_objective *o;
-    int rc = image_new(cfg, run, &o);
-    if (!rc) *out = image_objective_iface(o);
-    return rc;
+static int image_create(const void *cfg, const train_run *run, void *self, train_objective *out) {
+    image_objective *o = self;
+    int rc = image_build(o, cfg, run);
+    return rc ? rc : objective_ready(out, o->model, &o->all, o->data.n, 2, o->eval.n > 0);
 }
 
-OBJECTIVE_DEF(image, image_cfg, NULL, "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
+OBJECTIVE_DEF(image, image_cfg, image_objective, NULL, "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
               "configs/endofinder_image.cfg, configs/demo_image.cfg");

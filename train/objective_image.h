@@ -20,26 +20,18 @@
 
 typedef struct {
     vit_args model;                /* the encoder's model.* keys (nn/models/vit_model.h) */
-    int head_dim;                  /* SSCD projection (EF 512); 0 = no head, contrast the CLS */
-    int dec_dim, dec_depth, dec_heads;
-    /* losses */
-    double mask_ratio;
-    char *masking;                 /* "guided" | "random" */
-    int norm_pix;
-    double w_mae, w_con, tau, entropy_weight;
-    double mix_prob;               /* MixUp/CutMix probability per view (SSCD 0.05) */
-    /* data */
-    char *manifest, *split, *aug;  /* aug: "advanced" | "mae" | "views" */
+#define KEY CFG_FIELD              /* head_dim, decoder, MAE, losses, aug, positives, data, eval (the KEY rows) */
+#define VIEW_KEY(...)
+#include "train/image_keys.def"
+#undef KEY
+#undef VIEW_KEY
     struct {                       /* aug.preset = views: the aug.* strengths (datasets/augment.h aug_view_params) */
-        double crop_min, rotate, vflip, jitter, jitter_prob, grey_prob, blur_prob, blur_max, jpeg_prob;
+#define KEY(...)
+#define VIEW_KEY CFG_FIELD
+#include "train/image_keys.def"
+#undef KEY
+#undef VIEW_KEY
     } view;
-    char *positives;               /* "crops" (SSCD: two augmentations of one image) | "views" (the second is
-                                      another view of the image's scene, when it has one) */
-    int positive_gap;              /* views: the positive is at least this many positions away in its sequence */
-    double positive_gap_frac;      /* views: ... and at least this share of the sequence's training frames
-                                      (the sequence protocol's --gap / --gap-frac; 0 and 0: any other view) */
-    int cache_side;                /* images are cached with this short side (0 = img * 8 / 7) */
-    char *eval_manifest, *eval_split;
 } image_cfg;
 
 /* Defaults = the paper's settings (configs/endofinder_image.cfg spells them out). */

@@ -42,27 +42,9 @@ static void pgcon_defaults(void *cfg, loop_keys *k) {
 
 static void pgcon_specs(void *cfg, key_table *t) {
     pgcon_cfg *c = cfg;
-    OBJ_KEY("pgcon.variant", CFG_STR, variant, "pgcon|wincon", "pgcon | wincon (the batch's WIN views join every term's negatives)");
-    OBJ_KEY("pgcon.negatives", CFG_INT, negatives, "[1, 1000000]", "memory rows drawn per term and sample, none of them the sample (200 PGCon, 500 WINCon)");
-    OBJ_KEY("pgcon.memory_momentum", CFG_DOUBLE, momentum, "[0, 1)", "memory update M_i <- normalize(mu M_i + (1 - mu) z_i)");
-    OBJ_KEY("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    OBJ_KEY("loss.jigsaw_weight", CFG_DOUBLE, w_jig, "[0, inf)", "weight of l(prior, jigsaw)");
-    OBJ_KEY("loss.memory_weight", CFG_DOUBLE, w_mem, "[0, inf)", "weight of l(prior, memory row)");
-    OBJ_KEY("pgcon.side", CFG_INT, side, "[0, 65536]", "centre crop searched for the reddest point (0 = the reference's by image size: 316 / 500)");
-    OBJ_KEY("pgcon.box", CFG_INT, box, "[0, 65536]", "side of the prior box (0 = the reference's: 100 / 150)");
-    OBJ_KEY("pgcon.jigsaw", CFG_INT, jigsaw, "[0, 65536]", "centre crop cut into 3x3 tiles (0 = the reference's: 280 / 300 / 400)");
-    OBJ_KEY("pgcon.prior_out", CFG_INT, prior_out, "[8, 4096]", "prior view side fed to the network (120)");
-    OBJ_KEY("pgcon.tile_out", CFG_INT, tile_out, "[8, 4096]", "jigsaw tile side fed to the network (90)");
-    OBJ_KEY("pgcon.win_out", CFG_INT, win_out, "[8, 4096]", "WIN view side fed to the network (224)");
-    OBJ_KEY("pgcon.eval_crop", CFG_DOUBLE, eval_crop, "(0, 1]", "evaluation centre crop, share of the short side (280/336); exported as the model's input rule");
-    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV)");
-    OBJ_KEY("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = as the files are)");
-    OBJ_KEY("eval.manifest", CFG_STR, eval_manifest, "path", "labelled manifest of the periodic weighted-kNN evaluation");
-    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "its query split");
-    OBJ_KEY("eval.bank_split", CFG_STR, eval_bank_split, "text", "its labelled bank split (the kNN database)");
-    OBJ_KEY("eval.knn_k", CFG_INT, knn_k, "[1, 100000]", "neighbours of the weighted vote (290)");
-    OBJ_KEY("eval.knn_tau", CFG_DOUBLE, knn_tau, "(0, inf)", "temperature of the weighted vote (0.1)");
+#define KEY OBJ_KEY_ROW
+#include "train/pgcon_keys.def"
+#undef KEY
 }
 
 /* ---------------------------------------------------------------- state */
@@ -254,14 +236,12 @@ static int pgcon_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
-static void pgcon_describe(void *self, const train_loop_config *lc, FILE *f) {
+static void pgcon_describe(void *self, FILE *f) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
-    fprintf(f, "train pgcon: %s (%s%s), projection %d, %d images, batch %d x accum %d, %d negatives per term, views "
-               "%d / %d x 9%s, lr %.3g (%s) -> %s\n",
-            c->variant, c->model.arch, o->wincon ? ", with WIN negatives" : "", o->D, o->data.n, o->run.batch,
-            o->run.keys->accum, o->k, c->prior_out, c->tile_out, o->wincon ? " + WIN" : "", lc->lr,
-            lc->restart_epochs > 0 ? "cosine with warm restarts" : "cosine", o->run.keys->out);
+    fprintf(f, "%s%s, %d images, batch %d x accum %d, %d negatives per term, views %d / %d x 9%s", c->variant,
+            o->wincon ? " (with WIN negatives)" : "", o->data.n, o->run.batch, o->run.keys->accum, o->k, c->prior_out,
+            c->tile_out, o->wincon ? " + WIN" : "");
 }
 
 /* ---------------------------------------------------------------- create */
@@ -288,7 +268,7 @@ static const train_objective pgcon_hooks = {.name = "pgcon", .step = pgcon_step,
                                             .describe = pgcon_describe, .free = pgcon_free,
                                             .export_name = "encoder.safetensors", .exports = "encoder.safetensors"};
 
-static int pgcon_create(const void *cfgv, const train_run *run, train_objective *out) {
+static int pgcon_create(const void *cfgv, const train_run *run, void *self, train_objective *out) {
     const pgcon_cfg *c = cfgv;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
@@ -297,31 +277,29 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     if (c->w_jig <= 0 && c->w_mem <= 0) return er_fail(ER_INPUT, "loss.jigsaw_weight and loss.memory_weight are both 0");
     if (c->box == 1) return er_fail(ER_INPUT, "pgcon.box = 1: the prior box needs a side of at least 2");
     if ((rc = pgcon_memory_check(c, run))) return rc; /* before anything is allocated */
-    pgcon_objective *o = xcalloc(1, sizeof *o);
+    pgcon_objective *o = self;
     o->cfg = *c;
     o->wincon = !strcmp(c->variant, "wincon");
     o->geom = (pgcon_geometry){c->side, c->box / 2, c->jigsaw, c->prior_out, c->tile_out, c->win_out};
     o->run = *run;
-    if ((rc = resnet_arch.create(&c->model, run->seed, &o->model))) { free(o); return rc; }
+    if ((rc = resnet_arch.create(&c->model, run->seed, &o->model))) return rc;
     o->net = o->model->impl;
     o->D = c->model.proj;
     model_input in = objective_input("wce", (float)c->eval_crop);
     model_set_input(o->model, in);
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) goto fail;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, c->cache_side > 0 ? c->cache_side : 1 << 30))) return rc;
     int N = o->data.n;
-    if (c->negatives > N - 1) {
-        rc = er_fail(ER_INPUT, "pgcon.negatives = %d: %s split '%s' has %d images, so at most %d other rows to draw from",
-                     c->negatives, c->manifest, c->split ? c->split : "", N, N - 1);
-        goto fail;
-    }
+    if (c->negatives > N - 1)
+        return er_fail(ER_INPUT, "pgcon.negatives = %d: %s split '%s' has %d images, so at most %d other rows to draw from",
+                       c->negatives, c->manifest, c->split ? c->split : "", N, N - 1);
     o->k = c->negatives;
     params_add_all(&o->all, &o->net->params);
-    if ((rc = model_to_device(o->model, device)) || (rc = memory_bank_new(&o->mem, "memory_bank", N, o->D, device))) goto fail;
+    if ((rc = model_to_device(o->model, device)) || (rc = memory_bank_new(&o->mem, "memory_bank", N, o->D, device))) return rc;
     params_add(&o->all, o->mem.t); /* zeros: filled at the first step */
     if (c->eval_manifest && c->eval_manifest[0] &&
         ((rc = labelled_rows_load(&o->bank, c->eval_manifest, c->eval_bank_split, o->model->img, &in)) ||
          (rc = labelled_rows_load(&o->query, c->eval_manifest, c->eval_split, o->model->img, &in))))
-        goto fail;
+        return rc;
     int B = k->batch, b = o->run.local_batch, k2 = o->k, D = o->D;
     o->views = xcalloc(o->run.threads, sizeof(pgcon_views));
     o->seen = xcalloc((size_t)o->run.threads * N, 1);
@@ -332,19 +310,14 @@ static int pgcon_create(const void *cfgv, const train_run *run, train_objective 
     o->xw_off = host_batch_reserve(&bytes, o->wincon ? (size_t)b * 3 * c->win_out * c->win_out * sizeof(float) : 0);
     o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
     o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, N, bytes, pgcon_fill, o))) { rc = ER_RUNTIME; goto fail; }
+    if (!(o->hb = host_batch_new(run, N, bytes, pgcon_fill, o))) return ER_RUNTIME;
     o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
     o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
-    *out = objective_iface(&pgcon_hooks, o, &o->all, run, N, 1, o->query.n > 0);
-    out->export_model = o->model;
-    return ER_OK;
-fail:
-    pgcon_free(o);
-    return rc;
+    return objective_ready(out, o->model, &o->all, N, 1, o->query.n > 0);
 }
 
-OBJECTIVE_DEF(pgcon, pgcon_cfg, &resnet_arch,
+OBJECTIVE_DEF(pgcon, pgcon_cfg, pgcon_objective, &resnet_arch,
               "PGCon / WINCon (ResNet, redness-prior + jigsaw views, memory bank, within-instance negatives)",
               "configs/pgcon.cfg, configs/wincon.cfg, configs/demo_pgcon.cfg");

@@ -30,20 +30,9 @@
 
 typedef struct {
     resnet_args model;             /* model.* keys (nn/models/resnet_model.h); proj 128, jigsaw 9 */
-    char *variant;                 /* "pgcon" | "wincon" */
-    int negatives;                 /* k memory rows per term (PGCon 200, WINCon 500) */
-    double tau, momentum;          /* 0.07; memory momentum 0.5 */
-    double w_jig, w_mem;           /* 0.5 / 0.5 */
-    /* view geometry: 0 = the reference's, by image size (pgcon_geometry_for) */
-    int side, box, jigsaw;
-    int prior_out, tile_out, win_out; /* 120, 90, 224 */
-    double eval_crop;              /* centre crop of the evaluation transform, share of the short side */
-    /* data */
-    char *manifest, *split;
-    int cache_side;                /* images cached with this short side (0 = as they are) */
-    char *eval_manifest, *eval_split, *eval_bank_split;
-    int knn_k;                     /* 290 */
-    double knn_tau;                /* 0.1 */
+#define KEY CFG_FIELD
+#include "train/pgcon_keys.def"    /* variant, negatives, momentum, tau, w_jig, w_mem, geometry, data, eval */
+#undef KEY
 } pgcon_cfg;
 
 extern const objective_def objective_pgcon;

@@ -39,21 +39,9 @@ static void scene_defaults(void *cfg, loop_keys *k) {
 
 static void scene_specs(void *cfg, key_table *t) {
     scene_cfg *c = cfg;
-    OBJ_KEY("scene.views", CFG_INT, views, "[2, 64]", "views per scene in training (each held out once as the target)");
-    OBJ_KEY("scene.mask_ratio", CFG_DOUBLE, mask_ratio, "(0, 1)", "share of the target's patches removed (random masking)");
-    OBJ_KEY("scene.recon", CFG_STR, recon, "all|one", "reconstruct every combination's target (code) | one per scene (paper)");
-    OBJ_KEY("scene.aug", CFG_STR, aug, "scene|advanced|mae|eval", "scene (EFS transform, no overlays/MixUp) | advanced (SSCD's) | mae (crop + flip) | eval (resize only)");
-    OBJ_KEY("scene.share_views", CFG_BOOL, share_views, NULL, "encode each view once per step (a deviation: faster)");
-    OBJ_KEY("scene.encode_batch", CFG_INT, encode_batch, "[1, 65536]", "images per frozen-encoder chunk");
-    OBJ_KEY("loss.mse_weight", CFG_DOUBLE, w_mse, "[0, inf)", "weight of the reconstruction MSE (0 = no decoder)");
-    OBJ_KEY("loss.con_weight", CFG_DOUBLE, w_con, "[0, inf)", "weight of InfoNCE + entropy");
-    OBJ_KEY("loss.tau", CFG_DOUBLE, tau, "(0, inf)", "InfoNCE temperature");
-    OBJ_KEY("loss.entropy_weight", CFG_DOUBLE, entropy_weight, "[0, inf)", "KoLeo entropy weight (EFS 5)");
-    OBJ_KEY("data.manifest", CFG_STR, manifest, "path", "training manifest (CSV with scene and view columns)");
-    OBJ_KEY("data.split", CFG_STR, split, "text", "rows of this split train ('' = all rows)");
-    OBJ_KEY("data.cache_side", CFG_INT, cache_side, "[0, 65536]", "short side of the in-memory image cache (0 = img*8/7)");
-    OBJ_KEY("eval.manifest", CFG_STR, eval_manifest, "path", "held-out manifest: scene re-ID, views 0+1 against 2+3");
-    OBJ_KEY("eval.split", CFG_STR, eval_split, "text", "split of eval.manifest ('' = all rows)");
+#define KEY OBJ_KEY_ROW
+#include "train/scene_keys.def"
+#undef KEY
 }
 
 
@@ -312,15 +300,12 @@ static int scene_eval(void *self, int64_t step, char *buf, size_t n) {
     return rc;
 }
 
-static void scene_describe(void *self, const train_loop_config *lc, FILE *f) {
+static void scene_describe(void *self, FILE *f) {
     scene_objective *o = self;
-    char d[300];
-    model_describe(o->model, d, sizeof d);
-    fprintf(f, "train scene: %s; %lld trainable parameters (image encoder frozen), %d scenes x %d views (%d with fewer "
-               "views skipped), batch %d scenes x %d combinations, recon %s, %s views, lr %.3g -> %s\n",
-            d, (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)), o->nscenes,
-            o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon, o->cfg.share_views ? "shared" : "per-combination", lc->lr,
-            o->run.keys->out);
+    fprintf(f, "%lld trainable parameters (image encoder frozen), %d scenes x %d views (%d with fewer views skipped), "
+               "batch %d scenes x %d combinations, recon %s, %s views",
+            (long long)(params_numel(scene_model_all_params(o->model)) - params_numel(&o->enc->params)), o->nscenes,
+            o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon, o->cfg.share_views ? "shared" : "per-combination");
 }
 
 /* The loop's hooks (objective_iface adds the run's); the export is the inference model (frozen ViT +
@@ -330,12 +315,12 @@ static const train_objective scene_hooks = {.name = "scene", .rate_unit = "scene
                                             .free = scene_free, .export_name = "scene_encoder.safetensors",
                                             .exports = "scene_encoder.safetensors"};
 
-static int scene_create(const void *cfg, const train_run *run, train_objective *out) {
+static int scene_create(const void *cfg, const train_run *run, void *self, train_objective *out) {
     const scene_cfg *c = cfg;
     const loop_keys *k = run->keys;
     int device = run->device, rc;
     if (c->w_mse <= 0 && c->w_con <= 0) return er_fail(ER_INPUT, "both loss weights are 0: nothing to train");
-    scene_objective *o = xcalloc(1, sizeof *o);
+    scene_objective *o = self;
     o->cfg = *c;
     o->run = *run;
     o->V = c->views;
@@ -343,9 +328,9 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     o->use_con = c->w_con > 0;
     o->recon_all = !strcmp(c->recon, "all");
     o->aug = !strcmp(c->aug, "advanced") ? AUG_ADVANCED : !strcmp(c->aug, "mae") ? AUG_MAE : !strcmp(c->aug, "eval") ? AUG_EVAL : AUG_SCENE;
-    if ((rc = scene_model_new(&c->model, run->seed, o->use_mse, &o->model))) goto fail;
+    if ((rc = scene_model_new(&c->model, run->seed, o->use_mse, &o->model))) return rc;
     if (device != DEV_CPU) { /* built on the host, then every tensor moves (the decoder's too) */
-        if ((rc = params_to_device(scene_model_all_params(o->model), device))) goto fail;
+        if ((rc = params_to_device(scene_model_all_params(o->model), device))) return rc;
         o->model->device = device;
     }
     o->enc = scene_model_vit(o->model);
@@ -356,13 +341,13 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     o->D = o->enc->cfg.dim;
     o->T = 1 + o->enc->cfg.registers + o->K;
     o->N = k->batch * o->V;
-    if ((rc = scene_memory_check(o, k))) goto fail;
+    if ((rc = scene_memory_check(o, k))) return rc;
     int side = c->cache_side > 0 ? c->cache_side : o->S * 8 / 7;
-    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) goto fail;
-    if ((rc = group_scenes(o))) goto fail;
+    if ((rc = image_cache_load(&o->data, c->manifest, c->split, side))) return rc;
+    if ((rc = group_scenes(o))) return rc;
     if (c->eval_manifest && c->eval_manifest[0] &&
         (rc = view_rows_load(&o->eval, c->eval_manifest, c->eval_split, o->S)))
-        goto fail;
+        return rc;
     int B = k->batch, V = o->V, N = o->N, L = o->L, Nl = o->run.local_batch * V, nrec = o->recon_all ? Nl : o->run.local_batch;
     int ninputs = c->share_views ? o->run.local_batch * V : Nl * (V - 1); /* this rank's */
     size_t img = (size_t)3 * o->S * o->S;
@@ -371,8 +356,8 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     size_t bytes = 0;
     host_batch_reserve(&bytes, (size_t)(ninputs + (o->use_mse ? nrec : 0)) * img * sizeof(float));
     o->rec_off = host_batch_reserve(&bytes, (size_t)nrec * sizeof(int32_t));
-    if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) { rc = ER_RUNTIME; goto fail; }
-    if ((rc = scene_frozen_new(&o->fz, o->enc, ninputs, o->use_mse ? nrec : 0, o->K))) goto fail;
+    if (!(o->hb = host_batch_new(run, o->nscenes, bytes, scene_fill, o))) return ER_RUNTIME;
+    if ((rc = scene_frozen_new(&o->fz, o->enc, ninputs, o->use_mse ? nrec : 0, o->K))) return rc;
     o->mask = xmalloc((size_t)N * L * sizeof(float));
     o->shuffle = xmalloc((size_t)N * L * sizeof(int32_t));
     o->restore = xmalloc((size_t)N * L * sizeof(int32_t));
@@ -382,14 +367,9 @@ static int scene_create(const void *cfg, const train_run *run, train_objective *
     o->ids = xmalloc(N * sizeof(int));
     for (int i = 0; i < N; i++) o->ids[i] = i / V;
     sscd_match_from_ids(o->ids, N, o->match);
-    *out = objective_iface(&scene_hooks, o, scene_model_all_params(o->model), run, o->nscenes, 1, o->eval.n > 0);
-    out->export_model = o->model;
-    return ER_OK;
-fail:
-    scene_free(o);
-    return rc;
+    return objective_ready(out, o->model, scene_model_all_params(o->model), o->nscenes, 1, o->eval.n > 0);
 }
 
-OBJECTIVE_DEF(scene, scene_cfg, &scene_arch,
+OBJECTIVE_DEF(scene, scene_cfg, scene_objective, &scene_arch,
               "EndoFinder-Scene: scene encoder + cross-attention reconstruction on a frozen image encoder",
               "configs/endofinder_scene.cfg, configs/demo_scene.cfg");

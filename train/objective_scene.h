@@ -36,15 +36,9 @@
 
 typedef struct {
     scene_args model;              /* model.arch, scene.image_encoder, model.scene_*, model.decoder_* */
-    int views;                     /* V views per scene in training (4) */
-    double mask_ratio;             /* random masking of the target (0.5) */
-    char *recon, *aug;             /* "all" | "one";  "scene" | "advanced" */
-    int share_views;
-    int encode_batch;              /* images per frozen-encoder chunk */
-    double w_mse, w_con, tau, entropy_weight;
-    char *manifest, *split;
-    int cache_side;
-    char *eval_manifest, *eval_split;
+#define KEY CFG_FIELD
+#include "train/scene_keys.def"    /* views, mask_ratio, recon, aug, ..., manifest, split, eval_manifest ... */
+#undef KEY
 } scene_cfg;
 
 /* The registry entry (train/objective.c). */

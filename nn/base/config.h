@@ -34,6 +34,17 @@ typedef struct {
     const char *range; /* see above; NULL only for booleans */
 } cfg_spec;
 
+/* A key list declares a config struct's fields and its key table at once, so that a key's name,
+ * value type, C type, range and help cannot disagree: a .def file of rows
+ *   KEY(field, TYPE, "section.name", "range", "help")      TYPE: INT, DOUBLE, STR or BOOL
+ * included once with `#define KEY CFG_FIELD` inside the struct (a row becomes `int field;` ...) and
+ * once where the table is built, with KEY turning a row into a cfg_spec bound to &c->field. */
+#define CFG_CTYPE_INT int
+#define CFG_CTYPE_DOUBLE double
+#define CFG_CTYPE_STR char *
+#define CFG_CTYPE_BOOL int
+#define CFG_FIELD(field, type, key, range, help) CFG_CTYPE_##type field;
+
 /* Read a config file into the spec table. String values replace (and free) earlier ones only when
  * they were set by this module; initial string defaults must be NULL or set with cfg_set_str. */
 int cfg_load(const char *path, const cfg_spec *specs, int n);

@@ -1,7 +1,8 @@
 /* The objective registry and `endoret train`: the image objective is registered; an unknown
  * objective, a bad optimizer name and momentum out of range are exit 2 with one message naming what
  * is wrong; the effective config is the objective's keys then the loop's shared keys, in the order
- * the checkpoints store; objective_iface keeps an objective's hooks and drops eval without a set. */
+ * the checkpoints store; objective_create owns an objective's state, keeps its hooks and drops eval
+ * without a set. */
 #include <string.h>
 
 #include "nn/base/base.h"
@@ -115,9 +116,20 @@ Test(train_objective, config_text_is_objective_then_loop_keys) {
     objective_config_free(&oc);
 }
 
-/* objective_iface finishes every objective's create: the objective's static hooks kept as they are,
- * except eval, dropped when no evaluation set was loaded (the loop then logs no eval line); the run's
- * part filled in: steps per epoch = items / (batch x accum), at least 1, and the progress rate. */
+/* objective_create owns an objective's state: it allocates state_size zeroed bytes, starts the
+ * interface from the objective's static hooks (kept as they are, except eval, dropped when no
+ * evaluation set was loaded), and frees the state once with the hooks' free when create fails
+ * half-way; objective_ready fills in steps per epoch = items / (batch x accum), at least 1, and the
+ * progress rate. A fake objective, so that its hooks can count. */
+typedef struct {
+    int fail, items, has_eval;
+} fake_cfg;
+typedef struct {
+    char *owned; /* allocated by create before it can fail */
+    param_list params;
+} fake_state;
+static int fake_frees;
+static void *fake_freed;
 static tensor *no_step(void *self, int64_t step, int micro, loss_terms *terms) {
     (void)self, (void)step, (void)micro, (void)terms;
     return NULL;
@@ -126,26 +138,67 @@ static int no_eval(void *self, int64_t step, char *buf, size_t n) {
     (void)self, (void)step, (void)buf, (void)n;
     return 0;
 }
-static void no_free(void *self) { (void)self; }
+static void fake_free(void *self) {
+    fake_state *s = self;
+    fake_frees++, fake_freed = self;
+    free(s->owned);
+    free(s);
+}
+static void fake_defaults(void *cfg, loop_keys *k) {
+    ((fake_cfg *)cfg)->items = 20;
+    k->batch = 4, k->accum = 2;
+}
+static void fake_specs(void *cfg, key_table *t) {
+    fake_cfg *c = cfg;
+    OBJ_KEY("fake.fail", CFG_INT, fail, "[0, 1]", "1: fail after allocating");
+    OBJ_KEY("fake.items", CFG_INT, items, "[0, inf)", "training items");
+    OBJ_KEY("fake.eval", CFG_INT, has_eval, "[0, 1]", "an evaluation set is loaded");
+}
+static int fake_create(const void *cfg, const train_run *run, void *self, train_objective *out) {
+    const fake_cfg *c = cfg;
+    fake_state *s = self;
+    cr_assert(!s->owned && !s->params.n, "the state starts zeroed");
+    cr_assert(out->self == self && out->step == no_step && out->run.batch == run->batch, "hooks, self and run are set");
+    s->owned = xmalloc(64);
+    if (c->fail) return er_fail(ER_INPUT, "fake: failed half-way");
+    return objective_ready(out, NULL, &s->params, c->items, 2, c->has_eval);
+}
+static const train_objective fake_hooks = {.name = "fake", .rate_unit = "scenes", .step = no_step, .eval = no_eval,
+                                           .free = fake_free, .export_name = "e.safetensors", .exports = "e.safetensors"};
+static const objective_def fake_def = {.name = "fake", .help = "a test objective", .cfg_size = sizeof(fake_cfg),
+                                       .defaults = fake_defaults, .specs = fake_specs, .state_size = sizeof(fake_state),
+                                       .hooks = &fake_hooks, .create = fake_create};
 
-Test(train_objective, iface_keeps_the_hooks_and_drops_eval_without_a_set) {
-    static const train_objective hooks = {.name = "t", .rate_unit = "scenes", .step = no_step, .eval = no_eval,
-                                          .free = no_free, .export_name = "e.safetensors", .exports = "e.safetensors"};
-    loop_keys k;
-    loop_keys_defaults(&k, "t");
-    k.accum = 2;
-    train_run run = {.keys = &k, .batch = 4, .world_size = 1};
-    param_list params = {0};
-    int self;
-    train_objective t = objective_iface(&hooks, &self, &params, &run, 20, 2, 1);
-    cr_assert(t.eval == no_eval && t.step == no_step && t.free == no_free && !strcmp(t.name, "t"));
+static int fake_run(const char *items, const char *eval, const char *fail, train_objective *t) {
+    objective_config oc;
+    objective_config_init(&oc, &fake_def);
+    char *sets[] = {(char *)items, (char *)eval, (char *)fail};
+    cr_assert_eq(objective_config_load(&oc, NULL, sets, 3), 0, "%s", er_msg());
+    int rc = objective_create(&oc, t);
+    objective_config_free(&oc);
+    return rc;
+}
+
+Test(train_objective, create_owns_the_state_keeps_the_hooks_and_drops_eval_without_a_set) {
+    train_objective t;
+    fake_frees = 0;
+    cr_assert_eq(fake_run("fake.items=20", "fake.eval=1", "fake.fail=0", &t), 0, "%s", er_msg());
+    cr_assert(t.eval == no_eval && t.step == no_step && t.free == fake_free && !strcmp(t.name, "fake"));
     cr_assert(!strcmp(t.rate_unit, "scenes") && !strcmp(t.export_name, "e.safetensors") && !strcmp(t.exports, "e.safetensors"));
-    cr_assert(t.self == &self && t.params == &params && t.run.keys == &k);
+    cr_assert(t.self && t.params == &((fake_state *)t.self)->params && t.run.batch == 4 && t.run.keys);
     cr_assert_eq(t.steps_per_epoch, 2, "20 items / (batch 4 x accum 2)");
     cr_assert_eq(t.images_per_step, 16, "2 views x batch 4 x accum 2");
-    t = objective_iface(&hooks, &self, &params, &run, 3, 1, 0);
+    void *self = t.self;
+    t.free(t.self);
+    cr_assert(fake_frees == 1 && fake_freed == self);
+    cr_assert_eq(fake_run("fake.items=3", "fake.eval=0", "fake.fail=0", &t), 0, "%s", er_msg());
     cr_assert_null(t.eval, "no evaluation set: no eval hook");
-    cr_assert(t.step == no_step && t.free == no_free);
+    cr_assert(t.step == no_step && t.free == fake_free);
     cr_assert_eq(t.steps_per_epoch, 1, "fewer items than a step: still one step per epoch");
-    loop_keys_free(&k);
+    t.free(t.self);
+    fake_frees = 0;
+    cr_assert_eq(fake_run("fake.items=20", "fake.eval=1", "fake.fail=1", &t), ER_INPUT);
+    cr_assert(strstr(er_msg(), "failed half-way"), "%s", er_msg());
+    cr_assert_eq(fake_frees, 1, "a failed create's state is freed once, by the hooks' free (%d)", fake_frees);
+    cr_assert(!t.self && !t.step, "a failed create leaves no interface behind");
 }
