@@ -85,7 +85,7 @@ static int kernels_main(int B, int iters) {
     double total = 0;
     printf("{\"mode\": \"kernels\", \"batch\": %d, \"threads\": %d}\n", B, omp_get_max_threads());
     TIME_KERNEL("gelu forward [R,1536]", 1, be->unary(UN_GELU, R * HID, x, y, 0, 0));
-    TIME_KERNEL("gelu backward [R,1536]", 1, be->unary_backward(UN_GELU, R * HID, x, y, g, gx, 0, 0));
+    TIME_KERNEL("gelu backward [R,1536]", 1, be->unary_backward(UN_GELU, R * HID, x, y, g, gx, 0, 0, 1));
     TIME_KERNEL("layernorm forward [R,384]", 2, be->layernorm(R, C, ER_F32, x, w, bb, 1e-6f, ER_F32, y, stats, stats + R));
     TIME_KERNEL("layernorm backward [R,384]", 2, be->layernorm_backward(R, C, ER_F32, x, w, stats, stats + R, ER_F32, g, gx, w, bb, lnwork));
     /* bf16 storage (issue #27): the residual stream's layernorm writing bf16 and taking a bf16

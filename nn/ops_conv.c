@@ -14,12 +14,13 @@ static int need_4d(const char *op, const tensor *x) {
 
 static void conv2d_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
-    tensor *gx = grad_buf(x), *gw = grad_buf(w), *gb = grad_buf(b);
+    int fresh; /* a fresh gx is written, not zero-filled and added to */
+    tensor *gx = grad_buf_fresh(x, &fresh), *gw = grad_buf(w), *gb = grad_buf(b);
     const conv2d_args *a = n->ctx;
     arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->conv2d_backward_workspace(a));
     BE(x)->conv2d_backward(a, x->data, w->data, y->grad->data, gx ? gx->data : NULL,
-                           gw ? gw->data : NULL, gb ? gb->data : NULL, work);
+                           gw ? gw->data : NULL, gb ? gb->data : NULL, work, !fresh);
     ops_release(x->device, m);
 }
 
@@ -97,14 +98,15 @@ typedef struct {
 
 static void batchnorm_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
-    tensor *gx = grad_buf(x), *gw = grad_buf(w), *gb = grad_buf(b);
+    int fresh; /* a fresh gx is written, not zero-filled and added to */
+    tensor *gx = grad_buf_fresh(x, &fresh), *gw = grad_buf(w), *gb = grad_buf(b);
     const bn_ctx *c = n->ctx;
     int64_t N = x->shape[0], C = x->shape[1], HW = tensor_numel(x) / (N * C);
     arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->batchnorm_backward_workspace(N, C, HW));
     BE(x)->batchnorm_backward(N, C, HW, x->data, c->w, c->stats, c->stats + C, y->grad->data,
                               c->training, c->eps, gx ? gx->data : NULL, gw ? gw->data : NULL,
-                              gb ? gb->data : NULL, work);
+                              gb ? gb->data : NULL, work, !fresh);
     ops_release(x->device, m);
 }
 

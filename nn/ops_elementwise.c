@@ -87,10 +87,11 @@ tensor *op_div(tensor *a, tensor *b) { return binary("div", BIN_DIV, a, b); }
 /* ---- unary maps ---- */
 
 static void unary_backward(tape_node *n) {
-    tensor *x = n->in[0], *gx = grad_buf(x), *y = n->out;
+    int fresh; /* a fresh gx is written, not zero-filled and added to */
+    tensor *x = n->in[0], *gx = grad_buf_fresh(x, &fresh), *y = n->out;
     if (!gx) return;
     BE(x)->unary_backward((int)n->i[0], tensor_numel(x), x->data, y->data, y->grad->data, gx->data,
-                          n->f[0], n->f[1]);
+                          n->f[0], n->f[1], !fresh);
 }
 
 static tensor *unary(const char *name, int op, tensor *x, float alpha, float beta) {

@@ -62,10 +62,11 @@ size_t cpu_batchnorm_backward_workspace(int64_t N, int64_t C, int64_t HW) { retu
 
 /* With xh = (x - mean) * rstd, per channel: gb += sum gy, gw += sum gy xh, and
  *   training: gx += w rstd (gy - sum(gy) / M - xh sum(gy xh) / M)
- *   eval:     gx += w rstd gy */
+ *   eval:     gx += w rstd gy
+ * (gx = 0 + ... with gx_acc 0, gx not read) */
 void cpu_batchnorm_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
                             const float *mean, const float *rstd, const float *gy, int training,
-                            float eps, float *gx, float *gw, float *gb, float *work) {
+                            float eps, float *gx, float *gw, float *gb, float *work, int gx_acc) {
     const int64_t M = N * HW, plane = C * HW;
     #pragma omp parallel for if (N * C * HW > CPU_PAR_MIN)
     for (int64_t c = 0; c < C; c++) {
@@ -88,8 +89,13 @@ void cpu_batchnorm_backward(int64_t N, int64_t C, int64_t HW, const float *x, co
         for (int64_t n = 0; n < N; n++) {
             const float *xc = x + n * plane + c * HW, *gc = gy + n * plane + c * HW;
             float *o = gx + n * plane + c * HW;
-            #pragma omp simd
-            for (int64_t i = 0; i < HW; i++) o[i] += k * (gc[i] - m1 - (xc[i] - mu) * rs * m2);
+            if (gx_acc) {
+                #pragma omp simd
+                for (int64_t i = 0; i < HW; i++) o[i] += k * (gc[i] - m1 - (xc[i] - mu) * rs * m2);
+            } else {
+                #pragma omp simd
+                for (int64_t i = 0; i < HW; i++) o[i] = 0.0f + k * (gc[i] - m1 - (xc[i] - mu) * rs * m2);
+            }
         }
     }
 }

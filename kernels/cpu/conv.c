@@ -217,9 +217,10 @@ void cpu_conv2d(const conv2d_args *a, const float *x, const float *w, const floa
     FOR_GROUPS(a, work, forward_group(a, n0, nb, x, w, b, y, col, par));
 }
 
-/* gx of images [n0, n0 + nb) += col2im(w^T @ gy) (per group of channels, per tile). */
+/* gx of images [n0, n0 + nb) += col2im(w^T @ gy) (per group of channels, per tile); acc 0: =, gx not
+ * read (the group's gx zeroed here for col2im's additions, or the direct product with beta 0). */
 static void backward_data_group(const conv2d_args *a, int n0, int nb, const float *w,
-                                const float *gy, float *gx, float *col, int par) {
+                                const float *gy, float *gx, float *col, int par, int acc) {
     const int G = a->groups, Kg = a->K / G, Cg = a->C / G;
     const int64_t PQ = (int64_t)a->P * a->Q, CgRS = (int64_t)Cg * a->R * a->S, CHW = (int64_t)a->C * a->H * a->W;
     if (direct(a)) { /* gx_n[C, HW] += w^T @ gy_n directly */
@@ -227,9 +228,10 @@ static void backward_data_group(const conv2d_args *a, int n0, int nb, const floa
         float *gxn = gx + n0 * CHW;
         for (int g = 0; g < G; g++)
             sgemm(sgemm_precision_of(a->compute), 1, 0, Cg, (int)PQ, Kg, 1.0f, w + (int64_t)g * Kg * Cg, Cg, gyn + g * Kg * PQ,
-                  (int)PQ, 1.0f, gxn + g * Cg * PQ, (int)PQ);
+                  (int)PQ, acc ? 1.0f : 0.0f, gxn + g * Cg * PQ, (int)PQ);
         return;
     }
+    if (!acc) memset(gx + n0 * CHW, 0, (size_t)nb * CHW * sizeof(float)); /* col2im adds overlapping windows */
     const int tr = tile_rows(a);
     for (int p0 = 0; p0 < a->P; p0 += tr) {
         int p1 = p0 + tr < a->P ? p0 + tr : a->P, nc = nb * (p1 - p0) * a->Q;
@@ -281,7 +283,7 @@ static void backward_filter_group(const conv2d_args *a, int n0, int nb, const fl
 }
 
 void cpu_conv2d_backward(const conv2d_args *a, const float *x, const float *w, const float *gy,
-                         float *gx, float *gw, float *gb, float *work) {
+                         float *gx, float *gw, float *gb, float *work, int gx_acc) {
     const int64_t PQ = (int64_t)a->P * a->Q;
     if (gb) { /* gb[k] += sum over images and positions, in double */
         #pragma omp parallel for if ((int64_t)a->N * a->K * PQ > CPU_PAR_MIN)
@@ -295,7 +297,7 @@ void cpu_conv2d_backward(const conv2d_args *a, const float *x, const float *w, c
             gb[k] += (float)s;
         }
     }
-    if (gx) FOR_GROUPS(a, work, backward_data_group(a, n0, nb, w, gy, gx, col, par));
+    if (gx) FOR_GROUPS(a, work, backward_data_group(a, n0, nb, w, gy, gx, col, par, gx_acc));
     if (gw) { /* one shared gw: groups in turn, in a fixed order */
         const int gi = group_images(a);
         for (int n0 = 0; n0 < a->N; n0 += gi)

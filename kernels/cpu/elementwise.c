@@ -136,24 +136,34 @@ void cpu_unary(int op, int64_t n, const float *x, float *y, float alpha, float b
 }
 
 void cpu_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy, float *gx,
-                        float alpha, float beta) {
+                        float alpha, float beta, int accumulate) {
     if (op == UN_GELU && (cpu_simd() || cpu_simd_avx2())) {
         int64_t nb = (n + SIMD_CHUNK - 1) / SIMD_CHUNK;
         int wide = cpu_simd();
         #pragma omp parallel for if (n > CPU_PAR_MIN)
         for (int64_t b = 0; b < nb; b++) {
             int64_t i0 = b * SIMD_CHUNK, len = n - i0 < SIMD_CHUNK ? n - i0 : SIMD_CHUNK;
+            if (!accumulate) memset(gx + i0, 0, (size_t)len * sizeof(float)); /* the chunk, cache-hot */
             if (wide) gelu_backward_avx512(len, x + i0, gy + i0, gx + i0);
             else gelu_backward_avx2(len, x + i0, gy + i0, gx + i0);
         }
         return;
     }
-#define MAPB(EXPR)                                                                       \
-    _Pragma("omp parallel for simd if (n > CPU_PAR_MIN)") for (int64_t i = 0; i < n; i++) { \
-        float v = x[i], w = y[i], g = gy[i];                                             \
-        (void)v; (void)w;                                                                \
-        gx[i] += (EXPR);                                                                 \
-    }                                                                                    \
+    /* accumulate 0: gx = 0 + the term, the bits of a zero-filled buffer added to, gx not read */
+#define MAPB(EXPR)                                                                           \
+    if (accumulate) {                                                                        \
+        _Pragma("omp parallel for simd if (n > CPU_PAR_MIN)") for (int64_t i = 0; i < n; i++) { \
+            float v = x[i], w = y[i], g = gy[i];                                             \
+            (void)v; (void)w;                                                                \
+            gx[i] += (EXPR);                                                                 \
+        }                                                                                    \
+    } else {                                                                                 \
+        _Pragma("omp parallel for simd if (n > CPU_PAR_MIN)") for (int64_t i = 0; i < n; i++) { \
+            float v = x[i], w = y[i], g = gy[i];                                             \
+            (void)v; (void)w;                                                                \
+            gx[i] = 0.0f + (EXPR);                                                           \
+        }                                                                                    \
+    }                                                                                        \
     break;
     switch (op) {
     case UN_AFFINE: MAPB(alpha * g)

@@ -188,16 +188,17 @@ size_t cu_conv2d_backward_workspace(const conv2d_args *a) {
 }
 
 void cu_conv2d_backward(const conv2d_args *a, const float *x, const float *w, const float *gy,
-                        float *gx, float *gw, float *gb, float *work) {
+                        float *gx, float *gw, float *gb, float *work, int gx_acc) {
     cudnnHandle_t h = conv_descs(a);
     if (!h) return;
-    const float one = 1.0f; /* beta 1: every gradient accumulates */
+    /* beta 1: the gradients accumulate; gx's beta 0 (a fresh buffer) writes it without reading */
+    const float one = 1.0f, zero = 0.0f;
     if (gb) DNN(cudnnConvolutionBackwardBias(h, &one, g_d.y, gy, &one, g_d.b, gb));
     if (gx) {
         cudnnConvolutionBwdDataAlgoPerf_t p;
         if (bwd_data_algo(h, a, &p))
             DNN(cudnnConvolutionBackwardData(h, &one, g_d.w, w, g_d.y, gy, g_d.conv, p.algo, work,
-                                             p.memory, &one, g_d.x, gx));
+                                             p.memory, gx_acc ? &one : &zero, g_d.x, gx));
     }
     if (gw) {
         cudnnConvolutionBwdFilterAlgoPerf_t p;
@@ -277,7 +278,7 @@ void cu_batchnorm(int64_t N, int64_t C, int64_t HW, const float *x, const float 
  * is given, gx += w rstd (gy - [training] (sg + xh sgx) / M). */
 __global__ void k_bn_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
                               const float *mean, const float *rstd, const float *gy, int training,
-                              float *gx, float *gw, float *gb) {
+                              float *gx, float *gw, float *gb, int gx_acc) {
     const int64_t c = blockIdx.x, M = N * HW;
     const float mu = mean[c], rs = rstd[c];
     double sg = 0, sgx = 0;
@@ -297,7 +298,7 @@ __global__ void k_bn_backward(int64_t N, int64_t C, int64_t HW, const float *x, 
     const float m2 = training ? (float)(sgx / (double)M) : 0.0f;
     for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
         int64_t i = (j / HW * C + c) * HW + j % HW;
-        gx[i] += k * (gy[i] - m1 - (x[i] - mu) * rs * m2);
+        gx[i] = (gx_acc ? gx[i] : 0.0f) + k * (gy[i] - m1 - (x[i] - mu) * rs * m2);
     }
 }
 
@@ -307,19 +308,19 @@ size_t cu_batchnorm_backward_workspace(int64_t N, int64_t C, int64_t HW) { retur
 
 void cu_batchnorm_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
                            const float *mean, const float *rstd, const float *gy, int training,
-                           float eps, float *gx, float *gw, float *gb, float *work) {
+                           float eps, float *gx, float *gw, float *gb, float *work, int gx_acc) {
     if (N * C * HW <= 0 || C > 2147483647) return;
     if (!training || !gx) {
-        k_bn_backward<<<(unsigned)C, BN_THREADS, 0, cuda_stream()>>>(N, C, HW, x, w, mean, rstd, gy, training, gx, gw, gb);
+        k_bn_backward<<<(unsigned)C, BN_THREADS, 0, cuda_stream()>>>(N, C, HW, x, w, mean, rstd, gy, training, gx, gw, gb, gx_acc);
         CUDA_LAUNCHED("batchnorm_backward");
         return;
     }
     cudnnHandle_t h = bn_descs(N, C, HW);
     if (!h) return;
-    const float one = 1.0f;
+    const float one = 1.0f, zero = 0.0f;
     /* gw and gb share one blend factor: both accumulate, or (when the op wants neither or only
-     * one) the missing one lands in scratch */
+     * one) the missing one lands in scratch; gx's beta 0 (a fresh buffer) writes it without reading */
     float *dw = gw ? gw : work, *dbias = gb ? gb : work + C;
-    DNN(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &one, &one, &one, g_d.x, x,
+    DNN(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, gx_acc ? &one : &zero, &one, &one, g_d.x, x,
                                         g_d.x, gy, g_d.x, gx, g_d.b, w, dw, dbias, eps, mean, rstd));
 }

@@ -280,12 +280,12 @@ __global__ void k_unary(int op, int64_t n, const float *x, float *y, float alpha
 }
 
 __global__ void k_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy,
-                                 float *gx, float alpha, float beta) {
+                                 float *gx, float alpha, float beta, int accumulate) {
     GRID_STRIDE(i, n) {
         float xv = x ? x[i] : 0.0f;
         /* exp/sqrt/sigmoid/tanh use y; recompute it when not given */
         float yv = y ? y[i] : un_apply(op, xv, alpha, beta);
-        gx[i] += un_grad(op, xv, yv, gy[i], alpha, beta);
+        gx[i] = (accumulate ? gx[i] : 0.0f) + un_grad(op, xv, yv, gy[i], alpha, beta);
     }
 }
 
@@ -296,10 +296,10 @@ void cu_unary(int op, int64_t n, const float *x, float *y, float alpha, float be
 }
 
 void cu_unary_backward(int op, int64_t n, const float *x, const float *y, const float *gy, float *gx,
-                       float alpha, float beta) {
+                       float alpha, float beta, int accumulate) {
     if (n <= 0) return;
     k_unary_backward<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(op, n, x, y, gy, gx,
-                                                                                   alpha, beta);
+                                                                                   alpha, beta, accumulate);
     CUDA_LAUNCHED("unary_backward");
 }
 

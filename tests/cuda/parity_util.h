@@ -60,6 +60,13 @@ static inline void *dev_from(const void *h, size_t bytes) {
 /* Scratch of n floats on b's device for an op's `work` argument. */
 static inline float *work_of(const er_backend *b, size_t n) { return b->alloc((n ? n : 1) * sizeof(float)); }
 static inline float *devf(const float *h, int64_t n) { return dev_from(h, (size_t)n * sizeof(float)); }
+/* The CPU reference of a write-only (accumulate 0) gradient into NaN-filled memory: every element
+ * written, so the comparison with the device is not NaN against NaN. */
+static inline void expect_all_written(const char *what, const float *ref, int64_t n) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += isnan(ref[i]);
+    cr_expect_eq(bad, 0, "%s: %lld of %lld elements left unwritten (NaN) on the CPU", what, (long long)bad, (long long)n);
+}
 static inline float *host_of(const float *d, int64_t n) {
     float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
     GPU->download(h, d, (size_t)n * sizeof(float));

@@ -129,9 +129,15 @@ Test(cuda, unary_forward_backward) {
         CPU->unary(op, n, x, y, alpha, beta);
         GPU->unary(op, n, dx, dy, alpha, beta);
         expect_close("unary", y, dy, n, 1e-6);
-        CPU->unary_backward(op, n, x, y, gy, gx, alpha, beta);
-        GPU->unary_backward(op, n, dx, dy, dgy, dgx, alpha, beta);
+        CPU->unary_backward(op, n, x, y, gy, gx, alpha, beta, 1);
+        GPU->unary_backward(op, n, dx, dy, dgy, dgx, alpha, beta, 1);
         expect_close("unary_backward", gx, dgx, n, 1e-5);
+        for (int64_t i = 0; i < n; i++) gx[i] = NAN; /* accumulate 0: written, never read */
+        GPU->upload(dgx, gx, n * sizeof(float));
+        CPU->unary_backward(op, n, x, y, gy, gx, alpha, beta, 0);
+        GPU->unary_backward(op, n, dx, dy, dgy, dgx, alpha, beta, 0);
+        expect_all_written("unary_backward (accumulate 0)", gx, n);
+        expect_close("unary_backward written (accumulate 0)", gx, dgx, n, 1e-5);
         GPU->free(dx); GPU->free(dy); GPU->free(dgy); GPU->free(dgx);
         free(x); free(gy); free(y); free(gx);
     }

@@ -23,14 +23,21 @@ static void conv_case(conv2d_args a, int bias) {
     float *dgx = devf(gx, nx), *dgw = devf(gw, nw), *dgb = devf(gb, a.K);
     wc = work_of(CPU, CPU->conv2d_backward_workspace(&a));
     wg = work_of(GPU, GPU->conv2d_backward_workspace(&a));
-    CPU->conv2d_backward(&a, x, w, gy, gx, gw, bias ? gb : NULL, wc);
-    GPU->conv2d_backward(&a, dx, dw, dgy, dgx, dgw, bias ? dgb : NULL, wg);
+    CPU->conv2d_backward(&a, x, w, gy, gx, gw, bias ? gb : NULL, wc, 1);
+    GPU->conv2d_backward(&a, dx, dw, dgy, dgx, dgw, bias ? dgb : NULL, wg, 1);
     expect_close("conv2d gx", gx, dgx, nx, 1e-5);
     expect_close("conv2d gw", gw, dgw, nw, 1e-5);
     if (bias) expect_close("conv2d gb", gb, dgb, a.K, 1e-5);
+    /* a fresh gx (gx_acc 0) is written without being read: NaN before, every element after */
+    for (int64_t i = 0; i < nx; i++) gx[i] = NAN;
+    GPU->upload(dgx, gx, nx * sizeof(float));
+    CPU->conv2d_backward(&a, x, w, gy, gx, NULL, NULL, wc, 0);
+    GPU->conv2d_backward(&a, dx, dw, dgy, dgx, NULL, NULL, wg, 0);
+    expect_all_written("conv2d gx (gx_acc 0)", gx, nx);
+    expect_close("conv2d gx written (gx_acc 0)", gx, dgx, nx, 1e-5);
     /* the filter gradient alone (the input needs none: a stem convolution) */
-    CPU->conv2d_backward(&a, x, w, gy, NULL, gw, NULL, wc);
-    GPU->conv2d_backward(&a, dx, dw, dgy, NULL, dgw, NULL, wg);
+    CPU->conv2d_backward(&a, x, w, gy, NULL, gw, NULL, wc, 1);
+    GPU->conv2d_backward(&a, dx, dw, dgy, NULL, dgw, NULL, wg, 1);
     expect_close("conv2d gw only", gw, dgw, nw, 1e-5);
     CPU->free(wc);
     GPU->free(wg);
@@ -72,18 +79,30 @@ static void bn_case(int64_t N, int64_t C, int64_t HW, int training, int relu) {
         float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
         float *wc = work_of(CPU, CPU->batchnorm_backward_workspace(N, C, HW));
         float *wg = work_of(GPU, GPU->batchnorm_backward_workspace(N, C, HW));
-        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, gw, gb, wc);
-        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, dgw, dgb, wg);
+        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, gw, gb, wc, 1);
+        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, dgw, dgb, wg, 1);
         expect_close("batchnorm gx", gx, dgx, n, 1e-5);
         expect_close("batchnorm gw", gw, dgw, C, 1e-5);
         expect_close("batchnorm gb", gb, dgb, C, 1e-5);
         /* without the input gradient, and with only the input gradient */
-        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, NULL, gw, gb, wc);
-        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, NULL, dgw, dgb, wg);
+        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, NULL, gw, gb, wc, 1);
+        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, NULL, dgw, dgb, wg, 1);
         expect_close("batchnorm gw (no gx)", gw, dgw, C, 1e-5);
-        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, NULL, NULL, wc);
-        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, NULL, NULL, wg);
+        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, NULL, NULL, wc, 1);
+        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, NULL, NULL, wg, 1);
         expect_close("batchnorm gx (no gw, gb)", gx, dgx, n, 1e-5);
+        /* a fresh gx (gx_acc 0), with and without gw / gb: NaN before, written after */
+        for (int with_w = 0; with_w <= 1; with_w++) {
+            for (int64_t i = 0; i < n; i++) gx[i] = NAN;
+            GPU->upload(dgx, gx, n * sizeof(float));
+            CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, with_w ? gw : NULL,
+                                    with_w ? gb : NULL, wc, 0);
+            GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, with_w ? dgw : NULL,
+                                    with_w ? dgb : NULL, wg, 0);
+            expect_all_written("batchnorm gx (gx_acc 0)", gx, n);
+            expect_close("batchnorm gx written (gx_acc 0)", gx, dgx, n, 1e-5);
+            if (with_w) expect_close("batchnorm gw beside a written gx", gw, dgw, C, 1e-5);
+        }
         CPU->free(wc);
         GPU->free(wg);
         GPU->free(dgx); GPU->free(dgw); GPU->free(dgb);

@@ -55,7 +55,7 @@ static void unfused(int64_t R, int64_t C, const float *x, const float *b, const 
     cpu_binary(BIN_ADD, 2, sh, x, st, b, bs, z);
     cpu_unary(UN_GELU, R * C, z, y, 0, 0);
     cpu_fill(gx, R * C, 0.0f);
-    cpu_unary_backward(UN_GELU, R * C, z, y, gy, gx, 0, 0);
+    cpu_unary_backward(UN_GELU, R * C, z, y, gy, gx, 0, 0, 1);
     float *work = work_for(cpu_sum_to_workspace(2, sh, ones));
     cpu_sum_to(2, sh, gx, ones, gb, 1, work);
     free(work);

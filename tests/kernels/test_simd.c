@@ -179,10 +179,10 @@ Test(kernels_simd, gelu_kernels_same_for_1_and_2_threads) {
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     cpu_unary(UN_GELU, n, x, y1, 0, 0);
-    cpu_unary_backward(UN_GELU, n, x, y1, x, g1, 0, 0);
+    cpu_unary_backward(UN_GELU, n, x, y1, x, g1, 0, 0, 1);
     omp_set_num_threads(2);
     cpu_unary(UN_GELU, n, x, y2, 0, 0);
-    cpu_unary_backward(UN_GELU, n, x, y2, x, g2, 0, 0);
+    cpu_unary_backward(UN_GELU, n, x, y2, x, g2, 0, 0, 1);
     omp_set_num_threads(nt);
     cr_expect_eq(memcmp(y1, y2, sizeof(float) * n), 0);
     cr_expect_eq(memcmp(g1, g2, sizeof(float) * n), 0);

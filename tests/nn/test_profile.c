@@ -86,11 +86,12 @@ Test(nn_profile, tiny_step_op_counts_per_phase) {
         /* two linears = one gemm_ex each (the bias in its epilogue); GELU; layernorm; y * y; mean */
         {PROF_FORWARD, "gemm_ex", 2}, {PROF_FORWARD, "binary.mul", 1},
         {PROF_FORWARD, "unary.gelu", 1}, {PROF_FORWARD, "layernorm", 1}, {PROF_FORWARD, "reduce.mean", 1},
-        /* zero-filled because their kernels add: the seed gradient, the gradients of the mean's,
-         * the layernorm's and the GELU's inputs; y * y: one gradient call per side (the first
-         * writes); each linear: dX (not for the input x) + dW as gemm_ex products, the bias's
-         * gradient riding in dW's (its epilogue: no sum_to call of its own) */
-        {PROF_BACKWARD, "fill", 4}, {PROF_BACKWARD, "reduce_backward.mean", 1}, {PROF_BACKWARD, "binary_grad.mul", 2},
+        /* zero-filled because their kernels add: the seed gradient, the gradients of the mean's
+         * and the layernorm's inputs (the GELU's is written by unary_backward: a fresh buffer);
+         * y * y: one gradient call per side (the first writes); each linear: dX (not for the input
+         * x) + dW as gemm_ex products, the bias's gradient riding in dW's (its epilogue: no sum_to
+         * call of its own) */
+        {PROF_BACKWARD, "fill", 3}, {PROF_BACKWARD, "reduce_backward.mean", 1}, {PROF_BACKWARD, "binary_grad.mul", 2},
         {PROF_BACKWARD, "gemm_ex", 3}, {PROF_BACKWARD, "layernorm_backward", 1},
         {PROF_BACKWARD, "unary_backward.gelu", 1},
         /* one call for all 6 parameters each: clipping's norm, AdamW, zeroing the gradients */
