@@ -187,7 +187,7 @@ DEMO_OUT ?= out/demo
 demo: deps $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo.sh $(BUILD)/endoret
 
-# PGCon / WINCon on synthetic frames, then 10 %-label fine-tuning from each (minutes on 2 cores): out/demo/pgcon.json, pgcon_finetune.json
+# PGCon on synthetic frames, then 10 %-label fine-tuning from it (under 5 min on 2 idle cores; DEMO_PGCON_VARIANTS="pgcon wincon" adds WINCon): out/demo/pgcon.json, pgcon_finetune.json
 demo-pgcon: deps $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo_pgcon.sh $(BUILD)/endoret
 	DEMO_OUT=$(DEMO_OUT) sh configs/demo_pgcon_finetune.sh $(BUILD)/endoret

@@ -2,20 +2,24 @@
 # make demo-pgcon — PGCon / WINCon on synthetic frames, on the CPU:
 #   synthesise 300 scenes x (one polyp view + one lesion-free view), 96 px, labelled lesion / none
 #   (the demo's pathology label: the synthetic benign / malignant label is not learnable at this size,
-#   see README) -> train PGCon and WINCon (configs/demo_pgcon.cfg, ResNet-18 width 32)
+#   see README) -> train PGCon (and WINCon with DEMO_PGCON_VARIANTS="pgcon wincon")
+#   (configs/demo_pgcon.cfg, ResNet-18 width 32)
 #   -> embed the train and test splits with each encoder, random init and a no-learning thumbnail
 #   -> weighted kNN (k 20, tau 0.1: the bank has 416 rows) and a linear probe trained on the train
 #   split, tested on the test split, with 95 % bootstrap intervals; alignment / uniformity
 #   -> few labels (10 % / 100 % of the training labels, kNN and probe): each encoder minus random init,
 #   paired over the same test rows (eval split --base-train/--base-test)
-#   -> tables on stdout and $DEMO_OUT/pgcon.json (rows random, thumbnail, pgcon, wincon; paired_vs_random).
+#   -> tables on stdout and $DEMO_OUT/pgcon.json (rows random, thumbnail, the variants; paired_vs_random).
 # Usage: DEMO_OUT=out/demo sh configs/demo_pgcon.sh build/endoret
-# Knobs (environment): DEMO_PGCON_STEPS (default: the config's 400), DEMO_THREADS.
+# Knobs (environment): DEMO_PGCON_STEPS (default: the config's 400), DEMO_PGCON_VARIANTS (default
+# 'pgcon', which keeps `make demo-pgcon` within 5 minutes on 2 idle cores; 'pgcon wincon' adds
+# WINCon, about 4 minutes more), DEMO_THREADS.
 set -eu
 BIN=${1:-build/endoret}
 OUT=${DEMO_OUT:-out/demo}
 THREADS=${DEMO_THREADS:-2}
 STEPS=${DEMO_PGCON_STEPS:-400}
+VARIANTS=${DEMO_PGCON_VARIANTS:-pgcon}
 CFG=configs/demo_pgcon.cfg
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
@@ -27,7 +31,7 @@ echo "== synth: 300 scenes x (1 polyp view + 1 lesion-free view), 96x96 -> $OUT/
 MAN="$OUT/pgcon_synth/manifest.csv"
 sed -e 's/,benign,/,lesion,/' -e 's/,malignant,/,lesion,/' "$MAN" > "$MAN.tmp" && mv "$MAN.tmp" "$MAN"
 COMMON="--set data.manifest=$MAN --set eval.manifest=$MAN --set train.steps=$STEPS --set train.threads=$THREADS"
-for v in pgcon wincon; do
+for v in $VARIANTS; do
     echo "== train $v ($STEPS steps)"
     # shellcheck disable=SC2086
     "$BIN" train pgcon --config "$CFG" $COMMON --set pgcon.variant=$v --set "out.dir=$P/$v" --quiet
@@ -37,7 +41,7 @@ echo "== embed train / test splits"
 for s in train test; do
     "$BIN" embed --config "$CFG" --manifest "$MAN" --split $s --out "$P/random_$s.safetensors" --threads "$THREADS" > /dev/null
     "$BIN" embed --baseline thumbnail --manifest "$MAN" --split $s --out "$P/thumbnail_$s.safetensors" --threads "$THREADS" > /dev/null
-    for v in pgcon wincon; do
+    for v in $VARIANTS; do
         "$BIN" embed --model "$P/$v/encoder.safetensors" --manifest "$MAN" --split $s --out "$P/${v}_$s.safetensors" --threads "$THREADS" > /dev/null
     done
 done
@@ -46,7 +50,7 @@ json="$P/pgcon.json"
 printf '{"protocol": "synthetic lesion / none frames, train split -> test split: weighted kNN (k 20, tau 0.1) and a linear probe on frozen descriptors, 95%% bootstrap intervals over test rows", "rows": [' > "$json.tmp"
 printf '%-10s %22s %22s %8s %8s\n' model "kNN acc [95% CI]" "linear acc [95% CI]" align uniform
 sep=""
-for name in random thumbnail pgcon wincon; do
+for name in random thumbnail $VARIANTS; do
     k=$("$BIN" eval split --train "$P/${name}_train.safetensors" --test "$P/${name}_test.safetensors" --k 20 --json)
     l=$("$BIN" eval split --train "$P/${name}_train.safetensors" --test "$P/${name}_test.safetensors" --classifier probe --json)
     a=$("$BIN" eval align --emb "$P/${name}_test.safetensors" --json)
@@ -65,7 +69,7 @@ printf '], "paired_vs_random": [' >> "$json.tmp"
 echo "== few labels: each encoder minus random init on the same test rows (95% paired interval)"
 printf '%-10s %6s %-8s %9s %9s %22s %9s\n' model labels clf acc random "difference [95% CI]" McNemar
 sep=""
-for name in pgcon wincon; do
+for name in $VARIANTS; do
     for pc in 10 100; do
         for clf in knn probe; do
             r=$("$BIN" eval split --train "$P/${name}_train.safetensors" --test "$P/${name}_test.safetensors" --classifier $clf \

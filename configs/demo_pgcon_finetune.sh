@@ -1,8 +1,8 @@
 #!/bin/sh
 # The few-label stage of make demo-pgcon (the paper's Tables 2-3 regime, spec 1.10): after
 # configs/demo_pgcon.sh, fine-tune every layer of the demo's ResNet-18 on 10 % of the training labels
-# (train finetune, data.label_percent 10) from random init, from the PGCon encoder and from the WINCon
-# encoder; each run keeps the weights of its best validation accuracy (best.safetensors: the test split
+# (train finetune, data.label_percent 10) from random init and from each encoder the first part
+# trained (PGCon; WINCon too with DEMO_PGCON_VARIANTS="pgcon wincon"); each run keeps the weights of its best validation accuracy (best.safetensors: the test split
 # is never used to choose), then the test split is scored twice:
 #   - the fine-tuning run's own classifier at that step (test_accuracy in its log, unpaired);
 #   - a probe on the fine-tuned trunk's features trained on the same labelled rows, paired with the
@@ -10,14 +10,15 @@
 #     paired bootstrap 95 % interval, exact McNemar p).
 # Usage: DEMO_OUT=out/demo sh configs/demo_pgcon_finetune.sh build/endoret   (after demo_pgcon.sh)
 # Knobs (environment): DEMO_FT_STEPS (150), DEMO_FT_PERCENT (10), DEMO_THREADS, DEMO_FT_MODELS (the inits,
-# 'random pgcon wincon'; the random-init run is the paired baseline and must exist).
+# 'random' and DEMO_PGCON_VARIANTS' (default 'pgcon'); the random-init run is the paired baseline and
+# must exist).
 set -eu
 BIN=${1:-build/endoret}
 OUT=${DEMO_OUT:-out/demo}
 THREADS=${DEMO_THREADS:-2}
 STEPS=${DEMO_FT_STEPS:-150}
 PC=${DEMO_FT_PERCENT:-10}
-MODELS=${DEMO_FT_MODELS:-random pgcon wincon}
+MODELS=${DEMO_FT_MODELS:-random ${DEMO_PGCON_VARIANTS:-pgcon}}
 P="$OUT/pgcon"
 MAN="$OUT/pgcon_synth/manifest.csv"
 field() { echo "$1" | sed "s/.*\"$2\": \([^,}]*\).*/\1/"; }
