@@ -44,8 +44,8 @@ typedef struct objective_def {
     /* Fills the objective's config (zeroed, with the model's defaults) with its defaults and may change
      * the shared ones (k already holds loop_keys_defaults). */
     void (*defaults)(void *cfg, loop_keys *k);
-    /* Appends the objective's own keys, bound to cfg, to t (OBJ_KEY); objective_config_free frees
-     * the strings of that table. */
+    /* Appends the objective's own keys, bound to cfg, to t (its key list through OBJ_KEY_ROW);
+     * objective_config_free frees the strings of that table. */
     void (*specs)(void *cfg, struct key_table *t);
     /* The objective's state: objective_create allocates state_size zeroed bytes (self) and starts
      * the interface from hooks (a static table of the objective's file: name, step, eval, describe,
