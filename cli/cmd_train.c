@@ -74,7 +74,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
     int nrest, nsets;
     int rc = cli_split_sets(argc, argv, &rest, &nrest, &sets, &nsets);
     const char *config = NULL, *resume = NULL, *device = NULL, *precision = NULL, *set_help = NULL;
-    int quiet = 0, keys = 0, stop_after = 0;
+    int quiet = 0, keys = 0, stop_after = 0, profile = 0;
     char config_help[256];
     snprintf(config_help, sizeof config_help, "config file (%s)", def->usage);
     arg_spec specs[] = {
@@ -84,6 +84,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
         {"quiet", ARG_FLAG, &quiet, "no progress line"},
         {"keys", ARG_FLAG, &keys, "list the config keys (the objective's, then the loop's) with their defaults and exit"},
         {"stop-after", ARG_INT, &stop_after, "testing aid: stop (with a checkpoint) after N steps"},
+        {"profile", ARG_FLAG, &profile, "time every kernel of the steps after the first: a table per phase and category on stderr at the end (ENDORET_PROFILE=json: as JSON)"},
         OPT_DEVICE(&device, .def = "train.device"),
         OPT_PRECISION(&precision, .def = "train.precision"),
     };
@@ -113,6 +114,7 @@ static int train_one(const objective_def *def, int argc, char **argv) {
         progress_quiet(quiet); /* the image cache decode too */
         lc.resume = resume;
         lc.stop_after = stop_after;
+        lc.profile = profile; /* 0: ENDORET_PROFILE decides */
         rc = run_objective(&oc, &lc, quiet);
     } else {
         rc = agree_on_setup(rc); /* the other ranks meet the same error, or wait for it here */

@@ -172,9 +172,11 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     if (obj->steps_per_epoch < 1) return er_fail(ER_INPUT, "training set too small for one step");
     int64_t total = c->steps > 0 ? c->steps : (int64_t)c->epochs * obj->steps_per_epoch;
     if (total < 1) return er_fail(ER_INPUT, "nothing to train: set train.steps or train.epochs");
+    int profile = c->profile;
     const char *prof_env = getenv("ENDORET_PROFILE"); /* 1 | json | 0 (off); anything else is a typo */
     if (prof_env && *prof_env && strcmp(prof_env, "0") && strcmp(prof_env, "1") && strcmp(prof_env, "json"))
         return er_fail(ER_INPUT, "ENDORET_PROFILE=%s: use 1 (table), json or 0 (off)", prof_env);
+    if (!profile && prof_env && *prof_env && strcmp(prof_env, "0")) profile = strcmp(prof_env, "json") ? 1 : 2;
     int64_t warmup = c->warmup_steps >= 0 ? c->warmup_steps : (int64_t)llround(c->warmup_epochs * obj->steps_per_epoch);
     if (warmup > total) warmup = total;
     lr_schedule sched = {c->lr, c->min_lr, warmup, total, c->restart_epochs * (double)obj->steps_per_epoch,
@@ -238,9 +240,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     int tty = progress && isatty(2);
     double t_start = now_seconds(), t_win = t_start;
     int64_t step0 = step, win_steps = 0, ran = 0;
-    /* ENDORET_PROFILE=1 (or =json): time every kernel of the steps after the first (the first
-     * sizes the arena) and print the table (kernels/profile.h) to stderr at the end */
-    int profile = prof_env && *prof_env && strcmp(prof_env, "0"), prof_steps = 0;
+    int prof_steps = 0; /* profile: see train_loop_config */
     int64_t prof_from = total - step0 > 1 ? 1 : 0;
     double prof_seconds = 0, t_step = 0;
     while (step < total) {
@@ -365,7 +365,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
 stop:
     if (prof_on()) {
         prof_stop();
-        if (writer && prof_steps) prof_report(stderr, prof_steps, prof_seconds, !strcmp(prof_env, "json"));
+        if (writer && prof_steps) prof_report(stderr, prof_steps, prof_seconds, profile == 2);
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

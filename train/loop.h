@@ -122,6 +122,10 @@ typedef struct train_loop_config {
     int accum;              /* micro-batches per update */
     int log_every, ckpt_every, eval_every;
     int progress;           /* 1: progress line on stderr */
+    int profile;            /* 1: time every kernel of the steps after the first (the first sizes the
+                               arena) and print the table (kernels/profile.h) on stderr at the end;
+                               2: the same as JSON (`train --profile` gives 1). 0: ENDORET_PROFILE=1|json
+                               decides, unset or 0 is off */
     const char *out_dir;
     const char *resume;     /* checkpoint to resume from, or NULL (train/resume_check.h: changed keys
                                named, the network's and optimizer's refused) */

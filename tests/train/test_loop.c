@@ -384,3 +384,44 @@ Test(train_loop, profile_env_values) {
     free(bad), free(pdir);
     toy_free(&a), toy_free(&b);
 }
+
+/* `train --profile` (train_loop_config.profile): 1 prints the table, 2 the JSON, on stderr at the
+ * end, without ENDORET_PROFILE; 0 with the variable unset prints none. */
+static char *loop_stderr(train_loop_config *c, toy *t) {
+    char tmpl[] = "/tmp/endoret_prof_XXXXXX";
+    int fd = mkstemp(tmpl), saved = dup(2);
+    cr_assert(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    train_objective o = toy_iface(t);
+    int rc = train_loop_run(c, &o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved), close(fd);
+    cr_assert_eq(rc, ER_OK, "%s", er_msg());
+    char *text;
+    size_t len;
+    cr_assert_eq(read_file(tmpl, &text, &len), ER_OK);
+    unlink(tmpl);
+    return text;
+}
+
+Test(train_loop, profile_setting_prints_the_table_or_json) {
+    unsetenv("ENDORET_PROFILE");
+    const char *want[3] = {NULL, "== profile:", "{\"profile\": {"};
+    for (int mode = 0; mode <= 2; mode++) {
+        toy t;
+        toy_init(&t, 0, 0);
+        t.ref = REF_SGD_NESTEROV;
+        char name[16];
+        snprintf(name, sizeof name, "prof%d", mode);
+        char *dir = path_join(test_tmpdir(), name);
+        train_loop_config c = sgd_cfg(dir, 3, 0.05, 0.9, 1, 1e-3);
+        c.profile = mode;
+        char *err = loop_stderr(&c, &t);
+        if (want[mode]) cr_expect(strstr(err, want[mode]), "profile %d: no '%s' in: %s", mode, want[mode], err);
+        else cr_expect(!strstr(err, "profile"), "profile 0: %s", err);
+        free(err), free(dir);
+        toy_free(&t);
+    }
+}
