@@ -3,7 +3,9 @@
  * images and output channels) timed in the same run on the same inputs. Also checks that the two
  * agree, so a fast wrong kernel cannot post a figure.
  *
- *   endoret bench conv [--batch 2] [--reps 3] [--threads 0] [--json]
+ *   endoret bench conv [--batch 2] [--img 224] [--reps 3] [--threads 0] [--json]
+ * --img scales every shape's input side by img / 224 (at least 1 px): the small feature maps of
+ * PGCon's 24-120 px views, where im2col / col2im rather than the product set the time.
  * Per shape: forward ms and GFLOP/s of ours (best of --reps), of the direct loops (one run), their
  * ratio, and ours for the backward (data + filter gradients). */
 #include <math.h>
@@ -59,23 +61,26 @@ static float *rand_buf(int64_t n, uint32_t tag) {
 }
 
 int cmd_bench_conv(int argc, char **argv) {
-    int batch = 2, reps = 3, threads = 0, json = 0;
+    int batch = 2, img = 224, reps = 3, threads = 0, json = 0;
     arg_spec specs[] = {
         {"batch", ARG_INT, &batch, "images per call", "[1, 256]"},
+        {"img", ARG_INT, &img, "the network's input side: each shape's input side scaled by img / 224", "[16, 4096]"},
         {"reps", ARG_INT, &reps, "timed repetitions of our kernel (best kept)", "[1, inf)"},
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
-    int rc = args_parse(argc, argv, specs, 4, "endoret bench conv [options]", NULL, NULL);
+    int rc = args_parse(argc, argv, specs, (int)(sizeof specs / sizeof *specs), "endoret bench conv [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
     if (threads) omp_set_num_threads(threads);
     const er_backend *be = backend_get(DEV_CPU);
-    if (!json) printf("conv2d fp32 on the CPU, batch %d, %d threads (ours: im2col + sgemm; direct: seven loops)\n",
-                      batch, omp_get_max_threads());
+    if (!json) printf("conv2d fp32 on the CPU, batch %d, input side %d, %d threads (ours: im2col + sgemm; direct: seven loops)\n",
+                      batch, img, omp_get_max_threads());
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const conv_shape *s = &SHAPES[i];
-        conv2d_args a = {.N = batch, .C = s->C, .H = s->H, .W = s->H, .K = s->K, .R = s->R, .S = s->R,
+        int side = (int)((int64_t)s->H * img / 224);
+        if (side < 1) side = 1;
+        conv2d_args a = {.N = batch, .C = s->C, .H = side, .W = side, .K = s->K, .R = s->R, .S = s->R,
                          .sh = s->stride, .sw = s->stride, .ph = s->pad, .pw = s->pad, .dh = 1, .dw = 1, .groups = 1,
                          .compute = GEMM_COMPUTE_FP32};
         conv2d_args_fill(&a);
@@ -107,9 +112,9 @@ int cmd_bench_conv(int argc, char **argv) {
         }
         int agree = err <= 1e-4 * (scale + 1);
         if (json)
-            printf("{\"bench\":\"conv2d\",\"shape\":\"%s\",\"batch\":%d,\"threads\":%d,\"ms\":%.3f,\"gflops\":%.2f,"
+            printf("{\"bench\":\"conv2d\",\"shape\":\"%s\",\"img\":%d,\"batch\":%d,\"threads\":%d,\"ms\":%.3f,\"gflops\":%.2f,"
                    "\"direct_ms\":%.3f,\"direct_gflops\":%.2f,\"speedup\":%.2f,\"backward_ms\":%.3f,"
-                   "\"backward_gflops\":%.2f,\"agree\":%s}\n", s->name, batch, omp_get_max_threads(), best * 1e3,
+                   "\"backward_gflops\":%.2f,\"agree\":%s}\n", s->name, img, batch, omp_get_max_threads(), best * 1e3,
                    flop / best / 1e9, direct * 1e3, flop / direct / 1e9, direct / best, best_b * 1e3,
                    2 * flop / best_b / 1e9, agree ? "true" : "false");
         else
