@@ -162,8 +162,8 @@ static int group_views(image_objective *o) {
 
 static int image_fill(void *self, int64_t g, void *slot, const fill_scratch *fs);
 
-/* The key table checks each value's range; here only what spans several keys. */
-/* Builds the objective into the zeroed o; on failure the caller frees o (image_objective_free). */
+/* Builds the objective into the zeroed o; on failure the caller frees o (image_objective_free). The
+ * key table checks each value's range; here only what spans several keys. */
 static int image_build(image_objective *o, const image_cfg *c, const train_run *run) {
     const loop_keys *k = run->keys;
     int device = run->device, rc0;
