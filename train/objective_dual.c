@@ -210,7 +210,7 @@ static void dual_describe(void *self, FILE *f) {
 
 /* ---------------------------------------------------------------- create, registry entry */
 
-/* The loop's hooks (objective_iface adds the run's): the merged weights and LoRA adapters are written
+/* The loop's hooks (objective_create adds self and the run): the merged weights and LoRA adapters are written
  * on each checkpoint, not by a plain model_save. */
 static const train_objective dual_hooks = {.name = "dual", .step = dual_step, .eval = dual_eval,
                                            .on_checkpoint = dual_on_checkpoint, .describe = dual_describe,

@@ -181,7 +181,7 @@ static void ft_describe(void *self, FILE *f) {
             c->init && c->init[0] ? c->init : "random init", o->nrows, o->data.n, c->label_percent, o->run.batch);
 }
 
-/* The loop's hooks (objective_iface adds the run's); the export is the classifier (trunk + head, with
+/* The loop's hooks (objective_create adds self and the run); the export is the classifier (trunk + head, with
  * its input rule). */
 static const train_objective finetune_hooks = {.name = "finetune", .step = ft_step, .eval = ft_eval,
                                                .describe = ft_describe, .free = ft_free,

@@ -466,7 +466,7 @@ static void image_describe(void *self, FILE *f) {
                 o->gap_alone, o->gap_rows, o->data.n - o->gap_rows);
 }
 
-/* The loop's hooks (objective_iface adds the run's); the export is the encoder alone, timm names +
+/* The loop's hooks (objective_create adds self and the run); the export is the encoder alone, timm names +
  * our config metadata: what `embed --model` and timm users load. */
 static const train_objective image_hooks = {.name = "image", .step = image_step, .eval = image_eval,
                                             .describe = image_describe, .free = image_free_self,

@@ -262,7 +262,7 @@ static int pgcon_memory_check(const pgcon_cfg *c, const train_run *run) {
     return mem_check(&m, "train pgcon", "train.batch (with train.accum for the same effective batch), the view sizes or the model");
 }
 
-/* The loop's hooks (objective_iface adds the run's); the export is the ResNet with its heads and the
+/* The loop's hooks (objective_create adds self and the run); the export is the ResNet with its heads and the
  * WCE input rule. */
 static const train_objective pgcon_hooks = {.name = "pgcon", .step = pgcon_step, .eval = pgcon_eval,
                                             .describe = pgcon_describe, .free = pgcon_free,

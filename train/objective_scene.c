@@ -308,7 +308,7 @@ static void scene_describe(void *self, FILE *f) {
             o->V, o->nskipped, o->run.batch, o->V, o->cfg.recon, o->cfg.share_views ? "shared" : "per-combination");
 }
 
-/* The loop's hooks (objective_iface adds the run's); the export is the inference model (frozen ViT +
+/* The loop's hooks (objective_create adds self and the run); the export is the inference model (frozen ViT +
  * scene encoder, no decoder): what `embed --scene` and `serve` load. */
 static const train_objective scene_hooks = {.name = "scene", .rate_unit = "scenes", /* progress in scenes/s */
                                             .step = scene_step, .eval = scene_eval, .describe = scene_describe,
