@@ -44,7 +44,6 @@ typedef struct {
 
 void loss_terms_set(loss_terms *t, const char *name, double value);
 
-struct train_loop_config;
 struct loop_keys;
 
 /* The run's settings, decided once from the loop keys and the process group (loop_keys_run in

@@ -493,9 +493,9 @@ static void image_specs(void *cfg, key_table *t) {
 }
 
 static int image_create(const void *cfg, const train_run *run, void *self, train_objective *out) {
-    image_objective *o = self;
-    int rc = image_build(o, cfg, run);
-    return rc ? rc : objective_ready(out, o->model, &o->all, o->data.n, 2, o->eval.n > 0);
+    int rc = image_build(self, cfg, run);
+    if (!rc) *out = image_objective_iface(self); /* the same hooks, self and run objective_create set */
+    return rc;
 }
 
 OBJECTIVE_DEF(image, image_cfg, image_objective, NULL, "EndoFinder image encoder (ViT, MAE with lesion-guided masking + SSCD)",
