@@ -3,6 +3,7 @@
  * `eval compare A B --sequence`: the same, paired over sequences. */
 #include "cli/cli_util.h"
 #include "cli/common_opts.h"
+#include "cli/seq_desc.h"
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/multiview.h"
 #include "infer/eval/paired.h"
@@ -40,48 +41,8 @@ static void views_name(int mask, const char *a, const char *b, char *buf) {
     snprintf(buf, 8, "%s%s", mask & 1 ? a : "", mask & 2 ? b : "");
 }
 
-/* A descriptor: one file, or with --folds a comma-separated list of K files, file k embedding every
- * frame with the encoder that did not see fold k (infer/eval/seq_folds.h). */
-typedef struct { emb_set *es; int nf, *fold; } desc_files;
-
-static void desc_free(desc_files *d) {
-    for (int f = 0; f < d->nf; f++) emb_free(&d->es[f]);
-    free(d->es), free(d->fold);
-    memset(d, 0, sizeof *d);
-}
-
-static int desc_load(const char *list, const char *folds, int only, const char *what, desc_files *d) {
-    memset(d, 0, sizeof *d);
-    char *copy = xstrdup(list), *save = NULL;
-    int rc = ER_OK, cap = 1;
-    for (const char *c = list; *c; c++) cap += *c == ',';
-    d->es = xcalloc((size_t)cap, sizeof *d->es);
-    for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) rc = emb_load_arg(t, what, &d->es[d->nf++]);
-    free(copy);
-    if (!rc && d->nf > 1 && !folds)
-        rc = er_fail(ER_INPUT, "%s '%s': a list of %d files is one file per fold: give --folds (data split --by scene --folds K)", what, list, d->nf);
-    if (!rc && only >= 0 && !folds) rc = er_fail(ER_INPUT, "--fold %d needs --folds (the manifest of the folds)", only);
-    if (!rc && folds) {
-        manifest m;
-        int K = 0;
-        if (!(rc = manifest_load(folds, &m))) {
-            d->fold = xmalloc(sizeof *d->fold * (size_t)(d->es[0].n ? d->es[0].n : 1));
-            rc = seq_fold_of_rows(&d->es[0], &m, d->fold, &K);
-            if (rc) rc = er_fail(rc, "--folds %s: %s", folds, er_msg());
-            manifest_free(&m);
-        }
-        if (!rc && only >= K) rc = er_fail(ER_INPUT, "--fold %d: %s has folds 0..%d", only, folds, K - 1);
-        else if (!rc && only >= 0 && d->nf > 1)
-            rc = er_fail(ER_INPUT, "%s '%s': with --fold %d give one file (the encoder that held out fold %d)", what, list, only, only);
-        else if (!rc && d->nf > 1 && d->nf != K)
-            rc = er_fail(ER_INPUT, "%s '%s': %d files for the %d folds of %s (one per fold, fold 0 first)", what, list, d->nf, K, folds);
-    }
-    if (rc) desc_free(d);
-    return rc;
-}
-
 /* the sequence protocol and the 2-vs-2 row(s) of a descriptor, only fold `only`'s queries when >= 0 */
-static int score_desc(const desc_files *d, int only, const seq_gap *g, int k, int no2, seq_result *r, mv_row rows[9],
+static int score_desc(const seq_desc *d, int only, const seq_gap *g, int k, int no2, seq_result *r, mv_row rows[9],
                       reid_view_result keep[9], int *n4, int *nshort) {
     int rc = seq_eval_files(d->es, d->nf, d->fold, g, r);
     if (!rc && only >= 0) {
@@ -118,15 +79,15 @@ int cmd_eval_sequence(int argc, char **argv) {
                         "       endoret eval sequence --emb E0,E1,..,E{K-1} --folds FOLDS.csv [...]   (file k: the encoder that held out fold k)", NULL, NULL);
     if (rc == ARGS_HELP) return 0;
     if (rc) return rc;
-    desc_files d;
-    if ((rc = desc_load(ep, folds, only, "--emb", &d))) return rc;
+    seq_desc d;
+    if ((rc = seq_desc_load(ep, folds, only, "--emb", 0, &d))) return rc;
     const emb_set *e0 = &d.es[0];
     seq_result r;
     seq_gap g = {gap, frac};
     mv_row rows[9];
     reid_view_result keep[9];
     int n4 = 0, nshort = 0;
-    if ((rc = score_desc(&d, only, &g, k, no2, &r, rows, keep, &n4, &nshort))) { rc = prefixed(rc, ep); desc_free(&d); return rc; }
+    if ((rc = score_desc(&d, only, &g, k, no2, &r, rows, keep, &n4, &nshort))) { rc = prefixed(rc, ep); seq_desc_free(&d); return rc; }
     seq_interval ci;
     seq_bootstrap(&r, B, BOOTSTRAP_SEED, &ci);
     emb_distance dist = DIST_COSINE;
@@ -192,13 +153,13 @@ int cmd_eval_sequence(int argc, char **argv) {
     }
     if (!no2) for (int o = 0; o < 9; o++) reid_view_result_free(&keep[o]);
     seq_result_free(&r);
-    desc_free(&d);
+    seq_desc_free(&d);
     return rc;
 }
 
 static int eval_file(const char *path, const char *folds, int only, const seq_gap *g, int k, seq_result *r, reid_view_result *two) {
-    desc_files d;
-    int rc = desc_load(path, folds, only, "eval compare", &d);
+    seq_desc d;
+    int rc = seq_desc_load(path, folds, only, "eval compare", 0, &d);
     if (rc) return rc;
     mv_row rows[9];
     reid_view_result keep[9];
@@ -208,7 +169,7 @@ static int eval_file(const char *path, const char *folds, int only, const seq_ga
         for (int o = 0; o < 9; o++) if (o != SETTING_2V2) reid_view_result_free(&keep[o]);
     }
     if (rc) rc = prefixed(rc, path);
-    desc_free(&d);
+    seq_desc_free(&d);
     return rc;
 }
 
