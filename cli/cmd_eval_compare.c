@@ -1,33 +1,39 @@
 /* cmd_eval_compare.c — `endoret eval compare A.safetensors B.safetensors [C ...] --ref-view V`:
  * every file is evaluated on the same queries (the same view settings as `eval reid --emb`), then
  * each later file is compared with the first by a paired test (infer/eval/paired.h): paired
- * bootstrap for the uAP difference, exact McNemar for Acc@1. */
+ * bootstrap for the uAP difference, exact McNemar for Acc@1. With --folds a file may be a list of one
+ * file per leave-sequences-out fold (each fold's queries scored in its own file, pooled). */
 #include "cli/cli_util.h"
 #include "infer/eval/bootstrap.h"
 #include "infer/eval/paired.h"
 #include "infer/eval/reid_views.h"
 #include "infer/eval/sequence_protocol.h"
 #include "cli/common_opts.h"
+#include "cli/seq_desc.h"
+#include "infer/eval/seq_folds.h"
 #include "nn/base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int evaluate_file(const char *path, const char *ref_s, const char *query_s, int k, reid_view_result *res) {
-    emb_set e;
-    int rc = emb_load_arg(path, "eval compare", &e);
+/* one descriptor (a file, or with --folds a list of one file per fold, fold k's queries scored in file
+ * k: infer/eval/seq_folds.h) on the view setting */
+static int evaluate_file(const char *path, const char *folds, const char *ref_s, const char *query_s, int k, reid_view_result *res) {
+    seq_desc d;
+    int rc = seq_desc_load(path, folds, -1, "eval compare", 1, &d);
     if (rc) return rc;
     int64_t *rv = NULL, *qv = NULL;
     reid_views_cfg c = {.k = k};
-    if (!(rc = emb_view_list(&e, ref_s, "--ref-view", &rv, &c.nrviews)) && !(rc = emb_view_list(&e, query_s, "--query-view", &qv, &c.nqviews))) {
+    if (!(rc = emb_view_list(&d.es[0], ref_s, "--ref-view", &rv, &c.nrviews)) &&
+        !(rc = emb_view_list(&d.es[0], query_s, "--query-view", &qv, &c.nqviews))) {
         c.rviews = rv;
         c.qviews = qv;
-        rc = reid_eval_views(&e, &c, res);
+        rc = reid_views_files(d.es, d.nf, d.fold, &c, res);
         if (rc) rc = er_fail(rc, "%s: %s", path, er_msg());
     }
     free(rv);
     free(qv);
-    emb_free(&e);
+    seq_desc_free(&d);
     return rc;
 }
 
@@ -46,8 +52,10 @@ int cmd_eval_compare(int argc, char **argv) {
         {"sequence", ARG_FLAG, &seq, "the sequence protocol (eval sequence) instead of views: paired over sequences"},
         OPT_GAP(&gap),
         OPT_GAP_FRAC(&gap_frac),
-        {"folds", ARG_STR, &folds, "with --sequence: leave-sequences-out folds; a file may be a list E0,..,E{K-1}, file k scoring fold k's queries"},
-        {"fold", ARG_INT, &only, "with --folds: only the queries of this fold; each descriptor one file", "[-1, 1000]", .def = "-1 = every fold"},
+        {"folds", ARG_STR, &folds, "leave-sequences-out folds: a file may be a list E0,..,E{K-1}, file k scoring the queries of "
+                                   "fold k (views: a row's fold is its scene's)"},
+        {"fold", ARG_INT, &only, "with --folds --sequence: only the queries of this fold; each descriptor one file", "[-1, 1000]",
+         .def = "-1 = every fold"},
     };
     char **files = NULL;
     int nfiles = 0;
@@ -58,11 +66,11 @@ int cmd_eval_compare(int argc, char **argv) {
     if (nfiles < 2) rc = er_fail(ER_INPUT, "eval compare: give at least two embedding files (the first is compared with each other)");
     else if (B < 1) rc = er_fail(ER_INPUT, "--bootstrap must be >= 1 for a paired test");
     else if (seq && (ref_s || query_s)) rc = er_fail(ER_INPUT, "eval compare: --sequence takes no --ref-view / --query-view");
-    else if (folds && !seq) rc = er_fail(ER_INPUT, "eval compare: --folds needs --sequence");
+    else if (only >= 0 && !seq) rc = er_fail(ER_INPUT, "eval compare: --fold needs --sequence");
     else if (seq) { rc = eval_compare_sequence(files, nfiles, gap, gap_frac, k, B, json, folds, only); free(files); return rc; }
     else if (!ref_s) rc = er_fail(ER_INPUT, "eval compare: --ref-view is required (or --sequence)");
     reid_view_result *res = xcalloc((size_t)(nfiles > 0 ? nfiles : 1), sizeof *res);
-    for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], ref_s, query_s, k, &res[i]);
+    for (int i = 0; i < nfiles && !rc; i++) rc = evaluate_file(files[i], folds, ref_s, query_s, k, &res[i]);
     if (!rc && !json)
         printf("paired comparison on the same %d queries, top-%d; uAP: paired bootstrap (%d replicates), Acc@1: exact McNemar\n",
                res[0].nqueries, res[0].k, B);

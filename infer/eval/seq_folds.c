@@ -12,6 +12,26 @@ static int same_i64(const int64_t *x, const int64_t *y, int n) {
     return !memcmp(x, y, sizeof *x * (size_t)n);
 }
 
+/* the k of manifest row r's split "fold<k>" (ER_INPUT naming the line otherwise) */
+static int fold_of_row(const manifest *m, int64_t r, int *k) {
+    const manifest_row *row = &m->rows[r];
+    char *end = NULL;
+    long v = row->split && !strncmp(row->split, "fold", 4) ? strtol(row->split + 4, &end, 10) : -1;
+    if (v < 0 || v > 1000 || !end || *end || end == row->split + 4)
+        return er_fail(ER_INPUT, "folds: %s line %lld: split '%s' is not fold<k> (data split --by scene --folds K writes them)",
+                       m->file ? m->file : "the folds manifest", (long long)r + 2, row->split ? row->split : "");
+    *k = (int)v;
+    return ER_OK;
+}
+
+static int all_folds_seen(const emb_set *e, const manifest *m, const int *fold, int nfolds);
+
+/* the scene value of row i as the manifest writes it */
+static void scene_text(const emb_set *e, int i, char *buf, size_t size) {
+    if (e->scene_names) snprintf(buf, size, "%s", e->scene[i] >= 0 && e->scene[i] < e->nscene_names ? e->scene_names[e->scene[i]] : "");
+    else snprintf(buf, size, "%lld", (long long)e->scene[i]);
+}
+
 int seq_fold_of_rows(const emb_set *e, const manifest *m, int *fold, int *nfolds) {
     const char *mf = m->file ? m->file : "the folds manifest";
     *nfolds = 0;
@@ -23,25 +43,40 @@ int seq_fold_of_rows(const emb_set *e, const manifest *m, int *fold, int *nfolds
                            (long long)r, mf, m->n);
         const manifest_row *row = &m->rows[r];
         char want[64];
-        if (e->scene_names) snprintf(want, sizeof want, "%s", e->scene[i] >= 0 && e->scene[i] < e->nscene_names ? e->scene_names[e->scene[i]] : "");
-        else snprintf(want, sizeof want, "%lld", (long long)e->scene[i]);
+        scene_text(e, i, want, sizeof want);
         if (!row->scene || strcmp(row->scene, want))
             return er_fail(ER_INPUT, "folds: %s line %lld has scene '%s' but embedding row %d has scene '%s' (embed the manifest that was split)",
                            mf, (long long)r + 2, row->scene ? row->scene : "", i, want);
-        char *end = NULL;
-        long k = row->split && !strncmp(row->split, "fold", 4) ? strtol(row->split + 4, &end, 10) : -1;
-        if (k < 0 || k > 1000 || !end || *end || end == row->split + 4)
-            return er_fail(ER_INPUT, "folds: %s line %lld: split '%s' is not fold<k> (data split --by scene --folds K writes them)", mf,
-                           (long long)r + 2, row->split ? row->split : "");
-        fold[i] = (int)k;
-        if (k + 1 > *nfolds) *nfolds = (int)k + 1;
+        if (fold_of_row(m, r, &fold[i])) return ER_INPUT;
+        if (fold[i] + 1 > *nfolds) *nfolds = fold[i] + 1;
     }
-    int *seen = xcalloc((size_t)(*nfolds ? *nfolds : 1), sizeof *seen);
+    return all_folds_seen(e, m, fold, *nfolds);
+}
+
+int seq_fold_of_scenes(const emb_set *e, const manifest *m, int *fold, int *nfolds) {
+    const char *mf = m->file ? m->file : "the folds manifest";
+    *nfolds = 0;
+    if (!e->scene) return er_fail(ER_INPUT, "folds: the embedding file has no scene ids");
+    for (int i = 0; i < e->n; i++) {
+        char want[64];
+        scene_text(e, i, want, sizeof want);
+        int r = 0;
+        while (r < m->n && (!m->rows[r].scene || strcmp(m->rows[r].scene, want))) r++;
+        if (r == m->n) return er_fail(ER_INPUT, "folds: embedding row %d has scene '%s', which %s does not hold", i, want, mf);
+        if (fold_of_row(m, r, &fold[i])) return ER_INPUT;
+        if (fold[i] + 1 > *nfolds) *nfolds = fold[i] + 1;
+    }
+    return all_folds_seen(e, m, fold, *nfolds);
+}
+
+static int all_folds_seen(const emb_set *e, const manifest *m, const int *fold, int nfolds) {
+    const char *mf = m->file ? m->file : "the folds manifest";
+    int *seen = xcalloc((size_t)(nfolds ? nfolds : 1), sizeof *seen);
     for (int i = 0; i < e->n; i++) seen[fold[i]] = 1;
-    for (int k = 0; k < *nfolds; k++)
+    for (int k = 0; k < nfolds; k++)
         if (!seen[k]) {
             free(seen);
-            return er_fail(ER_INPUT, "folds: %s has fold%d..fold%d but no frame of the embedding file is in fold%d", mf, 0, *nfolds - 1, k);
+            return er_fail(ER_INPUT, "folds: %s has fold%d..fold%d but no row of the embedding file is in fold%d", mf, 0, nfolds - 1, k);
         }
     free(seen);
     return ER_OK;
@@ -129,5 +164,33 @@ int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int only, i
         }
     if (rc)
         for (int o = 0; o < 9; o++) reid_view_result_free(&keep[o]);
+    return rc;
+}
+
+int reid_views_files(const emb_set *es, int nf, const int *fold, const reid_views_cfg *c, reid_view_result *out) {
+    memset(out, 0, sizeof *out);
+    int rc = check_same_frames(es, nf);
+    if (rc || nf == 1) return rc ? rc : reid_eval_views(&es[0], c, out);
+    const int by_scene = c->nqviews > 1; /* fused query views: a query id is a scene value */
+    for (int f = 0; f < nf && !rc; f++) {
+        reid_view_result kf;
+        if ((rc = reid_eval_views(&es[f], c, &kf))) { rc = er_fail(rc, "file %d: %s", f, er_msg()); break; }
+        if (f == 0) {
+            out->nrefs = kf.nrefs, out->nscenes = kf.nscenes, out->k = kf.k, out->dist = kf.dist;
+            out->pred = xmalloc(sizeof *out->pred * (size_t)(kf.npred ? kf.npred : 1) * nf);
+            out->gt = xmalloc(sizeof *out->gt * (size_t)(kf.ngt ? kf.ngt : 1) * nf);
+        }
+        for (int64_t t = 0; t < kf.ngt; t++)
+            if (fold_of_query(&es[f], fold, kf.gt[t].q, by_scene) == f) out->gt[out->ngt++] = kf.gt[t];
+        for (int64_t t = 0; t < kf.npred; t++)
+            if (fold_of_query(&es[f], fold, kf.pred[t].q, by_scene) == f) out->pred[out->npred++] = kf.pred[t];
+        reid_view_result_free(&kf);
+    }
+    if (!rc && !out->ngt) rc = er_fail(ER_INPUT, "folds: no query of any fold has a reference");
+    if (!rc) {
+        out->nqueries = (int)out->ngt;
+        rc = reid_metrics(out->pred, out->npred, out->gt, out->ngt, &out->r);
+    }
+    if (rc) reid_view_result_free(out);
     return rc;
 }

@@ -154,6 +154,60 @@ Test(eval_seq_folds, one_folds_queries) {
     manifest_free(&m);
 }
 
+/* the view protocol across folds (reid_views_files): each pooled prediction and ground truth is the
+ * file of its query's fold's (a row id, or a scene value when the query views are fused); identical
+ * files give the one-file figures; folds by scene name need no row correspondence */
+Test(eval_seq_folds, views_protocol_scored_in_each_folds_file) {
+    emb_set es[2];
+    manifest m;
+    make(&es[0], 1, &m);
+    make(&es[1], 2, NULL);
+    int fold[N], fs[N], K;
+    cr_assert_eq(seq_fold_of_rows(&es[0], &m, fold, &K), ER_OK, "%s", er_msg());
+    /* by scene: the ids may be another manifest's rows */
+    for (int i = 0; i < N; i++) es[0].ids[i] = 1000 + i;
+    cr_assert_eq(seq_fold_of_scenes(&es[0], &m, fs, &K), ER_OK, "%s", er_msg());
+    cr_assert_eq(K, 2);
+    cr_assert(!memcmp(fs, fold, sizeof fold));
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < N; i++) es[f].ids[i] = 100 + i; /* row ids apart from the scene values */
+    const int64_t qv1[] = {0}, qv2[] = {0, 1}, rv[] = {2, 3};
+    for (int fused = 0; fused < 2; fused++) {
+        reid_views_cfg c = {.qviews = fused ? qv2 : qv1, .nqviews = fused ? 2 : 1, .rviews = rv, .nrviews = 2, .k = 4};
+        reid_view_result both, one[2];
+        cr_assert_eq(reid_views_files(es, 2, fold, &c, &both), ER_OK, "%s", er_msg());
+        for (int f = 0; f < 2; f++) cr_assert_eq(reid_eval_views(&es[f], &c, &one[f]), ER_OK, "%s", er_msg());
+        cr_assert_eq(both.ngt, one[0].ngt, "every query once");
+        cr_assert_eq(both.nqueries, (int)both.ngt);
+        for (int64_t t = 0; t < both.npred; t++) {
+            const reid_pred *p = &both.pred[t];
+            int qf = (int)((fused ? p->q : es[0].scene[p->q - 100]) % 2); /* row id = 100 + index; fold = scene % 2 */
+            const reid_view_result *own = &one[qf];
+            int found = 0;
+            for (int64_t u = 0; u < own->npred && !found; u++)
+                found = own->pred[u].q == p->q && own->pred[u].r == p->r && own->pred[u].score == p->score;
+            cr_assert(found, "fused %d: prediction (%lld, %lld) is not its fold's file's", fused, (long long)p->q, (long long)p->r);
+        }
+        int64_t want = 0;
+        for (int f = 0; f < 2; f++)
+            for (int64_t u = 0; u < one[f].npred; u++) want += (int)((fused ? one[f].pred[u].q : es[0].scene[one[f].pred[u].q - 100]) % 2) == f;
+        cr_assert_eq(both.npred, want, "fused %d: only each file's own queries", fused);
+        reid_view_result same;
+        emb_set two[2] = {es[0], es[0]};
+        cr_assert_eq(reid_views_files(two, 2, fold, &c, &same), ER_OK, "%s", er_msg());
+        cr_assert(fabs(same.r.uap - one[0].r.uap) < 1e-12 && same.r.acc1 == one[0].r.acc1, "%g vs %g", same.r.uap, one[0].r.uap);
+        reid_view_result_free(&both), reid_view_result_free(&one[0]), reid_view_result_free(&one[1]), reid_view_result_free(&same);
+    }
+    free(m.rows[0].scene), m.rows[0].scene = xstrdup("x"); /* scene 0's first row now elsewhere: still found */
+    cr_assert_eq(seq_fold_of_scenes(&es[0], &m, fs, &K), ER_OK, "%s", er_msg());
+    for (int i = 0; i < N; i++)
+        if (m.rows[i].scene && !strcmp(m.rows[i].scene, "0")) free(m.rows[i].scene), m.rows[i].scene = xstrdup("y");
+    cr_assert_eq(seq_fold_of_scenes(&es[0], &m, fs, &K), ER_INPUT);
+    cr_assert(strstr(er_msg(), "scene '0'") && strstr(er_msg(), "folds.csv"), "%s", er_msg());
+    emb_free(&es[0]), emb_free(&es[1]);
+    manifest_free(&m);
+}
+
 Test(eval_seq_folds, the_folds_manifest_is_checked) {
     emb_set e;
     manifest m;
@@ -208,9 +262,15 @@ Test(eval_seq_folds, commands) {
     char *nofold[] = {"eval", "sequence", "--emb", p0, "--folds", pm, "--fold", "2", NULL};
     cr_assert_eq(cmd_eval(8, nofold), ER_INPUT);
     cr_assert(strstr(er_msg(), "folds 0..1"), "%s", er_msg());
-    char *noseq[] = {"eval", "compare", p0, p1, "--ref-view", "2", "--folds", pm, NULL};
-    cr_assert_eq(cmd_eval(8, noseq), ER_INPUT);
-    cr_assert(strstr(er_msg(), "--folds needs --sequence"), "%s", er_msg());
+    char *noseq[] = {"eval", "compare", p0, p1, "--ref-view", "2", "--folds", pm, "--fold", "1", NULL};
+    cr_assert_eq(cmd_eval(10, noseq), ER_INPUT);
+    cr_assert(strstr(er_msg(), "--fold needs --sequence"), "%s", er_msg());
+    /* the view protocol across folds: a list per descriptor, each row's fold its scene's */
+    char *views[] = {"eval", "compare", p0, list, "--ref-view", "2,3", "--query-view", "0,1", "--folds", pm, "--bootstrap", "10", NULL};
+    cr_assert_eq(cmd_eval(12, views), ER_OK, "%s", er_msg());
+    char *viewsnofolds[] = {"eval", "compare", p0, list, "--ref-view", "2,3", NULL};
+    cr_assert_eq(cmd_eval(6, viewsnofolds), ER_INPUT);
+    cr_assert(strstr(er_msg(), "give --folds"), "%s", er_msg());
     emb_free(&e0), emb_free(&e1);
     manifest_free(&m);
     free(p0), free(p1), free(pm);
