@@ -94,6 +94,7 @@ typedef struct {
     float *stats;    /* mean [C], rstd [C] as the forward used them */
     float eps;
     int training;
+    int relu;        /* the output is max(bn, 0): the backward masks gy by output > 0 */
 } bn_ctx;
 
 static void batchnorm_backward(tape_node *n) {
@@ -103,8 +104,8 @@ static void batchnorm_backward(tape_node *n) {
     const bn_ctx *c = n->ctx;
     int64_t N = x->shape[0], C = x->shape[1], HW = tensor_numel(x) / (N * C);
     arena_mark m = ops_mark(x->device);
-    float *work = ops_scratch(x->device, (int64_t)BE(x)->batchnorm_backward_workspace(N, C, HW));
-    BE(x)->batchnorm_backward(N, C, HW, x->data, c->w, c->stats, c->stats + C, y->grad->data,
+    float *work = ops_scratch(x->device, (int64_t)BE(x)->batchnorm_backward_workspace(N, C, HW, c->relu));
+    BE(x)->batchnorm_backward(N, C, HW, x->data, c->w, c->stats, c->stats + C, y->grad->data, c->relu ? y->data : NULL,
                               c->training, c->eps, gx ? gx->data : NULL, gw ? gw->data : NULL,
                               gb ? gb->data : NULL, work, !fresh);
     ops_release(x->device, m);
@@ -162,19 +163,19 @@ static tensor *batchnorm(tensor *x, tensor *w, tensor *b, tensor *rm, tensor *rv
     }
     tensor *y = ops_new(x, x->ndim, x->shape);
     float *stats = ops_scratch(dev, 2 * C);
-    /* the ReLU is fused only when nothing is recorded: the backward differentiates bn alone */
+    /* the ReLU is fused in both directions: y = max(bn, 0) is the only tensor, and the backward
+     * masks gy by y > 0 inside the BN backward (no ReLU pass, no pre-ReLU tensor kept) */
     tensor *in[3] = {x, w, b};
-    int fuse = relu && !(grad_enabled() && ((x->flags | (w ? w->flags : 0) | (b ? b->flags : 0)) & T_REQUIRES_GRAD));
     if (N * C * HW > 0)
         BE(x)->batchnorm(N, C, HW, x->data, wd, bd, rm ? rm->data : NULL, rv ? rv->data : NULL,
-                         training, momentum, eps, fuse, y->data, stats, stats + C);
-    tape_node *n = tape_record("batchnorm2d", batchnorm_backward, y, 3, in);
+                         training, momentum, eps, relu, y->data, stats, stats + C);
+    tape_node *n = tape_record(op, batchnorm_backward, y, 3, in);
     if (n) {
         bn_ctx *c = arena_alloc_host(arena_default(dev), sizeof *c);
-        *c = (bn_ctx){wd, stats, eps, training};
+        *c = (bn_ctx){wd, stats, eps, training, relu};
         n->ctx = c;
     }
-    return relu && !fuse ? op_relu(y) : y;
+    return y;
 }
 
 tensor *op_batchnorm2d(tensor *x, tensor *w, tensor *b, tensor *running_mean, tensor *running_var,

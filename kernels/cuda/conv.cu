@@ -274,18 +274,24 @@ void cu_batchnorm(int64_t N, int64_t C, int64_t HW, const float *x, const float 
     }
 }
 
+/* gy of the BN output: with the fused ReLU (relu_y given), gy where the forward's output y > 0 */
+__device__ __forceinline__ float bn_gy(const float *gy, const float *relu_y, int64_t i) {
+    return relu_y && !(relu_y[i] > 0.0f) ? 0.0f : gy[i];
+}
+
 /* One block per channel: sg = sum gy, sgx = sum gy xh (double); gb += sg, gw += sgx and, when gx
- * is given, gx += w rstd (gy - [training] (sg + xh sgx) / M). */
+ * is given, gx += w rstd (gy - [training] (sg + xh sgx) / M); gy masked by the fused ReLU's output. */
 __global__ void k_bn_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
-                              const float *mean, const float *rstd, const float *gy, int training,
-                              float *gx, float *gw, float *gb, int gx_acc) {
+                              const float *mean, const float *rstd, const float *gy, const float *relu_y,
+                              int training, float *gx, float *gw, float *gb, int gx_acc) {
     const int64_t c = blockIdx.x, M = N * HW;
     const float mu = mean[c], rs = rstd[c];
     double sg = 0, sgx = 0;
     for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
         int64_t i = (j / HW * C + c) * HW + j % HW;
-        sg += gy[i];
-        sgx += (double)gy[i] * ((x[i] - mu) * rs);
+        float g = bn_gy(gy, relu_y, i);
+        sg += g;
+        sgx += (double)g * ((x[i] - mu) * rs);
     }
     sg = cu_block_sum_d(sg);
     sgx = cu_block_sum_d(sgx);
@@ -298,25 +304,41 @@ __global__ void k_bn_backward(int64_t N, int64_t C, int64_t HW, const float *x, 
     const float m2 = training ? (float)(sgx / (double)M) : 0.0f;
     for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
         int64_t i = (j / HW * C + c) * HW + j % HW;
-        gx[i] = (gx_acc ? gx[i] : 0.0f) + k * (gy[i] - m1 - (x[i] - mu) * rs * m2);
+        gx[i] = (gx_acc ? gx[i] : 0.0f) + k * (bn_gy(gy, relu_y, i) - m1 - (x[i] - mu) * rs * m2);
     }
 }
 
+/* the fused ReLU's backward before cuDNN's BN backward: g = y > 0 ? gy : 0 */
+__global__ void k_relu_mask(int64_t n, const float *y, const float *gy, float *g) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        g[i] = y[i] > 0.0f ? gy[i] : 0.0f;
+}
+
 /* cuDNN's training backward writes a weight and bias gradient even when the op wants neither:
- * 2 C floats of scratch for those. */
-size_t cu_batchnorm_backward_workspace(int64_t N, int64_t C, int64_t HW) { return (size_t)(2 * C); }
+ * 2 C floats of scratch for those; with the fused ReLU also the masked gy (N C HW floats). */
+size_t cu_batchnorm_backward_workspace(int64_t N, int64_t C, int64_t HW, int relu) {
+    return (size_t)(2 * C) + (relu ? (size_t)(N * C * HW) : 0);
+}
 
 void cu_batchnorm_backward(int64_t N, int64_t C, int64_t HW, const float *x, const float *w,
-                           const float *mean, const float *rstd, const float *gy, int training,
-                           float eps, float *gx, float *gw, float *gb, float *work, int gx_acc) {
+                           const float *mean, const float *rstd, const float *gy, const float *relu_y,
+                           int training, float eps, float *gx, float *gw, float *gb, float *work, int gx_acc) {
     if (N * C * HW <= 0 || C > 2147483647) return;
     if (!training || !gx) {
-        k_bn_backward<<<(unsigned)C, BN_THREADS, 0, cuda_stream()>>>(N, C, HW, x, w, mean, rstd, gy, training, gx, gw, gb, gx_acc);
+        k_bn_backward<<<(unsigned)C, BN_THREADS, 0, cuda_stream()>>>(N, C, HW, x, w, mean, rstd, gy, relu_y, training, gx, gw, gb,
+                                                                     gx_acc);
         CUDA_LAUNCHED("batchnorm_backward");
         return;
     }
     cudnnHandle_t h = bn_descs(N, C, HW);
     if (!h) return;
+    if (relu_y) {
+        const int64_t n = N * C * HW;
+        float *g = work + 2 * C;
+        k_relu_mask<<<cuda_blocks(n, BN_THREADS), BN_THREADS, 0, cuda_stream()>>>(n, relu_y, gy, g);
+        CUDA_LAUNCHED("batchnorm_backward relu");
+        gy = g;
+    }
     const float one = 1.0f, zero = 0.0f;
     /* gw and gb share one blend factor: both accumulate, or (when the op wants neither or only
      * one) the missing one lands in scratch; gx's beta 0 (a fresh buffer) writes it without reading */

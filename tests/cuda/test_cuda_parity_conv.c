@@ -74,30 +74,31 @@ static void bn_case(int64_t N, int64_t C, int64_t HW, int training, int relu) {
     expect_close("batchnorm rstd", st + C, dst + C, C, 1e-5);
     expect_close("batchnorm running_mean", rm, drm, C, 1e-5);
     expect_close("batchnorm running_var", rv, drv, C, 1e-5);
-    if (!relu) {
+    { /* the backward; with relu the fused ReLU's mask comes from the forward's output */
+        const float *ry = relu ? y : NULL, *dry = relu ? dy : NULL;
         float *gx = rnd(n, -1, 1, 216), *gw = rnd(C, -1, 1, 217), *gb = rnd(C, -1, 1, 218);
         float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
-        float *wc = work_of(CPU, CPU->batchnorm_backward_workspace(N, C, HW));
-        float *wg = work_of(GPU, GPU->batchnorm_backward_workspace(N, C, HW));
-        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, gw, gb, wc, 1);
-        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, dgw, dgb, wg, 1);
+        float *wc = work_of(CPU, CPU->batchnorm_backward_workspace(N, C, HW, relu));
+        float *wg = work_of(GPU, GPU->batchnorm_backward_workspace(N, C, HW, relu));
+        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, ry, training, 1e-5f, gx, gw, gb, wc, 1);
+        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, dry, training, 1e-5f, dgx, dgw, dgb, wg, 1);
         expect_close("batchnorm gx", gx, dgx, n, 1e-5);
         expect_close("batchnorm gw", gw, dgw, C, 1e-5);
         expect_close("batchnorm gb", gb, dgb, C, 1e-5);
         /* without the input gradient, and with only the input gradient */
-        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, NULL, gw, gb, wc, 1);
-        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, NULL, dgw, dgb, wg, 1);
+        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, ry, training, 1e-5f, NULL, gw, gb, wc, 1);
+        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, dry, training, 1e-5f, NULL, dgw, dgb, wg, 1);
         expect_close("batchnorm gw (no gx)", gw, dgw, C, 1e-5);
-        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, NULL, NULL, wc, 1);
-        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, NULL, NULL, wg, 1);
+        CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, ry, training, 1e-5f, gx, NULL, NULL, wc, 1);
+        GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, dry, training, 1e-5f, dgx, NULL, NULL, wg, 1);
         expect_close("batchnorm gx (no gw, gb)", gx, dgx, n, 1e-5);
         /* a fresh gx (gx_acc 0), with and without gw / gb: NaN before, written after */
         for (int with_w = 0; with_w <= 1; with_w++) {
             for (int64_t i = 0; i < n; i++) gx[i] = NAN;
             GPU->upload(dgx, gx, n * sizeof(float));
-            CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, gx, with_w ? gw : NULL,
+            CPU->batchnorm_backward(N, C, HW, x, w, st, st + C, gy, ry, training, 1e-5f, gx, with_w ? gw : NULL,
                                     with_w ? gb : NULL, wc, 0);
-            GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, training, 1e-5f, dgx, with_w ? dgw : NULL,
+            GPU->batchnorm_backward(N, C, HW, dx, dw, dst, dst + C, dgy, dry, training, 1e-5f, dgx, with_w ? dgw : NULL,
                                     with_w ? dgb : NULL, wg, 0);
             expect_all_written("batchnorm gx (gx_acc 0)", gx, n);
             expect_close("batchnorm gx written (gx_acc 0)", gx, dgx, n, 1e-5);

@@ -67,8 +67,8 @@ Test(kernels_grad_write, batchnorm_backward_writes_a_fresh_gx) {
     for (int training = 0; training <= 1; training++) {
         float *ref = filled(n, 0.0f), *got = filled(n, NAN);
         float gw[2][5] = {{0}}, gb[2][5] = {{0}};
-        cpu_batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, ref, gw[0], gb[0], NULL, 1);
-        cpu_batchnorm_backward(N, C, HW, x, w, st, st + C, gy, training, 1e-5f, got, gw[1], gb[1], NULL, 0);
+        cpu_batchnorm_backward(N, C, HW, x, w, st, st + C, gy, NULL, training, 1e-5f, ref, gw[0], gb[0], NULL, 1);
+        cpu_batchnorm_backward(N, C, HW, x, w, st, st + C, gy, NULL, training, 1e-5f, got, gw[1], gb[1], NULL, 0);
         expect_written_as(training ? "batchnorm gx (training)" : "batchnorm gx (eval)", got, ref, n);
         cr_expect(!memcmp(gw[0], gw[1], sizeof gw[0]) && !memcmp(gb[0], gb[1], sizeof gb[0]),
                   "gw and gb accumulate whatever gx does");
