@@ -225,7 +225,7 @@ static int conv_out(int in, int k, int st, int pad) { return (in + 2 * pad - k) 
 double resnet_train_bytes(const resnet_config *c, double N, int H, int W) {
     double kept = 3.0 * H * W, scratch = 0; /* floats per image */
     int h = conv_out(H, 7, 2, 3), w = conv_out(W, 7, 2, 3), width = c->width;
-    kept += 3.0 * width * h * w;              /* conv1, bn1, relu */
+    kept += 2.0 * width * h * w;              /* conv1, bn1 + relu (one tensor: fused) */
     scratch = 3.0 * 49 * h * w;
     h = conv_out(h, 3, 2, 1), w = conv_out(w, 3, 2, 1);
     kept += 1.5 * width * h * w;              /* maxpool out + int32 indices (half counted: same size) */
@@ -235,13 +235,13 @@ double resnet_train_bytes(const resnet_config *c, double N, int H, int W) {
         for (int b = 0; b < c->blocks[s]; b++) {
             int st = b == 0 && s > 0 ? 2 : 1, ho = conv_out(h, 3, st, 1), wo = conv_out(w, 3, st, 1);
             if (bott) {
-                kept += 3.0 * planes * h * w;      /* conv1 1x1, bn, relu at the input size */
-                kept += 3.0 * planes * ho * wo;    /* conv2 3x3/st, bn, relu */
+                kept += 2.0 * planes * h * w;      /* conv1 1x1, bn + relu at the input size */
+                kept += 2.0 * planes * ho * wo;    /* conv2 3x3/st, bn + relu */
                 kept += 2.0 * out * ho * wo;       /* conv3 1x1, bn */
                 double col = 9.0 * planes * ho * wo;
                 scratch = col > scratch ? col : scratch;
             } else {
-                kept += 3.0 * planes * ho * wo + 2.0 * planes * ho * wo;
+                kept += 2.0 * planes * ho * wo + 2.0 * planes * ho * wo; /* conv, bn + relu; conv, bn */
                 double col = 9.0 * (b == 0 ? inplanes : planes) * ho * wo;
                 scratch = col > scratch ? col : scratch;
             }

@@ -82,7 +82,7 @@ tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x);
 /* resnet_features, then fc when num_classes > 0: torchvision's forward. */
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x);
 /* Bytes one training forward + backward of N images of H x W keeps until the step ends: every conv,
- * batch-norm, ReLU, add and pooling output (fp32) and max-pool indices, plus the largest convolution's
+ * batch-norm (a fused BN + ReLU is one), ReLU, add and pooling output (fp32) and max-pool indices, plus the largest convolution's
  * im2col scratch; x 1.125 for the step arena's slack (nn/arena.h), which also covers the frontier of
  * live activation gradients (backward recycles the finished ones). For the refusal of a run that
  * cannot fit (nn/base/memory.h). */
