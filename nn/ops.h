@@ -56,6 +56,9 @@ tensor *op_gelu(tensor *x);                              /* erf form */
  * for bit */
 tensor *op_bias_gelu(tensor *x, tensor *b); /* x fp32 or bf16 (y the same), b fp32 */
 tensor *op_relu(tensor *x);
+/* relu(a + b) as one tensor (a residual block's output): the bits of op_relu(op_add(a, b)),
+ * forward and backward, without keeping the sum */
+tensor *op_add_relu(tensor *a, tensor *b);
 tensor *op_sigmoid(tensor *x);
 tensor *op_tanh(tensor *x);
 /* Inverted dropout with a Philox mask: element i kept iff rng_at(seed, stream, i) >= p * 2^32.

@@ -61,7 +61,8 @@ static void binary_backward(tape_node *n) {
     }
 }
 
-static tensor *binary(const char *name, int op, tensor *a, tensor *b) {
+/* y = a op b (broadcast), nothing recorded */
+static tensor *binary_apply(const char *name, int op, tensor *a, tensor *b) {
     OPS_F32(name, a, b);
     if (!a || !b) return NULL;
     if (a->device != b->device) {
@@ -73,6 +74,11 @@ static tensor *binary(const char *name, int op, tensor *a, tensor *b) {
     if (broadcast(name, a, b, &nd, shape, as, bs)) return NULL;
     tensor *y = ops_new(a, nd, shape);
     BE(a)->binary(op, nd, shape, a->data, as, b->data, bs, y->data);
+    return y;
+}
+
+static tensor *binary(const char *name, int op, tensor *a, tensor *b) {
+    tensor *y = binary_apply(name, op, a, b);
     tensor *in[2] = {a, b};
     tape_node *n = tape_record(name, binary_backward, y, 2, in);
     if (n) n->i[0] = op;
@@ -80,6 +86,24 @@ static tensor *binary(const char *name, int op, tensor *a, tensor *b) {
 }
 
 tensor *op_add(tensor *a, tensor *b) { return binary("add", BIN_ADD, a, b); }
+
+/* relu(a + b)'s backward: the ReLU's backward in place on gy (y > 0 exactly where a + b > 0; y's
+ * gradient is this node's alone, as tape_give_grad assumes), then the add's backward on it. */
+static void add_relu_backward(tape_node *n) {
+    tensor *y = n->out;
+    BE(y)->unary_backward(UN_RELU, tensor_numel(y), y->data, y->data, y->grad->data, y->grad->data, 0.0f, 0.0f, 0);
+    binary_backward(n);
+}
+
+tensor *op_add_relu(tensor *a, tensor *b) {
+    tensor *y = binary_apply("add_relu", BIN_ADD, a, b);
+    if (!y) return NULL;
+    BE(y)->unary(UN_RELU, tensor_numel(y), y->data, y->data, 0.0f, 0.0f); /* in place: one tensor */
+    tensor *in[2] = {a, b};
+    tape_node *n = tape_record("add_relu", add_relu_backward, y, 2, in);
+    if (n) n->i[0] = BIN_ADD;
+    return y;
+}
 tensor *op_sub(tensor *a, tensor *b) { return binary("sub", BIN_SUB, a, b); }
 tensor *op_mul(tensor *a, tensor *b) { return binary("mul", BIN_MUL, a, b); }
 tensor *op_div(tensor *a, tensor *b) { return binary("div", BIN_DIV, a, b); }

@@ -151,7 +151,7 @@ static tensor *block_forward(const resnet *r, const nn_ctx *ctx, const resnet_bl
         h = bn(r, ctx, h, &b->bn[k], k < n - 1);
     }
     tensor *sc = b->down ? bn(r, ctx, ac_conv2d(ctx, x, b->down, NULL, b->stride, 0, 1, 1), &b->down_bn, 0) : x;
-    return op_relu(op_add(h, sc));
+    return op_add_relu(h, sc);
 }
 
 tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
@@ -246,7 +246,7 @@ double resnet_train_bytes(const resnet_config *c, double N, int H, int W) {
                 scratch = col > scratch ? col : scratch;
             }
             if (st != 1 || inplanes != out) kept += 2.0 * out * ho * wo; /* downsample conv + bn */
-            kept += 2.0 * out * ho * wo;           /* residual add, relu */
+            kept += 1.0 * out * ho * wo;           /* residual add + relu (one tensor: fused) */
             inplanes = out, h = ho, w = wo;
         }
     }

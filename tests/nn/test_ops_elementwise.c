@@ -1,5 +1,6 @@
 /* Elementwise ops: forward against double references, backward against finite differences. */
 #include <math.h>
+#include <string.h>
 
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
@@ -171,4 +172,56 @@ Test(nn_elementwise, shape_errors_return_null_and_propagate) {
     cr_assert_null(op_clamp(a, 1, 0));
     tensor_free(a);
     tensor_free(b);
+}
+
+static tensor *f_add_relu(tensor **in, void *c) {
+    (void)c;
+    return op_add_relu(in[0], in[1]);
+}
+
+/* relu(a + b) as one op: the bits of op_relu(op_add(a, b)) forward and backward (both gradients,
+ * written fresh, accumulated into a leaf, a == b, b broadcast), and finite differences */
+Test(nn_elementwise, add_relu_equals_add_then_relu) {
+    const int64_t sa[2] = {7, 33}, sb[2][2] = {{7, 33}, {1, 33}};
+    for (int mode = 0; mode < 4; mode++) { /* fresh, accumulate into the leaves, a == b, broadcast b */
+        tensor *ys[2], *as[2], *bs[2];
+        for (int fused = 0; fused < 2; fused++) {
+            as[fused] = gc_rand(2, sa, 80, -1, 1);
+            bs[fused] = gc_rand(2, sb[mode == 3], 81, -1, 1);
+            if (mode == 1) { /* the leaves already hold a gradient: the op's backward adds to it */
+                cr_assert_eq(backward(op_sum_all(op_mul(as[fused], as[fused]))), ER_OK, "%s", er_msg());
+                cr_assert_eq(backward(op_sum_all(op_mul(bs[fused], bs[fused]))), ER_OK, "%s", er_msg());
+            }
+            /* intermediates (a network's tensors) get fresh gradients, leaves accumulate */
+            tensor *a = mode == 1 ? as[fused] : op_mul_scalar(as[fused], 1.5f);
+            tensor *b = mode == 2 ? a : mode == 1 ? bs[fused] : op_mul_scalar(bs[fused], 0.5f);
+            ys[fused] = fused ? op_add_relu(a, b) : op_relu(op_add(a, b));
+            cr_assert_not_null(ys[fused], "%s", er_msg());
+            tensor *R = gc_rand(2, sa, 82, -1, 1);
+            tensor_set_requires_grad(R, 0);
+            cr_assert_eq(backward_with(ys[fused], R), ER_OK, "%s", er_msg());
+            tensor_free(R);
+        }
+        int64_t n = tensor_numel(ys[0]), nb = tensor_numel(bs[0]);
+        int zeros = 0;
+        for (int64_t i = 0; i < n; i++) zeros += ys[1]->data[i] == 0.0f;
+        cr_assert(zeros > n / 10 && zeros < n * 9 / 10, "mode %d: the ReLU was not exercised", mode);
+        cr_assert(!memcmp(ys[0]->data, ys[1]->data, sizeof(float) * n), "mode %d: y", mode);
+        cr_assert(!memcmp(as[0]->grad->data, as[1]->grad->data, sizeof(float) * n), "mode %d: ga", mode);
+        if (mode != 2) cr_assert(!memcmp(bs[0]->grad->data, bs[1]->grad->data, sizeof(float) * nb), "mode %d: gb", mode);
+        tensor *all[] = {as[0], bs[0], as[1], bs[1]};
+        gc_free(4, all);
+        nn_step_end();
+    }
+    /* finite differences (step 1e-2): a is moved off the kink, |a + b| >= 0.05 everywhere */
+    for (int s = 0; s < 2; s++) {
+        tensor *in[2] = {gc_rand(2, sa, 90 + s, -1, 1), gc_rand(2, sb[s], 92 + s, -1, 1)};
+        for (int64_t i = 0; i < 7 * 33; i++) {
+            float t = in[0]->data[i] + in[1]->data[s ? i % 33 : i];
+            if (fabsf(t) < 0.05f) in[0]->data[i] += t < 0 ? -0.1f : 0.1f;
+        }
+        cr_assert_eq(gradcheck("add_relu", f_add_relu, NULL, 2, in, gc_default()), 0, "shape %d", s);
+        gc_free(2, in);
+        nn_step_end();
+    }
 }
