@@ -138,6 +138,12 @@ Test(cuda, unary_forward_backward) {
         GPU->unary_backward(op, n, dx, dy, dgy, dgx, alpha, beta, 0);
         expect_all_written("unary_backward (accumulate 0)", gx, n);
         expect_close("unary_backward written (accumulate 0)", gx, dgx, n, 1e-5);
+        if (op == UN_RELU) { /* in place, as op_add_relu runs them: y over x, then gx over gy */
+            GPU->unary(op, n, dx, dx, alpha, beta);
+            expect_close("unary in place", y, dx, n, 1e-6);
+            GPU->unary_backward(op, n, dy, dy, dgy, dgy, alpha, beta, 0);
+            expect_close("unary_backward in place", gx, dgy, n, 1e-5);
+        }
         GPU->free(dx); GPU->free(dy); GPU->free(dgy); GPU->free(dgx);
         free(x); free(gy); free(y); free(gx);
     }
