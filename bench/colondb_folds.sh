@@ -6,7 +6,8 @@
 # the encoder that never saw the query's sequence. Rows: the recipe, the hybrid with the colour
 # histogram at a weight fixed a priori (0.5), and the no-learning baselines on the same protocol.
 # Usage: sh bench/colondb_folds.sh [build/endoret] [out folder] [folds] [steps] [config]
-#   (config: configs/colondb_seq_cpu.cfg, or an ablation of it such as configs/colondb_seq_nojitter_cpu.cfg)
+#   (config: configs/colondb_seq_cpu.cfg, or an ablation of it such as configs/colondb_seq_nojitter_cpu.cfg;
+#    SEED=s in the environment sets train.seed, for the recipe's seed rows)
 # then:  sh bench/colondb_folds_eval.sh [build/endoret] [out folder] [folds]   (the tables)
 # A fold already trained (<out>/fold<k>/encoder.safetensors) is not trained again.
 # Needs ../shared/data/{cvc_colondb,kvasir_seg} (never copied into the repository).
@@ -16,6 +17,7 @@ O=${2:-out/colondb_folds}
 K=${3:-5}
 STEPS=${4:-300}
 CFG=${5:-configs/colondb_seq_cpu.cfg}
+SEED_SET=${SEED:+--set train.seed=$SEED}
 C=../shared/data/cvc_colondb
 [ -f "$C/labels.csv" ] || { echo "colondb_folds.sh: $C/labels.csv not found" >&2; exit 2; }
 mkdir -p "$O"
@@ -29,7 +31,7 @@ while [ "$k" -lt "$K" ]; do
     { cat "$O/hold$k.csv"; awk -F, 'NR > 1 { OFS = ","; $7 = "train"; print }' "$O/kvasir.csv"; } > "$O/train$k.csv"
     if [ ! -f "$O/fold$k/encoder.safetensors" ]; then
         start=$(date +%s)
-        nice -n 10 "$E" train image --config "$CFG" --set data.manifest="$O/train$k.csv" \
+        nice -n 10 "$E" train image --config "$CFG" $SEED_SET --set data.manifest="$O/train$k.csv" \
             --set train.steps="$STEPS" --set out.dir="$O/fold$k"
         echo "fold $k: trained in $(( $(date +%s) - start )) s"
     fi
