@@ -18,24 +18,6 @@ int embed_wants_hybrid(int argc, char **argv) {
     return 0;
 }
 
-#define MAX_GRID 101
-
-/* "0,0.1,0.5" -> grid; ER_INPUT naming the bad entry */
-static int parse_grid(const char *s, double *grid, int *n) {
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end = NULL;
-        double v = strtod(p, &end);
-        if (end == p || (*end && *end != ',') || !(v >= 0 && v <= 1) || *n == MAX_GRID)
-            return er_fail(ER_INPUT, "--select-weight '%s': entry %d is not a weight in [0, 1] (at most %d, comma-separated)", s, *n + 1,
-                           MAX_GRID);
-        grid[(*n)++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return *n ? ER_OK : er_fail(ER_INPUT, "--select-weight is empty");
-}
-
 /* the comma-separated --out list into nf paths (pointers into `copy`) */
 static int split_outs(char *copy, char **outs, int nf) {
     int n = 0;
@@ -49,10 +31,15 @@ static int split_outs(char *copy, char **outs, int nf) {
 
 /* --select-weight: each fold's weight from its training folds, printed as a table (or JSON) */
 static int select_weights(const seq_desc *d, const emb_set *h, const char *grid_s, const seq_gap *g, int json, double *w) {
-    double grid[MAX_GRID];
-    int ng, rc = parse_grid(grid_s, grid, &ng);
+    double *grid;
+    int ng, rc = args_double_list(grid_s, "--select-weight", &grid, &ng);
+    for (int t = 0; t < ng && !rc; t++)
+        if (!(grid[t] >= 0 && grid[t] <= 1)) rc = er_fail(ER_INPUT, "--select-weight: %g is not a weight in [0, 1], in '%s'", grid[t], grid_s);
     seq_weight_choice c;
-    if (rc || (rc = seq_select_hybrid_weight(d->es, d->nf, h, d->fold, g, grid, ng, &c))) return rc;
+    if (rc || (rc = seq_select_hybrid_weight(d->es, d->nf, h, d->fold, g, grid, ng, &c))) {
+        free(grid);
+        return rc;
+    }
     if (!json) {
         printf("hybrid weight of each held-out fold, chosen on the other folds only (mAP of the sequence protocol, "
                "their queries and gallery):\n  fold");
@@ -75,6 +62,7 @@ static int select_weights(const seq_desc *d, const emb_set *h, const char *grid_
     }
     if (json) printf("]}\n");
     seq_weight_choice_free(&c);
+    free(grid);
     return ER_OK;
 }
 
@@ -102,8 +90,8 @@ int embed_hybrid(int argc, char **argv) {
                         NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
-    if ((w >= 0) == (grid_s != NULL)) return er_fail(ER_INPUT, "embed --hybrid: give one of --hist-weight and --select-weight");
-    if (grid_s && !folds) return er_fail(ER_INPUT, "embed --hybrid: --select-weight needs --folds (the weight is chosen on training folds)");
+    if ((w >= 0) == (grid_s != NULL)) return er_fail(ER_INPUT, "--hybrid: give one of --hist-weight and --select-weight");
+    if (grid_s && !folds) return er_fail(ER_INPUT, "--select-weight needs --folds (the weight is chosen on training folds)");
     seq_desc d;
     emb_set h = {0};
     if ((rc = seq_desc_load(a_path, folds, -1, "--hybrid", 0, &d))) return rc;

@@ -218,6 +218,31 @@ int args_int64_list(const char *s, const char *what, int64_t **out, int *n) {
     return ER_OK;
 }
 
+int args_double_list(const char *s, const char *what, double **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (!s || !*s) return er_fail(ER_INPUT, "%s: empty list", what);
+    int cnt = 1;
+    for (const char *c = s; *c; c++) cnt += *c == ',';
+    double *v = xmalloc(sizeof *v * (size_t)cnt);
+    const char *c = s;
+    for (int i = 0; i < cnt; i++) {
+        const char *d = c + (*c == '-');
+        char *end;
+        double x = (*d >= '0' && *d <= '9') || *d == '.' ? strtod(c, &end) : 0;
+        if (!((*d >= '0' && *d <= '9') || *d == '.') || end == c || !isfinite(x) || (*end && *end != ',') ||
+            (i < cnt - 1) != (*end == ',')) {
+            free(v);
+            return er_fail(ER_INPUT, "%s: expected numbers separated by commas (no spaces), got '%s'", what, s);
+        }
+        v[i] = x;
+        c = end + (*end == ',');
+    }
+    *out = v;
+    *n = cnt;
+    return ER_OK;
+}
+
 int args_int_list(const char *s, const char *what, int **out, int *n) {
     int64_t *v;
     int cnt, rc = args_int64_list(s, what, &v, &cnt);

@@ -82,5 +82,7 @@ int args_range(const char *name, long long v, long long lo, long long hi);
 int args_int_list(const char *s, const char *what, int **out, int *n);
 /* The same for 64-bit integers (case ids). */
 int args_int64_list(const char *s, const char *what, int64_t **out, int *n);
+/* The same for finite decimal numbers ("0,0.25,.5,-1e-3"; "inf", "nan", " 1" refused). */
+int args_double_list(const char *s, const char *what, double **out, int *n);
 
 #endif

@@ -111,6 +111,15 @@ Test(args, parses_types_and_rejects_bad_input) {
     cr_expect_eq(v[2], 64);
     free(v);
     cr_expect_eq(args_int_list("16,,x", "bits", &v, &nv), ER_INPUT);
+    double *d;
+    cr_assert_eq(args_double_list("0,0.25,.5,-1e-3,1", "w", &d, &nv), ER_OK, "%s", er_msg());
+    cr_expect(nv == 5 && d[0] == 0 && d[1] == 0.25 && d[2] == 0.5 && d[3] == -1e-3 && d[4] == 1);
+    free(d);
+    const char *bad[] = {"", "0,,1", "0,", " 1", "1 ,2", "inf", "nan", "1e999", "0.5x", "+1", ",1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_expect_eq(args_double_list(bad[i], "w", &d, &nv), ER_INPUT, "'%s' accepted", bad[i]);
+        cr_expect(strstr(er_msg(), "w: "), "%s", er_msg());
+    }
 }
 
 /* remove_tree removes a nested folder but only unlinks a symlink in it, never what it points to. */
