@@ -167,11 +167,27 @@ int seq_two_vs_two_files(const emb_set *es, int nf, const int *fold, int only, i
     return rc;
 }
 
+/* query id -> fold, sorted by id for bsearch: a frame file's queries number in the thousands, and a
+ * scan of the rows for each of their k predictions would be quadratic */
+typedef struct { int64_t key; int fold; } key_fold;
+static int cmp_key_fold(const void *a, const void *b) {
+    int64_t x = ((const key_fold *)a)->key, y = ((const key_fold *)b)->key;
+    return (x > y) - (x < y);
+}
+static int fold_of_key(const key_fold *ix, int n, int64_t q) {
+    key_fold want = {q, 0}, *hit = bsearch(&want, ix, (size_t)n, sizeof *ix, cmp_key_fold);
+    return hit ? hit->fold : -1;
+}
+
 int reid_views_files(const emb_set *es, int nf, const int *fold, const reid_views_cfg *c, reid_view_result *out) {
     memset(out, 0, sizeof *out);
     int rc = check_same_frames(es, nf);
     if (rc || nf == 1) return rc ? rc : reid_eval_views(&es[0], c, out);
-    const int by_scene = c->nqviews > 1; /* fused query views: a query id is a scene value */
+    const int by_scene = c->nqviews > 1; /* fused query views: a query id is a scene value (one fold a scene) */
+    const int n = es[0].n;
+    key_fold *ix = xmalloc(sizeof *ix * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) ix[i] = (key_fold){by_scene ? es[0].scene[i] : es[0].ids[i], fold[i]};
+    qsort(ix, (size_t)n, sizeof *ix, cmp_key_fold);
     for (int f = 0; f < nf && !rc; f++) {
         reid_view_result kf;
         if ((rc = reid_eval_views(&es[f], c, &kf))) { rc = er_fail(rc, "file %d: %s", f, er_msg()); break; }
@@ -181,11 +197,12 @@ int reid_views_files(const emb_set *es, int nf, const int *fold, const reid_view
             out->gt = xmalloc(sizeof *out->gt * (size_t)(kf.ngt ? kf.ngt : 1) * nf);
         }
         for (int64_t t = 0; t < kf.ngt; t++)
-            if (fold_of_query(&es[f], fold, kf.gt[t].q, by_scene) == f) out->gt[out->ngt++] = kf.gt[t];
+            if (fold_of_key(ix, n, kf.gt[t].q) == f) out->gt[out->ngt++] = kf.gt[t];
         for (int64_t t = 0; t < kf.npred; t++)
-            if (fold_of_query(&es[f], fold, kf.pred[t].q, by_scene) == f) out->pred[out->npred++] = kf.pred[t];
+            if (fold_of_key(ix, n, kf.pred[t].q) == f) out->pred[out->npred++] = kf.pred[t];
         reid_view_result_free(&kf);
     }
+    free(ix);
     if (!rc && !out->ngt) rc = er_fail(ER_INPUT, "folds: no query of any fold has a reference");
     if (!rc) {
         out->nqueries = (int)out->ngt;
