@@ -33,10 +33,9 @@ static int split_outs(char *copy, char **outs, int nf) {
 static int select_weights(const seq_desc *d, const emb_set *h, const char *grid_s, const seq_gap *g, int json, double *w) {
     double *grid;
     int ng, rc = args_double_list(grid_s, "--select-weight", &grid, &ng);
-    for (int t = 0; t < ng && !rc; t++)
-        if (!(grid[t] >= 0 && grid[t] <= 1)) rc = er_fail(ER_INPUT, "--select-weight: %g is not a weight in [0, 1], in '%s'", grid[t], grid_s);
-    seq_weight_choice c;
-    if (rc || (rc = seq_select_hybrid_weight(d->es, d->nf, h, d->fold, g, grid, ng, &c))) {
+    seq_weight_choice c; /* seq_select_hybrid_weight refuses a weight outside [0, 1], naming it */
+    if (!rc && (rc = seq_select_hybrid_weight(d->es, d->nf, h, d->fold, g, grid, ng, &c))) rc = er_fail(rc, "--select-weight: %s", er_msg());
+    if (rc) {
         free(grid);
         return rc;
     }

@@ -213,7 +213,7 @@ Test(eval_seq_select, embed_hybrid_over_folds_command) {
     cr_assert(strstr(er_msg(), "--select-weight") && strstr(er_msg(), "0,x"), "%s", er_msg());
     char *outside[] = {"embed", "--hybrid", elist, "--hist", ph, "--folds", pm, "--select-weight", "0,1.5", "--out", olist, NULL};
     cr_assert_eq(cmd_embed(11, outside), ER_INPUT);
-    cr_assert(strstr(er_msg(), "1.5 is not a weight in [0, 1]"), "%s", er_msg());
+    cr_assert(strstr(er_msg(), "--select-weight") && strstr(er_msg(), "weight 1.5 is outside [0, 1]"), "%s", er_msg());
     for (int f = 0; f < K; f++) emb_free(&es[f]), free(pe[f]), free(po[f]);
     emb_free(&h), manifest_free(&m);
     free(ph), free(pm);
