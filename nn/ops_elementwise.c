@@ -86,6 +86,9 @@ static tensor *binary(const char *name, int op, tensor *a, tensor *b) {
 }
 
 tensor *op_add(tensor *a, tensor *b) { return binary("add", BIN_ADD, a, b); }
+tensor *op_sub(tensor *a, tensor *b) { return binary("sub", BIN_SUB, a, b); }
+tensor *op_mul(tensor *a, tensor *b) { return binary("mul", BIN_MUL, a, b); }
+tensor *op_div(tensor *a, tensor *b) { return binary("div", BIN_DIV, a, b); }
 
 /* relu(a + b)'s backward: the ReLU's backward in place on gy (y > 0 exactly where a + b > 0; y's
  * gradient is this node's alone, as tape_give_grad assumes), then the add's backward on it. */
@@ -104,9 +107,6 @@ tensor *op_add_relu(tensor *a, tensor *b) {
     if (n) n->i[0] = BIN_ADD;
     return y;
 }
-tensor *op_sub(tensor *a, tensor *b) { return binary("sub", BIN_SUB, a, b); }
-tensor *op_mul(tensor *a, tensor *b) { return binary("mul", BIN_MUL, a, b); }
-tensor *op_div(tensor *a, tensor *b) { return binary("div", BIN_DIV, a, b); }
 
 /* ---- unary maps ---- */
 
