@@ -191,57 +191,38 @@ int args_range(const char *name, long long v, long long lo, long long hi) {
     return er_fail(ER_INPUT, "--%s: expected %lld..%lld, got %lld", name, lo, hi, v);
 }
 
-/* One rule for every list of integers a user gives (--bits, --k, --id...): items are an optional
- * '-' and decimal digits, separated by single commas; no spaces, no '+', no empty item. */
-int args_int64_list(const char *s, const char *what, int64_t **out, int *n) {
+/* One rule for every list of numbers a user gives (--bits, --k, --id, --select-weight...): items are
+ * an optional '-' and a decimal number (integers: digits only; numbers: digits or '.' first, finite),
+ * separated by single commas; no spaces, no '+', no empty item. *out is int64_t[] or double[]. */
+static int number_list(const char *s, const char *what, int integers, void **out, int *n) {
     *out = NULL;
     *n = 0;
     if (!s || !*s) return er_fail(ER_INPUT, "%s: empty list", what);
     int cnt = 1;
     for (const char *c = s; *c; c++) cnt += *c == ',';
-    int64_t *v = xmalloc(sizeof *v * (size_t)cnt);
+    int64_t *iv = integers ? xmalloc(sizeof *iv * (size_t)cnt) : NULL;
+    double *dv = integers ? NULL : xmalloc(sizeof *dv * (size_t)cnt);
     const char *c = s;
     for (int i = 0; i < cnt; i++) {
         const char *d = c + (*c == '-');
-        char *end;
+        int starts = (*d >= '0' && *d <= '9') || (!integers && *d == '.'), ok = starts;
+        char *end = (char *)c;
         errno = 0;
-        long long x = *d >= '0' && *d <= '9' ? strtoll(c, &end, 10) : 0;
-        if (!(*d >= '0' && *d <= '9') || errno || (*end && *end != ',') || (i < cnt - 1) != (*end == ',')) {
-            free(v);
-            return er_fail(ER_INPUT, "%s: expected integers separated by commas (no spaces), got '%s'", what, s);
+        if (starts && integers) iv[i] = strtoll(c, &end, 10), ok = !errno;
+        else if (starts) dv[i] = strtod(c, &end), ok = end != c && isfinite(dv[i]);
+        if (!ok || (*end && *end != ',') || (i < cnt - 1) != (*end == ',')) {
+            free(iv), free(dv);
+            return er_fail(ER_INPUT, "%s: expected %s separated by commas (no spaces), got '%s'", what, integers ? "integers" : "numbers", s);
         }
-        v[i] = x;
         c = end + (*end == ',');
     }
-    *out = v;
+    *out = integers ? (void *)iv : (void *)dv;
     *n = cnt;
     return ER_OK;
 }
 
-int args_double_list(const char *s, const char *what, double **out, int *n) {
-    *out = NULL;
-    *n = 0;
-    if (!s || !*s) return er_fail(ER_INPUT, "%s: empty list", what);
-    int cnt = 1;
-    for (const char *c = s; *c; c++) cnt += *c == ',';
-    double *v = xmalloc(sizeof *v * (size_t)cnt);
-    const char *c = s;
-    for (int i = 0; i < cnt; i++) {
-        const char *d = c + (*c == '-');
-        char *end;
-        double x = (*d >= '0' && *d <= '9') || *d == '.' ? strtod(c, &end) : 0;
-        if (!((*d >= '0' && *d <= '9') || *d == '.') || end == c || !isfinite(x) || (*end && *end != ',') ||
-            (i < cnt - 1) != (*end == ',')) {
-            free(v);
-            return er_fail(ER_INPUT, "%s: expected numbers separated by commas (no spaces), got '%s'", what, s);
-        }
-        v[i] = x;
-        c = end + (*end == ',');
-    }
-    *out = v;
-    *n = cnt;
-    return ER_OK;
-}
+int args_int64_list(const char *s, const char *what, int64_t **out, int *n) { return number_list(s, what, 1, (void **)out, n); }
+int args_double_list(const char *s, const char *what, double **out, int *n) { return number_list(s, what, 0, (void **)out, n); }
 
 int args_int_list(const char *s, const char *what, int **out, int *n) {
     int64_t *v;
