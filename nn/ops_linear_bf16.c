@@ -10,9 +10,10 @@
  *   gy bf16 as is, or an fp32 gy (the residual case) rounded to bf16 once into scratch: every
  *   product reads bf16 operands, which is what bf16 compute does to fp32 operands anyway (same
  *   bits on the CPU), and cuBLASLt takes A and B of one type only;
+ *   dbias += column sums of gy (fp32 sums of the fp32 or widened bf16 values), in the same pass
+ *            over gy as that rounding (the bias_grad kernel: no widened copy of a bf16 gy)
  *   dX (+)= gy W         (bf16 x bf16 -> bf16, accumulated as round(dX + product))
  *   dW  += gy^T x        (bf16 x bf16 -> fp32, into W's fp32 gradient)
- *   dbias += column sums of gy (fp32, widened)    as the fp32 layer: linear_bias_sums
  *   dres += gy                                     as the fp32 layer: linear_residual_grad
  * The bias-gradient epilogue is fp32-only (kernels/gemm_ex_args.h), so the bias sum is its own pass. */
 #include "nn/ops_linear_bf16.h"
@@ -56,20 +57,14 @@ static void linear_bf16_backward(tape_node *n) {
     tensor *gbias = bias ? grad_buf(bias) : NULL, *gw = grad_buf(w), *gx = grad_buf_fresh(x, &fresh);
     arena_mark mk = ops_mark(y->device);
     const void *gy = y->grad->raw;
-    if (y->dtype != DT_BF16) { /* an fp32 gy: rounded once (what bf16 compute does to it) */
-        uint16_t *g16 = (uint16_t *)ops_scratch(y->device, ((int64_t)M * N + 1) / 2);
-        be->cast((int64_t)M * N, y->dtype, gy, ER_BF16, g16, 0);
-        gy = g16;
+    /* one pass over gy for the bias sums and, when gy is fp32 (the residual case), its bf16 rounding
+     * (what bf16 compute does to it) for the products */
+    uint16_t *g16 = y->dtype != DT_BF16 ? (uint16_t *)ops_scratch(y->device, ((int64_t)M * N + 1) / 2) : NULL;
+    if (gbias || g16) {
+        float *work = ops_scratch(y->device, (int64_t)be->bias_grad_workspace(M, N, y->dtype));
+        be->bias_grad(M, N, y->dtype, gy, gbias ? gbias->data : NULL, g16, work);
     }
-    if (gbias) { /* column sums of gy, from the fp32 values when gy is fp32 */
-        const float *gf = y->dtype == DT_F32 ? y->grad->data : NULL;
-        if (!gf) {
-            float *t = ops_scratch(y->device, (int64_t)M * N);
-            be->cast((int64_t)M * N, ER_BF16, gy, ER_F32, t, 0);
-            gf = t;
-        }
-        linear_bias_sums(gbias, y, gf);
-    }
+    if (g16) gy = g16;
     if (M > 0 && N > 0 && K > 0) {
         if (gw) /* dW[N,K] += gy^T x */
             product(be, 1, 0, N, K, M, gy, N, x->raw, K, 1.0f, DT_F32, gw->data, K, y->device);

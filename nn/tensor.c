@@ -1,6 +1,8 @@
 /* tensor.c — tensor views, long-lived and per-step construction, host transfer, param lists. */
 #include "nn/tensor.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +439,17 @@ int tensor_copy(tensor *dst, const tensor *src) {
     return ER_OK;
 }
 
+/* y[view ys] over `shape` = v, v of t's dtype broadcast from device memory by zero strides */
+static void fill_view(const tensor *t, int ndim, const int64_t *shape, void *y, const int64_t *ys, float v) {
+    const er_backend *be = tensor_backend(t);
+    int64_t zs[T_MAX_DIMS] = {0};
+    uint16_t hb = er_f32_to_bf16(v);
+    void *dv = arena_alloc(arena_default(t->device), sizeof(float));
+    be->upload(dv, t->dtype == DT_BF16 ? (const void *)&hb : (const void *)&v, tensor_elsize(t));
+    if (t->dtype == DT_BF16) be->copy_strided_bf16(ndim, shape, dv, zs, y, ys, 0);
+    else be->copy_strided(ndim, shape, dv, zs, y, ys, 0);
+}
+
 void tensor_fill(tensor *t, float v) {
     const er_backend *be = tensor_backend(t);
     tensor_drop_packed(t);
@@ -444,12 +457,17 @@ void tensor_fill(tensor *t, float v) {
         be->fill(t->data, tensor_numel(t), v);
         return;
     }
-    /* v in device memory, broadcast by zero strides */
-    int64_t zs[T_MAX_DIMS] = {0};
-    uint16_t hb = er_f32_to_bf16(v);
-    void *dv = arena_alloc(arena_default(t->device), sizeof(float));
-    be->upload(dv, t->dtype == DT_BF16 ? (const void *)&hb : (const void *)&v, tensor_elsize(t));
-    copy_strided_dt(t, t->shape, dv, zs, t->raw, t->stride, 0);
+    const int64_t n = tensor_numel(t);
+    if (t->dtype == DT_BF16 && v == 0.0f && !signbit(v) && tensor_is_contiguous(t) && n > 1 &&
+        !((uintptr_t)t->raw & 3)) {
+        /* +0 in bf16 is a zero half-word: each pair is one fp32 +0 word (the fill kernel instead of a
+         * strided copy that computes an index per element), an odd last element on its own */
+        be->fill((float *)t->raw, n / 2, 0.0f);
+        const int64_t one = 1;
+        if (n & 1) fill_view(t, 1, &one, (uint16_t *)t->raw + (n - 1), &one, 0.0f);
+        return;
+    }
+    fill_view(t, t->ndim, t->shape, t->raw, t->stride, v);
 }
 
 float tensor_item(const tensor *t) {

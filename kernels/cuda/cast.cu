@@ -56,12 +56,53 @@ __global__ void k_copy_strided_bf16(cu_index ix, int64_t n, const uint16_t *x, u
     }
 }
 
+/* 8 elements (16 bytes) at a time, where the innermost (coalesced) dim is contiguous on both sides
+ * and every chunk of 8 starts 16-byte aligned (a head split or merge of attention: the innermost dim
+ * is the head's 64 channels): ix counts chunks, its offsets are in elements. One index computation
+ * per 8 elements instead of per element, and 16-byte accesses. */
+/* two packed bf16: round(a + b) each, the accumulation of k_copy_strided_bf16 */
+__device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
+    const uint16_t lo = cu_f32_to_bf16(cu_bf16_to_f32((uint16_t)(a & 0xFFFFu)) + cu_bf16_to_f32((uint16_t)(b & 0xFFFFu)));
+    const uint16_t hi = cu_f32_to_bf16(cu_bf16_to_f32((uint16_t)(a >> 16)) + cu_bf16_to_f32((uint16_t)(b >> 16)));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+__global__ void k_copy_strided_bf16_x8(cu_index ix, int64_t n8, const uint4 *x, uint4 *y, int accumulate) {
+    GRID_STRIDE(e, n8) {
+        int64_t off[2];
+        cu_offsets<2>(ix, e, off);
+        uint4 v = x[off[0] >> 3];
+        if (accumulate) {
+            const uint4 o = y[off[1] >> 3];
+            v = make_uint4(bf16x2_add(o.x, v.x), bf16x2_add(o.y, v.y), bf16x2_add(o.z, v.z), bf16x2_add(o.w, v.w));
+        }
+        y[off[1] >> 3] = v;
+    }
+}
+
+/* ix viewed in chunks of 8 elements, if it can be (see k_copy_strided_bf16_x8) */
+static bool chunks_of_8(cu_index &ix, const void *x, const void *y) {
+    const int last = ix.ndim - 1;
+    if (((uintptr_t)x | (uintptr_t)y) & 15) return false;
+    if (ix.st[0][last] != 1 || ix.st[1][last] != 1 || ix.shape[last] % 8) return false;
+    for (int d = 0; d < last; d++)
+        if (ix.st[0][d] % 8 || ix.st[1][d] % 8) return false;
+    ix.shape[last] /= 8;
+    ix.st[0][last] = ix.st[1][last] = 8;
+    return true;
+}
+
 void cu_copy_strided_bf16(int ndim, const int64_t *shape, const uint16_t *x, const int64_t *xs, uint16_t *y,
                           const int64_t *ys, int accumulate) {
     int64_t n = cu_numel(ndim, shape);
     if (n <= 0) return;
     const int64_t *st[2] = {xs, ys};
     cu_index ix = cu_index_make(ndim, shape, st, 2);
-    k_copy_strided_bf16<<<cuda_blocks(n, CAST_THREADS), CAST_THREADS, 0, cuda_stream()>>>(ix, n, x, y, accumulate);
+    if (chunks_of_8(ix, x, y)) {
+        k_copy_strided_bf16_x8<<<cuda_blocks(n / 8, CAST_THREADS), CAST_THREADS, 0, cuda_stream()>>>(
+            ix, n / 8, (const uint4 *)x, (uint4 *)y, accumulate);
+    } else {
+        k_copy_strided_bf16<<<cuda_blocks(n, CAST_THREADS), CAST_THREADS, 0, cuda_stream()>>>(ix, n, x, y, accumulate);
+    }
     CUDA_LAUNCHED("copy_strided_bf16");
 }

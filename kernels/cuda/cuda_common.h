@@ -61,6 +61,12 @@ __device__ inline uint16_t cu_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* The exact-erf GELU and its derivative (cpu gelu_f / gelu_d): unary's and bias_gelu's */
+__device__ inline float cu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+__device__ inline float cu_gelu_grad(float x) {
+    return 0.5f * (1.0f + erff(x * 0.70710678118654752440f)) + x * 0.39894228040143267794f * expf(-0.5f * x * x);
+}
+
 #define CUDA_CHECK(call) cuda_record((call), #call, __FILE__, __LINE__)
 /* After a kernel launch: catches bad launch configurations (not asynchronous faults). */
 #define CUDA_LAUNCHED(name) cuda_record(cudaGetLastError(), name, __FILE__, __LINE__)

@@ -236,9 +236,6 @@ void cu_binary_grad(int op, int side, int ndim, const int64_t *shape, const floa
 }
 
 /* ---- unary (cpu_unary, cpu_unary_backward) ---- */
-#define INV_SQRT2 0.70710678118654752440f
-#define INV_SQRT_2PI 0.39894228040143267794f
-
 __device__ __forceinline__ float un_apply(int op, float x, float alpha, float beta) {
     switch (op) {
     case UN_AFFINE: return alpha * x + beta;
@@ -248,7 +245,7 @@ __device__ __forceinline__ float un_apply(int op, float x, float alpha, float be
     case UN_ABS: return fabsf(x);
     case UN_POW: return powf(x, alpha);
     case UN_CLAMP: return x < alpha ? alpha : (x > beta ? beta : x);
-    case UN_GELU: return 0.5f * x * (1.0f + erff(x * INV_SQRT2));
+    case UN_GELU: return cu_gelu(x);
     case UN_RELU: return x > 0.0f ? x : 0.0f;
     case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
     default: return tanhf(x);
@@ -265,10 +262,7 @@ __device__ __forceinline__ float un_grad(int op, float v, float w, float g, floa
     case UN_ABS: return v > 0.0f ? g : (v < 0.0f ? -g : 0.0f);
     case UN_POW: return g * alpha * powf(v, alpha - 1.0f);
     case UN_CLAMP: return v > alpha && v < beta ? g : 0.0f;
-    case UN_GELU: {
-        float d = 0.5f * (1.0f + erff(v * INV_SQRT2)) + v * INV_SQRT_2PI * expf(-0.5f * v * v);
-        return g * d;
-    }
+    case UN_GELU: return g * cu_gelu_grad(v);
     case UN_RELU: return v > 0.0f ? g : 0.0f;
     case UN_SIGMOID: return g * w * (1.0f - w);
     default: return g * (1.0f - w * w);
@@ -301,48 +295,6 @@ void cu_unary_backward(int op, int64_t n, const float *x, const float *y, const 
     k_unary_backward<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(op, n, x, y, gy, gx,
                                                                                    alpha, beta, accumulate);
     CUDA_LAUNCHED("unary_backward");
-}
-
-/* ---- bias + GELU (cpu_bias_gelu / cpu_bias_gelu_backward, kernels/cpu/bias_gelu.c) ----
- * x, y, gy, gx of storage type dt (widened on load, rounded once on store); b, gb and t fp32 */
-__global__ void k_bias_gelu(int64_t n, int64_t cols, int dt, const void *x, const float *b, void *y) {
-    GRID_STRIDE(i, n) cu_store_f32(dt, y, i, un_apply(UN_GELU, cu_load_f32(dt, x, i) + b[i % cols], 0.0f, 0.0f));
-}
-
-/* t = gelu'(x + b) gy into gx (written or added) and, when t is given, into t for the bias sums */
-__global__ void k_bias_gelu_backward(int64_t n, int64_t cols, int dt, const void *x, const float *b,
-                                     const void *gy, void *gx, float *t, int accumulate) {
-    GRID_STRIDE(i, n) {
-        float g = un_grad(UN_GELU, cu_load_f32(dt, x, i) + b[i % cols], 0.0f, cu_load_f32(dt, gy, i), 0.0f, 0.0f);
-        if (t) t[i] = g;
-        if (accumulate) cu_add_f32(dt, gx, i, g);
-        else cu_store_f32(dt, gx, i, g);
-    }
-}
-
-void cu_bias_gelu(int64_t rows, int64_t cols, int dt, const void *x, const float *b, void *y) {
-    int64_t n = rows * cols;
-    if (n <= 0) return;
-    k_bias_gelu<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(n, cols, dt, x, b, y);
-    CUDA_LAUNCHED("bias_gelu");
-}
-
-/* the GELU term of every element when gx accumulates or is bf16 (the bias sums must see neither
- * gx's old value nor its rounding) */
-size_t cu_bias_gelu_backward_workspace(int64_t rows, int64_t cols) { return (size_t)(rows * cols); }
-
-void cu_bias_gelu_backward(int64_t rows, int64_t cols, int dt, const void *x, const float *b, const void *gy,
-                           void *gx, float *gb, int accumulate, float *work) {
-    int64_t n = rows * cols;
-    if (n <= 0) return;
-    float *t = gb && (accumulate || dt != ER_F32) ? work : NULL;
-    k_bias_gelu_backward<<<cuda_blocks(n, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(n, cols, dt, x, b, gy, gx,
-                                                                                        t, accumulate);
-    CUDA_LAUNCHED("bias_gelu_backward");
-    if (gb) {
-        const int64_t xs[2] = {rows, cols}, ys[2] = {1, cols};
-        cu_sum_to(2, xs, t ? t : (const float *)gx, ys, gb, 1, NULL);
-    }
 }
 
 /* ---- dropout (cpu_dropout): keep_i = rng_at(seed, stream, offset + i) >= p * 2^32 ----

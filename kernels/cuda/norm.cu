@@ -1,5 +1,6 @@
 /* norm.cu — row kernels over (rows, cols) contiguous data: layernorm, softmax / log-softmax,
- * L2 normalisation, cross-entropy, forward and backward. One block per row; row statistics are
+ * L2 normalisation, cross-entropy, forward and backward. One block per row (the layernorm forward of
+ * rows up to 1024: one warp per row, k_layernorm_warp); row statistics are
  * accumulated in double (as the CPU kernels do) and combined with a warp-tree reduction, so results
  * match kernels/cpu within ~1e-6 relative. Mirrors cpu_layernorm, cpu_layernorm_backward,
  * cpu_softmax, cpu_softmax_backward, cpu_l2norm, cpu_l2norm_backward, cpu_cross_entropy,
@@ -47,10 +48,83 @@ __global__ void k_layernorm(int64_t cols, int xt, const void *x, const float *w,
     }
 }
 
+/* The same row computation with one warp per row (LN_WARP_ROWS rows a block) and the row in
+ * registers, NPL elements a lane (element lane + 32 k), for rows of at most 32 * LN_NPL_MAX: a ViT's
+ * 384-1024 channels (a block per row gives each of its 256 threads 2-8 elements between the barriers
+ * of two block reductions; a warp reduces with shuffles only). Each element is loaded once. The
+ * layernorm forward of a ViT-L/16 MAE b64 step on the H200 went from 2.35 to
+ * 1.74 ms (bench/RESULTS_cuda.md, session 18); the backward stays on the block kernels (see there). */
+#define LN_WARP_ROWS 8
+#define LN_NPL_MAX 32
+template <int NPL>
+__global__ void k_layernorm_warp(int64_t rows, int64_t cols, int xt, const void *x, const float *w, const float *b,
+                                 float eps, int yt, void *y, float *mean, float *rstd) {
+    const int64_t r = (int64_t)blockIdx.x * LN_WARP_ROWS + (threadIdx.x >> 5), o = r * cols;
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return; /* the whole warp: no shuffle is left waiting */
+    float v[NPL];
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        const int64_t j = lane + 32 * k;
+        v[k] = j < cols ? cu_load_f32(xt, x, o + j) : 0.0f;
+        s += v[k];
+    }
+    const float m = (float)(cu_warp_sum_d(s) / (double)cols);
+    double q = 0.0;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        double d = v[k] - m; /* float difference, as cpu_layernorm */
+        if (lane + 32 * k < cols) q += d * d;
+    }
+    const float rs = (float)(1.0 / sqrt(cu_warp_sum_d(q) / (double)cols + eps));
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        const int64_t j = lane + 32 * k;
+        if (j >= cols) break;
+        float t = (v[k] - m) * rs;
+        if (w) t *= w[j];
+        if (b) t += b[j];
+        cu_store_f32(yt, y, o + j, t);
+    }
+    if (lane == 0) {
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = rs;
+    }
+}
+
+static unsigned ln_warp_blocks(int64_t rows) { return (unsigned)((rows + LN_WARP_ROWS - 1) / LN_WARP_ROWS); }
+
+/* the register kernels' instance for cols: NPL of 2, 4, 8, 12, 16, 24 or 32; 0 past 1024 columns */
+static int ln_npl(int64_t cols) {
+    const int need = (int)((cols + 31) / 32), sizes[7] = {2, 4, 8, 12, 16, 24, 32};
+    if (cols > 32 * LN_NPL_MAX) return 0;
+    for (int i = 0; i < 7; i++)
+        if (need <= sizes[i]) return sizes[i];
+    return 0;
+}
+
+/* launch kernel template K's instance for npl (ln_npl) on `grid` blocks of LN_WARP_ROWS warps */
+#define LN_LAUNCH_1(K, n, grid, ...) K<n><<<grid, 32 * LN_WARP_ROWS, 0, cuda_stream()>>>(__VA_ARGS__)
+#define LN_LAUNCH(K, npl, grid, ...)                             \
+    switch (npl) {                                               \
+    case 2: LN_LAUNCH_1(K, 2, grid, __VA_ARGS__); break;         \
+    case 4: LN_LAUNCH_1(K, 4, grid, __VA_ARGS__); break;         \
+    case 8: LN_LAUNCH_1(K, 8, grid, __VA_ARGS__); break;         \
+    case 12: LN_LAUNCH_1(K, 12, grid, __VA_ARGS__); break;       \
+    case 16: LN_LAUNCH_1(K, 16, grid, __VA_ARGS__); break;       \
+    case 24: LN_LAUNCH_1(K, 24, grid, __VA_ARGS__); break;       \
+    default: LN_LAUNCH_1(K, 32, grid, __VA_ARGS__); break;       \
+    }
+
 void cu_layernorm(int64_t rows, int64_t cols, int xt, const void *x, const float *w, const float *b,
                   float eps, int yt, void *y, float *mean, float *rstd) {
     if (!rows_ok(rows, "layernorm: too many rows")) return;
-    k_layernorm<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, xt, x, w, b, eps, yt, y, mean, rstd);
+    if (const int npl = ln_npl(cols)) {
+        LN_LAUNCH(k_layernorm_warp, npl, ln_warp_blocks(rows), rows, cols, xt, x, w, b, eps, yt, y, mean, rstd);
+    } else {
+        k_layernorm<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, xt, x, w, b, eps, yt, y, mean, rstd);
+    }
     CUDA_LAUNCHED("layernorm");
 }
 
@@ -127,6 +201,9 @@ __global__ void k_layernorm_bwd_wb_sum(int64_t cols, int chunks, const double *p
 /* the chunks' partial sums: 2 doubles per column and chunk (4 floats) */
 size_t cu_layernorm_backward_workspace(int64_t rows, int64_t cols) { return (size_t)4 * lnw_chunks(rows) * cols; }
 
+/* The backward keeps a block per row for gx: a warp per row was slower on the H200 (ViT-B/16 MAE
+ * b128, bench/RESULTS_cuda.md session 18: 5.5 ms a step with the row in registers, 12.4 ms with
+ * gw / gb fused in, 4.5 ms this way), unlike the forward. */
 void cu_layernorm_backward(int64_t rows, int64_t cols, int xt, const void *x, const float *w,
                            const float *mean, const float *rstd, int gt, const void *gy, void *gx,
                            float *gw, float *gb, float *work) {

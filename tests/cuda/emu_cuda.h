@@ -48,6 +48,10 @@ struct uint4 {
     uint32_t x, y, z, w;
 };
 static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return uint4{x, y, z, w}; }
+struct alignas(8) float2 {
+    float x, y;
+};
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 struct alignas(16) float4 {
     float x, y, z, w;
 };

@@ -360,33 +360,41 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     free(nrm); free(loss); free(lse);
 }
 
-/* Many rows: the weight / bias gradients are summed in row chunks, then chunk by chunk. */
+/* Many rows: the weight / bias gradients are summed in row chunks, then chunk by chunk; rows of up to
+ * 1024 take the warp-per-row forward, wider rows (5 x 4100) the block-per-row one. */
 Test(cuda, layernorm_backward_many_rows) {
     require_gpu();
-    const int64_t R = 3001, C = 70, n = R * C;
-    float *x = rnd(n, -3, 3, 140), *w = rnd(C, 0.5f, 1.5f, 141), *b = rnd(C, -1, 1, 142), *gy = rnd(n, -1, 1, 143);
-    float *gx = rnd(n, -1, 1, 144), *gw = rnd(C, -1, 1, 145), *gb = rnd(C, -1, 1, 146);
-    float *dx = devf(x, n), *dw = devf(w, C), *db = devf(b, C), *dgy = devf(gy, n);
-    float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
-    float *y = malloc(n * 4), *mean = malloc(R * 4), *rstd = malloc(R * 4);
-    float *dy = GPU->alloc(n * 4), *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4);
-    CPU->layernorm(R, C, ER_F32, x, w, b, 1e-6f, ER_F32, y, mean, rstd);
-    GPU->layernorm(R, C, ER_F32, dx, dw, db, 1e-6f, ER_F32, dy, dmean, drstd);
-    float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
-    float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
-    CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx, gw, gb, wc);
-    GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, dgx, dgw, dgb, wg);
-    expect_close("layernorm gx", gx, dgx, n, 1e-5);
-    expect_close("layernorm gw", gw, dgw, C, 1e-5);
-    expect_close("layernorm gb", gb, dgb, C, 1e-5);
-    GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, NULL, NULL, dgb, wg); /* gb alone */
-    CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, NULL, NULL, gb, wc);
-    expect_close("layernorm gb alone", gb, dgb, C, 1e-5);
-    gpu_ok("layernorm_backward many rows");
-    CPU->free(wc); GPU->free(wg);
-    GPU->free(dx); GPU->free(dw); GPU->free(db); GPU->free(dgy); GPU->free(dgx); GPU->free(dgw); GPU->free(dgb);
-    GPU->free(dy); GPU->free(dmean); GPU->free(drstd);
-    free(x); free(w); free(b); free(gy); free(gx); free(gw); free(gb); free(y); free(mean); free(rstd);
+    const int64_t shapes[2][2] = {{3001, 70}, {5, 4100}};
+    for (int sh = 0; sh < 2; sh++) {
+        const int64_t R = shapes[sh][0], C = shapes[sh][1], n = R * C;
+        float *x = rnd(n, -3, 3, 140 + 10 * sh), *w = rnd(C, 0.5f, 1.5f, 141), *b = rnd(C, -1, 1, 142);
+        float *gy = rnd(n, -1, 1, 143);
+        float *gx = rnd(n, -1, 1, 144), *gw = rnd(C, -1, 1, 145), *gb = rnd(C, -1, 1, 146);
+        float *dx = devf(x, n), *dw = devf(w, C), *db = devf(b, C), *dgy = devf(gy, n);
+        float *dgx = devf(gx, n), *dgw = devf(gw, C), *dgb = devf(gb, C);
+        float *y = malloc(n * 4), *mean = malloc(R * 4), *rstd = malloc(R * 4);
+        float *dy = GPU->alloc(n * 4), *dmean = GPU->alloc(R * 4), *drstd = GPU->alloc(R * 4);
+        CPU->layernorm(R, C, ER_F32, x, w, b, 1e-6f, ER_F32, y, mean, rstd);
+        GPU->layernorm(R, C, ER_F32, dx, dw, db, 1e-6f, ER_F32, dy, dmean, drstd);
+        expect_close("layernorm y", y, dy, n, 1e-5);
+        expect_close("layernorm mean", mean, dmean, R, 1e-5);
+        expect_close("layernorm rstd", rstd, drstd, R, 1e-5);
+        float *wc = work_of(CPU, CPU->layernorm_backward_workspace(R, C));
+        float *wg = work_of(GPU, GPU->layernorm_backward_workspace(R, C));
+        CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, gx, gw, gb, wc);
+        GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, dgx, dgw, dgb, wg);
+        expect_close("layernorm gx", gx, dgx, n, 1e-5);
+        expect_close("layernorm gw", gw, dgw, C, 1e-5);
+        expect_close("layernorm gb", gb, dgb, C, 1e-5);
+        GPU->layernorm_backward(R, C, ER_F32, dx, dw, dmean, drstd, ER_F32, dgy, NULL, NULL, dgb, wg); /* gb alone */
+        CPU->layernorm_backward(R, C, ER_F32, x, w, mean, rstd, ER_F32, gy, NULL, NULL, gb, wc);
+        expect_close("layernorm gb alone", gb, dgb, C, 1e-5);
+        gpu_ok("layernorm_backward many rows");
+        CPU->free(wc); GPU->free(wg);
+        GPU->free(dx); GPU->free(dw); GPU->free(db); GPU->free(dgy); GPU->free(dgx); GPU->free(dgw); GPU->free(dgb);
+        GPU->free(dy); GPU->free(dmean); GPU->free(drstd);
+        free(x); free(w); free(b); free(gy); free(gx); free(gw); free(gb); free(y); free(mean); free(rstd);
+    }
 }
 
 PARITY_COVERS(gather);

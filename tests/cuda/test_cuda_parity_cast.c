@@ -104,6 +104,36 @@ Test(cuda, copy_strided_bf16_bits) {
     free(x); free(y);
 }
 
+/* The head split / merge of attention: [B, H, T, D] packed seen as [B, T, H, D], copied into a packed
+ * [B, T, H, D], with and without accumulate. D = 16 takes the 8-elements-at-a-time kernel; D = 12
+ * (not a multiple of 8) and a source one element off 16-byte alignment take the element kernel. */
+Test(cuda, copy_strided_bf16_head_merge_bits) {
+    require_gpu();
+    const int64_t B = 3, T = 5, H = 4, Ds[3] = {16, 12, 16};
+    for (int c = 0; c < 3; c++) {
+        const int64_t D = Ds[c], n = B * T * H * D, off = c == 2;
+        const int64_t shape[4] = {B, T, H, D}, xs[4] = {H * T * D, D, T * D, 1};
+        int64_t ys[4];
+        contig(4, shape, ys);
+        uint16_t *x = malloc(2 * (n + 1)), *y = malloc(2 * n);
+        rng_t r = rng_make(60 + c, 0);
+        for (int64_t i = 0; i < n + 1; i++) x[i] = (uint16_t)(rng_u32(&r) & 0xBFFF);
+        for (int64_t i = 0; i < n; i++) y[i] = (uint16_t)(rng_u32(&r) & 0xBFFF);
+        for (int acc = 0; acc <= 1; acc++) {
+            uint16_t *yc = malloc(2 * n);
+            memcpy(yc, y, 2 * n);
+            uint16_t *dx = dev_bytes(x, 2 * (n + 1)), *dy = dev_bytes(y, 2 * n);
+            CPU->copy_strided_bf16(4, shape, x + off, xs, yc, ys, acc);
+            GPU->copy_strided_bf16(4, shape, dx + off, xs, dy, ys, acc);
+            expect_bits(acc ? "copy_strided_bf16 head merge (+=)" : "copy_strided_bf16 head merge", yc, dy, n, 2, acc);
+            GPU->free(dx);
+            GPU->free(dy);
+            free(yc);
+        }
+        free(x); free(y);
+    }
+}
+
 /* cast_strided: a permuted view converted into a packed one and back (both directions, with and
  * without accumulate), GPU against CPU bit for bit, on random bit patterns (NaNs and ties included). */
 PARITY_COVERS(cast_strided);

@@ -6,6 +6,7 @@
  * pre-norm MLP on bf16 activations through the op layer (layernorm to bf16, linear, bias+GELU,
  * linear_add onto the fp32 residual), forward and backward, on the device against the CPU. */
 #include <math.h>
+#include <string.h>
 
 #include "nn/autograd.h"
 #include "nn/ops.h"
@@ -112,6 +113,54 @@ Test(cuda, bias_gelu_bf16_storage) {
         }
         GPU->free(dx); GPU->free(dgy); GPU->free(dy); GPU->free(db);
         free(xf); free(gyf); free(gx0f); free(b); free(x); free(gy); free(y);
+    }
+}
+
+/* The bias gradient: gb += column sums of g (fp32 or bf16, widened), summed in another order than
+ * the CPU's (fp32 tolerance); g16, the fp32 g rounded to bf16 on the way, bit for bit the CPU's cast.
+ * Shapes: odd columns (no paired loads), one chunk, many chunks (3200 rows: ViT-L's MAE encoder). */
+PARITY_COVERS(bias_grad_workspace);
+PARITY_COVERS(bias_grad);
+Test(cuda, bias_grad_sums_and_rounding) {
+    require_gpu();
+    const int64_t sizes[4][2] = {{1, 5}, {67, 33}, {130, 1030}, {3200, 64}};
+    for (int s = 0; s < 4; s++) {
+        const int64_t R = sizes[s][0], C = sizes[s][1], n = R * C;
+        float *gf = rnd(n, -1, 1, 700 + s), *gb0 = rnd(C, -1, 1, 710 + s);
+        uint16_t *g = bf16_of(gf, n);
+        for (int dt = 0; dt < 2; dt++)
+            for (int round = 0; round <= (dt == ER_F32); round++) {
+                const void *gin = dt == ER_BF16 ? (const void *)g : (const void *)gf;
+                void *dg = dev_bytes(gin, (size_t)n * er_dtype_size(dt));
+                float *gb = malloc(C * 4), *dgb = devf(gb0, C);
+                memcpy(gb, gb0, C * 4);
+                uint16_t *g16 = round ? malloc(n * 2) : NULL;
+                void *dg16 = round ? GPU->alloc(n * 2) : NULL;
+                float *cw = work_of(CPU, CPU->bias_grad_workspace(R, C, dt));
+                float *gw = work_of(GPU, GPU->bias_grad_workspace(R, C, dt));
+                CPU->bias_grad(R, C, dt, gin, gb, g16, cw);
+                GPU->bias_grad(R, C, dt, dg, dgb, dg16, gw);
+                expect_close(dt == ER_BF16 ? "bias_grad gb (bf16 g)" : "bias_grad gb (fp32 g)", gb, dgb, C, 1e-5);
+                if (round) {
+                    uint16_t *h = malloc(n * 2);
+                    GPU->download(h, dg16, (size_t)n * 2);
+                    cr_assert(memcmp(h, g16, (size_t)n * 2) == 0, "bias_grad g16: the GPU's bf16 rounding is the CPU's");
+                    cr_assert(memcmp(g16, g, (size_t)n * 2) == 0, "bias_grad g16 is g rounded to nearest even");
+                    free(h);
+                    /* the rounding alone (no bias) */
+                    void *dz = GPU->alloc(n * 2);
+                    GPU->bias_grad(R, C, dt, dg, NULL, dz, gw);
+                    uint16_t *hz = malloc(n * 2);
+                    GPU->download(hz, dz, (size_t)n * 2);
+                    cr_assert(memcmp(hz, g16, (size_t)n * 2) == 0, "bias_grad without gb still rounds g");
+                    free(hz);
+                    GPU->free(dz);
+                }
+                CPU->free(cw); GPU->free(gw); GPU->free(dg); GPU->free(dgb);
+                if (round) GPU->free(dg16);
+                free(gb); free(g16);
+            }
+        free(gf); free(gb0); free(g);
     }
 }
 

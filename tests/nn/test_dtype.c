@@ -70,6 +70,34 @@ Test(nn_dtype, host_boundary_widens_and_rounds) {
     nn_step_end();
 }
 
+/* tensor_fill on bf16: +0 takes the paired fill (even and odd counts, a view starting at an odd
+ * element, which is not 4-byte aligned and takes the strided copy); other values and -0 the strided
+ * copy. Every element, and nothing outside the view, gets written. */
+Test(nn_dtype, fill_bf16_writes_exactly_the_view) {
+    const int64_t ns[3] = {2, 7, 9};
+    for (int c = 0; c < 3; c++) {
+        const int64_t n = ns[c];
+        tensor *t = tensor_new_dt(DEV_CPU, DT_BF16, 1, SHAPE(n + 2));
+        for (int k = 0; k < 3; k++) {
+            const float v[3] = {0.0f, -0.0f, 3.0f};
+            const uint16_t want = v[k] == 0.0f ? (signbit(v[k]) ? 0x8000 : 0x0000) : 0x4040;
+            uint16_t *h = t->raw;
+            for (int64_t i = 0; i < n + 2; i++) h[i] = 0x7F81; /* a NaN pattern: any stray write shows */
+            tensor *view = op_slice(t, 0, c == 2 ? 1 : 0, (c == 2 ? 1 : 0) + n); /* c 2: odd offset */
+            cr_assert_not_null(view);
+            cr_assert(tensor_is_contiguous(view));
+            tensor_fill(view, v[k]);
+            const int64_t lo = c == 2 ? 1 : 0;
+            for (int64_t i = 0; i < n + 2; i++) {
+                const uint16_t expect = i >= lo && i < lo + n ? want : 0x7F81;
+                cr_assert_eq(h[i], expect, "n %lld value %g element %lld: 0x%04x", (long long)n, v[k], (long long)i, h[i]);
+            }
+        }
+        tensor_free(t);
+        nn_step_end();
+    }
+}
+
 /* loss = sum(cast(cast(x, bf16), fp32) * c): dloss/dx = widen(bf16(c)) exactly, the gradient
  * passing through the bf16 tensor in its dtype; x used twice gets the two added in fp32. */
 Test(nn_dtype, cast_backward_is_the_identity_in_the_inputs_dtype) {
