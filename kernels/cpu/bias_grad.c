@@ -1,29 +1,65 @@
 /* bias_grad.c — a linear layer's bias gradient: gb += column sums of g (rows x cols, fp32 or bf16),
  * and optionally g rounded to bf16 on the way (the fp32 gy of a residual linear, which its bf16
- * products read). The reference for kernels/cuda/bias.cu: a bf16 g is widened and summed exactly
- * as sum_to's column path sums an fp32 one (cpu_reduce_strided_cols), so the result is the bits of
- * cast + sum_to, which the linear layer's backward ran before this op existed. */
+ * products read). The reference for kernels/cuda/bias.cu.
+ * One pass over g: rows go in blocks of CPU_RED_RB, each block sums its rows in order into a float
+ * partial row (a bf16 row widened span by span in an L1 buffer, not copied whole), the partials are
+ * added per column in block order in double: cpu_reduce_strided_cols's blocks and order, so gb gets
+ * the bits of cast + sum_to (which the linear layer's backward ran before this op), whatever the
+ * thread count (tests/kernels/test_bias_grad.c). */
+#include <string.h>
+
 #include "kernels/cpu/cpu_kernels.h"
 
-/* a widened copy of a bf16 g (rows x cols, 64-byte rounded), then sum_to's scratch */
-static size_t widened_floats(int64_t rows, int64_t cols, int dt) {
-    return dt == ER_BF16 ? ((size_t)(rows * cols) + 15) / 16 * 16 : 0;
-}
+enum { SPAN = 1024 }; /* columns of a row handled at a time through the L1 buffer */
 
+/* the block partial rows (one block: a row of doubles, as cpu_reduce_strided_cols) */
 size_t cpu_bias_grad_workspace(int64_t rows, int64_t cols, int dt) {
-    const int64_t xs[2] = {rows, cols}, ys[2] = {1, cols};
-    return widened_floats(rows, cols, dt) + cpu_sum_to_workspace(2, xs, ys);
+    (void)dt;
+    return cpu_reduce_strided_cols_workspace(rows, cols);
 }
 
 void cpu_bias_grad(int64_t rows, int64_t cols, int dt, const void *g, float *gb, uint16_t *g16, float *work) {
-    if (rows <= 0 || cols <= 0) return;
-    if (g16) cpu_cast(rows * cols, dt, g, ER_BF16, g16, 0);
-    if (!gb) return;
-    const float *gf = (const float *)g;
-    if (dt == ER_BF16) {
-        cpu_cast(rows * cols, ER_BF16, g, ER_F32, work, 0);
-        gf = work;
+    if (rows <= 0 || cols <= 0 || (!gb && !g16)) return;
+    const int64_t nblk = (rows + CPU_RED_RB - 1) / CPU_RED_RB;
+    double *acc1 = (double *)(void *)work; /* one block: rows summed straight in double (as sum_to) */
+    if (gb && nblk <= 1)
+        for (int64_t c = 0; c < cols; c++) acc1[c] = 0.0;
+    #pragma omp parallel for schedule(static) if (nblk > 1 && rows * cols > CPU_PAR_MIN)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        float wide[SPAN] __attribute__((aligned(64)));
+        float *part = gb && nblk > 1 ? work + blk * cols : NULL;
+        const int64_t r0 = blk * CPU_RED_RB, r1 = r0 + CPU_RED_RB < rows ? r0 + CPU_RED_RB : rows;
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t c0 = 0; c0 < cols; c0 += SPAN) {
+                const int64_t len = cols - c0 < SPAN ? cols - c0 : SPAN, o = r * cols + c0;
+                const float *v = (const float *)g + o;
+                if (dt == ER_BF16) {
+                    cpu_cast_span(len, ER_BF16, (const uint16_t *)g + o, ER_F32, wide, 0);
+                    v = wide;
+                }
+                if (g16) cpu_cast_span(len, ER_F32, v, ER_BF16, g16 + o, 0);
+                if (part && r == r0) {
+                    memcpy(part + c0, v, (size_t)len * sizeof(float));
+                } else if (part) {
+                    float *p = part + c0;
+                    #pragma omp simd
+                    for (int64_t i = 0; i < len; i++) p[i] += v[i];
+                } else if (gb) {
+                    double *a = acc1 + c0;
+                    #pragma omp simd
+                    for (int64_t i = 0; i < len; i++) a[i] += v[i];
+                }
+            }
     }
-    const int64_t xs[2] = {rows, cols}, ys[2] = {1, cols};
-    cpu_sum_to(2, xs, gf, ys, gb, 1, work + widened_floats(rows, cols, dt));
+    if (!gb) return;
+    if (nblk <= 1) {
+        for (int64_t c = 0; c < cols; c++) gb[c] += (float)acc1[c];
+        return;
+    }
+    #pragma omp parallel for if (nblk * cols > CPU_PAR_MIN)
+    for (int64_t c = 0; c < cols; c++) {
+        double s = 0.0;
+        for (int64_t blk = 0; blk < nblk; blk++) s += work[blk * cols + c];
+        gb[c] += (float)s;
+    }
 }
