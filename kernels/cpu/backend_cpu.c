@@ -249,6 +249,31 @@ void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const floa
     }
 }
 
+void cpu_colsum_add_span(float *part, double *acc1, int first, int64_t len, const float *v) {
+    if (part && first) {
+        memcpy(part, v, (size_t)len * sizeof(float));
+    } else if (part) {
+        #pragma omp simd
+        for (int64_t i = 0; i < len; i++) part[i] += v[i];
+    } else {
+        #pragma omp simd
+        for (int64_t i = 0; i < len; i++) acc1[i] += v[i];
+    }
+}
+
+void cpu_colsum_finish(int64_t nblk, int64_t ncols, const float *work, const double *acc1, float *gb) {
+    if (nblk <= 1) {
+        for (int64_t c = 0; c < ncols; c++) gb[c] += (float)acc1[c];
+        return;
+    }
+    #pragma omp parallel for if (nblk * ncols > CPU_PAR_MIN)
+    for (int64_t c = 0; c < ncols; c++) {
+        double s = 0.0;
+        for (int64_t blk = 0; blk < nblk; blk++) s += work[blk * ncols + c];
+        gb[c] += (float)s;
+    }
+}
+
 /* Device services of the host: memory is already host memory and work is synchronous. */
 static void cpu_upload_async(void *dst, const void *src, size_t n) { cpu_copy(dst, src, n); }
 static int cpu_synchronize(void) { return 0; }

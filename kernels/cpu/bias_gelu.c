@@ -102,29 +102,8 @@ void cpu_bias_gelu_backward(int64_t rows, int64_t cols, int dt, const void *x, c
                 } else {
                     memcpy((float *)gx + o, t, (size_t)len * sizeof(float));
                 }
-                if (part && r == r0) {
-                    memcpy(part + c0, t, (size_t)len * sizeof(float));
-                } else if (part) {
-                    float *p = part + c0;
-                    #pragma omp simd
-                    for (int64_t i = 0; i < len; i++) p[i] += t[i];
-                } else if (gb) {
-                    double *a = acc1 + c0;
-                    #pragma omp simd
-                    for (int64_t i = 0; i < len; i++) a[i] += t[i];
-                }
+                if (gb) cpu_colsum_add_span(part ? part + c0 : NULL, acc1 + c0, r == r0, len, t);
             }
     }
-    if (!gb) return;
-    if (nblk <= 1) {
-        for (int64_t c = 0; c < cols; c++) gb[c] += (float)acc1[c];
-        return;
-    }
-    /* the block partials in block order, in double, per column (cpu_reduce_strided_cols) */
-    #pragma omp parallel for if (nblk * cols > CPU_PAR_MIN)
-    for (int64_t c = 0; c < cols; c++) {
-        double s = 0.0;
-        for (int64_t blk = 0; blk < nblk; blk++) s += work[blk * cols + c];
-        gb[c] += (float)s;
-    }
+    if (gb) cpu_colsum_finish(nblk, cols, work, acc1, gb);
 }

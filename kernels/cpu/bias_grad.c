@@ -6,8 +6,6 @@
  * added per column in block order in double: cpu_reduce_strided_cols's blocks and order, so gb gets
  * the bits of cast + sum_to (which the linear layer's backward ran before this op), whatever the
  * thread count (tests/kernels/test_bias_grad.c). */
-#include <string.h>
-
 #include "kernels/cpu/cpu_kernels.h"
 
 enum { SPAN = 1024 }; /* columns of a row handled at a time through the L1 buffer */
@@ -38,28 +36,8 @@ void cpu_bias_grad(int64_t rows, int64_t cols, int dt, const void *g, float *gb,
                     v = wide;
                 }
                 if (g16) cpu_cast_span(len, ER_F32, v, ER_BF16, g16 + o, 0);
-                if (part && r == r0) {
-                    memcpy(part + c0, v, (size_t)len * sizeof(float));
-                } else if (part) {
-                    float *p = part + c0;
-                    #pragma omp simd
-                    for (int64_t i = 0; i < len; i++) p[i] += v[i];
-                } else if (gb) {
-                    double *a = acc1 + c0;
-                    #pragma omp simd
-                    for (int64_t i = 0; i < len; i++) a[i] += v[i];
-                }
+                if (gb) cpu_colsum_add_span(part ? part + c0 : NULL, acc1 + c0, r == r0, len, v);
             }
     }
-    if (!gb) return;
-    if (nblk <= 1) {
-        for (int64_t c = 0; c < cols; c++) gb[c] += (float)acc1[c];
-        return;
-    }
-    #pragma omp parallel for if (nblk * cols > CPU_PAR_MIN)
-    for (int64_t c = 0; c < cols; c++) {
-        double s = 0.0;
-        for (int64_t blk = 0; blk < nblk; blk++) s += work[blk * cols + c];
-        gb[c] += (float)s;
-    }
+    if (gb) cpu_colsum_finish(nblk, cols, work, acc1, gb);
 }

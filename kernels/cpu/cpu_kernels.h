@@ -206,6 +206,14 @@ size_t cpu_reduce_strided_cols_workspace(int64_t rows, int64_t ncols);
 void cpu_reduce_strided_cols(int64_t rows, int64_t ld, int64_t ncols, const float *x, float *out,
                              float *work);
 
+/* The same column sums fed span by span by a kernel that makes its rows itself (bias_gelu.c,
+ * bias_grad.c): a span v[0:len] of row r of block blk at column c0 goes into the block's float
+ * partial row (part = work + blk * ncols + c0; first: r is the block's first row) or, with one
+ * block, into its double sums (acc1 + c0, zeroed before); cpu_colsum_finish then adds the sums
+ * (block partials in block order, in double) to gb: the bits of cpu_reduce_strided_cols + add. */
+void cpu_colsum_add_span(float *part, double *acc1, int first, int64_t len, const float *v);
+void cpu_colsum_finish(int64_t nblk, int64_t ncols, const float *work, const double *acc1, float *gb);
+
 /* The kernels of backend_cpu: cpu_<name> for every entry of kernels/ops.def. */
 /* cpu_cast on the calling thread only (no parallel region): for kernels converting a row or a
  * span of their own inside their own parallel loop. Same bits as cpu_cast. */
