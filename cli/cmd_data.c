@@ -10,6 +10,7 @@
 #include "datasets/kfold.h"
 #include "datasets/loader.h"
 #include "datasets/manifest.h"
+#include "datasets/resize_tree.h"
 #include "cli/common_opts.h"
 #include "nn/base/base.h"
 #include "nn/base/progress.h"
@@ -352,6 +353,33 @@ static int data_copies(int argc, char **argv) {
     return ER_OK;
 }
 
+/* A smaller copy of a dataset folder (datasets/resize_tree.h). */
+static int data_resize(int argc, char **argv) {
+    resize_tree_opts o = {.side = 256, .quality = 95, .mask_dir = "masks"};
+    const char *out = NULL;
+    arg_spec specs[] = {
+        OPT_OUT(&out, "output folder (the same tree, images smaller; must not be inside SRC)", .required = 1),
+        {"side", ARG_INT, &o.side, "the shorter side of every image larger than this, in pixels (never enlarged)"},
+        {"quality", ARG_INT, &o.quality, "JPEG quality of re-encoded JPEG images (PNG stays lossless)"},
+        {"mask-dir", ARG_STR, &o.mask_dir, "images under folders of this name are masks: nearest-neighbour resizing"},
+    };
+    const char *usage = "endoret data resize SRC --out DIR [--side 256 --quality 95 --mask-dir masks]";
+    char **pos = NULL;
+    int npos = 0;
+    int rc = parse(argc, argv, specs, sizeof specs / sizeof *specs, usage, 1, &pos, &npos);
+    if (rc) return rc == ARGS_HELP ? 0 : rc;
+    const char *src = pos[0];
+    free(pos);
+    resize_tree_stats st;
+    double t0 = now_seconds();
+    if ((rc = resize_tree(src, out, &o, &st))) return rc;
+    printf("data resize: %d images (%d masks), %d made smaller (shorter side %d), %d other files copied, %d links or "
+           "special files skipped; %.1f MB -> %.1f MB in %.1f s -> %s\n",
+           st.images, st.masks, st.shrunk, o.side, st.copied, st.skipped, st.bytes_in / 1e6, st.bytes_out / 1e6,
+           now_seconds() - t0, out);
+    return ER_OK;
+}
+
 int cmd_data(int argc, char **argv) {
     static const arg_sub subs[] = {
         {"import", data_import, "--layout class-folders|image-mask|scenes|sequences SRC --out manifest.csv [--map F --views V]"},
@@ -359,6 +387,8 @@ int cmd_data(int argc, char **argv) {
         {"bench", data_bench, "MANIFEST --batch B --size S --threads T: loader images/s"},
         {"split", data_split, "MANIFEST --folds K --by label|scene|patient [--holdout-fold F | --ratios train:60,val:40] --out OUT.csv"},
         {"copies", data_copies, "--manifest M --split S --out DIR --copies N --seed S [--preset copydet]: copy-detection queries"},
+        {"resize", data_resize, "SRC --out DIR [--side 256]: a copy of a dataset folder with smaller images (same names)"},
     };
-    return args_dispatch(argc, argv, "endoret data import|check|bench|split|copies ... (endoret data SUB --help)", subs, 5);
+    return args_dispatch(argc, argv, "endoret data import|check|bench|split|copies|resize ... (endoret data SUB --help)", subs,
+                         6);
 }

@@ -274,3 +274,29 @@ Test(cli_bad_input, a_file_where_a_folder_is_asked_for) {
     cr_expect(strstr(er_msg(), dir) && strstr(er_msg(), "is a directory"), "%s", er_msg());
     free(file), free(out), free(sub);
 }
+
+/* data resize: a file as SRC, a file as --out, no SRC, and sizes out of range are bad input naming
+ * what is wrong, with nothing written. */
+Test(cli_bad_input, data_resize_paths_and_sizes) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    char *file = path_join(dir, "f"), *out = path_join(dir, "out"), *src = path_join(dir, "src");
+    cr_assert_eq(write_file_atomic(file, "x", 1), ER_OK);
+    cr_assert_eq(make_dirs(src), ER_OK);
+    char *a1[] = {"data", "resize", file, "--out", out, NULL};
+    cr_expect_eq(cmd_data(5, a1), ER_INPUT);
+    cr_expect(strstr(er_msg(), file) && strstr(er_msg(), "no such folder"), "%s", er_msg());
+    char *a2[] = {"data", "resize", src, "--out", file, NULL};
+    cr_expect_eq(cmd_data(5, a2), ER_INPUT);
+    cr_expect(strstr(er_msg(), file), "%s", er_msg());
+    char *a3[] = {"data", "resize", "--out", out, NULL};
+    cr_expect_eq(cmd_data(4, a3), ER_INPUT);
+    cr_expect(strstr(er_msg(), "positional"), "%s", er_msg());
+    char *a4[] = {"data", "resize", src, "--out", out, "--side", "3", NULL};
+    cr_expect_eq(cmd_data(7, a4), ER_INPUT);
+    cr_expect(strstr(er_msg(), "--side 3"), "%s", er_msg());
+    char *a5[] = {"data", "resize", src, "--out", out, "--quality", "101", NULL};
+    cr_expect_eq(cmd_data(7, a5), ER_INPUT);
+    cr_expect(access(out, F_OK) != 0, "nothing written for refused options");
+    free(file), free(out), free(src);
+}
