@@ -1,0 +1,28 @@
+#!/bin/sh
+# The GPU recipe of issue 31 (configs/colondb_seq_gpu.cfg: ViT-S/16 at 224, bf16) on the CVC-ColonDB
+# leave-sequences-out folds, then the same tables as the CPU recipe (bench/colondb_folds_eval.sh).
+# Made to run on a lent GPU machine in one call (bench/gpu_session.sh stage `colondb`):
+#   on this machine:  sh bench/colondb_gpu.sh pack            (the images as .gpu/data: smaller copies,
+#                                                              endoret data resize --side 224, ~40 MB)
+#   on the GPU one:   sh bench/colondb_gpu.sh run E DATA OUT  (E: .gpu/endoret, DATA: .gpu/data)
+# The folds, seeds and tables are the CPU recipe's; only the model, input size and steps differ (the
+# config says why). The encoders stay in OUT on the GPU machine (88 MB each): copy back only the logs.
+set -eu
+case ${1:-} in
+pack)
+    E=${2:-build/endoret}
+    "$E" data resize ../shared/data/cvc_colondb --out .gpu/data/cvc_colondb --side 224
+    "$E" data resize ../shared/data/kvasir_seg --out .gpu/data/kvasir_seg --side 224 --quality 85
+    du -sh .gpu/data ;;
+run)
+    E=${2:?usage: colondb_gpu.sh run E DATA OUT}
+    DATA=${3:?}
+    O=${4:?}
+    start=$(date +%s)
+    DATA="$DATA" EMBED_DEVICE=cuda sh bench/colondb_folds.sh "$E" "$O" 5 600 configs/colondb_seq_gpu.cfg
+    echo "colondb_gpu: 5 folds trained and embedded in $(( $(date +%s) - start )) s"
+    sh bench/colondb_folds_eval.sh "$E" "$O" 5 ;;
+*)
+    echo "usage: sh bench/colondb_gpu.sh pack [E] | run E DATA OUT" >&2
+    exit 2 ;;
+esac
