@@ -27,8 +27,15 @@ static int bt_chunks(int64_t rows) {
 
 static dim3 bt_grid(int64_t cols, int chunks) { return dim3((unsigned)((cols + BT_COLS - 1) / BT_COLS), (unsigned)chunks); }
 
-/* elements i and i + 1 of a row (i even; `pair`: i + 1 is in the row and cols is even, so the pair
- * is aligned and loads as one word) */
+/* Whether rows can be read in aligned pairs: cols even and every buffer aligned to a pair of
+ * elements (a view into a larger buffer may start anywhere); otherwise one element at a time */
+static int bt_vec(int64_t cols, int dt, const void *a, const void *b, const void *c) {
+    const uintptr_t m = (uintptr_t)(dt == ER_BF16 ? 4 : 8) - 1;
+    return !(cols & 1) && !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & m);
+}
+
+/* elements i and i + 1 of a row (i even; `pair`: i + 1 is in the row and the row pairs are aligned,
+ * bt_vec, so the pair loads as one word) */
 __device__ __forceinline__ void bt_load2(int dt, const void *x, int64_t i, int pair, float &a, float &b) {
     if (pair && dt == ER_BF16) {
         uint32_t u = ((const uint32_t *)x)[i >> 1];
@@ -102,10 +109,10 @@ static void bias_chunks_sum(int64_t cols, int chunks, const double *part, float 
 }
 
 /* ---- bias + GELU ---- */
-__global__ void k_bias_gelu(int64_t rows, int64_t cols, int dt, const void *x, const float *b, void *y) {
+__global__ void k_bias_gelu(int64_t rows, int64_t cols, int dt, const void *x, const float *b, void *y, int vec) {
     const int64_t c = ((int64_t)blockIdx.x * 32 + threadIdx.x) * 2;
     if (c >= cols) return;
-    const int has2 = c + 1 < cols, pair = has2 && !(cols & 1);
+    const int has2 = c + 1 < cols, pair = has2 && vec;
     const float b0 = b[c], b1 = has2 ? b[c + 1] : 0.0f;
     for (int64_t r = (int64_t)blockIdx.y * BT_ROWS + threadIdx.y; r < rows; r += (int64_t)gridDim.y * BT_ROWS) {
         float v0, v1;
@@ -119,16 +126,16 @@ void cu_bias_gelu(int64_t rows, int64_t cols, int dt, const void *x, const float
     if (rows <= 0 || cols <= 0) return;
     int64_t gy = (rows + BT_ROWS - 1) / BT_ROWS;
     dim3 th(32, BT_ROWS), grid((unsigned)((cols + BT_COLS - 1) / BT_COLS), (unsigned)(gy < 4096 ? gy : 4096));
-    k_bias_gelu<<<grid, th, 0, cuda_stream()>>>(rows, cols, dt, x, b, y);
+    k_bias_gelu<<<grid, th, 0, cuda_stream()>>>(rows, cols, dt, x, b, y, bt_vec(cols, dt, x, y, NULL));
     CUDA_LAUNCHED("bias_gelu");
 }
 
 /* t = gelu'(x + b) gy into gx (written or added, rounded once), and the chunk's column sums of the
  * fp32 t into part when part is given */
 __global__ void k_bias_gelu_backward(int64_t rows, int64_t cols, int dt, const void *x, const float *b,
-                                     const void *gy, void *gx, double *part, int accumulate) {
+                                     const void *gy, void *gx, double *part, int accumulate, int vec) {
     const int64_t c = ((int64_t)blockIdx.x * 32 + threadIdx.x) * 2;
-    const int has2 = c + 1 < cols, pair = has2 && !(cols & 1);
+    const int has2 = c + 1 < cols, pair = has2 && vec;
     int64_t r0, r1;
     bt_rows(rows, r0, r1);
     double s0 = 0.0, s1 = 0.0;
@@ -166,15 +173,16 @@ void cu_bias_gelu_backward(int64_t rows, int64_t cols, int dt, const void *x, co
     const int chunks = bt_chunks(rows);
     double *part = gb ? (double *)work : NULL;
     k_bias_gelu_backward<<<bt_grid(cols, chunks), dim3(32, BT_ROWS), 0, cuda_stream()>>>(rows, cols, dt, x, b, gy, gx,
-                                                                                        part, accumulate);
+                                                                                        part, accumulate,
+                                                                                        bt_vec(cols, dt, x, gy, gx));
     CUDA_LAUNCHED("bias_gelu_backward");
     if (gb) bias_chunks_sum(cols, chunks, part, gb);
 }
 
 /* ---- the bias gradient: gb += column sums of g; g16 = bf16(g) on the way (g fp32) ---- */
-__global__ void k_bias_grad(int64_t rows, int64_t cols, int dt, const void *g, uint16_t *g16, double *part) {
+__global__ void k_bias_grad(int64_t rows, int64_t cols, int dt, const void *g, uint16_t *g16, double *part, int vec) {
     const int64_t c = ((int64_t)blockIdx.x * 32 + threadIdx.x) * 2;
-    const int has2 = c + 1 < cols, pair = has2 && !(cols & 1);
+    const int has2 = c + 1 < cols, pair = has2 && vec;
     int64_t r0, r1;
     bt_rows(rows, r0, r1);
     double s0 = 0.0, s1 = 0.0;
@@ -197,7 +205,9 @@ void cu_bias_grad(int64_t rows, int64_t cols, int dt, const void *g, float *gb, 
     if (rows <= 0 || cols <= 0 || (!gb && !g16)) return;
     const int chunks = bt_chunks(rows);
     double *part = gb ? (double *)work : NULL;
-    k_bias_grad<<<bt_grid(cols, chunks), dim3(32, BT_ROWS), 0, cuda_stream()>>>(rows, cols, dt, g, g16, part);
+    k_bias_grad<<<bt_grid(cols, chunks), dim3(32, BT_ROWS), 0, cuda_stream()>>>(rows, cols, dt, g, g16, part,
+                                                                                 bt_vec(cols, dt, g, NULL, NULL) &&
+                                                                                     bt_vec(cols, ER_BF16, g16, NULL, NULL));
     CUDA_LAUNCHED("bias_grad");
     if (gb) bias_chunks_sum(cols, chunks, part, gb);
 }

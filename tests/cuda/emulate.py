@@ -138,7 +138,10 @@ def main():
         with open(cpp, "w") as f:
             f.write(f'#line 1 "kernels/cuda/{name}.cu"\n' + src)
         obj = cpp[:-4] + ".o"
-        run(["g++", "-std=c++20", "-O1", "-g", "-pthread", "-DENDORET_CUDA", "-I" + inc,
+        # UBSan's alignment check: a vector load (float2/float4/uint4 or a pair of bf16 as one word)
+        # from an address the GPU would fault on stops the test here, where x86 would just load it
+        run(["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=alignment", "-fno-sanitize-recover=alignment",
+             "-DENDORET_CUDA", "-I" + inc,
              "-I" + os.path.join(ROOT, "tests", "cuda"), "-I" + ROOT, "-Wno-unused-result", "-c", cpp, "-o", obj])
         objs.append(obj)
     csrc = sorted(glob.glob(os.path.join(ROOT, "nn", "**", "*.c"), recursive=True)
@@ -151,7 +154,7 @@ def main():
         run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-fopenmp", "-DENDORET_CUDA", "-I" + ROOT, "-c", c, "-o", obj])
         objs.append(obj)
     exe = os.path.join(OUT, "parity_emulated")
-    run(["g++", "-fopenmp", "-pthread", "-o", exe] + objs + ["-lcriterion", "-lm"])
+    run(["g++", "-fopenmp", "-pthread", "-fsanitize=alignment", "-o", exe] + objs + ["-lcriterion", "-lm"])
     # one job: each emulated block already runs up to 1024 threads
     r = subprocess.run([exe, "--jobs", "1"] + sys.argv[1:], cwd=ROOT)
     sys.exit(r.returncode)

@@ -118,20 +118,23 @@ Test(cuda, bias_gelu_bf16_storage) {
 
 /* The bias gradient: gb += column sums of g (fp32 or bf16, widened), summed in another order than
  * the CPU's (fp32 tolerance); g16, the fp32 g rounded to bf16 on the way, bit for bit the CPU's cast.
- * Shapes: odd columns (no paired loads), one chunk, many chunks (3200 rows: ViT-L's MAE encoder). */
+ * Shapes: odd columns (no paired loads), one chunk, many chunks (3200 rows: ViT-L's MAE encoder), and
+ * g one element into its buffer (a view: even columns, but the pairs are not aligned). */
 PARITY_COVERS(bias_grad_workspace);
 PARITY_COVERS(bias_grad);
 Test(cuda, bias_grad_sums_and_rounding) {
     require_gpu();
-    const int64_t sizes[4][2] = {{1, 5}, {67, 33}, {130, 1030}, {3200, 64}};
-    for (int s = 0; s < 4; s++) {
-        const int64_t R = sizes[s][0], C = sizes[s][1], n = R * C;
+    const int64_t sizes[5][2] = {{1, 5}, {67, 33}, {130, 1030}, {3200, 64}, {9, 64}};
+    for (int s = 0; s < 5; s++) {
+        const int64_t R = sizes[s][0], C = sizes[s][1], n = R * C, off = s == 4; /* elements into the buffer */
         float *gf = rnd(n, -1, 1, 700 + s), *gb0 = rnd(C, -1, 1, 710 + s);
         uint16_t *g = bf16_of(gf, n);
         for (int dt = 0; dt < 2; dt++)
             for (int round = 0; round <= (dt == ER_F32); round++) {
                 const void *gin = dt == ER_BF16 ? (const void *)g : (const void *)gf;
-                void *dg = dev_bytes(gin, (size_t)n * er_dtype_size(dt));
+                const size_t es = er_dtype_size(dt);
+                char *dbuf = GPU->alloc((size_t)(n + off) * es), *dg = dbuf + off * es;
+                GPU->upload(dg, gin, (size_t)n * es);
                 float *gb = malloc(C * 4), *dgb = devf(gb0, C);
                 memcpy(gb, gb0, C * 4);
                 uint16_t *g16 = round ? malloc(n * 2) : NULL;
@@ -156,7 +159,7 @@ Test(cuda, bias_grad_sums_and_rounding) {
                     free(hz);
                     GPU->free(dz);
                 }
-                CPU->free(cw); GPU->free(gw); GPU->free(dg); GPU->free(dgb);
+                CPU->free(cw); GPU->free(gw); GPU->free(dbuf); GPU->free(dgb);
                 if (round) GPU->free(dg16);
                 free(gb); free(g16);
             }
