@@ -7,7 +7,9 @@
 # histogram at a weight fixed a priori (0.5), and the no-learning baselines on the same protocol.
 # Usage: sh bench/colondb_folds.sh [build/endoret] [out folder] [folds] [steps] [config]
 #   (config: configs/colondb_seq_cpu.cfg, or an ablation of it such as configs/colondb_seq_nojitter_cpu.cfg;
-#    SEED=s in the environment sets train.seed, for the recipe's seed rows)
+#    SEED=s in the environment sets train.seed, for the recipe's seed rows; DATA=dir reads the two sets
+#    from dir instead of ../shared/data (a `data resize` copy on a GPU machine); EMBED_DEVICE=cuda
+#    embeds on the GPU)
 # then:  sh bench/colondb_folds_eval.sh [build/endoret] [out folder] [folds]   (the tables)
 # A fold already trained (<out>/fold<k>/encoder.safetensors) is not trained again.
 # Needs ../shared/data/{cvc_colondb,kvasir_seg} (never copied into the repository).
@@ -18,11 +20,12 @@ K=${3:-5}
 STEPS=${4:-300}
 CFG=${5:-configs/colondb_seq_cpu.cfg}
 SEED_SET=${SEED:+--set train.seed=$SEED}
-C=../shared/data/cvc_colondb
+DATA=${DATA:-../shared/data}
+C=$DATA/cvc_colondb
 [ -f "$C/labels.csv" ] || { echo "colondb_folds.sh: $C/labels.csv not found" >&2; exit 2; }
 mkdir -p "$O"
 "$E" data import --layout sequences "$C" --map "$C/labels.csv" --views 0 --out "$O/colondb.csv"
-"$E" data import --layout image-mask ../shared/data/kvasir_seg --out "$O/kvasir.csv"
+"$E" data import --layout image-mask "$DATA/kvasir_seg" --out "$O/kvasir.csv"
 "$E" data split "$O/colondb.csv" --folds "$K" --by scene --seed 0 --out "$O/folds.csv"
 k=0
 while [ "$k" -lt "$K" ]; do
@@ -35,6 +38,7 @@ while [ "$k" -lt "$K" ]; do
             --set train.steps="$STEPS" --set out.dir="$O/fold$k"
         echo "fold $k: trained in $(( $(date +%s) - start )) s"
     fi
-    "$E" embed --model "$O/fold$k/encoder.safetensors" --manifest "$O/colondb.csv" --out "$O/recipe$k.safetensors"
+    "$E" embed --model "$O/fold$k/encoder.safetensors" --manifest "$O/colondb.csv" --out "$O/recipe$k.safetensors" \
+        ${EMBED_DEVICE:+--device $EMBED_DEVICE}
     k=$((k + 1))
 done
