@@ -352,12 +352,12 @@ static void packed_strides(const tensor *t, int64_t *s) {
     }
 }
 
-/* strided copy of t's dtype on t's backend */
-static void copy_strided_dt(const tensor *t, const int64_t *shape, const void *x, const int64_t *xs, void *y,
+/* strided copy of t's dtype on t's backend, over ndim dims */
+static void copy_strided_dt(const tensor *t, int ndim, const int64_t *shape, const void *x, const int64_t *xs, void *y,
                             const int64_t *ys, int acc) {
     const er_backend *be = tensor_backend(t);
-    if (t->dtype == DT_BF16) be->copy_strided_bf16(t->ndim, shape, x, xs, y, ys, acc);
-    else be->copy_strided(t->ndim, shape, x, xs, y, ys, acc);
+    if (t->dtype == DT_BF16) be->copy_strided_bf16(ndim, shape, x, xs, y, ys, acc);
+    else be->copy_strided(ndim, shape, x, xs, y, ys, acc);
 }
 
 void tensor_to_host_raw(const tensor *t, void *host) {
@@ -371,11 +371,11 @@ void tensor_to_host_raw(const tensor *t, void *host) {
     int64_t ps[T_MAX_DIMS];
     packed_strides(t, ps);
     if (t->device == DEV_CPU) {
-        copy_strided_dt(t, t->shape, t->raw, t->stride, host, ps, 0);
+        copy_strided_dt(t, t->ndim, t->shape, t->raw, t->stride, host, ps, 0);
         return;
     }
     void *tmp = be->alloc(bytes ? bytes : 4);
-    copy_strided_dt(t, t->shape, t->raw, t->stride, tmp, ps, 0);
+    copy_strided_dt(t, t->ndim, t->shape, t->raw, t->stride, tmp, ps, 0);
     be->download(host, tmp, bytes);
     be->free(tmp);
 }
@@ -392,12 +392,12 @@ void tensor_copy_from_host_raw(tensor *t, const void *host) {
     int64_t ps[T_MAX_DIMS];
     packed_strides(t, ps);
     if (t->device == DEV_CPU) {
-        copy_strided_dt(t, t->shape, host, ps, t->raw, t->stride, 0);
+        copy_strided_dt(t, t->ndim, t->shape, host, ps, t->raw, t->stride, 0);
         return;
     }
     void *tmp = be->alloc(bytes ? bytes : 4);
     be->upload(tmp, host, bytes);
-    copy_strided_dt(t, t->shape, tmp, ps, t->raw, t->stride, 0);
+    copy_strided_dt(t, t->ndim, t->shape, tmp, ps, t->raw, t->stride, 0);
     be->free(tmp);
 }
 
@@ -435,7 +435,7 @@ int tensor_copy(tensor *dst, const tensor *src) {
                        tensor_shape_str(src, b, sizeof b));
     }
     tensor_drop_packed(dst);
-    copy_strided_dt(dst, dst->shape, src->raw, src->stride, dst->raw, dst->stride, 0);
+    copy_strided_dt(dst, dst->ndim, dst->shape, src->raw, src->stride, dst->raw, dst->stride, 0);
     return ER_OK;
 }
 
@@ -446,8 +446,7 @@ static void fill_view(const tensor *t, int ndim, const int64_t *shape, void *y, 
     uint16_t hb = er_f32_to_bf16(v);
     void *dv = arena_alloc(arena_default(t->device), sizeof(float));
     be->upload(dv, t->dtype == DT_BF16 ? (const void *)&hb : (const void *)&v, tensor_elsize(t));
-    if (t->dtype == DT_BF16) be->copy_strided_bf16(ndim, shape, dv, zs, y, ys, 0);
-    else be->copy_strided(ndim, shape, dv, zs, y, ys, 0);
+    copy_strided_dt(t, ndim, shape, dv, zs, y, ys, 0);
 }
 
 void tensor_fill(tensor *t, float v) {

@@ -34,9 +34,9 @@ static int bt_vec(int64_t cols, int dt, const void *a, const void *b, const void
     return !(cols & 1) && !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & m);
 }
 
-/* elements i and i + 1 of a row (i even; `pair`: i + 1 is in the row and the row pairs are aligned,
- * bt_vec, so the pair loads as one word) */
-__device__ __forceinline__ void bt_load2(int dt, const void *x, int64_t i, int pair, float &a, float &b) {
+/* elements i and i + 1 of a row (i even; has2: i + 1 is in the row, else b = 0; pair: has2 and the
+ * row pairs are aligned, bt_vec, so the pair loads as one word) */
+__device__ __forceinline__ void bt_load2(int dt, const void *x, int64_t i, int pair, int has2, float &a, float &b) {
     if (pair && dt == ER_BF16) {
         uint32_t u = ((const uint32_t *)x)[i >> 1];
         a = cu_bf16_to_f32((uint16_t)(u & 0xFFFFu));
@@ -47,7 +47,7 @@ __device__ __forceinline__ void bt_load2(int dt, const void *x, int64_t i, int p
         b = v.y;
     } else {
         a = cu_load_f32(dt, x, i);
-        b = 0.0f;
+        b = has2 ? cu_load_f32(dt, x, i + 1) : 0.0f;
     }
 }
 
@@ -56,7 +56,7 @@ __device__ __forceinline__ void bt_store2(int dt, void *y, int64_t i, int pair, 
                                           int accumulate) {
     if (accumulate) {
         float oa, ob;
-        bt_load2(dt, y, i, pair, oa, ob);
+        bt_load2(dt, y, i, pair, has2, oa, ob);
         a += oa;
         b += ob;
     }
@@ -116,8 +116,7 @@ __global__ void k_bias_gelu(int64_t rows, int64_t cols, int dt, const void *x, c
     const float b0 = b[c], b1 = has2 ? b[c + 1] : 0.0f;
     for (int64_t r = (int64_t)blockIdx.y * BT_ROWS + threadIdx.y; r < rows; r += (int64_t)gridDim.y * BT_ROWS) {
         float v0, v1;
-        bt_load2(dt, x, r * cols + c, pair, v0, v1);
-        if (!pair && has2) v1 = cu_load_f32(dt, x, r * cols + c + 1);
+        bt_load2(dt, x, r * cols + c, pair, has2, v0, v1);
         bt_store2(dt, y, r * cols + c, pair, has2, cu_gelu(v0 + b0), cu_gelu(v1 + b1), 0);
     }
 }
@@ -144,21 +143,12 @@ __global__ void k_bias_gelu_backward(int64_t rows, int64_t cols, int dt, const v
         for (int64_t r = r0 + threadIdx.y; r < r1; r += BT_ROWS) {
             const int64_t i = r * cols + c;
             float x0, x1, g0, g1;
-            bt_load2(dt, x, i, pair, x0, x1);
-            bt_load2(dt, gy, i, pair, g0, g1);
-            if (!pair && has2) {
-                x1 = cu_load_f32(dt, x, i + 1);
-                g1 = cu_load_f32(dt, gy, i + 1);
-            }
+            bt_load2(dt, x, i, pair, has2, x0, x1);
+            bt_load2(dt, gy, i, pair, has2, g0, g1);
             const float t0 = g0 * cu_gelu_grad(x0 + b0), t1 = has2 ? g1 * cu_gelu_grad(x1 + b1) : 0.0f;
             s0 += t0;
             s1 += t1;
-            if (accumulate && !pair) {
-                cu_add_f32(dt, gx, i, t0);
-                if (has2) cu_add_f32(dt, gx, i + 1, t1);
-            } else {
-                bt_store2(dt, gx, i, pair, has2, t0, t1, accumulate);
-            }
+            bt_store2(dt, gx, i, pair, has2, t0, t1, accumulate);
         }
     }
     if (part) bt_chunk_sums(cols, c, s0, s1, part);
@@ -190,8 +180,7 @@ __global__ void k_bias_grad(int64_t rows, int64_t cols, int dt, const void *g, u
         for (int64_t r = r0 + threadIdx.y; r < r1; r += BT_ROWS) {
             const int64_t i = r * cols + c;
             float v0, v1;
-            bt_load2(dt, g, i, pair, v0, v1);
-            if (!pair && has2) v1 = cu_load_f32(dt, g, i + 1);
+            bt_load2(dt, g, i, pair, has2, v0, v1);
             s0 += v0;
             s1 += v1;
             if (g16) bt_store2(ER_BF16, g16, i, pair, has2, v0, v1, 0);

@@ -56,10 +56,6 @@ __global__ void k_copy_strided_bf16(cu_index ix, int64_t n, const uint16_t *x, u
     }
 }
 
-/* 8 elements (16 bytes) at a time, where the innermost (coalesced) dim is contiguous on both sides
- * and every chunk of 8 starts 16-byte aligned (a head split or merge of attention: the innermost dim
- * is the head's 64 channels): ix counts chunks, its offsets are in elements. One index computation
- * per 8 elements instead of per element, and 16-byte accesses. */
 /* two packed bf16: round(a + b) each, the accumulation of k_copy_strided_bf16 */
 __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
     const uint16_t lo = cu_f32_to_bf16(cu_bf16_to_f32((uint16_t)(a & 0xFFFFu)) + cu_bf16_to_f32((uint16_t)(b & 0xFFFFu)));
@@ -67,6 +63,10 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
     return (uint32_t)lo | ((uint32_t)hi << 16);
 }
 
+/* 8 elements (16 bytes) at a time, where the innermost (coalesced) dim is contiguous on both sides
+ * and every chunk of 8 starts 16-byte aligned (a head split or merge of attention: the innermost dim
+ * is the head's 64 channels): ix counts chunks, its offsets are in elements. One index computation
+ * per 8 elements instead of per element, and 16-byte accesses. */
 __global__ void k_copy_strided_bf16_x8(cu_index ix, int64_t n8, const uint4 *x, uint4 *y, int accumulate) {
     GRID_STRIDE(e, n8) {
         int64_t off[2];

@@ -104,27 +104,22 @@ static int ln_npl(int64_t cols) {
     return 0;
 }
 
-/* launch kernel template K's instance for npl (ln_npl) on `grid` blocks of LN_WARP_ROWS warps */
-#define LN_LAUNCH_1(K, n, grid, ...) K<n><<<grid, 32 * LN_WARP_ROWS, 0, cuda_stream()>>>(__VA_ARGS__)
-#define LN_LAUNCH(K, npl, grid, ...)                             \
-    switch (npl) {                                               \
-    case 2: LN_LAUNCH_1(K, 2, grid, __VA_ARGS__); break;         \
-    case 4: LN_LAUNCH_1(K, 4, grid, __VA_ARGS__); break;         \
-    case 8: LN_LAUNCH_1(K, 8, grid, __VA_ARGS__); break;         \
-    case 12: LN_LAUNCH_1(K, 12, grid, __VA_ARGS__); break;       \
-    case 16: LN_LAUNCH_1(K, 16, grid, __VA_ARGS__); break;       \
-    case 24: LN_LAUNCH_1(K, 24, grid, __VA_ARGS__); break;       \
-    default: LN_LAUNCH_1(K, 32, grid, __VA_ARGS__); break;       \
-    }
-
 void cu_layernorm(int64_t rows, int64_t cols, int xt, const void *x, const float *w, const float *b,
                   float eps, int yt, void *y, float *mean, float *rstd) {
     if (!rows_ok(rows, "layernorm: too many rows")) return;
-    if (const int npl = ln_npl(cols)) {
-        LN_LAUNCH(k_layernorm_warp, npl, ln_warp_blocks(rows), rows, cols, xt, x, w, b, eps, yt, y, mean, rstd);
-    } else {
-        k_layernorm<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, xt, x, w, b, eps, yt, y, mean, rstd);
+#define LN_WARP(n) \
+    k_layernorm_warp<n><<<ln_warp_blocks(rows), 32 * LN_WARP_ROWS, 0, cuda_stream()>>>(rows, cols, xt, x, w, b, eps, yt, y, mean, rstd)
+    switch (ln_npl(cols)) {
+    case 0: k_layernorm<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, xt, x, w, b, eps, yt, y, mean, rstd); break;
+    case 2: LN_WARP(2); break;
+    case 4: LN_WARP(4); break;
+    case 8: LN_WARP(8); break;
+    case 12: LN_WARP(12); break;
+    case 16: LN_WARP(16); break;
+    case 24: LN_WARP(24); break;
+    default: LN_WARP(32); break;
     }
+#undef LN_WARP
     CUDA_LAUNCHED("layernorm");
 }
 
