@@ -44,6 +44,11 @@ int image_decode_jpeg_scaled(const uint8_t *buf, size_t len, const char *name, i
  * (0: no limit but IMAGE_MAX_PIXELS of the full size). */
 int image_decode_jpeg_at(const uint8_t *buf, size_t len, const char *name, int channels, int denom, int64_t max_pixels,
                          image *out);
+/* What the magic bytes say a buffer holds (image_decode's dispatch) */
+typedef enum { IMAGE_UNKNOWN, IMAGE_PNG, IMAGE_JPEG } image_format;
+image_format image_sniff(const uint8_t *buf, size_t len);
+/* Whether a file name is one the importers and tools take as an image: .png, .jpg, .jpeg (any case) */
+int image_name_ok(const char *name);
 /* Dispatch on magic bytes (PNG signature / JPEG SOI), never on the file extension. */
 int image_decode(const uint8_t *buf, size_t len, const char *name, int channels, image *out);
 int image_load(const char *path, int channels, image *out);

@@ -4,16 +4,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "datasets/image.h"
 #include "nn/base/base.h"
 
 static const uint8_t PNG_MAGIC[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
+image_format image_sniff(const uint8_t *buf, size_t len) {
+    if (len >= 8 && !memcmp(buf, PNG_MAGIC, 8)) return IMAGE_PNG;
+    if (len >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF) return IMAGE_JPEG;
+    return IMAGE_UNKNOWN;
+}
+
+int image_name_ok(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
 int image_decode(const uint8_t *buf, size_t len, const char *name, int channels, image *out) {
-    if (len >= 8 && !memcmp(buf, PNG_MAGIC, 8)) return image_decode_png(buf, len, name, channels, out);
-    if (len >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF)
-        return image_decode_jpeg(buf, len, name, channels, out);
+    const image_format f = image_sniff(buf, len);
+    if (f == IMAGE_PNG) return image_decode_png(buf, len, name, channels, out);
+    if (f == IMAGE_JPEG) return image_decode_jpeg(buf, len, name, channels, out);
     if (len == 0) return er_fail(ER_INPUT, "%s: empty file", name);
     return er_fail(ER_INPUT, "%s: not a PNG or JPEG file (unknown magic bytes)", name);
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "datasets/csv.h"
+#include "datasets/image.h"
 #include "nn/base/paths.h"
 #include "nn/base/base.h"
 
@@ -30,10 +31,6 @@ static void sl_free(strlist *l) {
 }
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int is_image_name(const char *name) {
-    const char *dot = strrchr(name, '.');
-    return dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
-}
 static int is_dir(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -48,7 +45,7 @@ static int list_dir(const char *dir, int want_dirs, strlist *out) {
         if (e->d_name[0] == '.') continue;
         char *p = path_join(dir, e->d_name);
         int isd = is_dir(p);
-        if (want_dirs ? isd : (!isd && is_image_name(e->d_name))) sl_push(out, e->d_name);
+        if (want_dirs ? isd : (!isd && image_name_ok(e->d_name))) sl_push(out, e->d_name);
         free(p);
     }
     closedir(d);
@@ -516,7 +513,7 @@ static int seq_from_map(const char *src, const seq_import_opts *o, seqset *S, in
             struct stat st;
             if (stat(p, &st) || !S_ISREG(st.st_mode))
                 rc = er_fail(ER_INPUT, "%s: line %d: frame '%s' not found (looked for %s)", map, r.line, fr, p);
-            else if (!is_image_name(fr))
+            else if (!image_name_ok(fr))
                 rc = er_fail(ER_INPUT, "%s: line %d: frame '%s' is not a .png/.jpg/.jpeg file", map, r.line, fr);
             else {
                 sl_push(&q->frames, p);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,21 +14,11 @@
 #include "nn/base/base.h"
 #include "nn/base/paths.h"
 
-static int is_png(const char *b, size_t n) { return n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8); }
-static int is_jpeg(const char *b, size_t n) { return n >= 3 && (uint8_t)b[0] == 0xFF && (uint8_t)b[1] == 0xD8 && (uint8_t)b[2] == 0xFF; }
-
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static int has_image_ext(const char *name) {
-    const char *d = strrchr(name, '.');
-    return d && (!strcasecmp(d, ".png") || !strcasecmp(d, ".jpg") || !strcasecmp(d, ".jpeg"));
-}
 
 /* one image file: shrunk into dst in its own format, or copied as it is when already small enough */
 static int resize_one(const char *sp, const char *dp, int mask, const resize_tree_opts *o, const char *buf, size_t len,
                       resize_tree_stats *st) {
-    if (!is_png(buf, len) && !is_jpeg(buf, len))
-        return er_fail(ER_INPUT, "%s: named as an image but neither PNG nor JPEG data", sp);
     image im = {0}, out = {0};
     int rc = image_decode((const uint8_t *)buf, len, sp, 0, &im);
     if (rc) return rc;
@@ -45,7 +34,7 @@ static int resize_one(const char *sp, const char *dp, int mask, const resize_tre
     const double f = (double)o->side / shorter;
     int h = im.h == shorter ? o->side : (int)lround(im.h * f), w = im.w == shorter ? o->side : (int)lround(im.w * f);
     image_resize(&im, &out, h < 1 ? 1 : h, w < 1 ? 1 : w, mask ? RESIZE_NEAREST : RESIZE_BICUBIC);
-    if (is_png(buf, len)) {
+    if (image_sniff((const uint8_t *)buf, len) == IMAGE_PNG) {
         rc = image_save_png(dp, &out);
     } else {
         uint8_t *jpg = NULL;
@@ -94,7 +83,7 @@ static int walk(const char *src, const char *dst, int in_mask, const resize_tree
             rc = read_file(sp, &buf, &len);
             if (!rc) {
                 st->bytes_in += (int64_t)len;
-                if (has_image_ext(names[i])) {
+                if (image_name_ok(names[i])) {
                     rc = resize_one(sp, dp, in_mask, o, buf, len, st);
                 } else {
                     rc = write_file_atomic(dp, buf, len);
