@@ -359,8 +359,9 @@ static int data_resize(int argc, char **argv) {
     const char *out = NULL;
     arg_spec specs[] = {
         OPT_OUT(&out, "output folder (the same tree, images smaller; must not be inside SRC)", .required = 1),
-        {"side", ARG_INT, &o.side, "the shorter side of every image larger than this, in pixels (never enlarged)"},
-        {"quality", ARG_INT, &o.quality, "JPEG quality of re-encoded JPEG images (PNG stays lossless)"},
+        {"side", ARG_INT, &o.side, "the shorter side of every image larger than this, in pixels (never enlarged)",
+         "[8, 32768]"},
+        {"quality", ARG_INT, &o.quality, "JPEG quality of re-encoded JPEG images (PNG stays lossless)", "[1, 100]"},
         {"mask-dir", ARG_STR, &o.mask_dir, "images under folders of this name are masks: nearest-neighbour resizing"},
     };
     const char *usage = "endoret data resize SRC --out DIR [--side 256 --quality 95 --mask-dir masks]";
