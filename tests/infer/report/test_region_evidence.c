@@ -407,7 +407,9 @@ Test(region_evidence, page_time_budget, .timeout = 600) {
     size_t per = (size_t)3 * 224 * 224;
     float *x = xmalloc((K + 1) * per * sizeof(float)), desc[384];
     for (size_t i = 0; i < (K + 1) * per; i++) x[i] = (float)((i * 13) % 29) / 14.f - 1.f;
-    double best = 1e30, emb = 1e30, best_cpu = 1e30, emb_cpu = 1e30;
+    /* each run's page and descriptors are measured back to back and compared as a pair: the best of
+     * one against the best of the other compared two different moments of a shared machine's load */
+    double best = 1e30, emb = 1e30, best_cpu = 1e30, emb_cpu = 1e30, over = 1e30;
     for (int run = 0; run < 3; run++) {
         region_query ev;
         double c0 = cpu_ms();
@@ -422,6 +424,8 @@ Test(region_evidence, page_time_budget, .timeout = 600) {
         double ms = 1e3 * (now_seconds() - t1), c2 = cpu_ms();
         if (ms < emb) emb = ms;
         if (c2 - c1 < emb_cpu) emb_cpu = c2 - c1;
+        const double excess = (c1 - c0) - (2.0 * (c2 - c1) + 400); /* this run's page against its own descriptors */
+        if (excess < over) over = excess;
     }
     free(x);
     double load[1] = {0};
@@ -432,7 +436,8 @@ Test(region_evidence, page_time_budget, .timeout = 600) {
             K, best, best_cpu, REGION_PAGE_BUDGET_MS, K + 1, emb, emb_cpu, e.ref.V, bank_ms, load[0]);
     /* the machine is shared (the whole suite runs 2 jobs), so the check is on CPU time against the
      * descriptors' forwards: the evidence is those forwards again plus reading 7 files and the maps */
-    cr_expect_lt(best_cpu, 2.0 * emb_cpu + 400, "%.0f ms CPU for one card against %.0f ms for its descriptors", best_cpu, emb_cpu);
+    cr_expect_lt(over, 0.0, "in every run the card took more than twice its descriptors' CPU time + 400 ms (best of 3: %.0f ms "
+                            "CPU for one card against %.0f ms for its descriptors)", best_cpu, emb_cpu);
     region_engine_free(&e);
     for (int i = 0; i <= K; i++) free(paths[i]);
     model_free(m);
