@@ -39,7 +39,7 @@ for d in hist thumb random_vit hist_bc; do
     echo "== $d"
     "$E" eval sequence --emb "$O/$d.safetensors" $SEL
 done
-echo "== recipe (configs/colondb_seq_cpu.cfg), each query scored by the encoder that held out its fold"
+echo "== recipe (${RECIPE:-the fold encoders in $O}), each query scored by the encoder that held out its fold"
 "$E" eval sequence --emb "$recipe" $SEL
 echo "== hybrid: (1 - $W) x recipe cosine + $W x histogram Bhattacharyya"
 "$E" eval sequence --emb "$hybrid" $SEL

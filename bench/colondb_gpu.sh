@@ -21,7 +21,7 @@ run)
     start=$(date +%s)
     DATA="$DATA" EMBED_DEVICE=cuda sh bench/colondb_folds.sh "$E" "$O" 5 600 configs/colondb_seq_gpu.cfg
     echo "colondb_gpu: 5 folds trained and embedded in $(( $(date +%s) - start )) s"
-    sh bench/colondb_folds_eval.sh "$E" "$O" 5 ;;
+    RECIPE=configs/colondb_seq_gpu.cfg sh bench/colondb_folds_eval.sh "$E" "$O" 5 ;;
 *)
     echo "usage: sh bench/colondb_gpu.sh pack [E] | run E DATA OUT" >&2
     exit 2 ;;
