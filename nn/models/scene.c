@@ -39,7 +39,7 @@ int scene_config_check(const scene_config *c) {
 }
 
 double scene_encoder_param_count(const scene_config *c) {
-    return c->dim + prenorm_layer_param_count(c->dim, c->heads, c->head_dim, c->mlp, 0);
+    return c->dim + prenorm_layer_param_count(c->dim, c->heads, c->head_dim, c->mlp, 0) + (c->base_mean ? 1 : 0);
 }
 
 double scene_train_bytes(const scene_config *c, double N, int V, double nrec, int L) {
@@ -69,6 +69,10 @@ int scene_net_init(scene_net *s, const scene_config *c, int with_decoder, uint64
       init_normal(s->scene_token->data, c->dim, 0, 0.02f, &r); }
     prenorm_layer_init(&s->enc, "scene_transform.layers.0", c->dim, c->heads, c->head_dim, c->mlp, 0, (float)c->eps,
                        seed, FAMILY_SCENE, pl);
+    if (c->base_mean) { /* after the reference's tensors, so their initial values do not move */
+        s->mean_gate = layer_param(pl, "scene_mean_gate", 1, SHAPE(1));
+        init_zeros(s->mean_gate->data, 1);
+    }
     s->n_encoder_params = pl->n - first;
     if (!with_decoder) return ER_OK;
     s->has_decoder = 1;
@@ -117,6 +121,10 @@ tensor *scene_net_encode(const scene_net *s, const nn_ctx *ctx, tensor *views) {
     tensor *x = op_concat(2, parts, 1);                                   /* [S, 1 + V, dim] */
     x = prenorm_layer_forward(&s->enc, ctx, x, NULL);
     x = op_reshape(op_slice(x, 1, 0, 1), 2, SHAPE(S, s->cfg.dim));
+    if (s->mean_gate) { /* averaging, plus as much of the token as training has found worth */
+        tensor *mean = op_mean(op_l2_normalize(views, -1, 1e-12f), 1, 0);              /* [S, dim] */
+        x = op_add(mean, op_mul(op_l2_normalize(x, -1, 1e-12f), s->mean_gate));
+    }
     return op_l2_normalize(x, -1, 1e-12f);
 }
 

@@ -6,6 +6,8 @@
  *                   final norm, not normalised) -> one pre-norm self-attention layer
  *                   (nn/layers/prenorm_layer.h; no view position embedding, so the result does not
  *                   depend on the order of the views; no final norm) -> token 0, L2-normalised.
+ *                   With base_mean (not the reference's; model.scene_base = mean):
+ *                   L2(mean_v L2(cls_v) + gate * L2(token 0)), gate a learned scalar starting at 0.
  *   decoder       : the held-out view's masked encoder output -> decoder_embed -> mask tokens
  *                   inserted, unshuffled to the L positions, + fixed sin-cos decoder_pos_embed
  *                   ([CLS] dropped) -> dec_depth cross-attention layers (queries: the L tokens;
@@ -31,6 +33,10 @@ typedef struct {
     int dec_dim, dec_depth, dec_heads, dec_head_dim, dec_mlp; /* decoder: 512, 2, 16 x 85, 2048 */
     int img, patch, in_chans;               /* the image encoder's geometry (reconstruction) */
     double eps;              /* LayerNorm eps of both transformers (1e-5) */
+    int base_mean;           /* 0: the descriptor is the scene token's output (the reference). 1: the mean
+                              * of the views' L2-normalised descriptors plus a learned gate (scene_mean_gate,
+                              * starting at 0) times the L2-normalised scene token output: it starts as
+                              * averaging, and a few training scenes can only move it as far as they pay */
 } scene_config;
 
 /* The reference's choices for an image encoder of width dim with `heads` heads: scene heads = heads,
@@ -44,6 +50,7 @@ typedef struct {
     int grid, L, patch_dim;
     tensor *scene_token;
     prenorm_layer enc;
+    tensor *mean_gate;       /* [1], base_mean only */
     int n_encoder_params;    /* how many tensors scene_net_init appended before the decoder's */
     int has_decoder;
     tensor *embed_w, *embed_b, *mask_token, *pos_embed, *pred_w, *pred_b;

@@ -26,11 +26,12 @@ typedef struct {
 void scene_args_defaults(scene_args *a) {
     memset(a, 0, sizeof *a);
     cfg_set_str(&a->arch, SCENE_ARCH);
+    cfg_set_str(&a->base, "token");
     a->dec_dim = 512; a->dec_depth = 2; a->dec_heads = 16;
 }
 
 const cfg_spec *scene_args_keys(scene_args *a, int *n) {
-    static __thread cfg_spec s[11];
+    static __thread cfg_spec s[12];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &a->field, help, range}
     K("model.arch", CFG_STR, arch, SCENE_ARCH, "endofinder_scene (a frozen ViT + the scene encoder)");
@@ -43,6 +44,9 @@ const cfg_spec *scene_args_keys(scene_args *a, int *n) {
     K("model.decoder_heads", CFG_INT, dec_heads, "[1, 256]", "decoder heads (16)");
     K("model.decoder_head_dim", CFG_INT, dec_head_dim, "[0, 4096]", "decoder head width (0 = image width / 12, as the reference)");
     K("model.decoder_mlp", CFG_INT, dec_mlp, "[0, 65536]", "decoder MLP width (0 = 2 x image width)");
+    K("model.scene_base", CFG_STR, base, "token|mean",
+      "the scene descriptor: token = the scene token's output (the reference); mean = the views' mean descriptor "
+      "plus a learned gate (from 0) times the token's output, so training starts from averaging");
 #undef K
     *n = k;
     return s;
@@ -51,7 +55,8 @@ const cfg_spec *scene_args_keys(scene_args *a, int *n) {
 void scene_args_free(scene_args *a) {
     free(a->arch);
     free(a->image_encoder);
-    a->arch = a->image_encoder = NULL;
+    free(a->base);
+    a->arch = a->image_encoder = a->base = NULL;
 }
 
 static void config_from_args(const scene_args *a, const vit_config *v, scene_config *c) {
@@ -63,6 +68,7 @@ static void config_from_args(const scene_args *a, const vit_config *v, scene_con
     c->dec_dim = a->dec_dim; c->dec_depth = a->dec_depth; c->dec_heads = a->dec_heads;
     if (a->dec_head_dim > 0) c->dec_head_dim = a->dec_head_dim;
     if (a->dec_mlp > 0) c->dec_mlp = a->dec_mlp;
+    c->base_mean = a->base && !strcmp(a->base, "mean");
 }
 
 /* ---------------------------------------------------------------- the model */
@@ -174,6 +180,7 @@ static int load(const st_file *f, const char *arch, char **sets, int nsets, mode
     c.mlp = (int)fc1->shape[0];
     const char *eps = st_meta(f, "endoret.scene.eps");
     if (eps) c.eps = atof(eps);
+    c.base_mean = st_find(f, "scene_mean_gate") != NULL;
     if (qkv->shape[0] % (3 * c.heads)) {
         vit_free(v);
         return er_fail(ER_INPUT, "%s: to_qkv has %lld rows, not 3 x %d heads", f->path, (long long)qkv->shape[0], c.heads);
@@ -213,8 +220,9 @@ static double forward_flops(const model *m, int B) {
 static void describe(const model *m, char *buf, size_t n) {
     const scene_impl *s = m->impl;
     const vit_config *c = &s->enc->cfg;
-    snprintf(buf, n, "endofinder scene on vit dim %d depth %d patch %d img %d (scene encoder %d heads x %d, mlp %d)",
-             c->dim, c->depth, c->patch, c->img, s->net.cfg.heads, s->net.cfg.head_dim, s->net.cfg.mlp);
+    snprintf(buf, n, "endofinder scene on vit dim %d depth %d patch %d img %d (scene encoder %d heads x %d, mlp %d%s)",
+             c->dim, c->depth, c->patch, c->img, s->net.cfg.heads, s->net.cfg.head_dim, s->net.cfg.mlp,
+             s->net.cfg.base_mean ? "; base: mean of the views" : "");
 }
 
 static void add_meta(const model *m, st_writer *w) {

@@ -28,6 +28,7 @@ typedef struct {
     char *image_encoder;  /* path of the ViT file */
     int heads, head_dim, mlp;
     int dec_dim, dec_depth, dec_heads, dec_head_dim, dec_mlp;
+    char *base;           /* token (the reference) | mean: scene_config.base_mean */
 } scene_args;
 
 void scene_args_defaults(scene_args *a);

@@ -36,7 +36,7 @@ typedef struct {
     int dev, shared;
 } scene_side;
 
-static void side_build(scene_side *m, int dev, int shared) {
+static void side_build(scene_side *m, int dev, int shared, int base_mean) {
     vit_config c;
     cr_assert_eq(vit_config_preset("vit_tiny", &c), ER_OK);
     c.img = SIMG; c.patch = SP; c.dim = SD; c.depth = 1; c.heads = 2;
@@ -48,6 +48,7 @@ static void side_build(scene_side *m, int dev, int shared) {
     scene_config sc;
     scene_config_default(&sc, SD, 2, SIMG, SP);
     sc.dec_dim = 16; sc.dec_depth = 1; sc.dec_heads = 2; sc.dec_head_dim = 8; sc.dec_mlp = 32;
+    sc.base_mean = base_mean;
     cr_assert_eq(scene_net_init(&m->net, &sc, 1, 22, &m->train), ER_OK, "%s", er_msg());
     cr_assert_eq(params_to_device(&m->train, dev), ER_OK, "%s", er_msg());
     /* SGD with momentum: AdamW would turn the decoder query path's zero gradient (one key/value
@@ -130,11 +131,11 @@ static float side_step(scene_side *m, int64_t step, const float *x, double *gnor
     return parity_train_step(loss, m->opt, 0.5, gnorm, m->dev ? "scene step on cuda" : "scene step on cpu");
 }
 
-static void scene_steps_match(int shared) {
+static void scene_steps_match(int shared, int base_mean) {
     require_gpu();
     scene_side mc, mg;
-    side_build(&mc, DEV_CPU, shared);
-    side_build(&mg, GPU_DEV, shared);
+    side_build(&mc, DEV_CPU, shared, base_mean);
+    side_build(&mg, GPU_DEV, shared, base_mean);
     int n = (int)mc.fz.cls->shape[0] + SN;
     float *x = rnd((int64_t)n * 3 * SIMG * SIMG, -1, 1, 240 + shared);
     for (int step = 0; step < SSTEPS; step++) {
@@ -171,5 +172,7 @@ static void scene_steps_match(int shared) {
     side_free(&mg);
 }
 
-Test(cuda, scene_training_on_device_matches_cpu) { scene_steps_match(0); }
-Test(cuda, scene_training_shared_views_on_device_matches_cpu) { scene_steps_match(1); }
+Test(cuda, scene_training_on_device_matches_cpu) { scene_steps_match(0, 0); }
+Test(cuda, scene_training_shared_views_on_device_matches_cpu) { scene_steps_match(1, 0); }
+/* model.scene_base = mean: the gate starts at 0 (step 0 trains it alone), so step 1 runs every path */
+Test(cuda, scene_training_mean_base_on_device_matches_cpu) { scene_steps_match(0, 1); }

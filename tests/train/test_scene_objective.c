@@ -171,6 +171,36 @@ Test(scene_train, twenty_steps_lower_the_loss_and_export_loads, .timeout = 180) 
     run_close(&r);
 }
 
+/* model.scene_base = mean: the gate (0 at the start) is trained and saved; the file loads as a mean-based
+ * scene model whose descriptor is near, not at, the normalised mean of its views' descriptors. */
+Test(scene_train, mean_base_trains_its_gate_and_loads, .timeout = 180) {
+    run r;
+    run_open(&r, test_tmpdir(), "mean", "model.scene_base=mean", NULL);
+    train_loop_config lc = loop_cfg(&r, 5);
+    cr_assert_eq(train_loop_run(&lc, &r.t), 0, "%s", er_msg());
+    char *path = path_join(r.out, "scene_encoder.safetensors");
+    model *m;
+    cr_assert_eq(model_load(path, NULL, NULL, 0, &m), 0, "%s", er_msg());
+    char d[300];
+    model_describe(m, d, sizeof d);
+    cr_assert(strstr(d, "base: mean of the views"), "%s", d);
+    int S = 16;
+    float *x = malloc(sizeof(float) * 2 * 3 * S * S), dv[2 * 32], z[32], mean[32];
+    rng_t g = rng_make(2, 0);
+    for (int i = 0; i < 2 * 3 * S * S; i++) x[i] = rng_normal(&g);
+    cr_assert_eq(model_embed(m, x, 2, dv), 0, "%s", er_msg());
+    cr_assert_eq(model_embed_scene(m, x, 2, z), 0, "%s", er_msg());
+    double n = 0, dot = 0;
+    for (int j = 0; j < 32; j++) { mean[j] = 0.5f * (dv[j] + dv[32 + j]); n += (double)mean[j] * mean[j]; }
+    for (int j = 0; j < 32; j++) dot += z[j] * mean[j] / sqrt(n);
+    cr_log_info("mean base after 5 steps: cosine to the views' mean %.6f", dot);
+    cr_assert(dot < 1 - 1e-7, "the gate did not move: the descriptor is still the mean (cosine %.9f)", dot);
+    cr_assert(dot > 0.9, "5 steps from averaging went far from it (cosine %.4f)", dot);
+    model_free(m);
+    free(x); free(path);
+    run_close(&r);
+}
+
 Test(scene_train, resume_is_bit_exact, .timeout = 180) {
     SLOW_TEST();
     const char *d = test_tmpdir();

@@ -194,3 +194,72 @@ Test(scene, encoder_ignores_view_order_and_takes_any_view_count) {
     free(pl.t);
     scene_net_free(&s);
 }
+
+/* ---- model.scene_base = mean: starts as averaging, and its gradient is right ---- */
+
+Test(scene, mean_base_starts_as_averaging_the_views) {
+    scene_config c = ref_config();
+    c.base_mean = 1;
+    param_list pl = {0};
+    scene_net s;
+    cr_assert_eq(scene_net_init(&s, &c, 0, 9, &pl), 0, "%s", er_msg());
+    cr_assert_eq(s.n_encoder_params, pl.n, "the gate is an encoder tensor (saved with it)");
+    cr_assert_str_eq(pl.t[pl.n - 1]->name, "scene_mean_gate");
+    cr_assert_eq(s.mean_gate->data[0], 0.0f);
+    enum { S = 2, NV = 3 };
+    float v[S * NV * D], z[S * D];
+    rng_t r = rng_make(4, 0);
+    for (int i = 0; i < S * NV * D; i++) v[i] = 3 * rng_normal(&r); /* not unit: the mean is of normalised views */
+    encode(&s, v, S, NV, z);
+    for (int q = 0; q < S; q++) { /* independent: L2(mean of L2(view)) in double */
+        double m[D] = {0}, n2 = 0;
+        for (int k = 0; k < NV; k++) {
+            const float *x = v + (q * NV + k) * D;
+            double nx = 0;
+            for (int i = 0; i < D; i++) nx += (double)x[i] * x[i];
+            for (int i = 0; i < D; i++) m[i] += x[i] / sqrt(nx) / NV;
+        }
+        for (int i = 0; i < D; i++) n2 += m[i] * m[i];
+        for (int i = 0; i < D; i++)
+            cr_assert(fabs(z[q * D + i] - m[i] / sqrt(n2)) < 1e-6, "scene %d dim %d: %g, averaging gives %g", q, i,
+                      z[q * D + i], m[i] / sqrt(n2));
+    }
+    /* with the gate open the token moves the descriptor */
+    s.mean_gate->data[0] = 0.5f;
+    float z2[S * D];
+    encode(&s, v, S, NV, z2);
+    double d = 0;
+    for (int i = 0; i < S * D; i++) d = fmax(d, fabs(z2[i] - z[i]));
+    cr_assert(d > 1e-3, "gate 0.5 left the descriptor at the mean (max change %g)", d);
+    for (int i = 0; i < pl.n; i++) tensor_free(pl.t[i]);
+    free(pl.t);
+    scene_net_free(&s);
+}
+
+typedef struct { scene_net *s; } mb_ctx;
+
+static tensor *mb_fn(tensor **in, void *ctx) {
+    mb_ctx *c = ctx;
+    c->s->mean_gate = in[1];
+    c->s->scene_token = in[2];
+    return scene_net_encode(c->s, &NN_EVAL, in[0]);
+}
+
+Test(scene, mean_base_gradcheck) {
+    scene_config c = ref_config();
+    c.base_mean = 1;
+    param_list pl = {0};
+    scene_net s;
+    cr_assert_eq(scene_net_init(&s, &c, 0, 9, &pl), 0, "%s", er_msg());
+    tensor *gate0 = s.mean_gate, *tok0 = s.scene_token;
+    mb_ctx m = {&s};
+    tensor *in[3] = {gc_rand(3, SHAPE(2, 3, D), 11, -1, 1), gc_rand(1, SHAPE(1), 12, 0.3f, 0.8f),
+                     gc_rand(3, SHAPE(1, 1, D), 13, -0.5f, 0.5f)};
+    cr_assert_eq(gradcheck("scene encoder, mean base", mb_fn, &m, 3, in, gc_default()), 0);
+    gc_free(3, in);
+    s.mean_gate = gate0;
+    s.scene_token = tok0;
+    for (int i = 0; i < pl.n; i++) tensor_free(pl.t[i]);
+    free(pl.t);
+    scene_net_free(&s);
+}
