@@ -12,6 +12,7 @@
 # Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check bf16_track train_speed (SPEED_BINS) train_profile scene_bench
 #         colondb (issue 31's GPU recipe: bench/colondb_gpu.sh, the images packed into BIN/data first)
+#         colondb_profile (its fold 0 for 60 steps with --profile: loader against model)
 set -u
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -103,6 +104,7 @@ for s in "$@"; do
                      --set data.manifest=/tmp/gpu_train_speed/scenes/manifest.csv --set train.steps=20 --set train.threads="$NT" \
                      --set out.dir=/tmp/gpu_train_profile --device cuda --precision bf16 --quiet ;;
     colondb) TAIL=40 stage colondb 590 sh bench/colondb_gpu.sh run "$E" "${DATA:-$BIN/data}" /tmp/colondb_gpu ;;
+    colondb_profile) TAIL=60 stage colondb_profile 200 sh bench/colondb_gpu.sh profile "$E" "${DATA:-$BIN/data}" /tmp/colondb_prof ;;
     profile_resnet) TAIL=60 stage profile_resnet 200 "$E" bench train --model resnet50 --img 224 --batch "${BR:-128}" \
                      --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
     *) echo "gpu_session.sh: unknown stage '$s'" >&2; exit 2 ;;
