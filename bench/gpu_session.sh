@@ -9,7 +9,7 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 mae_resident torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check bf16_track train_speed (SPEED_BINS) train_profile scene_bench
 #         colondb (issue 31's GPU recipe: bench/colondb_gpu.sh, the images packed into BIN/data first)
 #         colondb_profile (its fold 0 for 60 steps with --profile: loader against model)
@@ -83,6 +83,8 @@ for s in "$@"; do
               train vit_large ${BL:-128} mae \$p; kill \$m; echo vit_large b${BL:-128} \$p device peak MiB \$(sort -n /tmp/gpumem.\$p | tail -1); done" ;;
     mae_bf16) stage mae_bf16 200 bash -c "$(declare -f train); E=$E NT=$NT;
                 train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16" ;;
+    mae_resident) stage mae_resident 200 bash -c "$(declare -f train); E=$E NT=$NT;
+                for r in '' --resident; do train vit_large 64 mae bf16 \$r; train vit_large 128 mae bf16 \$r; train vit_base 128 mae bf16 \$r; done" ;;
     torch_ab) TAIL=12 stage torch_ab 300 bash -c "$(declare -f torch_vit); NT=$NT;
                 torch_vit vit_large 64 mae bf16; torch_vit vit_large 128 mae bf16; torch_vit vit_base 128 mae bf16" ;;
     mae_base) stage mae_base 240 bash -c "$(declare -f train); E=$E NT=$NT; train vit_base ${BB:-128} mae bf16; train vit_base ${BB:-128} mae fp32" ;;

@@ -242,6 +242,7 @@ Test(cli_bad_input, other_sizes_found_by_the_same_attacks) {
         {cmd_sweep, 6, {"sweep", "--synthetic", "--n", "100", "--k", "1000000000"}, "k = 1000000000"},
         {cmd_bench, 4, {"bench", "train", "--batch", "100000"}, "--batch"},
         {cmd_bench, 6, {"bench", "train", "--img", "4096", "--batch", "1"}, "needs about"},
+        {cmd_bench, 3, {"bench", "train", "--resident"}, "--objective mae"},
         {cmd_bench_gemm, 3, {"gemm", "--shapes", "100000x100000x100000"}, "needs about"},
         {cmd_vss, 8, {"vss", "draw", "--emb", "/nonexistent/e", "--out", "/nonexistent/o", "--n", "2000000000"}, "--n"},
     };
