@@ -197,12 +197,22 @@ Test(scene, encoder_ignores_view_order_and_takes_any_view_count) {
 
 /* ---- model.scene_base = mean: starts as averaging, and its gradient is right ---- */
 
-Test(scene, mean_base_starts_as_averaging_the_views) {
+static void mean_base_net(scene_net *s, param_list *pl) {
     scene_config c = ref_config();
     c.base_mean = 1;
+    cr_assert_eq(scene_net_init(s, &c, 0, 9, pl), 0, "%s", er_msg());
+}
+
+static void net_free(scene_net *s, param_list *pl) {
+    for (int i = 0; i < pl->n; i++) tensor_free(pl->t[i]);
+    free(pl->t);
+    scene_net_free(s);
+}
+
+Test(scene, mean_base_starts_as_averaging_the_views) {
     param_list pl = {0};
     scene_net s;
-    cr_assert_eq(scene_net_init(&s, &c, 0, 9, &pl), 0, "%s", er_msg());
+    mean_base_net(&s, &pl);
     cr_assert_eq(s.n_encoder_params, pl.n, "the gate is an encoder tensor (saved with it)");
     cr_assert_str_eq(pl.t[pl.n - 1]->name, "scene_mean_gate");
     cr_assert_eq(s.mean_gate->data[0], 0.0f);
@@ -231,9 +241,7 @@ Test(scene, mean_base_starts_as_averaging_the_views) {
     double d = 0;
     for (int i = 0; i < S * D; i++) d = fmax(d, fabs(z2[i] - z[i]));
     cr_assert(d > 1e-3, "gate 0.5 left the descriptor at the mean (max change %g)", d);
-    for (int i = 0; i < pl.n; i++) tensor_free(pl.t[i]);
-    free(pl.t);
-    scene_net_free(&s);
+    net_free(&s, &pl);
 }
 
 typedef struct { scene_net *s; } mb_ctx;
@@ -246,11 +254,9 @@ static tensor *mb_fn(tensor **in, void *ctx) {
 }
 
 Test(scene, mean_base_gradcheck) {
-    scene_config c = ref_config();
-    c.base_mean = 1;
     param_list pl = {0};
     scene_net s;
-    cr_assert_eq(scene_net_init(&s, &c, 0, 9, &pl), 0, "%s", er_msg());
+    mean_base_net(&s, &pl);
     tensor *gate0 = s.mean_gate, *tok0 = s.scene_token;
     mb_ctx m = {&s};
     tensor *in[3] = {gc_rand(3, SHAPE(2, 3, D), 11, -1, 1), gc_rand(1, SHAPE(1), 12, 0.3f, 0.8f),
@@ -259,7 +265,5 @@ Test(scene, mean_base_gradcheck) {
     gc_free(3, in);
     s.mean_gate = gate0;
     s.scene_token = tok0;
-    for (int i = 0; i < pl.n; i++) tensor_free(pl.t[i]);
-    free(pl.t);
-    scene_net_free(&s);
+    net_free(&s, &pl);
 }
