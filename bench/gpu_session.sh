@@ -75,7 +75,7 @@ for s in "$@"; do
     fuse_ab) TAIL=16 stage fuse_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in 'mma lt' 'gemm lt' 'mma split' 'gemm split'; do
                set -- \$a; export ENDORET_CUDA_ATTENTION=\$1 ENDORET_CUDA_GEMM_EX=\$2; echo attention=\$1 gemm_ex=\$2;
                train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16; done" ;;
-    attn_ab) TAIL=12 stage attn_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in auto gemm; do
+    attn_ab) TAIL=12 stage attn_ab 400 bash -c "$(declare -f train); E=$E NT=$NT; for a in auto flash gemm; do
                export ENDORET_CUDA_ATTENTION=\$a; echo attention=\$a;
                train vit_large 64 mae bf16; train vit_large 128 mae bf16; train vit_base 128 mae bf16; done" ;;
     gpumem) stage gpumem 300 bash -c "$(declare -f train); E=$E NT=$NT; for p in ${PRECS:-bf16 fp32}; do

@@ -269,16 +269,18 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
 
 /* ---------------- host side ---------------- */
 /* The one place ENDORET_CUDA_ATTENTION is read: mma | gemm | fused pin a path (tests, benchmarks);
- * auto or unset lets the shapes decide. Another value is recorded as the backend's error (the step's
- * device check stops the run naming the variable) and auto is used. */
-enum at_pin { PIN_AUTO, PIN_MMA, PIN_GEMM, PIN_FUSED };
+ * flash pins the tensor-core path with its one-pass forward (attention_mma.cu's k_af_fwd; the
+ * backward is the same); auto or unset lets the shapes decide. Another value is recorded as the
+ * backend's error (the step's device check stops the run naming the variable) and auto is used. */
+enum at_pin { PIN_AUTO, PIN_MMA, PIN_GEMM, PIN_FUSED, PIN_FLASH };
 static at_pin at_pinned(void) {
     const char *e = getenv("ENDORET_CUDA_ATTENTION");
     if (!e || !*e || !strcmp(e, "auto")) return PIN_AUTO;
     if (!strcmp(e, "mma")) return PIN_MMA;
+    if (!strcmp(e, "flash")) return PIN_FLASH;
     if (!strcmp(e, "gemm")) return PIN_GEMM;
     if (!strcmp(e, "fused")) return PIN_FUSED;
-    cuda_record_msg("ENDORET_CUDA_ATTENTION: expected mma, gemm, fused or auto", __FILE__, __LINE__);
+    cuda_record_msg("ENDORET_CUDA_ATTENTION: expected mma, flash, gemm, fused or auto", __FILE__, __LINE__);
     return PIN_AUTO;
 }
 
@@ -289,7 +291,8 @@ static at_pin at_pinned(void) {
 enum at_path { PATH_MMA, PATH_GEMM, PATH_FUSED };
 static at_path at_choose(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool allow_mma) {
     const at_pin pin = at_pinned();
-    if (allow_mma && (pin == PIN_AUTO || pin == PIN_MMA) && cu_attention_mma_fits(compute, B, H, Tq, Tk, D, mask_kind, pin == PIN_MMA))
+    const bool pinned = pin == PIN_MMA || pin == PIN_FLASH;
+    if (allow_mma && (pin == PIN_AUTO || pinned) && cu_attention_mma_fits(compute, B, H, Tq, Tk, D, mask_kind, pinned))
         return PATH_MMA;
     if (pin == PIN_GEMM) return B <= 65535 ? PATH_GEMM : PATH_FUSED;
     return pin != PIN_FUSED && cu_attention_gemm_fits(B, H, Tq, Tk) ? PATH_GEMM : PATH_FUSED;
@@ -329,7 +332,8 @@ void cu_attention(int compute, int B, int H, int Tq, int Tk, int D, float scale,
                   float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
     at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true);
-    if (path == PATH_MMA && cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse)) return;
+    if (path == PATH_MMA && cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, at_pinned() == PIN_FLASH))
+        return;
     if (path == PATH_MMA) path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, false);
     if (path == PATH_GEMM) {
         cu_attention_gemm_fwd(compute, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
@@ -416,7 +420,7 @@ int cu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const ui
     (void)work;
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return 0;
     if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true) != PATH_MMA) return 0;
-    return cu_attention_mma_fwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse) ? 1 : 0;
+    return cu_attention_mma_fwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, at_pinned() == PIN_FLASH) ? 1 : 0;
 }
 
 int cu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,

@@ -236,6 +236,158 @@ k_am_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
     if (half == 0 && live) lse[(int64_t)bh * Tq + row0 + r] = ls;
 }
 
+/* ---- the flash forward (ENDORET_CUDA_ATTENTION=flash): S and P stay in registers ----
+ * One pass over 64-key blocks per warp of 16 query rows, with mma.sync m16n8k16 (bf16 in, fp32 out)
+ * instead of wmma through shared memory: S = Q K^T for the block lands in eight 16x8 accumulators,
+ * the row max and sum update online once a block (quad shuffles: the four lanes of a row),
+ * P = exp(scale S - m) is rounded to bf16 and, because a pair of accumulators has exactly the layout
+ * of an A operand, goes straight into O += P V, 16 keys at a time. At the end O /= l and lse = m + log l, the lse the backward (k_am_dq,
+ * k_am_dkv) reads. Compared with k_am_fwd: S is computed once, not twice, and no tile goes through
+ * shared memory; P is rounded before normalisation (flash-attention's order), so o differs from
+ * k_am_fwd's by bf16 rounding, within the parity tests' tolerance against the CPU. Deterministic.
+ * Shared memory: K [Tk16][D+8] as k_am_fwd, V transposed [D][Tk16+8] (a B fragment's pair of keys
+ * is then one 32-bit load). Fragment layouts: tests/cuda/emu_wmma.h, which emulates the instruction
+ * lane by lane. */
+__device__ static inline void af_mma(float *c, const uint32_t *a, const uint32_t *b) {
+#ifdef ENDORET_CUDA_EMULATED
+    emu_mma_m16n8k16_bf16(c, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ static inline uint32_t af_pack(float lo, float hi) {
+    return (uint32_t)cu_f32_to_bf16(lo) | (uint32_t)cu_f32_to_bf16(hi) << 16;
+}
+__device__ static inline uint32_t af_pair(const bf16 *p) { return *(const uint32_t *)p; } /* two bf16, 4-byte aligned */
+__device__ static inline void af_put(float *p, float y) { *p = y; }
+__device__ static inline void af_put(uint16_t *p, float y) { *p = cu_f32_to_bf16(y); }
+
+__host__ __device__ static inline size_t af_smem(int Tk, int D) {
+    int TkP = am_r16(Tk);
+    return am_al((size_t)TkP * (D + 8) * 2) + am_al((size_t)D * (TkP + 8) * 2);
+}
+
+/* V [Tk][D] (row stride ts) -> Vt [D][TkP + 8] bf16, zero past Tk */
+template <int D, class T>
+__device__ static inline void af_load_vt(bf16 *Vt, const T *src, int64_t ts, int TkP, int Tk, int t, int nt) {
+    constexpr int V4 = D / 4;
+    for (int c = t; c < TkP * V4; c += nt) {
+        int j = c / V4, d = (c - j * V4) * 4;
+        float4 x = j < Tk ? am_get4(src + (int64_t)j * ts + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        Vt[(size_t)(d + 0) * (TkP + 8) + j] = __float2bfloat16(x.x);
+        Vt[(size_t)(d + 1) * (TkP + 8) + j] = __float2bfloat16(x.y);
+        Vt[(size_t)(d + 2) * (TkP + 8) + j] = __float2bfloat16(x.z);
+        Vt[(size_t)(d + 3) * (TkP + 8) + j] = __float2bfloat16(x.w);
+    }
+}
+
+template <int D, class T>
+__global__ void __launch_bounds__(AM_WARPS * 32)
+k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, am_strides s, T *o, float *lse) {
+    ER_DYNAMIC_SMEM(smem);
+    const int TkP = am_r16(Tk);
+    const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row0 = blockIdx.x * AM_ROWS + warp * 16, g = lane >> 2, t = lane & 3;
+    bf16 *Ks = (bf16 *)smem, *Vt = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
+    am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    af_load_vt<D, T>(Vt, v + b * s.v[0] + h * s.v[1], s.v[2], TkP, Tk, threadIdx.x, blockDim.x);
+    __syncthreads();
+    if (row0 >= Tq) return; /* the whole warp; nothing below synchronises the block */
+    /* Q's A fragments: rows row0 + g and row0 + g + 8, dims c*16 + 2t (+1) and + 8 */
+    const T *qb = q + b * s.q[0] + h * s.q[1];
+    const bool live0 = row0 + g < Tq, live1 = row0 + g + 8 < Tq;
+    uint32_t qa[D / 16][4];
+#pragma unroll
+    for (int c = 0; c < D / 16; c++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const bool hi = i & 1, live = hi ? live1 : live0;
+            const int d = c * 16 + 2 * t + (i >> 1) * 8;
+            const T *p = qb + (int64_t)(row0 + g + (hi ? 8 : 0)) * s.q[2] + d;
+            qa[c][i] = live ? af_pack(am_get(p), am_get(p + 1)) : 0u;
+        }
+    float oacc[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows g, g + 8; l: this lane's part */
+    constexpr int NB = 4; /* 16-key sub-blocks per step: one max, one rescale per 64 keys */
+    for (int j0 = 0; j0 < TkP; j0 += 16 * NB) {
+        const int nb = (TkP - j0) / 16 < NB ? (TkP - j0) / 16 : NB; /* TkP is a multiple of 16 */
+        float sc[2 * NB][4]; /* n-tile u: keys j0 + 8 u + 2t (+1) */
+#pragma unroll
+        for (int u = 0; u < 2 * NB; u++) {
+            sc[u][0] = sc[u][1] = sc[u][2] = sc[u][3] = 0.0f;
+            if (u >= 2 * nb) continue;
+#pragma unroll
+            for (int c = 0; c < D / 16; c++) {
+                const bf16 *kr = Ks + (size_t)(j0 + 8 * u + g) * (D + 8) + c * 16 + 2 * t;
+                const uint32_t kb[2] = {af_pair(kr), af_pair(kr + 8)};
+                af_mma(sc[u], qa[c], kb);
+            }
+        }
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < 2 * NB; u++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = j0 + 8 * u + 2 * t + (e & 1);
+                sc[u][e] = j < Tk ? scale * sc[u][e] : -INFINITY;
+                if (e < 2) mx0 = fmaxf(mx0, sc[u][e]);
+                else mx1 = fmaxf(mx1, sc[u][e]);
+            }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1); /* key j0 < Tk: finite */
+        const float c0 = m0 == -INFINITY ? 0.0f : expf(m0 - n0), c1 = m1 == -INFINITY ? 0.0f : expf(m1 - n1);
+        m0 = n0, m1 = n1;
+        l0 *= c0, l1 *= c1;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) oacc[n][0] *= c0, oacc[n][1] *= c0, oacc[n][2] *= c1, oacc[n][3] *= c1;
+#pragma unroll
+        for (int u = 0; u < 2 * NB; u++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* P in place of S */
+                sc[u][e] = sc[u][e] == -INFINITY ? 0.0f : expf(sc[u][e] - (e < 2 ? n0 : n1));
+                if (e < 2) l0 += sc[u][e];
+                else l1 += sc[u][e];
+            }
+#pragma unroll
+        for (int w = 0; w < NB; w++) {
+            if (w >= nb) break;
+            /* n-tiles 2w and 2w + 1 are P's A fragment for keys j0 + 16 w .. + 16 */
+            const float *pl = sc[2 * w], *ph = sc[2 * w + 1];
+            const uint32_t pa[4] = {af_pack(pl[0], pl[1]), af_pack(pl[2], pl[3]), af_pack(ph[0], ph[1]), af_pack(ph[2], ph[3])};
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                const bf16 *vr = Vt + (size_t)(n * 8 + g) * (TkP + 8) + j0 + 16 * w + 2 * t;
+                const uint32_t vb[2] = {af_pair(vr), af_pair(vr + 8)};
+                af_mma(oacc[n], pa, vb);
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    T *ob = o + b * s.o[0] + h * s.o[1];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = row0 + g + (e >> 1) * 8;
+            if (r < Tq) af_put(ob + (int64_t)r * s.o[2] + n * 8 + 2 * t + (e & 1), oacc[n][e] / (e < 2 ? l0 : l1));
+        }
+    if (t == 0) {
+        if (live0) lse[(int64_t)bh * Tq + row0 + g] = m0 + logf(l0);
+        if (live1) lse[(int64_t)bh * Tq + row0 + g + 8] = m1 + logf(l1);
+    }
+}
+
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_am_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o, const T *go,
@@ -389,6 +541,17 @@ static void am_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
 }
 
 template <int D, class T>
+static void af_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const am_strides &s,
+                   T *o, float *lse) {
+    static size_t optin = 0;
+    size_t smem = af_smem(Tk, D);
+    if (!am_smem_optin(k_af_fwd<D, T>, smem, &optin)) return;
+    dim3 grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
+    k_af_fwd<D, T><<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
+    CUDA_LAUNCHED("attention (tensor cores, flash forward)");
+}
+
+template <int D, class T>
 static void am_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o,
                    const T *go, const float *lse, const am_strides &s, T *gq, T *gk, T *gv, bf16 *Pg, bf16 *dSg) {
     static size_t optin_dq = 0, optin_dkv = 0;
@@ -410,13 +573,22 @@ static void am_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
 
 template <class T>
 static bool am_fwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T *q, const int64_t *qs, const T *k,
-                       const int64_t *ks, const T *v, const int64_t *vs, T *o, const int64_t *os, float *lse) {
+                       const int64_t *ks, const T *v, const int64_t *vs, T *o, const int64_t *os, float *lse, bool flash) {
     if (!am_vec_ok(q, qs) || !am_vec_ok(k, ks) || !am_vec_ok(v, vs) || !am_vec_ok(o, os)) return false;
     am_strides s = {};
     cu_copy3(s.q, qs);
     cu_copy3(s.k, ks);
     cu_copy3(s.v, vs);
     cu_copy3(s.o, os);
+    if (flash) {
+        switch (D) {
+        case 16: af_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+        case 32: af_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+        case 48: af_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+        default: af_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+        }
+        return true;
+    }
     switch (D) {
     case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
     case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
@@ -457,13 +629,13 @@ static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
 
 bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                           const float *k, const int64_t *ks, const float *v, const int64_t *vs, float *o,
-                          const int64_t *os, float *lse) {
-    return am_fwd_any<float>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse);
+                          const int64_t *os, float *lse, bool flash) {
+    return am_fwd_any<float>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, flash);
 }
 bool cu_attention_mma_fwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
-                               const int64_t *os, float *lse) {
-    return am_fwd_any<uint16_t>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse);
+                               const int64_t *os, float *lse, bool flash) {
+    return am_fwd_any<uint16_t>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, flash);
 }
 
 bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,

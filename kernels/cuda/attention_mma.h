@@ -12,10 +12,11 @@
 bool cu_attention_mma_fits(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned);
 /* Floats of workspace (the backward's bf16 P and dS, B*H*Tq16*Tk16 each; the forward needs none). */
 size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk);
-/* false when not taken (rows not 16-byte aligned): the caller runs another path */
+/* false when not taken (rows not 16-byte aligned): the caller runs another path. flash: the one-pass
+ * forward with S and P in registers (mma.sync; ENDORET_CUDA_ATTENTION=flash) instead of the wmma one. */
 bool cu_attention_mma_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                           const float *k, const int64_t *ks, const float *v, const int64_t *vs, float *o,
-                          const int64_t *os, float *lse);
+                          const int64_t *os, float *lse, bool flash);
 bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const int64_t *qs,
                           const float *k, const int64_t *ks, const float *v, const int64_t *vs, const float *o,
                           const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
@@ -26,7 +27,7 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
  * added as round(old + new) (cu_attention_bf16 in attention.cu). */
 bool cu_attention_mma_fwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs, uint16_t *o,
-                               const int64_t *os, float *lse);
+                               const int64_t *os, float *lse, bool flash);
 bool cu_attention_mma_bwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
                                const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,

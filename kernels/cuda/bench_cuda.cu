@@ -248,13 +248,13 @@ extern "C" int cuda_bench_run(int iters, int batch_b, int batch_l,
     const struct { const char *name; int H, T, D, batch; } heads[4] = {
         {"ViT-B/16", 12, 197, 64, batch_b}, {"ViT-L/16", 16, 197, 64, batch_l},
         {"ViT-L/16 MAE encoder", 16, 50, 64, batch_l}, {"MAE decoder 512", 16, 197, 32, batch_l}};
-    const char *paths[3] = {"mma", "gemm", "fused"};
+    const char *paths[4] = {"mma", "flash", "gemm", "fused"};
     const char *env = getenv("ENDORET_CUDA_ATTENTION");
     char *env_saved = env ? strdup(env) : NULL;
     for (int vi = 0; vi < 4; vi++) {
         int H = heads[vi].H, B = heads[vi].batch, T = heads[vi].T, D = heads[vi].D;
         size_t n = (size_t)B * H * T * D;
-        for (int pi = 0; pi < 3; pi++) {
+        for (int pi = 0; pi < 4; pi++) {
             setenv("ENDORET_CUDA_ATTENTION", paths[pi], 1);
             attn_job j = {B, H, T, D, 0, dev_filled(g, n, 0.01f), dev_filled(g, n, 0.02f), dev_filled(g, n, 0.03f),
                           dev_filled(g, n, 0.f), dev_filled(g, (size_t)B * H * T, 0.f), dev_filled(g, n, 0.01f),

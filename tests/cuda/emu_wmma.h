@@ -107,4 +107,52 @@ static inline void mma_sync(fragment<accumulator, M, N, K, float> &d, const frag
 } // namespace wmma
 } // namespace nvcuda
 
+/* ---- mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, lane by lane ----
+ * Unlike the wmma stand-in above, this keeps the PTX fragment layout (groupID g = lane / 4, t = lane % 4;
+ * the lower 16 bits of a register hold the lower-index element):
+ *   A 16x16 row-major: a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9], a[3] = A[g+8][2t+8, 2t+9]
+ *   B 16x8 (k x n):    b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g]
+ *   C/D 16x8 fp32:     c[0], c[1] = D[g][2t, 2t+1], c[2], c[3] = D[g+8][2t, 2t+1]
+ * Every lane publishes its registers, the warp meets at a barrier, and each lane rebuilds A and B
+ * from all 32 and computes its own four outputs: a kernel that puts an element in the wrong
+ * register or lane gets a wrong product here, as on the GPU. fp32 accumulation in k order. */
+static inline void emu_warp_gather(uint64_t v, uint64_t *all) {
+    int warp = t_linear >> 5, base = warp * 32;
+    g_emu_block->slots[t_linear] = v;
+    g_emu_block->warp_bar[warp]->arrive_and_wait();
+    for (int i = 0; i < 32; i++) all[i] = g_emu_block->slots[base + i];
+    g_emu_block->warp_bar[warp]->arrive_and_wait();
+}
+static inline float emu_bf16_lo(uint64_t w, int half) { /* element `half` (0..3) of a 64-bit slot */
+    uint32_t u = (uint32_t)((w >> (16 * half)) & 0xFFFFu) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline void emu_mma_m16n8k16_bf16(float *c, const uint32_t *a, const uint32_t *b) {
+    uint64_t a01[32], a23[32], b01[32];
+    emu_warp_gather((uint64_t)a[0] | (uint64_t)a[1] << 32, a01);
+    emu_warp_gather((uint64_t)a[2] | (uint64_t)a[3] << 32, a23);
+    emu_warp_gather((uint64_t)b[0] | (uint64_t)b[1] << 32, b01);
+    float A[16][16], B[16][8];
+    for (int L = 0; L < 32; L++) {
+        int g = L >> 2, t = L & 3;
+        for (int e = 0; e < 2; e++) {
+            A[g][2 * t + e] = emu_bf16_lo(a01[L], e);
+            A[g + 8][2 * t + e] = emu_bf16_lo(a01[L], 2 + e);
+            A[g][2 * t + 8 + e] = emu_bf16_lo(a23[L], e);
+            A[g + 8][2 * t + 8 + e] = emu_bf16_lo(a23[L], 2 + e);
+            B[2 * t + e][g] = emu_bf16_lo(b01[L], e);
+            B[2 * t + 8 + e][g] = emu_bf16_lo(b01[L], 2 + e);
+        }
+    }
+    int lane = t_linear & 31, g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        int row = g + (i >> 1) * 8, col = 2 * t + (i & 1);
+        float s = c[i];
+        for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+        c[i] = s;
+    }
+}
+
 #endif
