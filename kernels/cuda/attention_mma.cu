@@ -531,24 +531,14 @@ template <class K> static bool am_smem_optin(K kern, size_t bytes, size_t *done)
 
 template <int D, class T>
 static void am_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const am_strides &s,
-                   T *o, float *lse) {
-    static size_t optin = 0;
-    size_t smem = am_rows_smem(Tk, D);
-    if (!am_smem_optin(k_am_fwd<D, T>, smem, &optin)) return;
+                   T *o, float *lse, bool flash) {
+    static size_t optin = 0, optin_flash = 0; /* each kernel opts in for its own size */
+    const size_t smem = flash ? af_smem(Tk, D) : am_rows_smem(Tk, D);
+    auto kern = flash ? k_af_fwd<D, T> : k_am_fwd<D, T>;
+    if (!am_smem_optin(kern, smem, flash ? &optin_flash : &optin)) return;
     dim3 grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
-    k_am_fwd<D, T><<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
-    CUDA_LAUNCHED("attention (tensor cores)");
-}
-
-template <int D, class T>
-static void af_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const am_strides &s,
-                   T *o, float *lse) {
-    static size_t optin = 0;
-    size_t smem = af_smem(Tk, D);
-    if (!am_smem_optin(k_af_fwd<D, T>, smem, &optin)) return;
-    dim3 grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
-    k_af_fwd<D, T><<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
-    CUDA_LAUNCHED("attention (tensor cores, flash forward)");
+    kern<<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
+    CUDA_LAUNCHED(flash ? "attention (tensor cores, flash forward)" : "attention (tensor cores)");
 }
 
 template <int D, class T>
@@ -580,20 +570,11 @@ static bool am_fwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
     cu_copy3(s.k, ks);
     cu_copy3(s.v, vs);
     cu_copy3(s.o, os);
-    if (flash) {
-        switch (D) {
-        case 16: af_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-        case 32: af_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-        case 48: af_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-        default: af_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-        }
-        return true;
-    }
     switch (D) {
-    case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    case 48: am_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    default: am_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
+    case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
+    case 48: am_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
+    default: am_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
     }
     return true;
 }
