@@ -289,9 +289,11 @@ static at_pin at_pinned(void) {
  * pinned, within the softmax grid); else these fused kernels. allow_mma = 0: the choice after the
  * tensor-core path declined a call (rows not 16-byte aligned). */
 enum at_path { PATH_MMA, PATH_GEMM, PATH_FUSED };
-static at_path at_choose(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool allow_mma) {
+static at_path at_choose(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool allow_mma,
+                         bool *flash = NULL) {
     const at_pin pin = at_pinned();
     const bool pinned = pin == PIN_MMA || pin == PIN_FLASH;
+    if (flash) *flash = pin == PIN_FLASH; /* which forward the tensor-core path runs */
     if (allow_mma && (pin == PIN_AUTO || pinned) && cu_attention_mma_fits(compute, B, H, Tq, Tk, D, mask_kind, pinned))
         return PATH_MMA;
     if (pin == PIN_GEMM) return B <= 65535 ? PATH_GEMM : PATH_FUSED;
@@ -331,9 +333,9 @@ void cu_attention(int compute, int B, int H, int Tq, int Tk, int D, float scale,
                   const float *mask, const int64_t *ms, float *o, const int64_t *os, float *lse,
                   float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
-    at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true);
-    if (path == PATH_MMA && cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, at_pinned() == PIN_FLASH))
-        return;
+    bool flash;
+    at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true, &flash);
+    if (path == PATH_MMA && cu_attention_mma_fwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, flash)) return;
     if (path == PATH_MMA) path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, false);
     if (path == PATH_GEMM) {
         cu_attention_gemm_fwd(compute, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, mask_kind, mask, ms, o, os, lse, work);
@@ -419,8 +421,9 @@ int cu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const ui
                       const int64_t *os, float *lse, float *work) {
     (void)work;
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return 0;
-    if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true) != PATH_MMA) return 0;
-    return cu_attention_mma_fwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, at_pinned() == PIN_FLASH) ? 1 : 0;
+    bool flash;
+    if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true, &flash) != PATH_MMA) return 0;
+    return cu_attention_mma_fwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, lse, flash) ? 1 : 0;
 }
 
 int cu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,

@@ -241,8 +241,8 @@ k_am_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
  * instead of wmma through shared memory: S = Q K^T for the block lands in eight 16x8 accumulators,
  * the row max and sum update online once a block (quad shuffles: the four lanes of a row),
  * P = exp(scale S - m) is rounded to bf16 and, because a pair of accumulators has exactly the layout
- * of an A operand, goes straight into O += P V, 16 keys at a time. At the end O /= l and lse = m + log l, the lse the backward (k_am_dq,
- * k_am_dkv) reads. Compared with k_am_fwd: S is computed once, not twice, and no tile goes through
+ * of an A operand, goes straight into O += P V, 16 keys at a time. At the end O /= l and
+ * lse = m + log l, the lse the backward (k_am_dq, k_am_dkv) reads. Compared with k_am_fwd: S is computed once, not twice, and no tile goes through
  * shared memory; P is rounded before normalisation (flash-attention's order), so o differs from
  * k_am_fwd's by bf16 rounding, within the parity tests' tolerance against the CPU. Deterministic.
  * Shared memory: K [Tk16][D+8] as k_am_fwd, V transposed [D][Tk16+8] (a B fragment's pair of keys
