@@ -13,6 +13,7 @@
 #include "nn/losses/sscd.h"
 #include "nn/models/scene.h"
 #include "nn/ops.h"
+#include "nn/precision.h"
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
 
@@ -265,5 +266,55 @@ Test(scene, mean_base_gradcheck) {
     gc_free(3, in);
     s.mean_gate = gate0;
     s.scene_token = tok0;
+    net_free(&s, &pl);
+}
+
+/* The mean base in bf16 (autocast: the token layer's products and norms on bf16) against fp32, with
+ * the gate open so both terms count: descriptor and the gradients of views and gate within llm.c's
+ * thr + |ref| eps (eps 2^-8 for bf16 storage; thr 2^-6 of the tensor's scale forward, 2^-4 backward,
+ * where the rounding goes through the attention layer's backward too). */
+static void mean_base_run(scene_net *s, const float *v, int prec, float *z, float *gv, float *gg) {
+    const nn_ctx ctx = {1, 1, 0, 0, prec};
+    tensor *vt = tensor_from_host_new(3, SHAPE(2, 3, D), v);
+    tensor_set_requires_grad(vt, 1);
+    tensor_fill(s->mean_gate->grad, 0.0f);
+    tensor *out = scene_net_encode(s, &ctx, vt);
+    cr_assert_not_null(out, "%s", er_msg());
+    tensor_to_host(out, z);
+    float w[2 * D]; /* L = sum(z * w), w fixed: not z itself, whose direction a unit z has no gradient along */
+    rng_t rw = rng_make(22, 0);
+    for (int i = 0; i < 2 * D; i++) w[i] = rng_normal(&rw);
+    cr_assert_eq(backward(op_sum_all(op_mul(out, tensor_from_host(2, SHAPE(2, D), w)))), 0, "%s", er_msg());
+    tensor_to_host(vt->grad, gv);
+    tensor_to_host(s->mean_gate->grad, gg);
+    nn_step_end();
+    tensor_free(vt);
+}
+
+static double excess(const float *got, const float *ref, int n, double thr_frac) {
+    double scale = 0, worst = -1e30;
+    for (int i = 0; i < n; i++) scale = fmax(scale, fabs(ref[i]));
+    for (int i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]) - (thr_frac * scale + fabs(ref[i]) / 256));
+    return worst;
+}
+
+Test(scene, mean_base_bf16_tracks_fp32) {
+    param_list pl = {0};
+    scene_net s;
+    mean_base_net(&s, &pl);
+    s.mean_gate->data[0] = 0.5f;
+    float v[2 * 3 * D], z32[2 * D], z16[2 * D], g32[2 * 3 * D], g16[2 * 3 * D], gg32, gg16;
+    rng_t r = rng_make(21, 0);
+    for (int i = 0; i < 2 * 3 * D; i++) v[i] = rng_normal(&r);
+    mean_base_run(&s, v, ER_PREC_FP32, z32, g32, &gg32);
+    mean_base_run(&s, v, ER_PREC_BF16, z16, g16, &gg16);
+    double ez = excess(z16, z32, 2 * D, 1.0 / 64), eg = excess(g16, g32, 2 * 3 * D, 1.0 / 16),
+           egate = excess(&gg16, &gg32, 1, 1.0 / 16);
+    cr_log_info("mean base bf16 vs fp32: excess over tolerance z %.3g, dviews %.3g, dgate %.3g (gate grad %g vs %g)", ez,
+                eg, egate, gg16, gg32);
+    cr_assert(ez <= 0 && eg <= 0 && egate <= 0, "bf16 off fp32: z %g, dviews %g, dgate %g", ez, eg, egate);
+    double d = 0;
+    for (int i = 0; i < 2 * D; i++) d = fmax(d, fabs(z16[i] - z32[i]));
+    cr_assert(d > 0, "bf16 gave the fp32 bits: autocast did not run");
     net_free(&s, &pl);
 }
