@@ -269,8 +269,8 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
 
 /* ---------------- host side ---------------- */
 /* The one place ENDORET_CUDA_ATTENTION is read: mma | gemm | fused pin a path (tests, benchmarks);
- * flash pins the tensor-core path with its one-pass forward (attention_mma.cu's k_af_fwd; the
- * backward is the same); auto or unset lets the shapes decide. Another value is recorded as the
+ * flash pins the tensor-core path with its register-resident kernels (attention_flash.cu: the
+ * one-pass forward and a backward without workspace); auto or unset lets the shapes decide. Another value is recorded as the
  * backend's error (the step's device check stops the run naming the variable) and auto is used. */
 enum at_pin { PIN_AUTO, PIN_MMA, PIN_GEMM, PIN_FUSED, PIN_FLASH };
 static at_pin at_pinned(void) {
@@ -293,15 +293,15 @@ static at_path at_choose(int compute, int B, int H, int Tq, int Tk, int D, int m
                          bool *flash = NULL) {
     const at_pin pin = at_pinned();
     const bool pinned = pin == PIN_MMA || pin == PIN_FLASH;
-    if (flash) *flash = pin == PIN_FLASH; /* which forward the tensor-core path runs */
+    if (flash) *flash = pin == PIN_FLASH; /* which kernels the tensor-core path runs */
     if (allow_mma && (pin == PIN_AUTO || pinned) && cu_attention_mma_fits(compute, B, H, Tq, Tk, D, mask_kind, pinned))
         return PATH_MMA;
     if (pin == PIN_GEMM) return B <= 65535 ? PATH_GEMM : PATH_FUSED;
     return pin != PIN_FUSED && cu_attention_gemm_fits(B, H, Tq, Tk) ? PATH_GEMM : PATH_FUSED;
 }
 
-static size_t at_path_workspace(at_path p, int B, int H, int Tq, int Tk) {
-    if (p == PATH_MMA) return cu_attention_mma_workspace(B, H, Tq, Tk);
+static size_t at_path_workspace(at_path p, bool flash, int B, int H, int Tq, int Tk) {
+    if (p == PATH_MMA) return cu_attention_mma_workspace(B, H, Tq, Tk, flash);
     if (p == PATH_GEMM) return cu_attention_gemm_workspace(B, H, Tq, Tk);
     return (size_t)B * H * Tq; /* the fused backward's delta */
 }
@@ -309,8 +309,9 @@ static size_t at_path_workspace(at_path p, int B, int H, int Tq, int Tk) {
 /* Asked without the mask kind: enough for the unmasked call's path and for the path a masked call
  * (or one the tensor cores decline) takes. */
 size_t cu_attention_workspace(int compute, int B, int H, int Tq, int Tk, int D) {
-    size_t a = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, true), B, H, Tq, Tk);
-    size_t b = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, false), B, H, Tq, Tk);
+    bool flash;
+    size_t a = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, true, &flash), flash, B, H, Tq, Tk);
+    size_t b = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, false), false, B, H, Tq, Tk);
     return a > b ? a : b;
 }
 
@@ -368,9 +369,10 @@ void cu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, flo
                            const float *lse, float *gq, const int64_t *gqs, float *gk,
                            const int64_t *gks, float *gv, const int64_t *gvs, float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return;
-    at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true);
+    bool flash;
+    at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true, &flash);
     if (path == PATH_MMA && cu_attention_mma_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq,
-                                                 gqs, gk, gks, gv, gvs, work))
+                                                 gqs, gk, gks, gv, gvs, work, flash))
         return;
     if (path == PATH_MMA) path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, false);
     if (path == PATH_GEMM) {
@@ -432,9 +434,10 @@ int cu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale,
                                const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
                                uint16_t *gv, const int64_t *gvs, float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return 0;
-    if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true) != PATH_MMA) return 0;
+    bool flash;
+    if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true, &flash) != PATH_MMA) return 0;
     return cu_attention_mma_bwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks,
-                                     gv, gvs, work)
+                                     gv, gvs, work, flash)
                ? 1
                : 0;
 }

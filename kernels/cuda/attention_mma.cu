@@ -18,7 +18,8 @@
  * Global memory is read and written as float4: the tensors' rows must be 16-byte aligned with row
  * strides a multiple of 4 (true for packed qkv views); otherwise, and for masked attention, the
  * cuBLAS / fused paths run. Shared-memory tiles have their rows padded by 8 bf16 (4 floats) so the
- * fragment loads do not hit one bank. */
+ * fragment loads do not hit one bank. ENDORET_CUDA_ATTENTION=flash runs attention_flash.cu's
+ * kernels instead (same shapes, same entry points). */
 #include <cuda_bf16.h>
 #include <math.h>
 #include <mma.h>
@@ -26,13 +27,11 @@
 #include <string.h>
 
 #include "kernels/cuda/attention_mma.h"
+#include "kernels/cuda/attention_tile.h"
 #include "kernels/cuda/cuda_common.h"
 
 using namespace nvcuda;
-typedef __nv_bfloat16 bf16;
 
-#define AM_WARPS 4
-#define AM_ROWS (AM_WARPS * 16) /* query (or key) rows per block */
 #define AM_MAXT 256
 #define AM_MAXD 64
 
@@ -42,12 +41,6 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b_col;
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc;
 
-struct am_strides {
-    int64_t q[3], k[3], v[3], o[3], go[3], gq[3], gk[3], gv[3];
-};
-
-__host__ __device__ static inline int am_r16(int x) { return (x + 15) & ~15; }
-__host__ __device__ static inline size_t am_al(size_t bytes) { return (bytes + 127) & ~(size_t)127; }
 
 /* Shared memory of the row kernels (forward, dq): K and V [Tk16][D+8] bf16, then per warp a bf16
  * row buffer [16][max(Tk16, D) + 8] (Q and dO on their way to registers, then P or dS) and an fp32
@@ -64,51 +57,6 @@ __host__ __device__ static inline size_t am_rows_smem(int Tk, int D) {
 /* The dkv kernel: Q and dO [Tq16][D+8] bf16, per warp an fp32 staging [16][D+4]. */
 __host__ __device__ static inline size_t am_cols_smem(int Tq, int D) {
     return 2 * am_al((size_t)am_r16(Tq) * (D + 8) * 2) + AM_WARPS * am_al((size_t)16 * (D + 4) * 4);
-}
-
-/* Storage of q, k, v, o and their gradients: fp32, or bf16 bits (uint16_t, rounded as kernels/dtype.h).
- * Four consecutive elements (one 16- or 8-byte access) as fp32, and back: a bf16 value widened and
- * rounded again is itself, so the bf16 kernels compute exactly what the fp32 ones do on widened copies. */
-__device__ static inline float4 am_get4(const float *p) { return *(const float4 *)p; }
-__device__ static inline float4 am_get4(const uint16_t *p) {
-    const uint64_t w = *(const uint64_t *)p;
-    return make_float4(cu_bf16_to_f32((uint16_t)w), cu_bf16_to_f32((uint16_t)(w >> 16)), cu_bf16_to_f32((uint16_t)(w >> 32)),
-                       cu_bf16_to_f32((uint16_t)(w >> 48)));
-}
-__device__ static inline void am_put4(float *p, float4 y) { *(float4 *)p = y; }
-__device__ static inline void am_put4(uint16_t *p, float4 y) {
-    *(uint64_t *)p = (uint64_t)cu_f32_to_bf16(y.x) | (uint64_t)cu_f32_to_bf16(y.y) << 16 |
-                     (uint64_t)cu_f32_to_bf16(y.z) << 32 | (uint64_t)cu_f32_to_bf16(y.w) << 48;
-}
-__device__ static inline float am_get(const float *p) { return *p; }
-__device__ static inline float am_get(const uint16_t *p) { return cu_bf16_to_f32(*p); }
-
-/* rows [r0, r0 + nrows) of a (t, d)-strided head -> bf16 [nrows][D+8], zero past n_valid;
- * threads t of nt, vector reads, four in flight per thread */
-template <int D, class T>
-__device__ static inline void am_load(bf16 *dst, const T *src, int64_t ts, int r0, int nrows, int n_valid,
-                                      int t, int nt) {
-    constexpr int V4 = D / 4;
-    const int total = nrows * V4;
-    for (int base = t; base < total; base += 4 * nt) {
-        float4 x[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int c = base + u * nt, r = c / V4;
-            x[u] = c < total && r0 + r < n_valid ? am_get4(src + (int64_t)(r0 + r) * ts + (c - r * V4) * 4)
-                                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int c = base + u * nt, r = c / V4;
-            if (c >= total) break;
-            bf16 *d = dst + (size_t)r * (D + 8) + (c - r * V4) * 4;
-            d[0] = __float2bfloat16(x[u].x);
-            d[1] = __float2bfloat16(x[u].y);
-            d[2] = __float2bfloat16(x[u].z);
-            d[3] = __float2bfloat16(x[u].w);
-        }
-    }
 }
 
 /* out rows [row0, row0 + 16) (those < n), four elements by lane: out (+)= stage[16][D+4], as
@@ -236,158 +184,6 @@ k_am_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
     if (half == 0 && live) lse[(int64_t)bh * Tq + row0 + r] = ls;
 }
 
-/* ---- the flash forward (ENDORET_CUDA_ATTENTION=flash): S and P stay in registers ----
- * One pass over 64-key blocks per warp of 16 query rows, with mma.sync m16n8k16 (bf16 in, fp32 out)
- * instead of wmma through shared memory: S = Q K^T for the block lands in eight 16x8 accumulators,
- * the row max and sum update online once a block (quad shuffles: the four lanes of a row),
- * P = exp(scale S - m) is rounded to bf16 and, because a pair of accumulators has exactly the layout
- * of an A operand, goes straight into O += P V, 16 keys at a time. At the end O /= l and
- * lse = m + log l, the lse the backward (k_am_dq, k_am_dkv) reads. Compared with k_am_fwd: S is computed once, not twice, and no tile goes through
- * shared memory; P is rounded before normalisation (flash-attention's order), so o differs from
- * k_am_fwd's by bf16 rounding, within the parity tests' tolerance against the CPU. Deterministic.
- * Shared memory: K [Tk16][D+8] as k_am_fwd, V transposed [D][Tk16+8] (a B fragment's pair of keys
- * is then one 32-bit load). Fragment layouts: tests/cuda/emu_wmma.h, which emulates the instruction
- * lane by lane. */
-__device__ static inline void af_mma(float *c, const uint32_t *a, const uint32_t *b) {
-#ifdef ENDORET_CUDA_EMULATED
-    emu_mma_m16n8k16_bf16(c, a, b);
-#else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-__device__ static inline uint32_t af_pack(float lo, float hi) {
-    return (uint32_t)cu_f32_to_bf16(lo) | (uint32_t)cu_f32_to_bf16(hi) << 16;
-}
-__device__ static inline uint32_t af_pair(const bf16 *p) { return *(const uint32_t *)p; } /* two bf16, 4-byte aligned */
-__device__ static inline void af_put(float *p, float y) { *p = y; }
-__device__ static inline void af_put(uint16_t *p, float y) { *p = cu_f32_to_bf16(y); }
-
-__host__ __device__ static inline size_t af_smem(int Tk, int D) {
-    int TkP = am_r16(Tk);
-    return am_al((size_t)TkP * (D + 8) * 2) + am_al((size_t)D * (TkP + 8) * 2);
-}
-
-/* V [Tk][D] (row stride ts) -> Vt [D][TkP + 8] bf16, zero past Tk */
-template <int D, class T>
-__device__ static inline void af_load_vt(bf16 *Vt, const T *src, int64_t ts, int TkP, int Tk, int t, int nt) {
-    constexpr int V4 = D / 4;
-    for (int c = t; c < TkP * V4; c += nt) {
-        int j = c / V4, d = (c - j * V4) * 4;
-        float4 x = j < Tk ? am_get4(src + (int64_t)j * ts + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        Vt[(size_t)(d + 0) * (TkP + 8) + j] = __float2bfloat16(x.x);
-        Vt[(size_t)(d + 1) * (TkP + 8) + j] = __float2bfloat16(x.y);
-        Vt[(size_t)(d + 2) * (TkP + 8) + j] = __float2bfloat16(x.z);
-        Vt[(size_t)(d + 3) * (TkP + 8) + j] = __float2bfloat16(x.w);
-    }
-}
-
-template <int D, class T>
-__global__ void __launch_bounds__(AM_WARPS * 32)
-k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, am_strides s, T *o, float *lse) {
-    ER_DYNAMIC_SMEM(smem);
-    const int TkP = am_r16(Tk);
-    const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int row0 = blockIdx.x * AM_ROWS + warp * 16, g = lane >> 2, t = lane & 3;
-    bf16 *Ks = (bf16 *)smem, *Vt = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
-    am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    af_load_vt<D, T>(Vt, v + b * s.v[0] + h * s.v[1], s.v[2], TkP, Tk, threadIdx.x, blockDim.x);
-    __syncthreads();
-    if (row0 >= Tq) return; /* the whole warp; nothing below synchronises the block */
-    /* Q's A fragments: rows row0 + g and row0 + g + 8, dims c*16 + 2t (+1) and + 8 */
-    const T *qb = q + b * s.q[0] + h * s.q[1];
-    const bool live0 = row0 + g < Tq, live1 = row0 + g + 8 < Tq;
-    uint32_t qa[D / 16][4];
-#pragma unroll
-    for (int c = 0; c < D / 16; c++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const bool hi = i & 1, live = hi ? live1 : live0;
-            const int d = c * 16 + 2 * t + (i >> 1) * 8;
-            const T *p = qb + (int64_t)(row0 + g + (hi ? 8 : 0)) * s.q[2] + d;
-            qa[c][i] = live ? af_pack(am_get(p), am_get(p + 1)) : 0u;
-        }
-    float oacc[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows g, g + 8; l: this lane's part */
-    constexpr int NB = 4; /* 16-key sub-blocks per step: one max, one rescale per 64 keys */
-    for (int j0 = 0; j0 < TkP; j0 += 16 * NB) {
-        const int nb = (TkP - j0) / 16 < NB ? (TkP - j0) / 16 : NB; /* TkP is a multiple of 16 */
-        float sc[2 * NB][4]; /* n-tile u: keys j0 + 8 u + 2t (+1) */
-#pragma unroll
-        for (int u = 0; u < 2 * NB; u++) {
-            sc[u][0] = sc[u][1] = sc[u][2] = sc[u][3] = 0.0f;
-            if (u >= 2 * nb) continue;
-#pragma unroll
-            for (int c = 0; c < D / 16; c++) {
-                const bf16 *kr = Ks + (size_t)(j0 + 8 * u + g) * (D + 8) + c * 16 + 2 * t;
-                const uint32_t kb[2] = {af_pair(kr), af_pair(kr + 8)};
-                af_mma(sc[u], qa[c], kb);
-            }
-        }
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int u = 0; u < 2 * NB; u++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = j0 + 8 * u + 2 * t + (e & 1);
-                sc[u][e] = j < Tk ? scale * sc[u][e] : -INFINITY;
-                if (e < 2) mx0 = fmaxf(mx0, sc[u][e]);
-                else mx1 = fmaxf(mx1, sc[u][e]);
-            }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1); /* key j0 < Tk: finite */
-        const float c0 = m0 == -INFINITY ? 0.0f : expf(m0 - n0), c1 = m1 == -INFINITY ? 0.0f : expf(m1 - n1);
-        m0 = n0, m1 = n1;
-        l0 *= c0, l1 *= c1;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) oacc[n][0] *= c0, oacc[n][1] *= c0, oacc[n][2] *= c1, oacc[n][3] *= c1;
-#pragma unroll
-        for (int u = 0; u < 2 * NB; u++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) { /* P in place of S */
-                sc[u][e] = sc[u][e] == -INFINITY ? 0.0f : expf(sc[u][e] - (e < 2 ? n0 : n1));
-                if (e < 2) l0 += sc[u][e];
-                else l1 += sc[u][e];
-            }
-#pragma unroll
-        for (int w = 0; w < NB; w++) {
-            if (w >= nb) break;
-            /* n-tiles 2w and 2w + 1 are P's A fragment for keys j0 + 16 w .. + 16 */
-            const float *pl = sc[2 * w], *ph = sc[2 * w + 1];
-            const uint32_t pa[4] = {af_pack(pl[0], pl[1]), af_pack(pl[2], pl[3]), af_pack(ph[0], ph[1]), af_pack(ph[2], ph[3])};
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                const bf16 *vr = Vt + (size_t)(n * 8 + g) * (TkP + 8) + j0 + 16 * w + 2 * t;
-                const uint32_t vb[2] = {af_pair(vr), af_pair(vr + 8)};
-                af_mma(oacc[n], pa, vb);
-            }
-        }
-    }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    T *ob = o + b * s.o[0] + h * s.o[1];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int r = row0 + g + (e >> 1) * 8;
-            if (r < Tq) af_put(ob + (int64_t)r * s.o[2] + n * 8 + 2 * t + (e & 1), oacc[n][e] / (e < 2 ? l0 : l1));
-        }
-    if (t == 0) {
-        if (live0) lse[(int64_t)bh * Tq + row0 + g] = m0 + logf(l0);
-        if (live1) lse[(int64_t)bh * Tq + row0 + g + 8] = m1 + logf(l1);
-    }
-}
-
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_am_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o, const T *go,
@@ -511,7 +307,8 @@ bool cu_attention_mma_fits(int compute, int B, int H, int Tq, int Tk, int D, int
            (pinned || am_auto_prefers(Tq, Tk, D));
 }
 
-size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk) {
+size_t cu_attention_mma_workspace(int B, int H, int Tq, int Tk, bool flash) {
+    if (flash) return 0; /* the flash backward recomputes P and dS in registers */
     return (size_t)B * H * am_r16(Tq) * am_r16(Tk) + 64; /* two bf16 arrays, and 256 bytes to align them */
 }
 
@@ -521,24 +318,15 @@ template <class T> static bool am_vec_ok(const T *p, const int64_t *st) {
     return !p || ((uintptr_t)p % (4 * sizeof(T)) == 0 && st[0] % 4 == 0 && st[1] % 4 == 0 && st[2] % 4 == 0);
 }
 
-/* Kernels above 48 KiB of dynamic shared memory must opt in, once per size they grow to. */
-template <class K> static bool am_smem_optin(K kern, size_t bytes, size_t *done) {
-    if (bytes <= *done || bytes <= 48 * 1024) return true;
-    if (CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes))) return false;
-    *done = bytes;
-    return true;
-}
-
 template <int D, class T>
 static void am_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const am_strides &s,
-                   T *o, float *lse, bool flash) {
-    static size_t optin = 0, optin_flash = 0; /* each kernel opts in for its own size */
-    const size_t smem = flash ? af_smem(Tk, D) : am_rows_smem(Tk, D);
-    auto kern = flash ? k_af_fwd<D, T> : k_am_fwd<D, T>;
-    if (!am_smem_optin(kern, smem, flash ? &optin_flash : &optin)) return;
+                   T *o, float *lse) {
+    static size_t optin = 0;
+    const size_t smem = am_rows_smem(Tk, D);
+    if (!am_smem_optin(k_am_fwd<D, T>, smem, &optin)) return;
     dim3 grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
-    kern<<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
-    CUDA_LAUNCHED(flash ? "attention (tensor cores, flash forward)" : "attention (tensor cores)");
+    k_am_fwd<D, T><<<grid, AM_WARPS * 32, smem, cuda_stream()>>>(H, Tq, Tk, scale, q, k, v, s, o, lse);
+    CUDA_LAUNCHED("attention (tensor cores)");
 }
 
 template <int D, class T>
@@ -570,11 +358,15 @@ static bool am_fwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
     cu_copy3(s.k, ks);
     cu_copy3(s.v, vs);
     cu_copy3(s.o, os);
+    if (flash) {
+        cu_attention_flash_fwd(B, H, Tq, Tk, D, scale, q, k, v, s, o, lse);
+        return true;
+    }
     switch (D) {
-    case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
-    case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
-    case 48: am_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
-    default: am_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse, flash); break;
+    case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    case 48: am_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
+    default: am_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
     }
     return true;
 }
@@ -583,7 +375,7 @@ template <class T>
 static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T *q, const int64_t *qs, const T *k,
                        const int64_t *ks, const T *v, const int64_t *vs, const T *o, const int64_t *os, const T *go,
                        const int64_t *gos, const float *lse, T *gq, const int64_t *gqs, T *gk, const int64_t *gks,
-                       T *gv, const int64_t *gvs, float *work) {
+                       T *gv, const int64_t *gvs, float *work, bool flash) {
     if (!am_vec_ok(q, qs) || !am_vec_ok(k, ks) || !am_vec_ok(v, vs) || !am_vec_ok(o, os) || !am_vec_ok(go, gos) ||
         !am_vec_ok(gq, gqs) || !am_vec_ok(gk, gks) || !am_vec_ok(gv, gvs))
         return false;
@@ -597,6 +389,10 @@ static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
     cu_copy3(s.gq, gqs);
     cu_copy3(s.gk, gks);
     cu_copy3(s.gv, gvs);
+    if (flash) {
+        cu_attention_flash_bwd(B, H, Tq, Tk, D, scale, q, k, v, o, go, lse, s, gq, gk, gv);
+        return true;
+    }
     bf16 *Pg = (bf16 *)(((uintptr_t)work + 255) & ~(uintptr_t)255);
     bf16 *dSg = Pg + (size_t)B * H * am_r16(Tq) * am_r16(Tk);
     switch (D) {
@@ -623,15 +419,15 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
                           const float *k, const int64_t *ks, const float *v, const int64_t *vs, const float *o,
                           const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
                           const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
-                          float *work) {
+                          float *work, bool flash) {
     return am_bwd_any<float>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv, gvs,
-                             work);
+                             work, flash);
 }
 bool cu_attention_mma_bwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
                                const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
                                const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
-                               uint16_t *gv, const int64_t *gvs, float *work) {
+                               uint16_t *gv, const int64_t *gvs, float *work, bool flash) {
     return am_bwd_any<uint16_t>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv,
-                                gvs, work);
+                                gvs, work, flash);
 }

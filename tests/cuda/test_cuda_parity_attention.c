@@ -112,11 +112,13 @@ Test(cuda, attention_tensor_core_path) {
     at_gpu_bf16 = 0;
     at_rtol = 1e-5;
 }
-/* The same shapes with the one-pass forward (attention_mma.cu's k_af_fwd: S and P in registers,
- * mma.sync; the backward is the tensor-core path's). Same tolerance against the CPU's fp32 result:
- * it rounds P before normalising instead of after, a bf16 rounding's difference. Seen failing under
- * the emulation with the A fragment's rows g and g + 8 swapped in P, and with K's two B registers swapped. */
-Test(cuda, attention_tensor_core_flash_forward) {
+/* The same shapes with the flash kernels (attention_flash.cu: S, P and dS in registers, mma.sync;
+ * the one-pass forward and the two-kernel backward without workspace). Same tolerance against the
+ * CPU's fp32 result: the forward rounds P before normalising instead of after, a bf16 rounding's
+ * difference. Seen failing under the emulation with the forward's P rows g and g + 8 swapped, K's two
+ * B registers swapped, and in the backward with dS^T's A fragment built from P^T (gk/gv fails) and
+ * with af_col_pair pairing the next column instead of the next row (gq fails). */
+Test(cuda, attention_tensor_core_flash) {
     setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
     require_gpu();
     at_gpu_bf16 = 1;
@@ -126,7 +128,9 @@ Test(cuda, attention_tensor_core_flash_forward) {
     attention_case(1, 2, 37, 48, 70, MASK_NONE);     /* Tq != Tk, D = 3 x 16, a partial key block */
     attention_case(1, 1, 5, 16, 3, MASK_NONE);       /* tiny: one partial tile */
     attention_case(1, 1, 256, 64, 256, MASK_NONE);   /* the largest it takes */
-    attention_case_g(2, 2, 20, 32, 24, MASK_NONE, 1); /* frozen k, v */
+    attention_case_g(2, 2, 20, 32, 24, MASK_NONE, 1); /* frozen k, v: the dq kernel alone */
+    attention_case_g(2, 2, 20, 32, 24, MASK_NONE, 6); /* frozen q: the dk/dv kernel alone */
+    attention_case_g(1, 2, 70, 32, 37, MASK_NONE, 2); /* only k: Tq > Tk, v's gradient not written */
     attention_case(1, 2, 37, 40, 70, MASK_ADD);      /* not taken: masked, D = 40 */
     at_gpu_bf16 = 0;
     at_rtol = 1e-5;

@@ -169,9 +169,9 @@ Test(cuda, attention_bf16_storage) {
     attention_bf16_case(&(acase){2, 2, 20, 20, 32, 1, MASK_NONE}, 820);
     attention_bf16_case(&(acase){2, 2, 7, 11, 48, 0, MASK_NONE}, 830); /* cross-attention, three tensors */
 }
-/* The same with the one-pass forward pinned (ENDORET_CUDA_ATTENTION=flash): its bf16-storage kernel is
- * bit for bit its fp32-storage one on widened copies, as the wmma forward's is. */
-Test(cuda, attention_bf16_storage_flash_forward) {
+/* The same with the flash kernels pinned (ENDORET_CUDA_ATTENTION=flash): their bf16-storage forward
+ * and backward are bit for bit their fp32-storage ones on widened copies, as the wmma kernels are. */
+Test(cuda, attention_bf16_storage_flash) {
     setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
     require_gpu();
     attention_bf16_case(&(acase){2, 3, 13, 13, 64, 1, MASK_NONE}, 800);
