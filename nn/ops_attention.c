@@ -68,9 +68,13 @@ static int views_overlap(const tensor *a, const tensor *b) {
 
 /* `direct` lists the operands whose gradients already go straight into a base: x may not share
  * memory with them (q given as key too would make gq and gk alias, against the kernels' contract
- * of disjoint views), so it takes its own buffer then. *went says which way x went. */
-void *attn_grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went) {
+ * of disjoint views), so it takes its own buffer then. *went says which way x went. With `fresh`
+ * given, a base gradient created by this call is left uninitialised and *fresh = 1 (the caller
+ * writes all of it or fills it); *base_out is the base x went into. */
+void *attn_grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went, tensor **base_out,
+                     int *fresh) {
     *went = 0;
+    if (fresh) *fresh = 0, *base_out = NULL;
     if (!(x->flags & T_REQUIRES_GRAD)) return NULL;
     tensor *base = x;
     while (base->node && is_view_node(base->node) && !base->grad) base = base->node->in[0];
@@ -79,12 +83,15 @@ void *attn_grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, 
     const int64_t es = (int64_t)tensor_elsize(x), at = ((const char *)x->raw - (const char *)base->raw) / es;
     if (base != x && !clash && base->dtype == x->dtype && tensor_is_contiguous(base) &&
         (base->flags & T_REQUIRES_GRAD) && at >= 0 && at < tensor_numel(base)) {
-        tensor *gb = grad_buf(base);
+        int made = 0;
+        tensor *gb = fresh ? grad_buf_fresh(base, &made) : grad_buf(base);
         if (gb && tensor_is_contiguous(gb) && gb->dtype == x->dtype) {
             attn_strides3(x, s);
             *went = 1;
+            if (fresh) *fresh = made, *base_out = base;
             return (char *)gb->raw + at * es;
         }
+        if (made) tensor_fill(gb, 0.0f); /* not written through x: initialised as grad_buf does */
     }
     tensor *g = grad_buf(x);
     if (g) attn_strides3(g, s);
@@ -104,11 +111,11 @@ static void attention_backward(tape_node *n) {
     attn_strides3(o->grad, gos);
     tensor *direct[2] = {NULL, NULL};
     int nd = 0, went;
-    float *gq = attn_grad_dest(q, gqs, direct, nd, &went);
+    float *gq = attn_grad_dest(q, gqs, direct, nd, &went, NULL, NULL);
     if (went) direct[nd++] = q;
-    float *gk = attn_grad_dest(k, gks, direct, nd, &went);
+    float *gk = attn_grad_dest(k, gks, direct, nd, &went, NULL, NULL);
     if (went) direct[nd++] = k;
-    float *gv = attn_grad_dest(v, gvs, direct, nd, &went);
+    float *gv = attn_grad_dest(v, gvs, direct, nd, &went, NULL, NULL);
     const er_backend *be = BE(q);
     arena_mark m = ops_mark(q->device);
     float *work = ops_scratch(q->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));

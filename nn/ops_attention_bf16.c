@@ -84,30 +84,41 @@ void attention_bf16_backward(tape_node *n) {
      * op, a view of a packed qkv sends its gradient straight into the base's (attn_grad_dest), so
      * the views' backward copies are skipped; otherwise its own packed buffer. */
     void *g[3] = {NULL, NULL, NULL};
-    int went[3] = {0, 0, 0}, first[3], nd = 0;
+    int went[3] = {0, 0, 0}, first[3], nd = 0, made[3] = {0, 0, 0};
     int64_t ds[3][3] = {{0}};
-    tensor *direct[3] = {NULL, NULL, NULL};
+    tensor *direct[3] = {NULL, NULL, NULL}, *base[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
         first[i] = i;
         for (int j = i - 1; j >= 0; j--)
             if (in[j] == in[i]) first[i] = j;
         if (first[i] != i) continue;
-        g[i] = attn_grad_dest(in[i], ds[i], direct, nd, &went[i]);
+        g[i] = attn_grad_dest(in[i], ds[i], direct, nd, &went[i], &base[i], &made[i]);
         if (went[i]) direct[nd++] = in[i];
     }
+    /* A base gradient made just now (uninitialised) that q, k and v cover between them (disjoint
+     * views, as `direct` ensures, whose sizes add up to the base's: the packed qkv of a ViT block)
+     * is written by the direct kernel instead of zero-filled and added into. Any other new base is
+     * zero-filled now, as grad_buf would have. */
+    const int three = c->mask_kind == MASK_NONE && first[1] == 1 && first[2] == 2;
+    const int write = three && made[0] && base[1] == base[0] && base[2] == base[0] &&
+                      tensor_numel(in[0]) + tensor_numel(in[1]) + tensor_numel(in[2]) == tensor_numel(base[0]);
+    for (int i = 0; i < 3; i++)
+        if (made[i] && !write) tensor_fill(base[i]->grad, 0.0f);
     const er_backend *be = BE(o);
     arena_mark mk = ops_mark(o->device);
     int64_t xs[3][3], gs[3][3], os[3], gos[3];
-    if (c->mask_kind == MASK_NONE && first[1] == 1 && first[2] == 2) { /* three tensors: the direct kernel, if any */
+    if (three) { /* three tensors: the direct kernel, if any */
         for (int i = 0; i < 3; i++) attn_strides3(in[i], xs[i]);
         attn_strides3(o, os), attn_strides3(o->grad, gos);
         float *work = ops_scratch(o->device, (int64_t)be->attention_workspace(c->compute, B, H, Tq, Tk, D));
         if (be->attention_bf16_backward(B, H, Tq, Tk, D, n->f[0], in[0]->raw, xs[0], in[1]->raw, xs[1], in[2]->raw, xs[2],
-                                        o->raw, os, o->grad->raw, gos, c->lse, g[0], ds[0], g[1], ds[1], g[2], ds[2], work)) {
+                                        o->raw, os, o->grad->raw, gos, c->lse, g[0], ds[0], g[1], ds[1], g[2], ds[2],
+                                        !write, work)) {
             ops_release(o->device, mk);
             return;
         }
         ops_release(o->device, mk);
+        if (write) tensor_fill(base[0]->grad, 0.0f); /* declined: the widening path below adds */
     }
     const float *x[3];
     float *gf[3] = {NULL, NULL, NULL};

@@ -25,8 +25,12 @@ static inline void attn_strides3(const tensor *t, int64_t *s) {
 /* Where to add x's gradient (ops_attention.c): straight into the gradient of the packed base that x
  * is a pure view of (q, k, v sliced out of one qkv projection; *went = 1, s = x's own strides), or
  * x's own packed gradient buffer (*went = 0, s its strides); NULL when x needs none. `direct`: the
- * operands already sent to a base, which x may not overlap. Any dtype (the pointer is raw). */
-void *attn_grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went);
+ * operands already sent to a base, which x may not overlap. Any dtype (the pointer is raw). fresh
+ * NULL: every buffer is initialised (zero-filled when new). fresh given: a base gradient made by
+ * this call is left uninitialised, *fresh = 1, and *base_out = the base (NULL when x did not go to
+ * one): the caller then writes all of it or fills it. */
+void *attn_grad_dest(tensor *x, int64_t *s, tensor *const *direct, int ndirect, int *went, tensor **base_out,
+                     int *fresh);
 
 /* bf16 q, k, v (ops_attention_bf16.c): o (bf16, [B, H, Tq, D] over dense storage) and c->lse from
  * the fp32-storage kernel on widened copies, `work` its workspace; and the tape node's backward. */

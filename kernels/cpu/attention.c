@@ -8,6 +8,7 @@
  * against. */
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_internal.h"
@@ -354,12 +355,25 @@ int cpu_attention_bf16(int B, int H, int Tq, int Tk, int D, float scale, const u
     return 1;
 }
 
+/* A [B, H, T, D] bf16 view with (b, h, t) strides s and unit d stride set to +0. */
+static void zero_bf16_view(uint16_t *g, const int64_t *s, int B, int H, int T, int D) {
+    if (!g) return;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) memset(g + b * s[0] + h * s[1] + t * s[2], 0, (size_t)D * sizeof *g);
+}
+
 int cpu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                                 const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
                                 const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
                                 const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
-                                uint16_t *gv, const int64_t *gvs, float *work) {
+                                uint16_t *gv, const int64_t *gvs, int accumulate, float *work) {
     if (!stored_ok(D, Tk, ks, vs) || B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0) return 0;
+    if (!accumulate) { /* the kernels add: written = added into zeros */
+        zero_bf16_view(gq, gqs, B, H, Tq, D);
+        zero_bf16_view(gk, gks, B, H, Tk, D);
+        zero_bf16_view(gv, gvs, B, H, Tk, D);
+    }
     const int par = heads_in_parallel(B * H, omp_get_max_threads(), Tq, Tk, D);
     stored_all(1, par, B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, (uint16_t *)o, os, go, gos, (float *)lse, gq, gqs, gk,
                gks, gv, gvs, work);

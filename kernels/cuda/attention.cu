@@ -310,7 +310,8 @@ static size_t at_path_workspace(at_path p, bool flash, int B, int H, int Tq, int
  * (or one the tensor cores decline) takes. */
 size_t cu_attention_workspace(int compute, int B, int H, int Tq, int Tk, int D) {
     bool flash;
-    size_t a = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, true, &flash), flash, B, H, Tq, Tk);
+    const at_path p = at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, true, &flash);
+    size_t a = at_path_workspace(p, flash, B, H, Tq, Tk);
     size_t b = at_path_workspace(at_choose(compute, B, H, Tq, Tk, D, MASK_NONE, false), false, B, H, Tq, Tk);
     return a > b ? a : b;
 }
@@ -372,7 +373,7 @@ void cu_attention_backward(int compute, int B, int H, int Tq, int Tk, int D, flo
     bool flash;
     at_path path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, true, &flash);
     if (path == PATH_MMA && cu_attention_mma_bwd(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq,
-                                                 gqs, gk, gks, gv, gvs, work, flash))
+                                                 gqs, gk, gks, gv, gvs, work, flash, true))
         return;
     if (path == PATH_MMA) path = at_choose(compute, B, H, Tq, Tk, D, mask_kind, false);
     if (path == PATH_GEMM) {
@@ -432,12 +433,12 @@ int cu_attention_bf16_backward(int B, int H, int Tq, int Tk, int D, float scale,
                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
                                const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
                                const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
-                               uint16_t *gv, const int64_t *gvs, float *work) {
+                               uint16_t *gv, const int64_t *gvs, int accumulate, float *work) {
     if (B <= 0 || H <= 0 || Tq <= 0 || Tk <= 0 || D <= 0) return 0;
     bool flash;
     if (at_choose(GEMM_COMPUTE_BF16, B, H, Tq, Tk, D, MASK_NONE, true, &flash) != PATH_MMA) return 0;
     return cu_attention_mma_bwd_bf16(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks,
-                                     gv, gvs, work, flash)
+                                     gv, gvs, work, flash, accumulate != 0)
                ? 1
                : 0;
 }

@@ -12,8 +12,7 @@
  * of accumulators has exactly the layout of an A operand, goes straight into O += P V, 16 keys at a
  * time. At the end O /= l and lse = m + log l. Against k_am_fwd: S is computed once, not twice, and
  * no tile goes through shared memory; P is rounded before normalisation (flash-attention's order),
- * so o differs from k_am_fwd's by bf16 rounding. Shared memory: K [Tk16][D+8], V transposed
- * [D][Tk16+8] (a B fragment's pair of keys is then one 32-bit load).
+ * so o differs from k_am_fwd's by bf16 rounding. Shared memory: K and V [Tk16][D+8].
  *
  * Backward, two kernels that each recompute P = exp(scale S - lse) and dP, so nothing is stored
  * and nothing is added atomically (deterministic), with delta_i = <dO_i, O_i> computed in both the
@@ -23,11 +22,12 @@
  *     place, and dV += P^T dO, dK += dS^T Q. Shared memory: Q and dO [Tq16][D+8], lse and delta.
  *   k_af_dq, one warp per 16 queries, over 16-key tiles: S = Q K^T, dP = dO V^T with Q and dO in
  *     registers, dS in place as the A operand, dQ += dS K. Shared memory: K and V [Tk16][D+8].
- * A B operand that pairs two rows of a row-major tile (dO, Q, K along the summed index) is built
- * from two 16-bit loads (af_col_pair); with the rows padded by 8 the four row pairs of a warp fall
- * in four bank groups. P is rounded to bf16 for dV, dS for dK and dQ, as the wmma backward does.
- * Rows past Tq / Tk: their lse is +inf in k_af_dkv (P = 0) and their keys are zero in k_af_dq and
- * masked to P = 0, so they add nothing. The three launches' 16-element tiles run in a fixed order. */
+ * In all three, the B operands come from row-major tiles in shared memory through ldmatrix (four
+ * 8x8 matrices a call), .trans where a register pairs two rows of one column (V in P V; dO, Q, K
+ * along the summed index); rows padded by 8 keep each call's 8 rows in distinct banks. P is rounded
+ * to bf16 for dV, dS for dK and dQ, as the wmma backward does. Rows past Tq / Tk: their lse is +inf
+ * in k_af_dkv (P = 0) and their keys are zero in k_af_dq and masked to P = 0, so they add nothing.
+ * Each output element is written by one lane, after its tiles in a fixed order. */
 #include <math.h>
 #include <stdint.h>
 
@@ -47,34 +47,12 @@ __device__ static inline void af_mma(float *c, const uint32_t *a, const uint32_t
 __device__ static inline uint32_t af_pack(float lo, float hi) {
     return (uint32_t)cu_f32_to_bf16(lo) | (uint32_t)cu_f32_to_bf16(hi) << 16;
 }
-__device__ static inline uint32_t af_pair(const bf16 *p) { return *(const uint32_t *)p; } /* two bf16, 4-byte aligned */
 __device__ static inline void af_put(float *p, float y) { *p = y; }
 __device__ static inline void af_put(uint16_t *p, float y) { *p = cu_f32_to_bf16(y); }
 
-__host__ __device__ static inline size_t af_smem(int Tk, int D) {
-    int TkP = am_r16(Tk);
-    return am_al((size_t)TkP * (D + 8) * 2) + am_al((size_t)D * (TkP + 8) * 2);
-}
+/* shared memory of the kernels that stage one head's K and V (the forward, dq): [Tk16][D+8] each */
+__host__ __device__ static inline size_t af_smem(int Tk, int D) { return 2 * am_al((size_t)am_r16(Tk) * (D + 8) * 2); }
 
-/* V [Tk][D] (row stride ts) -> Vt [D][TkP + 8] bf16, zero past Tk */
-template <int D, class T>
-__device__ static inline void af_load_vt(bf16 *Vt, const T *src, int64_t ts, int TkP, int Tk, int t, int nt) {
-    constexpr int V4 = D / 4;
-    for (int c = t; c < TkP * V4; c += nt) {
-        int j = c / V4, d = (c - j * V4) * 4;
-        float4 x = j < Tk ? am_get4(src + (int64_t)j * ts + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        Vt[(size_t)(d + 0) * (TkP + 8) + j] = __float2bfloat16(x.x);
-        Vt[(size_t)(d + 1) * (TkP + 8) + j] = __float2bfloat16(x.y);
-        Vt[(size_t)(d + 2) * (TkP + 8) + j] = __float2bfloat16(x.z);
-        Vt[(size_t)(d + 3) * (TkP + 8) + j] = __float2bfloat16(x.w);
-    }
-}
-
-/* two bf16 of one column in consecutive rows (pitch in elements): the B operand pair along rows */
-__device__ static inline uint32_t af_col_pair(const bf16 *p, int pitch) {
-    const uint16_t *u = (const uint16_t *)p;
-    return (uint32_t)u[0] | (uint32_t)u[pitch] << 16;
-}
 /* out += y: fp32 as old + y; bf16 as round(old + (0 + y)), what the fp32 kernel writing into zeroed
  * scratch and then an accumulating cast gives (attention_tile.h: bit for bit on widened copies) */
 __device__ static inline void af_acc(float *p, float y) { *p += y; }
@@ -105,30 +83,56 @@ __device__ static inline float af_delta(const T *go_row, const T *o_row, int lan
     return x;
 }
 
+/* Four 8x8 bf16 matrices from shared memory into B fragments, one row address per lane (lanes
+ * 8m .. 8m + 7: the rows of matrix m; 16-byte aligned): ldmatrix; .trans gives each matrix
+ * transposed, i.e. a pair of consecutive rows of one column per register. Layouts:
+ * tests/cuda/emu_wmma.h (emu_ldmatrix_x4). */
+__device__ static inline void af_ldsm_x4(uint32_t *r, const bf16 *p, bool trans) {
+#ifdef ENDORET_CUDA_EMULATED
+    emu_ldmatrix_x4(r, p, trans);
+#else
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#endif
+}
+
 /* S-like tiles of a warp: acc[u] (u = 0, 1: columns 8u .. 8u + 8 of a 16-wide tile) = A (D/16
- * fragments in registers) times the 16 rows of X at r0 (row-major [.][D+8] in shared memory)^T */
+ * fragments in registers) times the 16 rows of X at r0 (row-major [.][D+8] in shared memory)^T.
+ * One ldmatrix a 16-dim slice: matrices (rows r0 + 8(m / 2) .., dims + 8(m % 2)) are the B
+ * fragments {b0, b1} of n-tile 0, then of n-tile 1. */
 template <int D>
-__device__ static inline void af_tile_nt(float (*acc)[4], const uint32_t (*a)[4], const bf16 *X, int r0, int g, int t) {
+__device__ static inline void af_tile_nt(float (*acc)[4], const uint32_t (*a)[4], const bf16 *X, int r0, int lane) {
+    const int m = lane >> 3, row = r0 + (lane & 7) + (m >> 1) * 8, col = (m & 1) * 8;
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-        acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.0f;
+    for (int u = 0; u < 2; u++) acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < D / 16; c++) {
-            const bf16 *xr = X + (size_t)(r0 + 8 * u + g) * (D + 8) + c * 16 + 2 * t;
-            const uint32_t xb[2] = {af_pair(xr), af_pair(xr + 8)};
-            af_mma(acc[u], a[c], xb);
-        }
+    for (int c = 0; c < D / 16; c++) {
+        uint32_t xb[4];
+        af_ldsm_x4(xb, X + (size_t)row * (D + 8) + c * 16 + col, false);
+        af_mma(acc[0], a[c], xb);
+        af_mma(acc[1], a[c], xb + 2);
     }
 }
 
-/* acc[n] (n-tiles of D) += A (16 x 16, in registers) times the 16 rows of X at r0 (row-major [.][D+8]) */
+/* acc[n] (n-tiles of D) += A (16 x 16, in registers) times the 16 rows of X at r0 (row-major
+ * [.][D+8]): the B operand pairs rows of one column, so ldmatrix .trans, two n-tiles a call
+ * (matrices: rows r0 + 8(m % 2) .., columns of n-tile n + m / 2). */
 template <int D>
-__device__ static inline void af_tile_nn(float (*acc)[4], const uint32_t *a, const bf16 *X, int r0, int g, int t) {
+__device__ static inline void af_tile_nn(float (*acc)[4], const uint32_t *a, const bf16 *X, int r0, int lane) {
+    const int m = lane >> 3, row = r0 + (lane & 7) + (m & 1) * 8, col = (m >> 1) * 8;
 #pragma unroll
-    for (int n = 0; n < D / 8; n++) {
-        const bf16 *xr = X + (size_t)(r0 + 2 * t) * (D + 8) + n * 8 + g;
-        const uint32_t xb[2] = {af_col_pair(xr, D + 8), af_col_pair(xr + 8 * (D + 8), D + 8)};
+    for (int n = 0; n < D / 8; n += 2) {
+        uint32_t xb[4];
+        af_ldsm_x4(xb, X + (size_t)row * (D + 8) + n * 8 + col, true);
         af_mma(acc[n], a, xb);
+        af_mma(acc[n + 1], a, xb + 2);
     }
 }
 
@@ -140,15 +144,20 @@ __device__ static inline void af_acc_to_a(uint32_t *a, const float (*x)[4]) {
     a[3] = af_pack(x[1][2], x[1][3]);
 }
 
-/* rows row0 + g (+ 8) of a warp's D-wide accumulators, added into out where < n */
+/* rows row0 + g (+ 8) of a warp's D-wide accumulators, added into out where < n; or written as
+ * 0 + acc (what adding into zeros gives) when not accumulating */
 template <int D, class T>
-__device__ static inline void af_store_acc(T *out, int64_t ts, int row0, int n, const float (*acc)[4], int g, int t) {
+__device__ static inline void af_store_acc(T *out, int64_t ts, int row0, int n, const float (*acc)[4], int g, int t,
+                                           bool accumulate) {
 #pragma unroll
     for (int j = 0; j < D / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int r = row0 + g + (e >> 1) * 8;
-            if (r < n) af_acc(out + (int64_t)r * ts + j * 8 + 2 * t + (e & 1), acc[j][e]);
+            T *p = out + (int64_t)r * ts + j * 8 + 2 * t + (e & 1);
+            if (r >= n) continue;
+            if (accumulate) af_acc(p, acc[j][e]);
+            else af_put(p, 0.0f + acc[j][e]);
         }
 }
 
@@ -159,9 +168,9 @@ k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
     const int TkP = am_r16(Tk);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row0 = blockIdx.x * AM_ROWS + warp * 16, g = lane >> 2, t = lane & 3;
-    bf16 *Ks = (bf16 *)smem, *Vt = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
+    bf16 *Ks = (bf16 *)smem, *Vs = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
     am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    af_load_vt<D, T>(Vt, v + b * s.v[0] + h * s.v[1], s.v[2], TkP, Tk, threadIdx.x, blockDim.x);
+    am_load<D, T>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
     __syncthreads();
     if (row0 >= Tq) return; /* the whole warp; nothing below synchronises the block */
     const bool live0 = row0 + g < Tq, live1 = row0 + g + 8 < Tq;
@@ -174,17 +183,13 @@ k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
     constexpr int NB = 4; /* 16-key sub-blocks per step: one max, one rescale per 64 keys */
     for (int j0 = 0; j0 < TkP; j0 += 16 * NB) {
         const int nb = (TkP - j0) / 16 < NB ? (TkP - j0) / 16 : NB; /* TkP is a multiple of 16 */
-        float sc[2 * NB][4]; /* n-tile u: keys j0 + 8 u + 2t (+1) */
+        float sc[2 * NB][4]; /* n-tile u: keys j0 + 8 u + 2t (+1); past the last 16-key tile: masked below */
 #pragma unroll
-        for (int u = 0; u < 2 * NB; u++) {
-            sc[u][0] = sc[u][1] = sc[u][2] = sc[u][3] = 0.0f;
-            if (u >= 2 * nb) continue;
+        for (int u = 0; u < 2 * NB; u++) sc[u][0] = sc[u][1] = sc[u][2] = sc[u][3] = 0.0f;
 #pragma unroll
-            for (int c = 0; c < D / 16; c++) {
-                const bf16 *kr = Ks + (size_t)(j0 + 8 * u + g) * (D + 8) + c * 16 + 2 * t;
-                const uint32_t kb[2] = {af_pair(kr), af_pair(kr + 8)};
-                af_mma(sc[u], qa[c], kb);
-            }
+        for (int w = 0; w < NB; w++) {
+            if (w >= nb) break;
+            af_tile_nt<D>(sc + 2 * w, qa, Ks, j0 + 16 * w, lane);
         }
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -217,15 +222,9 @@ k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
 #pragma unroll
         for (int w = 0; w < NB; w++) {
             if (w >= nb) break;
-            /* n-tiles 2w and 2w + 1 are P's A fragment for keys j0 + 16 w .. + 16 */
-            const float *pl = sc[2 * w], *ph = sc[2 * w + 1];
-            const uint32_t pa[4] = {af_pack(pl[0], pl[1]), af_pack(pl[2], pl[3]), af_pack(ph[0], ph[1]), af_pack(ph[2], ph[3])};
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                const bf16 *vr = Vt + (size_t)(n * 8 + g) * (TkP + 8) + j0 + 16 * w + 2 * t;
-                const uint32_t vb[2] = {af_pair(vr), af_pair(vr + 8)};
-                af_mma(oacc[n], pa, vb);
-            }
+            uint32_t pa[4]; /* n-tiles 2w and 2w + 1: P's A fragment for keys j0 + 16 w .. + 16 */
+            af_acc_to_a(pa, sc + 2 * w);
+            af_tile_nn<D>(oacc, pa, Vs, j0 + 16 * w, lane); /* O += P V */
         }
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -249,7 +248,7 @@ k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_af_dkv(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o, const T *go,
-         const float *lse, am_strides s, T *gk, T *gv) {
+         const float *lse, am_strides s, T *gk, T *gv, bool accumulate) {
     ER_DYNAMIC_SMEM(smem);
     const int TqP = am_r16(Tq);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -279,8 +278,8 @@ k_af_dkv(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     for (int i0 = 0; i0 < TqP; i0 += 16) {
         float st[2][4], dpt[2][4]; /* S^T and dP^T: keys g (+ 8), queries i0 + 8u + 2t (+1) */
-        af_tile_nt<D>(st, ka, Qs, i0, g, t);
-        af_tile_nt<D>(dpt, va, Gs, i0, g, t);
+        af_tile_nt<D>(st, ka, Qs, i0, lane);
+        af_tile_nt<D>(dpt, va, Gs, i0, lane);
 #pragma unroll
         for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -293,17 +292,17 @@ k_af_dkv(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
         uint32_t pa[4], da[4];
         af_acc_to_a(pa, st);
         af_acc_to_a(da, dpt);
-        af_tile_nn<D>(dv, pa, Gs, i0, g, t); /* dV += P^T dO */
-        af_tile_nn<D>(dk, da, Qs, i0, g, t); /* dK += dS^T Q */
+        af_tile_nn<D>(dv, pa, Gs, i0, lane); /* dV += P^T dO */
+        af_tile_nn<D>(dk, da, Qs, i0, lane); /* dK += dS^T Q */
     }
-    if (gv) af_store_acc<D, T>(gv + b * s.gv[0] + h * s.gv[1], s.gv[2], k0, Tk, dv, g, t);
-    if (gk) af_store_acc<D, T>(gk + b * s.gk[0] + h * s.gk[1], s.gk[2], k0, Tk, dk, g, t);
+    if (gv) af_store_acc<D, T>(gv + b * s.gv[0] + h * s.gv[1], s.gv[2], k0, Tk, dv, g, t, accumulate);
+    if (gk) af_store_acc<D, T>(gk + b * s.gk[0] + h * s.gk[1], s.gk[2], k0, Tk, dk, g, t, accumulate);
 }
 
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_af_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o, const T *go,
-        const float *lse, am_strides s, T *gq) {
+        const float *lse, am_strides s, T *gq, bool accumulate) {
     ER_DYNAMIC_SMEM(smem);
     const int TkP = am_r16(Tk);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -330,8 +329,8 @@ k_af_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, 
     for (int n = 0; n < D / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     for (int j0 = 0; j0 < TkP; j0 += 16) {
         float sc[2][4], dp[2][4]; /* queries g (+ 8), keys j0 + 8u + 2t (+1) */
-        af_tile_nt<D>(sc, qa, Ks, j0, g, t);
-        af_tile_nt<D>(dp, ga, Vs, j0, g, t);
+        af_tile_nt<D>(sc, qa, Ks, j0, lane);
+        af_tile_nt<D>(dp, ga, Vs, j0, lane);
 #pragma unroll
         for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -342,9 +341,9 @@ k_af_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, 
             }
         uint32_t da[4];
         af_acc_to_a(da, dp);
-        af_tile_nn<D>(dq, da, Ks, j0, g, t); /* dQ += dS K */
+        af_tile_nn<D>(dq, da, Ks, j0, lane); /* dQ += dS K */
     }
-    af_store_acc<D, T>(gq + b * s.gq[0] + h * s.gq[1], s.gq[2], row0, Tq, dq, g, t);
+    af_store_acc<D, T>(gq + b * s.gq[0] + h * s.gq[1], s.gq[2], row0, Tq, dq, g, t, accumulate);
 }
 
 /* ---- launches ---- */
@@ -361,21 +360,21 @@ static void af_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
 
 template <int D, class T>
 static void af_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o,
-                   const T *go, const float *lse, const am_strides &s, T *gq, T *gk, T *gv) {
+                   const T *go, const float *lse, const am_strides &s, T *gq, T *gk, T *gv, bool accumulate) {
     static size_t optin_dq = 0, optin_dkv = 0;
     cudaStream_t st = cuda_stream();
     if (gk || gv) {
         const size_t smem = 2 * am_al((size_t)am_r16(Tq) * (D + 8) * 2) + (size_t)2 * am_r16(Tq) * 4;
         if (!am_smem_optin(k_af_dkv<D, T>, smem, &optin_dkv)) return;
         dim3 grid((Tk + AM_ROWS - 1) / AM_ROWS, B * H);
-        k_af_dkv<D, T><<<grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gk, gv);
+        k_af_dkv<D, T><<<grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gk, gv, accumulate);
         CUDA_LAUNCHED("attention_backward dk/dv (tensor cores, flash)");
     }
     if (gq) {
-        const size_t smem = 2 * am_al((size_t)am_r16(Tk) * (D + 8) * 2);
+        const size_t smem = af_smem(Tk, D);
         if (!am_smem_optin(k_af_dq<D, T>, smem, &optin_dq)) return;
         dim3 grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
-        k_af_dq<D, T><<<grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq);
+        k_af_dq<D, T><<<grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, accumulate);
         CUDA_LAUNCHED("attention_backward dq (tensor cores, flash)");
     }
 }
@@ -388,7 +387,7 @@ static void af_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
     default: CALL(64); break;                                                                                          \
     }
 #define AF_FWD(DD) af_fwd<DD>(B, H, Tq, Tk, scale, q, k, v, s, o, lse)
-#define AF_BWD(DD) af_bwd<DD>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv)
+#define AF_BWD(DD) af_bwd<DD>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, accumulate)
 
 void cu_attention_flash_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const float *k,
                             const float *v, const am_strides &s, float *o, float *lse) {
@@ -400,11 +399,11 @@ void cu_attention_flash_fwd(int B, int H, int Tq, int Tk, int D, float scale, co
 }
 void cu_attention_flash_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const float *k,
                             const float *v, const float *o, const float *go, const float *lse, const am_strides &s,
-                            float *gq, float *gk, float *gv) {
+                            float *gq, float *gk, float *gv, bool accumulate) {
     AF_HEAD_DIMS(AF_BWD)
 }
 void cu_attention_flash_bwd(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const uint16_t *k,
                             const uint16_t *v, const uint16_t *o, const uint16_t *go, const float *lse,
-                            const am_strides &s, uint16_t *gq, uint16_t *gk, uint16_t *gv) {
+                            const am_strides &s, uint16_t *gq, uint16_t *gk, uint16_t *gv, bool accumulate) {
     AF_HEAD_DIMS(AF_BWD)
 }

@@ -187,7 +187,7 @@ k_am_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_am_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o, const T *go,
-        const float *lse, am_strides s, T *gq, bf16 *Pg, bf16 *dSg) {
+        const float *lse, am_strides s, T *gq, bf16 *Pg, bf16 *dSg, bool accumulate) {
     ER_DYNAMIC_SMEM(smem);
     const int TkP = am_r16(Tk), TqP = am_r16(Tq), lr = am_pitch_rows(TkP, D);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -244,13 +244,13 @@ k_am_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, 
 #pragma unroll
     for (int c = 0; c < D / 16; c++) wmma::store_matrix_sync(St + c * 16, qacc[c], D + 4, wmma::mem_row_major);
     __syncwarp();
-    am_store_rows<D, T>(gq + b * s.gq[0] + h * s.gq[1], s.gq[2], row0, Tq, St, lane, true);
+    am_store_rows<D, T>(gq + b * s.gq[0] + h * s.gq[1], s.gq[2], row0, Tq, St, lane, accumulate);
 }
 
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_am_dkv(int H, int Tq, int Tk, const T *q, const T *go, am_strides s, const bf16 *Pg, const bf16 *dSg, T *gk,
-         T *gv) {
+         T *gv, bool accumulate) {
     ER_DYNAMIC_SMEM(smem);
     const int TkP = am_r16(Tk), TqP = am_r16(Tq);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -290,7 +290,7 @@ k_am_dkv(int H, int Tq, int Tk, const T *q, const T *go, am_strides s, const bf1
             wmma::store_matrix_sync(St + c * 16, which ? ka[c] : va[c], D + 4, wmma::mem_row_major);
         __syncwarp();
         am_store_rows<D, T>(g + b * (which ? s.gk[0] : s.gv[0]) + h * (which ? s.gk[1] : s.gv[1]), which ? s.gk[2] : s.gv[2],
-                         k0, Tk, St, lane, true);
+                         k0, Tk, St, lane, accumulate);
         __syncwarp(); /* the staging is read before the next store overwrites it */
     }
 }
@@ -331,7 +331,8 @@ static void am_fwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
 
 template <int D, class T>
 static void am_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, const T *o,
-                   const T *go, const float *lse, const am_strides &s, T *gq, T *gk, T *gv, bf16 *Pg, bf16 *dSg) {
+                   const T *go, const float *lse, const am_strides &s, T *gq, T *gk, T *gv, bf16 *Pg, bf16 *dSg,
+                   bool accumulate) {
     static size_t optin_dq = 0, optin_dkv = 0;
     bool kv = gk || gv;
     cudaStream_t st = cuda_stream();
@@ -339,13 +340,13 @@ static void am_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
     if (!am_smem_optin(k_am_dq<D, T>, smem, &optin_dq)) return;
     dim3 gq_grid((Tq + AM_ROWS - 1) / AM_ROWS, B * H);
     k_am_dq<D, T><<<gq_grid, AM_WARPS * 32, smem, st>>>(H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, kv ? Pg : NULL,
-                                                        kv ? dSg : NULL);
+                                                        kv ? dSg : NULL, accumulate);
     CUDA_LAUNCHED("attention_backward dq (tensor cores)");
     if (!kv) return;
     size_t smem2 = am_cols_smem(Tq, D);
     if (!am_smem_optin(k_am_dkv<D, T>, smem2, &optin_dkv)) return;
     dim3 gk_grid((Tk + AM_ROWS - 1) / AM_ROWS, B * H);
-    k_am_dkv<D, T><<<gk_grid, AM_WARPS * 32, smem2, st>>>(H, Tq, Tk, q, go, s, Pg, dSg, gk, gv);
+    k_am_dkv<D, T><<<gk_grid, AM_WARPS * 32, smem2, st>>>(H, Tq, Tk, q, go, s, Pg, dSg, gk, gv, accumulate);
     CUDA_LAUNCHED("attention_backward dk/dv (tensor cores)");
 }
 
@@ -375,7 +376,7 @@ template <class T>
 static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T *q, const int64_t *qs, const T *k,
                        const int64_t *ks, const T *v, const int64_t *vs, const T *o, const int64_t *os, const T *go,
                        const int64_t *gos, const float *lse, T *gq, const int64_t *gqs, T *gk, const int64_t *gks,
-                       T *gv, const int64_t *gvs, float *work, bool flash) {
+                       T *gv, const int64_t *gvs, float *work, bool flash, bool accumulate) {
     if (!am_vec_ok(q, qs) || !am_vec_ok(k, ks) || !am_vec_ok(v, vs) || !am_vec_ok(o, os) || !am_vec_ok(go, gos) ||
         !am_vec_ok(gq, gqs) || !am_vec_ok(gk, gks) || !am_vec_ok(gv, gvs))
         return false;
@@ -390,16 +391,16 @@ static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
     cu_copy3(s.gk, gks);
     cu_copy3(s.gv, gvs);
     if (flash) {
-        cu_attention_flash_bwd(B, H, Tq, Tk, D, scale, q, k, v, o, go, lse, s, gq, gk, gv);
+        cu_attention_flash_bwd(B, H, Tq, Tk, D, scale, q, k, v, o, go, lse, s, gq, gk, gv, accumulate);
         return true;
     }
     bf16 *Pg = (bf16 *)(((uintptr_t)work + 255) & ~(uintptr_t)255);
     bf16 *dSg = Pg + (size_t)B * H * am_r16(Tq) * am_r16(Tk);
     switch (D) {
-    case 16: am_bwd<16, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
-    case 32: am_bwd<32, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
-    case 48: am_bwd<48, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
-    default: am_bwd<64, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg); break;
+    case 16: am_bwd<16, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
+    case 32: am_bwd<32, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
+    case 48: am_bwd<48, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
+    default: am_bwd<64, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
     }
     return true;
 }
@@ -419,15 +420,15 @@ bool cu_attention_mma_bwd(int B, int H, int Tq, int Tk, int D, float scale, cons
                           const float *k, const int64_t *ks, const float *v, const int64_t *vs, const float *o,
                           const int64_t *os, const float *go, const int64_t *gos, const float *lse, float *gq,
                           const int64_t *gqs, float *gk, const int64_t *gks, float *gv, const int64_t *gvs,
-                          float *work, bool flash) {
+                          float *work, bool flash, bool accumulate) {
     return am_bwd_any<float>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv, gvs,
-                             work, flash);
+                             work, flash, accumulate);
 }
 bool cu_attention_mma_bwd_bf16(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const int64_t *qs,
                                const uint16_t *k, const int64_t *ks, const uint16_t *v, const int64_t *vs,
                                const uint16_t *o, const int64_t *os, const uint16_t *go, const int64_t *gos,
                                const float *lse, uint16_t *gq, const int64_t *gqs, uint16_t *gk, const int64_t *gks,
-                               uint16_t *gv, const int64_t *gvs, float *work, bool flash) {
+                               uint16_t *gv, const int64_t *gvs, float *work, bool flash, bool accumulate) {
     return am_bwd_any<uint16_t>(B, H, Tq, Tk, D, scale, q, qs, k, ks, v, vs, o, os, go, gos, lse, gq, gqs, gk, gks, gv,
-                                gvs, work, flash);
+                                gvs, work, flash, accumulate);
 }

@@ -81,16 +81,17 @@ template <class K> static bool am_smem_optin(K kern, size_t bytes, size_t *done)
 
 /* The flash kernels (attention_flash.cu), for attention_mma.cu's entry points, which have checked
  * the shape (cu_attention_mma_fits) and the vector alignment. Forward: o and lse. Backward: the
- * gradients that are not NULL, accumulated into, with no workspace; deterministic. */
+ * gradients that are not NULL, added into (or written, accumulate = false), with no workspace;
+ * deterministic. */
 void cu_attention_flash_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const float *k,
                             const float *v, const am_strides &s, float *o, float *lse);
 void cu_attention_flash_fwd(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const uint16_t *k,
                             const uint16_t *v, const am_strides &s, uint16_t *o, float *lse);
 void cu_attention_flash_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const float *k,
                             const float *v, const float *o, const float *go, const float *lse, const am_strides &s,
-                            float *gq, float *gk, float *gv);
+                            float *gq, float *gk, float *gv, bool accumulate);
 void cu_attention_flash_bwd(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const uint16_t *k,
                             const uint16_t *v, const uint16_t *o, const uint16_t *go, const float *lse,
-                            const am_strides &s, uint16_t *gq, uint16_t *gk, uint16_t *gv);
+                            const am_strides &s, uint16_t *gq, uint16_t *gk, uint16_t *gv, bool accumulate);
 
 #endif

@@ -1,5 +1,7 @@
 /* emu_wmma.h — host stand-ins for the bf16 type (cuda_bf16.h) and the warp matrix functions
- * (mma.h, nvcuda::wmma) that kernels/cuda/attention_mma.cu uses; included by emu_cuda.h.
+ * (mma.h, nvcuda::wmma) that kernels/cuda/attention_mma.cu uses, and for the two PTX instructions
+ * of attention_flash.cu (mma.sync m16n8k16 and ldmatrix x4, lane by lane: the end of this file);
+ * included by emu_cuda.h.
  *
  * Model: on a GPU a fragment's elements are spread over the 32 lanes of a warp in an unspecified
  * order, so correct code only loads, stores, fills and multiplies whole fragments. Here every
@@ -14,6 +16,8 @@
 #define ENDORET_EMU_WMMA_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- cuda_bf16.h: storage type and the two conversions (round to nearest even) ---- */
@@ -152,6 +156,33 @@ static inline void emu_mma_m16n8k16_bf16(float *c, const uint32_t *a, const uint
         float s = c[i];
         for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
         c[i] = s;
+    }
+}
+
+
+/* ---- ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16, lane by lane ----
+ * Lanes 8m .. 8m + 7 give the addresses of the 8 rows (8 b16 each, 16-byte aligned) of matrix m;
+ * register m of lane L then holds, of matrix m, elements (L / 4, 2 (L % 4)) and (L / 4, 2 (L % 4) + 1),
+ * lower column in the lower 16 bits; with .trans the transposed matrix's: (2 (L % 4), L / 4) and
+ * (2 (L % 4) + 1, L / 4). Every lane publishes its address and reads the rows the others named, so
+ * a kernel that gives a wrong row address, or expects another register order, gets wrong
+ * fragments here as on the GPU. A misaligned row address aborts (the GPU faults). */
+static inline void emu_ldmatrix_x4(uint32_t *r, const void *addr, bool trans) {
+    uint64_t all[32];
+    emu_warp_gather((uint64_t)(uintptr_t)addr, all);
+    const int lane = t_linear & 31, g = lane >> 2, t = lane & 3;
+    for (int m = 0; m < 4; m++) {
+        uint16_t e[2];
+        for (int j = 0; j < 2; j++) {
+            const int row = trans ? 2 * t + j : g, col = trans ? g : 2 * t + j;
+            const uint64_t a = all[8 * m + row];
+            if (a % 16) {
+                fprintf(stderr, "emulated ldmatrix: row address %p not 16-byte aligned\n", (void *)(uintptr_t)a);
+                abort();
+            }
+            memcpy(&e[j], (const char *)(uintptr_t)a + 2 * col, 2);
+        }
+        r[m] = (uint32_t)e[0] | (uint32_t)e[1] << 16;
     }
 }
 

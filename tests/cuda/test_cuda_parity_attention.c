@@ -116,8 +116,9 @@ Test(cuda, attention_tensor_core_path) {
  * the one-pass forward and the two-kernel backward without workspace). Same tolerance against the
  * CPU's fp32 result: the forward rounds P before normalising instead of after, a bf16 rounding's
  * difference. Seen failing under the emulation with the forward's P rows g and g + 8 swapped, K's two
- * B registers swapped, and in the backward with dS^T's A fragment built from P^T (gk/gv fails) and
- * with af_col_pair pairing the next column instead of the next row (gq fails). */
+ * B registers swapped, dS^T's A fragment built from P^T in the backward (gk/gv fails), a 16-bit
+ * column pair taken along the row (gq fails), and with ldmatrix's register order swapped in the
+ * .trans loads (gq fails) or .trans used for the S tiles (o fails). */
 Test(cuda, attention_tensor_core_flash) {
     setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
     require_gpu();

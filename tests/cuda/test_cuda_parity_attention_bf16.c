@@ -178,3 +178,70 @@ Test(cuda, attention_bf16_storage_flash) {
     attention_bf16_case(&(acase){2, 2, 20, 20, 32, 1, MASK_NONE}, 820);
     attention_bf16_case(&(acase){2, 2, 7, 11, 48, 0, MASK_NONE}, 830);
 }
+
+/* ops.def attention_bf16_backward with accumulate = 0 (a fresh packed qkv gradient: no zero-fill):
+ * q, k, v are the three views of one packed [B, T, 3, H, D] bf16 projection and their gradients the
+ * same views of one packed buffer, which they cover. Filled with NaN and written (accumulate 0), the
+ * buffer must come out bit for bit the one added into zeros (accumulate 1): every element written,
+ * none read. On the device table (the tensor-core kernels: wmma, or flash when pinned) and on the
+ * CPU's. Seen failing under the emulation with the flash dk/dv kernel's write turned back into an add. */
+static int write_mode_case(const er_backend *be, int B, int H, int T, int D, uint32_t tag) {
+    const int64_t nq = (int64_t)B * T * 3 * H * D, no = (int64_t)B * T * H * D;
+    const int64_t xs[3] = {(int64_t)T * 3 * H * D, D, 3 * H * D}, os[3] = {(int64_t)T * H * D, D, H * D};
+    uint16_t *hx = malloc(nq * 2), *hgo = malloc(no * 2), *hz = calloc(nq, 2), *hnan = malloc(nq * 2);
+    float *fx = rnd(nq, -1, 1, tag), *fgo = rnd(no, -1, 1, tag + 1);
+    for (int64_t i = 0; i < nq; i++) hx[i] = er_f32_to_bf16(fx[i]), hnan[i] = 0x7FC0;
+    for (int64_t i = 0; i < no; i++) hgo[i] = er_f32_to_bf16(fgo[i]);
+    uint16_t *x = be->alloc(nq * 2), *go = be->alloc(no * 2), *o = be->alloc(no * 2), *g1 = be->alloc(nq * 2),
+             *g0 = be->alloc(nq * 2);
+    float *lse = be->alloc((size_t)B * H * T * 4);
+    float *work = work_of(be, be->attention_workspace(GEMM_COMPUTE_BF16, B, H, T, T, D));
+    be->upload(x, hx, nq * 2), be->upload(go, hgo, no * 2), be->upload(g1, hz, nq * 2), be->upload(g0, hnan, nq * 2);
+    const float scale = 1.0f / sqrtf((float)D);
+    const int ran = be->attention_bf16(B, H, T, T, D, scale, x, xs, x + H * D, xs, x + 2 * H * D, xs, o, os, lse, work);
+    if (!ran) cr_log_info("%s: no direct bf16 kernel for B %d H %d T %d D %d (a CPU without AVX512_BF16)", be->name, B, H, T, D);
+    for (int acc = 1; ran && acc >= 0; acc--) {
+        uint16_t *g = acc ? g1 : g0;
+        cr_assert_eq(be->attention_bf16_backward(B, H, T, T, D, scale, x, xs, x + H * D, xs, x + 2 * H * D, xs, o, os, go, os,
+                                                 lse, g, xs, g + H * D, xs, g + 2 * H * D, xs, acc, work),
+                     1, "%s: backward declined", be->name);
+    }
+    be->synchronize();
+    cr_assert_null(be->last_error ? be->last_error() : NULL);
+    uint16_t *r1 = malloc(nq * 2), *r0 = malloc(nq * 2);
+    be->download(r1, g1, nq * 2), be->download(r0, g0, nq * 2);
+    int64_t diff = 0, first = -1, nonzero = 0;
+    for (int64_t i = 0; ran && i < nq; i++) {
+        if (r1[i] != r0[i] && first < 0) first = i;
+        diff += r1[i] != r0[i];
+        nonzero += (r1[i] & 0x7FFF) != 0;
+    }
+    cr_expect_eq(diff, 0, "%s B %d H %d T %d D %d: %lld of %lld gradient elements differ written vs added into zeros "
+                 "(first %lld: 0x%04x vs 0x%04x)", be->name, B, H, T, D, (long long)diff, (long long)nq, (long long)first,
+                 first >= 0 ? r0[first] : 0, first >= 0 ? r1[first] : 0);
+    if (ran)
+        cr_expect_gt(nonzero, nq / 2, "%s: the gradient is mostly zero (%lld of %lld nonzero)", be->name, (long long)nonzero,
+                     (long long)nq);
+    be->free(x), be->free(go), be->free(o), be->free(g1), be->free(g0), be->free(lse), be->free(work);
+    free(hx), free(hgo), free(hz), free(hnan), free(fx), free(fgo), free(r1), free(r0);
+    return ran;
+}
+
+/* the cases run by the table's direct kernel; the device's tensor-core path takes all three */
+static int write_mode_cases(const er_backend *be) {
+    return write_mode_case(be, 2, 3, 50, 64, 840) + /* the MAE encoder's head */
+           write_mode_case(be, 1, 2, 197, 32, 850) + /* its decoder's, partial tiles */
+           write_mode_case(be, 1, 1, 5, 16, 860);    /* tiny */
+}
+Test(cuda, attention_bf16_backward_writes_without_reading) {
+    require_gpu();
+    write_mode_cases(CPU); /* the CPU's direct kernels need AVX512_BF16 */
+    const int n = write_mode_cases(GPU);
+    if (!SELFTEST) cr_expect_eq(n, 3, "the tensor-core path took %d of the 3 cases", n);
+}
+Test(cuda, attention_bf16_backward_writes_without_reading_flash) {
+    setenv("ENDORET_CUDA_ATTENTION", "flash", 1);
+    require_gpu();
+    const int n = write_mode_cases(GPU);
+    if (!SELFTEST) cr_expect_eq(n, 3, "the flash kernels took %d of the 3 cases", n);
+}

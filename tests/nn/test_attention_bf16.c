@@ -16,6 +16,8 @@
 #include "nn/ops.h"
 #include "nn/ops_attention_internal.h"
 #include "kernels/backend.h"
+#include "kernels/gemm.h"
+#include "kernels/profile.h"
 #include "tests/nn/gradcheck.h"
 #include "tests/test_util.h"
 
@@ -265,4 +267,48 @@ Test(nn_attention_bf16, dtype_mix_refused_naming_the_op) {
     cr_expect_not_null(op_attention(x, x, x, m, MASK_ADD, 0), "fp32: %s", er_msg());
     nn_step_end();
     tensor_free(x), tensor_free(m);
+}
+
+/* A ViT block's packed qkv gradient is written by the attention kernel, not zero-filled first
+ * (ops_attention_bf16.c: the three views cover the fresh buffer). The backward of
+ * sum(cast(attention(views of cast(qkv)))) issues 3 fills: 4 with the qkv buffer zero-filled
+ * (seen with the write switched off), the others being the seed gradient, the casts' buffers and
+ * the leaf's gradient. With q, k, v as three separate leaves it issues 8: their three gradient
+ * buffers, which no one kernel covers, and two more leaves'. Where the CPU has no direct bf16 kernel
+ * (no AVX512_BF16) the op widens and fills: skipped. */
+static int64_t backward_fills(const acase *a, uint64_t seed) {
+    tensor *leaf[3], *qkv[3];
+    const int nleaf = make_leaves(a, seed, leaf);
+    qkv_of(a, leaf, 1, qkv);
+    tensor *o = op_attention(qkv[0], qkv[1], qkv[2], NULL, MASK_NONE, 0);
+    cr_assert_not_null(o, "%s", er_msg());
+    tensor *L = op_sum_all(op_cast(o, DT_F32));
+    prof_start();
+    cr_assert_eq(backward(L), ER_OK, "%s", er_msg());
+    prof_stop();
+    prof_entry e[64];
+    const int n = prof_entries(e, 64);
+    int64_t fills = 0;
+    for (int i = 0; i < n; i++)
+        if (e[i].phase == PROF_BACKWARD && !strcmp(e[i].name, "fill")) fills += e[i].calls;
+    nn_step_end();
+    for (int i = 0; i < nleaf; i++) tensor_free(leaf[i]);
+    return fills;
+}
+/* whether the CPU table has its direct bf16 kernel for a [1, 1, 13, 64] head (AVX512_BF16 kernels) */
+static int cpu_direct_bf16(void) {
+    const er_backend *cpu = backend_get(DEV_CPU);
+    const int64_t s[3] = {13 * 64, 13 * 64, 64};
+    uint16_t *x = calloc(13 * 64, 2), *o = calloc(13 * 64, 2);
+    float *lse = calloc(13, 4), *work = calloc(cpu->attention_workspace(GEMM_COMPUTE_BF16, 1, 1, 13, 13, 64) + 1, 4);
+    const int r = cpu->attention_bf16(1, 1, 13, 13, 64, 0.125f, x, s, x, s, x, s, o, s, lse, work);
+    free(x), free(o), free(lse), free(work);
+    return r;
+}
+Test(nn_attention_bf16, packed_qkv_gradient_written_without_zero_fill) {
+    if (!cpu_direct_bf16()) cr_skip_test("no direct bf16 attention kernel on this CPU (no AVX512_BF16): the op widens and fills");
+    const int64_t packed = backward_fills(&(acase){2, 3, 13, 13, 64, 1, MASK_NONE}, 61);
+    const int64_t separate = backward_fills(&(acase){2, 3, 13, 13, 64, 0, MASK_NONE}, 62);
+    cr_expect_eq(packed, 3, "packed qkv: %lld fills in the backward, want 3 (none for the qkv gradient)", (long long)packed);
+    cr_expect_eq(separate, 8, "separate q, k, v: %lld fills, want 8", (long long)separate);
 }
