@@ -9,7 +9,7 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab fuse_ab mae_bf16 mae_resident torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab attn_profile fuse_ab mae_bf16 mae_resident torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
 #         torch_resnet profile_large profile_resnet train_check bf16_track train_speed (SPEED_BINS) train_profile scene_bench
 #         colondb (issue 31's GPU recipe: bench/colondb_gpu.sh, the images packed into BIN/data first)
 #         colondb_profile (its fold 0 for 60 steps with --profile: loader against model)
@@ -95,6 +95,9 @@ for s in "$@"; do
                  for p in ${PRECS:-bf16 fp32}; do torch_vit vit_base ${BB:-128} mae \$p; torch_vit vit_large ${BL:-64} mae \$p; done" ;;
     torch_resnet) stage torch_resnet 200 bash -c "for p in ${PRECS:-bf16 fp32}; do python3 bench/torch_resnet_bench.py --device cuda --precision \$p \
                  --channels-last --batch ${BR:-128} --steps ${STEPS:-10} --threads $NT; done" ;;
+    attn_profile) TAIL=40 stage attn_profile 200 bash -c "for a in auto flash; do echo attention=\$a; ENDORET_CUDA_ATTENTION=\$a $E bench train \
+                     --model vit_base --img 224 --batch ${BB:-128} --objective mae --precision bf16 --device cuda --threads $NT --steps 3 \
+                     --profile; done" ;;
     profile_large) TAIL=60 stage profile_large 200 "$E" bench train --model vit_large --img 224 --batch "${BL:-64}" --objective mae \
                      --precision bf16 --device cuda --threads "$NT" --steps 3 --profile ;;
     train_check) TAIL=30 stage train_check 300 bash bench/gpu_train_check.sh "$E" 3 ;;

@@ -177,12 +177,17 @@ static int backward_impl(tensor *loss) {
     if (tensor_need_f32("backward (the loss)", loss)) return ER_INPUT;
     if (!loss->node && !(loss->flags & T_LONG_LIVED))
         return er_fail(ER_INPUT, "backward: the loss has no recorded graph (backward already ran on it: the tape is consumed)");
-    tensor *g = grad_buf(loss);
+    int fresh;
+    tensor *g = grad_buf_fresh(loss, &fresh);
     const er_backend *be = tensor_backend(g);
-    float one = 1.0f, cur;
-    be->download(&cur, g->data, sizeof cur);
-    one += cur;
-    be->upload(g->data, &one, sizeof one);
+    if (fresh) { /* the usual case: one fill on the device, no host round trip (no synchronisation) */
+        be->fill(g->data, 1, 1.0f);
+    } else { /* a gradient already there (a long-lived loss): add 1 to it */
+        float one = 1.0f, cur;
+        be->download(&cur, g->data, sizeof cur);
+        one += cur;
+        be->upload(g->data, &one, sizeof one);
+    }
     return run_backward(loss);
 }
 
