@@ -161,6 +161,19 @@ __device__ static inline void af_store_acc(T *out, int64_t ts, int row0, int n, 
         }
 }
 
+/* One head's K and V into shared memory as bf16 [Tk16][D+8] each (af_smem bytes), zero past Tk, by
+ * the whole block (the kernels that run a warp per 16 query rows: the forward and dq). */
+template <int D, class T>
+__device__ static inline void af_stage_kv(unsigned char *smem, const T *k, const T *v, const am_strides &s, int b, int h,
+                                          int Tk, const bf16 **Ks, const bf16 **Vs) {
+    const int TkP = am_r16(Tk);
+    bf16 *kd = (bf16 *)smem, *vd = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
+    am_load<D, T>(kd, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    am_load<D, T>(vd, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
+    __syncthreads();
+    *Ks = kd, *Vs = vd;
+}
+
 template <int D, class T>
 __global__ void __launch_bounds__(AM_WARPS * 32)
 k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, am_strides s, T *o, float *lse) {
@@ -168,10 +181,8 @@ k_af_fwd(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v,
     const int TkP = am_r16(Tk);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row0 = blockIdx.x * AM_ROWS + warp * 16, g = lane >> 2, t = lane & 3;
-    bf16 *Ks = (bf16 *)smem, *Vs = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
-    am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    am_load<D, T>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    __syncthreads();
+    const bf16 *Ks, *Vs;
+    af_stage_kv<D, T>(smem, k, v, s, b, h, Tk, &Ks, &Vs);
     if (row0 >= Tq) return; /* the whole warp; nothing below synchronises the block */
     const bool live0 = row0 + g < Tq, live1 = row0 + g + 8 < Tq;
     uint32_t qa[D / 16][4];
@@ -307,10 +318,8 @@ k_af_dq(int H, int Tq, int Tk, float scale, const T *q, const T *k, const T *v, 
     const int TkP = am_r16(Tk);
     const int bh = blockIdx.y, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row0 = blockIdx.x * AM_ROWS + warp * 16, g = lane >> 2, t = lane & 3;
-    bf16 *Ks = (bf16 *)smem, *Vs = (bf16 *)(smem + am_al((size_t)TkP * (D + 8) * 2));
-    am_load<D, T>(Ks, k + b * s.k[0] + h * s.k[1], s.k[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    am_load<D, T>(Vs, v + b * s.v[0] + h * s.v[1], s.v[2], 0, TkP, Tk, threadIdx.x, blockDim.x);
-    __syncthreads();
+    const bf16 *Ks, *Vs;
+    af_stage_kv<D, T>(smem, k, v, s, b, h, Tk, &Ks, &Vs);
     if (row0 >= Tq) return;
     const T *gob = go + b * s.go[0] + h * s.go[1], *ob = o + b * s.o[0] + h * s.o[1];
     uint32_t qa[D / 16][4], ga[D / 16][4];
