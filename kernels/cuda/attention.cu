@@ -270,8 +270,9 @@ k_attention_dkv(int H, int Tq, int Tk, int D, float scale, const float *q, const
 /* ---------------- host side ---------------- */
 /* The one place ENDORET_CUDA_ATTENTION is read: mma | gemm | fused pin a path (tests, benchmarks);
  * flash pins the tensor-core path with its register-resident kernels (attention_flash.cu: the
- * one-pass forward and a backward without workspace); auto or unset lets the shapes decide. Another value is recorded as the
- * backend's error (the step's device check stops the run naming the variable) and auto is used. */
+ * one-pass forward and a backward without workspace); auto or unset lets the shapes decide.
+ * Another value is recorded as the backend's error (the step's device check stops the run naming
+ * the variable) and auto is used. */
 enum at_pin { PIN_AUTO, PIN_MMA, PIN_GEMM, PIN_FUSED, PIN_FLASH };
 static at_pin at_pinned(void) {
     const char *e = getenv("ENDORET_CUDA_ATTENTION");

@@ -388,31 +388,24 @@ static void af_bwd(int B, int H, int Tq, int Tk, float scale, const T *q, const 
     }
 }
 
-#define AF_HEAD_DIMS(CALL)                                                                                             \
-    switch (D) {                                                                                                       \
-    case 16: CALL(16); break;                                                                                          \
-    case 32: CALL(32); break;                                                                                          \
-    case 48: CALL(48); break;                                                                                          \
-    default: CALL(64); break;                                                                                          \
-    }
 #define AF_FWD(DD) af_fwd<DD>(B, H, Tq, Tk, scale, q, k, v, s, o, lse)
 #define AF_BWD(DD) af_bwd<DD>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, accumulate)
 
 void cu_attention_flash_fwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const float *k,
                             const float *v, const am_strides &s, float *o, float *lse) {
-    AF_HEAD_DIMS(AF_FWD)
+    AM_HEAD_DIMS(AF_FWD)
 }
 void cu_attention_flash_fwd(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const uint16_t *k,
                             const uint16_t *v, const am_strides &s, uint16_t *o, float *lse) {
-    AF_HEAD_DIMS(AF_FWD)
+    AM_HEAD_DIMS(AF_FWD)
 }
 void cu_attention_flash_bwd(int B, int H, int Tq, int Tk, int D, float scale, const float *q, const float *k,
                             const float *v, const float *o, const float *go, const float *lse, const am_strides &s,
                             float *gq, float *gk, float *gv, bool accumulate) {
-    AF_HEAD_DIMS(AF_BWD)
+    AM_HEAD_DIMS(AF_BWD)
 }
 void cu_attention_flash_bwd(int B, int H, int Tq, int Tk, int D, float scale, const uint16_t *q, const uint16_t *k,
                             const uint16_t *v, const uint16_t *o, const uint16_t *go, const float *lse,
                             const am_strides &s, uint16_t *gq, uint16_t *gk, uint16_t *gv, bool accumulate) {
-    AF_HEAD_DIMS(AF_BWD)
+    AM_HEAD_DIMS(AF_BWD)
 }

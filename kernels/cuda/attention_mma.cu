@@ -41,7 +41,6 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b_col;
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc;
 
-
 /* Shared memory of the row kernels (forward, dq): K and V [Tk16][D+8] bf16, then per warp a bf16
  * row buffer [16][max(Tk16, D) + 8] (Q and dO on their way to registers, then P or dS) and an fp32
  * staging area [16][D+4] (at least 2 16x16 tiles: S and dP). */
@@ -363,12 +362,9 @@ static bool am_fwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
         cu_attention_flash_fwd(B, H, Tq, Tk, D, scale, q, k, v, s, o, lse);
         return true;
     }
-    switch (D) {
-    case 16: am_fwd<16, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    case 32: am_fwd<32, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    case 48: am_fwd<48, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    default: am_fwd<64, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse); break;
-    }
+#define AM_FWD(DD) am_fwd<DD, T>(B, H, Tq, Tk, scale, q, k, v, s, o, lse)
+    AM_HEAD_DIMS(AM_FWD)
+#undef AM_FWD
     return true;
 }
 
@@ -396,12 +392,9 @@ static bool am_bwd_any(int B, int H, int Tq, int Tk, int D, float scale, const T
     }
     bf16 *Pg = (bf16 *)(((uintptr_t)work + 255) & ~(uintptr_t)255);
     bf16 *dSg = Pg + (size_t)B * H * am_r16(Tq) * am_r16(Tk);
-    switch (D) {
-    case 16: am_bwd<16, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
-    case 32: am_bwd<32, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
-    case 48: am_bwd<48, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
-    default: am_bwd<64, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate); break;
-    }
+#define AM_BWD(DD) am_bwd<DD, T>(B, H, Tq, Tk, scale, q, k, v, o, go, lse, s, gq, gk, gv, Pg, dSg, accumulate)
+    AM_HEAD_DIMS(AM_BWD)
+#undef AM_BWD
     return true;
 }
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 /* Whether this call can take the tensor-core path: bf16 mode, no mask, head dim a multiple of 16 up
- * to 64, at most 256 queries and keys; unless `pinned` (ENDORET_CUDA_ATTENTION=mma), only the
+ * to 64, at most 256 queries and keys; unless `pinned` (ENDORET_CUDA_ATTENTION=mma or flash), only the
  * shapes where it measured faster than cuBLAS. attention.cu's chooser decides. */
 bool cu_attention_mma_fits(int compute, int B, int H, int Tq, int Tk, int D, int mask_kind, bool pinned);
 /* Floats of workspace (the wmma backward's bf16 P and dS, B*H*Tq16*Tk16 each; the forward and the

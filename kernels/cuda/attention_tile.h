@@ -18,6 +18,16 @@ typedef __nv_bfloat16 bf16;
 #define AM_WARPS 4
 #define AM_ROWS (AM_WARPS * 16) /* query (or key) rows per block */
 
+/* A statement for each head dim the tensor-core paths take (D = 16, 32, 48, 64; chosen by
+ * cu_attention_mma_fits): CALL(DD) with DD the constant. */
+#define AM_HEAD_DIMS(CALL)                                                                                             \
+    switch (D) {                                                                                                       \
+    case 16: CALL(16); break;                                                                                          \
+    case 32: CALL(32); break;                                                                                          \
+    case 48: CALL(48); break;                                                                                          \
+    default: CALL(64); break;                                                                                          \
+    }
+
 /* (b, h, t) strides of each operand, in elements */
 struct am_strides {
     int64_t q[3], k[3], v[3], o[3], go[3], gq[3], gk[3], gv[3];

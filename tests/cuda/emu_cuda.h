@@ -14,7 +14,8 @@
  * the real cuBLAS). Never part of the product build. */
 #ifndef ENDORET_EMU_CUDA_H
 #define ENDORET_EMU_CUDA_H
-/* kernels/cuda code that needs a host stand-in for a PTX instruction tests this (attention_mma.cu's mma.sync) */
+/* kernels/cuda code that needs a host stand-in for a PTX instruction tests this (attention_flash.cu's
+ * mma.sync and ldmatrix: emu_wmma.h) */
 #define ENDORET_CUDA_EMULATED 1
 
 #include <math.h>
