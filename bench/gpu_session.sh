@@ -9,7 +9,7 @@
 # Each stage writes its raw output to $OUT/<stage>.txt (or ./gpu_out when OUT is unset) and is bounded
 # by its own timeout, so one hang costs that stage only. The last lines printed are a summary.
 #
-# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab attn_profile fuse_ab mae_bf16 mae_resident torch_ab mae_base mae_large mae_large_fp32 resnet torch_mae
+# Stages: env probe gpumem parity optim suite sanitize attn_sanitize benchcuda attn_ab attn_profile fuse_ab mae_bf16 mae_resident torch_ab mae_base mae_large mae_large_fp32 resnet resnet_nhwc torch_mae
 #         torch_resnet profile_large profile_resnet train_check bf16_track train_speed (SPEED_BINS) train_profile scene_bench
 #         colondb (issue 31's GPU recipe: bench/colondb_gpu.sh, the images packed into BIN/data first)
 #         colondb_profile (its fold 0 for 60 steps with --profile: loader against model)
@@ -91,6 +91,10 @@ for s in "$@"; do
     mae_large) stage mae_large 200 bash -c "$(declare -f train); E=$E NT=$NT; train vit_large ${BL:-64} mae bf16" ;;
     mae_large_fp32) stage mae_large_fp32 200 bash -c "$(declare -f train); E=$E NT=$NT; train vit_large ${BL:-64} mae fp32" ;;
     resnet) stage resnet 200 bash -c "$(declare -f train); E=$E NT=$NT; train resnet50 ${BR:-128} cls bf16; train resnet50 ${BR:-128} cls fp32" ;;
+    resnet_nhwc) TAIL=8 stage resnet_nhwc 300 bash -c "$(declare -f train); E=$E NT=$NT; for l in nchw nhwc; do echo layout=\$l;
+                   train resnet50 ${BR:-128} cls bf16 --set model.layout=\$l; done; train resnet50 ${BR:-128} cls fp32 --set model.layout=nhwc;
+                   $E bench train --model resnet50 --img 224 --batch ${BR:-128} --precision bf16 --device cuda --threads $NT --steps 3 \
+                   --profile --set model.layout=nhwc" ;;
     torch_mae) stage torch_mae 300 bash -c "$(declare -f torch_vit); NT=$NT;
                  for p in ${PRECS:-bf16 fp32}; do torch_vit vit_base ${BB:-128} mae \$p; torch_vit vit_large ${BL:-64} mae \$p; done" ;;
     torch_resnet) stage torch_resnet 200 bash -c "for p in ${PRECS:-bf16 fp32}; do python3 bench/torch_resnet_bench.py --device cuda --precision \$p \

@@ -74,7 +74,8 @@ static double block_flops(double T, double D, double hid) {
 
 enum { DEC_DIM = 512, DEC_DEPTH = 8, DEC_HEADS = 16 }; /* MAE's decoder for ViT-B/L/H */
 
-static int bench_train(int argc, char **argv) {
+static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) {
+    char *set_help = NULL;
     const char *arch = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
     int img = 224, batch = 16, threads = 0, steps = 3, json = 0, patch = 0, share = 0, profile = 0, resident = 0;
     double mask_ratio = 0.75;
@@ -93,14 +94,15 @@ static int bench_train(int argc, char **argv) {
         {"mask-ratio", ARG_DOUBLE, &mask_ratio, "MAE masking ratio (objective mae)", "(0, 1)"},
         {"share-views", ARG_FLAG, &share, "objective scene: each view encoded once per step"},
         {"profile", ARG_FLAG, &profile, "time every kernel of the timed training steps: a table per phase and category (JSON with --json)"},
+        OPT_SET(&set_help),
         {"resident", ARG_FLAG, &resident, "objective mae: the batch uploaded once and kept on the device, as PyTorch's bench "
                                           "(bench/torch_vit_bench.py) keeps its; default: uploaded every step from page-locked "
                                           "memory, as a training run feeds it"},
     };
-    int rc = args_parse(argc, argv, specs, 14,
+    int rc = args_parse(argc, argv, specs, sizeof specs / sizeof *specs,
                         "endoret bench train --model vit_small --img 224 --batch 16 --threads 2 [--json]\n"
                         "                    [--device cpu|cuda|cuda:N] [--precision fp32|bf16] [--objective cls|mae] [--profile]\n"
-                        "                    [--resident]", NULL, NULL);
+                        "                    [--resident] [--set model.KEY=VALUE ...]", NULL, NULL);
     if (rc == ARGS_HELP) return ER_OK;
     if (rc) return rc;
     int device, prec;
@@ -113,11 +115,14 @@ static int bench_train(int argc, char **argv) {
         return bench_train_scene(arch, img, patch, batch, steps, share, json, device_s, precision);
     }
     if (threads > 0) omp_set_num_threads(threads);
-    char set_img[32], set_patch[32], set_seed[] = "train.seed=1", *sets[3] = {set_img, set_seed, set_patch};
+    char set_img[32], set_patch[32], set_seed[] = "train.seed=1", *sets[64] = {set_img, set_seed, set_patch};
     snprintf(set_img, sizeof set_img, "model.img=%d", img);
     snprintf(set_patch, sizeof set_patch, "model.patch=%d", patch);
+    int nsets = patch > 0 ? 3 : 2;
+    if (nuser > 64 - nsets) return er_fail(ER_INPUT, "bench train: at most %d --set", 64 - nsets);
+    for (int i = 0; i < nuser; i++) sets[nsets++] = user_sets[i]; /* e.g. model.layout=nhwc */
     model *m = NULL;
-    if ((rc = model_create(arch, NULL, sets, patch > 0 ? 3 : 2, &m))) return rc;
+    if ((rc = model_create(arch, NULL, sets, nsets, &m))) return rc;
     if ((rc = model_to_device(m, device))) { model_free(m); return rc; }
     vit *v = vit_model_vit(m); /* the MAE step needs the encoder's masked forward */
     if (mae && !v) { model_free(m); return er_fail(ER_INPUT, "bench train: --objective mae needs a ViT, %s is not", arch); }
@@ -307,6 +312,16 @@ static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
 }
 
 /* `endoret bench cuda`: GPU GEMM / attention figures (kernels/bench_cuda.h); argv[0] is "cuda". */
+/* --set may repeat: pulled out of argv first (cli_split_sets), handed to the model's keys */
+static int bench_train(int argc, char **argv) {
+    char **rest, **sets;
+    int nrest, nsets, rc = cli_split_sets(argc, argv, &rest, &nrest, &sets, &nsets);
+    if (!rc) rc = bench_train_sets(nrest, rest, sets, nsets);
+    free(rest);
+    free(sets);
+    return rc;
+}
+
 static int bench_cuda(int argc, char **argv) {
     int iters = 20, batch_b = 64, batch_l = 32, json = 0, probe = 0;
     arg_spec specs[] = {

@@ -143,6 +143,27 @@ tensor *op_adaptive_avgpool2d(tensor *x, int out_h, int out_w);
 /* Mean over H and W: [N, C, H, W] -> [N, C]. */
 tensor *op_global_avgpool(tensor *x);
 
+/* ---- channels-last image ops (ops_conv_nhwc.c): x [N, H, W, C], packed, fp32 or bf16 ----
+ * The layout cuDNN's tensor-core convolutions read; a ResNet under model.layout = nhwc runs in it
+ * from the stem to the pooled features. Weights, batch-norm vectors and running statistics are the
+ * fp32 tensors of the NCHW ops (the conv weight [K, C / groups, R, S]; the kernels round it to x's
+ * type); activations and their gradients have x's dtype; a bf16 x needs bf16 compute. */
+/* [N, H, W, C] -> [N, P, Q, K], no bias, the geometry of op_conv2d_ex */
+tensor *op_conv2d_nhwc(tensor *x, tensor *w, const int stride[2], const int pad[2], const int dilation[2], int groups,
+                       int compute);
+/* op_batchnorm2d's semantics per channel (the last dim) over N H W values; then + z (a shortcut of
+ * x's shape and dtype, or NULL) and max(., 0) when relu: a ResNet block's tail in one pass, one
+ * output tensor; the backward hands the ReLU-masked gradient to z. */
+tensor *op_batchnorm_nhwc(tensor *x, tensor *w, tensor *b, tensor *running_mean, tensor *running_var, int training,
+                          float momentum, float eps, tensor *z, int relu);
+/* op_maxpool2d on [N, H, W, C] -> [N, P, Q, C] (a deterministic gather backward) */
+tensor *op_maxpool2d_nhwc(tensor *x, int kernel, int stride, int pad);
+/* mean over H and W: [N, H, W, C] -> [N, C], fp32 */
+tensor *op_global_avgpool_nhwc(tensor *x);
+/* [N, C, H, W] -> packed [N, H, W, C] of dtype, and back (one cast and one packing pass each) */
+tensor *op_to_nhwc(tensor *x, int dtype);
+tensor *op_to_nchw(tensor *x, int dtype);
+
 /* ---- attention (ops_attention.c) ----
  * q [B, H, Tq, D], k, v [B, H, Tk, D] (any strides with unit stride on D, so q/k/v may be views
  * of one packed qkv projection). mask: NULL, or [.., .., Tq, Tk] broadcastable to [B, H, Tq, Tk]

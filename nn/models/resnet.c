@@ -9,10 +9,12 @@
 #include "nn/arena.h"
 #include "nn/autograd.h"
 #include "nn/base/base.h"
+#include "nn/base/process_group.h"
 #include "nn/init.h"
 #include "nn/layers/autocast.h"
 #include "nn/layers/layer_params.h"
 #include "nn/layers/sync_batchnorm.h"
+#include "nn/precision.h"
 #include "nn/ops.h"
 
 enum { RESNET_FAMILY = 3 }; /* init stream family (0 ViT, 1 MAE decoder, 2 SSCD head) */
@@ -154,26 +156,73 @@ static tensor *block_forward(const resnet *r, const nn_ctx *ctx, const resnet_bl
     return op_add_relu(h, sc);
 }
 
-tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
+/* ---- channels-last (model.layout = nhwc): activations [N, H, W, C] in the context's dtype ---- */
+
+static tensor *conv_nhwc(const nn_ctx *ctx, tensor *x, const tensor *w, int stride, int pad) {
+    const int s[2] = {stride, stride}, p[2] = {pad, pad}, d[2] = {1, 1};
+    return op_conv2d_nhwc(x, (tensor *)w, s, p, d, 1, er_gemm_compute_of(ctx ? ctx->precision : ER_PREC_FP32));
+}
+
+static tensor *bn_nhwc(const resnet *r, const nn_ctx *ctx, tensor *x, const resnet_bn *b, tensor *z, int relu) {
+    return op_batchnorm_nhwc(x, b->w, b->b, b->running_mean, b->running_var, ctx->training, r->cfg.bn_momentum,
+                             r->cfg.bn_eps, z, relu);
+}
+
+/* the block of block_forward; the last batch norm takes the shortcut and the ReLU in its pass */
+static tensor *block_forward_nhwc(const resnet *r, const nn_ctx *ctx, const resnet_block *b, tensor *x) {
+    tensor *h = x;
+    int n = b->bottleneck ? 3 : 2;
+    for (int k = 0; k < n - 1; k++) {
+        int k3 = b->conv[k]->shape[2] == 3;
+        int stride = k3 && (b->bottleneck ? k == 1 : k == 0) ? b->stride : 1;
+        h = bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[k], stride, k3 ? 1 : 0), &b->bn[k], NULL, 1);
+    }
+    int k3 = b->conv[n - 1]->shape[2] == 3; /* a basic block's conv2 is 3x3 with stride 1 */
+    tensor *sc = b->down ? bn_nhwc(r, ctx, conv_nhwc(ctx, x, b->down, b->stride, 0), &b->down_bn, NULL, 0) : x;
+    return bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[n - 1], 1, k3 ? 1 : 0), &b->bn[n - 1], sc, 1);
+}
+
+/* Data-parallel training with synchronised batch norm has no channels-last form yet. */
+static int nhwc_of(const resnet *r, const nn_ctx *ctx) {
+    if (r->cfg.layout != RESNET_NHWC) return 0;
+    if (ctx->training && r->cfg.sync_bn && pg_size() > 1) {
+        er_fail(ER_INPUT, "resnet: model.layout = nhwc has no synchronised batch norm for data-parallel training: "
+                "set model.layout = nchw or model.sync_bn = false");
+        return -1;
+    }
+    return 1;
+}
+
+typedef tensor *(*block_fn)(const resnet *, const nn_ctx *, const resnet_block *, tensor *);
+
+/* The last stage's map in the run's layout (NCHW fp32, or NHWC in the context's dtype). */
+static tensor *feature_map(resnet *r, const nn_ctx *ctx, tensor *x, int nhwc) {
     if (!x) return NULL;
     if (x->ndim != 4 || x->shape[1] != 3) {
         char s[96];
         er_fail(ER_INPUT, "resnet: input %s: need [N, 3, H, W]", tensor_shape_str(x, s, sizeof s));
         return NULL;
     }
-    tensor *h = ac_conv2d(ctx, x, r->conv1, NULL, 2, 3, 1, 1);
-    h = op_maxpool2d(bn(r, ctx, h, &r->bn1, 1), 3, 2, 1);
+    tensor *h;
+    block_fn block = nhwc ? block_forward_nhwc : block_forward;
+    if (nhwc) {
+        h = conv_nhwc(ctx, op_to_nhwc(x, ac_dtype(ctx)), r->conv1, 2, 3);
+        h = op_maxpool2d_nhwc(bn_nhwc(r, ctx, h, &r->bn1, NULL, 1), 3, 2, 1);
+    } else {
+        h = ac_conv2d(ctx, x, r->conv1, NULL, 2, 3, 1, 1);
+        h = op_maxpool2d(bn(r, ctx, h, &r->bn1, 1), 3, 2, 1);
+    }
     if (!h || grad_enabled()) { /* the tape keeps every block's activations for the backward */
-        for (int i = 0; i < r->nblocks; i++) h = block_forward(r, ctx, &r->blocks[i], h);
+        for (int i = 0; i < r->nblocks; i++) h = block(r, ctx, &r->blocks[i], h);
         return h;
     }
     /* Inference: the arena frees only at the step's end (nn/arena.h), so each block runs above a
      * mark, its output is copied into one of two buffers taken first, and the arena is released back
      * to the mark: a forward holds one block's activations (as vit_blocks_forward). A block's output
-     * is [N, conv[last] channels, (H - 1) / stride + 1, (W - 1) / stride + 1]; the buffers hold the
-     * largest. Same values either way. */
+     * has N * (conv[last] channels) * ((H - 1) / stride + 1) * ((W - 1) / stride + 1) elements in
+     * either layout; the buffers hold the largest. Same values either way. */
     const int64_t N = h->shape[0];
-    int64_t most = 0, H = h->shape[2], W = h->shape[3];
+    int64_t most = 0, H = h->shape[nhwc ? 1 : 2], W = h->shape[nhwc ? 2 : 3];
     for (int i = 0; i < r->nblocks; i++) {
         const resnet_block *b = &r->blocks[i];
         H = (H - 1) / b->stride + 1, W = (W - 1) / b->stride + 1;
@@ -184,12 +233,24 @@ tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
     arena *a = arena_default(h->device);
     for (int i = 0; i < r->nblocks && h; i++) {
         arena_mark m = arena_get_mark(a);
-        h = tensor_keep_released(block_forward(r, ctx, &r->blocks[i], h), buf[i & 1], m);
+        h = tensor_keep_released(block(r, ctx, &r->blocks[i], h), buf[i & 1], m);
     }
     return h;
 }
 
-tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) { return op_global_avgpool(resnet_feature_map(r, ctx, x)); }
+tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
+    int nhwc = nhwc_of(r, ctx);
+    if (nhwc < 0) return NULL;
+    tensor *h = feature_map(r, ctx, x, nhwc);
+    return nhwc ? op_to_nchw(h, DT_F32) : h;
+}
+
+tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) {
+    int nhwc = nhwc_of(r, ctx);
+    if (nhwc < 0) return NULL;
+    tensor *h = feature_map(r, ctx, x, nhwc);
+    return nhwc ? op_global_avgpool_nhwc(h) : op_global_avgpool(h);
+}
 
 tensor *resnet_forward(resnet *r, const nn_ctx *ctx, tensor *x) {
     tensor *f = resnet_features(r, ctx, x);

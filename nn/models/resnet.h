@@ -34,7 +34,13 @@ typedef struct {
     /* data-parallel training: batch statistics over every rank's rows (nn/layers/sync_batchnorm.h);
      * one process or eval mode: plain batch norm */
     int sync_bn;
+    /* activations' memory layout in training and inference (not saved: the weights are the same):
+     * RESNET_NCHW, or RESNET_NHWC (channels-last, activations in the context's dtype: bf16 under
+     * bf16, what cuDNN's tensor cores read without transposes; nn/ops_conv_nhwc.c). 0 = NCHW. */
+    int layout;
 } resnet_config;
+
+enum { RESNET_NCHW = 0, RESNET_NHWC = 1 };
 
 /* Depth 50 and above: bottleneck blocks; 18 and 34: basic blocks. */
 static inline int resnet_is_bottleneck(int depth) { return depth >= 50; }
@@ -74,7 +80,7 @@ resnet *resnet_new(const resnet_config *c, uint64_t seed);
 void resnet_free(resnet *r);
 
 /* x [N, 3, H, W] on the network's device -> the last stage's map [N, features, H/32, W/32], before the
- * pooling (what region evidence compares, infer/report/region_evidence.h). */
+ * pooling (what region evidence compares, infer/report/region_evidence.h); fp32 NCHW in either layout. */
 tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x);
 /* x [N, 3, H, W] on the network's device -> pooled features [N, features] (ctx->training: batch
  * statistics and running-stat updates, else running statistics). */

@@ -15,13 +15,14 @@ static void args_defaults(void *v) {
     resnet_args *a = v;
     memset(a, 0, sizeof *a);
     cfg_set_str(&a->arch, "resnet50");
+    cfg_set_str(&a->layout, "nchw");
     a->img = 224;
     a->sync_bn = 1;
 }
 
 static const cfg_spec *keys(void *v, int *n) {
     resnet_args *a = v;
-    static __thread cfg_spec s[7];
+    static __thread cfg_spec s[8];
     int k = 0;
 #define K(key, type, field, range, help) s[k++] = (cfg_spec){key, type, &a->field, help, range}
     K("model.arch", CFG_STR, arch, "resnet18|resnet34|resnet50|resnet101|resnet152", "resnet18 | resnet34 | resnet50 | resnet101 | resnet152 (torchvision v1.5)");
@@ -31,6 +32,7 @@ static const cfg_spec *keys(void *v, int *n) {
     K("model.proj", CFG_INT, proj, "[0, 65536]", "PGCon projection width (0 = none; 128 in the paper): the descriptor becomes P(f(x))");
     K("model.jigsaw", CFG_INT, jigsaw, "[0, 64]", "PGCon jigsaw head over this many tiles (0 = none; 9 in the paper; needs model.proj)");
     K("model.sync_bn", CFG_BOOL, sync_bn, NULL, "under mpirun: batch statistics of the global batch (torch SyncBatchNorm; false = each rank's own)");
+    K("model.layout", CFG_STR, layout, "nchw|nhwc", "activations' layout: nchw, or nhwc (channels-last, in the run's precision: bf16 activations under bf16; cuDNN's tensor-core layout on a GPU, the reference kernels on the CPU)");
 #undef K
     *n = k;
     return s;
@@ -39,7 +41,8 @@ static const cfg_spec *keys(void *v, int *n) {
 static void args_free(void *v) {
     resnet_args *a = v;
     free(a->arch);
-    a->arch = NULL;
+    free(a->layout);
+    a->arch = a->layout = NULL;
 }
 
 model *resnet_model_wrap(resnet *r, int img) {
@@ -51,6 +54,10 @@ model *resnet_model_wrap(resnet *r, int img) {
     m->img = img;
     m->device = r->conv1->device;
     return m;
+}
+
+static int resnet_layout_of(const resnet_args *a) {
+    return a->layout && !strcmp(a->layout, "nhwc") ? RESNET_NHWC : RESNET_NCHW;
 }
 
 static int accepts(const char *arch) {
@@ -66,6 +73,7 @@ int resnet_args_config(const resnet_args *a, resnet_config *c) {
     c->proj_dim = a->proj;
     c->jigsaw_tiles = a->jigsaw;
     c->sync_bn = a->sync_bn;
+    c->layout = resnet_layout_of(a);
     return ER_OK;
 }
 
@@ -88,6 +96,7 @@ int resnet_trunk_new(const resnet_args *a, const char *init, const char *what, u
     } else if ((rc = resnet_args_config(a, &c))) return rc;
     c.num_classes = 0; c.proj_dim = 0; c.jigsaw_tiles = 0;
     c.sync_bn = a->sync_bn; /* data parallel: the global batch's statistics */
+    c.layout = resnet_layout_of(a);
     if (!(*out = resnet_new(&c, seed))) return ER_INPUT;
     if (!init || !init[0]) return ER_OK;
     st_file f;

@@ -21,6 +21,7 @@ typedef struct {
     int proj;     /* PGCon projection width (0 = none): the descriptor is then the normalised P(f(x)) */
     int jigsaw;   /* PGCon jigsaw head over this many tiles (0 = none; 9 in the paper) */
     int sync_bn;  /* data-parallel training: batch norm over the global batch (default on) */
+    char *layout; /* nchw | nhwc: the activations' layout (resnet_config.layout) */
 } resnet_args;
 
 /* The network config the keys describe (the preset of model.arch with the width, heads and batch-norm
