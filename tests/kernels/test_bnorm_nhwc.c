@@ -6,6 +6,7 @@
  * call on widened inputs, rounded once. */
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -324,4 +325,27 @@ Test(kernels_bnorm_nhwc, bf16_storage_is_the_fp32_call_rounded_once) {
     free(py); free(pgx); free(ay); free(ay2); free(pyh); free(pgxh); free(am); free(am2);
     free(x0); free(z0); free(gy0); free(gx00); free(w); free(b); free(xh); free(zh); free(gyh); free(gx0h);
     free(x); free(z); free(gy); free(gx0);
+}
+
+/* Above CPU_PAR_MIN the channel blocks run on several threads: the same bits on 1 and 2 threads. */
+Test(kernels_bnorm_nhwc, threads_do_not_change_the_bits) {
+    const int64_t M = 392, C = 100, n = M * C;
+    float *x = rnd(n, -2, 3, 60), *z = rnd(n, -1, 1, 61), *gy = rnd(n, -1, 1, 62), *w = rnd(C, 0.5f, 1.5f, 63);
+    float *b = rnd(C, -1, 1, 64), *y[2], *gx[2], *gz[2], st[2][200], gw[2][100] = {{0}};
+    const int nt = omp_get_max_threads();
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t + 1);
+        y[t] = malloc(n * 4), gx[t] = malloc(n * 4), gz[t] = malloc(n * 4);
+        cpu_batchnorm_nhwc(M, C, ER_F32, x, w, b, NULL, NULL, 1, 0.1f, 1e-5f, z, 1, y[t], st[t], st[t] + C);
+        cpu_batchnorm_nhwc_backward(M, C, ER_F32, x, w, st[t], st[t] + C, gy, y[t], 1, 1e-5f, gx[t], 0, gw[t], NULL, gz[t],
+                                    0, NULL);
+    }
+    omp_set_num_threads(nt);
+    expect_bits("y", y[0], y[1], n);
+    expect_bits("mean, rstd", st[0], st[1], 2 * C);
+    expect_bits("gx", gx[0], gx[1], n);
+    expect_bits("gz", gz[0], gz[1], n);
+    expect_bits("gw", gw[0], gw[1], C);
+    for (int t = 0; t < 2; t++) free(y[t]), free(gx[t]), free(gz[t]);
+    free(x); free(z); free(gy); free(w); free(b);
 }
