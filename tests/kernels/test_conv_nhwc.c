@@ -11,11 +11,14 @@
 #include "nn/base/rng.h"
 #include "tests/test_util.h"
 
-/* n values in [lo, hi) that bf16 holds exactly, as fp32 */
-static float *rnd16(int64_t n, float lo, float hi, uint32_t tag) {
+/* n values in [lo, hi): fp32 ones, or (bf16_exact) ones that bf16 holds exactly */
+static float *rnd(int64_t n, float lo, float hi, uint32_t tag, int bf16_exact) {
     float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
     rng_t r = rng_make(4242, rng_stream(RNG_SAMPLING, tag, 0));
-    for (int64_t i = 0; i < n; i++) h[i] = er_bf16_to_f32(er_f32_to_bf16(lo + (hi - lo) * rng_uniform(&r)));
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = lo + (hi - lo) * rng_uniform(&r);
+        if (bf16_exact) h[i] = er_bf16_to_f32(er_f32_to_bf16(h[i]));
+    }
     return h;
 }
 
@@ -50,7 +53,7 @@ static void expect_rounded(const float *want, const uint16_t *got, int64_t n, co
 typedef struct {
     conv2d_args a;
     int64_t nx, ny, nw, HW, PQ;
-    float *x, *w, *gy, *gx0, *gw0; /* NCHW fp32, bf16-exact */
+    float *x, *w, *gy, *gx0, *gw0; /* NCHW; w and gw0 fp32, the others bf16-exact */
 } conv_case;
 
 static conv_case make_case(conv2d_args a, uint32_t tag) {
@@ -58,8 +61,8 @@ static conv_case make_case(conv2d_args a, uint32_t tag) {
     conv_case t = {.a = a};
     t.HW = (int64_t)a.H * a.W, t.PQ = (int64_t)a.P * a.Q;
     t.nx = a.N * a.C * t.HW, t.ny = a.N * a.K * t.PQ, t.nw = (int64_t)a.K * (a.C / a.groups) * a.R * a.S;
-    t.x = rnd16(t.nx, -1, 1, tag), t.w = rnd16(t.nw, -0.5f, 0.5f, tag + 1), t.gy = rnd16(t.ny, -1, 1, tag + 2);
-    t.gx0 = rnd16(t.nx, -1, 1, tag + 3), t.gw0 = rnd16(t.nw, -1, 1, tag + 4);
+    t.x = rnd(t.nx, -1, 1, tag, 1), t.w = rnd(t.nw, -0.5f, 0.5f, tag + 1, 0), t.gy = rnd(t.ny, -1, 1, tag + 2, 1);
+    t.gx0 = rnd(t.nx, -1, 1, tag + 3, 1), t.gw0 = rnd(t.nw, -1, 1, tag + 4, 0);
     return t;
 }
 static void free_case(conv_case *t) { free(t->x), free(t->w), free(t->gy), free(t->gx0), free(t->gw0); }
@@ -99,7 +102,8 @@ static void fp32_matches_nchw(conv2d_args geo, uint32_t tag) {
     free_case(&t);
 }
 
-/* bf16 storage: the fp32-storage call on the widened inputs (same bf16 products), rounded once */
+/* bf16 storage: the fp32-storage call (compute bf16: the same bf16-rounded weights) on the widened
+ * inputs, rounded once */
 static void bf16_is_fp32_rounded(conv2d_args geo, uint32_t tag) {
     geo.compute = GEMM_COMPUTE_BF16;
     conv_case t = make_case(geo, tag);
@@ -117,6 +121,11 @@ static void bf16_is_fp32_rounded(conv2d_args geo, uint32_t tag) {
     cpu_conv2d_nhwc_backward(a, ER_F32, xh, t.w, gyh, gx, dw, wk, 0);
     cpu_conv2d_nhwc(a, ER_BF16, x16, t.w, y16, wk);
     expect_rounded(y, y16, t.ny, "bf16 y");
+    /* bf16 storage computes in bf16 whatever a->compute says (the device rounds its weights too) */
+    conv2d_args f = *a;
+    f.compute = GEMM_COMPUTE_FP32;
+    cpu_conv2d_nhwc(&f, ER_BF16, x16, t.w, y16, wk);
+    expect_rounded(y, y16, t.ny, "bf16 y (compute fp32 asked)");
     memcpy(gw, t.gw0, t.nw * 4);
     cpu_conv2d_nhwc_backward(a, ER_BF16, x16, t.w, gy16, gx16, gw, wk, 0);
     expect_rounded(gx, gx16, t.nx, "bf16 gx (gx_acc 0)");
