@@ -9,7 +9,8 @@
  * algorithm is the first of cuDNN's heuristic list that runs, needs at most CONV_WS_MAX bytes and,
  * for the backward passes, is deterministic; the *_workspace entry makes the same choice, so the
  * caller's arena supplies exactly the scratch the call uses (kernels never allocate). The choice is
- * cached per shape and maths (a heuristic query costs about a millisecond of host time: measured
+ * cached per shape, layout, storage type and maths (conv_dnn.h: conv_nhwc.cu shares the cache and
+ * the descriptor set-up; a heuristic query costs about a millisecond of host time: measured
  * on an H100, 227 of ResNet-50's 628 ms training step before the cache, bench/RESULTS_cuda.md).
  * Batch norm: cuDNN's spatial training forward (batch statistics, running-stat update with the
  * unbiased variance, saved mean / inverse std) and its training backward when the input gradient
@@ -21,19 +22,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/cuda/conv_dnn.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define CONV_WS_MAX ((size_t)1 << 30)
 
-static bool dnn_ok(cudnnStatus_t st, const char *what, int line) {
+bool dnn_ok(cudnnStatus_t st, const char *what, int line) {
     if (st == CUDNN_STATUS_SUCCESS) return true;
     char msg[256];
     snprintf(msg, sizeof msg, "%s: %s", what, cudnnGetErrorString(st));
     cuda_record_msg(msg, __FILE__, line);
     return false;
 }
-#define DNN(call) dnn_ok((call), #call, __LINE__)
 
 struct dnn_descs {
     cudnnTensorDescriptor_t x, y, b;
@@ -59,16 +60,18 @@ static cudnnHandle_t dnn(void) {
 
 /* ---- convolution ---- */
 
-static cudnnMathType_t conv_math(const conv2d_args *a) {
-    return a->compute == GEMM_COMPUTE_BF16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+/* fp32 products in fp32 (no TF32); bf16 products of fp32 storage: cuDNN's default (TF32); bf16
+ * storage: tensor cores. */
+static cudnnMathType_t conv_math(const conv_key *k) {
+    if (k->dt == ER_BF16) return CUDNN_TENSOR_OP_MATH;
+    return k->a.compute == GEMM_COMPUTE_BF16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-/* The algorithms chosen for one shape and maths (have: 1 forward, 2 backward data, 4 backward
- * filter). conv2d_args is ints only (its `compute` gives the maths), so memcmp compares it field by
- * field. Full: round robin. */
+/* The algorithms chosen for one key (have: 1 forward, 2 backward data, 4 backward filter).
+ * Full: round robin. */
 #define ALGO_CACHE 256
 struct algo_entry {
-    conv2d_args a;
+    conv_key k;
     int have;
     cudnnConvolutionFwdAlgoPerf_t f;
     cudnnConvolutionBwdDataAlgoPerf_t d;
@@ -77,29 +80,43 @@ struct algo_entry {
 static algo_entry g_algo[ALGO_CACHE];
 static int g_nalgo, g_algo_next;
 
-static algo_entry *algo_of(const conv2d_args *a) {
+static algo_entry *algo_of(const conv_key *k) {
     for (int i = 0; i < g_nalgo; i++)
-        if (!memcmp(&g_algo[i].a, a, sizeof *a)) return &g_algo[i];
+        if (!memcmp(&g_algo[i].k, k, sizeof *k)) return &g_algo[i];
     algo_entry *e = g_nalgo < ALGO_CACHE ? &g_algo[g_nalgo++] : &g_algo[g_algo_next++ % ALGO_CACHE];
     memset(e, 0, sizeof *e);
-    e->a = *a;
+    e->k = *k;
     return e;
 }
 
-static cudnnHandle_t conv_descs(const conv2d_args *a) {
-    cudnnHandle_t h = dnn();
+/* Descriptors made on first use (when d's are NULL), then re-set per call. */
+cudnnHandle_t conv_set_descs(const conv_key *k, conv_dnn *d) {
+    cudnnHandle_t h = cuda_cudnn();
     if (!h) return NULL;
-    const cudnnTensorFormat_t F = CUDNN_TENSOR_NCHW;
-    const cudnnDataType_t T = CUDNN_DATA_FLOAT;
-    if (!DNN(cudnnSetTensor4dDescriptor(g_d.x, F, T, a->N, a->C, a->H, a->W)) ||
-        !DNN(cudnnSetTensor4dDescriptor(g_d.y, F, T, a->N, a->K, a->P, a->Q)) ||
-        !DNN(cudnnSetTensor4dDescriptor(g_d.b, F, T, 1, a->K, 1, 1)) ||
-        !DNN(cudnnSetFilter4dDescriptor(g_d.w, T, F, a->K, a->C / a->groups, a->R, a->S)) ||
-        !DNN(cudnnSetConvolution2dDescriptor(g_d.conv, a->ph, a->pw, a->sh, a->sw, a->dh, a->dw,
-                                             CUDNN_CROSS_CORRELATION, T)) ||
-        !DNN(cudnnSetConvolutionGroupCount(g_d.conv, a->groups)) ||
-        !DNN(cudnnSetConvolutionMathType(g_d.conv, conv_math(a))))
+    if (!d->conv && (!DNN(cudnnCreateTensorDescriptor(&d->x)) || !DNN(cudnnCreateTensorDescriptor(&d->y)) ||
+                     !DNN(cudnnCreateFilterDescriptor(&d->w)) || !DNN(cudnnCreateConvolutionDescriptor(&d->conv))))
         return NULL;
+    const conv2d_args *a = &k->a;
+    const cudnnTensorFormat_t F = k->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; /* filter: KRSC / KCRS */
+    const cudnnDataType_t T = k->dt == ER_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    if (!DNN(cudnnSetTensor4dDescriptor(d->x, F, T, a->N, a->C, a->H, a->W)) ||
+        !DNN(cudnnSetTensor4dDescriptor(d->y, F, T, a->N, a->K, a->P, a->Q)) ||
+        !DNN(cudnnSetFilter4dDescriptor(d->w, T, F, a->K, a->C / a->groups, a->R, a->S)) ||
+        !DNN(cudnnSetConvolution2dDescriptor(d->conv, a->ph, a->pw, a->sh, a->sw, a->dh, a->dw,
+                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||
+        !DNN(cudnnSetConvolutionGroupCount(d->conv, a->groups)) ||
+        !DNN(cudnnSetConvolutionMathType(d->conv, conv_math(k))))
+        return NULL;
+    return h;
+}
+
+/* The NCHW fp32 op's key and descriptors (the shared set, plus the bias descriptor). */
+static cudnnHandle_t conv_descs(const conv2d_args *a, conv_key *k, conv_dnn *d) {
+    if (!dnn()) return NULL;
+    *k = conv_key{*a, ER_F32, 0};
+    *d = conv_dnn{g_d.x, g_d.y, g_d.w, g_d.conv};
+    cudnnHandle_t h = conv_set_descs(k, d);
+    if (!h || !DNN(cudnnSetTensor4dDescriptor(g_d.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, a->K, 1, 1))) return NULL;
     return h;
 }
 
@@ -117,8 +134,7 @@ static bool pick(const Perf *perf, int n, bool deterministic, Perf *out) {
 }
 
 /* The cached choice of one pass (bit `bit` of the entry's have, stored in `slot`), asking cuDNN's
- * heuristics through query(&n, perf) on the first call for a shape and maths (conv_descs(a) must
- * have set the descriptors). */
+ * heuristics through query(&n, perf) on the first call for a key (its descriptors set). */
 template <int N, class Perf, class Query>
 static bool cached_algo(algo_entry *e, int bit, Perf &slot, bool deterministic, const char *what, int line, Query query,
                         Perf *p) {
@@ -131,46 +147,48 @@ static bool cached_algo(algo_entry *e, int bit, Perf &slot, bool deterministic, 
     *p = slot;
     return true;
 }
-static bool fwd_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionFwdAlgoPerf_t *p) {
-    algo_entry *e = algo_of(a);
+bool conv_fwd_algo(cudnnHandle_t h, const conv_key *k, const conv_dnn *d, cudnnConvolutionFwdAlgoPerf_t *p) {
+    algo_entry *e = algo_of(k);
     return cached_algo<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
         e, 1, e->f, false, "cudnnGetConvolutionForwardAlgorithm_v7", __LINE__,
         [&](int *n, cudnnConvolutionFwdAlgoPerf_t *perf) {
-            return cudnnGetConvolutionForwardAlgorithm_v7(h, g_d.x, g_d.w, g_d.conv, g_d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, n, perf);
+            return cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, n, perf);
         }, p);
 }
-static bool bwd_data_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionBwdDataAlgoPerf_t *p) {
-    algo_entry *e = algo_of(a);
+bool conv_bwd_data_algo(cudnnHandle_t h, const conv_key *k, const conv_dnn *d, cudnnConvolutionBwdDataAlgoPerf_t *p) {
+    algo_entry *e = algo_of(k);
     return cached_algo<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
         e, 2, e->d, true, "cudnnGetConvolutionBackwardDataAlgorithm_v7", __LINE__,
         [&](int *n, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
-            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, g_d.w, g_d.y, g_d.conv, g_d.x,
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x,
                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n, perf);
         }, p);
 }
-static bool bwd_filter_algo(cudnnHandle_t h, const conv2d_args *a, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
-    algo_entry *e = algo_of(a);
+bool conv_bwd_filter_algo(cudnnHandle_t h, const conv_key *k, const conv_dnn *d, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+    algo_entry *e = algo_of(k);
     return cached_algo<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
         e, 4, e->w, true, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", __LINE__,
         [&](int *n, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
-            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, g_d.x, g_d.y, g_d.conv, g_d.w,
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w,
                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, n, perf);
         }, p);
 }
 
-static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
-
 size_t cu_conv2d_workspace(const conv2d_args *a) {
-    cudnnHandle_t h = conv_descs(a);
+    conv_key k;
+    conv_dnn d;
+    cudnnHandle_t h = conv_descs(a, &k, &d);
     cudnnConvolutionFwdAlgoPerf_t p;
-    return h && fwd_algo(h, a, &p) ? floats(p.memory) : 0;
+    return h && conv_fwd_algo(h, &k, &d, &p) ? dnn_floats(p.memory) : 0;
 }
 
 void cu_conv2d(const conv2d_args *a, const float *x, const float *w, const float *b, float *y,
                float *work) {
-    cudnnHandle_t h = conv_descs(a);
+    conv_key k;
+    conv_dnn d;
+    cudnnHandle_t h = conv_descs(a, &k, &d);
     cudnnConvolutionFwdAlgoPerf_t p;
-    if (!h || !fwd_algo(h, a, &p)) return;
+    if (!h || !conv_fwd_algo(h, &k, &d, &p)) return;
     const float one = 1.0f, zero = 0.0f;
     if (!DNN(cudnnConvolutionForward(h, &one, g_d.x, x, g_d.w, w, g_d.conv, p.algo, work, p.memory,
                                      &zero, g_d.y, y)))
@@ -180,29 +198,33 @@ void cu_conv2d(const conv2d_args *a, const float *x, const float *w, const float
 
 /* The larger of the two backward passes' needs: the call may run either or both. */
 size_t cu_conv2d_backward_workspace(const conv2d_args *a) {
-    cudnnHandle_t h = conv_descs(a);
+    conv_key k;
+    conv_dnn d;
+    cudnnHandle_t h = conv_descs(a, &k, &d);
     cudnnConvolutionBwdDataAlgoPerf_t pd;
     cudnnConvolutionBwdFilterAlgoPerf_t pf;
-    if (!h || !bwd_data_algo(h, a, &pd) || !bwd_filter_algo(h, a, &pf)) return 0;
-    return floats(pd.memory > pf.memory ? pd.memory : pf.memory);
+    if (!h || !conv_bwd_data_algo(h, &k, &d, &pd) || !conv_bwd_filter_algo(h, &k, &d, &pf)) return 0;
+    return dnn_floats(pd.memory > pf.memory ? pd.memory : pf.memory);
 }
 
 void cu_conv2d_backward(const conv2d_args *a, const float *x, const float *w, const float *gy,
                         float *gx, float *gw, float *gb, float *work, int gx_acc) {
-    cudnnHandle_t h = conv_descs(a);
+    conv_key k;
+    conv_dnn d;
+    cudnnHandle_t h = conv_descs(a, &k, &d);
     if (!h) return;
     /* beta 1: the gradients accumulate; gx's beta 0 (a fresh buffer) writes it without reading */
     const float one = 1.0f, zero = 0.0f;
     if (gb) DNN(cudnnConvolutionBackwardBias(h, &one, g_d.y, gy, &one, g_d.b, gb));
     if (gx) {
         cudnnConvolutionBwdDataAlgoPerf_t p;
-        if (bwd_data_algo(h, a, &p))
+        if (conv_bwd_data_algo(h, &k, &d, &p))
             DNN(cudnnConvolutionBackwardData(h, &one, g_d.w, w, g_d.y, gy, g_d.conv, p.algo, work,
                                              p.memory, gx_acc ? &one : &zero, g_d.x, gx));
     }
     if (gw) {
         cudnnConvolutionBwdFilterAlgoPerf_t p;
-        if (bwd_filter_algo(h, a, &p))
+        if (conv_bwd_filter_algo(h, &k, &d, &p))
             DNN(cudnnConvolutionBackwardFilter(h, &one, g_d.x, x, g_d.y, gy, g_d.conv, p.algo, work,
                                                p.memory, &one, g_d.w, gw));
     }

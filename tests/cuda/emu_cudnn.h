@@ -1,13 +1,18 @@
 /* emu_cudnn.h — the part of cuDNN that kernels/cuda uses (convolution forward / backward data /
  * backward filter / backward bias, add tensor, spatial batch norm training forward and backward),
  * as direct reference loops in double on host memory, for tests/cuda/emulate.py (included by
- * emu_cuda.h). What it checks: that kernels/cuda/conv.cu maps the op table's arguments onto
- * cuDNN's descriptors, blend factors and outputs correctly (NCHW, filter layout, padding, stride,
- * dilation, groups, accumulation, running-stat update, saved mean / inverse std). What it cannot:
+ * emu_cuda.h). What it checks: that kernels/cuda/conv.cu and conv_nhwc.cu map the op table's
+ * arguments onto cuDNN's descriptors, blend factors and outputs correctly (NCHW / NHWC tensors,
+ * KCRS / KRSC filters, fp32 / bf16 storage, padding, stride, dilation, groups, accumulation,
+ * running-stat update, saved mean / inverse std). Tensors are indexed by their descriptor's format;
+ * bf16 elements widen exactly on reading and round to nearest even once on writing (the blend
+ * reads the old bf16 value). Maths: FMA for fp32 storage, tensor cores for bf16. What it cannot:
  * the real library's algorithms, workspace use or numerics. Each heuristic query offers one
  * algorithm needing EMU_DNN_WS bytes, and each call checks it was given that workspace. */
 #ifndef ENDORET_EMU_CUDNN_H
 #define ENDORET_EMU_CUDNN_H
+
+#include "kernels/dtype.h"
 
 static inline size_t cudnnGetVersion(void) { return 91900; }
 
@@ -16,8 +21,8 @@ struct cudnnContext {
 };
 typedef cudnnContext *cudnnHandle_t;
 typedef enum { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_BAD_PARAM = 3, CUDNN_STATUS_NOT_SUPPORTED = 9 } cudnnStatus_t;
-typedef enum { CUDNN_TENSOR_NCHW = 0 } cudnnTensorFormat_t;
-typedef enum { CUDNN_DATA_FLOAT = 0 } cudnnDataType_t;
+typedef enum { CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1 } cudnnTensorFormat_t;
+typedef enum { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_BFLOAT16 = 9 } cudnnDataType_t;
 typedef enum { CUDNN_CONVOLUTION = 0, CUDNN_CROSS_CORRELATION = 1 } cudnnConvolutionMode_t;
 typedef enum { CUDNN_DEFAULT_MATH = 0, CUDNN_TENSOR_OP_MATH = 1, CUDNN_FMA_MATH = 3 } cudnnMathType_t;
 typedef enum { CUDNN_NON_DETERMINISTIC = 0, CUDNN_DETERMINISTIC = 1 } cudnnDeterminism_t;
@@ -29,9 +34,12 @@ enum { CUDNN_CONVOLUTION_FWD_ALGO_COUNT = 8, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COU
 
 struct emu_tdesc {
     int n, c, h, w;
+    cudnnTensorFormat_t fmt;
+    cudnnDataType_t dt;
 };
 struct emu_cdesc {
     int ph, pw, sh, sw, dh, dw, groups, mode, math;
+    cudnnDataType_t compute;
 };
 typedef emu_tdesc *cudnnTensorDescriptor_t;
 typedef emu_tdesc *cudnnFilterDescriptor_t; /* k, c, r, s */
@@ -60,19 +68,22 @@ static inline cudnnStatus_t cudnnDestroy(cudnnHandle_t) { return CUDNN_STATUS_SU
 static inline cudnnStatus_t cudnnSetStream(cudnnHandle_t, cudaStream_t) { return CUDNN_STATUS_SUCCESS; }
 /* descriptors live for the process, as the backend's */
 static inline cudnnStatus_t cudnnCreateTensorDescriptor(emu_tdesc **d) { static emu_tdesc pool[8]; static int k; *d = &pool[k++ % 8]; return CUDNN_STATUS_SUCCESS; }
-static inline cudnnStatus_t cudnnCreateFilterDescriptor(emu_tdesc **d) { static emu_tdesc f; *d = &f; return CUDNN_STATUS_SUCCESS; }
-static inline cudnnStatus_t cudnnCreateConvolutionDescriptor(emu_cdesc **d) { static emu_cdesc c; *d = &c; return CUDNN_STATUS_SUCCESS; }
-static inline cudnnStatus_t cudnnSetTensor4dDescriptor(emu_tdesc *d, cudnnTensorFormat_t, cudnnDataType_t, int n, int c, int h, int w) {
-    if (n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    *d = emu_tdesc{n, c, h, w};
+static inline cudnnStatus_t cudnnCreateFilterDescriptor(emu_tdesc **d) { static emu_tdesc pool[4]; static int k; *d = &pool[k++ % 4]; return CUDNN_STATUS_SUCCESS; }
+static inline cudnnStatus_t cudnnCreateConvolutionDescriptor(emu_cdesc **d) { static emu_cdesc pool[4]; static int k; *d = &pool[k++ % 4]; return CUDNN_STATUS_SUCCESS; }
+static inline cudnnStatus_t cudnnSetTensor4dDescriptor(emu_tdesc *d, cudnnTensorFormat_t fmt, cudnnDataType_t dt, int n, int c, int h, int w) {
+    if (n < 1 || c < 1 || h < 1 || w < 1 || (fmt != CUDNN_TENSOR_NCHW && fmt != CUDNN_TENSOR_NHWC) ||
+        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16))
+        return CUDNN_STATUS_BAD_PARAM;
+    *d = emu_tdesc{n, c, h, w, fmt, dt};
     return CUDNN_STATUS_SUCCESS;
 }
-static inline cudnnStatus_t cudnnSetFilter4dDescriptor(emu_tdesc *d, cudnnDataType_t, cudnnTensorFormat_t, int k, int c, int r, int s) {
-    return cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, k, c, r, s);
+/* k, c, r, s; format NCHW: KCRS in memory, NHWC: KRSC */
+static inline cudnnStatus_t cudnnSetFilter4dDescriptor(emu_tdesc *d, cudnnDataType_t dt, cudnnTensorFormat_t fmt, int k, int c, int r, int s) {
+    return cudnnSetTensor4dDescriptor(d, fmt, dt, k, c, r, s);
 }
 static inline cudnnStatus_t cudnnSetConvolution2dDescriptor(emu_cdesc *d, int ph, int pw, int sh, int sw, int dh, int dw,
-                                                            cudnnConvolutionMode_t mode, cudnnDataType_t) {
-    *d = emu_cdesc{ph, pw, sh, sw, dh, dw, 1, (int)mode, 0};
+                                                            cudnnConvolutionMode_t mode, cudnnDataType_t compute) {
+    *d = emu_cdesc{ph, pw, sh, sw, dh, dw, 1, (int)mode, 0, compute};
     return CUDNN_STATUS_SUCCESS;
 }
 static inline cudnnStatus_t cudnnSetConvolutionGroupCount(emu_cdesc *d, int g) { d->groups = g; return CUDNN_STATUS_SUCCESS; }
@@ -82,9 +93,23 @@ static inline cudnnStatus_t cudnnSetConvolutionMathType(emu_cdesc *d, cudnnMathT
 static inline bool emu_conv_ok(const emu_tdesc *x, const emu_tdesc *w, const emu_cdesc *c, const emu_tdesc *y) {
     int P = (x->h + 2 * c->ph - c->dh * (w->h - 1) - 1) / c->sh + 1;
     int Q = (x->w + 2 * c->pw - c->dw * (w->w - 1) - 1) / c->sw + 1;
-    return c->mode == CUDNN_CROSS_CORRELATION && c->math == CUDNN_FMA_MATH && x->c == w->c * c->groups &&
+    /* one storage type; fp32 accumulation; FMA maths for fp32 (no TF32), tensor cores for bf16 */
+    bool types = x->dt == w->dt && y->dt == x->dt && c->compute == CUDNN_DATA_FLOAT &&
+                 c->math == (x->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH);
+    return types && x->fmt == y->fmt && c->mode == CUDNN_CROSS_CORRELATION && x->c == w->c * c->groups &&
            w->n % c->groups == 0 && y->n == x->n && y->c == w->n && y->h == P && y->w == Q;
 }
+/* The offset of element (n, c, h, w) (a filter's (k, c, r, s)) in d's format. */
+static inline int64_t emu_at(const emu_tdesc *d, int n, int c, int h, int w) {
+    return d->fmt == CUDNN_TENSOR_NHWC ? (((int64_t)n * d->h + h) * d->w + w) * d->c + c
+                                        : (((int64_t)n * d->c + c) * d->h + h) * d->w + w;
+}
+/* element i of a tensor of d's type, widened */
+static inline double emu_get(const emu_tdesc *d, const void *p, int64_t i) {
+    return d->dt == CUDNN_DATA_BFLOAT16 ? er_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+/* the layout the batch norm, bias and add-tensor stand-ins read: NCHW fp32 */
+static inline bool emu_plain(const emu_tdesc *d) { return d->fmt == CUDNN_TENSOR_NCHW && d->dt == CUDNN_DATA_FLOAT; }
 template <class P> static inline cudnnStatus_t emu_heuristic(int *n, P *perf) {
     perf[0] = P{};
     perf[0].status = CUDNN_STATUS_SUCCESS;
@@ -119,17 +144,18 @@ template <class F> static inline void emu_conv_walk(const emu_tdesc *x, const em
                             for (int s = 0; s < w->w; s++) {
                                 int ih = p * c->sh - c->ph + r * c->dh, iw = q * c->sw - c->pw + s * c->dw;
                                 if (ih < 0 || ih >= x->h || iw < 0 || iw >= x->w) continue;
-                                int64_t xi = (((int64_t)n * x->c + k / Kg * Cg + ci) * x->h + ih) * x->w + iw;
-                                int64_t wi = (((int64_t)k * Cg + ci) * w->h + r) * w->w + s;
-                                int64_t yi = (((int64_t)n * y->c + k) * y->h + p) * y->w + q;
-                                f(xi, wi, yi);
+                                f(emu_at(x, n, k / Kg * Cg + ci, ih, iw), emu_at(w, k, ci, r, s), emu_at(y, n, k, p, q));
                             }
 }
 static inline int64_t emu_numel(const emu_tdesc *d) { return (int64_t)d->n * d->c * d->h * d->w; }
-/* out = alpha acc + beta out */
-static inline void emu_blend(float *out, const std::vector<double> &acc, const void *alpha, const void *beta) {
+/* out = alpha acc + beta out (out of d's type: a bf16 one rounded once; beta 0: out not read) */
+static inline void emu_blend(const emu_tdesc *d, void *out, const std::vector<double> &acc, const void *alpha, const void *beta) {
     float a = *(const float *)alpha, b = *(const float *)beta;
-    for (size_t i = 0; i < acc.size(); i++) out[i] = b == 0.0f ? (float)(a * acc[i]) : (float)(a * acc[i] + b * out[i]);
+    for (size_t i = 0; i < acc.size(); i++) {
+        float v = b == 0.0f ? (float)(a * acc[i]) : (float)(a * acc[i] + b * emu_get(d, out, (int64_t)i));
+        if (d->dt == CUDNN_DATA_BFLOAT16) ((uint16_t *)out)[i] = er_f32_to_bf16(v);
+        else ((float *)out)[i] = v;
+    }
 }
 static inline cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t, const void *alpha, emu_tdesc *xd, const void *x, emu_tdesc *wd,
                                                     const void *w, emu_cdesc *cd, int, void *ws, size_t wsb, const void *beta,
@@ -137,8 +163,8 @@ static inline cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t, const void *a
     if (!emu_conv_ok(xd, wd, cd, yd) || wsb != EMU_DNN_WS || !ws) return CUDNN_STATUS_BAD_PARAM;
     memset(ws, 0x7f, wsb); /* an undersized workspace shows under ASan */
     std::vector<double> acc(emu_numel(yd), 0.0);
-    emu_conv_walk(xd, wd, cd, yd, [&](int64_t xi, int64_t wi, int64_t yi) { acc[yi] += (double)((const float *)x)[xi] * ((const float *)w)[wi]; });
-    emu_blend((float *)y, acc, alpha, beta);
+    emu_conv_walk(xd, wd, cd, yd, [&](int64_t xi, int64_t wi, int64_t yi) { acc[yi] += emu_get(xd, x, xi) * emu_get(wd, w, wi); });
+    emu_blend(yd, y, acc, alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t, const void *alpha, emu_tdesc *wd, const void *w, emu_tdesc *yd,
@@ -147,8 +173,8 @@ static inline cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t, const vo
     if (!emu_conv_ok(xd, wd, cd, yd) || wsb != EMU_DNN_WS || !ws) return CUDNN_STATUS_BAD_PARAM;
     memset(ws, 0x7f, wsb); /* an undersized workspace shows under ASan */
     std::vector<double> acc(emu_numel(xd), 0.0);
-    emu_conv_walk(xd, wd, cd, yd, [&](int64_t xi, int64_t wi, int64_t yi) { acc[xi] += (double)((const float *)dy)[yi] * ((const float *)w)[wi]; });
-    emu_blend((float *)dx, acc, alpha, beta);
+    emu_conv_walk(xd, wd, cd, yd, [&](int64_t xi, int64_t wi, int64_t yi) { acc[xi] += emu_get(yd, dy, yi) * emu_get(wd, w, wi); });
+    emu_blend(xd, dx, acc, alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t, const void *alpha, emu_tdesc *xd, const void *x, emu_tdesc *yd,
@@ -157,8 +183,8 @@ static inline cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t, const 
     if (!emu_conv_ok(xd, wd, cd, yd) || wsb != EMU_DNN_WS || !ws) return CUDNN_STATUS_BAD_PARAM;
     memset(ws, 0x7f, wsb); /* an undersized workspace shows under ASan */
     std::vector<double> acc(emu_numel(wd), 0.0);
-    emu_conv_walk(xd, wd, cd, yd, [&](int64_t xi, int64_t wi, int64_t yi) { acc[wi] += (double)((const float *)dy)[yi] * ((const float *)x)[xi]; });
-    emu_blend((float *)dw, acc, alpha, beta);
+    emu_conv_walk(xd, wd, cd, yd, [&](int64_t xi, int64_t wi, int64_t yi) { acc[wi] += emu_get(yd, dy, yi) * emu_get(xd, x, xi); });
+    emu_blend(wd, dw, acc, alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 /* per-channel sums over (n, h, w) of a 4-d tensor */
@@ -170,17 +196,17 @@ static inline std::vector<double> emu_channel_sum(const emu_tdesc *d, const floa
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t, const void *alpha, emu_tdesc *yd, const void *dy, const void *beta,
                                                          emu_tdesc *bd, void *db) {
-    if (bd->n != 1 || bd->c != yd->c || bd->h != 1 || bd->w != 1) return CUDNN_STATUS_BAD_PARAM;
-    emu_blend((float *)db, emu_channel_sum(yd, (const float *)dy), alpha, beta);
+    if (!emu_plain(bd) || !emu_plain(yd) || bd->n != 1 || bd->c != yd->c || bd->h != 1 || bd->w != 1) return CUDNN_STATUS_BAD_PARAM;
+    emu_blend(bd, db, emu_channel_sum(yd, (const float *)dy), alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 /* y = alpha b (broadcast over a 1 x C x 1 x 1 descriptor) + beta y */
 static inline cudnnStatus_t cudnnAddTensor(cudnnHandle_t, const void *alpha, emu_tdesc *bd, const void *b, const void *beta, emu_tdesc *yd, void *y) {
-    if (bd->n != 1 || bd->c != yd->c || bd->h != 1 || bd->w != 1) return CUDNN_STATUS_BAD_PARAM;
+    if (!emu_plain(bd) || !emu_plain(yd) || bd->n != 1 || bd->c != yd->c || bd->h != 1 || bd->w != 1) return CUDNN_STATUS_BAD_PARAM;
     std::vector<double> acc(emu_numel(yd));
     int64_t hw = (int64_t)yd->h * yd->w;
     for (int64_t i = 0; i < (int64_t)acc.size(); i++) acc[i] = ((const float *)b)[i / hw % yd->c];
-    emu_blend((float *)y, acc, alpha, beta);
+    emu_blend(yd, y, acc, alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -189,7 +215,8 @@ static inline cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t
                                                                    emu_tdesc *xd, const void *xv, emu_tdesc *yd, void *yv, emu_tdesc *bd,
                                                                    const void *scale, const void *bias, double factor, void *rmean,
                                                                    void *rvar, double eps, void *smean, void *sinv) {
-    if (mode != CUDNN_BATCHNORM_SPATIAL || bd->c != xd->c || emu_numel(bd) != bd->c || emu_numel(yd) != emu_numel(xd) || (!rmean) != (!rvar))
+    if (mode != CUDNN_BATCHNORM_SPATIAL || !emu_plain(xd) || !emu_plain(yd) || !emu_plain(bd) || bd->c != xd->c ||
+        emu_numel(bd) != bd->c || emu_numel(yd) != emu_numel(xd) || (!rmean) != (!rvar))
         return CUDNN_STATUS_BAD_PARAM;
     const float *x = (const float *)xv, *w = (const float *)scale, *b = (const float *)bias;
     int64_t hw = (int64_t)xd->h * xd->w, M = (int64_t)xd->n * hw, n = emu_numel(xd);
@@ -210,7 +237,7 @@ static inline cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t
         int c = (int)(i / hw % xd->c);
         acc[i] = (x[i] - mean[c]) * var[c] * w[c] + b[c];
     }
-    emu_blend((float *)yv, acc, alpha, beta);
+    emu_blend(yd, yv, acc, alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 static inline cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t, cudnnBatchNormMode_t mode, const void *alphaD, const void *betaD,
@@ -218,7 +245,8 @@ static inline cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t, cudnn
                                                             emu_tdesc *dyd, const void *dyv, emu_tdesc *dxd, void *dxv, emu_tdesc *bd,
                                                             const void *scale, void *dscale, void *dbias, double eps,
                                                             const void *smean, const void *sinv) {
-    if (mode != CUDNN_BATCHNORM_SPATIAL || !smean || !sinv || bd->c != xd->c || emu_numel(dyd) != emu_numel(xd) || emu_numel(dxd) != emu_numel(xd))
+    if (mode != CUDNN_BATCHNORM_SPATIAL || !smean || !sinv || !emu_plain(xd) || !emu_plain(dyd) || !emu_plain(dxd) ||
+        !emu_plain(bd) || bd->c != xd->c || emu_numel(dyd) != emu_numel(xd) || emu_numel(dxd) != emu_numel(xd))
         return CUDNN_STATUS_BAD_PARAM;
     const float *x = (const float *)xv, *dy = (const float *)dyv, *w = (const float *)scale;
     const float *mean = (const float *)smean, *inv = (const float *)sinv;
@@ -234,9 +262,9 @@ static inline cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t, cudnn
         double xh = (x[i] - mean[c]) * (double)inv[c];
         dx[i] = w[c] * (double)inv[c] * (dy[i] - sg[c] / M - xh * sgx[c] / M);
     }
-    emu_blend((float *)dxv, dx, alphaD, betaD);
-    emu_blend((float *)dscale, sgx, alphaP, betaP);
-    emu_blend((float *)dbias, sg, alphaP, betaP);
+    emu_blend(dxd, dxv, dx, alphaD, betaD);
+    emu_blend(bd, dscale, sgx, alphaP, betaP);
+    emu_blend(bd, dbias, sg, alphaP, betaP);
     return CUDNN_STATUS_SUCCESS;
 }
 
