@@ -1,6 +1,6 @@
 /* test_cuda_parity_resnet_nhwc.c — a ResNet in model.layout = nhwc trained on the device against
  * the same network on the CPU: 3 SGD steps (momentum) of a small basic-block and bottleneck ResNet
- * (width 4, one block a stage, so every stage's downsample runs; 2 images of 32 px) on
+ * (width 4, one block a stage, so every stage's downsample runs; 4 images of 64 px) on
  * sum(features * R), in fp32 and in bf16 activations. The device runs cuDNN's NHWC convolutions and
  * the own batch-norm / pooling kernels, the CPU the reference kernels of the same table entries.
  *
@@ -17,7 +17,7 @@
 #include "nn/precision.h"
 #include "tests/cuda/parity_util.h"
 
-enum { RB = 2, RIMG = 32, RSTEPS = 3 };
+enum { RB = 4, RIMG = 64, RSTEPS = 3 }; /* 16 values a channel at the last stage (see test_conv_nhwc_ops.c) */
 
 typedef struct {
     resnet *r;
