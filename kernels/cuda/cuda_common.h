@@ -193,6 +193,32 @@ __device__ inline void cu_store_f32(int dtype, void *y, int64_t i, float v) {
 __device__ inline void cu_add_f32(int dtype, void *y, int64_t i, float v) {
     cu_store_f32(dtype, y, i, cu_load_f32(dtype, y, i) + v);
 }
+
+/* Elements i and i + 1 as one 4-byte (bf16) or 8-byte (fp32) access when `vec` (i even and the buffer
+ * aligned to two elements: cu_pair_aligned), else two; the same values either way. */
+__device__ inline void cu_load2_f32(int dtype, const void *x, int64_t i, bool vec, float v[2]) {
+    if (vec && dtype == ER_BF16) {
+        const uint32_t u = ((const uint32_t *)x)[i >> 1];
+        v[0] = cu_bf16_to_f32((uint16_t)(u & 0xFFFFu)), v[1] = cu_bf16_to_f32((uint16_t)(u >> 16));
+    } else if (vec) {
+        const float2 f = ((const float2 *)x)[i >> 1];
+        v[0] = f.x, v[1] = f.y;
+    } else {
+        v[0] = cu_load_f32(dtype, x, i), v[1] = cu_load_f32(dtype, x, i + 1);
+    }
+}
+
+__device__ inline void cu_store2_f32(int dtype, void *y, int64_t i, bool vec, const float v[2]) {
+    if (vec && dtype == ER_BF16)
+        ((uint32_t *)y)[i >> 1] = (uint32_t)cu_f32_to_bf16(v[0]) | (uint32_t)cu_f32_to_bf16(v[1]) << 16;
+    else if (vec) ((float2 *)y)[i >> 1] = make_float2(v[0], v[1]);
+    else cu_store_f32(dtype, y, i, v[0]), cu_store_f32(dtype, y, i + 1, v[1]);
+}
+
+/* Whether p (NULL: yes) holds pairs of elements of dtype at even indices on a two-element boundary. */
+static inline bool cu_pair_aligned(int dtype, const void *p) {
+    return !p || (uintptr_t)p % (2 * (dtype == ER_BF16 ? 2 : 4)) == 0;
+}
 #endif
 
 #endif
