@@ -24,21 +24,16 @@ static float *dup(const float *x, int64_t n) {
     memcpy(c, x, (size_t)n * sizeof(float));
     return c;
 }
-/* [N, C, HW] <-> [N, HW, C] */
-static float *to_nhwc(const float *x, int64_t N, int64_t C, int64_t HW) {
-    float *y = malloc((size_t)(N * C * HW) * sizeof(float));
+/* [N, A, B] -> [N, B, A]: [N, C, HW] -> [N, HW, C] and back */
+static float *swap_last2(const float *x, int64_t N, int64_t A, int64_t B) {
+    float *y = malloc((size_t)(N * A * B) * sizeof(float));
     for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t i = 0; i < HW; i++) y[(n * HW + i) * C + c] = x[(n * C + c) * HW + i];
+        for (int64_t a = 0; a < A; a++)
+            for (int64_t b = 0; b < B; b++) y[(n * B + b) * A + a] = x[(n * A + a) * B + b];
     return y;
 }
-static float *to_nchw(const float *x, int64_t N, int64_t C, int64_t HW) {
-    float *y = malloc((size_t)(N * C * HW) * sizeof(float));
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t i = 0; i < HW; i++) y[(n * C + c) * HW + i] = x[(n * HW + i) * C + c];
-    return y;
-}
+static float *to_nhwc(const float *x, int64_t N, int64_t C, int64_t HW) { return swap_last2(x, N, C, HW); }
+static float *to_nchw(const float *x, int64_t N, int64_t C, int64_t HW) { return swap_last2(x, N, HW, C); }
 /* |a - b| <= ulps * FLT_EPSILON * (|a| + the tensor's scale): a few fp32 ulps of the larger values */
 static void expect_near(const char *what, const float *ref, const float *got, int64_t n, double ulps) {
     double scale = 0;
