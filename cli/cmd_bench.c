@@ -285,6 +285,13 @@ static void print_cuda_row(const cuda_bench_row *r, void *json_flag) {
                    r->model, r->B, r->H, r->T, r->D, r->precision, r->pass);
         else
             printf("attention %-15s B=%d H=%d T=%d D=%d %s: %s\n", r->model, r->B, r->H, r->T, r->D, r->precision, r->pass);
+    } else if (!strcmp(r->kind, "probe_conv")) {
+        if (json)
+            printf("{\"bench\":\"probe_conv\",\"model\":\"%s\",\"layer\":\"%s\",\"N\":%d,\"pass\":\"%s\",\"precision\":\"%s\",\"result\":\"%s\"}\n",
+                   r->model, r->layer, r->B, r->T ? "backward" : "forward", r->precision, r->pass);
+        else
+            printf("conv     %-15s %-28s N=%d %-8s %s: %s\n", r->model, r->layer, r->B, r->T ? "backward" : "forward",
+                   r->precision, r->pass);
     } else if (!strcmp(r->kind, "gemm_peak")) {
         if (json) printf("{\"bench\":\"gemm_peak\",\"precision\":\"%s\",\"m\":%d,\"tflops\":%.2f}\n", r->precision, r->m, r->tflops);
         else printf("cuBLAS square %d^3 %-4s: %7.1f TFLOP/s (reference peak)\n", r->m, r->precision, r->tflops);
@@ -329,7 +336,7 @@ static int bench_cuda(int argc, char **argv) {
         {"batch-b", ARG_INT, &batch_b, "images per batch for the ViT-B/16 shapes", "[1, inf)"},
         {"batch-l", ARG_INT, &batch_l, "images per batch for the ViT-L/16 shapes", "[1, inf)"},
         OPT_JSON(&json),
-        {"probe", ARG_FLAG, &probe, "no timing: library versions, cuBLASLt's answer for every model GEMM and the attention path per head shape"},
+        {"probe", ARG_FLAG, &probe, "no timing: library versions, cuBLASLt's answer for every model GEMM and the attention path per head shape, cuDNN's for every ResNet-50 channels-last bf16 convolution"},
     };
     int rc = args_parse(argc, argv, specs, 5, "endoret bench cuda [options]", NULL, NULL);
     if (rc == ARGS_HELP) return 0;

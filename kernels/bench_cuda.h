@@ -30,7 +30,10 @@ int cuda_bench_run(int iters, int batch_b, int batch_l, void (*emit)(const cuda_
  * (batch_l) and MAE decoder shapes, full and MAE-encoder token counts, fp32 and bf16 compute, whether
  * cuBLASLt offers an algorithm for its gemm_ex epilogue (kind "probe_gemm", `pass` "cuBLASLt" or
  * "refused: split path"), and which attention path each head shape takes in each precision (kind
- * "probe_attention", `pass` mma / gemm / fused). ER_OK or an er_fail code. */
+ * "probe_attention", `pass` mma / gemm / fused), then for every convolution of ResNet-50 at 224 px
+ * and batch_b images in channels-last bf16, forward and backward, whether cuDNN offers an algorithm
+ * and its workspace (kind "probe_conv", `layer` the geometry, `T` 0 forward / 1 backward, `pass`
+ * the answer or the refusal). ER_OK or an er_fail code. */
 int cuda_probe_run(int batch_b, int batch_l, void (*emit)(const cuda_bench_row *, void *), void *ctx);
 
 /* The GPU's bf16 matrix rate in TFLOP/s: cuBLAS on bf16 A, B and C (fp32 accumulation), 8192^3,

@@ -51,6 +51,7 @@ typedef struct {
     int reserved[4];
 } cublasLtMatmulHeuristicResult_t;
 
+static inline size_t cublasLtGetVersion(void) { return 130100; }
 static inline const char *cublasLtGetStatusString(cublasStatus_t s) { return s ? "emulated cuBLASLt error" : "success"; }
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
     static emu_lt_handle one;

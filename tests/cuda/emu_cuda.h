@@ -200,6 +200,7 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 /* Dynamic shared memory: one block runs at a time, so one static buffer of the H100's per-block
  * maximum serves every kernel; the opt-in above 48 KiB is accepted as it is. */
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };

@@ -18,6 +18,7 @@
 #include "nn/models/resnet.h"
 #include "nn/ops.h"
 #include "nn/precision.h"
+#include "kernels/bench_cuda.h"
 #include "tests/cuda/parity_util.h"
 
 enum { RB = 4, RIMG = 64, RSTEPS = 3 }; /* 16 values a channel at the last stage (see test_conv_nhwc_ops.c) */
@@ -124,4 +125,28 @@ Test(cuda, resnet_nhwc_training_on_device_matches_cpu) {
 Test(cuda, resnet_nhwc_bf16_training_on_device_tracks_cpu) {
     rn_match(18, ER_PREC_BF16, 1, 2e-2, 1e-2);
     rn_match(50, ER_PREC_BF16, 1, 2e-2, 1e-2);
+}
+
+/* `bench cuda --probe`'s ResNet part: one forward and one backward row for each of ResNet-50's 24
+ * distinct convolutions, every one offered an algorithm (the stand-in's under the emulation, cuDNN's
+ * heuristics on a GPU). */
+typedef struct {
+    int conv, offered;
+} probe_count;
+
+static void count_probe(const cuda_bench_row *r, void *ctx) {
+    probe_count *c = ctx;
+    if (strcmp(r->kind, "probe_conv")) return;
+    c->conv++;
+    c->offered += !strncmp(r->pass, "cuDNN", 5);
+    if (strncmp(r->pass, "cuDNN", 5)) cr_log_error("%s %s: %s", r->layer, r->T ? "backward" : "forward", r->pass);
+}
+
+Test(cuda, probe_offers_every_resnet50_nhwc_convolution) {
+    require_gpu();
+    if (SELFTEST) cr_skip_test("the probe asks cuDNN: CUDA table only");
+    probe_count c = {0, 0};
+    cr_assert_eq(cuda_probe_run(8, 8, count_probe, &c), ER_OK, "%s", er_msg());
+    cr_assert_eq(c.conv, 48, "%d probe rows for ResNet-50's convolutions", c.conv);
+    cr_assert_eq(c.offered, 48, "%d of 48 passes offered an algorithm", c.offered);
 }
