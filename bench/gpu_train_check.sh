@@ -4,7 +4,9 @@
 # (fp32), and the per-step losses are printed side by side with their relative difference.
 #   bash bench/gpu_train_check.sh BIN [STEPS]        (BIN: an endoret built with CUDA)
 # Objectives: image (configs/demo_image.cfg), dual (configs/demo_dual.cfg, random-init backbones),
-# pgcon and wincon (configs/demo_pgcon.cfg), scene (configs/demo_scene.cfg on the image run's CPU encoder).
+# pgcon and wincon (configs/demo_pgcon.cfg), pgcon_nhwc (pgcon with model.layout = nhwc: the channels-last
+# ResNet, its CUDA kernels against the CPU's references), scene (configs/demo_scene.cfg on the image
+# run's CPU encoder).
 set -eu
 BIN=${1:?usage: gpu_train_check.sh BIN [STEPS]}
 STEPS=${2:-3}
@@ -28,13 +30,15 @@ for dev in ${GPU_CHECK_DEVICES:-cpu cuda}; do
         run $v pgcon configs/demo_pgcon.cfg $dev --set "data.manifest=$W/frames/manifest.csv" \
             --set "eval.manifest=$W/frames/manifest.csv" --set pgcon.variant=$v --set pgcon.negatives=32
     done
+    run pgcon_nhwc pgcon configs/demo_pgcon.cfg $dev --set "data.manifest=$W/frames/manifest.csv" \
+        --set "eval.manifest=$W/frames/manifest.csv" --set pgcon.negatives=32 --set model.layout=nhwc
 done
 python3 - "$W" <<'PY'
 import json, sys, os
 w = sys.argv[1]
 worst = 0.0
 print("%-8s %4s %14s %14s %10s" % ("trainer", "step", "loss cpu", "loss cuda", "rel diff"))
-for name in ("image", "dual", "scene", "pgcon", "wincon"):
+for name in ("image", "dual", "scene", "pgcon", "wincon", "pgcon_nhwc"):
     rows = {}
     for dev in ("cpu", "cuda"):
         if not os.path.exists(os.path.join(w, "%s.%s" % (name, dev), "log.jsonl")):
