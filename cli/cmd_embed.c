@@ -117,6 +117,7 @@ int cmd_embed(int argc, char **argv) {
     float *x = NULL;
     if (!rc) rc = args_parse(nrest, rest, specs, sizeof specs / sizeof *specs,
                     "endoret embed --model CKPT --manifest M --out emb.safetensors [--split S] [--device cpu|cuda] [--precision fp32|bf16]\n"
+                    "                  [--set k=v: the keys the file leaves open, e.g. model.layout=nhwc (ResNet), model.heads (ViT)]\n"
                     "       endoret embed --config C [--set k=v ...] --manifest M --out E   (random init)\n"
                     "       endoret embed --model M --scene [--fusion transformer|mean] [--groups \"0,1;2,3\"] --manifest M --out E\n"
                     "       endoret embed --baseline colorhist|thumbnail --manifest M --out E   (no learning)\n"
@@ -134,9 +135,14 @@ int cmd_embed(int argc, char **argv) {
     if (!scene && (groups || strcmp(fusion, "transformer"))) { rc = er_fail(ER_INPUT, "embed: --fusion and --groups need --scene"); goto done; }
     if (threads > 0) omp_set_num_threads(threads);
     if (model_path) {
-        char heads_kv[32], *hset[1] = {heads_kv};
+        /* --set on a file: the keys its loader leaves open (a ViT's model.heads, a ResNet's
+         * model.layout, ...); any other is refused by name, not ignored */
+        char heads_kv[32], **lsets = xmalloc((size_t)(nsets + 1) * sizeof *lsets);
+        memcpy(lsets, sets, (size_t)nsets * sizeof *lsets);
         snprintf(heads_kv, sizeof heads_kv, "model.heads=%d", heads);
-        rc = model_load(model_path, arch, hset, heads > 0, &net);
+        if (heads > 0) lsets[nsets] = heads_kv;
+        rc = model_load(model_path, arch, lsets, nsets + (heads > 0), &net);
+        free(lsets);
     } else {
         rc = model_create(arch, config, sets, nsets, &net);
     }

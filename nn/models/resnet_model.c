@@ -158,15 +158,25 @@ static int load(const st_file *f, const char *arch, char **sets, int nsets, mode
                            resnet_is_bottleneck(c.depth) ? "bottleneck" : "basic", arch,
                            resnet_is_bottleneck(p.depth) ? "bottleneck" : "basic");
     }
-    int img = 224;
-    cfg_spec k = {"model.img", CFG_INT, &img, "", "[32, 4096]"};
+    int img = 224, img_set = 0;
+    char *layout = NULL;
+    cfg_spec k[2] = {{"model.img", CFG_INT, &img, "", "[32, 4096]"}, {"model.layout", CFG_STR, &layout, "", "nchw|nhwc"}};
     for (int i = 0; i < nsets; i++) {
-        if (strncmp(sets[i], "model.img=", 10))
-            return er_fail(ER_INPUT, "%s: '%s': a ResNet file fixes everything but model.img", f->path, sets[i]);
-        if (cfg_set(sets[i], f->path, &k, 1)) return ER_INPUT;
+        if (strncmp(sets[i], "model.img=", 10) && strncmp(sets[i], "model.layout=", 13)) {
+            free(layout);
+            return er_fail(ER_INPUT, "%s: '%s': a ResNet file fixes everything but model.img and model.layout", f->path,
+                           sets[i]);
+        }
+        img_set |= !strncmp(sets[i], "model.img=", 10);
+        if (cfg_set(sets[i], f->path, k, 2)) {
+            free(layout);
+            return ER_INPUT;
+        }
     }
+    c.layout = layout && !strcmp(layout, "nhwc") ? RESNET_NHWC : RESNET_NCHW; /* a run's choice: not in the file */
+    free(layout);
     const char *meta_img = st_meta(f, "endoret.resnet.img");
-    if (meta_img && !nsets) img = atoi(meta_img);
+    if (meta_img && !img_set) img = atoi(meta_img);
     resnet *r = resnet_new(&c, 0);
     if (!r) return ER_INPUT;
     if (params_load_st(&r->params, f, "", 1)) {

@@ -208,6 +208,21 @@ Test(nn_conv_nhwc, model_layout_key_gives_the_same_descriptor) {
     for (int i = 0; i < 2 * 3 * 32 * 32; i++) img[i] = cosf(0.21f * i);
     for (int v = 0; v < 2; v++) cr_assert_eq(model_embed(m[v], img, 2, e[v]), ER_OK, "%s", er_msg());
     expect_rel("descriptor", e[1], e[0], 64, 1e-5);
+    /* a saved file takes the layout as a run's choice (embed --model F --set model.layout=nhwc) and
+     * refuses a key the file fixes, by name */
+    char path[256], *lay[] = {"model.layout=nhwc"}, *fixed[] = {"model.width=8"};
+    snprintf(path, sizeof path, "%s/r.safetensors", test_tmpdir());
+    cr_assert_eq(model_save(m[0], path, -1), ER_OK, "%s", er_msg());
+    model *ml = NULL;
+    cr_assert_eq(model_load(path, NULL, lay, 1, &ml), ER_OK, "%s", er_msg());
+    cr_assert_eq(((resnet *)ml->impl)->cfg.layout, RESNET_NHWC);
+    cr_assert_eq(ml->img, 32, "the file's img stays when only the layout is set");
+    cr_assert_eq(model_embed(ml, img, 2, e[1]), ER_OK, "%s", er_msg());
+    expect_rel("descriptor of the loaded file", e[1], e[0], 64, 1e-5);
+    model_free(ml);
+    cr_assert_eq(model_load(path, NULL, fixed, 1, &ml), ER_INPUT);
+    cr_assert(strstr(er_msg(), "'model.width=8': a ResNet file fixes everything but model.img and model.layout"), "%s",
+              er_msg());
     model_free(m[0]), model_free(m[1]);
 }
 
