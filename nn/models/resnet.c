@@ -73,6 +73,9 @@ static int config_check(const resnet_config *c) {
         (c->jigsaw_tiles > 0 && c->proj_dim == 0))
         return er_fail(ER_INPUT, "resnet: projection %d, jigsaw tiles %d: need projection 0..65536, tiles 0..64, and a "
                        "projection for a jigsaw head", c->proj_dim, c->jigsaw_tiles);
+    if (c->layout == RESNET_NHWC && c->sync_bn && pg_size() > 1)
+        return er_fail(ER_INPUT, "resnet: model.layout = nhwc has no synchronised batch norm for data-parallel training "
+                       "(%d ranks, model.sync_bn on): set model.layout = nchw or model.sync_bn = false", pg_size());
     if (!ok || c->width < 1 || c->width > 1024 || c->num_classes < 0 || !(c->bn_eps > 0) ||
         !(c->bn_momentum >= 0 && c->bn_momentum <= 1))
         return er_fail(ER_INPUT, "resnet: depth %d, blocks %d/%d/%d/%d, width %d, classes %d: need depth 18|34|50|101|152, "
@@ -182,17 +185,6 @@ static tensor *block_forward_nhwc(const resnet *r, const nn_ctx *ctx, const resn
     return bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[n - 1], 1, k3 ? 1 : 0), &b->bn[n - 1], sc, 1);
 }
 
-/* Data-parallel training with synchronised batch norm has no channels-last form yet. */
-static int nhwc_of(const resnet *r, const nn_ctx *ctx) {
-    if (r->cfg.layout != RESNET_NHWC) return 0;
-    if (ctx->training && r->cfg.sync_bn && pg_size() > 1) {
-        er_fail(ER_INPUT, "resnet: model.layout = nhwc has no synchronised batch norm for data-parallel training: "
-                "set model.layout = nchw or model.sync_bn = false");
-        return -1;
-    }
-    return 1;
-}
-
 typedef tensor *(*block_fn)(const resnet *, const nn_ctx *, const resnet_block *, tensor *);
 
 /* The last stage's map in the run's layout (NCHW fp32, or NHWC in the context's dtype). */
@@ -238,16 +230,16 @@ static tensor *feature_map(resnet *r, const nn_ctx *ctx, tensor *x, int nhwc) {
     return h;
 }
 
+/* (config_check refused channels-last with synchronised batch norm on several ranks: it has no
+ * channels-last form yet) */
 tensor *resnet_feature_map(resnet *r, const nn_ctx *ctx, tensor *x) {
-    int nhwc = nhwc_of(r, ctx);
-    if (nhwc < 0) return NULL;
+    int nhwc = r->cfg.layout == RESNET_NHWC;
     tensor *h = feature_map(r, ctx, x, nhwc);
     return nhwc ? op_to_nchw(h, DT_F32) : h;
 }
 
 tensor *resnet_features(resnet *r, const nn_ctx *ctx, tensor *x) {
-    int nhwc = nhwc_of(r, ctx);
-    if (nhwc < 0) return NULL;
+    int nhwc = r->cfg.layout == RESNET_NHWC;
     tensor *h = feature_map(r, ctx, x, nhwc);
     return nhwc ? op_global_avgpool_nhwc(h) : op_global_avgpool(h);
 }
