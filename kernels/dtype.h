@@ -36,4 +36,14 @@ static inline uint16_t er_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* Element i of a buffer of storage type dtype, widened; and stored with one rounding (the CPU
+ * references' form of cuda_common.h's cu_load_f32 / cu_store_f32). */
+static inline float er_load_f32(int dtype, const void *p, int64_t i) {
+    return dtype == ER_BF16 ? er_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+static inline void er_store_f32(int dtype, void *p, int64_t i, float v) {
+    if (dtype == ER_BF16) ((uint16_t *)p)[i] = er_f32_to_bf16(v);
+    else ((float *)p)[i] = v;
+}
+
 #endif

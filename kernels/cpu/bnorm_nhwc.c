@@ -17,14 +17,6 @@
 
 #define BN_CB 16
 
-static inline float ld(int dt, const void *p, int64_t i) {
-    return dt == ER_BF16 ? er_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-static inline void st(int dt, void *p, int64_t i, float v) {
-    if (dt == ER_BF16) ((uint16_t *)p)[i] = er_f32_to_bf16(v);
-    else ((float *)p)[i] = v;
-}
-
 void cpu_batchnorm_nhwc(int64_t M, int64_t C, int dt, const void *x, const float *w, const float *b,
                         float *running_mean, float *running_var, int training, float momentum, float eps,
                         const void *z, int relu, void *y, float *mean, float *rstd) {
@@ -36,11 +28,11 @@ void cpu_batchnorm_nhwc(int64_t M, int64_t C, int dt, const void *x, const float
         double s[BN_CB] = {0}, v[BN_CB] = {0}, m[BN_CB];
         if (training) { /* two passes, as cpu_batchnorm: the mean, then the centred sum of squares */
             for (int64_t r = 0; r < M; r++)
-                for (int64_t j = 0; j < nc; j++) s[j] += ld(dt, x, r * C + c0 + j);
+                for (int64_t j = 0; j < nc; j++) s[j] += er_load_f32(dt, x, r * C + c0 + j);
             for (int64_t j = 0; j < nc; j++) m[j] = s[j] / (double)M;
             for (int64_t r = 0; r < M; r++)
                 for (int64_t j = 0; j < nc; j++) {
-                    double d = ld(dt, x, r * C + c0 + j) - m[j];
+                    double d = er_load_f32(dt, x, r * C + c0 + j) - m[j];
                     v[j] += d * d;
                 }
         }
@@ -69,10 +61,10 @@ void cpu_batchnorm_nhwc(int64_t M, int64_t C, int dt, const void *x, const float
         for (int64_t r = 0; r < M; r++)
             for (int64_t j = 0; j < nc; j++) {
                 const int64_t i = r * C + c0 + j;
-                float t = ld(dt, x, i) * scale[j] + shift[j];
-                if (z) t += ld(dt, z, i);
+                float t = er_load_f32(dt, x, i) * scale[j] + shift[j];
+                if (z) t += er_load_f32(dt, z, i);
                 if (relu) t = t > 0.0f ? t : 0.0f;
-                st(dt, y, i, t);
+                er_store_f32(dt, y, i, t);
             }
     }
 }
@@ -83,8 +75,8 @@ size_t cpu_batchnorm_nhwc_backward_workspace(int64_t M, int64_t C) { return 0; }
 /* The masked gradient g of element i: 0 + (y > 0 ? gy : 0) with the fused ReLU (bnorm.c's masking
  * pass: a ReLU backward into a fresh buffer), gy itself without. */
 static inline float masked_g(int dt, const void *gy, const void *y, int64_t i) {
-    if (!y) return ld(dt, gy, i);
-    return 0.0f + (ld(dt, y, i) > 0.0f ? ld(dt, gy, i) : 0.0f);
+    if (!y) return er_load_f32(dt, gy, i);
+    return 0.0f + (er_load_f32(dt, y, i) > 0.0f ? er_load_f32(dt, gy, i) : 0.0f);
 }
 
 /* With xh = (x - mean) * rstd, per channel (cpu_batchnorm_backward's formulas and sums):
@@ -107,9 +99,9 @@ void cpu_batchnorm_nhwc_backward(int64_t M, int64_t C, int dt, const void *x, co
                 for (int64_t j = 0; j < nc; j++) {
                     const int64_t i = r * C + c0 + j;
                     const float g = masked_g(dt, gy, y, i);
-                    if (gz) st(dt, gz, i, gz_acc ? ld(dt, gz, i) + g : g);
+                    if (gz) er_store_f32(dt, gz, i, gz_acc ? er_load_f32(dt, gz, i) + g : g);
                     sg[j] += g;
-                    sgx[j] += (double)g * ((ld(dt, x, i) - mu[j]) * rs[j]);
+                    sgx[j] += (double)g * ((er_load_f32(dt, x, i) - mu[j]) * rs[j]);
                 }
         for (int64_t j = 0; j < nc; j++) {
             if (gb) gb[c0 + j] += (float)sg[j];
@@ -125,8 +117,8 @@ void cpu_batchnorm_nhwc_backward(int64_t M, int64_t C, int dt, const void *x, co
         for (int64_t r = 0; r < M; r++)
             for (int64_t j = 0; j < nc; j++) {
                 const int64_t i = r * C + c0 + j;
-                const float t = k[j] * (masked_g(dt, gy, y, i) - m1[j] - (ld(dt, x, i) - mu[j]) * rs[j] * m2[j]);
-                st(dt, gx, i, gx_acc ? ld(dt, gx, i) + t : 0.0f + t);
+                const float t = k[j] * (masked_g(dt, gy, y, i) - m1[j] - (er_load_f32(dt, x, i) - mu[j]) * rs[j] * m2[j]);
+                er_store_f32(dt, gx, i, gx_acc ? er_load_f32(dt, gx, i) + t : 0.0f + t);
             }
     }
 }

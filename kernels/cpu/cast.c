@@ -38,17 +38,12 @@ AVX512_TARGET static int64_t cast_avx512(int64_t i0, int64_t i1, int from, const
 #define HAVE_CAST_AVX512 1
 #endif
 
-static inline float load_as_f32(int dtype, const void *x, int64_t i) {
-    return dtype == ER_BF16 ? er_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-}
-
 /* The reference: one element at a time, through kernels/dtype.h. */
 static void cast_scalar(int64_t i0, int64_t i1, int from, const void *x, int to, void *y, int acc) {
     for (int64_t i = i0; i < i1; i++) {
-        float v = load_as_f32(from, x, i);
-        if (acc) v = load_as_f32(to, y, i) + v;
-        if (to == ER_BF16) ((uint16_t *)y)[i] = er_f32_to_bf16(v);
-        else ((float *)y)[i] = v;
+        float v = er_load_f32(from, x, i);
+        if (acc) v = er_load_f32(to, y, i) + v;
+        er_store_f32(to, y, i, v);
     }
 }
 
@@ -98,10 +93,9 @@ void cpu_cast_strided(int ndim, const int64_t *shape0, int from, const void *x, 
             continue;
         }
         for (int64_t i = 0; i < p.inner; i++) {
-            float v = load_as_f32(from, xp, i * p.sx);
-            if (accumulate) v = load_as_f32(to, yp, i * p.sy) + v;
-            if (to == ER_BF16) ((uint16_t *)yp)[i * p.sy] = er_f32_to_bf16(v);
-            else ((float *)yp)[i * p.sy] = v;
+            float v = er_load_f32(from, xp, i * p.sx);
+            if (accumulate) v = er_load_f32(to, yp, i * p.sy) + v;
+            er_store_f32(to, yp, i * p.sy, v);
         }
     }
 }

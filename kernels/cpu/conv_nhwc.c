@@ -8,14 +8,6 @@
  * to bf16 as the device rounds them (kernels/cuda/conv_nhwc.cu converts w to a bf16 copy). */
 #include "kernels/cpu/cpu_kernels.h"
 
-static float ld(int dt, const void *p, int64_t i) {
-    return dt == ER_BF16 ? er_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-static void st(int dt, void *p, int64_t i, float v) {
-    if (dt == ER_BF16) ((uint16_t *)p)[i] = er_f32_to_bf16(v);
-    else ((float *)p)[i] = v;
-}
-
 /* The NCHW kernels' arguments: the same geometry, products in bf16 for bf16 storage. */
 static conv2d_args nchw_args(const conv2d_args *a, int dt) {
     conv2d_args b = *a;
@@ -31,7 +23,7 @@ static int64_t nw(const conv2d_args *a) { return (int64_t)a->K * (a->C / a->grou
 static void to_nchw(int dt, const void *src, int64_t N, int64_t C, int64_t HW, float *dst) {
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
-            for (int64_t i = 0; i < HW; i++) dst[(n * C + c) * HW + i] = ld(dt, src, (n * HW + i) * C + c);
+            for (int64_t i = 0; i < HW; i++) dst[(n * C + c) * HW + i] = er_load_f32(dt, src, (n * HW + i) * C + c);
 }
 
 /* dst [N, HW, C] of dt = round(src [N, C, HW]), or round(dst + src) when acc */
@@ -41,7 +33,7 @@ static void to_nhwc(int dt, const float *src, int64_t N, int64_t C, int64_t HW, 
             for (int64_t c = 0; c < C; c++) {
                 int64_t o = (n * HW + i) * C + c;
                 float v = src[(n * C + c) * HW + i];
-                st(dt, dst, o, acc ? ld(dt, dst, o) + v : v);
+                er_store_f32(dt, dst, o, acc ? er_load_f32(dt, dst, o) + v : v);
             }
 }
 

@@ -9,14 +9,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dtype.h"
 
-static inline float ld(int dt, const void *p, int64_t i) {
-    return dt == ER_BF16 ? er_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-static inline void st(int dt, void *p, int64_t i, float v) {
-    if (dt == ER_BF16) ((uint16_t *)p)[i] = er_f32_to_bf16(v);
-    else ((float *)p)[i] = v;
-}
-
 void cpu_maxpool2d_nhwc(const pool2d_args *a, int dt, const void *x, void *y, int32_t *argmax) {
     const int64_t C = a->C, outs = (int64_t)a->N * a->P * a->Q;
     #pragma omp parallel for if (outs * C * a->R * a->S > CPU_PAR_MIN)
@@ -33,13 +25,13 @@ void cpu_maxpool2d_nhwc(const pool2d_args *a, int dt, const void *x, void *y, in
             for (int r = r0; r < r1; r++)
                 for (int s = s0; s < s1; s++) {
                     const int32_t i = (h0 + r) * a->W + w0 + s;
-                    const float v = ld(dt, x, (n * a->H * a->W + i) * C + c);
+                    const float v = er_load_f32(dt, x, (n * a->H * a->W + i) * C + c);
                     if (v > m || isnan(v) || am < 0) { /* strict: the first max wins ties */
                         m = v;
                         am = i;
                     }
                 }
-            st(dt, y, o * C + c, m);
+            er_store_f32(dt, y, o * C + c, m);
             argmax[o * C + c] = am;
         }
     }
@@ -69,9 +61,9 @@ void cpu_maxpool2d_nhwc_backward(const pool2d_args *a, int dt, const void *gy, c
             for (int p = p0; p <= p1; p++)
                 for (int q = q0; q <= q1; q++) {
                     const int64_t o = ((n * a->P + p) * a->Q + q) * C + c;
-                    if (argmax[o] == idx) s += ld(dt, gy, o);
+                    if (argmax[o] == idx) s += er_load_f32(dt, gy, o);
                 }
-            st(dt, gx, e * C + c, gx_acc ? ld(dt, gx, e * C + c) + s : s);
+            er_store_f32(dt, gx, e * C + c, gx_acc ? er_load_f32(dt, gx, e * C + c) + s : s);
         }
     }
 }
@@ -81,7 +73,7 @@ void cpu_avgpool_nhwc(int64_t N, int64_t HW, int64_t C, int dt, const void *x, f
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
             double s = 0; /* as adaptive_avgpool2d's global window: a double sum, one division */
-            for (int64_t i = 0; i < HW; i++) s += ld(dt, x, (n * HW + i) * C + c);
+            for (int64_t i = 0; i < HW; i++) s += er_load_f32(dt, x, (n * HW + i) * C + c);
             y[n * C + c] = (float)(s / (double)HW);
         }
 }
@@ -92,7 +84,7 @@ void cpu_avgpool_nhwc_backward(int64_t N, int64_t HW, int64_t C, int dt, const f
         const float *g = gy + r / HW * C;
         for (int64_t c = 0; c < C; c++) {
             const float v = g[c] / (float)HW;
-            st(dt, gx, r * C + c, gx_acc ? ld(dt, gx, r * C + c) + v : v);
+            er_store_f32(dt, gx, r * C + c, gx_acc ? er_load_f32(dt, gx, r * C + c) + v : v);
         }
     }
 }
