@@ -94,19 +94,12 @@ tensor *op_conv2d(tensor *x, tensor *w, tensor *bias, int stride, int pad, int d
 
 /* ---- batch norm ---- */
 
-typedef struct {
-    const float *w;  /* the weight, or ones when the op has none */
-    float *stats;    /* mean [C], rstd [C] as the forward used them */
-    float eps;
-    int training;
-    int relu;        /* the output is max(bn, 0): the backward masks gy by output > 0 */
-} bn_ctx;
 
 static void batchnorm_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
     int fresh; /* a fresh gx is written, not zero-filled and added to */
     tensor *gx = grad_buf_fresh(x, &fresh), *gw = grad_buf(w), *gb = grad_buf(b);
-    const bn_ctx *c = n->ctx;
+    const ops_bn_ctx *c = n->ctx;
     int64_t N = x->shape[0], C = x->shape[1], HW = tensor_numel(x) / (N * C);
     arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->batchnorm_backward_workspace(N, C, HW, c->relu));
@@ -188,8 +181,8 @@ static tensor *batchnorm(tensor *x, tensor *w, tensor *b, tensor *rm, tensor *rv
                          training, momentum, eps, relu, y->data, stats, stats + C);
     tape_node *n = tape_record(op, batchnorm_backward, y, 3, in);
     if (n) {
-        bn_ctx *c = arena_alloc_host(arena_default(dev), sizeof *c);
-        *c = (bn_ctx){wd, stats, eps, training, relu};
+        ops_bn_ctx *c = arena_alloc_host(arena_default(dev), sizeof *c);
+        *c = (ops_bn_ctx){wd, stats, eps, training, relu};
         n->ctx = c;
     }
     return y;

@@ -16,6 +16,14 @@ conv2d_args *ops_conv2d_args(const char *op, const tensor *x, const char *layout
  * each; 0 after er_fail naming op. */
 int ops_bn_check(const char *op, const tensor *x, int64_t C, int64_t M, const tensor *w, const tensor *b,
                  const tensor *rm, const tensor *rv, int training, float momentum, float eps);
+/* What a batch norm's backward needs from its forward (both layouts; in the tape node's ctx). */
+typedef struct {
+    const float *w;  /* the weight, or ones when the op has none */
+    float *stats;    /* mean [C], rstd [C] as the forward used them */
+    float eps;
+    int training;
+    int relu;        /* the output is max(., 0): the backward masks gy by output > 0 */
+} ops_bn_ctx;
 /* The weight and bias pointers a kernel gets: w's and b's, or ones / zeros in arena scratch when the
  * op has none (affine off). */
 void ops_bn_affine(const tensor *x, int64_t C, const tensor *w, const tensor *b, const float **wd, const float **bd);

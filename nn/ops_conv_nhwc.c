@@ -64,20 +64,13 @@ tensor *op_conv2d_nhwc(tensor *x, tensor *w, const int stride[2], const int pad[
 
 /* ---- batch norm (+ shortcut + ReLU) ---- */
 
-typedef struct {
-    const float *w;  /* the weight, or ones when the op has none */
-    float *stats;    /* mean [C], rstd [C] as the forward used them */
-    float eps;
-    int training, relu;
-} bn_nhwc_ctx;
-
 static void batchnorm_nhwc_backward(tape_node *n) {
     tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *z = n->in[3], *y = n->out;
     int xfresh, zfresh = 1;
     tensor *gx = grad_buf_fresh(x, &xfresh), *gw = grad_buf(w), *gb = grad_buf(b);
     tensor *gz = z ? grad_buf_fresh(z, &zfresh) : NULL;
     if (!gx && !gw && !gb && !gz) return;
-    const bn_nhwc_ctx *c = n->ctx;
+    const ops_bn_ctx *c = n->ctx;
     int64_t C = x->shape[3], M = tensor_numel(x) / (C ? C : 1);
     arena_mark m = ops_mark(x->device);
     float *work = ops_scratch(x->device, (int64_t)BE(x)->batchnorm_nhwc_backward_workspace(M, C));
@@ -116,8 +109,8 @@ tensor *op_batchnorm_nhwc(tensor *x, tensor *w, tensor *b, tensor *rm, tensor *r
     tensor *in[4] = {x, w, b, z};
     tape_node *n = tape_record(z ? "batchnorm_add_nhwc" : "batchnorm_nhwc", batchnorm_nhwc_backward, y, 4, in);
     if (n) {
-        bn_nhwc_ctx *c = arena_alloc_host(arena_default(x->device), sizeof *c);
-        *c = (bn_nhwc_ctx){wd, stats, eps, training, relu};
+        ops_bn_ctx *c = arena_alloc_host(arena_default(x->device), sizeof *c);
+        *c = (ops_bn_ctx){wd, stats, eps, training, relu};
         n->ctx = c;
     }
     return y;
