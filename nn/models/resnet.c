@@ -145,14 +145,17 @@ static tensor *bn(const resnet *r, const nn_ctx *ctx, tensor *x, const resnet_bn
                                                          ctx->training, r->cfg.bn_momentum, r->cfg.bn_eps);
 }
 
+/* The stride of a block's k-th conv: it sits on the 3x3 conv (v1.5), conv2 of a bottleneck, conv1 of
+ * a basic block; the padding of a conv is 1 for 3x3, 0 for 1x1. */
+static int conv_stride(const resnet_block *b, int k) {
+    return b->conv[k]->shape[2] == 3 && (b->bottleneck ? k == 1 : k == 0) ? b->stride : 1;
+}
+
 static tensor *block_forward(const resnet *r, const nn_ctx *ctx, const resnet_block *b, tensor *x) {
     tensor *h = x;
     int n = b->bottleneck ? 3 : 2;
     for (int k = 0; k < n; k++) {
-        int k3 = b->conv[k]->shape[2] == 3;
-        /* the stride sits on the 3x3 conv (v1.5): conv2 of a bottleneck, conv1 of a basic block */
-        int stride = k3 && (b->bottleneck ? k == 1 : k == 0) ? b->stride : 1;
-        h = ac_conv2d(ctx, h, b->conv[k], NULL, stride, k3 ? 1 : 0, 1, 1);
+        h = ac_conv2d(ctx, h, b->conv[k], NULL, conv_stride(b, k), b->conv[k]->shape[2] == 3, 1, 1);
         h = bn(r, ctx, h, &b->bn[k], k < n - 1);
     }
     tensor *sc = b->down ? bn(r, ctx, ac_conv2d(ctx, x, b->down, NULL, b->stride, 0, 1, 1), &b->down_bn, 0) : x;
@@ -175,14 +178,12 @@ static tensor *bn_nhwc(const resnet *r, const nn_ctx *ctx, tensor *x, const resn
 static tensor *block_forward_nhwc(const resnet *r, const nn_ctx *ctx, const resnet_block *b, tensor *x) {
     tensor *h = x;
     int n = b->bottleneck ? 3 : 2;
-    for (int k = 0; k < n - 1; k++) {
-        int k3 = b->conv[k]->shape[2] == 3;
-        int stride = k3 && (b->bottleneck ? k == 1 : k == 0) ? b->stride : 1;
-        h = bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[k], stride, k3 ? 1 : 0), &b->bn[k], NULL, 1);
-    }
-    int k3 = b->conv[n - 1]->shape[2] == 3; /* a basic block's conv2 is 3x3 with stride 1 */
+    for (int k = 0; k < n - 1; k++)
+        h = bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[k], conv_stride(b, k), b->conv[k]->shape[2] == 3), &b->bn[k], NULL,
+                    1);
     tensor *sc = b->down ? bn_nhwc(r, ctx, conv_nhwc(ctx, x, b->down, b->stride, 0), &b->down_bn, NULL, 0) : x;
-    return bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[n - 1], 1, k3 ? 1 : 0), &b->bn[n - 1], sc, 1);
+    return bn_nhwc(r, ctx, conv_nhwc(ctx, h, b->conv[n - 1], conv_stride(b, n - 1), b->conv[n - 1]->shape[2] == 3),
+                   &b->bn[n - 1], sc, 1);
 }
 
 typedef tensor *(*block_fn)(const resnet *, const nn_ctx *, const resnet_block *, tensor *);

@@ -56,9 +56,8 @@ model *resnet_model_wrap(resnet *r, int img) {
     return m;
 }
 
-static int resnet_layout_of(const resnet_args *a) {
-    return a->layout && !strcmp(a->layout, "nhwc") ? RESNET_NHWC : RESNET_NCHW;
-}
+/* model.layout's value (the key's range has checked it) */
+static int layout_of(const char *s) { return s && !strcmp(s, "nhwc") ? RESNET_NHWC : RESNET_NCHW; }
 
 static int accepts(const char *arch) {
     for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++)
@@ -73,7 +72,7 @@ int resnet_args_config(const resnet_args *a, resnet_config *c) {
     c->proj_dim = a->proj;
     c->jigsaw_tiles = a->jigsaw;
     c->sync_bn = a->sync_bn;
-    c->layout = resnet_layout_of(a);
+    c->layout = layout_of(a->layout);
     return ER_OK;
 }
 
@@ -96,7 +95,7 @@ int resnet_trunk_new(const resnet_args *a, const char *init, const char *what, u
     } else if ((rc = resnet_args_config(a, &c))) return rc;
     c.num_classes = 0; c.proj_dim = 0; c.jigsaw_tiles = 0;
     c.sync_bn = a->sync_bn; /* data parallel: the global batch's statistics */
-    c.layout = resnet_layout_of(a);
+    c.layout = layout_of(a->layout);
     if (!(*out = resnet_new(&c, seed))) return ER_INPUT;
     if (!init || !init[0]) return ER_OK;
     st_file f;
@@ -173,7 +172,7 @@ static int load(const st_file *f, const char *arch, char **sets, int nsets, mode
             return ER_INPUT;
         }
     }
-    c.layout = layout && !strcmp(layout, "nhwc") ? RESNET_NHWC : RESNET_NCHW; /* a run's choice: not in the file */
+    c.layout = layout_of(layout); /* a run's choice: not in the file */
     free(layout);
     const char *meta_img = st_meta(f, "endoret.resnet.img");
     if (meta_img && !img_set) img = atoi(meta_img);
