@@ -110,6 +110,7 @@ static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) 
     int mae = !strcmp(objective, "mae");
     if (resident && !mae) return er_fail(ER_INPUT, "bench train: --resident is for --objective mae (cls uploads inside the model's descriptor)");
     if (!strcmp(objective, "scene")) {
+        if (nuser) return er_fail(ER_INPUT, "bench train: --set is for cls and mae (the scene bench builds its own models)");
         if (batch < 2) return er_fail(ER_INPUT, "bench train: --objective scene needs --batch >= 2 scenes");
         if (threads > 0) omp_set_num_threads(threads);
         return bench_train_scene(arch, img, patch, batch, steps, share, json, device_s, precision);

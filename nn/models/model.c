@@ -199,7 +199,11 @@ int model_create(const char *arch, const char *config, char **sets, int nsets, m
         arch_args x;
         args_open(a, &x);
         rc = config ? cfg_load_known(config, x.keys, x.nkeys) : ER_OK;
-        for (int i = 0; !rc && i < nsets; i++) rc = cfg_set_known(sets[i], "--set", x.keys, x.nkeys);
+        /* a --set model.* key the family does not have is a mistake (refused, with the keys it has);
+         * other sections' keys pass through, as a training config's do */
+        for (int i = 0; !rc && i < nsets; i++)
+            rc = strncmp(sets[i], "model.", 6) ? cfg_set_known(sets[i], "--set", x.keys, x.nkeys)
+                                               : cfg_set(sets[i], "--set", x.keys, x.nkeys);
         if (!rc) cfg_set_str((char **)x.keys[0].dst, name); /* key 0 is model.arch */
         if (!rc) rc = a->create(x.args, (uint64_t)seed, out);
         args_close(&x);
