@@ -74,6 +74,13 @@ static double block_flops(double T, double D, double hid) {
 
 enum { DEC_DIM = 512, DEC_DEPTH = 8, DEC_HEADS = 16 }; /* MAE's decoder for ViT-B/L/H */
 
+/* The device's wait count in the text report (a step that waits once can run ahead of the GPU). */
+static const char *waits_line(double per_step) {
+    static char buf[96];
+    snprintf(buf, sizeof buf, "\n  host waits for the device: %.2f per training step", per_step);
+    return buf;
+}
+
 static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) {
     char *set_help = NULL;
     const char *arch = "vit_small", *device_s = "cpu", *precision = "fp32", *objective = "cls";
@@ -167,7 +174,9 @@ static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) 
     /* two untimed steps: the first sizes the activation arena (chunks chained, then merged into one),
      * the second touches the merged chunk's fresh pages; the timed steps are the steady state */
     const int warm = 2;
+    uint64_t waits0 = 0; /* the host's waits for the device over the timed steps (backend.h host_waits) */
     for (int s = 0; s < steps + warm && !rc; s++) {
+        if (s == warm) waits0 = be->host_waits();
         if (profile && s == warm) prof_start(); /* the timed steps only */
         double t0 = now_seconds();
         nn_ctx ctx = nn_ctx_train(1, s, 0, prec);
@@ -197,6 +206,7 @@ static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) 
         if (s >= warm) t_train += now_seconds() - t0;
     }
     prof_stop();
+    const double waits_per_step = (double)(be->host_waits() - waits0) / steps;
     /* device memory after training (before inference adds its own): the arena's chunks, and on a
      * GPU the caching allocator's most-ever handed out and what it holds free */
     size_t arena_reserved = arena_capacity(arena_default(device));
@@ -236,22 +246,23 @@ static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) 
                    "\"infer_mfu_vs_sgemm\": %.4f, \"forward_gflop_per_img\": %.4f, \"gemm_kernel\": \"%s\", "
                    "\"arena_forward_mib\": %.1f, \"arena_step_mib\": %.1f, \"arena_reserved_mib\": %.1f, "
                    "\"device_peak_mib\": %.1f, \"device_cached_mib\": %.1f, \"arena_reserved_after_infer_mib\": %.1f, "
-                   "\"resident\": %d}\n",
+                   "\"resident\": %d, \"host_waits_per_step\": %.2f}\n",
                    arch, objective, device_s, precision, img, v ? v->cfg.patch : 0, batch, nthreads, (long long)params_numel(&all), train_ips,
                    inf_ips, gflops, inf_gflops, ceiling, ceiling, gflops / ceiling, gflops / ceiling, inf_gflops / ceiling,
                    fwd / batch / 1e9, kernel, arena_fwd / 1048576.0, arena_step / 1048576.0,
                    arena_reserved / 1048576.0, dev_peak / 1048576.0, dev_cached / 1048576.0,
-                   arena_capacity(arena_default(device)) / 1048576.0, resident);
+                   arena_capacity(arena_default(device)) / 1048576.0, resident, waits_per_step);
         else
             printf("bench train: %s %dx%d patch %d, objective %s%s, batch %d, %s/%s, %d threads, %lld parameters\n"
                    "  train (fwd+bwd+AdamW): %.2f img/s  %.1f GFLOP/s (MFU %.0f%% of a %s %d^3 GEMM at %.1f GFLOP/s)\n"
                    "  infer (no_grad fwd):   %.2f img/s  %.1f GFLOP/s (%.0f%%)\n"
-                   "  forward: %.3f GFLOP/image (training counted as 3x)\n",
+                   "  forward: %.3f GFLOP/image (training counted as 3x)%s\n",
                    arch, img, img, v ? v->cfg.patch : 0, objective,
                    mae ? (resident ? " (75% masking, 8x512 decoder; batch resident on the device)" : " (75% masking, 8x512 decoder)") : "",
                    batch, device_s, precision,
                    nthreads, (long long)params_numel(&all), train_ips, gflops, 100 * gflops / ceiling, kernel,
-                   device == DEV_CPU ? 1024 : 8192, ceiling, inf_ips, inf_gflops, 100 * inf_gflops / ceiling, fwd / batch / 1e9);
+                   device == DEV_CPU ? 1024 : 8192, ceiling, inf_ips, inf_gflops, 100 * inf_gflops / ceiling, fwd / batch / 1e9,
+                   device == DEV_CPU ? "" : waits_line(waits_per_step));
         if (profile) prof_report(stdout, steps, t_train, json);
     }
 out:

@@ -90,6 +90,10 @@ typedef struct er_backend {
     /* The allocator's bytes: the most handed out at once since the process started, and what it holds
      * free for reuse now (both 0 on the CPU, whose malloc keeps no such count). `bench train` reports them. */
     void (*memory_stats)(size_t *peak_in_use, size_t *cached);
+    /* How many times the host has waited for the device since the process started (synchronize,
+     * downloads, results read back, a full upload ring): each one stops the host from queueing the
+     * next kernels while the device works. `bench train --profile` reports a step's; 0 on the CPU. */
+    uint64_t (*host_waits)(void);
     /* First failure since the last clear ("file:line: call: message"), or NULL. Table functions
      * return void, so callers check this once per step after `synchronize`. */
     const char *(*last_error)(void);

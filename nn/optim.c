@@ -205,14 +205,16 @@ static int step_impl(optimizer *o) {
         }
         if (!c) continue;
         const er_backend *k = backend_get(dev);
-        if (o->cfg.kind == OPTIM_ADAMW) k->adamw_many(c, A->p, A->g, A->m, A->v, A->n, A->adamw, A->p16);
-        else k->sgd_many(c, A->p, A->g, A->m, A->n, A->sgd, A->p16);
+        const float *gs = o->guard; /* one device: optim_guard checked */
+        if (o->cfg.kind == OPTIM_ADAMW) k->adamw_many(c, A->p, A->g, A->m, A->v, A->n, A->adamw, A->p16, gs);
+        else k->sgd_many(c, A->p, A->g, A->m, A->n, A->sgd, A->p16, gs);
         for (int i = 0; G && G->p16 && i < G->count; i++) { /* written in that pass (the whole spans) */
             optim_param *q = &o->ps[G->index[i]];
             if (q->p->grad) q->p->flags |= T_BF16_FRESH;
         }
     }
     o->step = t;
+    o->guard = NULL;
     return ER_OK;
 }
 
@@ -296,6 +298,35 @@ static double clip_impl(optimizer *o, double max_norm) {
         }
     }
     return norm;
+}
+
+/* The gradients in parameter order, as clip_impl sums them. */
+static int guard_impl(optimizer *o, int device, double max_norm, const float *losses, int nl, double *norm,
+                      float *gscale) {
+    for (int i = 0; i < o->n; i++) {
+        const tensor *g = o->ps[i].p->grad;
+        if (g && g->device != device) return 1;
+    }
+    const float **xs = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *xs);
+    int64_t *ns = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *ns);
+    int c = 0;
+    for (int i = 0; i < o->n; i++) {
+        const tensor *g = o->ps[i].p->grad;
+        if (!g) continue;
+        xs[c] = g->data;
+        ns[c++] = tensor_numel(g);
+    }
+    backend_get(device)->step_guard(c, xs, ns, losses, nl, max_norm, norm, gscale);
+    free(xs);
+    free(ns);
+    o->guard = gscale;
+    return ER_OK;
+}
+
+int optim_guard(optimizer *o, int device, double max_norm, const float *losses, int nl, double *norm, float *gscale) {
+    int prev = prof_phase(PROF_OPTIMIZER), rc = guard_impl(o, device, max_norm, losses, nl, norm, gscale);
+    prof_phase(prev);
+    return rc;
 }
 
 /* The optimizer's kernels and host work are their own phase of a profiled step. */

@@ -58,6 +58,7 @@ typedef struct optimizer {
     double lr;     /* current base lr */
     struct optim_arrays *arrays; /* private (nn/optim.c): host arrays for the multi-tensor ops */
     struct optim_flat *flat;     /* private (nn/optim_flat.c): the flat buffers, NULL when none */
+    const float *guard;          /* private: optim_guard's gscale for the next optim_step, or NULL */
 } optimizer;
 
 /* The timm weight-decay exemption rule described above. */
@@ -76,6 +77,15 @@ void optim_zero_grad(optimizer *o);
  * Returns the norm before clipping; a non-finite norm is returned as is and nothing is scaled
  * (the caller decides whether to skip the step). */
 double optim_clip_grad_norm(optimizer *o, double max_norm);
+/* optim_clip_grad_norm's check and clip without the host waiting for the device (the backend's
+ * step_guard): on the gradients' device, *norm (double) gets the global norm and *gscale (float) the
+ * clip coefficient (1 when not clipping), or NaN when the norm or any of the nl floats at `losses`
+ * (device memory: the step's losses) is not finite. norm, gscale and losses are that device's memory
+ * and must stay valid until the next optim_step, which reads gscale there: it scales every gradient
+ * by it, or when it is NaN changes no parameter or moment (its step count still advances: the caller
+ * stops training, as train/loop.c does). The gradients themselves are not scaled. ER_OK; 1 without
+ * queueing anything when the gradients are not all on `device` (then use optim_clip_grad_norm). */
+int optim_guard(optimizer *o, int device, double max_norm, const float *losses, int nl, double *norm, float *gscale);
 /* The gradient memory of the trainable parameters, for the data-parallel all-reduce: each device's
  * flat gradient buffer whole (padding included, which stays zero), then every gradient outside
  * one. Fills g/n (room for optim_grad_buffers_max(o) entries) and returns the count. */

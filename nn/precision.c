@@ -55,6 +55,15 @@ int er_device_parse(const char *name, int *device) {
     return ER_OK;
 }
 
+int er_device_error(int device, const char *what) {
+    const er_backend *b = backend_get(device);
+    if (!b || !b->last_error()) return ER_OK;
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", b->last_error());
+    b->clear_error();
+    return er_fail(ER_RUNTIME, "%s: CUDA error: %s", what ? what : "device", msg);
+}
+
 int er_device_check(int device, const char *what) {
     const er_backend *b = backend_get(device);
     if (!b || (b->synchronize() == 0 && !b->last_error())) return ER_OK;

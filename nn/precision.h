@@ -35,5 +35,7 @@ const char *er_device_name(int device);
  * recorded failure (the backend's last_error) in er_msg(); ER_OK on the CPU. `what` names the step
  * in the message ("step 12"). */
 int er_device_check(int device, const char *what);
+/* The same check without waiting: for a caller that has just waited (a download). */
+int er_device_error(int device, const char *what);
 
 #endif

@@ -20,21 +20,13 @@
 #include "nn/precision.h"
 #include "nn/schedule.h"
 #include "train/resume_check.h"
+#include "train/step_record.h"
 
 volatile int train_interrupted = 0;
 
 static void on_signal(int sig) {
     (void)sig;
     train_interrupted = 1;
-}
-
-void loss_terms_set(loss_terms *t, const char *name, double value) {
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->name[i], name)) { t->value[i] = value; return; }
-    if (t->n < LOSS_TERMS_MAX) {
-        t->name[t->n] = name;
-        t->value[t->n++] = value;
-    }
 }
 
 /* ---------------------------------------------------------------- history + SVG */
@@ -204,9 +196,12 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     int device = obj->params->n ? obj->params->t[0]->device : DEV_CPU;
     history hist = {0};
     FILE *logf = NULL;
+    loss_terms *mterms = xcalloc((size_t)c->accum, sizeof *mterms); /* each micro-batch's terms */
+    step_record rec = {0};
     int64_t step = 0;
     const char *last_good = NULL;
     if (!opt) { rc = ER_INPUT; goto done; }
+    if ((rc = step_record_init(&rec, device, c->accum))) goto done;
     if (c->resume) {
         /* before anything is restored: name changed keys, refuse what the checkpoint cannot honour */
         int finished = 0;
@@ -249,49 +244,79 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
         t_step = now_seconds();
         double lr = lr_at(&sched, step);
         optim_set_lr(opt, lr);
-        loss_terms terms = {0}, acc = {0};
+        loss_terms acc = {0};
         double loss_sum = 0;
         for (int micro = 0; micro < c->accum; micro++) {
-            memset(&terms, 0, sizeof terms);
-            tensor *loss = obj->step(obj->self, step, micro, &terms);
+            loss_terms *terms = &mterms[micro];
+            memset(terms, 0, sizeof *terms);
+            tensor *loss = obj->step(obj->self, step, micro, terms);
             if (!loss) { rc = ER_RUNTIME; nn_step_end(); goto stop; }
-            double lv = tensor_item(loss);
-            if (!isfinite(lv)) {
-                char parts[512] = "";
-                size_t o = 0;
-                for (int i = 0; i < terms.n && o < sizeof parts; i++)
-                    o += snprintf(parts + o, sizeof parts - o, " %s=%g", terms.name[i], terms.value[i]);
-                rc = er_fail(ER_RUNTIME, "step %lld: loss is %s (%s); training stopped before the update; last good checkpoint: %s",
-                             (long long)step, isnan(lv) ? "NaN" : "Inf", o ? parts + 1 : "no terms",
-                             last_good ? last_good : "none (no checkpoint written yet)");
-                nn_step_end();
-                goto stop;
-            }
+            step_record_loss(&rec, micro, loss); /* kept on the device: read once, at the step's end */
+            step_record_terms(&rec, micro, terms);
             if (c->accum > 1) loss = op_mul_scalar(loss, (float)(1.0 / c->accum));
             rc = backward(loss);
             nn_step_end();
             if (rc) goto stop;
-            loss_sum += lv / c->accum;
-            for (int i = 0; i < terms.n; i++) {
-                double prev = 0;
-                for (int j = 0; j < acc.n; j++) if (!strcmp(acc.name[j], terms.name[i])) prev = acc.value[j];
-                loss_terms_set(&acc, terms.name[i], prev + terms.value[i] / c->accum);
-            }
         }
         int stop_requested = 0;
-        if (c->average && (rc = average_step(c, &loss_sum, &acc, &stop_requested))) goto stop;
-        if (c->allreduce && (rc = allreduce_grads(c, opt))) goto stop;
-        double gnorm = optim_clip_grad_norm(opt, c->clip);
+        double gnorm = NAN;
+        /* One process: the device checks the losses and the gradient norm and clips (optim_guard), and
+         * skips the update if any is not finite; the host reads the record once, after the update.
+         * Data parallel: the averaged loss decides, so the record is read before the all-reduce. */
+        int guarded = 0;
+        if (!c->average) {
+            if (c->allreduce && (rc = allreduce_grads(c, opt))) goto stop;
+            guarded = optim_guard(opt, device, c->clip, step_record_losses(&rec), c->accum, step_record_norm(&rec),
+                                  step_record_gscale(&rec)) == ER_OK;
+            if (guarded) {
+                rc = optim_step(opt);
+                optim_zero_grad(opt);
+                if (rc) goto stop;
+            }
+        }
+        step_record_read(&rec); /* the host waits for the device here */
+        {   /* GPU kernels report failures asynchronously: check once per step, before logging or a
+             * checkpoint could record a broken state */
+            char what[64];
+            snprintf(what, sizeof what, "step %lld", (long long)step);
+            if ((rc = guarded ? er_device_error(device, what) : er_device_check(device, what))) goto stop;
+        }
+        for (int micro = 0; micro < c->accum; micro++) {
+            loss_terms *terms = &mterms[micro];
+            step_record_term_values(&rec, micro, terms);
+            double lv = step_record_loss_value(&rec, micro);
+            if (!isfinite(lv)) {
+                char parts[512] = "";
+                size_t o = 0;
+                for (int i = 0; i < terms->n && o < sizeof parts; i++)
+                    o += snprintf(parts + o, sizeof parts - o, " %s=%g", terms->name[i], terms->value[i]);
+                rc = er_fail(ER_RUNTIME, "step %lld: loss is %s (%s); training stopped before the update; last good checkpoint: %s",
+                             (long long)step, isnan(lv) ? "NaN" : "Inf", o ? parts + 1 : "no terms",
+                             last_good ? last_good : "none (no checkpoint written yet)");
+                goto stop;
+            }
+            loss_sum += lv / c->accum;
+            for (int i = 0; i < terms->n; i++) {
+                double prev = 0;
+                for (int j = 0; j < acc.n; j++) if (!strcmp(acc.name[j], terms->name[i])) prev = acc.value[j];
+                loss_terms_set(&acc, terms->name[i], prev + terms->value[i] / c->accum);
+            }
+        }
+        if (guarded) gnorm = step_record_norm_value(&rec);
+        else {
+            if (c->average && (rc = average_step(c, &loss_sum, &acc, &stop_requested))) goto stop;
+            if (c->average && c->allreduce && (rc = allreduce_grads(c, opt))) goto stop;
+            gnorm = optim_clip_grad_norm(opt, c->clip);
+        }
         if (!isfinite(gnorm)) {
             rc = er_fail(ER_RUNTIME, "step %lld: gradient norm is %s; training stopped before the update; last good checkpoint: %s",
                          (long long)step, isnan(gnorm) ? "NaN" : "Inf", last_good ? last_good : "none (no checkpoint written yet)");
             goto stop;
         }
-        rc = optim_step(opt);
-        optim_zero_grad(opt);
-        if (rc) goto stop;
-        {   /* GPU kernels report failures asynchronously: check once per step, before logging or a
-             * checkpoint could record a broken state */
+        if (!guarded) {
+            rc = optim_step(opt);
+            optim_zero_grad(opt);
+            if (rc) goto stop;
             char what[64];
             snprintf(what, sizeof what, "step %lld", (long long)step);
             if ((rc = er_device_check(device, what))) goto stop;
@@ -372,6 +397,8 @@ stop:
 done:
     if (logf) fclose(logf);
     optim_free(opt);
+    step_record_free(&rec);
+    free(mterms);
     hist_free(&hist);
     free(ckpt_path);
     free(log_path);

@@ -36,13 +36,21 @@
 
 #define LOSS_TERMS_MAX 8
 
+/* The named parts of a micro-batch's loss, for the log: a host value (loss_terms_set), or a one-element
+ * tensor the loop copies on the device and reads with the rest of the step at its end
+ * (loss_terms_defer: no host wait in the middle of a step; train/step_record.h). */
 typedef struct {
     int n;
     const char *name[LOSS_TERMS_MAX];
     double value[LOSS_TERMS_MAX];
+    const tensor *dev[LOSS_TERMS_MAX]; /* deferred: value filled at the step's end */
 } loss_terms;
 
 void loss_terms_set(loss_terms *t, const char *name, double value);
+void loss_terms_defer(loss_terms *t, const char *name, const tensor *x);
+/* Read every deferred term now (the host waits): for a caller of an objective's step outside the loop
+ * (tests, tools), while the step's tensors are alive (before nn_step_end). */
+void loss_terms_resolve(loss_terms *t);
 
 struct loop_keys;
 

@@ -103,7 +103,7 @@ static tensor *ft_step(void *self, int64_t step, int micro, loss_terms *terms) {
     /* this rank's mean; the loop averages the ranks' gradients: the global batch's mean */
     nn_ctx ctx = nn_ctx_train(o->run.seed, step, micro, o->run.precision);
     tensor *l = op_cross_entropy(logits(o, &ctx, x), (const int32_t *)((char *)slot + o->y_off));
-    if (l) loss_terms_set(terms, "ce", tensor_item(l));
+    loss_terms_defer(terms, "ce", l);
     return l;
 }
 

@@ -405,7 +405,7 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
         tensor *pred = mae_decoder_forward(&o->dec, &ctx, latent, o->vc.registers, o->restore);
         tensor *lm = mae_loss_t(pred, target, o->mask);
         if (!lm) return NULL;
-        loss_terms_set(terms, "mae", tensor_item(lm));
+        loss_terms_defer(terms, "mae", lm);
         loss = op_mul_scalar(lm, (float)c->w_mae);
     }
     if (o->use_con) {
@@ -419,12 +419,12 @@ static tensor *image_step(void *self, int64_t step, int micro, loss_terms *terms
                     o->match_gathered[(size_t)i * M + j] = o->match[(size_t)o->gathered_view[i] * M + o->gathered_view[j]];
             match = o->match_gathered;
         }
-        sscd_stats st;
-        tensor *lc = sscd_loss(e, match, c->tau, c->entropy_weight, mixed, &st);
+        sscd_terms st;
+        tensor *lc = sscd_loss_terms(e, match, c->tau, c->entropy_weight, mixed, &st);
         if (!lc) return NULL;
-        loss_terms_set(terms, "infonce", st.infonce);
-        loss_terms_set(terms, "entropy", st.entropy);
-        loss_terms_set(terms, "pos_sim", st.pos_sim);
+        loss_terms_defer(terms, "infonce", st.infonce);
+        loss_terms_defer(terms, "entropy", st.entropy);
+        loss_terms_defer(terms, "pos_sim", st.pos_sim);
         lc = op_mul_scalar(lc, (float)c->w_con);
         loss = loss ? op_add(loss, lc) : lc;
     }

@@ -205,8 +205,8 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     tensor *l1 = pgcon_infonce(zp, zd, n1, zw, (float)c->tau, &pos_jig);
     tensor *l2 = pgcon_infonce(zp, mi, n2, zw, (float)c->tau, &pos_mem);
     if (!l1 || !l2) return NULL;
-    loss_terms_set(terms, "jigsaw", tensor_item(l1));
-    loss_terms_set(terms, "memory", tensor_item(l2));
+    loss_terms_defer(terms, "jigsaw", l1);
+    loss_terms_defer(terms, "memory", l2);
     loss_terms_set(terms, "pos_jig", pos_jig);
     loss_terms_set(terms, "pos_mem", pos_mem);
     tensor *loss = op_add(op_mul_scalar(l1, (float)c->w_jig), op_mul_scalar(l2, (float)c->w_mem));

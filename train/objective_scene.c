@@ -254,12 +254,12 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
     if (o->use_con) {
         /* every rank's descriptors (rank order = combination order): the whole batch's negatives */
         tensor *zall = o->run.world_size > 1 ? op_allgather_rows(z) : z;
-        sscd_stats st;
-        tensor *lc = sscd_loss(zall, o->match, c->tau, c->entropy_weight, 0, &st);
+        sscd_terms st;
+        tensor *lc = sscd_loss_terms(zall, o->match, c->tau, c->entropy_weight, 0, &st);
         if (!lc) return NULL;
-        loss_terms_set(terms, "infonce", st.infonce);
-        loss_terms_set(terms, "entropy", st.entropy);
-        loss_terms_set(terms, "pos_sim", st.pos_sim);
+        loss_terms_defer(terms, "infonce", st.infonce);
+        loss_terms_defer(terms, "entropy", st.entropy);
+        loss_terms_defer(terms, "pos_sim", st.pos_sim);
         loss = op_mul_scalar(lc, (float)c->w_con);
     }
     if (o->use_mse) {
@@ -278,7 +278,7 @@ static tensor *scene_step(void *self, int64_t step, int micro, loss_terms *terms
         tensor *lm = mae_loss_t(pred, o->fz.target, mk); /* targets in MAE's patch order (dy, dx, c), as the reference */
         free(mk);
         if (!lm) return NULL;
-        loss_terms_set(terms, "mse", tensor_item(lm));
+        loss_terms_defer(terms, "mse", lm);
         lm = op_mul_scalar(lm, (float)c->w_mse);
         loss = loss ? op_add(loss, lm) : lm;
     }

@@ -279,6 +279,7 @@ static void cpu_upload_async(void *dst, const void *src, size_t n) { cpu_copy(ds
 static int cpu_synchronize(void) { return 0; }
 static void cpu_trim(void) {}
 static void cpu_memory_stats(size_t *peak_in_use, size_t *cached) { *peak_in_use = *cached = 0; }
+static uint64_t cpu_host_waits(void) { return 0; }
 static const char *cpu_last_error(void) { return NULL; }
 static void cpu_clear_error(void) {}
 static int cpu_device_count(void) { return 1; }
@@ -300,6 +301,7 @@ const er_backend backend_cpu = {
     .synchronize = cpu_synchronize,
     .trim = cpu_trim,
     .memory_stats = cpu_memory_stats,
+    .host_waits = cpu_host_waits,
     .last_error = cpu_last_error,
     .clear_error = cpu_clear_error,
     .device_count = cpu_device_count,

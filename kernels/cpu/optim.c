@@ -130,17 +130,22 @@ typedef struct {
     const sgd_args *sgd;
     float *const *y;
     float value;
+    float gs; /* gscale_dev's value (1 without one) */
 } many_ctx;
 
 static void adamw_piece(const void *ctx, int t, int64_t off, int64_t len) {
     const many_ctx *c = ctx;
-    adamw_chunk(c->p[t] + off, c->g[t] + off, c->m[t] + off, c->v[t] + off, len, &c->adamw[t]);
+    adamw_args a = c->adamw[t];
+    a.gscale *= c->gs;
+    adamw_chunk(c->p[t] + off, c->g[t] + off, c->m[t] + off, c->v[t] + off, len, &a);
     if (c->p16 && c->p16[t]) cpu_cast_span(len, ER_F32, c->p[t] + off, ER_BF16, c->p16[t] + off, 0); /* chunk still in cache */
 }
 
 static void sgd_piece(const void *ctx, int t, int64_t off, int64_t len) {
     const many_ctx *c = ctx;
-    sgd_chunk(c->p[t] + off, c->g[t] + off, c->buf[t] ? c->buf[t] + off : NULL, len, &c->sgd[t]);
+    sgd_args a = c->sgd[t];
+    a.gscale *= c->gs;
+    sgd_chunk(c->p[t] + off, c->g[t] + off, c->buf[t] ? c->buf[t] + off : NULL, len, &a);
     if (c->p16 && c->p16[t]) cpu_cast_span(len, ER_F32, c->p[t] + off, ER_BF16, c->p16[t] + off, 0);
 }
 
@@ -153,19 +158,23 @@ static void fill_piece(const void *ctx, int t, int64_t off, int64_t len) {
 }
 
 void cpu_adamw_many(int count, float *const *p, const float *const *g, float *const *m, float *const *v,
-                    const int64_t *n, const adamw_args *a, uint16_t *const *p16) {
-    const many_ctx c = {.p = p, .g = g, .m = m, .v = v, .adamw = a, .p16 = p16};
+                    const int64_t *n, const adamw_args *a, uint16_t *const *p16, const float *gscale_dev) {
+    const float gs = gscale_dev ? *gscale_dev : 1.0f;
+    if (isnan(gs)) return; /* the step guard's verdict: no update */
+    const many_ctx c = {.p = p, .g = g, .m = m, .v = v, .adamw = a, .p16 = p16, .gs = gs};
     many_run(count, n, adamw_piece, &c);
 }
 
 void cpu_sgd_many(int count, float *const *p, const float *const *g, float *const *buf, const int64_t *n,
-                  const sgd_args *a, uint16_t *const *p16) {
-    const many_ctx c = {.p = p, .g = g, .buf = buf, .sgd = a, .p16 = p16};
+                  const sgd_args *a, uint16_t *const *p16, const float *gscale_dev) {
+    const float gs = gscale_dev ? *gscale_dev : 1.0f;
+    if (isnan(gs)) return;
+    const many_ctx c = {.p = p, .g = g, .buf = buf, .sgd = a, .p16 = p16, .gs = gs};
     many_run(count, n, sgd_piece, &c);
 }
 
 void cpu_fill_many(int count, float *const *y, const int64_t *n, float v) {
-    const many_ctx c = {.y = y, .value = v};
+    const many_ctx c = {.y = y, .value = v, .gs = 1.0f};
     many_run(count, n, fill_piece, &c);
 }
 
@@ -196,6 +205,18 @@ static double sumsq_one(const float *restrict x, int64_t n) {
 
 void cpu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double *out) {
     for (int i = 0; i < count; i++) out[i] = sumsq_one(xs[i], ns[i]);
+}
+
+/* The arithmetic of nn/optim.c's host clip (optim_clip_grad_norm), in the same order. */
+void cpu_step_guard(int count, const float *const *xs, const int64_t *ns, const float *losses, int nl,
+                    double max_norm, double *norm, float *gscale) {
+    double sumsq = 0.0;
+    for (int i = 0; i < count; i++) sumsq += sumsq_one(xs[i], ns[i]);
+    const double nrm = sqrt(sumsq);
+    int finite = isfinite(nrm);
+    for (int i = 0; i < nl; i++) finite &= isfinite(losses[i]);
+    *norm = nrm;
+    *gscale = !finite ? NAN : max_norm > 0 && nrm > max_norm ? (float)(max_norm / (nrm + 1e-6)) : 1.0f;
 }
 
 void cpu_scale(float *restrict x, int64_t n, float s) {

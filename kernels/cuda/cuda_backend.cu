@@ -85,7 +85,8 @@ static int open_device(int dev) {
 }
 
 static void close_device(void) {
-    cudaStreamSynchronize(g_stream);
+    cuda_wait();
+    cuda_upload_ring_close();
     cudaFree(g_red_partials);
     cudaFreeHost(g_red_partials_host);
     cudaFree(g_multi.ptrs); cudaFree(g_multi.ns); cudaFree(g_multi.part); cudaFree(g_multi.res);
@@ -185,7 +186,7 @@ extern "C" void cuda_backend_clear_error(void) {
 
 extern "C" int cuda_synchronize(void) {
     if (!ready()) return 1;
-    return CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    return CUDA_CHECK(cuda_wait());
 }
 
 extern "C" const char *cuda_backend_describe(void) {
@@ -252,7 +253,7 @@ static void *cu_alloc(size_t bytes) {
     cudaError_t e = cudaMalloc(&p, sz);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        cudaStreamSynchronize(g_stream); /* cached blocks may still be in use by queued kernels */
+        cuda_wait(); /* cached blocks may still be in use by queued kernels */
         empty_cache_locked();
         e = cudaMalloc(&p, sz);
     }
@@ -290,7 +291,7 @@ static void cuda_memory_stats(size_t *peak_in_use, size_t *cached) {
     *cached = g_cached;
 }
 static void empty_cache_and_wait(void) {
-    cudaStreamSynchronize(g_stream);
+    cuda_wait();
     std::lock_guard<std::mutex> lk(g_mem_mu);
     empty_cache_locked();
 }
@@ -302,17 +303,16 @@ extern "C" void cuda_empty_cache(void) {
 static void cu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream()));
 }
-/* From pageable host memory: synchronous, so the caller may reuse its buffer at once. */
+/* From pageable host memory, the caller's buffer free on return: staged (host_wait.cu). */
 static void cu_upload(void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
-    if (!CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream())))
-        CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+    if (ready()) cuda_upload_staged(dst, src, bytes);
 }
 static void cu_download(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     if (!CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cuda_stream())))
-        CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+        CUDA_CHECK(cuda_wait());
 }
+static uint64_t cu_host_waits(void) { return cuda_host_waits(); }
 
 extern "C" void *cuda_host_alloc(size_t bytes) {
     if (!ready()) return NULL;
@@ -368,6 +368,7 @@ static er_backend make_table(void) {
     t.synchronize = cuda_synchronize;
     t.trim = cuda_empty_cache;
     t.memory_stats = cuda_memory_stats;
+    t.host_waits = cu_host_waits;
     t.last_error = cuda_backend_error;
     t.clear_error = cuda_backend_clear_error;
     t.device_count = cuda_device_count;

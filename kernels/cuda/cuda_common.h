@@ -41,6 +41,13 @@ struct cuda_multi_scratch {
     double *part, *res, *res_host;
 };
 const cuda_multi_scratch *cuda_multi(void);
+/* The host waits for the stream: every such wait goes through here and is counted
+ * (cuda_host_waits, the table's host_waits; host_wait.cu). */
+cudaError_t cuda_wait(void);
+unsigned long long cuda_host_waits(void);
+/* The table's upload: small copies staged through a page-locked ring (no wait), larger ones wait. */
+void cuda_upload_staged(void *dst, const void *src, size_t bytes);
+void cuda_upload_ring_close(void);
 /* Record the first failure (file:line: what: cuda message). Returns 1 if `e` is an error. */
 int cuda_record(cudaError_t e, const char *what, const char *file, int line);
 void cuda_record_msg(const char *msg, const char *file, int line);

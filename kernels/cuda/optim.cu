@@ -112,6 +112,7 @@ struct mt_blocks {
 
 struct adamw_group {
     mt_blocks b;
+    const float *ds; /* gscale_dev, or NULL */
     float *p[MT_GROUP], *m[MT_GROUP], *v[MT_GROUP];
     const float *g[MT_GROUP];
     uint16_t *p16[MT_GROUP];
@@ -119,6 +120,7 @@ struct adamw_group {
 };
 struct sgd_group {
     mt_blocks b;
+    const float *ds;
     float *p[MT_GROUP], *buf[MT_GROUP];
     const float *g[MT_GROUP];
     uint16_t *p16[MT_GROUP];
@@ -158,14 +160,27 @@ __device__ __forceinline__ mt_range mt_block_range(const mt_blocks &b) {
     return r;
 }
 
+/* The device gradient scale of the step guard (step_guard below): NaN = leave everything as it is. */
+__device__ __forceinline__ bool guard_scale(const float *ds, float &gs) {
+    if (!ds) return true;
+    const float s = *ds;
+    if (s != s) return false;
+    gs = mul_rn(gs, s);
+    return true;
+}
+
 __global__ void k_adamw_many(adamw_group G) {
     const mt_range r = mt_block_range(G.b);
+    adamw_k k = G.k[r.t];
+    if (!guard_scale(G.ds, k.gs)) return;
     for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x)
-        adamw_elem(G.p[r.t], G.g[r.t], G.m[r.t], G.v[r.t], G.p16[r.t], i, G.k[r.t]);
+        adamw_elem(G.p[r.t], G.g[r.t], G.m[r.t], G.v[r.t], G.p16[r.t], i, k);
 }
 __global__ void k_sgd_many(sgd_group G) {
     const mt_range r = mt_block_range(G.b);
-    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x) sgd_elem(G.p[r.t], G.g[r.t], G.buf[r.t], G.p16[r.t], i, G.k[r.t]);
+    sgd_k k = G.k[r.t];
+    if (!guard_scale(G.ds, k.gs)) return;
+    for (int64_t i = r.i0 + threadIdx.x; i < r.end; i += blockDim.x) sgd_elem(G.p[r.t], G.g[r.t], G.buf[r.t], G.p16[r.t], i, k);
 }
 __global__ void k_fill_many(fill_group G, float v) {
     const mt_range r = mt_block_range(G.b);
@@ -192,8 +207,9 @@ static void mt_flush(G &grp, L launch) {
 }
 
 void cu_adamw_many(int count, float *const *p, const float *const *g, float *const *m, float *const *v,
-                   const int64_t *n, const adamw_args *a, uint16_t *const *p16) {
+                   const int64_t *n, const adamw_args *a, uint16_t *const *p16, const float *gscale_dev) {
     adamw_group G = {}; /* empty: count 0, start[0] = 0 */
+    G.ds = gscale_dev;
     auto launch = [](const adamw_group &grp) {
         k_adamw_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp);
         CUDA_LAUNCHED("adamw_many");
@@ -213,8 +229,9 @@ void cu_adamw_many(int count, float *const *p, const float *const *g, float *con
 }
 
 void cu_sgd_many(int count, float *const *p, const float *const *g, float *const *buf, const int64_t *n,
-                 const sgd_args *a, uint16_t *const *p16) {
+                 const sgd_args *a, uint16_t *const *p16, const float *gscale_dev) {
     sgd_group G = {}; /* empty: count 0, start[0] = 0 */
+    G.ds = gscale_dev;
     auto launch = [](const sgd_group &grp) {
         k_sgd_many<<<grp.b.start[grp.b.count], OPT_THREADS, 0, cuda_stream()>>>(grp);
         CUDA_LAUNCHED("sgd_many");
@@ -283,13 +300,17 @@ static double sum_partials(int nb) {
     double *host = cuda_red_partials_host();
     if (CUDA_CHECK(cudaMemcpyAsync(host, cuda_red_partials(), nb * sizeof(double), cudaMemcpyDeviceToHost, st)))
         return NAN;
-    if (CUDA_CHECK(cudaStreamSynchronize(st))) return NAN;
+    if (CUDA_CHECK(cuda_wait())) return NAN;
     double s = 0.0;
     for (int b = 0; b < nb; b++) s += host[b];
     return s;
 }
 
-/* sumsq_many: blockIdx.y = array, CUDA_MULTI_BLOCKS blocks stride over it; part[a][b] */
+/* sumsq_many: blockIdx.y = array, gridDim.x (<= CUDA_MULTI_BLOCKS) blocks stride over it; part[a][b].
+ * gridDim.x is the fewest blocks that cover the chunk's longest array in one pass, capped at
+ * CUDA_MULTI_BLOCKS (multi_blocks): an array of n <= OPT_THREADS * gridDim.x elements then has element i
+ * in block i / OPT_THREADS whatever gridDim.x is, and the blocks past its end add 0.0, so an array's sum
+ * does not depend on its neighbours in the chunk, and a chunk of bias vectors launches one block each. */
 __global__ void k_sumsq_many(const float *const *ptrs, const int64_t *ns, double *part) {
     const float *x = ptrs[blockIdx.y];
     const int64_t n = ns[blockIdx.y];
@@ -299,12 +320,18 @@ __global__ void k_sumsq_many(const float *const *ptrs, const int64_t *ns, double
     s = cu_block_sum_d(s);
     if (threadIdx.x == 0) part[(int64_t)blockIdx.y * CUDA_MULTI_BLOCKS + blockIdx.x] = s;
 }
+static unsigned multi_blocks(const int64_t *ns, int c) {
+    int64_t mx = 0;
+    for (int i = 0; i < c; i++) mx = ns[i] > mx ? ns[i] : mx;
+    int64_t b = (mx + OPT_THREADS - 1) / OPT_THREADS;
+    return b < 1 ? 1u : b > CUDA_MULTI_BLOCKS ? (unsigned)CUDA_MULTI_BLOCKS : (unsigned)b;
+}
 /* res[a] = its partials added in block order (deterministic) */
-__global__ void k_sum_partials(int count, const double *part, double *res) {
+__global__ void k_sum_partials(int count, int nb, const double *part, double *res) {
     int a = blockIdx.x * blockDim.x + threadIdx.x;
     if (a >= count) return;
     double s = 0.0;
-    for (int b = 0; b < CUDA_MULTI_BLOCKS; b++) s += part[(int64_t)a * CUDA_MULTI_BLOCKS + b];
+    for (int b = 0; b < nb; b++) s += part[(int64_t)a * CUDA_MULTI_BLOCKS + b];
     res[a] = s;
 }
 
@@ -328,13 +355,56 @@ void cu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double 
             for (int i = 0; i < c; i++) out[c0 + i] = NAN;
             continue;
         }
-        k_sumsq_many<<<dim3(CUDA_MULTI_BLOCKS, (unsigned)c), OPT_THREADS, 0, st>>>(m->ptrs, m->ns, m->part);
-        k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(c, m->part, m->res);
+        const unsigned nb = multi_blocks(m->ns_host, c);
+        k_sumsq_many<<<dim3(nb, (unsigned)c), OPT_THREADS, 0, st>>>(m->ptrs, m->ns, m->part);
+        k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(c, (int)nb, m->part, m->res);
         CUDA_LAUNCHED("sumsq_many");
         bool bad = CUDA_CHECK(cudaMemcpyAsync(m->res_host, m->res, c * sizeof(double), cudaMemcpyDeviceToHost, st)) ||
-                   CUDA_CHECK(cudaStreamSynchronize(st)); /* also frees the staging for the next chunk */
+                   CUDA_CHECK(cuda_wait()); /* also frees the staging for the next chunk */
         for (int i = 0; i < c; i++) out[c0 + i] = bad ? NAN : m->res_host[i];
     }
+}
+
+/* step_guard: *acc = (first ? 0 : *acc) + res[0] + ... + res[count - 1], in that order (one thread:
+ * the host clip's sum, cpu_step_guard's) */
+__global__ void k_guard_add(int count, const double *res, double *acc, int first) {
+    double s = first ? 0.0 : *acc;
+    for (int a = 0; a < count; a++) s += res[a];
+    *acc = s;
+}
+__global__ void k_guard_finish(const float *losses, int nl, double max_norm, double *norm, float *gscale) {
+    const double nrm = sqrt(*norm);
+    bool finite = isfinite(nrm);
+    for (int i = 0; i < nl; i++) finite = finite && isfinite(losses[i]);
+    *norm = nrm;
+    *gscale = !finite ? nanf("") : max_norm > 0 && nrm > max_norm ? (float)(max_norm / (nrm + 1e-6)) : 1.0f;
+}
+
+/* sumsq_many's kernels per chunk of CUDA_MULTI_MAX arrays, the pointer and length lists staged through the
+ * upload ring (host_wait.cu) instead of the scratch's pinned lists, which only a wait would free again. */
+void cu_step_guard(int count, const float *const *xs, const int64_t *ns, const float *losses, int nl,
+                   double max_norm, double *norm, float *gscale) {
+    const cuda_multi_scratch *m = cuda_multi();
+    if (!m) return; /* the backend's init failed and recorded why */
+    cudaStream_t st = cuda_stream();
+    int64_t nn[CUDA_MULTI_MAX];
+    int c0 = 0;
+    do {
+        int c = count - c0 < CUDA_MULTI_MAX ? count - c0 : CUDA_MULTI_MAX;
+        if (c > 0) {
+            for (int i = 0; i < c; i++) nn[i] = ns[c0 + i] > 0 ? ns[c0 + i] : 0;
+            cuda_upload_staged(m->ptrs, xs + c0, c * sizeof(float *));
+            cuda_upload_staged(m->ns, nn, c * sizeof(int64_t));
+            const unsigned nb = multi_blocks(nn, c);
+            k_sumsq_many<<<dim3(nb, (unsigned)c), OPT_THREADS, 0, st>>>(m->ptrs, m->ns, m->part);
+            k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(c, (int)nb, m->part, m->res);
+        }
+        k_guard_add<<<1, 1, 0, st>>>(c, m->res, norm, c0 == 0);
+        CUDA_LAUNCHED("step_guard");
+        c0 += c;
+    } while (c0 < count);
+    k_guard_finish<<<1, 1, 0, st>>>(losses, nl, max_norm, norm, gscale);
+    CUDA_LAUNCHED("step_guard");
 }
 
 int cu_all_finite(const float *x, int64_t n) {

@@ -114,8 +114,8 @@ static void sim_stats(const float *S, int N, const uint8_t *match, sscd_stats *s
  *   LZ_i = logsumexp({Ls_ik : k in Neg(i)} + {log 1e-6})      (a log_softmax over N + 1 columns)
  *   -log p_ij = logsumexp(Ls_ij, LZ_i) - Ls_ij = -log_softmax([Ls_ij, LZ_i])[0]
  * so no exp overflows or underflows to log(0) for any tau (the host reference works in double). */
-tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
-                  sscd_stats *st) {
+static tensor *sscd_graph(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
+                          tensor **infonce_out, tensor **entropy_out, tensor **S_out) {
     if (!e) return NULL;
     if (e->ndim != 2) {
         er_fail(ER_INPUT, "sscd_loss: embeddings must be [N, d]");
@@ -170,8 +170,18 @@ tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_we
     tensor *nn = op_max(op_add(S, tbig), -1, 0);                         /* [N] */
     tensor *q = op_clamp(op_affine(nn, -2.0f, 2.0f), 1e-6f, 1e30f);
     tensor *entropy = op_sum_all(op_mul(op_mul_scalar(op_log(q), -0.5f), trow));
-    tensor *loss = op_add(infonce, op_mul_scalar(entropy, (float)entropy_weight));
+    *infonce_out = infonce;
+    *entropy_out = entropy;
+    *S_out = S;
+    return op_add(infonce, op_mul_scalar(entropy, (float)entropy_weight));
+}
+
+tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
+                  sscd_stats *st) {
+    tensor *infonce, *entropy, *S;
+    tensor *loss = sscd_graph(e, match, tau, entropy_weight, per_anchor_mean, &infonce, &entropy, &S);
     if (loss && st) {
+        const int N = (int)e->shape[0];
         st->infonce = tensor_item(infonce);
         st->entropy = tensor_item(entropy);
         st->total = tensor_item(loss);
@@ -181,6 +191,27 @@ tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_we
         free(hs);
     }
     return loss;
+}
+
+tensor *sscd_loss_terms(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
+                        sscd_terms *terms) {
+    tensor *infonce, *entropy, *S;
+    tensor *loss = sscd_graph(e, match, tau, entropy_weight, per_anchor_mean, &infonce, &entropy, &S);
+    if (!loss) return NULL;
+    const int N = (int)e->shape[0];
+    float *w = xcalloc((size_t)N * N, sizeof *w);
+    long np = 0;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < N; k++) np += k != i && match[(size_t)i * N + k];
+    for (int i = 0; i < N && np; i++)
+        for (int k = 0; k < N; k++)
+            if (k != i && match[(size_t)i * N + k]) w[(size_t)i * N + k] = (float)(1.0 / np);
+    tensor *tw = tensor_upload(e->device, 2, SHAPE(N, N), w);
+    free(w);
+    terms->infonce = infonce;
+    terms->entropy = entropy;
+    NO_GRAD { terms->pos_sim = op_sum_all(op_mul(S, tw)); } /* logging only: not on the tape */
+    return terms->pos_sim ? loss : NULL;
 }
 
 void sscd_match_from_ids(const int *ids, int N, uint8_t *match) {

@@ -36,6 +36,16 @@ double sscd_loss_host(const float *e, int N, int d, const uint8_t *match, double
 tensor *sscd_loss(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
                   sscd_stats *st);
 
+/* The same loss with its logged terms left on the device as one-element tensors (no host wait: a
+ * training step reads them at its end, train/step_record.h): InfoNCE, the entropy (unweighted) and
+ * the mean similarity of the positive pairs (i != j; sim_stats' pos_sim, summed in fp32 on the
+ * device). NULL + er_msg on failure. */
+typedef struct {
+    tensor *infonce, *entropy, *pos_sim;
+} sscd_terms;
+tensor *sscd_loss_terms(tensor *e, const uint8_t *match, double tau, double entropy_weight, int per_anchor_mean,
+                        sscd_terms *terms);
+
 /* Match matrix from instance ids (ids[i] == ids[j]). */
 void sscd_match_from_ids(const int *ids, int N, uint8_t *match);
 /* Match matrix from MixUp/CutMix sources: sample i mixes instances a[i] and b[i] with weight lam[i]

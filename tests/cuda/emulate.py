@@ -147,7 +147,8 @@ def main():
     csrc = sorted(glob.glob(os.path.join(ROOT, "nn", "**", "*.c"), recursive=True)
                   + glob.glob(os.path.join(ROOT, "kernels", "*.c"))
                   + glob.glob(os.path.join(ROOT, "kernels", "cpu", "*.c"))
-                  + glob.glob(os.path.join(ROOT, "checkpoints", "*.c")))
+                  + glob.glob(os.path.join(ROOT, "checkpoints", "*.c"))
+                  + [os.path.join(ROOT, "train", "step_record.c")])  # the one-wait step's record
     csrc += sorted(glob.glob(os.path.join(ROOT, "tests", "cuda", "test_cuda_parity*.c")))
     for c in csrc:
         obj = os.path.join(OUT, "c_" + os.path.relpath(c, ROOT).replace("/", "_")[:-2] + ".o")

@@ -16,8 +16,8 @@
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 extern "C" {
-void cpu_adamw_many(int, float *const *, const float *const *, float *const *, float *const *, const int64_t *, const adamw_args *, uint16_t *const *);
-void cpu_sgd_many(int, float *const *, const float *const *, float *const *, const int64_t *, const sgd_args *, uint16_t *const *);
+void cpu_adamw_many(int, float *const *, const float *const *, float *const *, float *const *, const int64_t *, const adamw_args *, uint16_t *const *, const float *);
+void cpu_sgd_many(int, float *const *, const float *const *, float *const *, const int64_t *, const sgd_args *, uint16_t *const *, const float *);
 }
 static cudaStream_t g_stream;
 cudaStream_t cuda_stream(void) { return g_stream; }
@@ -61,9 +61,9 @@ static int parity(void) {
     std::vector<adamw_args> args(N);
     for (int step = 1; step <= 3; step++) {
         for (int t = 0; t < N; t++) args[t] = aw(t, step);
-        cpu_adamw_many(N, hc[0].data(), (const float *const *)hc[1].data(), hc[2].data(), hc[3].data(), n.data(), args.data(), NULL);
-        cu_adamw_many(N, dm[0].data(), (const float *const *)dm[1].data(), dm[2].data(), dm[3].data(), n.data(), args.data(), NULL);
-        for (int t = 0; t < N; t++) cu_adamw_many(1, &d1[0][t], (const float *const *)&d1[1][t], &d1[2][t], &d1[3][t], &n[t], &args[t], NULL);
+        cpu_adamw_many(N, hc[0].data(), (const float *const *)hc[1].data(), hc[2].data(), hc[3].data(), n.data(), args.data(), NULL, NULL);
+        cu_adamw_many(N, dm[0].data(), (const float *const *)dm[1].data(), dm[2].data(), dm[3].data(), n.data(), args.data(), NULL, NULL);
+        for (int t = 0; t < N; t++) cu_adamw_many(1, &d1[0][t], (const float *const *)&d1[1][t], &d1[2][t], &d1[3][t], &n[t], &args[t], NULL, NULL);
     }
     cudaDeviceSynchronize();
     int64_t diff_one = 0, diff_cpu = 0, total = 0; double worst = 0;
@@ -122,8 +122,8 @@ static void bench(const char *name, std::vector<int64_t> n) {
         cudaDeviceSynchronize();
         return std::make_pair((now() - t0) / R * 1e3, host / R * 1e3);
     };
-    auto one = time_it([&] { for (int t = 0; t < N; t++) cu_adamw_many(1, &d[0][t], (const float *const *)&d[1][t], &d[2][t], &d[3][t], &n[t], &args[t], NULL); });
-    auto many = time_it([&] { cu_adamw_many(N, d[0].data(), (const float *const *)d[1].data(), d[2].data(), d[3].data(), n.data(), args.data(), NULL); });
+    auto one = time_it([&] { for (int t = 0; t < N; t++) cu_adamw_many(1, &d[0][t], (const float *const *)&d[1][t], &d[2][t], &d[3][t], &n[t], &args[t], NULL, NULL); });
+    auto many = time_it([&] { cu_adamw_many(N, d[0].data(), (const float *const *)d[1].data(), d[2].data(), d[3].data(), n.data(), args.data(), NULL, NULL); });
     auto f1 = time_it([&] { for (int t = 0; t < N; t++) cu_fill(d[1][t], n[t], 0.0f); });
     auto fm = time_it([&] { cu_fill_many(N, d[1].data(), n.data(), 0.0f); });
     printf("%s: %d tensors, %.1f M elements\n", name, N, total / 1e6);

@@ -473,8 +473,8 @@ Test(cuda, fused_optimizer_steps) {
     uint16_t *p16 = calloc((size_t)n, 2), *dp16 = GPU->alloc((size_t)n * 2), *h16 = malloc((size_t)n * 2);
     for (int t = 1; t <= 3; t++) {
         adamw_scalars(&a, t);
-        CPU->adamw_many(1, &p, (const float *const *)&g, &m, &v, &n, &a, &p16);
-        GPU->adamw_many(1, &dp, (const float *const *)&dg, &dm, &dv, &n, &a, &dp16);
+        CPU->adamw_many(1, &p, (const float *const *)&g, &m, &v, &n, &a, &p16, NULL);
+        GPU->adamw_many(1, &dp, (const float *const *)&dg, &dm, &dv, &n, &a, &dp16, NULL);
     }
     GPU->download(h16, dp16, (size_t)n * 2);
     gpu_ok("adamw_many with bf16 copies");
@@ -492,8 +492,8 @@ Test(cuda, fused_optimizer_steps) {
         sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .gscale = 1.0f, .nesterov = nesterov};
         for (int t = 0; t < 2; t++) {
             sa.first = t == 0;
-            CPU->sgd_many(1, &p, (const float *const *)&g, &buf, &n, &sa, NULL);
-            GPU->sgd_many(1, &dp, (const float *const *)&dg, &dbuf, &n, &sa, NULL);
+            CPU->sgd_many(1, &p, (const float *const *)&g, &buf, &n, &sa, NULL, NULL);
+            GPU->sgd_many(1, &dp, (const float *const *)&dg, &dbuf, &n, &sa, NULL, NULL);
         }
         expect_close("sgd p", p, dp, n, 1e-6);
         expect_close("sgd buf", buf, dbuf, n, 1e-6);

@@ -143,6 +143,65 @@ Test(optim_object, clip_grad_norm_matches_torch) {
     params_free(&pl);
 }
 
+/* optim_guard (the loop's one-wait step): the norm, the clip and the update of the host clip, bit for bit,
+ * for AdamW and SGD; the gradients left unscaled; a NaN loss or gradient makes the update write nothing. */
+static void guard_case(optim_kind kind) {
+    param_list pl[2] = {{0}};
+    optimizer *o[2];
+    for (int k = 0; k < 2; k++) {
+        tensor *a = tensor_param("a.weight", 1, SHAPE(REF_OPT_N)), *b = tensor_param("b.weight", 1, SHAPE(5));
+        tensor_fill(a, 0.5f);
+        tensor_fill(b, -0.25f);
+        params_add(&pl[k], a);
+        params_add(&pl[k], b);
+        optim_config cfg = {.kind = kind, .lr = 0.1, .weight_decay = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                            .momentum = kind == OPTIM_SGD ? 0.9 : 0};
+        o[k] = optim_new(&cfg, &pl[k]);
+        cr_assert_not_null(o[k], "%s", er_msg());
+    }
+    double norm = 0;
+    float gs = 0, losses[2] = {1.0f, 2.0f};
+    for (int step = 0; step < 3; step++) {
+        for (int k = 0; k < 2; k++) {
+            memcpy(pl[k].t[0]->grad->data, REF_OPT_GRADS, sizeof(float) * REF_OPT_N);
+            memcpy(pl[k].t[1]->grad->data, REF_OPT_GRADS + REF_OPT_N, sizeof(float) * 5);
+        }
+        double host = optim_clip_grad_norm(o[0], 1.0);
+        cr_assert_eq(optim_step(o[0]), ER_OK);
+        cr_assert_eq(optim_guard(o[1], DEV_CPU, 1.0, losses, 2, &norm, &gs), ER_OK);
+        cr_assert(memcmp(&host, &norm, sizeof norm) == 0, "norm %.17g, host clip %.17g", norm, host);
+        cr_assert(gs < 1.0f, "the clip is active: scale %g", gs);
+        cr_assert_eq(pl[1].t[0]->grad->data[0], REF_OPT_GRADS[0], "the guard does not scale the gradients");
+        cr_assert_eq(optim_step(o[1]), ER_OK);
+        for (int t = 0; t < 2; t++)
+            cr_assert(memcmp(pl[0].t[t]->data, pl[1].t[t]->data, (size_t)tensor_numel(pl[0].t[t]) * sizeof(float)) == 0,
+                      "step %d: %s differs from the host clip's update", step, pl[0].t[t]->name);
+    }
+    /* a NaN loss, then an Inf gradient: nothing written */
+    float before[REF_OPT_N];
+    memcpy(before, pl[1].t[0]->data, sizeof before);
+    losses[1] = NAN;
+    cr_assert_eq(optim_guard(o[1], DEV_CPU, 1.0, losses, 2, &norm, &gs), ER_OK);
+    cr_assert(isnan(gs) && isfinite(norm));
+    cr_assert_eq(optim_step(o[1]), ER_OK);
+    cr_assert(memcmp(before, pl[1].t[0]->data, sizeof before) == 0, "a NaN loss updated the weights");
+    losses[1] = 2.0f;
+    pl[1].t[1]->grad->data[3] = INFINITY;
+    cr_assert_eq(optim_guard(o[1], DEV_CPU, 0.0, losses, 2, &norm, &gs), ER_OK);
+    cr_assert(isnan(gs) && isinf(norm));
+    cr_assert_eq(optim_step(o[1]), ER_OK);
+    cr_assert(memcmp(before, pl[1].t[0]->data, sizeof before) == 0, "an Inf gradient updated the weights");
+    for (int k = 0; k < 2; k++) {
+        optim_free(o[k]);
+        params_free(&pl[k]);
+    }
+}
+
+Test(optim_object, guard_equals_the_host_clip_and_skips_non_finite_steps) {
+    guard_case(OPTIM_ADAMW);
+    guard_case(OPTIM_SGD);
+}
+
 Test(optim_object, frozen_parameters_are_skipped) {
     param_list pl = {0};
     tensor *frozen = tensor_param("backbone.weight", 2, SHAPE(2, 2)), *lora = tensor_param("lora_A.weight", 2, SHAPE(2, 2));

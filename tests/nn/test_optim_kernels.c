@@ -18,10 +18,10 @@ static void expect_close(const float *got, const double *want, int n, double rto
 
 /* The optimizer ops take a list; these tests run one tensor through a list of one. */
 static void adamw1(float *p, const float *g, float *m, float *v, int64_t n, const adamw_args *a) {
-    backend_cpu.adamw_many(1, &p, &g, &m, &v, &n, a, NULL);
+    backend_cpu.adamw_many(1, &p, &g, &m, &v, &n, a, NULL, NULL);
 }
 static void sgd1(float *p, const float *g, float *buf, int64_t n, const sgd_args *a) {
-    backend_cpu.sgd_many(1, &p, &g, &buf, &n, a, NULL);
+    backend_cpu.sgd_many(1, &p, &g, &buf, &n, a, NULL, NULL);
 }
 
 static void run_adamw(float lr, float b1, float b2, float eps, float wd, const double *ref, const char *what) {

@@ -91,9 +91,9 @@ Test(optim_many, adamw_many_equals_a_call_per_tensor_bitwise) {
     memcpy(n, SIZES, sizeof n);
     for (int step = 1; step <= 4; step++) {
         for (int t = 0; t < NT; t++) args[t] = adamw_of(t, step);
-        backend_cpu.adamw_many(NT, a.p, (const float *const *)a.g, a.m, a.v, n, args, NULL);
+        backend_cpu.adamw_many(NT, a.p, (const float *const *)a.g, a.m, a.v, n, args, NULL, NULL);
         for (int t = 0; t < NT; t++) /* each tensor alone: a list of one */
-            backend_cpu.adamw_many(1, &b.p[t], (const float *const *)&b.g[t], &b.m[t], &b.v[t], &n[t], &args[t], NULL);
+            backend_cpu.adamw_many(1, &b.p[t], (const float *const *)&b.g[t], &b.m[t], &b.v[t], &n[t], &args[t], NULL, NULL);
     }
     expect_sets_equal("adamw_many", &a, &b, 1);
     sets_free(&a, &b);
@@ -112,9 +112,9 @@ static void sgd_case(float momentum, int nesterov, int null_buf) {
     }
     for (int step = 0; step < 3; step++) {
         for (int t = 0; t < NT; t++) args[t] = sgd_of(t, step == 0, momentum, nesterov);
-        backend_cpu.sgd_many(NT, a.p, (const float *const *)a.g, bufa, n, args, NULL);
+        backend_cpu.sgd_many(NT, a.p, (const float *const *)a.g, bufa, n, args, NULL, NULL);
         for (int t = 0; t < NT; t++)
-            backend_cpu.sgd_many(1, &b.p[t], (const float *const *)&b.g[t], &bufb[t], &n[t], &args[t], NULL);
+            backend_cpu.sgd_many(1, &b.p[t], (const float *const *)&b.g[t], &bufb[t], &n[t], &args[t], NULL, NULL);
     }
     expect_sets_equal(nesterov ? "sgd_many nesterov" : momentum ? "sgd_many momentum" : "sgd_many plain", &a, &b, 0);
     sets_free(&a, &b);
@@ -147,16 +147,16 @@ Test(optim_many, fill_many_fills_every_element_and_nothing_else) {
 
 /* count 0 (with NULL arrays) and tensors of 0 elements change nothing */
 Test(optim_many, count_zero_is_a_no_op) {
-    backend_cpu.adamw_many(0, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-    backend_cpu.sgd_many(0, NULL, NULL, NULL, NULL, NULL, NULL);
+    backend_cpu.adamw_many(0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    backend_cpu.sgd_many(0, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     backend_cpu.fill_many(0, NULL, NULL, 1.0f);
     float x = 3.0f, *p = &x, *m = &x, *v = &x;
     const float *g = &x;
     int64_t n0 = 0;
     adamw_args aa = adamw_of(1, 1);
     sgd_args sa = sgd_of(1, 1, 0.9f, 0);
-    backend_cpu.adamw_many(1, &p, &g, &m, &v, &n0, &aa, NULL);
-    backend_cpu.sgd_many(1, &p, &g, &m, &n0, &sa, NULL);
+    backend_cpu.adamw_many(1, &p, &g, &m, &v, &n0, &aa, NULL, NULL);
+    backend_cpu.sgd_many(1, &p, &g, &m, &n0, &sa, NULL, NULL);
     backend_cpu.fill_many(1, &p, &n0, 1.0f);
     cr_expect_eq(x, 3.0f);
 }
@@ -170,9 +170,9 @@ Test(optim_many, same_bits_with_one_and_three_threads) {
     adamw_args args[NT];
     for (int t = 0; t < NT; t++) args[t] = adamw_of(t, 1);
     omp_set_num_threads(1);
-    backend_cpu.adamw_many(NT, a.p, (const float *const *)a.g, a.m, a.v, n, args, NULL);
+    backend_cpu.adamw_many(NT, a.p, (const float *const *)a.g, a.m, a.v, n, args, NULL, NULL);
     omp_set_num_threads(3); /* an uneven split of the chunks */
-    backend_cpu.adamw_many(NT, b.p, (const float *const *)b.g, b.m, b.v, n, args, NULL);
+    backend_cpu.adamw_many(NT, b.p, (const float *const *)b.g, b.m, b.v, n, args, NULL, NULL);
     expect_sets_equal("adamw_many 1 vs 3 threads", &a, &b, 1);
     sets_free(&a, &b);
 }

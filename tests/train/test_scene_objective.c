@@ -83,6 +83,7 @@ static double fixed_batch_loss(run *r, loss_terms *terms) {
     double v;
     NO_GRAD {
         tensor *l = r->t.step(r->t.self, 0, 0, terms);
+        loss_terms_resolve(terms);
         cr_assert(l, "%s", er_msg());
         v = tensor_item(l);
     }

@@ -183,13 +183,20 @@ Test(endofinder_train, prefetch_gives_identical_weights, .timeout = 120) {
     free(w[0]); free(w[1]); free(man);
 }
 
-/* An objective whose loss becomes NaN at step 2. */
-typedef struct { tensor *w; param_list pl; } nan_obj;
+/* An objective whose loss becomes NaN at step 2. Its term is deferred (read by the loop at the step's
+ * end), so the update of step 2 has been queued before the host sees the NaN: the step guard must have
+ * skipped it. */
+typedef struct { tensor *w; param_list pl; float w_at_2[3]; } nan_obj;
 static tensor *nan_step(void *self, int64_t step, int micro, loss_terms *terms) {
     nan_obj *o = self;
+    (void)micro;
     tensor *l = op_sum_all(op_mul(o->w, o->w));
-    if (step == 2) l = op_mul_scalar(op_log(op_mul_scalar(l, 0)), 0); /* 0 * log 0 = NaN */
-    loss_terms_set(terms, "sq", tensor_item(l));
+    if (step == 2) {
+        tensor_to_host(o->w, o->w_at_2);
+        l = op_mul_scalar(op_log(op_mul_scalar(l, 0)), 0); /* 0 * log 0 = NaN */
+    }
+    loss_terms_defer(terms, "sq", l);
+    loss_terms_set(terms, "host", 1.5);
     return l;
 }
 
@@ -205,8 +212,20 @@ Test(endofinder_train, nan_loss_stops_naming_step_and_checkpoint) {
                             .accum = 1, .log_every = 1, .ckpt_every = 1, .out_dir = d};
     int rc = train_loop_run(&lc, &t);
     cr_assert_eq(rc, ER_RUNTIME);
-    cr_assert(strstr(er_msg(), "step 2: loss is NaN"), "%s", er_msg());
+    cr_assert(strstr(er_msg(), "step 2: loss is NaN (sq=") && strstr(er_msg(), "nan host=1.5)"), "%s", er_msg());
     cr_assert(strstr(er_msg(), "checkpoint.safetensors"), "names the last good checkpoint: %s", er_msg());
+    float w[3];
+    tensor_to_host(o.w, w);
+    cr_assert(memcmp(w, o.w_at_2, sizeof w) == 0, "the NaN step changed w: %g -> %g", o.w_at_2[0], w[0]);
+    cr_assert(w[0] != 1.0f, "steps 0 and 1 updated w");
+    /* the log holds steps 1 and 2 with the deferred term's value */
+    char *log = path_join(d, "log.jsonl"), *text = NULL;
+    size_t len = 0;
+    cr_assert_eq(read_file(log, &text, &len), ER_OK);
+    cr_assert(strstr(text, "\"step\": 2,") && !strstr(text, "\"step\": 3,"), "%s", text);
+    cr_assert(strstr(text, "\"loss_sq\": 3,") || strstr(text, "\"loss_sq\": 3\n"), "step 1's term: %s", text);
+    free(text);
+    free(log);
     params_free(&o.pl);
 }
 
@@ -298,6 +317,7 @@ Test(endofinder_train, positives_from_other_views_of_the_scene) {
         NO_GRAD {
             train_objective t = image_objective_iface(o);
             cr_assert(t.step(t.self, 0, 0, &terms), "%s", er_msg());
+            loss_terms_resolve(&terms);
         }
         nn_step_end();
         pos[v] = -1;

@@ -56,6 +56,7 @@ static double positive_similarity(const char *man, const char *d, const char *po
         NO_GRAD {
             train_objective t = image_objective_iface(o);
             cr_assert(t.step(t.self, 0, 0, &terms), "%s", er_msg());
+            loss_terms_resolve(&terms);
         }
         nn_step_end();
         for (int i = 0; i < terms.n; i++) if (!strcmp(terms.name[i], "pos_sim")) pos = terms.value[i];
