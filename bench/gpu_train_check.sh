@@ -37,7 +37,7 @@ python3 - "$W" <<'PY'
 import json, sys, os
 w = sys.argv[1]
 worst = 0.0
-print("%-8s %4s %14s %14s %10s" % ("trainer", "step", "loss cpu", "loss cuda", "rel diff"))
+print("%-10s %4s %14s %14s %10s %6s" % ("trainer", "step", "loss cpu", "loss cuda", "rel diff", "waits"))
 for name in ("image", "dual", "scene", "pgcon", "wincon", "pgcon_nhwc"):
     rows = {}
     for dev in ("cpu", "cuda"):
@@ -49,6 +49,8 @@ for name in ("image", "dual", "scene", "pgcon", "wincon", "pgcon_nhwc"):
     for a, b in zip(rows["cpu"], rows["cuda"]):
         d = abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-12)
         worst = max(worst, d)
-        print("%-8s %4d %14.7f %14.7f %10.2e" % (name, a.get("step", -1), a["loss"], b["loss"], d))
+        # the host's waits for the device per cuda step (train/step_record.h: 1 when nothing reads mid-step)
+        print("%-10s %4d %14.7f %14.7f %10.2e %6s" % (name, a.get("step", -1), a["loss"], b["loss"], d,
+                                                   b.get("host_waits_per_step", "-")))
 print("worst relative loss difference: %.2e" % worst)
 PY

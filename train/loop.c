@@ -238,7 +238,10 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
     int prof_steps = 0; /* profile: see train_loop_config */
     int64_t prof_from = total - step0 > 1 ? 1 : 0;
     double prof_seconds = 0, t_step = 0;
+    const er_backend *be = backend_get(device);
+    uint64_t win_waits = 0; /* the host's waits for the device inside this log window's steps */
     while (step < total) {
+        const uint64_t waits0 = be->host_waits();
         if (profile && ran == prof_from) prof_start();
         prof_phase(PROF_FORWARD);
         t_step = now_seconds();
@@ -321,6 +324,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             snprintf(what, sizeof what, "step %lld", (long long)step);
             if ((rc = er_device_check(device, what))) goto stop;
         }
+        win_waits += be->host_waits() - waits0;
         step++;
         ran++;
         win_steps++;
@@ -338,6 +342,8 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
                     (double)step / obj->steps_per_epoch, lr, loss_sum);
             for (int i = 0; i < acc.n; i++) fprintf(logf, ", \"loss_%s\": %.6g", acc.name[i], acc.value[i]);
             fprintf(logf, ", \"grad_norm\": %.6g, \"img_per_s\": %.2f, \"time_s\": %.2f", gnorm, ips, now - t_start);
+            if (device != DEV_CPU) /* 1 when nothing in the step reads the device mid-way (docs/training.md) */
+                fprintf(logf, ", \"host_waits_per_step\": %.2f", (double)win_waits / (double)win_steps);
             log_world_size(logf, c);
             fputs("}\n", logf);
             fflush(logf);
@@ -354,6 +360,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
             if (progress) fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
             t_win = now;
             win_steps = 0;
+            win_waits = 0;
         }
         if (writer && obj->eval && c->eval_every > 0 && (step % c->eval_every == 0 || last)) {
             char body[1024] = "";
