@@ -13,7 +13,13 @@
 #         torch_resnet profile_large profile_resnet train_check bf16_track train_speed (SPEED_BINS) train_profile scene_bench
 #         colondb (issue 31's GPU recipe: bench/colondb_gpu.sh, the images packed into BIN/data first)
 #         colondb_profile (its fold 0 for 60 steps with --profile: loader against model)
+#         owed: the stages whose figures no lent GPU has measured yet, in the order to run them (OWED below)
 set -u
+# Owed as of session 22 (sessions 19-22 had no GPU): the probe before any timing, parity and memcheck of
+# the new device tests (flash attention, channels-last ResNet, the step guard and the one-wait step),
+# the trainers against the CPU (their host waits per step beside), both ResNet layouts beside PyTorch,
+# the attention paths, the flash rows of bench cuda, PyTorch's ViT rows, the resident batch, the loop's speed.
+OWED="probe parity sanitize train_check resnet_nhwc torch_resnet attn_ab attn_profile benchcuda torch_ab mae_resident train_speed"
 BIN=${1:?usage: gpu_session.sh BIN_DIR STAGE...}; shift
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 E=${EBIN:-$BIN/endoret}; T=$BIN/endoret_tests   # EBIN: another endoret (an earlier build) with BIN's libraries
@@ -56,7 +62,9 @@ train() { # model batch objective precision [extra...]
 torch_vit() { python3 bench/torch_vit_bench.py --model "$1" --batch "$2" --objective "$3" --precision "$4" \
                 --device cuda --threads "$NT" --steps "${STEPS:-10}" "${@:5}"; }
 
-for s in "$@"; do
+stages=""
+for s in "$@"; do [ "$s" = owed ] && stages="$stages $OWED" || stages="$stages $s"; done
+for s in $stages; do
   case $s in
     env) stage env 60 bash -c "nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv;
                               nvcc --version | tail -2; python3 -c 'import torch,timm; print(\"torch\", torch.__version__, \"timm\", timm.__version__, torch.cuda.get_device_name())';
@@ -127,9 +135,11 @@ for line in sys.stdin:
     try: r = json.loads(line)
     except Exception: continue
     if r.get("bench") == "train":
-        print("%-8s %-9s %-4s %-4s b=%-4s train %8.1f img/s  mfu %.3f  peak %.0f GF  %s" % (r.get("impl", "endoret")[:8], r["model"], r.get("objective", "cls"),
+        w = r.get("host_waits_per_step")
+        print("%-8s %-9s %-4s %-4s b=%-4s train %8.1f img/s  mfu %.3f  peak %.0f GF  %s%s" % (r.get("impl", "endoret")[:8], r["model"], r.get("objective", "cls"),
               r.get("precision", "?"), r.get("batch", r.get("batch_scenes")), r.get("train_img_per_s", r.get("scenes_per_s", 0)),
-              r.get("mfu", 0), r.get("gemm_peak_gflops", 0), r.get("gpu", r.get("device", ""))))'
+              r.get("mfu", 0), r.get("gemm_peak_gflops", 0), r.get("gpu", r.get("device", "")),
+              "" if w is None else "  waits/step %.2f" % w))'
 # at most 8 files come back from a lent machine: pack the stage logs into one, under a name no
 # earlier run into the same $OUT used (a second run in one call once overwrote the first's logs)
 n=$(ls "$OUT"/*.txt 2>/dev/null | wc -l)
