@@ -11,9 +11,9 @@ static void ce_backward(tape_node *n) {
     tensor *x = n->in[0], *gx = grad_buf(x);
     if (!gx) return;
     ce_ctx *c = n->ctx;
-    float g = tensor_item(n->out->grad);
     int64_t R = x->shape[0], C = x->shape[1];
-    BE(x)->cross_entropy_backward(R, C, x->data, c->labels, c->lse, g / (float)c->nvalid, gx->data);
+    /* the loss gradient stays on the device: the kernel divides it by the labelled rows (no host wait) */
+    BE(x)->cross_entropy_backward(R, C, x->data, c->labels, c->lse, n->out->grad->data, (float)c->nvalid, gx->data);
 }
 
 tensor *op_cross_entropy(tensor *logits, const int32_t *labels) {
@@ -46,8 +46,12 @@ tensor *op_cross_entropy(tensor *logits, const int32_t *labels) {
     BE(x)->cross_entropy(R, C, x->data, c->labels, rows, c->lse);
     tensor *y = tensor_empty(x->device, 0, NULL);
     BE(x)->reduce(RED_SUM, 1, R, 1, rows, y->data, NULL);
-    float sum = tensor_item(y) / (float)nvalid;
-    BE(x)->upload(y->data, &sum, sizeof sum);
+    /* the mean over the labelled rows on the device, one IEEE division as the host's was (no wait) */
+    const float nv = (float)nvalid;
+    float *dnv = ops_scratch(x->device, 1);
+    BE(x)->upload(dnv, &nv, sizeof nv);
+    const int64_t one = 1;
+    BE(x)->binary(BIN_DIV, 1, &one, y->data, &one, dnv, &one, y->data);
     tape_node *n = tape_record("cross_entropy", ce_backward, y, 1, &x);
     if (n) n->ctx = c;
     return y;

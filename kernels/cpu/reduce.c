@@ -183,7 +183,8 @@ void cpu_cross_entropy(int64_t rows, int64_t cols, const float *x, const int32_t
 }
 
 void cpu_cross_entropy_backward(int64_t rows, int64_t cols, const float *x, const int32_t *label,
-                                const float *lse, float scale, float *gx) {
+                                const float *lse, const float *gy, float denom, float *gx) {
+    const float scale = gy[0] / denom;
     #pragma omp parallel for if (rows * cols > CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         if (label[r] < 0) continue;

@@ -330,10 +330,11 @@ void cu_cross_entropy(int64_t rows, int64_t cols, const float *x, const int32_t 
 }
 
 __global__ void k_cross_entropy_backward(int64_t cols, const float *x, const int32_t *label,
-                                         const float *lse, float scale, float *gx) {
+                                         const float *lse, const float *gy, float denom, float *gx) {
     int64_t r = blockIdx.x;
     int32_t lab = label[r];
     if (lab < 0) return;
+    const float scale = gy[0] / denom; /* cpu_cross_entropy_backward's one IEEE division */
     const float *xr = x + r * cols;
     float *gxr = gx + r * cols;
     float l = lse[r];
@@ -345,8 +346,8 @@ __global__ void k_cross_entropy_backward(int64_t cols, const float *x, const int
 }
 
 void cu_cross_entropy_backward(int64_t rows, int64_t cols, const float *x, const int32_t *label,
-                               const float *lse, float scale, float *gx) {
+                               const float *lse, const float *gy, float denom, float *gx) {
     if (!rows_ok(rows, "cross_entropy_backward: too many rows")) return;
-    k_cross_entropy_backward<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, x, label, lse, scale, gx);
+    k_cross_entropy_backward<<<(unsigned)rows, ROW_THREADS, 0, cuda_stream()>>>(cols, x, label, lse, gy, denom, gx);
     CUDA_LAUNCHED("cross_entropy_backward");
 }

@@ -349,8 +349,11 @@ Test(cuda, layernorm_softmax_l2norm_cross_entropy) {
     expect_close("cross_entropy loss", loss, dloss, R, 1e-5);
     expect_close("cross_entropy lse", lse, dlse, R, 1e-5);
     GPU->upload(dgx, gx, n * 4);
-    CPU->cross_entropy_backward(R, C, x, lab, lse, 0.25f, gx);
-    GPU->cross_entropy_backward(R, C, dx, dlab, dlse, 0.25f, dgx);
+    const float ce_gy = 1.5f; /* the loss gradient, read by the kernel: scale 1.5 / 6 = 0.25 */
+    float *dce_gy = devf(&ce_gy, 1);
+    CPU->cross_entropy_backward(R, C, x, lab, lse, &ce_gy, 6.0f, gx);
+    GPU->cross_entropy_backward(R, C, dx, dlab, dlse, dce_gy, 6.0f, dgx);
+    GPU->free(dce_gy);
     expect_close("cross_entropy_backward", gx, dgx, n, 1e-5);
 
     GPU->free(dx); GPU->free(dw); GPU->free(db); GPU->free(dgy); GPU->free(dy); GPU->free(dmean);
