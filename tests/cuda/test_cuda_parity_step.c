@@ -26,70 +26,40 @@
 #include "nn/optim.h"
 #include "nn/precision.h"
 #include "tests/cuda/parity_util.h"
+#include "tests/cuda/parity_vit_model.h"
 #include "train/step_record.h"
 
-enum { QB = 4, QIMG = 16, QP = 4, QD = 32, QSTEPS = 3 };
-
-typedef struct {
-    vit *enc;
-    mae_decoder dec;
-    sscd_head head;
-    param_list all;
-    optimizer *opt;
-} step_model;
-
-static void sm_build(step_model *m, int dev) {
-    vit_config c;
-    cr_assert_eq(vit_config_preset("vit_tiny", &c), ER_OK);
-    c.img = QIMG; c.patch = QP; c.dim = QD; c.depth = 2; c.heads = 2;
-    memset(m, 0, sizeof *m);
-    m->enc = vit_new_on(dev, &c, 11);
-    cr_assert_not_null(m->enc, "%s", er_msg());
-    for (int i = 0; i < m->enc->params.n; i++) params_add(&m->all, m->enc->params.t[i]);
-    cr_assert_eq(mae_decoder_init_on(dev, &m->dec, &c, 16, 1, 2, 12, &m->all), ER_OK, "%s", er_msg());
-    cr_assert_eq(sscd_head_init_on(dev, &m->head, QD, 16, 13, &m->all), ER_OK, "%s", er_msg());
-    optim_config oc = {.kind = OPTIM_ADAMW, .lr = 3e-3, .weight_decay = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
-    m->opt = optim_new(&oc, &m->all);
-    cr_assert_not_null(m->opt, "%s", er_msg());
-}
-
-static void sm_free(step_model *m) {
-    optim_free(m->opt);
-    for (int i = m->enc->params.n; i < m->all.n; i++) tensor_free(m->all.t[i]);
-    free(m->all.t);
-    mae_decoder_free(&m->dec);
-    vit_free(m->enc);
-}
+enum { QD = 32, QSTEPS = 3 };
 
 typedef struct {
     double loss, norm, mae, infonce, entropy, pos_sim;
 } step_out;
 
 /* The forward of train/objective_image.c (MAE + SSCD, two views of two instances). */
-static tensor *sm_forward(step_model *m, int64_t step, const float *x, tensor **lm, tensor **lc, sscd_terms *t,
+static tensor *sm_forward(model_on *m, int64_t step, const float *x, tensor **lm, tensor **lc, sscd_terms *t,
                           sscd_stats *st) {
-    const int L = (QIMG / QP) * (QIMG / QP), K = L / 2;
-    int32_t shuffle[QB * 16], restore[QB * 16], keep[QB * 16];
-    float mask[QB * 16];
-    mae_masking(QB, L, K, NULL, NULL, 5, (uint64_t)step, shuffle, restore, mask);
-    for (int b = 0; b < QB; b++) memcpy(keep + b * K, shuffle + b * L, K * sizeof(int32_t));
+    const int L = (MIMG / MP) * (MIMG / MP), K = L / 2;
+    int32_t shuffle[MB * 16], restore[MB * 16], keep[MB * 16];
+    float mask[MB * 16];
+    mae_masking(MB, L, K, NULL, NULL, 5, (uint64_t)step, shuffle, restore, mask);
+    for (int b = 0; b < MB; b++) memcpy(keep + b * K, shuffle + b * L, K * sizeof(int32_t));
     const int dev = m->enc->patch_w->device;
     nn_ctx ctx = nn_ctx_train(5, step, 0, ER_PREC_FP32);
-    tensor *xt = tensor_upload(dev, 4, SHAPE(QB, 3, QIMG, QIMG), x);
+    tensor *xt = tensor_upload(dev, 4, SHAPE(MB, 3, MIMG, MIMG), x);
     tensor *latent = vit_forward_t(m->enc, &ctx, xt, keep, K);
     tensor *pred = mae_decoder_forward(&m->dec, &ctx, latent, 0, restore);
-    *lm = mae_loss_t(pred, mae_target_t(xt, QP, 1), mask);
-    tensor *cls = op_reshape(op_slice(latent, 1, 0, 1), 2, SHAPE(QB, QD));
-    int ids[QB] = {0, 1, 0, 1};
-    uint8_t match[QB * QB];
-    sscd_match_from_ids(ids, QB, match);
+    *lm = mae_loss_t(pred, mae_target_t(xt, MP, 1), mask);
+    tensor *cls = op_reshape(op_slice(latent, 1, 0, 1), 2, SHAPE(MB, QD));
+    int ids[MB] = {0, 1, 0, 1};
+    uint8_t match[MB * MB];
+    sscd_match_from_ids(ids, MB, match);
     tensor *e = sscd_descriptor(&m->head, &ctx, cls);
     *lc = t ? sscd_loss_terms(e, match, 0.05, 5, 0, t) : sscd_loss(e, match, 0.05, 5, 0, st);
     return op_add(op_mul_scalar(*lm, 0.5f), *lc);
 }
 
 /* The waiting step: every value read when it is made, nn/optim.c's host clip. */
-static step_out sm_step_waiting(step_model *m, int64_t step, const float *x) {
+static step_out sm_step_waiting(model_on *m, int64_t step, const float *x) {
     tensor *lm, *lc;
     sscd_stats st;
     tensor *loss = sm_forward(m, step, x, &lm, &lc, NULL, &st);
@@ -105,7 +75,7 @@ static step_out sm_step_waiting(step_model *m, int64_t step, const float *x) {
 }
 
 /* The one-wait step of train/loop.c. */
-static step_out sm_step_once(step_model *m, int64_t step, const float *x, step_record *rec) {
+static step_out sm_step_once(model_on *m, int64_t step, const float *x, step_record *rec) {
     tensor *lm, *lc;
     sscd_terms t;
     loss_terms terms = {0};
@@ -138,12 +108,12 @@ static void same_bits(const char *what, int step, double a, double b) {
 Test(cuda, training_step_waits_once_and_matches_the_waiting_step) {
     require_gpu();
     const er_backend *be = backend_get(GPU_DEV);
-    step_model a, b;
-    sm_build(&a, GPU_DEV);
-    sm_build(&b, GPU_DEV);
+    model_on a, b;
+    model_build(&a, GPU_DEV);
+    model_build(&b, GPU_DEV);
     step_record rec;
     cr_assert_eq(step_record_init(&rec, GPU_DEV, 1), ER_OK, "%s", er_msg());
-    float *x = rnd(QB * 3 * QIMG * QIMG, -1, 1, 240);
+    float *x = rnd(MB * 3 * MIMG * MIMG, -1, 1, 240);
     for (int step = 0; step < QSTEPS; step++) {
         uint64_t w0 = be->host_waits();
         step_out o = sm_step_once(&a, step, x, &rec);
@@ -177,6 +147,6 @@ Test(cuda, training_step_waits_once_and_matches_the_waiting_step) {
     }
     free(x);
     step_record_free(&rec);
-    sm_free(&a);
-    sm_free(&b);
+    model_free(&a);
+    model_free(&b);
 }
