@@ -184,7 +184,11 @@ static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) 
         if (mae) { /* masking is host work of the step, as in a real run */
             mae_masking(batch, L, K, NULL, NULL, 1, (uint64_t)s, shuffle, restore, mask);
             for (int b = 0; b < batch; b++) memcpy(keep + (size_t)b * K, shuffle + (size_t)b * L, K * sizeof(int32_t));
-            tensor *xt = x_dev ? x_dev : tensor_upload(device, 4, SHAPE(batch, 3, img, img), x);
+            tensor *xt = x_dev;
+            if (!xt) { /* as train/host_batch.c uploads a batch: from the page-locked buffer, no wait */
+                if (!(xt = tensor_empty(device, 4, SHAPE(batch, 3, img, img)))) { rc = ER_RUNTIME; break; }
+                be->upload_async(xt->data, x, (size_t)batch * 3 * img * img * sizeof(float));
+            }
             tensor *latent = vit_forward_t(v, &ctx, xt, keep, K);
             tensor *pred = mae_decoder_forward(&dec, &ctx, latent, v->cfg.registers, restore);
             loss = mae_loss_t(pred, mae_target_t(xt, v->cfg.patch, 1), mask);
