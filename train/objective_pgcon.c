@@ -201,14 +201,14 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     tensor *n1 = tensor_upload(o->run.device, 3, SHAPE(b, k, D), o->neg1);
     tensor *n2 = tensor_upload(o->run.device, 3, SHAPE(b, k, D), o->neg2);
     tensor *mi = tensor_upload(o->run.device, 2, SHAPE(b, D), o->pos_mem);
-    double pos_jig = 0, pos_mem = 0;
+    tensor *pos_jig = NULL, *pos_mem = NULL;
     tensor *l1 = pgcon_infonce(zp, zd, n1, zw, (float)c->tau, &pos_jig);
     tensor *l2 = pgcon_infonce(zp, mi, n2, zw, (float)c->tau, &pos_mem);
     if (!l1 || !l2) return NULL;
     loss_terms_defer(terms, "jigsaw", l1);
     loss_terms_defer(terms, "memory", l2);
-    loss_terms_set(terms, "pos_jig", pos_jig);
-    loss_terms_set(terms, "pos_mem", pos_mem);
+    loss_terms_defer(terms, "pos_jig", pos_jig);
+    loss_terms_defer(terms, "pos_mem", pos_mem);
     tensor *loss = op_add(op_mul_scalar(l1, (float)c->w_jig), op_mul_scalar(l2, (float)c->w_mem));
     /* the bank takes this micro-batch's prior embeddings (every rank the whole batch's, in order) */
     tensor_to_host(zp, o->xp); /* xp is free now: the forward has its copy */

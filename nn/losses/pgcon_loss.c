@@ -5,10 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/autograd.h"
 #include "nn/base/base.h"
 #include "nn/ops.h"
 
-tensor *pgcon_infonce(tensor *a, tensor *p, tensor *negs, tensor *extra, float tau, double *pos_sim) {
+tensor *pgcon_infonce(tensor *a, tensor *p, tensor *negs, tensor *extra, float tau, tensor **pos_sim) {
     if (!a || !p || !negs) return NULL;
     int64_t B = a->shape[0], D = a->shape[1], k = negs->shape[1];
     if (a->ndim != 2 || p->ndim != 2 || p->shape[0] != B || p->shape[1] != D || negs->ndim != 3 || negs->shape[0] != B ||
@@ -25,12 +26,8 @@ tensor *pgcon_infonce(tensor *a, tensor *p, tensor *negs, tensor *extra, float t
     tensor *loss = op_cross_entropy(logits, zero);
     free(zero);
     if (pos_sim && loss) {
-        float *h = xmalloc((size_t)B * sizeof(float));
-        tensor_to_host(pos, h);
-        double s = 0;
-        for (int64_t i = 0; i < B; i++) s += h[i];
-        *pos_sim = s / (double)B;
-        free(h);
+        NO_GRAD { *pos_sim = op_mean_all(pos); }
+        if (!*pos_sim) return NULL;
     }
     return loss;
 }

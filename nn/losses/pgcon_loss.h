@@ -25,8 +25,9 @@
 
 /* The differentiable InfoNCE above: a, p [B, D] unit rows (any device), negs [B, k, D] unit rows
  * (no gradient needed), extra [E, D] unit rows or NULL. Scalar mean loss. pos_sim (may be NULL)
- * receives the mean cos(a_i, p_i) (logging: downloads B values). */
-tensor *pgcon_infonce(tensor *a, tensor *p, tensor *negs, tensor *extra, float tau, double *pos_sim);
+ * receives the mean cos(a_i, p_i) as a one-element tensor on the loss's device, off the tape
+ * (logging: read with the step's record, train/step_record.h, not here). */
+tensor *pgcon_infonce(tensor *a, tensor *p, tensor *negs, tensor *extra, float tau, tensor **pos_sim);
 
 /* Double-precision reference of pgcon_infonce on raw (not normalised) host vectors: a, p [B, D],
  * negs [B, k, D], extra [E, D] (NULL when E = 0). Returns the loss; grad_a / grad_p / grad_extra (each

@@ -26,10 +26,23 @@ static double device_loss(int with_extra, float *ga, float *gp, float *ge) {
         for (int d = 0; d < PG_D; d++) nn[r * PG_D + d] = (float)(PG_NEGS[r * PG_D + d] / sqrt(s));
     }
     tensor *negs = tensor_upload(DEV_CPU, 3, SHAPE(PG_B, PG_K, PG_D), nn);
-    double pos;
+    tensor *pos;
     tensor *l = pgcon_infonce(op_l2_normalize(a, -1, 1e-12f), op_l2_normalize(p, -1, 1e-12f), negs,
                               with_extra ? op_l2_normalize(e, -1, 1e-12f) : NULL, (float)PG_TAU, &pos);
     cr_assert(l, "%s", er_msg());
+    /* the logged positive similarity: the mean cosine of a_i and p_i, computed here in double */
+    double cs = 0;
+    for (int i = 0; i < PG_B; i++) {
+        double na = 0, np = 0, dot = 0;
+        for (int d = 0; d < PG_D; d++) {
+            na += (double)PG_A[i * PG_D + d] * PG_A[i * PG_D + d];
+            np += (double)PG_P[i * PG_D + d] * PG_P[i * PG_D + d];
+            dot += (double)PG_A[i * PG_D + d] * PG_P[i * PG_D + d];
+        }
+        cs += dot / sqrt(na * np);
+    }
+    cr_assert(pos && tensor_numel(pos) == 1 && fabs(tensor_item(pos) - cs / PG_B) < 1e-5, "pos_sim %g, want %g",
+              pos ? tensor_item(pos) : NAN, cs / PG_B);
     double v = tensor_item(l);
     cr_assert_eq(backward(l), 0, "%s", er_msg());
     tensor_to_host(a->grad, ga);
