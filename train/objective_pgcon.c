@@ -82,7 +82,11 @@ static void pgcon_free(void *self) {
     image_cache_free(&o->data);
     for (int t = 0; o->views && t < o->run.threads; t++) pgcon_views_free(&o->views[t]);
     free(o->views); free(o->seen);
-    free(o->xp); free(o->neg1); free(o->neg2); free(o->pos_mem); free(o->z_all);
+    const er_backend *be = backend_get(o->run.device);
+    if (o->neg1) be->host_free(o->neg1);
+    if (o->neg2) be->host_free(o->neg2);
+    if (o->pos_mem) be->host_free(o->pos_mem);
+    free(o->xp); free(o->z_all);
     labelled_rows_free(&o->bank); labelled_rows_free(&o->query);
     free(o);
 }
@@ -170,6 +174,15 @@ static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc)
     return fail ? er_fail(ER_RUNTIME, "pgcon: views failed at micro-batch %lld", (long long)g) : ER_OK;
 }
 
+/* A step's memory rows to the device from their page-locked buffer, with no wait. The buffer is written
+ * again only at the next micro-batch, after this one's tensor_to_host(zp) has waited for the stream, so
+ * this copy has run by then. */
+static tensor *upload_rows(const pgcon_objective *o, const float *h, int ndim, const int64_t *shape) {
+    tensor *t = tensor_empty(o->run.device, ndim, shape);
+    if (t) backend_get(o->run.device)->upload_async(t->data, h, (size_t)tensor_numel(t) * sizeof(float));
+    return t;
+}
+
 static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
@@ -198,9 +211,9 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     if (o->wincon) /* every rank's WIN views: the negatives of the global batch (gradient to each rank's own) */
         zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, xw), -1, 1e-12f));
     if (!zp || !zd || (o->wincon && !zw)) return NULL;
-    tensor *n1 = tensor_upload(o->run.device, 3, SHAPE(b, k, D), o->neg1);
-    tensor *n2 = tensor_upload(o->run.device, 3, SHAPE(b, k, D), o->neg2);
-    tensor *mi = tensor_upload(o->run.device, 2, SHAPE(b, D), o->pos_mem);
+    tensor *n1 = upload_rows(o, o->neg1, 3, SHAPE(b, k, D));
+    tensor *n2 = upload_rows(o, o->neg2, 3, SHAPE(b, k, D));
+    tensor *mi = upload_rows(o, o->pos_mem, 2, SHAPE(b, D));
     tensor *pos_jig = NULL, *pos_mem = NULL;
     tensor *l1 = pgcon_infonce(zp, zd, n1, zw, (float)c->tau, &pos_jig);
     tensor *l2 = pgcon_infonce(zp, mi, n2, zw, (float)c->tau, &pos_mem);
@@ -311,9 +324,12 @@ static int pgcon_create(const void *cfgv, const train_run *run, void *self, trai
     o->inst_off = host_batch_reserve(&bytes, (size_t)B * sizeof(int));
     o->negi_off = host_batch_reserve(&bytes, (size_t)b * 2 * k2 * sizeof(int32_t));
     if (!(o->hb = host_batch_new(run, N, bytes, pgcon_fill, o))) return ER_RUNTIME;
-    o->neg1 = xmalloc((size_t)b * k2 * D * sizeof(float));
-    o->neg2 = xmalloc((size_t)b * k2 * D * sizeof(float));
-    o->pos_mem = xmalloc((size_t)b * D * sizeof(float));
+    /* the memory rows of a step, page-locked on a GPU: uploaded without a wait (pgcon_step) */
+    const er_backend *be = backend_get(run->device);
+    o->neg1 = be->host_alloc((size_t)b * k2 * D * sizeof(float));
+    o->neg2 = be->host_alloc((size_t)b * k2 * D * sizeof(float));
+    o->pos_mem = be->host_alloc((size_t)b * D * sizeof(float));
+    if (!o->neg1 || !o->neg2 || !o->pos_mem) return er_fail(ER_RUNTIME, "pgcon: no page-locked memory for the memory rows");
     o->z_all = xmalloc((size_t)B * D * sizeof(float));
     return objective_ready(out, o->model, &o->all, N, 1, o->query.n > 0);
 }
