@@ -148,14 +148,18 @@ def main():
                   + glob.glob(os.path.join(ROOT, "kernels", "*.c"))
                   + glob.glob(os.path.join(ROOT, "kernels", "cpu", "*.c"))
                   + glob.glob(os.path.join(ROOT, "checkpoints", "*.c"))
-                  + [os.path.join(ROOT, "train", "step_record.c")])  # the one-wait step's record
+                  + glob.glob(os.path.join(ROOT, "train", "*.c"))  # the trainers: test_cuda_parity_loop.c
+                  + glob.glob(os.path.join(ROOT, "datasets", "*.c"))
+                  + glob.glob(os.path.join(ROOT, "infer", "eval", "*.c"))
+                  + glob.glob(os.path.join(ROOT, "infer", "retrieval", "*.c")))
     csrc += sorted(glob.glob(os.path.join(ROOT, "tests", "cuda", "test_cuda_parity*.c")))
     for c in csrc:
         obj = os.path.join(OUT, "c_" + os.path.relpath(c, ROOT).replace("/", "_")[:-2] + ".o")
         run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-fopenmp", "-DENDORET_CUDA", "-I" + ROOT, "-c", c, "-o", obj])
         objs.append(obj)
     exe = os.path.join(OUT, "parity_emulated")
-    run(["g++", "-fopenmp", "-pthread", "-fsanitize=alignment", "-o", exe] + objs + ["-lcriterion", "-lm"])
+    run(["g++", "-fopenmp", "-pthread", "-fsanitize=alignment", "-o", exe] + objs
+        + ["-lcriterion", "-lpng", "-ljpeg", "-lsqlite3", "-lz", "-lm", "-ldl"])
     # one job: each emulated block already runs up to 1024 threads
     r = subprocess.run([exe, "--jobs", "1"] + sys.argv[1:], cwd=ROOT)
     sys.exit(r.returncode)
