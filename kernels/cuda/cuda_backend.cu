@@ -306,6 +306,7 @@ static void cu_copy(void *dst, const void *src, size_t bytes) {
 /* From pageable host memory, the caller's buffer free on return: staged (host_wait.cu). */
 static void cu_upload(void *dst, const void *src, size_t bytes) {
     if (ready()) cuda_upload_staged(dst, src, bytes);
+    else cuda_record_msg("upload: no CUDA device", __FILE__, __LINE__);
 }
 static void cu_download(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
