@@ -282,7 +282,7 @@ int train_loop_run(const train_loop_config *c, train_objective *obj) {
              * checkpoint could record a broken state */
             char what[64];
             snprintf(what, sizeof what, "step %lld", (long long)step);
-            if ((rc = guarded ? er_device_error(device, what) : er_device_check(device, what))) goto stop;
+            if ((rc = er_device_error(device, what))) goto stop; /* the read waited: no second wait */
         }
         for (int micro = 0; micro < c->accum; micro++) {
             loss_terms *terms = &mterms[micro];

@@ -21,8 +21,8 @@ void loss_terms_set(loss_terms *t, const char *name, double value) {
 void loss_terms_defer(loss_terms *t, const char *name, const tensor *x) {
     if (!x) return;
     loss_terms_set(t, name, NAN);
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->name[i], name)) t->dev[i] = x;
+    for (int i = t->n - 1; i >= 0; i--) /* the entry just set (a full list keeps the first eight) */
+        if (!strcmp(t->name[i], name)) { t->dev[i] = x; break; }
 }
 
 void loss_terms_resolve(loss_terms *t) {
@@ -61,24 +61,24 @@ static int copyable(const step_record *r, const tensor *x) {
     return x && x->device == r->device && x->dtype == DT_F32 && tensor_numel(x) == 1;
 }
 
-int step_record_loss(step_record *r, int m, const tensor *loss) {
-    if (!copyable(r, loss)) return 1;
-    backend_get(r->device)->copy(r->dev + REC_LOSSES + (size_t)m * sizeof(float), loss->data, sizeof(float));
-    return 0;
+/* x's value into the record at byte `off`: a device copy, or for a tensor on another device or of
+ * another dtype, read now (a wait) and uploaded, so the step's one read finds it there. */
+static void record_value(step_record *r, size_t off, const tensor *x) {
+    if (copyable(r, x)) {
+        backend_get(r->device)->copy(r->dev + off, x->data, sizeof(float));
+    } else {
+        float v = tensor_item(x);
+        backend_get(r->device)->upload(r->dev + off, &v, sizeof v);
+    }
+}
+
+void step_record_loss(step_record *r, int m, const tensor *loss) {
+    record_value(r, REC_LOSSES + (size_t)m * sizeof(float), loss);
 }
 
 void step_record_terms(step_record *r, int m, const loss_terms *t) {
-    for (int i = 0; i < t->n; i++) {
-        const tensor *x = t->dev[i];
-        if (!x) continue;
-        if (copyable(r, x)) {
-            backend_get(r->device)->copy(r->dev + term_off(r, m, i), x->data, sizeof(float));
-        } else { /* another device or dtype: read now (a wait), kept on the host copy */
-            float v = tensor_item(x);
-            memcpy(r->host + term_off(r, m, i), &v, sizeof v);
-            backend_get(r->device)->upload(r->dev + term_off(r, m, i), &v, sizeof v);
-        }
-    }
+    for (int i = 0; i < t->n; i++)
+        if (t->dev[i]) record_value(r, term_off(r, m, i), t->dev[i]);
 }
 
 const float *step_record_losses(const step_record *r) { return (const float *)(r->dev + REC_LOSSES); }

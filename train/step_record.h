@@ -27,9 +27,9 @@ typedef struct {
 int step_record_init(step_record *r, int device, int accum);
 void step_record_free(step_record *r);
 
-/* Copy micro-batch m's loss (a one-element fp32 tensor on r->device) into the record; 0, or 1 when
- * the tensor cannot be copied so (another device or dtype: the caller reads it on the host). */
-int step_record_loss(step_record *r, int m, const tensor *loss);
+/* Copy micro-batch m's loss (a one-element tensor) into the record: on the device when it is fp32 on
+ * r->device, else read now on the host (a wait) and uploaded. */
+void step_record_loss(step_record *r, int m, const tensor *loss);
 /* Copy micro-batch m's deferred terms (loss_terms_defer) into the record. */
 void step_record_terms(step_record *r, int m, const loss_terms *t);
 
