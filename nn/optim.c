@@ -307,18 +307,15 @@ static int guard_impl(optimizer *o, int device, double max_norm, const float *lo
         const tensor *g = o->ps[i].p->grad;
         if (g && g->device != device) return 1;
     }
-    const float **xs = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *xs);
-    int64_t *ns = xmalloc((size_t)(o->n ? o->n : 1) * sizeof *ns);
+    struct optim_arrays *A = o->arrays; /* one entry per parameter; step_impl refills them */
     int c = 0;
     for (int i = 0; i < o->n; i++) {
         const tensor *g = o->ps[i].p->grad;
         if (!g) continue;
-        xs[c] = g->data;
-        ns[c++] = tensor_numel(g);
+        A->g[c] = g->data;
+        A->n[c++] = tensor_numel(g);
     }
-    backend_get(device)->step_guard(c, xs, ns, losses, nl, max_norm, norm, gscale);
-    free(xs);
-    free(ns);
+    backend_get(device)->step_guard(c, A->g, A->n, losses, nl, max_norm, norm, gscale);
     o->guard = gscale;
     return ER_OK;
 }

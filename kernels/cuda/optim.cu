@@ -327,6 +327,14 @@ static unsigned multi_blocks(const int64_t *ns, int c) {
     return b < 1 ? 1u : b > CUDA_MULTI_BLOCKS ? (unsigned)CUDA_MULTI_BLOCKS : (unsigned)b;
 }
 /* res[a] = its partials added in block order (deterministic) */
+__global__ void k_sum_partials(int count, int nb, const double *part, double *res);
+/* The sums of squares of the chunk's c arrays (pointers and lengths already in m's device lists, ns their
+ * host copy) into m->res: sumsq_many's and step_guard's launches. */
+static void launch_sumsq(const cuda_multi_scratch *m, const int64_t *ns, int c) {
+    const unsigned nb = multi_blocks(ns, c);
+    k_sumsq_many<<<dim3(nb, (unsigned)c), OPT_THREADS, 0, cuda_stream()>>>(m->ptrs, m->ns, m->part);
+    k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, cuda_stream()>>>(c, (int)nb, m->part, m->res);
+}
 __global__ void k_sum_partials(int count, int nb, const double *part, double *res) {
     int a = blockIdx.x * blockDim.x + threadIdx.x;
     if (a >= count) return;
@@ -355,9 +363,7 @@ void cu_sumsq_many(int count, const float *const *xs, const int64_t *ns, double 
             for (int i = 0; i < c; i++) out[c0 + i] = NAN;
             continue;
         }
-        const unsigned nb = multi_blocks(m->ns_host, c);
-        k_sumsq_many<<<dim3(nb, (unsigned)c), OPT_THREADS, 0, st>>>(m->ptrs, m->ns, m->part);
-        k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(c, (int)nb, m->part, m->res);
+        launch_sumsq(m, m->ns_host, c);
         CUDA_LAUNCHED("sumsq_many");
         bool bad = CUDA_CHECK(cudaMemcpyAsync(m->res_host, m->res, c * sizeof(double), cudaMemcpyDeviceToHost, st)) ||
                    CUDA_CHECK(cuda_wait()); /* also frees the staging for the next chunk */
@@ -395,9 +401,7 @@ void cu_step_guard(int count, const float *const *xs, const int64_t *ns, const f
             for (int i = 0; i < c; i++) nn[i] = ns[c0 + i] > 0 ? ns[c0 + i] : 0;
             cuda_upload_staged(m->ptrs, xs + c0, c * sizeof(float *));
             cuda_upload_staged(m->ns, nn, c * sizeof(int64_t));
-            const unsigned nb = multi_blocks(nn, c);
-            k_sumsq_many<<<dim3(nb, (unsigned)c), OPT_THREADS, 0, st>>>(m->ptrs, m->ns, m->part);
-            k_sum_partials<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(c, (int)nb, m->part, m->res);
+            launch_sumsq(m, nn, c);
         }
         k_guard_add<<<1, 1, 0, st>>>(c, m->res, norm, c0 == 0);
         CUDA_LAUNCHED("step_guard");
