@@ -38,6 +38,7 @@
 #include "nn/base/rng.h"
 #include "kernels/bench_cuda.h"
 #include "kernels/profile.h"
+#include "train/host_batch.h"
 
 #pragma weak cuda_bench_run /* NULL in a build without the CUDA backend */
 #pragma weak cuda_probe_run
@@ -184,11 +185,9 @@ static int bench_train_sets(int argc, char **argv, char **user_sets, int nuser) 
         if (mae) { /* masking is host work of the step, as in a real run */
             mae_masking(batch, L, K, NULL, NULL, 1, (uint64_t)s, shuffle, restore, mask);
             for (int b = 0; b < batch; b++) memcpy(keep + (size_t)b * K, shuffle + (size_t)b * L, K * sizeof(int32_t));
-            tensor *xt = x_dev;
-            if (!xt) { /* as train/host_batch.c uploads a batch: from the page-locked buffer, no wait */
-                if (!(xt = tensor_empty(device, 4, SHAPE(batch, 3, img, img)))) { rc = ER_RUNTIME; break; }
-                be->upload_async(xt->data, x, (size_t)batch * 3 * img * img * sizeof(float));
-            }
+            /* as a trainer uploads its batch: from the page-locked buffer, no wait */
+            tensor *xt = x_dev ? x_dev : host_upload_pinned(device, x, 4, SHAPE(batch, 3, img, img));
+            if (!xt) { rc = ER_RUNTIME; break; }
             tensor *latent = vit_forward_t(v, &ctx, xt, keep, K);
             tensor *pred = mae_decoder_forward(&dec, &ctx, latent, v->cfg.registers, restore);
             loss = mae_loss_t(pred, mae_target_t(xt, v->cfg.patch, 1), mask);

@@ -99,13 +99,16 @@ void *host_batch_get(host_batch *hb, int64_t g) {
     return hb->slot[0];
 }
 
+tensor *host_upload_pinned(int device, const void *src, int ndim, const int64_t *shape) {
+    tensor *t = tensor_empty(device, ndim, shape);
+    if (t) backend_get(device)->upload_async(t->data, src, (size_t)tensor_numel(t) * sizeof(float));
+    return t;
+}
+
 tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim, const int64_t *shape) {
+    if (hb->pinned) return host_upload_pinned(hb->device, (const char *)slot + off, ndim, shape);
     tensor *t = tensor_empty(hb->device, ndim, shape);
-    if (!t) return NULL;
-    const er_backend *be = backend_get(hb->device);
-    size_t bytes = (size_t)tensor_numel(t) * sizeof(float);
-    if (hb->pinned) be->upload_async(t->data, (const char *)slot + off, bytes);
-    else be->upload(t->data, (const char *)slot + off, bytes);
+    if (t) backend_get(hb->device)->upload(t->data, (const char *)slot + off, (size_t)tensor_numel(t) * sizeof(float));
     return t;
 }
 

@@ -48,6 +48,10 @@ void *host_batch_step(host_batch *hb, int64_t step, int micro, tensor **images, 
 /* Bytes [off, off + numel floats) of slot as a new tensor of `shape` on the run's device: an
  * asynchronous copy from page-locked memory (ordered before the step's kernels), else a copy. */
 tensor *host_batch_upload(host_batch *hb, const void *slot, size_t off, int ndim, const int64_t *shape);
+/* A new fp32 tensor of `shape` on `device` filled from page-locked `src` (the backend's host_alloc) with
+ * upload_async: no wait, so `src` must not be written until the stream has passed the copy (the next
+ * micro-batch's slot, or a later wait). */
+tensor *host_upload_pinned(int device, const void *src, int ndim, const int64_t *shape);
 /* The fills' per-thread scratch (owned by hb). */
 const fill_scratch *host_batch_scratch(const host_batch *hb);
 /* Waits for the worker; NULL is a no-op. */

@@ -174,15 +174,6 @@ static int pgcon_fill(void *self, int64_t g, void *slot, const fill_scratch *sc)
     return fail ? er_fail(ER_RUNTIME, "pgcon: views failed at micro-batch %lld", (long long)g) : ER_OK;
 }
 
-/* A step's memory rows to the device from their page-locked buffer, with no wait. The buffer is written
- * again only at the next micro-batch, after this one's tensor_to_host(zp) has waited for the stream, so
- * this copy has run by then. */
-static tensor *upload_rows(const pgcon_objective *o, const float *h, int ndim, const int64_t *shape) {
-    tensor *t = tensor_empty(o->run.device, ndim, shape);
-    if (t) backend_get(o->run.device)->upload_async(t->data, h, (size_t)tensor_numel(t) * sizeof(float));
-    return t;
-}
-
 static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms) {
     pgcon_objective *o = self;
     const pgcon_cfg *c = &o->cfg;
@@ -211,9 +202,11 @@ static tensor *pgcon_step(void *self, int64_t step, int micro, loss_terms *terms
     if (o->wincon) /* every rank's WIN views: the negatives of the global batch (gradient to each rank's own) */
         zw = op_allgather_rows(op_l2_normalize(resnet_project(o->net, &ctx, xw), -1, 1e-12f));
     if (!zp || !zd || (o->wincon && !zw)) return NULL;
-    tensor *n1 = upload_rows(o, o->neg1, 3, SHAPE(b, k, D));
-    tensor *n2 = upload_rows(o, o->neg2, 3, SHAPE(b, k, D));
-    tensor *mi = upload_rows(o, o->pos_mem, 2, SHAPE(b, D));
+    /* page-locked, no wait: written again only at the next micro-batch, after this one's
+     * tensor_to_host(zp) below has waited for the stream, so these copies have run by then */
+    tensor *n1 = host_upload_pinned(o->run.device, o->neg1, 3, SHAPE(b, k, D));
+    tensor *n2 = host_upload_pinned(o->run.device, o->neg2, 3, SHAPE(b, k, D));
+    tensor *mi = host_upload_pinned(o->run.device, o->pos_mem, 2, SHAPE(b, D));
     tensor *pos_jig = NULL, *pos_mem = NULL;
     tensor *l1 = pgcon_infonce(zp, zd, n1, zw, (float)c->tau, &pos_jig);
     tensor *l2 = pgcon_infonce(zp, mi, n2, zw, (float)c->tau, &pos_mem);
